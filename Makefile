@@ -1,0 +1,51 @@
+# The one task runner: what CI runs and what the README tells a person to run.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+GATEWAY_HOME_DIR ?= ./var/gateway
+
+.PHONY: install up demo test unit integration typecheck bench protos clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall whenever pyproject.toml changes; the stamp records the last install.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## make up: run the whole suite on ./var/gateway (first run prints an admin key)
+up: install
+	$(VENV)/bin/gateway up --home $(GATEWAY_HOME_DIR)
+
+## make demo: the suite on ./var/demo with SPEC.md's two example keys
+demo: install
+	mkdir -p var/demo
+	test -f var/demo/config.json || cp examples/demo-config.json var/demo/config.json
+	$(VENV)/bin/gateway up --home ./var/demo
+
+## make test: the whole test suite (type check, unit, integration)
+test: install typecheck
+	$(PY) -m pytest
+
+unit: install
+	$(PY) -m pytest tests/unit
+
+integration: install
+	$(PY) -m pytest tests/integration
+
+typecheck: install
+	$(VENV)/bin/mypy gateway services gateway_http
+
+bench: install
+	$(PY) bench/rest_files.py
+
+protos: install
+	$(PY) -m gateway.protogen
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache

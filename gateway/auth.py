@@ -1,0 +1,91 @@
+"""API-key authentication and per-agent authorization (DESIGN.md "Auth").
+
+A caller presents ``x-api-key: K`` or ``authorization: Bearer K``; internal
+callers present the home's internal token under ``x-gateway-internal-token``.
+Keys are compared as SHA-256 digests in constant time and never logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gateway.config import ApiKey
+from gateway.errors import NotFound, PermissionDenied, Unauthenticated
+
+INTERNAL_TOKEN_HEADER = "x-gateway-internal-token"
+API_KEY_HEADER = "x-api-key"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: a configured key, or an internal service."""
+
+    label: str
+    key: ApiKey | None  # None for internal callers
+
+    @property
+    def internal(self) -> bool:
+        return self.key is None
+
+
+def key_from_metadata(metadata: Iterable[tuple[str, str | bytes]]) -> tuple[str | None, str | None]:
+    """``(api key, internal token)`` found in gRPC metadata, each or both None."""
+    api_key = internal = None
+    for name, value in metadata:
+        if isinstance(value, bytes):
+            continue
+        name = name.lower()
+        if name == API_KEY_HEADER:
+            api_key = value
+        elif name == "authorization" and api_key is None:
+            scheme, _, token = value.partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                api_key = token.strip()
+        elif name == INTERNAL_TOKEN_HEADER:
+            internal = value
+    return api_key, internal
+
+
+class Authenticator:
+    """Decides who a caller is and what it may do."""
+
+    def __init__(self, keys: Iterable[ApiKey], internal_token: str | None) -> None:
+        self._keys = tuple(keys)
+        self._internal = hashlib.sha256(internal_token.encode()).digest() if internal_token else None
+
+    def identify(self, metadata: Iterable[tuple[str, str | bytes]]) -> Caller:
+        """The caller behind ``metadata``. Raises Unauthenticated for a missing or unknown key."""
+        api_key, internal = key_from_metadata(metadata)
+        if internal is not None and self._internal is not None:
+            if hmac.compare_digest(hashlib.sha256(internal.encode()).digest(), self._internal):
+                return Caller(label="internal", key=None)
+            raise Unauthenticated("invalid internal token")
+        if not api_key:
+            raise Unauthenticated("missing API key: send X-Api-Key or Authorization: Bearer")
+        digest = hashlib.sha256(api_key.encode("utf-8", "surrogatepass")).digest()
+        found: ApiKey | None = None
+        for key in self._keys:  # no early exit: the time does not depend on which key matched
+            if hmac.compare_digest(digest, key.digest):
+                found = key
+        if found is None:
+            raise Unauthenticated("unknown API key")
+        return Caller(label=found.label, key=found)
+
+    @staticmethod
+    def authorize(caller: Caller, agent_id: str, *, agent_exists: bool, write: bool) -> None:
+        """Check ``caller`` may read (or write) ``agent_id``.
+
+        A key whose scope does not name the agent gets PermissionDenied whether
+        or not the agent exists, so keys cannot probe for agent names; NotFound
+        is only for callers whose scope covers the id.
+        """
+        key = caller.key
+        if key is not None and not key.covers(agent_id):
+            raise PermissionDenied(f"this key has no access to agent {agent_id!r}")
+        if not agent_exists:
+            raise NotFound(f"agent {agent_id!r} not found")
+        if write and key is not None and not key.write:
+            raise PermissionDenied(f"this key has no write access to agent {agent_id!r}")

@@ -1,0 +1,93 @@
+"""The ``gateway`` command (DESIGN.md "Command line")."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from gateway.errors import ConfigError
+from gateway.home import ensure_home, resolve_home
+
+SERVE_NAMES = ("file_api", "http")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gateway", description="Durable, safe memory and workspace for AI agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start every service and wait until all are healthy")
+    up.add_argument("--home", help="gateway home (default: $GATEWAY_HOME or ~/.claude-gateway)")
+    up.add_argument("--http-port", type=int, help="port of the REST shim (default: gateway.api.port)")
+
+    serve = sub.add_parser("serve", help="run one service in the foreground")
+    serve.add_argument("name", choices=SERVE_NAMES)
+    serve.add_argument("--home", help="gateway home")
+    serve.add_argument("--port", type=int, help="override the service's port from config.json")
+
+    config = sub.add_parser("config", help="inspect or upgrade config.json")
+    config_sub = config.add_subparsers(dest="action", required=True)
+    for action, text in (("check", "validate config.json"), ("migrate", "rewrite config.json at the current configVersion, keeping a backup")):
+        p = config_sub.add_parser(action, help=text)
+        p.add_argument("--home", help="gateway home")
+    return parser
+
+
+def _config_or_exit(home: Path):  # type: ignore[no-untyped-def]
+    from gateway.config import load_config
+
+    try:
+        return load_config(home)
+    except ConfigError as exc:
+        print(f"gateway: config.json in {home} is invalid:", file=sys.stderr)
+        for line in exc.problems:
+            print(f"  {line}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _serve(name: str, home: Path, port: int | None) -> int:
+    from gateway.logs import configure
+
+    log = configure(name)
+    admin_key = ensure_home(home)
+    if admin_key:
+        log.warning("first_start", admin_key_shown_once=admin_key)
+    config = _config_or_exit(home)
+    if name == "http":
+        from gateway_http.main import run as run_http
+
+        run_http(config, port)
+        return 0
+    if port is not None:
+        from dataclasses import replace
+
+        grpc_settings = replace(config.grpc, **{name: port})
+        config = replace(config, grpc=grpc_settings)
+    if name == "file_api":
+        from services.file_api.main import run
+
+        asyncio.run(run(config))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    home = resolve_home(getattr(args, "home", None), dict(os.environ))
+    if args.command == "up":
+        from gateway.launcher import up
+
+        admin_key = ensure_home(home)
+        return up(home, _config_or_exit(home), admin_key, args.http_port)
+    if args.command == "serve":
+        return _serve(args.name, home, args.port)
+    if args.command == "config":
+        from gateway.config_file import check, migrate_file
+
+        return check(home) if args.action == "check" else migrate_file(home)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,375 @@
+"""config.json: defaults, validation, per-agent overrides and typed settings.
+
+Read once in each process's entry point (``load_config``) and passed down as
+frozen values; nothing deeper reads the file or the environment. Defaults and
+documentation of every key live in ``config_schema.json``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from gateway.config_migrations import migrate
+from gateway.errors import ConfigError
+
+Raw = dict[str, Any]
+
+OVER_BUDGET_LEVELS = ("warn", "error")
+
+
+@dataclass(frozen=True)
+class GrpcSettings:
+    host: str
+    file_api: int
+    watcher: int
+    kb: int
+    dreaming: int
+
+    def address(self, service: str) -> str:
+        """``host:port`` of ``service`` (``file_api``, ``watcher``, ``kb``, ``dreaming``)."""
+        return f"{self.host}:{getattr(self, service)}"
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """One API key. Only its SHA-256 digest is held, never the key itself."""
+
+    digest: bytes
+    agents: frozenset[str] | None  # None means every agent ("*")
+    write: bool
+    label: str
+
+    def covers(self, agent_id: str) -> bool:
+        return self.agents is None or agent_id in self.agents
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    host: str
+    port: int
+    keys: tuple[ApiKey, ...]
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    memory_budget_chars: int
+    user_budget_chars: int
+    over_budget: str  # "warn" or "error"; anything else was normalised to "warn"
+    write_routing: bool
+    episodic_archive_dir: str
+
+
+@dataclass(frozen=True)
+class StalenessSettings:
+    enabled: bool
+    stale_ttl_days: int
+    keep_importance: int
+    min_retrieval_keep: int
+    supersession: bool
+    record_retrievals: bool
+    max_invalidations_per_run: int
+
+
+@dataclass(frozen=True)
+class DreamingSettings:
+    enabled: bool
+    mode: str
+    dream_hour: int
+    dream_minute: int
+    dream_timezone: str
+    quiet_minutes: int
+    lookback_days: int
+    max_changes_per_run: int
+    stagger_window_minutes: int  # clamped to [0, 55]
+    auto_route_out: bool
+    reviewer_command: tuple[str, ...]
+    reviewer_timeout_seconds: int
+    staleness: StalenessSettings
+
+
+@dataclass(frozen=True)
+class ArchiveSettings:
+    enabled: bool
+    tokenizer: str
+    chunk_tokens: int
+    chunk_overlap: int  # clamped below chunk_tokens
+
+
+@dataclass(frozen=True)
+class SharedSettings:
+    enabled: bool
+    project: str
+    root: Path
+    mode: str
+    graph: bool
+
+    @property
+    def vault_dir(self) -> Path:
+        return self.root / self.project
+
+
+@dataclass(frozen=True)
+class KnowledgeSettings:
+    archive: ArchiveSettings
+    shared: SharedSettings
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """One agent with the gateway settings and its own overrides merged."""
+
+    id: str
+    home: Path
+    workspace: Path
+    transcripts_dir: Path
+    memory: MemorySettings
+    dreaming: DreamingSettings
+    knowledge: KnowledgeSettings
+
+    @property
+    def kb_path(self) -> Path:
+        return self.home / "agents" / self.id / "kb.sqlite"
+
+
+@dataclass(frozen=True)
+class Config:
+    home: Path
+    config_version: str
+    grpc: GrpcSettings
+    api: ApiSettings
+    memory: MemorySettings
+    dreaming: DreamingSettings
+    knowledge: KnowledgeSettings
+    agents: tuple[AgentConfig, ...]
+
+    def agent(self, agent_id: str) -> AgentConfig | None:
+        """The agent with this id, or None."""
+        for agent in self.agents:
+            if agent.id == agent_id:
+                return agent
+        return None
+
+
+@cache
+def schema() -> Raw:
+    """The JSON schema of config.json (also its reference documentation)."""
+    text = (Path(__file__).parent / "config_schema.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def _resolve(node: Raw) -> Raw:
+    while "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[-1]
+        node = schema()["$defs"][name]
+    return node
+
+
+def fill_defaults(instance: Raw, node: Raw | None = None) -> Raw:
+    """Return a copy of ``instance`` with every missing key set to its schema default.
+
+    Agent entries are not filled: their blocks are overrides of the gateway's.
+    """
+    node = _resolve(node if node is not None else schema())
+    out = copy.deepcopy(instance)
+    for key, prop in node.get("properties", {}).items():
+        if key == "agents":
+            continue
+        if key not in out and "default" in prop:
+            out[key] = copy.deepcopy(prop["default"])
+        if isinstance(out.get(key), dict) and _resolve(prop).get("type") == "object":
+            out[key] = fill_defaults(out[key], prop)
+    return out
+
+
+def deep_merge(base: Raw, override: Raw) -> Raw:
+    """``override`` on top of ``base``; nested objects merge, other values replace."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _where(error: jsonschema.ValidationError) -> str:
+    parts = []
+    for part in error.absolute_path:
+        parts.append(f"[{part}]" if isinstance(part, int) else f".{part}")
+    return "".join(parts).lstrip(".") or "(top level)"
+
+
+def _reason(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        return f"unknown key ({error.message.split('(')[-1].rstrip(')')})"
+    if error.validator == "oneOf" and _where(error).endswith("agents"):
+        return 'must be "*" or a list of agent ids'
+    if error.validator == "not":
+        return f"{error.instance!r} is not allowed"
+    return error.message
+
+
+def validate(raw: Raw) -> list[str]:
+    """One line per problem with ``raw`` (``key: reason``); empty when valid."""
+    validator = jsonschema.Draft202012Validator(schema())
+    problems = [f"{_where(e)}: {_reason(e)}" for e in validator.iter_errors(raw)]
+    problems.sort()
+    seen: set[str] = set()
+    for i, agent in enumerate(raw.get("agents", []) if isinstance(raw.get("agents"), list) else []):
+        agent_id = agent.get("id") if isinstance(agent, dict) else None
+        if isinstance(agent_id, str):
+            if agent_id in seen:
+                problems.append(f"agents[{i}].id: duplicate agent id {agent_id!r}")
+            seen.add(agent_id)
+    keys = raw.get("gateway", {}).get("api", {}).get("keys", []) if isinstance(raw.get("gateway"), dict) else []
+    for i, entry in enumerate(keys if isinstance(keys, list) else []):
+        if isinstance(entry, dict) and ("key" in entry) == ("keySha256" in entry):
+            problems.append(f"gateway.api.keys[{i}]: needs exactly one of key or keySha256")
+    return problems
+
+
+def _memory(raw: Raw) -> MemorySettings:
+    level = raw["overBudget"] if raw["overBudget"] in OVER_BUDGET_LEVELS else "warn"
+    return MemorySettings(
+        memory_budget_chars=raw["memoryBudgetChars"],
+        user_budget_chars=raw["userBudgetChars"],
+        over_budget=level,
+        write_routing=raw["writeRouting"],
+        episodic_archive_dir=raw["episodicArchiveDir"],
+    )
+
+
+def _dreaming(raw: Raw) -> DreamingSettings:
+    st = raw["staleness"]
+    return DreamingSettings(
+        enabled=raw["enabled"],
+        mode=raw["mode"],
+        dream_hour=raw["dreamHour"],
+        dream_minute=raw["dreamMinute"],
+        dream_timezone=raw["dreamTimezone"],
+        quiet_minutes=raw["quietMinutes"],
+        lookback_days=raw["lookbackDays"],
+        max_changes_per_run=raw["maxChangesPerRun"],
+        stagger_window_minutes=min(max(raw["staggerWindowMinutes"], 0), 55),
+        auto_route_out=raw["autoRouteOut"],
+        reviewer_command=tuple(raw["reviewerCommand"]),
+        reviewer_timeout_seconds=raw["reviewerTimeoutSeconds"],
+        staleness=StalenessSettings(
+            enabled=st["enabled"],
+            stale_ttl_days=st["staleTtlDays"],
+            keep_importance=st["keepImportance"],
+            min_retrieval_keep=st["minRetrievalKeep"],
+            supersession=st["supersession"],
+            record_retrievals=st["recordRetrievals"],
+            max_invalidations_per_run=st["maxInvalidationsPerRun"],
+        ),
+    )
+
+
+def _knowledge(raw: Raw, home: Path) -> KnowledgeSettings:
+    ar, sh = raw["archive"], raw["shared"]
+    chunk_tokens = ar["chunkTokens"]
+    return KnowledgeSettings(
+        archive=ArchiveSettings(
+            enabled=ar["enabled"],
+            tokenizer=ar["tokenizer"],
+            chunk_tokens=chunk_tokens,
+            chunk_overlap=min(ar["chunkOverlap"], chunk_tokens - 1),
+        ),
+        shared=SharedSettings(
+            enabled=sh["enabled"],
+            project=sh["project"],
+            root=home / Path(sh["root"]).expanduser(),
+            mode=sh["mode"],
+            graph=sh["graph"],
+        ),
+    )
+
+
+def _key(index: int, raw: Raw) -> ApiKey:
+    if "key" in raw:
+        digest = hashlib.sha256(raw["key"].encode("utf-8")).digest()
+    else:
+        digest = bytes.fromhex(raw["keySha256"])
+    agents = raw["agents"]
+    return ApiKey(
+        digest=digest,
+        agents=None if agents == "*" else frozenset(agents),
+        write=raw.get("write", False),
+        label=raw.get("name", f"keys[{index}]"),
+    )
+
+
+def build(raw: Raw, home: Path) -> Config:
+    """Typed settings from a migrated config dict. Raises ConfigError when invalid."""
+    problems = validate(raw)
+    if problems:
+        raise ConfigError(problems)
+    full = fill_defaults(raw)
+    gw = full["gateway"]
+    agents = []
+    for entry in raw.get("agents", []):
+        agent_id = entry["id"]
+        agents.append(
+            AgentConfig(
+                id=agent_id,
+                home=home,
+                workspace=home / Path(entry.get("workspace", f"agents/{agent_id}/workspace")).expanduser(),
+                transcripts_dir=home
+                / Path(entry.get("transcriptsDir", f"agents/{agent_id}/sessions")).expanduser(),
+                memory=_memory(deep_merge(gw["memory"], entry.get("memory", {}))),
+                dreaming=_dreaming(deep_merge(gw["dreaming"], entry.get("dreaming", {}))),
+                knowledge=_knowledge(deep_merge(gw["knowledge"], entry.get("knowledge", {})), home),
+            )
+        )
+    grpc = gw["grpc"]
+    return Config(
+        home=home,
+        config_version=full["configVersion"],
+        grpc=GrpcSettings(grpc["host"], grpc["fileApi"], grpc["watcher"], grpc["kb"], grpc["dreaming"]),
+        api=ApiSettings(
+            host=gw["api"]["host"],
+            port=gw["api"]["port"],
+            keys=tuple(_key(i, k) for i, k in enumerate(gw["api"]["keys"])),
+        ),
+        memory=_memory(gw["memory"]),
+        dreaming=_dreaming(gw["dreaming"]),
+        knowledge=_knowledge(gw["knowledge"], home),
+        agents=tuple(agents),
+    )
+
+
+def read_raw(path: Path) -> Raw:
+    """Parse config.json. Raises ConfigError with one line when it is not a JSON object."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError([f"{path}: not found"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"{path}: cannot read ({exc})"]) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError([f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"]) from None
+    if not isinstance(raw, dict):
+        raise ConfigError([f"{path}: must hold a JSON object"])
+    return raw
+
+
+def load_config(home: Path) -> Config:
+    """Read, migrate in memory, validate and type ``<home>/config.json``.
+
+    Raises ConfigError listing every problem, one line each.
+    """
+    raw = read_raw(home / "config.json")
+    try:
+        migrated, _ = migrate(raw)
+    except ValueError as exc:
+        raise ConfigError([str(exc)]) from None
+    return build(migrated, home)

@@ -1,0 +1,62 @@
+"""The suite's exception hierarchy. Each class knows its gRPC status code.
+
+Domain code raises these; one decorator per server (``gateway.rpc``) turns
+them into gRPC status, and the REST shim turns status into HTTP in one place.
+Domain code never imports grpc, so the codes are plain names here.
+"""
+
+from __future__ import annotations
+
+
+class GatewayError(Exception):
+    """Base of every error the suite reports to a caller.
+
+    ``code`` is the name of a ``grpc.StatusCode`` member; ``message`` is safe
+    to show to the caller (it never contains a key or an internal path).
+    """
+
+    code = "INTERNAL"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(GatewayError):
+    code = "INVALID_ARGUMENT"
+
+
+class Unauthenticated(GatewayError):
+    code = "UNAUTHENTICATED"
+
+
+class PermissionDenied(GatewayError):
+    code = "PERMISSION_DENIED"
+
+
+class NotFound(GatewayError):
+    code = "NOT_FOUND"
+
+
+class AlreadyExists(GatewayError):
+    code = "ALREADY_EXISTS"
+
+
+class FailedPrecondition(GatewayError):
+    code = "FAILED_PRECONDITION"
+
+
+class ResourceExhausted(GatewayError):
+    code = "RESOURCE_EXHAUSTED"
+
+
+class Unavailable(GatewayError):
+    code = "UNAVAILABLE"
+
+
+class ConfigError(Exception):
+    """config.json is unusable. ``problems`` holds one line per error (key: reason)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems

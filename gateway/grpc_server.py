@@ -1,0 +1,77 @@
+"""Start-up and shutdown of a gRPC server, the same for every service.
+
+Health (``grpc.health.v1``) and server reflection are always on; message
+sizes are explicit; SIGTERM and SIGINT stop the server gracefully: health
+flips to NOT_SERVING, in-flight calls get a grace period, then it exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable, Sequence
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+STOP_GRACE_SECONDS = 5.0
+
+SERVER_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.so_reuseport", 0),
+]
+
+log = structlog.get_logger()
+
+
+class BindError(RuntimeError):
+    """The server could not listen on its address."""
+
+
+async def serve(
+    name: str,
+    address: str,
+    register: Callable[[grpc.aio.Server], Sequence[str]],
+    *,
+    on_stop: Callable[[], object] | None = None,
+) -> None:
+    """Run a gRPC server on ``address`` until SIGTERM/SIGINT.
+
+    ``register`` adds the servicers and returns their full service names
+    (for health and reflection). ``on_stop`` runs after the server stopped.
+    Raises BindError when the address cannot be bound.
+    """
+    server = grpc.aio.server(options=SERVER_OPTIONS)
+    services = list(register(server))
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection([*services, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise BindError(f"{name}: cannot listen on {address}: {exc}") from None
+    if port == 0:
+        raise BindError(f"{name}: cannot listen on {address} (address in use?)")
+    await server.start()
+    for service in ["", *services]:
+        await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    log.info("listening", address=address, services=services)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    serving = asyncio.ensure_future(server.wait_for_termination())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    log.info("stopping", grace_s=STOP_GRACE_SECONDS)
+    await health_servicer.enter_graceful_shutdown()
+    await server.stop(STOP_GRACE_SECONDS)
+    stopping.cancel()
+    if on_stop is not None:
+        on_stop()
+    log.info("stopped")

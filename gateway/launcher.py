@@ -1,0 +1,153 @@
+"""``gateway up``: every service as its own OS process, supervised as one suite.
+
+Starts each process, waits until every health check answers SERVING, prints
+``ready http://127.0.0.1:PORT``. SIGINT/SIGTERM stop all children cleanly; a
+child that dies is reported and brings the whole suite down, so the suite is
+never left half-alive.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from gateway.channels import HEALTH_DEADLINE_S, sync_channel
+from gateway.config import Config
+
+# The processes that exist so far, in start order. Later services join here.
+GRPC_SERVICES: tuple[str, ...] = ("file_api",)
+SERVICES: tuple[str, ...] = (*GRPC_SERVICES, "http")
+
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+POLL_S = 0.1
+
+
+def _say(text: str) -> None:
+    print(f"gateway: {text}", file=sys.stderr, flush=True)
+
+
+def grpc_serving(address: str) -> bool:
+    """True when the gRPC health service at ``address`` answers SERVING."""
+    with sync_channel(address) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=HEALTH_DEADLINE_S
+            )
+        except grpc.RpcError:
+            return False
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def http_healthy(url: str) -> bool:
+    """True when ``GET url`` answers 200 with status ok."""
+    try:
+        with urllib.request.urlopen(url, timeout=HEALTH_DEADLINE_S) as reply:
+            return bool(reply.status == 200 and json.load(reply).get("status") == "ok")
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+class Suite:
+    """The running children of one ``gateway up``."""
+
+    def __init__(self, home: Path, config: Config, http_port: int | None) -> None:
+        self.home = home
+        self.config = config
+        self.http_port = http_port if http_port is not None else config.api.port
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.stop_requested = threading.Event()
+
+    def start(self) -> None:
+        for name in SERVICES:
+            cmd = [sys.executable, "-m", "gateway.cli", "serve", name, "--home", str(self.home)]
+            if name == "http":
+                cmd += ["--port", str(self.http_port)]
+            # A session of its own: a terminal's Ctrl-C reaches only us, and we
+            # stop the children in order.
+            self.children[name] = subprocess.Popen(cmd, start_new_session=True)
+
+    def probes(self) -> dict[str, Callable[[], bool]]:
+        out: dict[str, Callable[[], bool]] = {}
+        for name in GRPC_SERVICES:
+            address = self.config.grpc.address(name)
+            out[name] = lambda a=address: grpc_serving(a)  # type: ignore[misc]
+        out["http"] = lambda: http_healthy(f"http://127.0.0.1:{self.http_port}/healthz")
+        return out
+
+    def dead_child(self) -> tuple[str, int] | None:
+        for name, child in self.children.items():
+            code = child.poll()
+            if code is not None:
+                return name, code
+        return None
+
+    def wait_ready(self) -> bool:
+        pending = self.probes()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while pending:
+            if self.stop_requested.is_set():
+                return False
+            dead = self.dead_child()
+            if dead:
+                _say(f"{dead[0]} exited with code {dead[1]} during start-up; stopping the suite")
+                return False
+            for name in [n for n, probe in pending.items() if probe()]:
+                del pending[name]
+            if time.monotonic() > deadline:
+                _say(f"not healthy after {READY_TIMEOUT_S:.0f}s: {', '.join(sorted(pending))}; stopping the suite")
+                return False
+            self.stop_requested.wait(POLL_S)
+        return True
+
+    def stop(self) -> None:
+        """SIGTERM every child, newest first; SIGKILL what is still alive after the timeout."""
+        for child in reversed(list(self.children.values())):
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for name, child in self.children.items():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _say(f"{name} did not stop within {STOP_TIMEOUT_S:.0f}s; killing it")
+                child.kill()
+                child.wait()
+
+    def supervise(self) -> int:
+        """Block until a signal (exit 0) or a child's death (exit 1)."""
+        while not self.stop_requested.wait(POLL_S):
+            dead = self.dead_child()
+            if dead:
+                _say(f"{dead[0]} exited unexpectedly with code {dead[1]}; stopping the suite")
+                return 1
+        _say("stopping")
+        return 0
+
+
+def up(home: Path, config: Config, admin_key: str | None, http_port: int | None) -> int:
+    """Run the suite until SIGINT/SIGTERM or a child's death; the process exit code."""
+    suite = Suite(home, config, http_port)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: suite.stop_requested.set())
+    suite.start()
+    try:
+        if not suite.wait_ready():
+            return 1
+        print(f"ready http://127.0.0.1:{suite.http_port}", flush=True)
+        if admin_key:
+            print(f"admin key (shown once, stored only as a SHA-256 hash): {admin_key}", flush=True)
+        return suite.supervise()
+    finally:
+        suite.stop()

@@ -1,0 +1,65 @@
+"""Server-side RPC plumbing shared by every gRPC service.
+
+``unary`` wraps a servicer method: it maps GatewayError to gRPC status (the
+one place that happens), turns anything unexpected into INTERNAL with a
+generic message, and logs one JSON line per call (method, agent, code, ms).
+Keys and request bodies are never logged.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+import structlog
+
+from gateway.auth import Authenticator, Caller
+from gateway.errors import GatewayError
+
+log = structlog.get_logger()
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Handler = Callable[[Any, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
+
+
+def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
+    """Decorate an async unary servicer method with error mapping and the RPC log line."""
+    method = func.__name__
+
+    @functools.wraps(func)
+    async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext) -> Resp:
+        start = time.perf_counter()
+        code = "OK"
+        try:
+            return await func(self, request, context)
+        except GatewayError as exc:
+            code = exc.code
+            await context.abort(grpc.StatusCode[exc.code], exc.message)
+            raise  # unreachable: abort raises
+        except grpc.aio.AbortError:
+            code = str(context.code() or "ABORTED").rsplit(".", 1)[-1]
+            raise
+        except Exception:
+            code = "INTERNAL"
+            log.exception("rpc_failed", method=method)
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error")
+            raise
+        finally:
+            log.info(
+                "rpc",
+                method=method,
+                agent=getattr(request, "agent_id", None) or None,
+                code=code,
+                ms=round((time.perf_counter() - start) * 1000, 3),
+            )
+
+    return wrapper
+
+
+def caller_of(auth: Authenticator, context: grpc.aio.ServicerContext) -> Caller:
+    """The authenticated caller of this RPC. Raises Unauthenticated."""
+    return auth.identify(context.invocation_metadata() or ())

@@ -1,0 +1,1 @@
+"""Generated protobuf and gRPC code for package gateway.v1 (see gateway/protogen.py)."""

@@ -1,0 +1,41 @@
+from google.api import annotations_pb2 as _annotations_pb2
+from gateway.v1 import options_pb2 as _options_pb2
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Optional as _Optional
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class GetFileRequest(_message.Message):
+    __slots__ = ("agent_id", "filename")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    filename: str
+    def __init__(self, agent_id: _Optional[str] = ..., filename: _Optional[str] = ...) -> None: ...
+
+class GetFileResponse(_message.Message):
+    __slots__ = ("filename", "content")
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    filename: str
+    content: str
+    def __init__(self, filename: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+
+class PutFileRequest(_message.Message):
+    __slots__ = ("agent_id", "filename", "content")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    filename: str
+    content: str
+    def __init__(self, agent_id: _Optional[str] = ..., filename: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+
+class PutFileResponse(_message.Message):
+    __slots__ = ("filename", "message")
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    filename: str
+    message: str
+    def __init__(self, filename: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,219 @@
+"""The shim's ASGI application: REST in, gRPC out, grpc-gateway style.
+
+Every request is matched against the routes built from the protos, turned
+into the RPC's message, sent to the backend that serves the RPC with the
+caller's key as metadata and a deadline, and the reply rendered as protojson.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import parse_qsl
+
+import grpc
+import structlog
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from gateway.channels import DEFAULT_DEADLINE_S, HEALTH_DEADLINE_S, aio_channel
+from gateway.files_limits import MAX_BODY_BYTES
+from gateway_http.descriptors import Route, all_routes
+from gateway_http.errors import error_body, http_status
+from gateway_http.openapi import openapi_document
+from gateway_http.router import BadPath, Router, split_path
+from gateway_http.transcode import BadRequest, build_request, parse_body, render
+
+log = structlog.get_logger()
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, code: grpc.StatusCode, message: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers or []
+
+
+class ShimApp:
+    """ASGI callable. ``backends`` maps a backend name (``file_api``…) to ``host:port``."""
+
+    def __init__(self, backends: Mapping[str, str], routes: tuple[Route, ...] | None = None) -> None:
+        self._backends = dict(backends)
+        self._router = Router(routes if routes is not None else all_routes())
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._calls: dict[tuple[str, str], grpc.aio.UnaryUnaryMultiCallable] = {}
+        self._openapi = json.dumps(openapi_document(self._router.routes), indent=2).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        start = time.perf_counter()
+        status, route = await self._handle(scope, receive, send)
+        log.info(
+            "http",
+            method=scope["method"],
+            route=route,
+            status=status,
+            ms=round((time.perf_counter() - start) * 1000, 3),
+        )
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                for channel in self._channels.values():
+                    await channel.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    def _channel(self, backend: str) -> grpc.aio.Channel:
+        channel = self._channels.get(backend)
+        if channel is None:
+            channel = self._channels[backend] = aio_channel(self._backends[backend])
+        return channel
+
+    def _callable(self, route: Route) -> grpc.aio.UnaryUnaryMultiCallable:
+        key = (route.backend, route.grpc_path)
+        call = self._calls.get(key)
+        if call is None:
+            call = self._calls[key] = self._channel(route.backend).unary_unary(
+                route.grpc_path,
+                request_serializer=route.request_class.SerializeToString,
+                response_deserializer=route.response_class.FromString,
+            )
+        return call
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> tuple[int, str]:
+        method = scope["method"]
+        path = scope["path"]
+        try:
+            if path == "/healthz" and method == "GET":
+                status, report = await self._healthz()
+                await _respond(send, status, report)
+                return status, "/healthz"
+            if path == "/openapi.json" and method == "GET":
+                await _respond(send, 200, self._openapi)
+                return 200, "/openapi.json"
+            try:
+                segments = split_path(scope.get("raw_path") or path.encode())
+            except BadPath as exc:
+                raise HttpError(400, grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+            match, allowed = self._router.match(method, segments)
+            if match is None:
+                if allowed:
+                    raise HttpError(
+                        405,
+                        grpc.StatusCode.UNIMPLEMENTED,
+                        f"method {method} not allowed here; allowed: {', '.join(allowed)}",
+                        [(b"allow", ", ".join(allowed).encode())],
+                    )
+                raise HttpError(404, grpc.StatusCode.NOT_FOUND, f"no route for {method} {path}")
+            route = match.route
+            body: Any = None
+            if route.body:
+                body = parse_body(await _read_body(scope, receive))
+            query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+            request = build_request(route, match.params, body, query)
+            status, payload = await self._invoke(route, request, scope)
+            await _respond(send, status, payload)
+            return status, route.template
+        except BadRequest as exc:
+            await _respond(send, 400, error_body(grpc.StatusCode.INVALID_ARGUMENT, str(exc)))
+            return 400, path
+        except HttpError as exc:
+            await _respond(send, exc.status, error_body(exc.code, exc.message), exc.headers)
+            return exc.status, path
+
+    async def _invoke(self, route: Route, request: Any, scope: Scope) -> tuple[int, bytes]:
+        metadata = _auth_metadata(scope)
+        try:
+            reply = await self._callable(route)(request, timeout=DEFAULT_DEADLINE_S, metadata=metadata)
+        except grpc.aio.AioRpcError as err:
+            code = err.code()
+            message = err.details() or code.name
+            if code == grpc.StatusCode.UNAVAILABLE:
+                message = f"backend {route.backend} is unavailable; try again shortly"
+            return http_status(code), error_body(code, message)
+        return 200, render(reply)
+
+    async def _healthz(self) -> tuple[int, bytes]:
+        report: dict[str, str] = {}
+        for backend in sorted({r.backend for r in self._router.routes}):
+            stub = health_pb2_grpc.HealthStub(self._channel(backend))
+            try:
+                reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=HEALTH_DEADLINE_S)
+                report[backend] = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+            except grpc.aio.AioRpcError as err:
+                report[backend] = err.code().name
+        ok = all(v == "SERVING" for v in report.values())
+        body = {"status": "ok" if ok else "degraded", "backends": report}
+        return (200 if ok else 503), json.dumps(body).encode()
+
+
+def _auth_metadata(scope: Scope) -> tuple[tuple[str, str], ...]:
+    """The caller's credentials as gRPC metadata: X-Api-Key and Authorization only."""
+    out = []
+    for name, value in scope["headers"]:
+        if name == b"x-api-key":
+            out.append(("x-api-key", value.decode("latin-1")))
+        elif name == b"authorization":
+            out.append(("authorization", value.decode("latin-1")))
+    return tuple(out)
+
+
+async def _read_body(scope: Scope, receive: Receive) -> bytes:
+    """The request body, refusing with 413 as soon as it passes MAX_BODY_BYTES."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                declared = int(value)
+            except ValueError:
+                raise HttpError(400, grpc.StatusCode.INVALID_ARGUMENT, "invalid Content-Length") from None
+            if declared > MAX_BODY_BYTES:
+                raise _too_large()
+    chunks = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise HttpError(400, grpc.StatusCode.CANCELLED, "client disconnected")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _too_large()
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _too_large() -> HttpError:
+    return HttpError(
+        413,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        f"request body is larger than {MAX_BODY_BYTES} bytes; file content is limited to 1,048,576 bytes",
+    )
+
+
+async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*JSON_HEADERS, (b"content-length", str(len(body)).encode()), *(headers or [])],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

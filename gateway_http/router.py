@@ -1,0 +1,87 @@
+"""Matching a request path against the route templates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from gateway_http.descriptors import Route
+
+
+class BadPath(ValueError):
+    """The path itself is unacceptable (bad escapes, dot segments)."""
+
+
+@dataclass(frozen=True)
+class Match:
+    route: Route
+    params: dict[str, str]
+
+
+def split_path(raw_path: bytes) -> list[str]:
+    """Percent-decoded segments of a raw request path.
+
+    Decoding happens per segment, after the split, so an encoded ``/`` stays
+    inside its segment (and is then refused by the field's own validation).
+    Raises BadPath for ``.``/``..`` segments, NUL, or bytes that are not UTF-8.
+    """
+    try:
+        text = raw_path.decode("ascii")
+    except UnicodeDecodeError:
+        raise BadPath("request path must be ASCII (percent-encode other characters)") from None
+    parts = text.split("/")[1:]
+    if parts and parts[-1] == "":
+        parts = parts[:-1]  # tolerate one trailing slash
+    out = []
+    for part in parts:
+        try:
+            segment = unquote(part, errors="strict")
+        except UnicodeDecodeError:
+            raise BadPath("request path has percent-escapes that are not UTF-8") from None
+        if segment in (".", "..") or "\x00" in segment:
+            raise BadPath(f"request path has a forbidden segment {segment!r}")
+        out.append(segment)
+    return out
+
+
+def _match_one(route: Route, segments: list[str]) -> dict[str, str] | None:
+    params: dict[str, str] = {}
+    pattern = route.segments
+    for i, seg in enumerate(pattern):
+        if seg.rest:
+            if i >= len(segments):
+                return None
+            params[seg.field or ""] = "/".join(segments[i:])
+            return params
+        if i >= len(segments):
+            return None
+        if seg.literal is not None:
+            if seg.literal != segments[i]:
+                return None
+        else:
+            if segments[i] == "":
+                return None
+            params[seg.field or ""] = segments[i]
+    return params if len(segments) == len(pattern) else None
+
+
+class Router:
+    def __init__(self, routes: Iterable[Route]) -> None:
+        self._routes = tuple(routes)
+
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        return self._routes
+
+    def match(self, http_method: str, segments: list[str]) -> tuple[Match | None, list[str]]:
+        """``(match, allowed methods)``. No match with methods allowed means 405."""
+        allowed: list[str] = []
+        for route in self._routes:
+            params = _match_one(route, segments)
+            if params is None:
+                continue
+            if route.http_method == http_method:
+                return Match(route, params), []
+            allowed.append(route.http_method)
+        return None, sorted(set(allowed))

@@ -1,0 +1,121 @@
+"""JSON ⇄ protobuf with protojson semantics (camelCase out, unknown fields ignored)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.protobuf import descriptor, json_format
+from google.protobuf.message import Message
+
+from gateway_http.descriptors import Route
+
+FD = descriptor.FieldDescriptor
+
+_JSON_TYPES: dict[int, tuple[type, ...]] = {
+    FD.CPPTYPE_STRING: (str,),
+    FD.CPPTYPE_BOOL: (bool,),
+    FD.CPPTYPE_INT32: (int, str),
+    FD.CPPTYPE_INT64: (int, str),
+    FD.CPPTYPE_UINT32: (int, str),
+    FD.CPPTYPE_UINT64: (int, str),
+    FD.CPPTYPE_DOUBLE: (int, float, str),
+    FD.CPPTYPE_FLOAT: (int, float, str),
+}
+_TYPE_NAMES = {FD.CPPTYPE_STRING: "a string", FD.CPPTYPE_BOOL: "true or false"}
+
+
+class BadRequest(ValueError):
+    """The request cannot be turned into the RPC's message; the text says why."""
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _check_scalars(message_descriptor: descriptor.Descriptor, body: dict[str, Any]) -> None:
+    """Name the field when a top-level scalar has the wrong JSON type."""
+    for key, value in body.items():
+        field = message_descriptor.fields_by_camelcase_name.get(key) or message_descriptor.fields_by_name.get(key)
+        if field is None or value is None or field.is_repeated:
+            continue
+        expected = _JSON_TYPES.get(field.cpp_type)
+        if expected is None:
+            continue
+        if isinstance(value, bool) and field.cpp_type != FD.CPPTYPE_BOOL or not isinstance(value, expected):
+            wanted = _TYPE_NAMES.get(field.cpp_type, "a number")
+            raise BadRequest(f"{key}: must be {wanted}, got {_json_kind(value)}")
+
+
+def parse_body(raw: bytes) -> Any:
+    """Decode a JSON request body. Raises BadRequest naming the problem."""
+    if not raw.strip():
+        raise BadRequest("request body is empty; expected a JSON object")
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise BadRequest("request body is not UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise BadRequest(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+
+
+def _set_scalar(message: Message, name: str, value: str) -> None:
+    field = message.DESCRIPTOR.fields_by_name.get(name) or message.DESCRIPTOR.fields_by_camelcase_name.get(name)
+    if field is None or field.is_repeated or field.message_type is not None:
+        return  # unknown query parameters are ignored, like unknown body fields
+    try:
+        if field.cpp_type == FD.CPPTYPE_STRING:
+            setattr(message, field.name, value)
+        elif field.cpp_type == FD.CPPTYPE_BOOL:
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ValueError
+            setattr(message, field.name, value.lower() in ("true", "1"))
+        elif field.cpp_type in (FD.CPPTYPE_FLOAT, FD.CPPTYPE_DOUBLE):
+            setattr(message, field.name, float(value))
+        elif field.cpp_type == FD.CPPTYPE_ENUM:
+            enum_value = field.enum_type.values_by_name.get(value.upper())
+            setattr(message, field.name, enum_value.number if enum_value else int(value))
+        else:
+            setattr(message, field.name, int(value))
+    except ValueError:
+        raise BadRequest(f"{name}: {value[:40]!r} is not a valid value for this parameter") from None
+
+
+def build_request(route: Route, params: dict[str, str], body: Any, query: list[tuple[str, str]]) -> Message:
+    """The RPC's request message from path parameters, body and query string.
+
+    Path parameters win over body and query values for the same field.
+    Raises BadRequest when the body does not fit the message.
+    """
+    message = route.request_class()
+    if route.body:
+        target = message if route.body == "*" else getattr(message, route.body)
+        if not isinstance(body, dict):
+            raise BadRequest(f"request body must be a JSON object, got {_json_kind(body)}")
+        _check_scalars(target.DESCRIPTOR, body)
+        try:
+            json_format.ParseDict(body, target, ignore_unknown_fields=True)
+        except json_format.ParseError as exc:
+            raise BadRequest(f"request body does not fit {target.DESCRIPTOR.name}: {exc}") from None
+    else:
+        for name, value in query:
+            _set_scalar(message, name, value)
+    for name, value in params.items():
+        setattr(message, name, value)
+    return message
+
+
+def render(message: Message) -> bytes:
+    """protojson of ``message``: camelCase keys, fields without presence always printed."""
+    data = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

@@ -1,0 +1,1 @@
+"""Dreaming service (gRPC :50054): nightly memory consolidation. Not built yet."""

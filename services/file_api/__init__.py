@@ -1,0 +1,1 @@
+"""File API service (gRPC :50051): reads and writes of the six identity files."""

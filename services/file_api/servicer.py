@@ -1,0 +1,47 @@
+"""gRPC servicer of gateway.v1.WorkspaceFiles: parse, authorize, call files.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from gateway.auth import Authenticator
+from gateway.config import Config
+from gateway.errors import InvalidArgument
+from gateway.rpc import caller_of, unary
+from gateway.v1 import files_pb2, files_pb2_grpc
+from services.file_api import files
+from services.file_api.names import check_filename
+
+SAVED_MESSAGE = "File saved. CLAUDE.md will auto-reload."
+
+
+class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
+    def __init__(self, config: Config, auth: Authenticator) -> None:
+        self._config = config
+        self._auth = auth
+
+    def _workspace(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool):  # type: ignore[no-untyped-def]
+        caller = caller_of(self._auth, context)
+        agent = self._config.agent(agent_id)
+        self._auth.authorize(caller, agent_id, agent_exists=agent is not None, write=write)
+        assert agent is not None
+        return agent.workspace
+
+    @unary
+    async def GetFile(self, request: files_pb2.GetFileRequest, context: grpc.aio.ServicerContext) -> files_pb2.GetFileResponse:  # noqa: N802
+        workspace = self._workspace(context, request.agent_id, write=False)
+        name = check_filename(request.filename)
+        return files_pb2.GetFileResponse(filename=name, content=files.read_file(workspace, name))
+
+    @unary
+    async def PutFile(self, request: files_pb2.PutFileRequest, context: grpc.aio.ServicerContext) -> files_pb2.PutFileResponse:  # noqa: N802
+        workspace = self._workspace(context, request.agent_id, write=True)
+        name = check_filename(request.filename)
+        if not request.HasField("content"):
+            raise InvalidArgument("content is required: send {\"content\": \"...\"}")
+        data = files.check_content(request.content)
+        # fsync blocks; keep it off the event loop so reads are not held up.
+        await asyncio.to_thread(files.write_file, workspace, name, data)
+        return files_pb2.PutFileResponse(filename=name, message=SAVED_MESSAGE)
