@@ -35,16 +35,29 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _config_or_exit(home: Path):  # type: ignore[no-untyped-def]
+GRPC_SERVICES = ("file_api", "watcher", "kb", "dreaming")
+
+
+def _config_or_exit(home: Path, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    """The validated config, with deployment overrides from ``env`` applied; exit 2 when invalid."""
+    from dataclasses import replace
+
     from gateway.config import load_config
 
+    env = env or {}
     try:
-        return load_config(home)
+        config = load_config(home)
     except ConfigError as exc:
         print(f"gateway: config.json in {home} is invalid:", file=sys.stderr)
         for line in exc.problems:
             print(f"  {line}", file=sys.stderr)
         sys.exit(2)
+    peers = tuple(
+        (name, env[f"GATEWAY_{name.upper()}_HOST"]) for name in GRPC_SERVICES if env.get(f"GATEWAY_{name.upper()}_HOST")
+    )
+    bind = env.get("GATEWAY_BIND_HOST") or None
+    api = replace(config.api, host=bind) if bind else config.api
+    return replace(config, api=api, grpc=replace(config.grpc, bind_host=bind, peer_hosts=peers))
 
 
 def _serve(name: str, home: Path, port: int | None) -> int:
@@ -54,7 +67,7 @@ def _serve(name: str, home: Path, port: int | None) -> int:
     admin_key = ensure_home(home)
     if admin_key:
         log.warning("first_start", admin_key_shown_once=admin_key)
-    config = _config_or_exit(home)
+    config = _config_or_exit(home, dict(os.environ))
     if name == "http":
         from gateway_http.main import run as run_http
 

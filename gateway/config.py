@@ -32,10 +32,19 @@ class GrpcSettings:
     watcher: int
     kb: int
     dreaming: int
+    # Deployment overrides set by the entry point from GATEWAY_BIND_HOST and
+    # GATEWAY_<SERVICE>_HOST (compose: bind 0.0.0.0, reach peers by name).
+    bind_host: str | None = None
+    peer_hosts: tuple[tuple[str, str], ...] = ()
 
     def address(self, service: str) -> str:
-        """``host:port`` of ``service`` (``file_api``, ``watcher``, ``kb``, ``dreaming``)."""
-        return f"{self.host}:{getattr(self, service)}"
+        """``host:port`` where ``service`` (``file_api``, ``watcher``, ``kb``, ``dreaming``) is reached."""
+        host = dict(self.peer_hosts).get(service, self.host)
+        return f"{host}:{getattr(self, service)}"
+
+    def bind_address(self, service: str) -> str:
+        """``host:port`` that ``service`` listens on."""
+        return f"{self.bind_host or self.host}:{getattr(self, service)}"
 
 
 @dataclass(frozen=True)

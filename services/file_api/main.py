@@ -20,4 +20,4 @@ async def run(config: Config) -> None:
         files_pb2_grpc.add_WorkspaceFilesServicer_to_server(WorkspaceFiles(config, auth), server)
         return [files_pb2.DESCRIPTOR.services_by_name["WorkspaceFiles"].full_name]
 
-    await serve("file_api", config.grpc.address("file_api"), register)
+    await serve("file_api", config.grpc.bind_address("file_api"), register)

@@ -1,0 +1,157 @@
+"""``gateway up`` and ``gateway serve`` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import ADMIN_KEY, free_port, make_home, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def children_of_home(home: Path) -> dict[int, str]:
+    """pid → command line of every live ``gateway serve`` process using ``home``."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().split()[2]
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in cmdline if a]
+        if "serve" in args and str(home) in args and state != "Z":
+            out[int(entry.name)] = " ".join(args)
+    return out
+
+
+class Up:
+    """A ``gateway up`` subprocess whose stdout lines are collected as they come."""
+
+    def __init__(self, home: Path, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "up", "--home", str(home), *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        self.lines: list[str] = []
+        self.errors: list[str] = []
+        self._pumps = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self.errors), daemon=True),
+        ]
+        for pump in self._pumps:
+            pump.start()
+
+    def __enter__(self) -> Up:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+        for pump in self._pumps:
+            pump.join(timeout=10)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    @staticmethod
+    def _pump(stream, sink: list[str]) -> None:  # type: ignore[no-untyped-def]
+        for line in stream:
+            sink.append(line.rstrip("\n"))
+
+    def ready_url(self) -> str:
+        wait_until(lambda: any(l.startswith("ready ") for l in self.lines) or self.proc.poll() is not None, 40, "the ready line")
+        ready = [l for l in self.lines if l.startswith("ready ")]
+        assert ready, f"no ready line; stderr: {self.errors[-20:]}"
+        return ready[0].split(" ", 1)[1]
+
+    def wait(self, timeout: float = 30) -> int:
+        return self.proc.wait(timeout=timeout)
+
+
+def test_up_prints_ready_serves_and_stops_cleanly_on_sigint(tmp_path: Path) -> None:
+    home, _, http_port = make_home(tmp_path)
+    with Up(home) as up:
+        assert up.ready_url() == f"http://127.0.0.1:{http_port}"
+        assert len(children_of_home(home)) == 2
+        with httpx.Client(base_url=f"http://127.0.0.1:{http_port}", timeout=10) as http:
+            assert http.put("/api/v1/agents/alfred/files/SOUL.md", headers={"X-Api-Key": ADMIN_KEY}, json={"content": "hi"}).status_code == 200
+            assert http.get("/healthz").json()["status"] == "ok"
+        up.proc.send_signal(signal.SIGINT)
+        assert up.wait() == 0
+    assert children_of_home(home) == {}
+    assert not any("admin key" in l for l in up.lines)  # config existed: no key generated
+
+
+def test_up_sigterm_also_stops_everything(tmp_path: Path) -> None:
+    home, _, _ = make_home(tmp_path)
+    with Up(home) as up:
+        up.ready_url()
+        up.proc.send_signal(signal.SIGTERM)
+        assert up.wait() == 0
+    assert children_of_home(home) == {}
+
+
+def test_a_dying_child_brings_the_suite_down(tmp_path: Path) -> None:
+    home, _, _ = make_home(tmp_path)
+    with Up(home) as up:
+        up.ready_url()
+        victims = [pid for pid, cmd in children_of_home(home).items() if "file_api" in cmd]
+        assert len(victims) == 1
+        os.kill(victims[0], signal.SIGKILL)
+        assert up.wait() == 1
+        up.__exit__()
+        assert any("file_api exited unexpectedly" in l for l in up.errors), up.errors
+    assert children_of_home(home) == {}
+
+
+def test_up_refuses_an_invalid_config_with_one_line_per_problem(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"gateway": {"memory": {"memoryBudgetChars": -5, "bogus": 1}}, "agents": [{"id": "../x"}]}))
+    result = subprocess.run([sys.executable, "-m", "gateway.cli", "up", "--home", str(home)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    problems = [l.strip() for l in result.stderr.splitlines() if l.startswith("  ")]
+    assert any(p.startswith("gateway.memory.memoryBudgetChars:") for p in problems)
+    assert any(p.startswith("gateway.memory: unknown key") and "bogus" in p for p in problems)
+    assert any(p.startswith("agents[0].id:") for p in problems)
+    assert children_of_home(home) == {}
+
+
+def test_first_start_generates_config_and_prints_the_admin_key_once(tmp_path: Path) -> None:
+    home = tmp_path / "fresh"
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "serve", "file_api", "--home", str(home), "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    with proc:
+        try:
+            assert proc.stdout is not None
+            first = json.loads(proc.stdout.readline())
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=15)
+    assert first["event"] == "first_start"
+    admin_key = first["admin_key_shown_once"]
+    raw = (home / "config.json").read_text()
+    assert admin_key not in raw
+    config = json.loads(raw)
+    assert [a["id"] for a in config["agents"]] == ["alfred"]
+    [key] = config["gateway"]["api"]["keys"]
+    import hashlib
+
+    assert key["keySha256"] == hashlib.sha256(admin_key.encode()).hexdigest()
+    assert key["agents"] == "*" and key["write"] is True
+    assert (home / ".internal-token").stat().st_mode & 0o777 == 0o600
+    assert (home / "agents" / "alfred" / "workspace").is_dir()

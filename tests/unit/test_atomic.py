@@ -1,0 +1,77 @@
+"""The one atomic, CAS-aware write path for workspace files."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from gateway.atomic import WriteConflict, write_atomic
+
+
+def leftovers(folder: Path) -> list[str]:
+    return [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_creates_and_replaces(tmp_path: Path) -> None:
+    target = tmp_path / "MEMORY.md"
+    write_atomic(target, b"one")
+    assert target.read_bytes() == b"one"
+    assert target.stat().st_mode & 0o777 == 0o644
+    os.chmod(target, 0o600)
+    write_atomic(target, b"two")
+    assert target.read_bytes() == b"two"
+    assert target.stat().st_mode & 0o777 == 0o600  # keeps the old file's bits
+    assert leftovers(tmp_path) == []
+
+
+def test_cas_refuses_when_the_file_changed(tmp_path: Path) -> None:
+    target = tmp_path / "MEMORY.md"
+    target.write_bytes(b"agent edit")
+    with pytest.raises(WriteConflict, match="changed on disk"):
+        write_atomic(target, b"dream", expected=b"old snapshot")
+    assert target.read_bytes() == b"agent edit"
+    write_atomic(target, b"dream", expected=b"agent edit")
+    assert target.read_bytes() == b"dream"
+    with pytest.raises(WriteConflict):
+        write_atomic(tmp_path / "NEW.md", b"x", expected=b"something")
+    write_atomic(tmp_path / "NEW.md", b"x", expected=None)
+    assert leftovers(tmp_path) == []
+
+
+def test_a_failure_keeps_the_old_content_and_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "SOUL.md"
+    target.write_bytes(b"precious")
+
+    def broken_replace(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="No space"):
+        write_atomic(target, b"new")
+    assert target.read_bytes() == b"precious"
+    assert leftovers(tmp_path) == []
+
+
+def test_a_failed_fsync_keeps_the_old_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "SOUL.md"
+    target.write_bytes(b"precious")
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(5, "I/O error")))
+    with pytest.raises(OSError, match="I/O error"):
+        write_atomic(target, b"new")
+    assert target.read_bytes() == b"precious"
+    assert leftovers(tmp_path) == []
+
+
+def test_concurrent_writers_never_mix(tmp_path: Path) -> None:
+    target = tmp_path / "MEMORY.md"
+    contents = [bytes([65 + i]) * 200_000 for i in range(10)]
+    threads = [threading.Thread(target=write_atomic, args=(target, c)) for c in contents]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert target.read_bytes() in contents
+    assert leftovers(tmp_path) == []

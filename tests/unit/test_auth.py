@@ -1,0 +1,83 @@
+"""API-key identification and the per-agent access rules of DESIGN.md "Auth"."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from gateway.auth import INTERNAL_TOKEN_HEADER, Authenticator, key_from_metadata
+from gateway.config import ApiKey
+from gateway.errors import NotFound, PermissionDenied, Unauthenticated
+
+
+def key(secret: str, agents: list[str] | None, write: bool = False) -> ApiKey:
+    return ApiKey(hashlib.sha256(secret.encode()).digest(), None if agents is None else frozenset(agents), write, secret[:3])
+
+
+AUTH = Authenticator([key("reader-key", ["alfred"]), key("admin-key", None, write=True), key("bob-key", ["bob"], True)], "internal-tok")
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        ([("x-api-key", "k")], ("k", None)),
+        ([("authorization", "Bearer k")], ("k", None)),
+        ([("authorization", "bearer   k ")], ("k", None)),
+        ([("authorization", "Basic k")], (None, None)),
+        ([("authorization", "Bearer ")], (None, None)),
+        ([("x-api-key", "a"), ("authorization", "Bearer b")], ("a", None)),
+        ([(INTERNAL_TOKEN_HEADER, "t")], (None, "t")),
+        ([("x-api-key-bin", b"k")], (None, None)),
+    ],
+)
+def test_key_from_metadata(metadata: list, expected: tuple) -> None:  # type: ignore[type-arg]
+    assert key_from_metadata(metadata) == expected
+
+
+def test_identify() -> None:
+    assert AUTH.identify([("x-api-key", "reader-key")]).label == "rea"
+    assert AUTH.identify([(INTERNAL_TOKEN_HEADER, "internal-tok")]).internal
+    for metadata in ([], [("x-api-key", "")], [("x-api-key", "nope")], [(INTERNAL_TOKEN_HEADER, "wrong")]):
+        with pytest.raises(Unauthenticated):
+            AUTH.identify(metadata)
+
+
+def test_missing_key_message_says_how_to_send_one() -> None:
+    with pytest.raises(Unauthenticated, match="X-Api-Key or Authorization: Bearer"):
+        AUTH.identify([])
+
+
+def test_internal_token_is_refused_when_the_home_has_none() -> None:
+    auth = Authenticator([], None)
+    with pytest.raises(Unauthenticated):
+        auth.identify([(INTERNAL_TOKEN_HEADER, "")])
+
+
+@pytest.mark.parametrize(
+    ("secret", "agent", "exists", "write", "error"),
+    [
+        ("reader-key", "alfred", True, False, None),
+        ("reader-key", "alfred", True, True, PermissionDenied),  # no write access
+        ("reader-key", "bob", True, False, PermissionDenied),  # not in scope
+        ("reader-key", "zed", False, False, PermissionDenied),  # not in scope: no probing
+        ("admin-key", "zed", False, False, NotFound),  # scope covers it: 404
+        ("admin-key", "bob", True, True, None),
+        ("bob-key", "bob", True, True, None),
+        ("bob-key", "alfred", True, False, PermissionDenied),
+    ],
+)
+def test_authorize(secret: str, agent: str, exists: bool, write: bool, error: type[Exception] | None) -> None:
+    caller = AUTH.identify([("x-api-key", secret)])
+    if error is None:
+        AUTH.authorize(caller, agent, agent_exists=exists, write=write)
+    else:
+        with pytest.raises(error):
+            AUTH.authorize(caller, agent, agent_exists=exists, write=write)
+
+
+def test_internal_caller_may_read_and_write_any_existing_agent() -> None:
+    caller = AUTH.identify([(INTERNAL_TOKEN_HEADER, "internal-tok")])
+    AUTH.authorize(caller, "anyone", agent_exists=True, write=True)
+    with pytest.raises(NotFound):
+        AUTH.authorize(caller, "ghost", agent_exists=False, write=False)

@@ -1,0 +1,112 @@
+"""Routes, path matching and transcoding of the REST shim, without a network."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from google.api import annotations_pb2
+
+from gateway.files_limits import MAX_BODY_BYTES, MAX_CONTENT_BYTES
+from gateway.v1 import files_pb2
+from gateway_http.descriptors import all_routes, proto_modules
+from gateway_http.errors import HTTP_STATUS, error_body
+from gateway_http.openapi import openapi_document
+from gateway_http.router import BadPath, Router, split_path
+from gateway_http.transcode import BadRequest, build_request, parse_body, render
+
+import grpc
+
+
+def route(method: str):  # type: ignore[no-untyped-def]
+    [found] = [r for r in all_routes() if r.method.name == method]
+    return found
+
+
+def test_every_annotated_rpc_has_a_route_and_a_backend() -> None:
+    annotated = set()
+    for module in proto_modules():
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                if method.GetOptions().HasExtension(annotations_pb2.http):
+                    annotated.add(method.full_name)
+    routed = {r.method.full_name for r in all_routes()}
+    assert annotated and annotated == routed
+    assert {r.backend for r in all_routes()} <= {"file_api", "watcher", "kb", "dreaming"}
+
+
+def test_file_routes_come_from_the_annotations() -> None:
+    get, put = route("GetFile"), route("PutFile")
+    assert (get.http_method, get.template, get.body) == ("GET", "/api/v1/agents/{agent_id}/files/{filename}", "")
+    assert (put.http_method, put.body, put.backend) == ("PUT", "*", "file_api")
+    assert put.grpc_path == "/gateway.v1.WorkspaceFiles/PutFile"
+
+
+def test_router_matches_and_reports_allowed_methods() -> None:
+    router = Router(all_routes())
+    match, _ = router.match("GET", ["api", "v1", "agents", "alfred", "files", "SOUL.md"])
+    assert match is not None and match.params == {"agent_id": "alfred", "filename": "SOUL.md"}
+    none, allowed = router.match("DELETE", ["api", "v1", "agents", "alfred", "files", "SOUL.md"])
+    assert none is None and allowed == ["GET", "PUT"]
+    assert router.match("GET", ["api", "v1", "agents", "alfred", "files"]) == (None, [])
+    assert router.match("GET", ["api", "v1", "agents", "", "files", "SOUL.md"]) == (None, [])
+
+
+def test_split_path_decodes_per_segment() -> None:
+    assert split_path(b"/a/b%2Fc/d") == ["a", "b/c", "d"]
+    assert split_path(b"/a/b/") == ["a", "b"]
+    for bad in (b"/a/../b", b"/a/%2e%2e/b", b"/a/./b", b"/a/b%00", b"/a/%ff", "/a/é".encode()):
+        with pytest.raises(BadPath):
+            split_path(bad)
+
+
+def test_build_request_path_wins_and_unknown_fields_are_ignored() -> None:
+    message = build_request(route("PutFile"), {"agent_id": "alfred", "filename": "SOUL.md"},
+                            {"content": "x", "agentId": "bob", "unknown": [1]}, [])
+    assert isinstance(message, files_pb2.PutFileRequest)
+    assert (message.agent_id, message.filename, message.content) == ("alfred", "SOUL.md", "x")
+
+
+@pytest.mark.parametrize(("body", "fragment"), [({"content": 1}, "content: must be a string, got a number"),
+                                                ({"content": True}, "got a boolean"), ({"content": {}}, "got an object"),
+                                                ([], "must be a JSON object")])
+def test_build_request_names_the_bad_field(body: object, fragment: str) -> None:
+    with pytest.raises(BadRequest, match=fragment):
+        build_request(route("PutFile"), {"agent_id": "a", "filename": "SOUL.md"}, body, [])
+
+
+def test_parse_body_errors() -> None:
+    assert parse_body(b'{"a": 1}') == {"a": 1}
+    for raw, fragment in ((b"", "empty"), (b"{", "invalid JSON at line 1"), (b"\xff", "UTF-8")):
+        with pytest.raises(BadRequest, match=fragment):
+            parse_body(raw)
+
+
+def test_render_is_protojson_with_empty_fields_printed() -> None:
+    assert render(files_pb2.GetFileResponse(filename="SOUL.md")) == b'{"filename":"SOUL.md","content":""}'
+    assert json.loads(render(files_pb2.GetFileResponse(filename="a", content="é"))) == {"filename": "a", "content": "é"}
+
+
+def test_status_table_is_grpc_gateways() -> None:
+    expected = {"INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403, "NOT_FOUND": 404,
+                "ALREADY_EXISTS": 409, "FAILED_PRECONDITION": 400, "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503,
+                "DEADLINE_EXCEEDED": 504, "INTERNAL": 500, "UNKNOWN": 500}
+    for name, status in expected.items():
+        assert HTTP_STATUS[grpc.StatusCode[name]] == status
+
+
+def test_error_body_shape() -> None:
+    body = json.loads(error_body(grpc.StatusCode.NOT_FOUND, "agent 'x' not found"))
+    assert body == {"code": 5, "message": "agent 'x' not found", "details": [], "error": "agent 'x' not found"}
+
+
+def test_body_limit_fits_a_worst_case_escaped_megabyte() -> None:
+    worst = json.dumps({"content": "\x01" * MAX_CONTENT_BYTES})
+    assert len(worst.encode()) <= MAX_BODY_BYTES < 8 * 1024 * 1024
+
+
+def test_openapi_covers_every_route() -> None:
+    doc = openapi_document(all_routes())
+    for r in all_routes():
+        assert r.http_method.lower() in doc["paths"][r.template]
+    assert "gateway.v1.GetFileResponse" in doc["components"]["schemas"]
