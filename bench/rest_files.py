@@ -1,0 +1,757 @@
+"""Benchmark: GET and PUT of a 4 KB MEMORY.md through the REST shim, direct gRPC and a baseline.
+
+Run:  ``make bench``  or  ``.venv/bin/python bench/rest_files.py [--duration 5] [--warmup 1]
+[--concurrency 1,8,32] [--grpc-procs 4] [--keep-home] [--no-h2load] [--no-python-grpc]``
+
+Method
+------
+One run starts, on free loopback ports in a fresh temp home (config.json with
+one agent ``alfred`` and one write key, internal token from
+``gateway.home.ensure_home``), the real processes:
+
+- ``python -m gateway.cli serve file_api`` and ``python -m gateway.cli serve http``
+  (their JSON logs go to files in the temp home);
+- ``bench/baseline_app.py``: what a user would write instead of the suite, a
+  single uvicorn + starlette process with the same JSON shapes, the same
+  API-key check (constant time) and the same atomic write
+  (``gateway.atomic.write_atomic`` itself, in a worker thread), run with the
+  shim's uvicorn settings (asyncio loop, httptools, no access log).
+
+Every case is closed-loop: N clients each send the next request as soon as
+the previous answer arrives, for ``--duration`` seconds after a warm-up.
+
+- REST shim and baseline: ``wrk -t1 -cN`` (Debian package ``wrk``, installed
+  with apt-get when missing); a Lua script sets the key, the PUT body and
+  prints requests, duration, errors and latency:percentile(50/99) from wrk's
+  ``done`` hook. Non-2xx answers count as errors.
+- direct gRPC, two ways:
+  * ``h2load`` (Debian ``nghttp2-client``), a C HTTP/2 load tool, posting a
+    gRPC-framed request (``content-type: application/grpc``) on N
+    connections with one stream each. h2load does not read grpc-status, so
+    the file API's own per-RPC log lines are counted for non-OK codes.
+    Latency percentiles come from h2load's per-request log. This is the
+    reference for the shim/gRPC ratio: a C client, like wrk.
+  * a Python client: several processes (``--grpc-procs``), each with its own
+    grpc.aio channel and N/procs calls in flight. Its own CPU use competes
+    with the server on this 2-core machine: a lower bound.
+
+Everything shares the machine (2 cores): the load tool uses one thread. The
+shim path is two server processes (shim + file API), the baseline one.
+
+The script prints a table (requests/s, p50, p99, errors per case), the
+ratios shim/baseline and shim/gRPC, and PASS/FAIL lines against the goals
+(REST GET at 32 connections >= 0.5x baseline GET with p99 < 15 ms; REST PUT
+at 32 >= 0.5x baseline PUT). It exits 0 whatever the goals say; non-zero only
+when the benchmark itself could not run. The markdown table also goes to
+``bench/results/rest_files.md``. Every child process is stopped (SIGTERM, then
+SIGKILL) on exit, Ctrl-C or failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+RESULTS = BENCH_DIR / "results" / "rest_files.md"
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+KEY = "bench-key-123456"
+AGENT = "alfred"
+FILENAME = "MEMORY.md"
+FILE_BYTES = 4096
+SAVED_MESSAGE = "File saved. CLAUDE.md will auto-reload."
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+
+SHIM = "REST shim"
+BASELINE = "baseline"
+GRPC_H2LOAD = "gRPC (h2load)"
+GRPC_PY = "gRPC (Python client)"
+
+
+def say(text: str) -> None:
+    print(f"bench: {text}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- set-up
+
+
+def memory_content(size: int = FILE_BYTES) -> str:
+    """A MEMORY.md of exactly ``size`` bytes of ASCII markdown."""
+    lines = ["# MEMORY", "", "## Facts", ""]
+    i = 0
+    while sum(len(line) + 1 for line in lines) < size:
+        lines.append(f"- fact {i:03d}: the user prefers short answers, dark mode and tests before merges.")
+        i += 1
+    text = "\n".join(lines)
+    return text[: size - 1] + "\n"
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (held together while chosen)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def ensure_tool(binary: str, package: str) -> str | None:
+    """Path of ``binary``; installs the Debian ``package`` with apt-get when missing."""
+    found = shutil.which(binary)
+    if found:
+        return found
+    if shutil.which("apt-get") is None:
+        say(f"{binary} is not on PATH and apt-get is not available")
+        return None
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    say(f"{binary} not found; apt-get install -y {package}")
+    install = ["apt-get", "install", "-y", "-qq", package]
+    if subprocess.run(install, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
+        say("apt-get install failed; running apt-get update first")
+        subprocess.run(["apt-get", "update", "-qq"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(install, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return shutil.which(binary)
+
+
+def tool_version(cmd: list[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    text = (out.stdout + out.stderr).strip().splitlines()
+    return text[0].strip() if text else "?"
+
+
+@dataclass
+class Ports:
+    file_api: int
+    watcher: int
+    kb: int
+    dreaming: int
+    http: int
+    baseline: int
+
+
+def write_home(home: Path, ports: Ports, content: str) -> Path:
+    """config.json, internal token, workspace with MEMORY.md; the workspace path."""
+    from gateway.config import load_config
+    from gateway.config_migrations import CURRENT_VERSION
+    from gateway.home import ensure_home
+
+    config = {
+        "configVersion": CURRENT_VERSION,
+        "gateway": {
+            "grpc": {
+                "host": "127.0.0.1",
+                "fileApi": ports.file_api,
+                "watcher": ports.watcher,
+                "kb": ports.kb,
+                "dreaming": ports.dreaming,
+            },
+            "api": {
+                "host": "127.0.0.1",
+                "port": ports.http,
+                "keys": [{"key": KEY, "agents": [AGENT], "write": True, "name": "bench"}],
+            },
+        },
+        "agents": [
+            {"id": AGENT, "workspace": f"agents/{AGENT}/workspace", "transcriptsDir": f"agents/{AGENT}/sessions"}
+        ],
+    }
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    if ensure_home(home) is not None:  # pragma: no cover - config.json was written first
+        raise RuntimeError("ensure_home wrote its own config.json")
+    loaded = load_config(home)  # fail here, with the reason, rather than in a child
+    workspace = loaded.agents[0].workspace
+    workspace.mkdir(parents=True, exist_ok=True)
+    (loaded.agents[0].transcripts_dir).mkdir(parents=True, exist_ok=True)
+    (workspace / FILENAME).write_text(content, encoding="utf-8")
+    return workspace
+
+
+# --------------------------------------------------------------------------- child processes
+
+
+class Children:
+    """The server processes this run started; all stopped by ``stop_all``."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.logs: dict[str, Path] = {}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        self.env = env
+
+    def start(self, name: str, cmd: list[str]) -> None:
+        log = self.log_dir / f"{name}.log"
+        self.logs[name] = log
+        with open(log, "ab") as handle:
+            # A session of its own: a terminal's Ctrl-C reaches only us; we stop them.
+            self.procs[name] = subprocess.Popen(
+                cmd, cwd=REPO, env=self.env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def check_alive(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with code {proc.returncode}; log tail:\n{self.tail(name)}")
+
+    def tail(self, name: str, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.logs[name].read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop_all(self) -> None:
+        for proc in reversed(list(self.procs.values())):
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for name, proc in self.procs.items():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                say(f"{name} did not stop within {STOP_TIMEOUT_S:.0f}s; killing it")
+                proc.kill()
+                proc.wait()
+
+
+def http_request(url: str, method: str = "GET", body: bytes | None = None, key: str | None = KEY) -> tuple[int, bytes]:
+    headers = {"content-type": "application/json"} if body is not None else {}
+    if key:
+        headers["x-api-key"] = key
+    req = urllib.request.Request(url, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def file_api_healthy(url: str) -> bool:
+    """The shim's /healthz says file_api is SERVING.
+
+    The bench starts only the file API and the shim; /healthz answers 200 only
+    when every backend the shim has routes for is up, so with routes of other
+    services (watcher, kb...) it stays 503 and only the file_api entry counts.
+    """
+    status, body = http_request(url, key=None)
+    return status in (200, 503) and json.loads(body).get("backends", {}).get("file_api") == "SERVING"
+
+
+def wait_until(children: Children, probe: Any, what: str) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        children.check_alive()
+        with contextlib.suppress(OSError, ValueError):
+            if probe():
+                return
+        if time.monotonic() > deadline:
+            tails = "\n".join(f"--- {name} log tail:\n{children.tail(name)}" for name in children.procs)
+            raise RuntimeError(f"{what} not ready after {START_TIMEOUT_S:.0f}s\n{tails}")
+        time.sleep(0.1)
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class Result:
+    target: str
+    method: str
+    conc: int
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    requests: int
+    errors: int
+    detail: dict[str, Any] = field(default_factory=dict)
+    cpu_ms_per_req: dict[str, float] = field(default_factory=dict)  # server process -> CPU ms per request
+
+    def cpu_text(self) -> str:
+        return " + ".join(f"{v:.2f}" for v in self.cpu_ms_per_req.values()) or "n/a"
+
+
+def percentile(sorted_values: list[float], pct: float) -> float:
+    """Nearest-rank percentile of an ascending list."""
+    if not sorted_values:
+        return float("nan")
+    rank = max(1, -(-len(sorted_values) * pct // 100))
+    return sorted_values[int(rank) - 1]
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        fields = handle.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
+
+
+def measure_cpu(pids: dict[str, int], run: Any) -> tuple[Any, dict[str, float]]:
+    """``run()``'s result and the CPU seconds each named server process used meanwhile."""
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    result = run()
+    return result, {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+
+
+# --------------------------------------------------------------------------- wrk (HTTP)
+
+WRK_DONE = r"""
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'WRK_RESULT {"requests":%.0f,"duration_us":%.0f,"p50_us":%.0f,"p99_us":%.0f,"mean_us":%.1f,' ..
+    '"max_us":%.0f,"connect":%.0f,"read":%.0f,"write":%.0f,"status":%.0f,"timeout":%.0f}\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), latency.mean,
+    latency.max, e.connect, e.read, e.write, e.status, e.timeout))
+end
+"""
+
+
+def write_wrk_scripts(tmp: Path, body_path: Path) -> dict[str, Path]:
+    get = tmp / "get.lua"
+    get.write_text(f'wrk.method = "GET"\nwrk.headers["X-Api-Key"] = "{KEY}"\n{WRK_DONE}', encoding="utf-8")
+    put = tmp / "put.lua"
+    put.write_text(
+        "wrk.method = \"PUT\"\n"
+        f"local f = assert(io.open(\"{body_path}\", \"rb\"))\n"
+        "wrk.body = f:read(\"*a\")\nf:close()\n"
+        "wrk.headers[\"Content-Type\"] = \"application/json\"\n"
+        f"wrk.headers[\"X-Api-Key\"] = \"{KEY}\"\n{WRK_DONE}",
+        encoding="utf-8",
+    )
+    return {"GET": get, "PUT": put}
+
+
+def run_wrk(wrk: str, url: str, script: Path, conns: int, duration: float) -> dict[str, Any]:
+    cmd = [wrk, "-t1", f"-c{conns}", f"-d{duration:g}s", "--timeout", "5s", "-s", str(script), url]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
+    for line in out.stdout.splitlines():
+        if line.startswith("WRK_RESULT "):
+            return json.loads(line.split(" ", 1)[1])
+    raise RuntimeError(f"wrk printed no result (exit {out.returncode}):\n{out.stdout}\n{out.stderr}")
+
+
+def wrk_case(wrk: str, target: str, url: str, script: Path, method: str, conns: int, duration: float) -> Result:
+    r = run_wrk(wrk, url, script, conns, duration)
+    errors = r["connect"] + r["read"] + r["write"] + r["status"] + r["timeout"]
+    seconds = r["duration_us"] / 1e6
+    ok = r["requests"] - r["status"]
+    return Result(target, method, conns, ok / seconds, r["p50_us"] / 1000, r["p99_us"] / 1000, r["requests"], errors, r)
+
+
+# --------------------------------------------------------------------------- gRPC
+
+
+def grpc_frame(message: Any) -> bytes:
+    data = message.SerializeToString()
+    return b"\x00" + len(data).to_bytes(4, "big") + data
+
+
+class RpcLog:
+    """Counts the file API's per-RPC log lines (to check grpc-status under h2load)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def mark(self) -> None:
+        self.offset = self.path.stat().st_size
+
+    def codes(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            for line in handle:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if event.get("event") == "rpc":
+                    out[event["code"]] = out.get(event["code"], 0) + 1
+        return out
+
+
+def h2load_case(
+    h2load: str, address: str, body: Path, method: str, conns: int, duration: float, warmup: float, tmp: Path, rpc_log: RpcLog
+) -> Result:
+    rpc = "GetFile" if method == "GET" else "PutFile"
+    log_path = tmp / f"h2load-{method}-{conns}.tsv"
+    log_path.unlink(missing_ok=True)
+    cmd = [
+        h2load, "-t1", f"-c{conns}", "-m1", f"-D{duration:g}", f"--warm-up-time={warmup:g}",
+        "-d", str(body),
+        "-H", "content-type: application/grpc", "-H", "te: trailers", "-H", f"x-api-key: {KEY}",
+        "--log-file", str(log_path),
+        f"http://{address}/gateway.v1.WorkspaceFiles/{rpc}",
+    ]  # fmt: skip
+    rpc_log.mark()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + warmup + 60)
+    codes = rpc_log.codes()
+    measured: dict[str, Any] = {"finished": None, "requests": None}
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if line.startswith("finished in"):
+            measured["finished"] = float(parts[2].rstrip("s,"))  # warm-up + measured phase
+        elif line.startswith("requests:"):
+            # requests: N total, N started, N done, N succeeded, N failed, N errored, N timeout
+            measured["requests"] = {parts[i + 1].rstrip(","): int(parts[i]) for i in range(1, len(parts) - 1, 2)}
+    if measured["finished"] is None or measured["requests"] is None or not log_path.exists():
+        raise RuntimeError(f"h2load printed no result (exit {out.returncode}):\n{out.stdout}\n{out.stderr}")
+    latencies = []
+    bad_status = 0
+    for row in log_path.read_text().splitlines():
+        cols = row.split("\t")
+        if len(cols) >= 3:
+            if cols[1] != "200":
+                bad_status += 1
+            latencies.append(int(cols[2]) / 1e6)
+    latencies.sort()
+    reqs = measured["requests"]
+    grpc_errors = sum(n for code, n in codes.items() if code != "OK")
+    errors = reqs.get("failed", 0) + reqs.get("errored", 0) + reqs.get("timeout", 0) + bad_status + grpc_errors
+    # "finished in" counts the warm-up too; requests and the log rows are the measured phase only.
+    seconds = float(duration)
+    return Result(
+        GRPC_H2LOAD, method, conns, max(0, reqs.get("succeeded", 0) - grpc_errors) / seconds,
+        percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000, reqs.get("done", 0), errors,
+        {"h2load": reqs, "server_codes": codes, "logged_rows": len(latencies)},
+    )  # fmt: skip
+
+
+def python_grpc_case(address: str, method: str, conns: int, duration: float, warmup: float, procs_max: int, content: str) -> Result:
+    import grpc_client
+
+    ctx = mp.get_context("spawn")
+    procs = max(1, min(conns, procs_max))
+    shares = [conns // procs + (1 if i < conns % procs else 0) for i in range(procs)]
+    barrier = ctx.Barrier(procs)
+    queue = ctx.Queue()
+    workers = [
+        ctx.Process(
+            target=grpc_client.run_worker,
+            args=(address, KEY, method, content, share, warmup, duration, barrier, queue),
+            daemon=True,
+        )
+        for share in shares
+    ]
+    try:
+        for w in workers:
+            w.start()
+        replies = [queue.get(timeout=duration + warmup + 90) for _ in workers]
+        for w in workers:
+            w.join(timeout=10)
+    finally:
+        for w in workers:
+            if w.is_alive():
+                w.terminate()
+                w.join(timeout=5)
+    fatal = [r["fatal"] for r in replies if "fatal" in r]
+    if fatal:
+        raise RuntimeError(f"Python gRPC client failed: {fatal[0]}")
+    latencies = sorted(x for r in replies for x in r["latencies"])
+    errors: dict[str, int] = {}
+    for r in replies:
+        for code, n in r["errors"].items():
+            errors[code] = errors.get(code, 0) + n
+    rps = sum(r["count"] / r["elapsed"] for r in replies)
+    return Result(
+        GRPC_PY, method, conns, rps, percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000,
+        sum(r["count"] for r in replies) + sum(errors.values()), sum(errors.values()),
+        {"processes": procs, "inflight_per_process": shares, "errors": errors},
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- report
+
+
+def ratio(a: Result | None, b: Result | None) -> str:
+    if a is None or b is None or not b.rps:
+        return "n/a"
+    return f"{a.rps / b.rps:.2f}"
+
+
+def report(results: list[Result], meta: dict[str, str], concs: list[int]) -> tuple[str, list[str]]:
+    """(markdown, PASS/FAIL lines)."""
+    by = {(r.target, r.method, r.conc): r for r in results}
+    targets = [t for t in (BASELINE, SHIM, GRPC_H2LOAD, GRPC_PY) if any(r.target == t for r in results)]
+    md = ["## REST file API benchmark (4 KB MEMORY.md)", ""]
+    md += [f"- {k}: {v}" for k, v in meta.items()]
+    md += [
+        "",
+        "| path | method | clients | req/s | p50 ms | p99 ms | errors | server CPU ms/req |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for method in ("GET", "PUT"):
+        for conc in concs:
+            for target in targets:
+                r = by.get((target, method, conc))
+                if r is not None:
+                    md.append(
+                        f"| {target} | {method} | {conc} | {r.rps:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} "
+                        f"| {r.errors} | {r.cpu_text()} |"
+                    )
+    md += [
+        "",
+        "| method | clients | shim/baseline req/s | shim/gRPC (h2load) req/s | shim/gRPC (Python) req/s "
+        "| shim/baseline p99 |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for method in ("GET", "PUT"):
+        for conc in concs:
+            shim, base = by.get((SHIM, method, conc)), by.get((BASELINE, method, conc))
+            p99 = f"{shim.p99_ms / base.p99_ms:.2f}" if shim and base and base.p99_ms else "n/a"
+            md.append(
+                f"| {method} | {conc} | {ratio(shim, base)} | {ratio(shim, by.get((GRPC_H2LOAD, method, conc)))} "
+                f"| {ratio(shim, by.get((GRPC_PY, method, conc)))} | {p99} |"
+            )
+
+    top = max(concs)
+    verdicts = []
+
+    def verdict(ok: bool | None, text: str) -> None:
+        verdicts.append(f"{'n/a ' if ok is None else ('PASS' if ok else 'FAIL')} {text}")
+
+    shim_get, base_get = by.get((SHIM, "GET", top)), by.get((BASELINE, "GET", top))
+    shim_put, base_put = by.get((SHIM, "PUT", top)), by.get((BASELINE, "PUT", top))
+    if shim_get and base_get:
+        verdict(
+            shim_get.rps >= 0.5 * base_get.rps,
+            f"REST GET throughput at {top} connections >= 0.5x baseline: "
+            f"{shim_get.rps:,.0f} vs {base_get.rps:,.0f} req/s ({shim_get.rps / base_get.rps:.2f}x)",
+        )
+        verdict(shim_get.p99_ms < 15.0, f"REST GET p99 at {top} connections < 15 ms: {shim_get.p99_ms:.2f} ms")
+    else:
+        verdict(None, "REST GET goals: case not run")
+    if shim_put and base_put:
+        verdict(
+            shim_put.rps >= 0.5 * base_put.rps,
+            f"REST PUT throughput at {top} connections >= 0.5x baseline: "
+            f"{shim_put.rps:,.0f} vs {base_put.rps:,.0f} req/s ({shim_put.rps / base_put.rps:.2f}x)",
+        )
+    else:
+        verdict(None, "REST PUT goal: case not run")
+    if top != 32:
+        verdicts.append(f"note: the goals are stated at 32 connections; this run's largest is {top}")
+    errors = sum(r.errors for r in results)
+    if errors:
+        verdicts.append(f"note: {errors} errors in total; see the errors column")
+    md += ["", "Goals (issue):", "", *[f"- {v}" for v in verdicts], ""]
+    return "\n".join(md), verdicts
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="GET/PUT of a 4 KB MEMORY.md: REST shim vs direct gRPC vs a baseline app.")
+    p.add_argument("--duration", type=int, default=5, help="whole seconds measured per case (default 5)")
+    p.add_argument("--warmup", type=int, default=1, help="whole seconds of warm-up per server and per gRPC case (default 1)")
+    p.add_argument("--concurrency", default="1,8,32", help="comma-separated client counts (default 1,8,32)")
+    p.add_argument("--grpc-procs", type=int, default=4, help="max processes of the Python gRPC client (default 4)")
+    p.add_argument("--no-h2load", action="store_true", help="skip the h2load gRPC case")
+    p.add_argument("--no-python-grpc", action="store_true", help="skip the Python-client gRPC case")
+    p.add_argument("--keep-home", action="store_true", help="keep the temp home (logs, config) after the run")
+    p.add_argument("--pause", action="store_true", help="after start-up, print the ports and wait for Enter (for profiling)")
+    args = p.parse_args(argv)
+    if args.duration < 1 or args.warmup < 1:
+        p.error("--duration and --warmup are whole seconds, at least 1 (wrk takes no fractions)")
+    return args
+
+
+def check_responses(shim_url: str, base_url: str, body: bytes, content: str) -> str:
+    """Both HTTP servers answer the same bytes for GET and PUT; a line saying so."""
+    lines = []
+    for method, data in (("GET", None), ("PUT", body)):
+        s_status, s_body = http_request(shim_url, method, data)
+        b_status, b_body = http_request(base_url, method, data)
+        if s_status != 200 or b_status != 200:
+            raise RuntimeError(f"{method} check failed: shim {s_status} {s_body[:200]!r}, baseline {b_status} {b_body[:200]!r}")
+        if s_body != b_body:
+            raise RuntimeError(f"{method}: shim and baseline answer different bodies:\n{s_body[:300]!r}\n{b_body[:300]!r}")
+        lines.append(f"{method} {len(s_body)} B")
+    expected = json.dumps({"filename": FILENAME, "content": content}, ensure_ascii=False, separators=(",", ":"))
+    if http_request(shim_url)[1] != expected.encode():
+        raise RuntimeError("GET body is not the expected {filename, content}")
+    if http_request(shim_url, key="wrong-key-0000")[0] != 401 or http_request(base_url, key="wrong-key-0000")[0] != 401:
+        raise RuntimeError("a wrong key was not refused with 401")
+    return "identical bytes from shim and baseline (" + ", ".join(lines) + "); wrong key -> 401 on both"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    concs = sorted({int(c) for c in args.concurrency.split(",") if c.strip()})
+    # Ctrl-C and SIGTERM both end the run through the clean-up below (SIGINT even
+    # when a non-interactive shell started us with it ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+    wrk = ensure_tool("wrk", "wrk")
+    if wrk is None:
+        say("wrk is required (Debian package wrk); cannot run")
+        return 2
+    h2load = None if args.no_h2load else ensure_tool("h2load", "nghttp2-client")
+    if not args.no_h2load and h2load is None:
+        say("h2load unavailable; the h2load gRPC case is skipped")
+
+    load_before = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    content = memory_content()
+    home = Path(tempfile.mkdtemp(prefix="bench-rest-files-"))
+    tmp = home / "bench"
+    tmp.mkdir()
+    children = Children(tmp)
+    results: list[Result] = []
+    try:
+        ports = Ports(*free_ports(6))
+        workspace = write_home(home, ports, content)
+        put_body = json.dumps({"content": content}).encode()
+        body_path = tmp / "put-body.json"
+        body_path.write_bytes(put_body)
+        scripts = write_wrk_scripts(tmp, body_path)
+
+        from gateway.v1 import files_pb2
+
+        grpc_bodies = {
+            "GET": tmp / "get.grpc",
+            "PUT": tmp / "put.grpc",
+        }
+        grpc_bodies["GET"].write_bytes(grpc_frame(files_pb2.GetFileRequest(agent_id=AGENT, filename=FILENAME)))
+        grpc_bodies["PUT"].write_bytes(
+            grpc_frame(files_pb2.PutFileRequest(agent_id=AGENT, filename=FILENAME, content=content))
+        )
+
+        py = sys.executable
+        cli = [py, "-m", "gateway.cli", "serve"]
+        children.start("file_api", [*cli, "file_api", "--home", str(home)])
+        children.start("http", [*cli, "http", "--home", str(home)])
+        children.start(
+            "baseline",
+            [py, str(BENCH_DIR / "baseline_app.py"), "--port", str(ports.baseline), "--workspace", str(workspace), "--key", KEY],
+        )
+        path = f"/api/v1/agents/{AGENT}/files/{FILENAME}"
+        shim_url = f"http://127.0.0.1:{ports.http}{path}"
+        base_url = f"http://127.0.0.1:{ports.baseline}{path}"
+        grpc_address = f"127.0.0.1:{ports.file_api}"
+        healthz = f"http://127.0.0.1:{ports.http}/healthz"
+        wait_until(children, lambda: file_api_healthy(healthz), "REST shim /healthz (file_api SERVING)")
+        wait_until(children, lambda: http_request(base_url)[0] == 200, "baseline app")
+        checked = check_responses(shim_url, base_url, put_body, content)
+        say(f"servers up (home {home}); {checked}")
+        if args.pause:
+            print(f"file_api pid {children.procs['file_api'].pid} :{ports.file_api}, http pid "
+                  f"{children.procs['http'].pid} :{ports.http}, baseline pid {children.procs['baseline'].pid} "
+                  f":{ports.baseline}; press Enter to run", flush=True)  # fmt: skip
+            input()
+
+        rpc_log = RpcLog(children.logs["file_api"])
+        cpu_pids = {
+            BASELINE: ("baseline",),
+            SHIM: ("http", "file_api"),
+            GRPC_H2LOAD: ("file_api",),
+            GRPC_PY: ("file_api",),
+        }
+        for name, url in ((BASELINE, base_url), (SHIM, shim_url)):
+            for method in ("GET", "PUT"):
+                run_wrk(wrk, url, scripts[method], max(concs), args.warmup)
+        say(f"warmed up; {len(concs) * 2} cases per path, {args.duration:g}s each")
+
+        for method in ("GET", "PUT"):
+            for conc in concs:
+                cases: list[tuple[str, Any]] = [
+                    (BASELINE, lambda: wrk_case(wrk, BASELINE, base_url, scripts[method], method, conc, args.duration)),
+                    (SHIM, lambda: wrk_case(wrk, SHIM, shim_url, scripts[method], method, conc, args.duration)),
+                ]
+                if h2load:
+                    cases.append((GRPC_H2LOAD, lambda: h2load_case(
+                        h2load, grpc_address, grpc_bodies[method], method, conc, args.duration, args.warmup, tmp, rpc_log)))  # fmt: skip
+                if not args.no_python_grpc:
+                    cases.append((GRPC_PY, lambda: python_grpc_case(
+                        grpc_address, method, conc, args.duration, args.warmup, args.grpc_procs, content)))  # fmt: skip
+                for target, run in cases:
+                    children.check_alive()
+                    servers = cpu_pids[target]
+                    rpc_log.mark()
+                    r, cpu = measure_cpu({n: children.procs[n].pid for n in servers}, run)
+                    # wrk counts only measured requests; gRPC cases also run a warm-up, so
+                    # the file API's own RPC log lines give their request count.
+                    served = r.requests if target in (BASELINE, SHIM) else sum(rpc_log.codes().values())
+                    r.cpu_ms_per_req = {n: 1000 * cpu[n] / max(1, served) for n in servers}
+                    results.append(r)
+                    say(f"{target:22} {method} c={conc:<3} {r.rps:9,.0f} req/s  p50 {r.p50_ms:7.2f} ms  "
+                        f"p99 {r.p99_ms:7.2f} ms  errors {r.errors}  CPU ms/req {r.cpu_text()}")  # fmt: skip
+        children.check_alive()
+        if (workspace / FILENAME).read_text(encoding="utf-8") != content:
+            raise RuntimeError("MEMORY.md does not hold the benchmark content after the run")
+    except KeyboardInterrupt:
+        say("interrupted; stopping the servers")
+        return 130
+    finally:
+        children.stop_all()
+        if args.keep_home:
+            say(f"home kept: {home}")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}; "
+        f"load average before the run {load_before} (other work on the machine skews the numbers)",
+        "load tools": f"{tool_version([wrk, '--version'])} (-t1, connections = clients, Lua done() percentiles)"
+        + (f"; {tool_version([h2load, '--version'])} (-t1 -m1, gRPC-framed POST)" if h2load else "")
+        + ("" if args.no_python_grpc else f"; Python grpc.aio client, up to {args.grpc_procs} processes"),
+        "per case": f"{args.duration:g} s measured after warm-up ({args.warmup:g} s per server at {max(concs)} clients)",
+        "file": f"{FILENAME}, {FILE_BYTES} bytes; PUT body {len(put_body)} bytes of JSON",
+        "REST shim": "wrk -> gateway serve http (uvicorn, asyncio loop, httptools) -> gRPC -> gateway serve file_api",
+        "baseline": "wrk -> bench/baseline_app.py (uvicorn + starlette, same uvicorn settings); key check with "
+        "hmac.compare_digest; PUT calls gateway.atomic.write_atomic (temp file, fsync, os.replace, dir fsync) "
+        "in a thread",
+        "gRPC (h2load)": "h2load posting gRPC frames straight to the file API; grpc-status read from its RPC log",
+        "gRPC (Python client)": "Python client processes, each with its own grpc.aio channel (CPU shared with the server)",
+        "server CPU ms/req": "user+system CPU of the server processes (/proc) per request served; "
+        "REST shim shows shim + file API",
+    }
+    markdown, verdicts = report(results, meta, concs)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(markdown + "\n", encoding="utf-8")
+    print()
+    for line in verdicts:
+        print(line)
+    print()
+    print(markdown)
+    say(f"markdown written to {RESULTS.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
