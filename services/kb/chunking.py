@@ -1,0 +1,98 @@
+"""Line-aligned chunking (DESIGN.md "Defaults": about 4 chars a token, overlap carried forward).
+
+A chunk is a run of whole lines of at most ``chunk_tokens * 4`` characters
+(newlines counted). The next chunk starts with the trailing lines of the previous
+one that fit in ``chunk_overlap * 4`` characters, so context carries forward.
+Overlap is clamped to ``[0, chunk_tokens - 1]`` and the start always advances,
+so chunking terminates on any input. A single line longer than a chunk is split
+into chunk-sized segments that keep its line number (such a chunk has
+``start_line == end_line``); segments of one line never overlap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+CHARS_PER_TOKEN: Final = 4
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A chunk: 1-based inclusive line range and its text."""
+
+    start_line: int
+    end_line: int
+    text: str
+
+
+def _pieces(lines: list[str], max_chars: int) -> list[tuple[int, str]]:
+    pieces: list[tuple[int, str]] = []
+    for index, line in enumerate(lines):
+        number = index + 1
+        if len(line) <= max_chars:
+            pieces.append((number, line))
+            continue
+        for start in range(0, len(line), max_chars):
+            pieces.append((number, line[start : start + max_chars]))
+    return pieces
+
+
+def chunk_lines(lines: list[str], chunk_tokens: int, chunk_overlap: int) -> list[Chunk]:
+    """Split a file's lines (without newlines) into overlapping line-aligned chunks.
+
+    ``chunk_tokens`` below 1 is treated as 1. Returns no chunk for an empty file.
+    """
+    max_chars = max(1, chunk_tokens) * CHARS_PER_TOKEN
+    overlap_chars = max(0, min(chunk_overlap, max(1, chunk_tokens) - 1)) * CHARS_PER_TOKEN
+    pieces = _pieces(lines, max_chars)
+    chunks: list[Chunk] = []
+    start = 0
+    while start < len(pieces):
+        end = start
+        size = len(pieces[start][1])
+        while end + 1 < len(pieces) and size + 1 + len(pieces[end + 1][1]) <= max_chars:
+            end += 1
+            size += 1 + len(pieces[end][1])
+        chunks.append(_make_chunk(pieces[start : end + 1]))
+        if end + 1 >= len(pieces):
+            break
+        # Carry forward the trailing whole lines that fit in the overlap budget.
+        following = end + 1
+        carried = 0
+        back = end
+        while back > start and pieces[back][0] != pieces[end + 1][0]:
+            cost = len(pieces[back][1]) + 1
+            if carried + cost > overlap_chars:
+                break
+            carried += cost
+            back -= 1
+        next_start = back + 1 if back < end else following
+        start = max(next_start, start + 1)
+    return chunks
+
+
+def _make_chunk(pieces: list[tuple[int, str]]) -> Chunk:
+    parts: list[str] = []
+    previous = -1
+    for number, text in pieces:
+        if parts and number == previous:
+            parts[-1] += text
+        else:
+            parts.append(text)
+        previous = number
+    return Chunk(pieces[0][0], pieces[-1][0], "\n".join(parts))
+
+
+def split_lines(text: str) -> list[str]:
+    """``text`` as lines without terminators: ``\\n`` only (a trailing ``\\r`` is dropped).
+
+    The indexer and ``excerpt`` both use this, so line numbers always agree. A
+    final newline does not start another line.
+    """
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]

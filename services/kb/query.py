@@ -1,0 +1,134 @@
+"""User query → safe FTS5 terms. No user text ever reaches MATCH unquoted.
+
+Rules:
+
+- The query (first 1,000 chars, NUL and control chars removed) is split on
+  whitespace into *pieces*. A piece's letters and digits form one FTS5 phrase
+  in double quotes (``well-known`` → ``"well known"``, ``foo:bar`` → ``"foo bar"``),
+  so quotes, ``AND``/``OR``/``NOT``/``NEAR``, hyphens, parentheses, colons and
+  ``^`` are plain text (``AND`` searches the word "and"). A piece ending in
+  ``*`` is a prefix query (``deploy*`` → ``"deploy"*``). A piece with no letter
+  or digit (``*``, ``()``, an emoji) is dropped; a query with no term left
+  returns no hit. At most 32 terms.
+- Terms combine as AND with OR fallback: ``search`` ranks the chunks that match
+  every term first, then those that match some, each group by bm25.
+- CJK, Thai (and Lao, Khmer, Myanmar, Hangul) have no spaces between words, and
+  unicode61 makes a whole run of such characters one token, so a two-character
+  word inside a longer run never matches. Such runs are cut out of the pieces
+  and routed to a second FTS5 table with the trigram tokenizer that holds only
+  the chunks containing those scripts (``kb_chunks_cjk``): a run of 3+ chars is
+  a trigram phrase; a run of 1–2 chars (below trigram's reach) is a ``LIKE``
+  substring scan over those chunks only. This works under every configured
+  tokenizer, so a mixed query (``東京 deploy``) needs no special setting.
+- Under the ``trigram`` tokenizer every letter/digit token is its own term
+  (trigram matches substrings, so ``"well known"`` would not find ``well-known``);
+  a token shorter than 3 chars becomes a ``LIKE`` substring scan over all chunks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+MAX_QUERY_CHARS: Final = 1000
+MAX_TERMS: Final = 32
+
+UNSEGMENTED: Final = re.compile(
+    "["
+    "\u0e00-\u0eff"  # Thai, Lao
+    "\u1000-\u109f"  # Myanmar
+    "\u1780-\u17ff"  # Khmer
+    "\u3005\u3040-\u30ff\u31f0-\u31ff"  # 々, Hiragana, Katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uff66-\uff9f"  # half-width Katakana
+    "\U00020000-\U0003134f"  # CJK extensions B–G
+    "]+"
+)
+_WORD = re.compile(r"[^\W_]+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def has_unsegmented(text: str) -> bool:
+    """Whether ``text`` holds CJK/Thai-like characters (it then goes to ``kb_chunks_cjk``)."""
+    return UNSEGMENTED.search(text) is not None
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class SubstringTerm:
+    """A term too short for trigram: ``text`` is LIKE-scanned; ``cjk_only`` limits the scan."""
+
+    text: str
+    cjk_only: bool
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """What one user query becomes.
+
+    ``fts_terms`` are MATCH-ready for ``kb_chunks_fts``, ``trigram_terms`` for
+    ``kb_chunks_cjk``; ``words`` are the casefolded bits used to place snippets.
+    """
+
+    fts_terms: tuple[str, ...] = ()
+    trigram_terms: tuple[str, ...] = ()
+    substrings: tuple[SubstringTerm, ...] = ()
+    words: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.fts_terms or self.trigram_terms or self.substrings)
+
+    @property
+    def term_count(self) -> int:
+        return len(self.fts_terms) + len(self.trigram_terms) + len(self.substrings)
+
+
+def like_pattern(text: str) -> str:
+    """A LIKE pattern (ESCAPE '\\') matching ``text`` anywhere."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def build_plan(query: str, tokenizer: str) -> QueryPlan:
+    """Turn any user string into a QueryPlan (rules in the module docstring). Never raises."""
+    cleaned = _CONTROL.sub(" ", query[:MAX_QUERY_CHARS])
+    fts: list[str] = []
+    trigram: list[str] = []
+    substrings: list[SubstringTerm] = []
+    words: list[str] = []
+
+    def add(bucket: list[str], term: str) -> None:
+        if term not in bucket:
+            bucket.append(term)
+
+    for piece in cleaned.split():
+        prefix = piece.endswith("*")
+        for run in UNSEGMENTED.findall(piece):
+            words.append(run.casefold())
+            if len(run) >= 3:
+                add(trigram, _quote(run))
+            elif SubstringTerm(run, True) not in substrings:
+                substrings.append(SubstringTerm(run, True))
+        tokens = _WORD.findall(UNSEGMENTED.sub(" ", piece))
+        if not tokens:
+            continue
+        words.extend(token.casefold() for token in tokens)
+        if tokenizer == "trigram":
+            for token in tokens:
+                if len(token) >= 3:
+                    add(fts, _quote(token))
+                elif SubstringTerm(token, False) not in substrings:
+                    substrings.append(SubstringTerm(token, False))
+        else:
+            add(fts, _quote(" ".join(tokens)) + ("*" if prefix else ""))
+    budget = MAX_TERMS
+    fts = fts[:budget]
+    trigram = trigram[: max(0, budget - len(fts))]
+    substrings = substrings[: max(0, budget - len(fts) - len(trigram))]
+    return QueryPlan(tuple(fts), tuple(trigram), tuple(substrings), tuple(dict.fromkeys(words)))

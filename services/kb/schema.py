@@ -1,0 +1,230 @@
+"""The per-agent ``kb.sqlite``: tables, connections and the ``kb_meta`` store.
+
+Tables (SPEC.md "Knowledge archive" and "Archive staleness GC"):
+
+- ``kb_meta(key, value)``: ``schema_version``, ``tokenizer``, ``chunking``
+  (``"<chunkTokens>/<chunkOverlap>"``), ``generation`` (bumped by every refresh
+  that changed the index), ``last_folded_log_id`` (see ``retrieval_log``) and,
+  while a lifecycle backfill is due, ``lifecycle_backfill``.
+- ``kb_sources``: one row per indexed file (workspace-relative path, size,
+  mtime_ns, ``checked_ns`` = when its content was last hashed, SHA-256 of its
+  bytes, provenance, the generation that last indexed it).
+- ``kb_chunks`` (child of a source): line range, text, provenance, importance,
+  the entry hash of the entry that covers most of the chunk, ``has_cjk``.
+- ``kb_entries`` (child of a source): every entry's line range, hash, importance;
+  it lets a refresh write lifecycle rows for skipped files without reading them.
+- ``kb_chunks_fts``: FTS5 over chunk text with the configured tokenizer;
+  ``kb_chunks_cjk``: FTS5 with the trigram tokenizer over the chunks that hold
+  CJK/Thai text (see ``query``). Both are external-content tables on kb_chunks.
+- ``kb_entry_lifecycle``: entry_hash PRIMARY KEY, path, first_seen, last_retrieved,
+  retrieval_count, supersedes_key, invalid_at. Deliberately *not* a child of
+  chunks, entries or sources: ages survive re-chunking, edits and rebuilds.
+- ``kb_retrieval_log``: append-only (id, entry_hash, path, at, kind).
+
+Times in the lifecycle and log tables are Unix epoch seconds (REAL).
+A schema-version change drops and rebuilds the index tables, never the
+lifecycle or log tables.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+import apsw
+
+from gateway.config import ArchiveSettings
+from gateway.errors import InvalidArgument, NotFound
+
+SCHEMA_VERSION: Final = 1
+BUSY_TIMEOUT_MS: Final = 5000
+
+TOKENIZERS: Final = {
+    "unicode61": "unicode61",
+    "trigram": "trigram",
+    "porter": "porter unicode61",
+    "ascii": "ascii",
+}
+
+_INDEX_TABLES: Final = ("kb_chunks_fts", "kb_chunks_cjk", "kb_chunks", "kb_entries", "kb_sources")
+
+LIFECYCLE_DDL: Final = """
+CREATE TABLE IF NOT EXISTS kb_entry_lifecycle(
+    entry_hash TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    first_seen REAL NOT NULL,
+    last_retrieved REAL,
+    retrieval_count INTEGER NOT NULL DEFAULT 0,
+    supersedes_key TEXT,
+    invalid_at REAL
+) WITHOUT ROWID;
+"""
+
+_DDL: Final = """
+CREATE TABLE IF NOT EXISTS kb_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS kb_sources(
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    checked_ns INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    provenance TEXT NOT NULL,
+    generation INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kb_chunks(
+    id INTEGER PRIMARY KEY,
+    source_id INTEGER NOT NULL REFERENCES kb_sources(id) ON DELETE CASCADE,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    provenance TEXT NOT NULL,
+    importance INTEGER NOT NULL,
+    entry_hash TEXT,
+    has_cjk INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS kb_chunks_source ON kb_chunks(source_id);
+CREATE INDEX IF NOT EXISTS kb_chunks_cjk_ids ON kb_chunks(id) WHERE has_cjk = 1;
+CREATE TABLE IF NOT EXISTS kb_entries(
+    source_id INTEGER NOT NULL REFERENCES kb_sources(id) ON DELETE CASCADE,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    entry_hash TEXT NOT NULL,
+    importance INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS kb_entries_source ON kb_entries(source_id, start_line);
+CREATE VIRTUAL TABLE IF NOT EXISTS kb_chunks_cjk USING fts5(
+    text, content='kb_chunks', content_rowid='id', tokenize='trigram');
+CREATE TABLE IF NOT EXISTS kb_retrieval_log(
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    entry_hash TEXT NOT NULL,
+    path TEXT NOT NULL,
+    at REAL NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('search', 'get'))
+);
+"""
+
+
+def fts_tokenize(tokenizer: str) -> str:
+    """The FTS5 ``tokenize=`` value for a config tokenizer name; InvalidArgument if unknown."""
+    try:
+        return TOKENIZERS[tokenizer]
+    except KeyError:
+        names = ", ".join(sorted(TOKENIZERS))
+        raise InvalidArgument(f"unknown archive tokenizer {tokenizer!r} (use one of {names})") from None
+
+
+def create_fts(conn: apsw.Connection, tokenizer: str) -> None:
+    """Create ``kb_chunks_fts`` with ``tokenizer`` and record it in ``kb_meta``."""
+    tokenize = fts_tokenize(tokenizer)
+    conn.execute(
+        "CREATE VIRTUAL TABLE kb_chunks_fts USING fts5("
+        f"text, content='kb_chunks', content_rowid='id', tokenize='{tokenize}')"
+    )
+    set_meta(conn, "tokenizer", tokenizer)
+
+
+def _configure(conn: apsw.Connection) -> None:
+    conn.setbusytimeout(BUSY_TIMEOUT_MS)
+    conn.execute("PRAGMA foreign_keys=ON")
+
+
+def open_index(path: Path, settings: ArchiveSettings, create: bool = True) -> apsw.Connection:
+    """Open (and with ``create``, create) the read-write archive index at ``path``.
+
+    Sets WAL and a busy timeout and makes sure every table exists. A missing FTS
+    table is created with ``settings.tokenizer``; a different stored tokenizer is
+    left for ``indexer.refresh`` to rebuild. With ``create=False`` nothing is
+    created on disk and a missing file raises NotFound. InvalidArgument for an
+    unknown tokenizer.
+    """
+    fts_tokenize(settings.tokenizer)
+    flags = apsw.SQLITE_OPEN_READWRITE
+    if create:
+        flags |= apsw.SQLITE_OPEN_CREATE
+        path.parent.mkdir(parents=True, exist_ok=True)
+    elif not path.is_file():
+        raise NotFound("the knowledge archive has not been built yet")
+    try:
+        conn = apsw.Connection(os.fspath(path), flags=flags)
+    except apsw.CantOpenError:
+        raise NotFound("the knowledge archive has not been built yet") from None
+    _configure(conn)
+    conn.execute("PRAGMA journal_mode=WAL").fetchall()
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: a full index inserts in random key order
+    _ensure_schema(conn, settings)
+    return conn
+
+
+def open_reader(path: Path) -> apsw.Connection:
+    """A read-only connection to an existing index; NotFound when there is none."""
+    if not path.is_file():
+        raise NotFound("the knowledge archive has not been built yet")
+    conn = apsw.Connection(os.fspath(path), flags=apsw.SQLITE_OPEN_READONLY)
+    _configure(conn)
+    conn.execute("PRAGMA query_only=ON")
+    return conn
+
+
+def _table_exists(conn: apsw.Connection, name: str) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+    return row is not None
+
+
+def _ensure_schema(conn: apsw.Connection, settings: ArchiveSettings) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if _table_exists(conn, "kb_meta"):
+            version = get_meta(conn, "schema_version")
+            if version is not None and version != str(SCHEMA_VERSION):
+                for table in _INDEX_TABLES:
+                    conn.execute(f"DROP TABLE IF EXISTS {table}")
+        ensure_lifecycle(conn)
+        conn.execute(_DDL)
+        if not _table_exists(conn, "kb_chunks_fts"):
+            create_fts(conn, settings.tokenizer)
+            # Existing chunks (if the FTS table alone was lost) are indexed again.
+            conn.execute("INSERT INTO kb_chunks_fts(kb_chunks_fts) VALUES ('rebuild')")
+        if get_meta(conn, "schema_version") is None or get_meta(conn, "schema_version") != str(SCHEMA_VERSION):
+            set_meta(conn, "schema_version", str(SCHEMA_VERSION))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def ensure_lifecycle(conn: apsw.Connection) -> None:
+    """Create ``kb_entry_lifecycle`` if it is missing, and then flag a backfill.
+
+    The next refresh sees ``lifecycle_backfill`` in ``kb_meta`` and writes rows for
+    every stored source, first seen at the source's stored mtime (issue #398).
+    Runs inside the caller's transaction.
+    """
+    if _table_exists(conn, "kb_entry_lifecycle"):
+        return
+    conn.execute(LIFECYCLE_DDL)
+    if _table_exists(conn, "kb_meta"):
+        set_meta(conn, "lifecycle_backfill", "1")
+
+
+def get_meta(conn: apsw.Connection, key: str) -> str | None:
+    """The ``kb_meta`` value of ``key``, or None."""
+    row = conn.execute("SELECT value FROM kb_meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def set_meta(conn: apsw.Connection, key: str, value: str) -> None:
+    """Store ``key`` = ``value`` in ``kb_meta`` (inside the caller's transaction)."""
+    conn.execute(
+        "INSERT INTO kb_meta(key, value) VALUES (?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
+
+
+def generation(conn: apsw.Connection) -> int:
+    """The index generation: 0 before the first refresh that indexed anything."""
+    value = get_meta(conn, "generation")
+    return int(value) if value is not None else 0

@@ -1,0 +1,134 @@
+"""Which workspace files the archive indexes, found with one cheap stat each.
+
+Sources are ``MEMORY.md`` and ``USER.md`` at the workspace root plus every
+``memory/**/*.md`` (SPEC.md "Knowledge archive"). The walk skips names starting
+with ``.``, never descends into a symlinked directory (no loops, no escape) and
+treats a symlinked file as a source only when its real path stays inside the
+workspace; an escaping link is reported in ``excluded``. A directory that cannot
+be listed is reported in ``errors`` and its files are simply not *listed*, which
+is why the indexer never prunes on absence from the listing alone.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, NamedTuple
+
+CORE_FILES: Final = ("MEMORY.md", "USER.md")
+MEMORY_DIR: Final = "memory"
+
+
+class FileStat(NamedTuple):
+    """The two cheap facts the fast path compares."""
+
+    size: int
+    mtime_ns: int
+
+
+@dataclass
+class Scan:
+    """One walk of the source tree.
+
+    ``files`` maps each listed source (workspace-relative POSIX path) to its stat,
+    or to None when the name is listed but stat failed (a dangling link, a
+    permission error). ``excluded`` holds symlinks whose target leaves the
+    workspace; ``errors`` holds "path: reason" lines. ``listed_root`` is False
+    when the workspace itself could not be listed (unmounted, permission): then
+    nothing may be pruned.
+    """
+
+    files: dict[str, FileStat | None] = field(default_factory=dict)
+    listed_root: bool = True
+    excluded: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+
+
+def _inside(real: str, root: str) -> bool:
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _add(scan: Scan, rel: str, entry: os.DirEntry[str], root_real: str) -> None:
+    try:
+        if entry.is_symlink() and not _inside(os.path.realpath(entry.path), root_real):
+            scan.excluded.add(rel)
+            return
+        st = entry.stat()
+    except OSError:
+        scan.files[rel] = None
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return
+    scan.files[rel] = FileStat(st.st_size, st.st_mtime_ns)
+
+
+def scan_sources(workspace: Path) -> Scan:
+    """List and stat every source under ``workspace`` (rules in the module docstring)."""
+    scan = Scan()
+    root = os.fspath(workspace)
+    root_real = os.path.realpath(root)
+    try:
+        with os.scandir(root) as top:
+            for entry in top:
+                if entry.name in CORE_FILES and not entry.is_dir():
+                    _add(scan, entry.name, entry, root_real)
+    except OSError as exc:
+        scan.errors.append(f".: cannot list workspace ({type(exc).__name__})")
+        scan.listed_root = False
+        return scan
+    memory_real = os.path.realpath(os.path.join(root, MEMORY_DIR))
+    if not _inside(memory_real, root_real):
+        scan.errors.append(f"{MEMORY_DIR}: symlink leaves the workspace, not indexed")
+        return scan
+    stack = [MEMORY_DIR]
+    files = scan.files
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            with os.scandir(os.path.join(root, rel_dir)) as it:
+                entries = list(it)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            scan.errors.append(f"{rel_dir}: cannot list ({type(exc).__name__})")
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            rel = f"{rel_dir}/{entry.name}"
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+                is_link = entry.is_symlink()
+            except OSError:
+                is_dir = is_link = False
+            if is_dir:
+                stack.append(rel)
+            elif not entry.name.endswith(".md"):
+                continue
+            elif is_link:
+                _add(scan, rel, entry, root_real)
+            else:
+                # Hot path (one stat per file): no extra calls.
+                try:
+                    st = entry.stat()
+                except OSError:
+                    files[rel] = None
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    files[rel] = FileStat(st.st_size, st.st_mtime_ns)
+    return scan
+
+
+def stat_source(workspace: Path, rel: str) -> FileStat | None:
+    """A fresh stat of one source; None when it is genuinely absent.
+
+    Raises OSError for any other failure (permission, I/O), which callers read
+    as "present but unreadable".
+    """
+    try:
+        st = os.stat(os.path.join(os.fspath(workspace), rel))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return FileStat(st.st_size, st.st_mtime_ns)

@@ -1,0 +1,31 @@
+"""Fixtures for the knowledge-archive domain tests: a workspace and an open index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+from kb_helpers import settings
+
+from services.kb.schema import open_index
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "workspace"
+    (ws / "memory").mkdir(parents=True)
+    return ws
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "agents" / "alfred" / "kb.sqlite"
+
+
+@pytest.fixture
+def conn(db_path: Path) -> Iterator[apsw.Connection]:
+    connection = open_index(db_path, settings())
+    yield connection
+    connection.close()
