@@ -11,7 +11,7 @@ from pathlib import Path
 from gateway.errors import ConfigError
 from gateway.home import ensure_home, resolve_home
 
-SERVE_NAMES = ("file_api", "http")
+SERVE_NAMES = ("file_api", "watcher", "http")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -79,9 +79,13 @@ def _serve(name: str, home: Path, port: int | None) -> int:
         grpc_settings = replace(config.grpc, **{name: port})
         config = replace(config, grpc=grpc_settings)
     if name == "file_api":
-        from services.file_api.main import run
+        from services.file_api.main import run as run_file_api
 
-        asyncio.run(run(config))
+        asyncio.run(run_file_api(config))
+    elif name == "watcher":
+        from services.watcher.main import run as run_watcher
+
+        asyncio.run(run_watcher(config))
     return 0
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Sequence
+from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
 
 import grpc
 import structlog
@@ -37,13 +38,16 @@ async def serve(
     address: str,
     register: Callable[[grpc.aio.Server], Sequence[str]],
     *,
-    on_stop: Callable[[], object] | None = None,
+    background: Callable[[asyncio.Event], Awaitable[None]] | None = None,
 ) -> None:
     """Run a gRPC server on ``address`` until SIGTERM/SIGINT.
 
     ``register`` adds the servicers and returns their full service names
-    (for health and reflection). ``on_stop`` runs after the server stopped.
-    Raises BindError when the address cannot be bound.
+    (for health and reflection). ``background(stop)`` runs beside the server
+    once it is up; it must return soon after ``stop`` is set. A background
+    task that fails stops the server (a half-working process is worse than a
+    dead one the launcher reports). Raises BindError when the address cannot
+    be bound.
     """
     server = grpc.aio.server(options=SERVER_OPTIONS)
     services = list(register(server))
@@ -67,11 +71,24 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
     serving = asyncio.ensure_future(server.wait_for_termination())
     stopping = asyncio.ensure_future(stop.wait())
-    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    waits: set[asyncio.Future[Any]] = {serving, stopping}
+    worker = asyncio.ensure_future(background(stop)) if background is not None else None
+    if worker is not None:
+        waits.add(worker)
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    failure = worker.exception() if worker is not None and worker.done() and not worker.cancelled() else None
+    if failure is not None:
+        log.error("background_failed", error=repr(failure))
     log.info("stopping", grace_s=STOP_GRACE_SECONDS)
+    stop.set()
     await health_servicer.enter_graceful_shutdown()
     await server.stop(STOP_GRACE_SECONDS)
     stopping.cancel()
-    if on_stop is not None:
-        on_stop()
+    if worker is not None and not worker.done():
+        try:
+            await asyncio.wait_for(worker, STOP_GRACE_SECONDS)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            log.warning("background_did_not_stop")
     log.info("stopped")
+    if failure is not None:
+        raise SystemExit(1)

@@ -8,6 +8,7 @@ never left half-alive.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import signal
 import subprocess
@@ -26,12 +27,20 @@ from gateway.channels import HEALTH_DEADLINE_S, sync_channel
 from gateway.config import Config
 
 # The processes that exist so far, in start order. Later services join here.
-GRPC_SERVICES: tuple[str, ...] = ("file_api",)
+GRPC_SERVICES: tuple[str, ...] = ("file_api", "watcher")
 SERVICES: tuple[str, ...] = (*GRPC_SERVICES, "http")
 
+PR_SET_PDEATHSIG = 1
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 POLL_S = 0.1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux for SIGTERM when the launcher dies."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _say(text: str) -> None:
@@ -75,8 +84,9 @@ class Suite:
             if name == "http":
                 cmd += ["--port", str(self.http_port)]
             # A session of its own: a terminal's Ctrl-C reaches only us, and we
-            # stop the children in order.
-            self.children[name] = subprocess.Popen(cmd, start_new_session=True)
+            # stop the children in order. If we die without stopping them (even
+            # by SIGKILL), the kernel sends them SIGTERM: no orphaned half-suite.
+            self.children[name] = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_die_with_parent)
 
     def probes(self) -> dict[str, Callable[[], bool]]:
         out: dict[str, Callable[[], bool]] = {}

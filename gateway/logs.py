@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
+from typing import Any
 
 import structlog
 
 
 def configure(service: str, level: int = logging.INFO) -> structlog.stdlib.BoundLogger:
     """Route structlog to stdout as one JSON object per line, tagged with ``service``."""
+    def add_service(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        event.setdefault("service", service)  # also in worker threads, where contextvars are empty
+        return event
+
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_service,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
@@ -22,5 +29,4 @@ def configure(service: str, level: int = logging.INFO) -> structlog.stdlib.Bound
         logger_factory=structlog.PrintLoggerFactory(sys.stdout),
         cache_logger_on_first_use=True,
     )
-    structlog.contextvars.bind_contextvars(service=service)
     return structlog.get_logger()

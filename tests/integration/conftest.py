@@ -166,11 +166,12 @@ def make_home(tmp: Path, **gateway_extra: Any) -> tuple[Path, dict[str, int], in
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
-    """file API + REST shim on free ports, shared by one test module."""
+    """file API + watcher + REST shim on free ports, shared by one test module."""
     home, ports, http_port = make_home(tmp_path_factory.mktemp("gw"))
     running = Suite(home, http_port, ports)
     try:
         running.start("file_api")
+        running.start("watcher")
         running.start("http")
         yield running
     finally:

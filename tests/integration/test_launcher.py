@@ -14,6 +14,8 @@ import httpx
 import pytest
 from conftest import ADMIN_KEY, free_port, make_home, wait_until
 
+from gateway.launcher import SERVICES
+
 pytestmark = pytest.mark.integration
 
 
@@ -38,6 +40,7 @@ class Up:
     """A ``gateway up`` subprocess whose stdout lines are collected as they come."""
 
     def __init__(self, home: Path, *extra: str) -> None:
+        self.home = home
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "up", "--home", str(home), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -58,6 +61,9 @@ class Up:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=30)
+        # children die with the launcher (parent-death signal); wait for them
+        # so their inherited pipes close
+        wait_until(lambda: not children_of_home(self.home), 20, "the children to exit")
         for pump in self._pumps:
             pump.join(timeout=10)
         for stream in (self.proc.stdout, self.proc.stderr):
@@ -83,7 +89,7 @@ def test_up_prints_ready_serves_and_stops_cleanly_on_sigint(tmp_path: Path) -> N
     home, _, http_port = make_home(tmp_path)
     with Up(home) as up:
         assert up.ready_url() == f"http://127.0.0.1:{http_port}"
-        assert len(children_of_home(home)) == 2
+        assert sorted(cmd.split(' serve ')[1].split()[0] for cmd in children_of_home(home).values()) == sorted(SERVICES)
         with httpx.Client(base_url=f"http://127.0.0.1:{http_port}", timeout=10) as http:
             assert http.put("/api/v1/agents/alfred/files/SOUL.md", headers={"X-Api-Key": ADMIN_KEY}, json={"content": "hi"}).status_code == 200
             assert http.get("/healthz").json()["status"] == "ok"
@@ -100,6 +106,15 @@ def test_up_sigterm_also_stops_everything(tmp_path: Path) -> None:
         up.proc.send_signal(signal.SIGTERM)
         assert up.wait() == 0
     assert children_of_home(home) == {}
+
+
+def test_children_die_with_a_killed_launcher(tmp_path: Path) -> None:
+    home, _, _ = make_home(tmp_path)
+    with Up(home) as up:
+        up.ready_url()
+        up.proc.kill()  # SIGKILL: no chance to stop its children itself
+        up.proc.wait(timeout=10)
+        wait_until(lambda: not children_of_home(home), 20, "orphaned children to exit")
 
 
 def test_a_dying_child_brings_the_suite_down(tmp_path: Path) -> None:

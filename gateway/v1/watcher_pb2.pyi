@@ -1,0 +1,169 @@
+from google.api import annotations_pb2 as _annotations_pb2
+from gateway.v1 import options_pb2 as _options_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SessionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SESSION_STATE_UNSPECIFIED: _ClassVar[SessionState]
+    SESSION_STATE_IDLE: _ClassVar[SessionState]
+    SESSION_STATE_BUSY: _ClassVar[SessionState]
+
+class DirectiveKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DIRECTIVE_KIND_UNSPECIFIED: _ClassVar[DirectiveKind]
+    DIRECTIVE_KIND_RESTART_NOW: _ClassVar[DirectiveKind]
+    DIRECTIVE_KIND_RESTART_WHEN_IDLE: _ClassVar[DirectiveKind]
+    DIRECTIVE_KIND_RESPAWN_ON_NEXT_MESSAGE: _ClassVar[DirectiveKind]
+
+class ChangeClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CHANGE_CLASS_UNSPECIFIED: _ClassVar[ChangeClass]
+    CHANGE_CLASS_MEMORY: _ClassVar[ChangeClass]
+    CHANGE_CLASS_IDENTITY: _ClassVar[ChangeClass]
+    CHANGE_CLASS_OTHER: _ClassVar[ChangeClass]
+SESSION_STATE_UNSPECIFIED: SessionState
+SESSION_STATE_IDLE: SessionState
+SESSION_STATE_BUSY: SessionState
+DIRECTIVE_KIND_UNSPECIFIED: DirectiveKind
+DIRECTIVE_KIND_RESTART_NOW: DirectiveKind
+DIRECTIVE_KIND_RESTART_WHEN_IDLE: DirectiveKind
+DIRECTIVE_KIND_RESPAWN_ON_NEXT_MESSAGE: DirectiveKind
+CHANGE_CLASS_UNSPECIFIED: ChangeClass
+CHANGE_CLASS_MEMORY: ChangeClass
+CHANGE_CLASS_IDENTITY: ChangeClass
+CHANGE_CLASS_OTHER: ChangeClass
+
+class Directive(_message.Message):
+    __slots__ = ("agent_id", "session_id", "kind", "change_class", "changed_files", "reason", "generation")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FILES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    session_id: str
+    kind: DirectiveKind
+    change_class: ChangeClass
+    changed_files: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    generation: int
+    def __init__(self, agent_id: _Optional[str] = ..., session_id: _Optional[str] = ..., kind: _Optional[_Union[DirectiveKind, str]] = ..., change_class: _Optional[_Union[ChangeClass, str]] = ..., changed_files: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class Session(_message.Message):
+    __slots__ = ("agent_id", "session_id", "state", "started_at_ms", "last_activity_ms", "pending")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVITY_MS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    session_id: str
+    state: SessionState
+    started_at_ms: int
+    last_activity_ms: int
+    pending: Directive
+    def __init__(self, agent_id: _Optional[str] = ..., session_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., started_at_ms: _Optional[int] = ..., last_activity_ms: _Optional[int] = ..., pending: _Optional[_Union[Directive, _Mapping]] = ...) -> None: ...
+
+class RegisterSessionRequest(_message.Message):
+    __slots__ = ("agent_id", "session_id", "state")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    session_id: str
+    state: SessionState
+    def __init__(self, agent_id: _Optional[str] = ..., session_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ...) -> None: ...
+
+class ReportStateRequest(_message.Message):
+    __slots__ = ("agent_id", "session_id", "state")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    session_id: str
+    state: SessionState
+    def __init__(self, agent_id: _Optional[str] = ..., session_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ...) -> None: ...
+
+class EndSessionRequest(_message.Message):
+    __slots__ = ("agent_id", "session_id")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    session_id: str
+    def __init__(self, agent_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class EndSessionResponse(_message.Message):
+    __slots__ = ("ended",)
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    ended: bool
+    def __init__(self, ended: _Optional[bool] = ...) -> None: ...
+
+class WatchDirectivesRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class GetActivityRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class Activity(_message.Message):
+    __slots__ = ("agent_id", "last_activity_ms", "sessions")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVITY_MS_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    last_activity_ms: int
+    sessions: _containers.RepeatedCompositeFieldContainer[Session]
+    def __init__(self, agent_id: _Optional[str] = ..., last_activity_ms: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ...) -> None: ...
+
+class PreviewClaudeMdRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class FileBudget(_message.Message):
+    __slots__ = ("name", "chars", "budget", "over_budget", "truncated", "shrunk", "problem", "present")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CHARS_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    OVER_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    SHRUNK_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    PRESENT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    chars: int
+    budget: int
+    over_budget: bool
+    truncated: bool
+    shrunk: bool
+    problem: str
+    present: bool
+    def __init__(self, name: _Optional[str] = ..., chars: _Optional[int] = ..., budget: _Optional[int] = ..., over_budget: _Optional[bool] = ..., truncated: _Optional[bool] = ..., shrunk: _Optional[bool] = ..., problem: _Optional[str] = ..., present: _Optional[bool] = ...) -> None: ...
+
+class PreviewClaudeMdResponse(_message.Message):
+    __slots__ = ("agent_id", "content", "files", "budget_report")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_REPORT_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    content: str
+    files: _containers.RepeatedCompositeFieldContainer[FileBudget]
+    budget_report: str
+    def __init__(self, agent_id: _Optional[str] = ..., content: _Optional[str] = ..., files: _Optional[_Iterable[_Union[FileBudget, _Mapping]]] = ..., budget_report: _Optional[str] = ...) -> None: ...

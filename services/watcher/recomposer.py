@@ -1,0 +1,127 @@
+"""Recomposition passes: coalesce changes per agent, compose, write, tell sessions.
+
+A change marks its agent dirty and wakes the worker at once. The worker
+composes every dirty agent (in one worker thread, off the event loop); what
+arrives meanwhile is folded into the next pass, so a burst of writes costs
+at most one extra composition and the last one always sees the final
+content. CLAUDE.md is rewritten only when its bytes change, and sessions
+are told only then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import structlog
+
+from gateway.config import AgentConfig
+from services.watcher.compose import compose, write_if_changed
+from services.watcher.restart_policy import ChangeClass, classify
+from services.watcher.sessions import Directive, SessionRegistry
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True)
+class PassResult:
+    agent_id: str
+    written: bool
+    changed_files: tuple[str, ...]
+    change_class: ChangeClass | None
+    generation: int
+    problems: tuple[str, ...]
+
+
+def compose_agent(agent: AgentConfig) -> tuple[bool, tuple[str, ...]]:
+    """Compose and write the agent's CLAUDE.md. ``(written, problems)``; never raises for bad files."""
+    result = compose(agent.workspace, agent.memory, agent.knowledge.archive.enabled)
+    problems = tuple(f.problem for f in result.files if f.problem)
+    if not agent.workspace.is_dir():
+        return False, (*problems, f"workspace {agent.workspace} does not exist")
+    return write_if_changed(agent.workspace, result.text), problems
+
+
+class Recomposer:
+    def __init__(
+        self,
+        agents: Callable[[], dict[str, AgentConfig]],
+        registry: SessionRegistry,
+        publish: Callable[[list[Directive]], None],
+    ) -> None:
+        self._agents = agents
+        self._registry = registry
+        self._publish = publish
+        self._dirty: dict[str, set[str]] = {}
+        self._wake = asyncio.Event()
+        self._generations: dict[str, int] = {}
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compose")
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    def mark(self, agent_id: str, files: set[str] | None = None) -> None:
+        """Queue a recomposition of ``agent_id``; ``files`` are the changed names (for the policy)."""
+        self._dirty.setdefault(agent_id, set()).update(files or ())
+        self.idle.clear()
+        self._wake.set()
+
+    def generation(self, agent_id: str) -> int:
+        return self._generations.get(agent_id, 0)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Process dirty agents until ``stop`` is set."""
+        loop = asyncio.get_running_loop()
+        try:
+            while not stop.is_set():
+                if not self._dirty:
+                    self.idle.set()
+                    waker = asyncio.ensure_future(self._wake.wait())
+                    stopper = asyncio.ensure_future(stop.wait())
+                    await asyncio.wait({waker, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                    waker.cancel()
+                    stopper.cancel()
+                    self._wake.clear()
+                    continue
+                batch, self._dirty = self._dirty, {}
+                agents = self._agents()
+                for agent_id, files in batch.items():
+                    agent = agents.get(agent_id)
+                    if agent is None:
+                        continue
+                    result = await loop.run_in_executor(self._executor, self._one, agent, files)
+                    if result is not None:
+                        self._after(result)
+        finally:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _one(self, agent: AgentConfig, files: set[str]) -> PassResult | None:
+        start = time.perf_counter()
+        try:
+            written, problems = compose_agent(agent)
+        except OSError as exc:
+            log.error("compose_failed", agent=agent.id, error=str(exc))
+            return None
+        changed = tuple(sorted(files))
+        if written:
+            self._generations[agent.id] = self._generations.get(agent.id, 0) + 1
+        log.info(
+            "composed",
+            agent=agent.id,
+            written=written,
+            changed=list(changed),
+            ms=round((time.perf_counter() - start) * 1000, 3),
+        )
+        for problem in problems:
+            log.warning("compose_problem", agent=agent.id, problem=problem)
+        return PassResult(agent.id, written, changed, classify(changed), self.generation(agent.id), problems)
+
+    def _after(self, result: PassResult) -> None:
+        if not result.written or result.change_class is None:
+            return
+        directives = self._registry.apply_change(result.agent_id, result.change_class, result.changed_files, result.generation)
+        for d in directives:
+            log.info("directive", agent=d.agent_id, session=d.session_id, kind=d.kind.name, change=d.change_class.name)
+        self._publish(directives)

@@ -1,0 +1,140 @@
+"""gRPC servicer of gateway.v1.Sessions: parse, authorize, call the registry."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+import structlog
+
+from gateway.auth import Authenticator
+from gateway.config import Config
+from gateway.errors import GatewayError, InvalidArgument
+from gateway.rpc import caller_of, unary
+from gateway.v1 import watcher_pb2, watcher_pb2_grpc
+from services.watcher.compose import compose
+from services.watcher.directive_hub import DirectiveHub
+from services.watcher.sessions import Directive, SessionRecord, SessionRegistry
+
+log = structlog.get_logger()
+
+pb = watcher_pb2
+
+
+def directive_pb(d: Directive) -> watcher_pb2.Directive:
+    return pb.Directive(
+        agent_id=d.agent_id, session_id=d.session_id, kind=int(d.kind),  # type: ignore[arg-type]
+        change_class=int(d.change_class),  # type: ignore[arg-type]
+        changed_files=list(d.changed_files), reason=d.reason, generation=d.generation,
+    )
+
+
+def session_pb(r: SessionRecord) -> watcher_pb2.Session:
+    out = pb.Session(
+        agent_id=r.agent_id, session_id=r.session_id,
+        state=pb.SESSION_STATE_BUSY if r.busy else pb.SESSION_STATE_IDLE,
+        started_at_ms=r.started_at_ms, last_activity_ms=r.last_activity_ms,
+    )
+    if r.pending is not None:
+        out.pending.CopyFrom(directive_pb(r.pending))
+    return out
+
+
+def _busy(state: int) -> bool:
+    if state == pb.SESSION_STATE_BUSY:
+        return True
+    if state in (pb.SESSION_STATE_IDLE, pb.SESSION_STATE_UNSPECIFIED):
+        return False
+    raise InvalidArgument(f"state must be SESSION_STATE_BUSY or SESSION_STATE_IDLE, got {state}")
+
+
+class Sessions(watcher_pb2_grpc.SessionsServicer):
+    def __init__(
+        self,
+        config: Callable[[], Config],
+        auth: Callable[[], Authenticator],
+        registry: SessionRegistry,
+        hub: DirectiveHub,
+        on_register: Callable[[str], None],
+    ) -> None:
+        self._config = config
+        self._auth = auth
+        self._registry = registry
+        self._hub = hub
+        self._on_register = on_register
+
+    def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> None:
+        auth = self._auth()
+        caller = caller_of(auth, context)
+        auth.authorize(caller, agent_id, agent_exists=self._config().agent(agent_id) is not None, write=write)
+
+    @unary
+    async def RegisterSession(self, request: watcher_pb2.RegisterSessionRequest, context: grpc.aio.ServicerContext) -> watcher_pb2.Session:  # noqa: N802
+        self._check(context, request.agent_id, write=True)
+        record = self._registry.register(request.agent_id, request.session_id, _busy(request.state))
+        self._on_register(request.agent_id)  # KB refresh, never blocks registration
+        return session_pb(record)
+
+    @unary
+    async def ReportState(self, request: watcher_pb2.ReportStateRequest, context: grpc.aio.ServicerContext) -> watcher_pb2.Session:  # noqa: N802
+        self._check(context, request.agent_id, write=True)
+        record, due = self._registry.report(request.agent_id, request.session_id, _busy(request.state))
+        if due is not None:
+            self._hub.publish([due])
+        return session_pb(record)
+
+    @unary
+    async def EndSession(self, request: watcher_pb2.EndSessionRequest, context: grpc.aio.ServicerContext) -> watcher_pb2.EndSessionResponse:  # noqa: N802
+        self._check(context, request.agent_id, write=True)
+        return pb.EndSessionResponse(ended=self._registry.end(request.agent_id, request.session_id))
+
+    @unary
+    async def GetActivity(self, request: watcher_pb2.GetActivityRequest, context: grpc.aio.ServicerContext) -> watcher_pb2.Activity:  # noqa: N802
+        self._check(context, request.agent_id, write=False)
+        return pb.Activity(
+            agent_id=request.agent_id,
+            last_activity_ms=self._registry.last_activity(request.agent_id),
+            sessions=[session_pb(r) for r in self._registry.live(request.agent_id)],
+        )
+
+    @unary
+    async def PreviewClaudeMd(self, request: watcher_pb2.PreviewClaudeMdRequest, context: grpc.aio.ServicerContext) -> watcher_pb2.PreviewClaudeMdResponse:  # noqa: N802
+        self._check(context, request.agent_id, write=False)
+        agent = self._config().agent(request.agent_id)
+        assert agent is not None
+        result = await asyncio.to_thread(compose, agent.workspace, agent.memory, agent.knowledge.archive.enabled)
+        files = [
+            pb.FileBudget(
+                name=f.name, chars=f.chars or 0, budget=f.budget or 0, over_budget=f.over_budget,
+                truncated=f.truncated, shrunk=f.shrunk, problem=f.problem or "", present=f.chars is not None,
+            )
+            for f in result.files
+        ]
+        return pb.PreviewClaudeMdResponse(
+            agent_id=request.agent_id, content=result.text, files=files, budget_report=result.budget_report()
+        )
+
+    async def WatchDirectives(self, request: watcher_pb2.WatchDirectivesRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[watcher_pb2.Directive]:  # noqa: N802
+        start = time.perf_counter()
+        code = "OK"
+        try:
+            self._check(context, request.agent_id, write=False)
+        except GatewayError as exc:
+            log.info("rpc", method="WatchDirectives", agent=request.agent_id, code=exc.code, ms=0.0)
+            await context.abort(grpc.StatusCode[exc.code], exc.message)
+        queue = self._hub.subscribe(request.agent_id)
+        try:
+            for record in self._registry.live(request.agent_id):
+                if record.pending is not None:
+                    yield directive_pb(record.pending)
+            while True:
+                yield directive_pb(await queue.get())
+        except asyncio.CancelledError:
+            code = "CANCELLED"
+            raise
+        finally:
+            self._hub.unsubscribe(request.agent_id, queue)
+            log.info("rpc", method="WatchDirectives", agent=request.agent_id, code=code,
+                     ms=round((time.perf_counter() - start) * 1000, 3))

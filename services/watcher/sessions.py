@@ -1,0 +1,117 @@
+"""Live agent sessions, their BUSY/IDLE state, pending directives and last activity.
+
+In memory: sessions are live processes that register again when the watcher
+restarts. Time comes from an injected clock so tests control it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gateway.errors import InvalidArgument, NotFound
+from services.watcher.restart_policy import REASONS, ChangeClass, DirectiveKind, decide
+
+Clock = Callable[[], int]  # milliseconds since the epoch
+
+MAX_SESSION_ID = 128
+
+
+@dataclass(frozen=True)
+class Directive:
+    agent_id: str
+    session_id: str
+    kind: DirectiveKind
+    change_class: ChangeClass
+    changed_files: tuple[str, ...]
+    reason: str
+    generation: int
+
+
+@dataclass
+class SessionRecord:
+    agent_id: str
+    session_id: str
+    busy: bool
+    started_at_ms: int
+    last_activity_ms: int
+    pending: Directive | None = None
+
+
+@dataclass
+class SessionRegistry:
+    clock: Clock
+    _sessions: dict[str, dict[str, SessionRecord]] = field(default_factory=dict)
+    _last_activity: dict[str, int] = field(default_factory=dict)
+
+    def _touch(self, agent_id: str) -> int:
+        now = self.clock()
+        self._last_activity[agent_id] = now
+        return now
+
+    def register(self, agent_id: str, session_id: str, busy: bool) -> SessionRecord:
+        """Add (or re-register) a live session; a fresh id when ``session_id`` is empty.
+
+        Raises InvalidArgument for an over-long or non-printable id.
+        """
+        if not session_id:
+            session_id = secrets.token_hex(8)
+        if len(session_id) > MAX_SESSION_ID or not session_id.isprintable():
+            raise InvalidArgument(f"session_id must be 1-{MAX_SESSION_ID} printable characters")
+        now = self._touch(agent_id)
+        record = SessionRecord(agent_id, session_id, busy, now, now)
+        self._sessions.setdefault(agent_id, {})[session_id] = record
+        return record
+
+    def get(self, agent_id: str, session_id: str) -> SessionRecord:
+        """The live session. Raises NotFound."""
+        record = self._sessions.get(agent_id, {}).get(session_id)
+        if record is None:
+            raise NotFound(f"no live session {session_id!r} for agent {agent_id!r}; register it first")
+        return record
+
+    def report(self, agent_id: str, session_id: str, busy: bool) -> tuple[SessionRecord, Directive | None]:
+        """Record BUSY/IDLE. Raises NotFound for an unknown session.
+
+        A busy session with a deferred restart that turns idle gets its
+        restart now: the returned directive, also stored as pending.
+        """
+        record = self.get(agent_id, session_id)
+        record.busy = busy
+        record.last_activity_ms = self._touch(agent_id)
+        pending = record.pending
+        if not busy and pending is not None and pending.kind is DirectiveKind.RESTART_WHEN_IDLE:
+            record.pending = Directive(
+                agent_id, session_id, DirectiveKind.RESTART_NOW, pending.change_class, pending.changed_files,
+                "the deferred restart is due: the session is idle now", pending.generation,
+            )
+            return record, record.pending
+        return record, None
+
+    def end(self, agent_id: str, session_id: str) -> bool:
+        """Forget a session; False when it was not live."""
+        ended = self._sessions.get(agent_id, {}).pop(session_id, None) is not None
+        if ended:
+            self._touch(agent_id)
+        return ended
+
+    def live(self, agent_id: str) -> list[SessionRecord]:
+        """Live sessions of the agent, oldest first."""
+        return sorted(self._sessions.get(agent_id, {}).values(), key=lambda r: (r.started_at_ms, r.session_id))
+
+    def last_activity(self, agent_id: str) -> int:
+        """Last register/report/end of the agent in ms; 0 when none was seen."""
+        return self._last_activity.get(agent_id, 0)
+
+    def apply_change(self, agent_id: str, change: ChangeClass, files: tuple[str, ...], generation: int) -> list[Directive]:
+        """Decide per live session what a recomposition means; store and return the directives."""
+        out = []
+        for record in self.live(agent_id):
+            kind = decide(change, record.busy)
+            if kind is None:
+                continue
+            directive = Directive(agent_id, record.session_id, kind, change, files, REASONS[kind], generation)
+            record.pending = directive
+            out.append(directive)
+        return out
