@@ -27,6 +27,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--home", help="gateway home")
     serve.add_argument("--port", type=int, help="override the service's port from config.json")
 
+    compose = sub.add_parser("compose", help="print what an agent's CLAUDE.md would be now (dry run) and its budget report")
+    compose.add_argument("agent", help="agent id")
+    compose.add_argument("--home", help="gateway home")
+
     config = sub.add_parser("config", help="inspect or upgrade config.json")
     config_sub = config.add_subparsers(dest="action", required=True)
     for action, text in (("check", "validate config.json"), ("migrate", "rewrite config.json at the current configVersion, keeping a backup")):
@@ -89,6 +93,23 @@ def _serve(name: str, home: Path, port: int | None) -> int:
     return 0
 
 
+def _compose(home: Path, agent_id: str) -> int:
+    """CLAUDE.md on stdout, the budget report on stderr; nothing is written."""
+    from services.watcher.compose import compose
+
+    config = _config_or_exit(home)
+    agent = config.agent(agent_id)
+    if agent is None:
+        known = ", ".join(a.id for a in config.agents) or "none"
+        print(f"gateway: no agent {agent_id!r} in {home / 'config.json'} (agents: {known})", file=sys.stderr)
+        return 2
+    result = compose(agent.workspace, agent.memory, agent.knowledge.archive.enabled)
+    sys.stdout.write(result.text)
+    print(f"--- budget report for {agent_id} (dry run; CLAUDE.md not written) ---", file=sys.stderr)
+    print(result.budget_report(), file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     home = resolve_home(getattr(args, "home", None), dict(os.environ))
@@ -99,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         return up(home, _config_or_exit(home), admin_key, args.http_port)
     if args.command == "serve":
         return _serve(args.name, home, args.port)
+    if args.command == "compose":
+        return _compose(home, args.agent)
     if args.command == "config":
         from gateway.config_file import check, migrate_file
 

@@ -58,6 +58,7 @@ class Recomposer:
         self._dirty: dict[str, set[str]] = {}
         self._wake = asyncio.Event()
         self._generations: dict[str, int] = {}
+        self._problems: dict[str, tuple[str, ...]] = {}  # last logged, so each is logged once
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compose")
         self.idle = asyncio.Event()
         self.idle.set()
@@ -114,8 +115,12 @@ class Recomposer:
             changed=list(changed),
             ms=round((time.perf_counter() - start) * 1000, 3),
         )
-        for problem in problems:
-            log.warning("compose_problem", agent=agent.id, problem=problem)
+        if problems != self._problems.get(agent.id, ()):
+            for problem in problems:
+                log.warning("compose_problem", agent=agent.id, problem=problem)
+            if not problems:
+                log.info("compose_problems_cleared", agent=agent.id)
+            self._problems[agent.id] = problems
         return PassResult(agent.id, written, changed, classify(changed), self.generation(agent.id), problems)
 
     def _after(self, result: PassResult) -> None:

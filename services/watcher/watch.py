@@ -71,16 +71,29 @@ class WorkspaceWatch:
         self._on_files = on_files
         self._on_config = on_config
         self._on_root_change = on_root_change
+        # Agents to recompose once the next watch is up: their folder changed
+        # while no watch covered it, so an event may have been missed.
+        self._recheck: set[str] = set()
 
-    def _dispatch(self, changes: set[tuple[Change, str]], roots: Roots) -> None:
+    def _dispatch(self, changes: set[tuple[Change, str]], roots: Roots) -> bool:
+        """Route events to agents; True when a watched root itself went away (re-plan now:
+        a folder recreated before the next tick may even reuse the inode)."""
         by_agent: dict[str, set[str]] = {}
-        for _, path in changes:
+        root_gone = False
+        for change, path in changes:
+            if path in roots:
+                if change == Change.deleted:
+                    root_gone = True
+                    self._on_root_change(roots[path])
+                    self._recheck.add(roots[path])
+                continue
             parent, name = os.path.split(path)
             agent_id = roots.get(parent)
             if agent_id is not None and name in IDENTITY_FILES:
                 by_agent.setdefault(agent_id, set()).add(name)
         for agent_id, names in by_agent.items():
             self._on_files(agent_id, names)
+        return root_gone
 
     def _tick(self, roots: Roots, state: dict[str, int]) -> bool:
         """Periodic checks; True when the watch must be re-planned."""
@@ -97,6 +110,7 @@ class WorkspaceWatch:
             agent_id = new_roots.get(path) or roots.get(path)
             if agent_id:
                 self._on_root_change(agent_id)
+                self._recheck.add(agent_id)
         return True
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -128,8 +142,11 @@ class WorkspaceWatch:
             try:
                 async with contextlib.aclosing(stream):
                     async for changes in stream:
-                        if changes:
-                            self._dispatch(changes, roots)
+                        while self._recheck:  # the new watch is live now
+                            self._on_root_change(self._recheck.pop())
+                        if changes and self._dispatch(changes, roots):
+                            replan = True
+                            break
                         now = asyncio.get_running_loop().time()
                         if not changes or now - last_tick >= TICK_MS / 1000:
                             last_tick = now

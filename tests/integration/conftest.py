@@ -58,7 +58,7 @@ def grpc_serving(address: str) -> bool:
     return reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
-def suite_config(ports: dict[str, int], http_port: int, **gateway_extra: Any) -> dict[str, Any]:
+def suite_config(ports: dict[str, int], http_port: int, agents: list[dict[str, Any]] | None = None, **gateway_extra: Any) -> dict[str, Any]:
     config: dict[str, Any] = {
         "configVersion": "1.0.26",
         "gateway": {
@@ -78,7 +78,7 @@ def suite_config(ports: dict[str, int], http_port: int, **gateway_extra: Any) ->
                 ],
             },
         },
-        "agents": [{"id": "alfred"}, {"id": "bob"}],
+        "agents": agents if agents is not None else [{"id": "alfred"}, {"id": "bob"}],
     }
     config["gateway"].update(gateway_extra)
     return config
@@ -154,12 +154,12 @@ class Suite:
         return out
 
 
-def make_home(tmp: Path, **gateway_extra: Any) -> tuple[Path, dict[str, int], int]:
+def make_home(tmp: Path, agents: list[dict[str, Any]] | None = None, **gateway_extra: Any) -> tuple[Path, dict[str, int], int]:
     home = tmp / "home"
     home.mkdir()
     ports = {"fileApi": free_port(), "watcher": free_port(), "kb": free_port(), "dreaming": free_port()}
     http_port = free_port()
-    (home / "config.json").write_text(json.dumps(suite_config(ports, http_port, **gateway_extra), indent=2))
+    (home / "config.json").write_text(json.dumps(suite_config(ports, http_port, agents, **gateway_extra), indent=2))
     ensure_home(home)
     return home, ports, http_port
 
