@@ -11,7 +11,7 @@ from pathlib import Path
 from gateway.errors import ConfigError
 from gateway.home import ensure_home, resolve_home
 
-SERVE_NAMES = ("file_api", "watcher", "http")
+SERVE_NAMES = ("file_api", "watcher", "kb", "http")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     compose = sub.add_parser("compose", help="print what an agent's CLAUDE.md would be now (dry run) and its budget report")
     compose.add_argument("agent", help="agent id")
     compose.add_argument("--home", help="gateway home")
+
+    mcp = sub.add_parser("mcp", help="serve memory_search and memory_get over stdio (MCP) for one agent")
+    mcp.add_argument("--agent", required=True, help="agent id the tools act for")
+    mcp.add_argument("--home", help="gateway home")
 
     config = sub.add_parser("config", help="inspect or upgrade config.json")
     config_sub = config.add_subparsers(dest="action", required=True)
@@ -90,6 +94,10 @@ def _serve(name: str, home: Path, port: int | None) -> int:
         from services.watcher.main import run as run_watcher
 
         asyncio.run(run_watcher(config))
+    elif name == "kb":
+        from services.kb.main import run as run_kb
+
+        asyncio.run(run_kb(config))
     return 0
 
 
@@ -122,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args.name, home, args.port)
     if args.command == "compose":
         return _compose(home, args.agent)
+    if args.command == "mcp":
+        from gateway_mcp.server import run as run_mcp
+
+        return run_mcp(_config_or_exit(home, dict(os.environ)), args.agent, dict(os.environ))
     if args.command == "config":
         from gateway.config_file import check, migrate_file
 

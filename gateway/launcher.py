@@ -27,7 +27,7 @@ from gateway.channels import HEALTH_DEADLINE_S, sync_channel
 from gateway.config import Config
 
 # The processes that exist so far, in start order. Later services join here.
-GRPC_SERVICES: tuple[str, ...] = ("file_api", "watcher")
+GRPC_SERVICES: tuple[str, ...] = ("file_api", "watcher", "kb")
 SERVICES: tuple[str, ...] = (*GRPC_SERVICES, "http")
 
 PR_SET_PDEATHSIG = 1

@@ -22,10 +22,11 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from gateway.v1 import options_pb2 as gateway_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13gateway/v1/kb.proto\x12\ngateway.v1\x1a\x18gateway/v1/options.proto\"0\n\x0eRefreshRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04wait\x18\x02 \x01(\x08\"G\n\x0fRefreshResponse\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x0e\n\x06queued\x18\x03 \x01(\x08\x32W\n\tKnowledge\x12\x42\n\x07Refresh\x12\x1a.gateway.v1.RefreshRequest\x1a\x1b.gateway.v1.RefreshResponse\x1a\x06\x8a\xb5\x18\x02kbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13gateway/v1/kb.proto\x12\ngateway.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x18gateway/v1/options.proto\"0\n\x0eRefreshRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04wait\x18\x02 \x01(\x08\"s\n\rRefreshReport\x12\x0f\n\x07indexed\x18\x01 \x01(\x03\x12\x0f\n\x07skipped\x18\x02 \x01(\x03\x12\x0e\n\x06pruned\x18\x03 \x01(\x03\x12\x0e\n\x06\x65rrors\x18\x04 \x03(\t\x12\x0f\n\x07seconds\x18\x05 \x01(\x01\x12\x0f\n\x07rebuilt\x18\x06 \x01(\x08\"r\n\x0fRefreshResponse\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x0e\n\x06queued\x18\x03 \x01(\x08\x12)\n\x06report\x18\x04 \x01(\x0b\x32\x19.gateway.v1.RefreshReport\"`\n\rSearchRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0e\n\x06\x63orpus\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x0f\n\x07refresh\x18\x05 \x01(\x08\"\xab\x01\n\tSearchHit\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x03 \x01(\x05\x12\x0f\n\x07snippet\x18\x04 \x01(\t\x12\r\n\x05score\x18\x05 \x01(\x01\x12\x12\n\nprovenance\x18\x06 \x01(\t\x12\x12\n\nimportance\x18\x07 \x01(\x05\x12\x12\n\nentry_hash\x18\x08 \x01(\t\x12\x0e\n\x06\x63orpus\x18\t \x01(\t\"k\n\x0eSearchResponse\x12#\n\x04hits\x18\x01 \x03(\x0b\x32\x15.gateway.v1.SearchHit\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\r\n\x05stale\x18\x03 \x01(\x08\x12\x11\n\trefreshed\x18\x04 \x01(\x08\"N\n\nGetRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\tfrom_line\x18\x03 \x01(\x05\x12\r\n\x05lines\x18\x04 \x01(\x05\"u\n\x0bGetResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x11\n\tfrom_line\x18\x03 \x01(\x05\x12\x0f\n\x07to_line\x18\x04 \x01(\x05\x12\x13\n\x0btotal_lines\x18\x05 \x01(\x05\x12\x11\n\ttruncated\x18\x06 \x01(\x08\")\n\x15\x46oldRetrievalsRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"9\n\x16\x46oldRetrievalsResponse\x12\x0e\n\x06\x66olded\x18\x01 \x01(\x03\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\x03\")\n\x15GetIndexStatusRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x97\x01\n\x0bIndexStatus\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\x0e\n\x06\x65xists\x18\x03 \x01(\x08\x12\x12\n\ngeneration\x18\x04 \x01(\x03\x12\x0f\n\x07sources\x18\x05 \x01(\x03\x12\x0e\n\x06\x63hunks\x18\x06 \x01(\x03\x12\r\n\x05stale\x18\x07 \x01(\x08\x12\x11\n\ttokenizer\x18\x08 \x01(\t2\xfa\x04\n\tKnowledge\x12w\n\x07Refresh\x12\x1a.gateway.v1.RefreshRequest\x1a\x1b.gateway.v1.RefreshResponse\"3\x82\xd3\xe4\x93\x02-\"(/api/v1/agents/{agent_id}/memory:refresh:\x01*\x12p\n\x06Search\x12\x19.gateway.v1.SearchRequest\x1a\x1a.gateway.v1.SearchResponse\"/\x82\xd3\xe4\x93\x02)\x12\'/api/v1/agents/{agent_id}/memory:search\x12\x64\n\x03Get\x12\x16.gateway.v1.GetRequest\x1a\x17.gateway.v1.GetResponse\",\x82\xd3\xe4\x93\x02&\x12$/api/v1/agents/{agent_id}/memory:get\x12\x94\x01\n\x0e\x46oldRetrievals\x12!.gateway.v1.FoldRetrievalsRequest\x1a\".gateway.v1.FoldRetrievalsResponse\";\x82\xd3\xe4\x93\x02\x35\"0/api/v1/agents/{agent_id}/memory:fold-retrievals:\x01*\x12}\n\x0eGetIndexStatus\x12!.gateway.v1.GetIndexStatusRequest\x1a\x17.gateway.v1.IndexStatus\"/\x82\xd3\xe4\x93\x02)\x12\'/api/v1/agents/{agent_id}/memory:status\x1a\x06\x8a\xb5\x18\x02kbb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,10 +35,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_KNOWLEDGE']._loaded_options = None
   _globals['_KNOWLEDGE']._serialized_options = b'\212\265\030\002kb'
-  _globals['_REFRESHREQUEST']._serialized_start=61
-  _globals['_REFRESHREQUEST']._serialized_end=109
-  _globals['_REFRESHRESPONSE']._serialized_start=111
-  _globals['_REFRESHRESPONSE']._serialized_end=182
-  _globals['_KNOWLEDGE']._serialized_start=184
-  _globals['_KNOWLEDGE']._serialized_end=271
+  _globals['_KNOWLEDGE'].methods_by_name['Refresh']._loaded_options = None
+  _globals['_KNOWLEDGE'].methods_by_name['Refresh']._serialized_options = b'\202\323\344\223\002-\"(/api/v1/agents/{agent_id}/memory:refresh:\001*'
+  _globals['_KNOWLEDGE'].methods_by_name['Search']._loaded_options = None
+  _globals['_KNOWLEDGE'].methods_by_name['Search']._serialized_options = b'\202\323\344\223\002)\022\'/api/v1/agents/{agent_id}/memory:search'
+  _globals['_KNOWLEDGE'].methods_by_name['Get']._loaded_options = None
+  _globals['_KNOWLEDGE'].methods_by_name['Get']._serialized_options = b'\202\323\344\223\002&\022$/api/v1/agents/{agent_id}/memory:get'
+  _globals['_KNOWLEDGE'].methods_by_name['FoldRetrievals']._loaded_options = None
+  _globals['_KNOWLEDGE'].methods_by_name['FoldRetrievals']._serialized_options = b'\202\323\344\223\0025\"0/api/v1/agents/{agent_id}/memory:fold-retrievals:\001*'
+  _globals['_KNOWLEDGE'].methods_by_name['GetIndexStatus']._loaded_options = None
+  _globals['_KNOWLEDGE'].methods_by_name['GetIndexStatus']._serialized_options = b'\202\323\344\223\002)\022\'/api/v1/agents/{agent_id}/memory:status'
+  _globals['_REFRESHREQUEST']._serialized_start=91
+  _globals['_REFRESHREQUEST']._serialized_end=139
+  _globals['_REFRESHREPORT']._serialized_start=141
+  _globals['_REFRESHREPORT']._serialized_end=256
+  _globals['_REFRESHRESPONSE']._serialized_start=258
+  _globals['_REFRESHRESPONSE']._serialized_end=372
+  _globals['_SEARCHREQUEST']._serialized_start=374
+  _globals['_SEARCHREQUEST']._serialized_end=470
+  _globals['_SEARCHHIT']._serialized_start=473
+  _globals['_SEARCHHIT']._serialized_end=644
+  _globals['_SEARCHRESPONSE']._serialized_start=646
+  _globals['_SEARCHRESPONSE']._serialized_end=753
+  _globals['_GETREQUEST']._serialized_start=755
+  _globals['_GETREQUEST']._serialized_end=833
+  _globals['_GETRESPONSE']._serialized_start=835
+  _globals['_GETRESPONSE']._serialized_end=952
+  _globals['_FOLDRETRIEVALSREQUEST']._serialized_start=954
+  _globals['_FOLDRETRIEVALSREQUEST']._serialized_end=995
+  _globals['_FOLDRETRIEVALSRESPONSE']._serialized_start=997
+  _globals['_FOLDRETRIEVALSRESPONSE']._serialized_end=1054
+  _globals['_GETINDEXSTATUSREQUEST']._serialized_start=1056
+  _globals['_GETINDEXSTATUSREQUEST']._serialized_end=1097
+  _globals['_INDEXSTATUS']._serialized_start=1100
+  _globals['_INDEXSTATUS']._serialized_end=1251
+  _globals['_KNOWLEDGE']._serialized_start=1254
+  _globals['_KNOWLEDGE']._serialized_end=1888
 # @@protoc_insertion_point(module_scope)

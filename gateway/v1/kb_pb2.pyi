@@ -1,7 +1,10 @@
+from google.api import annotations_pb2 as _annotations_pb2
 from gateway.v1 import options_pb2 as _options_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from typing import ClassVar as _ClassVar, Optional as _Optional
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -13,12 +16,146 @@ class RefreshRequest(_message.Message):
     wait: bool
     def __init__(self, agent_id: _Optional[str] = ..., wait: _Optional[bool] = ...) -> None: ...
 
+class RefreshReport(_message.Message):
+    __slots__ = ("indexed", "skipped", "pruned", "errors", "seconds", "rebuilt")
+    INDEXED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    PRUNED_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REBUILT_FIELD_NUMBER: _ClassVar[int]
+    indexed: int
+    skipped: int
+    pruned: int
+    errors: _containers.RepeatedScalarFieldContainer[str]
+    seconds: float
+    rebuilt: bool
+    def __init__(self, indexed: _Optional[int] = ..., skipped: _Optional[int] = ..., pruned: _Optional[int] = ..., errors: _Optional[_Iterable[str]] = ..., seconds: _Optional[float] = ..., rebuilt: _Optional[bool] = ...) -> None: ...
+
 class RefreshResponse(_message.Message):
-    __slots__ = ("agent_id", "generation", "queued")
+    __slots__ = ("agent_id", "generation", "queued", "report")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     generation: int
     queued: bool
-    def __init__(self, agent_id: _Optional[str] = ..., generation: _Optional[int] = ..., queued: _Optional[bool] = ...) -> None: ...
+    report: RefreshReport
+    def __init__(self, agent_id: _Optional[str] = ..., generation: _Optional[int] = ..., queued: _Optional[bool] = ..., report: _Optional[_Union[RefreshReport, _Mapping]] = ...) -> None: ...
+
+class SearchRequest(_message.Message):
+    __slots__ = ("agent_id", "query", "corpus", "limit", "refresh")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    CORPUS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    REFRESH_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    query: str
+    corpus: str
+    limit: int
+    refresh: bool
+    def __init__(self, agent_id: _Optional[str] = ..., query: _Optional[str] = ..., corpus: _Optional[str] = ..., limit: _Optional[int] = ..., refresh: _Optional[bool] = ...) -> None: ...
+
+class SearchHit(_message.Message):
+    __slots__ = ("path", "start_line", "end_line", "snippet", "score", "provenance", "importance", "entry_hash", "corpus")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    START_LINE_FIELD_NUMBER: _ClassVar[int]
+    END_LINE_FIELD_NUMBER: _ClassVar[int]
+    SNIPPET_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_HASH_FIELD_NUMBER: _ClassVar[int]
+    CORPUS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    start_line: int
+    end_line: int
+    snippet: str
+    score: float
+    provenance: str
+    importance: int
+    entry_hash: str
+    corpus: str
+    def __init__(self, path: _Optional[str] = ..., start_line: _Optional[int] = ..., end_line: _Optional[int] = ..., snippet: _Optional[str] = ..., score: _Optional[float] = ..., provenance: _Optional[str] = ..., importance: _Optional[int] = ..., entry_hash: _Optional[str] = ..., corpus: _Optional[str] = ...) -> None: ...
+
+class SearchResponse(_message.Message):
+    __slots__ = ("hits", "generation", "stale", "refreshed")
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    REFRESHED_FIELD_NUMBER: _ClassVar[int]
+    hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
+    generation: int
+    stale: bool
+    refreshed: bool
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., generation: _Optional[int] = ..., stale: _Optional[bool] = ..., refreshed: _Optional[bool] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("agent_id", "path", "from_line", "lines")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    FROM_LINE_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    path: str
+    from_line: int
+    lines: int
+    def __init__(self, agent_id: _Optional[str] = ..., path: _Optional[str] = ..., from_line: _Optional[int] = ..., lines: _Optional[int] = ...) -> None: ...
+
+class GetResponse(_message.Message):
+    __slots__ = ("path", "text", "from_line", "to_line", "total_lines", "truncated")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    FROM_LINE_FIELD_NUMBER: _ClassVar[int]
+    TO_LINE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_LINES_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    text: str
+    from_line: int
+    to_line: int
+    total_lines: int
+    truncated: bool
+    def __init__(self, path: _Optional[str] = ..., text: _Optional[str] = ..., from_line: _Optional[int] = ..., to_line: _Optional[int] = ..., total_lines: _Optional[int] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class FoldRetrievalsRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class FoldRetrievalsResponse(_message.Message):
+    __slots__ = ("folded", "entries")
+    FOLDED_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    folded: int
+    entries: int
+    def __init__(self, folded: _Optional[int] = ..., entries: _Optional[int] = ...) -> None: ...
+
+class GetIndexStatusRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class IndexStatus(_message.Message):
+    __slots__ = ("agent_id", "enabled", "exists", "generation", "sources", "chunks", "stale", "tokenizer")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    EXISTS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    TOKENIZER_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    enabled: bool
+    exists: bool
+    generation: int
+    sources: int
+    chunks: int
+    stale: bool
+    tokenizer: str
+    def __init__(self, agent_id: _Optional[str] = ..., enabled: _Optional[bool] = ..., exists: _Optional[bool] = ..., generation: _Optional[int] = ..., sources: _Optional[int] = ..., chunks: _Optional[int] = ..., stale: _Optional[bool] = ..., tokenizer: _Optional[str] = ...) -> None: ...

@@ -39,6 +39,26 @@ class KnowledgeStub:
                 request_serializer=gateway_dot_v1_dot_kb__pb2.RefreshRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_kb__pb2.RefreshResponse.FromString,
                 _registered_method=True)
+        self.Search = channel.unary_unary(
+                '/gateway.v1.Knowledge/Search',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.SearchRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.SearchResponse.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/gateway.v1.Knowledge/Get',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.GetRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.GetResponse.FromString,
+                _registered_method=True)
+        self.FoldRetrievals = channel.unary_unary(
+                '/gateway.v1.Knowledge/FoldRetrievals',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.FoldRetrievalsRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.FoldRetrievalsResponse.FromString,
+                _registered_method=True)
+        self.GetIndexStatus = channel.unary_unary(
+                '/gateway.v1.Knowledge/GetIndexStatus',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.GetIndexStatusRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.IndexStatus.FromString,
+                _registered_method=True)
 
 
 class KnowledgeServicer:
@@ -46,7 +66,35 @@ class KnowledgeServicer:
 
     def Refresh(self, request, context):
         """Re-index the agent's archive off the request path; concurrent refreshes
-        of one agent coalesce.
+        of one agent coalesce. The watcher calls this at session spawn.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Search(self, request, context):
+        """Keyword search over the archive (memory_search). Never fails on the query's syntax.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """A bounded exact excerpt of a memory-scoped file (memory_get).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FoldRetrievals(self, request, context):
+        """Fold kb_retrieval_log into kb_entry_lifecycle (for the staleness GC).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetIndexStatus(self, request, context):
+        """Index state: generation, counts, staleness.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -59,6 +107,26 @@ def add_KnowledgeServicer_to_server(servicer, server):
                     servicer.Refresh,
                     request_deserializer=gateway_dot_v1_dot_kb__pb2.RefreshRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_kb__pb2.RefreshResponse.SerializeToString,
+            ),
+            'Search': grpc.unary_unary_rpc_method_handler(
+                    servicer.Search,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.SearchRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.SearchResponse.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.GetRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.GetResponse.SerializeToString,
+            ),
+            'FoldRetrievals': grpc.unary_unary_rpc_method_handler(
+                    servicer.FoldRetrievals,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.FoldRetrievalsRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.FoldRetrievalsResponse.SerializeToString,
+            ),
+            'GetIndexStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetIndexStatus,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.GetIndexStatusRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.IndexStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -88,6 +156,114 @@ class Knowledge:
             '/gateway.v1.Knowledge/Refresh',
             gateway_dot_v1_dot_kb__pb2.RefreshRequest.SerializeToString,
             gateway_dot_v1_dot_kb__pb2.RefreshResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Search(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/Search',
+            gateway_dot_v1_dot_kb__pb2.SearchRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.SearchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/Get',
+            gateway_dot_v1_dot_kb__pb2.GetRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.GetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FoldRetrievals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/FoldRetrievals',
+            gateway_dot_v1_dot_kb__pb2.FoldRetrievalsRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.FoldRetrievalsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetIndexStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/GetIndexStatus',
+            gateway_dot_v1_dot_kb__pb2.GetIndexStatusRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.IndexStatus.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,1 +1,1 @@
-"""KB service (gRPC :50053): per-agent archives and the shared vault. Not built yet (issues 4, 5)."""
+"""KB service (gRPC :50053): per-agent knowledge archives (and, later, the shared vault)."""

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from conftest import ADMIN_KEY, READER_KEY, Suite, workspace
+from suite_support import ADMIN_KEY, READER_KEY, Suite, workspace
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 

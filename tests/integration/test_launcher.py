@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, free_port, make_home, wait_until
+from suite_support import ADMIN_KEY, free_port, make_home, wait_until
 
 from gateway.launcher import SERVICES
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, Suite, wait_until
+from suite_support import ADMIN_KEY, Suite, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -9,31 +9,19 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from concurrent import futures
 from pathlib import Path
 
 import grpc
 import httpx
 import pytest
-from conftest import ADMIN_KEY, READER_KEY, Suite, make_home, wait_until
+from suite_support import ADMIN_KEY, READER_KEY, Suite, make_home, wait_until
 
-from gateway.v1 import kb_pb2, kb_pb2_grpc, watcher_pb2, watcher_pb2_grpc
+from gateway.v1 import watcher_pb2, watcher_pb2_grpc
 
 pytestmark = pytest.mark.integration
 
 pb = watcher_pb2
 AUTH = (("x-api-key", ADMIN_KEY),)
-
-
-class FakeKb(kb_pb2_grpc.KnowledgeServicer):
-    """A stand-in for the KB service at its configured port: records Refresh calls."""
-
-    def __init__(self) -> None:
-        self.refreshed: list[str] = []
-
-    def Refresh(self, request, context):  # type: ignore[no-untyped-def]  # noqa: N802
-        self.refreshed.append(request.agent_id)
-        return kb_pb2.RefreshResponse(agent_id=request.agent_id, generation=1, queued=True)
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +38,7 @@ def wsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     try:
         running.start("file_api")
         running.start("watcher")
+        running.start("kb")
         running.start("http")
         yield running
     finally:
@@ -258,24 +247,18 @@ def test_write_routing_on_and_off(wsuite: Suite) -> None:
 
 
 def test_session_registration_refreshes_the_kb_without_blocking(wsuite: Suite, sessions: watcher_pb2_grpc.SessionsStub) -> None:
-    # No KB is running: registration still succeeds and the failure is logged.
-    register(sessions, "bob", "kb-1", busy=False)
-    wait_until(lambda: any(l.get("event") == "kb_refresh_failed" and l.get("agent") == "bob" for l in wsuite.log_lines("watcher")), 15, "the KB failure log line")
-    # A KB on the configured port receives the refresh.
-    fake = FakeKb()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    kb_pb2_grpc.add_KnowledgeServicer_to_server(fake, server)
-    server.add_insecure_port(wsuite.address("kb"))
-    server.start()
+    (ws(wsuite, "alfred") / "memory").mkdir(exist_ok=True)
+    (ws(wsuite, "alfred") / "memory" / "spawn.md").write_text("# Spawn\n\nindexed at spawn\n")
+    register(sessions, "alfred", "kb-1", busy=False)
+    wait_until(lambda: any(l.get("event") == "kb_refreshed" and l.get("agent") == "alfred" for l in wsuite.log_lines("kb")), 15, "the KB to refresh alfred")
+    # With the KB down, registration still succeeds and the failure is logged.
+    wsuite.stop("kb")
     try:
-        def registered_and_refreshed() -> bool:
-            register(sessions, "alfred", "kb-2", busy=False)
-            return "alfred" in fake.refreshed
-
-        wait_until(registered_and_refreshed, 20, "Refresh to reach the KB")
+        register(sessions, "bob", "kb-2", busy=False)
+        wait_until(lambda: any(l.get("event") == "kb_refresh_failed" and l.get("agent") == "bob" for l in wsuite.log_lines("watcher")), 15, "the KB failure log line")
     finally:
-        server.stop(0)
-        for agent, sid in (("bob", "kb-1"), ("alfred", "kb-2")):
+        wsuite.start("kb")
+        for agent, sid in (("alfred", "kb-1"), ("bob", "kb-2")):
             sessions.EndSession(pb.EndSessionRequest(agent_id=agent, session_id=sid), metadata=AUTH, timeout=5)
 
 

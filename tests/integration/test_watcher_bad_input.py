@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Suite, make_home, wait_until
+from suite_support import Suite, make_home, wait_until
 
 pytestmark = pytest.mark.integration
 

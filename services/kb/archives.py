@@ -1,0 +1,205 @@
+"""Every agent's archive inside the KB process: one writer, one reader, coalesced refreshes.
+
+Refreshes run in worker threads (never on the event loop) and are serialized
+per agent; a refresh asked for while one runs is folded into exactly one
+follow-up run that starts after the request arrived, so a caller that waits
+always sees what was on disk when it asked. Searches use a separate
+read-only connection (WAL lets them run beside a refresh). Staleness is
+tracked from file events (``freshness.py``) so a search never walks the tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import apsw
+import structlog
+
+from gateway.config import AgentConfig
+from gateway.errors import FailedPrecondition, InvalidArgument
+from services.kb import excerpt, indexer, retrieval_log, schema
+from services.kb.search import SearchResult, is_stale, search
+
+log = structlog.get_logger()
+
+CORPORA = ("memory", "shared", "all")
+
+
+@dataclass
+class _State:
+    agent: AgentConfig
+    writer: apsw.Connection | None = None
+    reader: apsw.Connection | None = None
+    next_run: asyncio.Future[indexer.RefreshReport] | None = None
+    drain: asyncio.Task[None] | None = None
+    dirty: bool | None = None  # None: unknown until first checked
+    generation: int = 0
+    last_report: indexer.RefreshReport | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class Archives:
+    def __init__(self, agents: Iterable[AgentConfig], *, workers: int = 2) -> None:
+        self._states = {a.id: _State(a) for a in agents}
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kb")
+        self._recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-log")
+
+    def agent(self, agent_id: str) -> AgentConfig | None:
+        state = self._states.get(agent_id)
+        return state.agent if state else None
+
+    def _state(self, agent_id: str) -> _State:
+        return self._states[agent_id]
+
+    @staticmethod
+    def _require_enabled(agent: AgentConfig) -> None:
+        if not agent.knowledge.archive.enabled:
+            raise FailedPrecondition(
+                f"the knowledge archive is disabled for agent {agent.id!r} (gateway.knowledge.archive.enabled)"
+            )
+
+    # --- staleness ------------------------------------------------------------
+
+    def mark_dirty(self, agent_id: str) -> None:
+        """A source of ``agent_id`` changed on disk (called by the file watch)."""
+        state = self._states.get(agent_id)
+        if state is not None:
+            state.dirty = True
+
+    # --- refresh --------------------------------------------------------------
+
+    def refresh(self, agent_id: str) -> asyncio.Future[indexer.RefreshReport]:
+        """Schedule a refresh; the future resolves with its report (coalesced per agent)."""
+        state = self._state(agent_id)
+        if state.next_run is None:
+            state.next_run = asyncio.get_running_loop().create_future()
+            if state.drain is None or state.drain.done():
+                state.drain = asyncio.ensure_future(self._drain(state))
+        return state.next_run
+
+    async def _drain(self, state: _State) -> None:
+        loop = asyncio.get_running_loop()
+        while state.next_run is not None:
+            future, state.next_run = state.next_run, None
+            state.dirty = False  # events from now on mark it again
+            try:
+                report = await loop.run_in_executor(self._executor, self._refresh_sync, state)
+            except Exception as exc:  # report to every waiter; the next run may succeed
+                log.exception("kb_refresh_failed", agent=state.agent.id)
+                state.dirty = True
+                if not future.done():
+                    future.set_exception(exc)
+                continue
+            state.generation = report.generation
+            state.last_report = report
+            log.info(
+                "kb_refreshed", agent=state.agent.id, generation=report.generation, indexed=report.indexed,
+                skipped=report.skipped, pruned=report.pruned, errors=len(report.errors), ms=round(report.seconds * 1000, 2),
+            )
+            if not future.done():
+                future.set_result(report)
+
+    def _refresh_sync(self, state: _State) -> indexer.RefreshReport:
+        agent = state.agent
+        if not agent.knowledge.archive.enabled:
+            return indexer.RefreshReport(generation=0, indexed=0, skipped=0, pruned=0, errors=[], seconds=0.0, rebuilt=False)
+        if state.writer is None:
+            agent.kb_path.parent.mkdir(parents=True, exist_ok=True)
+            state.writer = schema.open_index(agent.kb_path, agent.knowledge.archive, create=True)
+        return indexer.refresh(state.writer, agent.workspace, agent.knowledge.archive)
+
+    # --- search and get ---------------------------------------------------------
+
+    def _reader(self, state: _State) -> apsw.Connection | None:
+        if state.reader is None:
+            if not state.agent.kb_path.exists():
+                return None
+            state.reader = schema.open_reader(state.agent.kb_path)
+        return state.reader
+
+    async def search(self, agent_id: str, query: str, corpus: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:
+        """``(result, refreshed)``. Raises FailedPrecondition when the archive is off or the corpus unknown."""
+        state = self._state(agent_id)
+        self._require_enabled(state.agent)
+        if corpus not in CORPORA:
+            raise InvalidArgument(f"corpus must be one of memory, shared, all; got {corpus!r}")
+        if corpus != "memory":
+            raise FailedPrecondition("the shared vault is not available yet: search with corpus \"memory\"")
+        refreshed = False
+        if refresh_first or self._reader(state) is None:
+            await self.refresh(agent_id)
+            refreshed = True
+        reader = self._reader(state)
+        if reader is None:  # refresh made nothing (e.g. workspace missing and index never built)
+            return SearchResult([], 0, False), refreshed
+        if state.dirty is None:  # first search since start: one full check, then file events
+            state.dirty = await asyncio.get_running_loop().run_in_executor(self._executor, _full_stale_check, state.agent)
+        result = search(reader, state.agent.workspace, query, limit, check_stale=False)
+        return replace(result, stale=bool(state.dirty)), refreshed
+
+    async def get(self, agent_id: str, path: str, from_line: int, lines: int) -> excerpt.Excerpt:
+        """A bounded excerpt of a memory-scoped file (InvalidArgument / NotFound from ``excerpt``)."""
+        agent = self._state(agent_id).agent
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, excerpt.get_excerpt, agent.workspace, path, from_line or 1, lines or excerpt.DEFAULT_LINES
+        )
+
+    def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
+        """Fire-and-forget append to kb_retrieval_log through its own write handle."""
+        agent = self._state(agent_id).agent
+        if not agent.knowledge.archive.enabled or not agent.dreaming.staleness.record_retrievals:
+            return
+        hits = list(hits)
+        if hits and agent.kb_path.exists():
+            self._recorder.submit(retrieval_log.record_retrievals, agent.kb_path, hits, kind)
+
+    async def fold(self, agent_id: str) -> retrieval_log.FoldReport:
+        state = self._state(agent_id)
+        self._require_enabled(state.agent)
+        if not state.agent.kb_path.exists():
+            return retrieval_log.FoldReport(0, 0, 0)
+
+        def run() -> retrieval_log.FoldReport:
+            if state.writer is None:
+                state.writer = schema.open_index(state.agent.kb_path, state.agent.knowledge.archive, create=True)
+            return retrieval_log.fold_retrievals(state.writer)
+
+        async with state.lock:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+
+    def status(self, agent_id: str) -> dict[str, object]:
+        state = self._state(agent_id)
+        agent = state.agent
+        out: dict[str, object] = {"enabled": agent.knowledge.archive.enabled, "exists": agent.kb_path.exists(),
+                                  "tokenizer": agent.knowledge.archive.tokenizer, "generation": 0, "sources": 0,
+                                  "chunks": 0, "stale": bool(state.dirty)}
+        reader = self._reader(state) if agent.knowledge.archive.enabled else None
+        if reader is not None:
+            out["generation"] = schema.generation(reader)
+            out["sources"] = next(reader.execute("SELECT count(*) FROM kb_sources"))[0]
+            out["chunks"] = next(reader.execute("SELECT count(*) FROM kb_chunks"))[0]
+        return out
+
+    def roots(self) -> dict[str, str]:
+        """Real workspace path → agent id, for agents with the archive on."""
+        return {str(Path(s.agent.workspace).resolve()): s.agent.id for s in self._states.values() if s.agent.knowledge.archive.enabled}
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        self._recorder.shutdown(wait=True)
+        for state in self._states.values():
+            for conn in (state.writer, state.reader):
+                if conn is not None:
+                    conn.close()
+
+
+def _full_stale_check(agent: AgentConfig) -> bool:
+    conn = schema.open_reader(agent.kb_path)
+    try:
+        return is_stale(conn, agent.workspace)
+    finally:
+        conn.close()

@@ -1,0 +1,174 @@
+"""Real gateway processes on free ports with a temporary home (helpers; fixtures are in conftest.py).
+
+Nothing here is mocked: each fixture starts ``python -m gateway.cli serve``
+subprocesses and polls their health until a deadline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from gateway.home import ensure_home
+
+READER_KEY = "my-secret-key-123"  # SPEC.md's read-only example key (alfred)
+ADMIN_KEY = "admin-key-456"  # SPEC.md's example key with write access to every agent
+BOB_WRITER_KEY = "bob-writer-key-789"  # write access to bob only
+CAROL_KEY = "carol-key-000000"  # scope names carol, who is not configured
+START_DEADLINE_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``predicate`` until true; fail the test naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def grpc_serving(address: str) -> bool:
+    with grpc.insecure_channel(address) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1)
+        except grpc.RpcError:
+            return False
+    return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def suite_config(ports: dict[str, int], http_port: int, agents: list[dict[str, Any]] | None = None, **gateway_extra: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "configVersion": "1.0.26",
+        "gateway": {
+            "grpc": {"host": "127.0.0.1", **ports},
+            "api": {
+                "port": http_port,
+                "keys": [
+                    {"name": "reader", "key": READER_KEY, "agents": ["alfred"], "write": False},
+                    {
+                        "name": "admin",
+                        "keySha256": hashlib.sha256(ADMIN_KEY.encode()).hexdigest(),
+                        "agents": "*",
+                        "write": True,
+                    },
+                    {"name": "bob-writer", "key": BOB_WRITER_KEY, "agents": ["bob"], "write": True},
+                    {"name": "carol", "key": CAROL_KEY, "agents": ["carol"], "write": True},
+                ],
+            },
+        },
+        "agents": agents if agents is not None else [{"id": "alfred"}, {"id": "bob"}],
+    }
+    config["gateway"].update(gateway_extra)
+    return config
+
+
+@dataclass
+class Suite:
+    """A set of running gateway processes sharing one home."""
+
+    home: Path
+    http_port: int
+    ports: dict[str, int]
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def address(self, service: str) -> str:
+        key = {"file_api": "fileApi"}.get(service, service)
+        return f"127.0.0.1:{self.ports[key]}"
+
+    def log_path(self, name: str) -> Path:
+        return self.home / f"{name}.log"
+
+    def start(self, name: str) -> None:
+        log = open(self.log_path(name), "ab")  # noqa: SIM115 - owned by the child
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", name, "--home", str(self.home)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        if name == "http":
+            wait_until(self._http_up, START_DEADLINE_S, "the REST shim to listen")
+        else:
+            wait_until(lambda: grpc_serving(self.address(name)), START_DEADLINE_S, f"{name} to be SERVING")
+
+    def _http_up(self) -> bool:
+        self._fail_if_dead("http")
+        try:
+            httpx.get(f"{self.base_url}/healthz", timeout=1)
+        except httpx.HTTPError:
+            return False
+        return True
+
+    def _fail_if_dead(self, name: str) -> None:
+        proc = self.procs[name]
+        if proc.poll() is not None:
+            raise AssertionError(f"{name} exited with {proc.returncode}:\n{self.log_path(name).read_text()[-3000:]}")
+
+    def stop(self, name: str) -> int:
+        proc = self.procs.pop(name)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise AssertionError(f"{name} did not stop on SIGTERM") from None
+        return proc.returncode
+
+    def stop_all(self) -> None:
+        for name in list(self.procs):
+            self.stop(name)
+
+    def log_lines(self, name: str) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log_path(name).read_text().splitlines():
+            if line.startswith("{"):
+                out.append(json.loads(line))
+        return out
+
+
+def make_home(tmp: Path, agents: list[dict[str, Any]] | None = None, **gateway_extra: Any) -> tuple[Path, dict[str, int], int]:
+    home = tmp / "home"
+    home.mkdir()
+    ports = {"fileApi": free_port(), "watcher": free_port(), "kb": free_port(), "dreaming": free_port()}
+    http_port = free_port()
+    (home / "config.json").write_text(json.dumps(suite_config(ports, http_port, agents, **gateway_extra), indent=2))
+    ensure_home(home)
+    return home, ports, http_port
+
+
+def workspace(suite: Suite, agent: str) -> Path:
+    return suite.home / "agents" / agent / "workspace"
+
+
+def env_without_home() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("GATEWAY_HOME", None)
+    return env
