@@ -91,6 +91,32 @@ def _set_scalar(message: Message, name: str, value: str) -> None:
         raise BadRequest(f"{name}: {value[:40]!r} is not a valid value for this parameter") from None
 
 
+def _set_flat_strings(message: Message, body: dict[str, Any]) -> bool:
+    """Fast path for bodies of plain string fields (the file API's PUT): set them directly.
+
+    Returns False, having set nothing, when any known key is not a plain
+    string field; the caller then uses protojson's general parser. Strings
+    with lone surrogates (valid JSON, invalid UTF-8) are refused as protojson
+    would refuse them.
+    """
+    desc = message.DESCRIPTOR
+    plan = []
+    for key, value in body.items():
+        field = desc.fields_by_camelcase_name.get(key) or desc.fields_by_name.get(key)
+        if field is None:
+            continue  # unknown fields are ignored
+        if field.is_repeated or field.cpp_type != FD.CPPTYPE_STRING or not isinstance(value, str):
+            return False
+        plan.append((field.name, value))
+    for name, value in plan:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadRequest(f"{name}: the string is not valid Unicode (lone surrogate)") from None
+        setattr(message, name, value)
+    return True
+
+
 def build_request(route: Route, params: dict[str, str], body: Any, query: list[tuple[str, str]]) -> Message:
     """The RPC's request message from path parameters, body and query string.
 
@@ -103,10 +129,11 @@ def build_request(route: Route, params: dict[str, str], body: Any, query: list[t
         if not isinstance(body, dict):
             raise BadRequest(f"request body must be a JSON object, got {_json_kind(body)}")
         _check_scalars(target.DESCRIPTOR, body)
-        try:
-            json_format.ParseDict(body, target, ignore_unknown_fields=True)
-        except json_format.ParseError as exc:
-            raise BadRequest(f"request body does not fit {target.DESCRIPTOR.name}: {exc}") from None
+        if not _set_flat_strings(target, body):
+            try:
+                json_format.ParseDict(body, target, ignore_unknown_fields=True)
+            except json_format.ParseError as exc:
+                raise BadRequest(f"request body does not fit {target.DESCRIPTOR.name}: {exc}") from None
     else:
         for name, value in query:
             _set_scalar(message, name, value)

@@ -7,6 +7,7 @@ atomic helper; reads never follow a link out of the workspace.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from gateway.atomic import write_atomic
@@ -17,8 +18,17 @@ MAX_READ_BYTES = 4 * MAX_CONTENT_BYTES  # files grown on disk by other writers
 
 
 def _confined(workspace: Path, name: str) -> Path:
-    """``workspace/name``, refusing a path whose real location leaves the workspace."""
+    """``workspace/name``, refusing a path whose real location leaves the workspace.
+
+    The common case (a regular file, no link) costs one lstat; only a link
+    pays for resolving real paths.
+    """
     path = workspace / name
+    try:
+        if not stat.S_ISLNK(os.lstat(path).st_mode):
+            return path
+    except FileNotFoundError:
+        return path
     real_ws = os.path.realpath(workspace)
     real = os.path.realpath(path)
     if os.path.dirname(real) != real_ws:

@@ -110,3 +110,14 @@ def test_openapi_covers_every_route() -> None:
     for r in all_routes():
         assert r.http_method.lower() in doc["paths"][r.template]
     assert "gateway.v1.GetFileResponse" in doc["components"]["schemas"]
+
+
+def test_lone_surrogates_are_refused_not_stored() -> None:
+    body = parse_body(b'{"content": "bad \\ud800 half"}')
+    with pytest.raises(BadRequest, match="lone surrogate"):
+        build_request(route("PutFile"), {"agent_id": "a", "filename": "SOUL.md"}, body, [])
+
+
+def test_non_string_bodies_take_the_general_parser() -> None:
+    message = build_request(route("Refresh"), {"agent_id": "a"}, {"wait": True}, [])
+    assert message.wait is True and message.agent_id == "a"
