@@ -39,7 +39,7 @@ integration: install
 	$(PY) -m pytest tests/integration
 
 typecheck: install
-	$(VENV)/bin/mypy gateway services gateway_http
+	$(VENV)/bin/mypy gateway services gateway_http gateway_mcp
 
 bench: install
 	$(PY) bench/rest_files.py
