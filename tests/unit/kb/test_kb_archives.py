@@ -1,0 +1,85 @@
+"""Refresh coalescing and staleness in the KB's per-agent archive manager."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from gateway.config import build
+from gateway.errors import FailedPrecondition, InvalidArgument
+from services.kb import indexer
+from services.kb.archives import Archives
+
+
+def make(tmp_path: Path, **archive: object) -> Archives:
+    raw = {"agents": [{"id": "a", "knowledge": {"archive": archive}}] if archive else [{"id": "a"}]}
+    config = build(raw, tmp_path)
+    (tmp_path / "agents" / "a" / "workspace" / "memory").mkdir(parents=True)
+    return Archives(config.agents)
+
+
+def test_concurrent_refreshes_coalesce(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archives = make(tmp_path)
+    runs: list[int] = []
+    real = indexer.refresh
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        runs.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(indexer, "refresh", counting)
+
+    async def scenario() -> list[int]:
+        first = archives.refresh("a")
+        followers = [archives.refresh("a") for _ in range(10)]  # all arrive while the first is queued/running
+        reports = await asyncio.gather(first, *followers)
+        return [r.generation for r in reports]
+
+    try:
+        generations = asyncio.run(scenario())
+    finally:
+        archives.close()
+    assert len(runs) <= 2  # one run, plus at most one follow-up for those who arrived meanwhile
+    assert len(set(generations)) <= 2
+
+
+def test_search_says_stale_after_a_change_event(tmp_path: Path) -> None:
+    archives = make(tmp_path)
+    note = tmp_path / "agents" / "a" / "workspace" / "memory" / "n.md"
+    note.write_text("# N\n\nquokka facts\n")
+
+    async def scenario() -> tuple[bool, bool, bool]:
+        first, _ = await archives.search("a", "quokka", "memory", 5, False)
+        archives.mark_dirty("a")
+        second, _ = await archives.search("a", "quokka", "memory", 5, False)
+        third, refreshed = await archives.search("a", "quokka", "memory", 5, True)
+        return first.stale, second.stale, third.stale and refreshed
+
+    try:
+        assert asyncio.run(scenario()) == (False, True, False)
+    finally:
+        archives.close()
+
+
+def test_disabled_archive_and_bad_corpus(tmp_path: Path) -> None:
+    archives = make(tmp_path, enabled=False)
+
+    async def scenario() -> None:
+        report = await archives.refresh("a")
+        assert report.generation == 0
+        with pytest.raises(FailedPrecondition, match="disabled"):
+            await archives.search("a", "x", "memory", 5, False)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        archives.close()
+    assert not (tmp_path / "agents" / "a" / "kb.sqlite").exists()
+    enabled = make(tmp_path / "other")
+    try:
+        with pytest.raises(InvalidArgument, match="corpus"):
+            asyncio.run(enabled.search("a", "x", "everything", 5, False))
+    finally:
+        enabled.close()
