@@ -43,6 +43,8 @@ typecheck: install
 
 bench: install
 	$(PY) bench/rest_files.py
+	$(PY) bench/watcher_latency.py
+	$(PY) bench/kb_archive.py
 
 protos: install
 	$(PY) -m gateway.protogen

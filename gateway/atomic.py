@@ -33,7 +33,9 @@ def _read_or_none(path: Path) -> bytes | None:
         return None
 
 
-def write_atomic(path: Path, data: bytes, *, expected: bytes | None | object = ..., mode: int = 0o644) -> None:
+def write_atomic(
+    path: Path, data: bytes, *, expected: bytes | None | object = ..., mode: int = 0o644, durable: bool = True
+) -> None:
     """Replace ``path`` with ``data`` atomically.
 
     ``expected``: when given, the write happens only if the file's current
@@ -49,7 +51,8 @@ def write_atomic(path: Path, data: bytes, *, expected: bytes | None | object = .
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         try:
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
         except FileNotFoundError:
@@ -62,7 +65,8 @@ def write_atomic(path: Path, data: bytes, *, expected: bytes | None | object = .
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    _fsync_dir(directory)
+    if durable:
+        _fsync_dir(directory)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -257,5 +257,7 @@ def write_if_changed(workspace: Path, text: str) -> bool:
     if current.text is not None and current.problem is None and path.is_file() and not path.is_symlink():
         if current.text.encode("utf-8") == data:
             return False
-    write_atomic(path, data)
+    # CLAUDE.md is derived and recomposed at every start, so it skips the
+    # fsyncs (they cost a disk stall now and then); the rename stays atomic.
+    write_atomic(path, data, durable=False)
     return True

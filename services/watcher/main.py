@@ -36,6 +36,7 @@ class LiveConfig:
         self.current = config
         self._overrides = overrides  # deployment overrides (bind/peer hosts) from the entry point
         self.auth = Authenticator(config.api.keys, read_internal_token(config.home))
+        self._roots = self._resolve_roots()
 
     def reload(self) -> set[str]:
         """Re-read config.json; the ids of agents that are new or changed."""
@@ -51,6 +52,7 @@ class LiveConfig:
         changed = {a.id for a in fresh.agents if before.get(a.id) != a}
         self.current = fresh
         self.auth = Authenticator(fresh.api.keys, read_internal_token(fresh.home))
+        self._roots = self._resolve_roots()
         log.info("config_reloaded", agents=len(fresh.agents), changed=sorted(changed))
         return changed
 
@@ -58,10 +60,11 @@ class LiveConfig:
         return {a.id: a for a in self.current.agents}
 
     def roots(self) -> Roots:
-        out: Roots = {}
-        for agent in self.current.agents:
-            out[str(Path(agent.workspace).resolve())] = agent.id
-        return out
+        """Real workspace path → agent id; resolved once per config (the watch asks every tick)."""
+        return self._roots
+
+    def _resolve_roots(self) -> Roots:
+        return {str(Path(agent.workspace).resolve()): agent.id for agent in self.current.agents}
 
 
 async def run(config: Config) -> None:
