@@ -19,7 +19,7 @@ from google.protobuf import descriptor, message_factory
 import gateway.v1
 from gateway.v1 import options_pb2
 
-_VARIABLE = re.compile(r"^\{([a-z_][a-z0-9_.]*)(?:=(\*\*?))?\}$")
+_VARIABLE = re.compile(r"^\{([a-z_][a-z0-9_.]*)(?:=(\*\*?))?\}(?::([A-Za-z][A-Za-z0-9_-]*))?$")
 
 
 class RouteError(ValueError):
@@ -31,6 +31,7 @@ class Segment:
     literal: str | None  # a literal segment, or None for a variable
     field: str | None = None
     rest: bool = False  # {field=**}: matches the remaining segments
+    verb: str | None = None  # {field}:verb, grpc-gateway's custom-method suffix (last segment only)
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,12 @@ def _parse_template(template: str) -> tuple[Segment, ...]:
         match = _VARIABLE.match(part)
         if match:
             rest = match.group(2) == "**"
-            if rest and i != len(parts) - 1:
-                raise RouteError(f"{template!r}: ** only as the last segment")
-            out.append(Segment(literal=None, field=match.group(1), rest=rest))
+            verb = match.group(3)
+            if (rest or verb) and i != len(parts) - 1:
+                raise RouteError(f"{template!r}: ** and :verb only in the last segment")
+            if rest and verb:
+                raise RouteError(f"{template!r}: ** cannot take a :verb")
+            out.append(Segment(literal=None, field=match.group(1), rest=rest, verb=verb))
         elif "{" in part or "}" in part or not part:
             raise RouteError(f"{template!r}: unsupported segment {part!r}")
         else:

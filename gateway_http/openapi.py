@@ -71,7 +71,7 @@ def openapi_document(routes: tuple[Route, ...]) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for route in routes:
         method = route.method
-        path = route.template.replace("=**}", "}")
+        path = route.template.replace("=**}", "}")  # {name}:verb stays as written, like grpc-gateway
         operation: dict[str, Any] = {
             "operationId": f"{method.containing_service.name}_{method.name}",
             "tags": [method.containing_service.name],

@@ -60,15 +60,23 @@ def _match_one(route: Route, segments: list[str]) -> dict[str, str] | None:
             if seg.literal != segments[i]:
                 return None
         else:
-            if segments[i] == "":
+            value = segments[i]
+            if seg.verb is not None:
+                suffix = ":" + seg.verb
+                if not value.endswith(suffix):
+                    return None
+                value = value[: -len(suffix)]
+            if value == "":
                 return None
-            params[seg.field or ""] = segments[i]
+            params[seg.field or ""] = value
     return params if len(segments) == len(pattern) else None
 
 
 class Router:
     def __init__(self, routes: Iterable[Route]) -> None:
-        self._routes = tuple(routes)
+        # Routes whose last segment has a :verb are tried first, so
+        # ``notes/x:retire`` is the custom method, not a note named "x:retire".
+        self._routes = tuple(sorted(routes, key=lambda r: not any(s.verb for s in r.segments)))
 
     @property
     def routes(self) -> tuple[Route, ...]:

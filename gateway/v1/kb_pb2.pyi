@@ -8,6 +8,136 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class RelatedNote(_message.Message):
+    __slots__ = ("name", "snippet", "score")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SNIPPET_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    snippet: str
+    score: float
+    def __init__(self, name: _Optional[str] = ..., snippet: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
+
+class CreateSharedNoteRequest(_message.Message):
+    __slots__ = ("agent_id", "name", "content", "confirm")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    name: str
+    content: str
+    confirm: bool
+    def __init__(self, agent_id: _Optional[str] = ..., name: _Optional[str] = ..., content: _Optional[str] = ..., confirm: _Optional[bool] = ...) -> None: ...
+
+class CreateSharedNoteResponse(_message.Message):
+    __slots__ = ("name", "created", "related", "linked", "folded", "message")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    RELATED_FIELD_NUMBER: _ClassVar[int]
+    LINKED_FIELD_NUMBER: _ClassVar[int]
+    FOLDED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    created: bool
+    related: _containers.RepeatedCompositeFieldContainer[RelatedNote]
+    linked: _containers.RepeatedScalarFieldContainer[str]
+    folded: bool
+    message: str
+    def __init__(self, name: _Optional[str] = ..., created: _Optional[bool] = ..., related: _Optional[_Iterable[_Union[RelatedNote, _Mapping]]] = ..., linked: _Optional[_Iterable[str]] = ..., folded: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
+
+class GetSharedNoteRequest(_message.Message):
+    __slots__ = ("agent_id", "name")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    name: str
+    def __init__(self, agent_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class SharedNote(_message.Message):
+    __slots__ = ("name", "content", "size_bytes", "retired")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    content: str
+    size_bytes: int
+    retired: bool
+    def __init__(self, name: _Optional[str] = ..., content: _Optional[str] = ..., size_bytes: _Optional[int] = ..., retired: _Optional[bool] = ...) -> None: ...
+
+class UpdateSharedNoteRequest(_message.Message):
+    __slots__ = ("agent_id", "name", "content", "confirm")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    name: str
+    content: str
+    confirm: bool
+    def __init__(self, agent_id: _Optional[str] = ..., name: _Optional[str] = ..., content: _Optional[str] = ..., confirm: _Optional[bool] = ...) -> None: ...
+
+class UpdateSharedNoteResponse(_message.Message):
+    __slots__ = ("name", "updated", "dropped_lines", "total_lines", "warning", "folded", "message")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_LINES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_LINES_FIELD_NUMBER: _ClassVar[int]
+    WARNING_FIELD_NUMBER: _ClassVar[int]
+    FOLDED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    updated: bool
+    dropped_lines: int
+    total_lines: int
+    warning: str
+    folded: bool
+    message: str
+    def __init__(self, name: _Optional[str] = ..., updated: _Optional[bool] = ..., dropped_lines: _Optional[int] = ..., total_lines: _Optional[int] = ..., warning: _Optional[str] = ..., folded: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
+
+class DeleteSharedNoteRequest(_message.Message):
+    __slots__ = ("agent_id", "name")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    name: str
+    def __init__(self, agent_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class DeleteSharedNoteResponse(_message.Message):
+    __slots__ = ("name", "deleted")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    deleted: bool
+    def __init__(self, name: _Optional[str] = ..., deleted: _Optional[bool] = ...) -> None: ...
+
+class RetireSharedNoteRequest(_message.Message):
+    __slots__ = ("agent_id", "name", "reason")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    name: str
+    reason: str
+    def __init__(self, agent_id: _Optional[str] = ..., name: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RestoreSharedNoteRequest(_message.Message):
+    __slots__ = ("agent_id", "name")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    name: str
+    def __init__(self, agent_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class SharedNoteMoved(_message.Message):
+    __slots__ = ("from_name", "to_name")
+    FROM_NAME_FIELD_NUMBER: _ClassVar[int]
+    TO_NAME_FIELD_NUMBER: _ClassVar[int]
+    from_name: str
+    to_name: str
+    def __init__(self, from_name: _Optional[str] = ..., to_name: _Optional[str] = ...) -> None: ...
+
 class RefreshRequest(_message.Message):
     __slots__ = ("agent_id", "wait")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]

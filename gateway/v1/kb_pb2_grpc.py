@@ -59,6 +59,36 @@ class KnowledgeStub:
                 request_serializer=gateway_dot_v1_dot_kb__pb2.GetIndexStatusRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_kb__pb2.IndexStatus.FromString,
                 _registered_method=True)
+        self.CreateSharedNote = channel.unary_unary(
+                '/gateway.v1.Knowledge/CreateSharedNote',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.CreateSharedNoteRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.CreateSharedNoteResponse.FromString,
+                _registered_method=True)
+        self.GetSharedNote = channel.unary_unary(
+                '/gateway.v1.Knowledge/GetSharedNote',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.GetSharedNoteRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.SharedNote.FromString,
+                _registered_method=True)
+        self.UpdateSharedNote = channel.unary_unary(
+                '/gateway.v1.Knowledge/UpdateSharedNote',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.UpdateSharedNoteRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.UpdateSharedNoteResponse.FromString,
+                _registered_method=True)
+        self.DeleteSharedNote = channel.unary_unary(
+                '/gateway.v1.Knowledge/DeleteSharedNote',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.DeleteSharedNoteRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.DeleteSharedNoteResponse.FromString,
+                _registered_method=True)
+        self.RetireSharedNote = channel.unary_unary(
+                '/gateway.v1.Knowledge/RetireSharedNote',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.RetireSharedNoteRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.SharedNoteMoved.FromString,
+                _registered_method=True)
+        self.RestoreSharedNote = channel.unary_unary(
+                '/gateway.v1.Knowledge/RestoreSharedNote',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.RestoreSharedNoteRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.SharedNoteMoved.FromString,
+                _registered_method=True)
 
 
 class KnowledgeServicer:
@@ -100,6 +130,50 @@ class KnowledgeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateSharedNote(self, request, context):
+        """--- the shared vault of the agent's project (memory_shared_*) ---
+
+        Fails on an exact-name collision (ALREADY_EXISTS). Returns content-similar
+        notes instead of writing unless confirm is set; with confirm, links them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSharedNote(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSharedNote(self, request, context):
+        """Replaces the full content; NOT_FOUND when the note does not exist. Warns
+        and writes nothing when 50% or more of the lines would go, unless confirm.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSharedNote(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetireSharedNote(self, request, context):
+        """Retire a note to stale__<name> (byte-for-byte plus a marker line).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreSharedNote(self, request, context):
+        """Bring a retired note back under its live name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KnowledgeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -127,6 +201,36 @@ def add_KnowledgeServicer_to_server(servicer, server):
                     servicer.GetIndexStatus,
                     request_deserializer=gateway_dot_v1_dot_kb__pb2.GetIndexStatusRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_kb__pb2.IndexStatus.SerializeToString,
+            ),
+            'CreateSharedNote': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSharedNote,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.CreateSharedNoteRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.CreateSharedNoteResponse.SerializeToString,
+            ),
+            'GetSharedNote': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSharedNote,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.GetSharedNoteRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.SharedNote.SerializeToString,
+            ),
+            'UpdateSharedNote': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSharedNote,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.UpdateSharedNoteRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.UpdateSharedNoteResponse.SerializeToString,
+            ),
+            'DeleteSharedNote': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSharedNote,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.DeleteSharedNoteRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.DeleteSharedNoteResponse.SerializeToString,
+            ),
+            'RetireSharedNote': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetireSharedNote,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.RetireSharedNoteRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.SharedNoteMoved.SerializeToString,
+            ),
+            'RestoreSharedNote': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreSharedNote,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.RestoreSharedNoteRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.SharedNoteMoved.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,6 +368,168 @@ class Knowledge:
             '/gateway.v1.Knowledge/GetIndexStatus',
             gateway_dot_v1_dot_kb__pb2.GetIndexStatusRequest.SerializeToString,
             gateway_dot_v1_dot_kb__pb2.IndexStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSharedNote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/CreateSharedNote',
+            gateway_dot_v1_dot_kb__pb2.CreateSharedNoteRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.CreateSharedNoteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSharedNote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/GetSharedNote',
+            gateway_dot_v1_dot_kb__pb2.GetSharedNoteRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.SharedNote.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSharedNote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/UpdateSharedNote',
+            gateway_dot_v1_dot_kb__pb2.UpdateSharedNoteRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.UpdateSharedNoteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSharedNote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/DeleteSharedNote',
+            gateway_dot_v1_dot_kb__pb2.DeleteSharedNoteRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.DeleteSharedNoteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetireSharedNote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/RetireSharedNote',
+            gateway_dot_v1_dot_kb__pb2.RetireSharedNoteRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.SharedNoteMoved.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreSharedNote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/RestoreSharedNote',
+            gateway_dot_v1_dot_kb__pb2.RestoreSharedNoteRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.SharedNoteMoved.FromString,
             options,
             channel_credentials,
             insecure,

@@ -29,6 +29,14 @@ log = structlog.get_logger()
 CORPORA = ("memory", "shared", "all")
 
 
+def check_corpus(corpus: str) -> str:
+    """The corpus name, ``memory`` when empty. Raises InvalidArgument for anything else."""
+    corpus = corpus or "memory"
+    if corpus not in CORPORA:
+        raise InvalidArgument(f"corpus must be one of memory, shared, all; got {corpus!r}")
+    return corpus
+
+
 @dataclass
 class _State:
     agent: AgentConfig
@@ -47,6 +55,10 @@ class Archives:
         self._states = {a.id: _State(a) for a in agents}
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kb")
         self._recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-log")
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        return self._executor
 
     def agent(self, agent_id: str) -> AgentConfig | None:
         state = self._states.get(agent_id)
@@ -121,14 +133,10 @@ class Archives:
             state.reader = schema.open_reader(state.agent.kb_path)
         return state.reader
 
-    async def search(self, agent_id: str, query: str, corpus: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:
-        """``(result, refreshed)``. Raises FailedPrecondition when the archive is off or the corpus unknown."""
+    async def search(self, agent_id: str, query: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:
+        """``(result, refreshed)`` over the agent's own archive. Raises FailedPrecondition when it is off."""
         state = self._state(agent_id)
         self._require_enabled(state.agent)
-        if corpus not in CORPORA:
-            raise InvalidArgument(f"corpus must be one of memory, shared, all; got {corpus!r}")
-        if corpus != "memory":
-            raise FailedPrecondition("the shared vault is not available yet: search with corpus \"memory\"")
         refreshed = False
         if refresh_first or self._reader(state) is None:
             await self.refresh(agent_id)

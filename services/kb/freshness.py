@@ -1,8 +1,10 @@
-"""File events that make an archive stale, so a search can say so without walking the tree.
+"""File events that make an index stale, so a search can say so without walking the tree.
 
-One watchfiles watch over every workspace with the archive on; any change to
-``MEMORY.md``, ``USER.md`` or ``memory/**.md`` marks that agent dirty. The
-roots are re-checked every tick, so a workspace created later is picked up.
+One watchfiles watch over every watched root: each agent workspace with the
+archive on (``MEMORY.md``, ``USER.md``, ``memory/**.md`` count) and each
+shared vault's ``notes/`` folder (``*.md`` directly in it). An event on a
+source calls that root's callback. The roots are re-checked every tick, so a
+folder created later is picked up.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import structlog
 from watchfiles import Change, awatch
@@ -20,16 +23,27 @@ log = structlog.get_logger()
 TICK_MS = 2000
 
 
-def _source_of(root: str, path: str) -> bool:
-    rel = os.path.relpath(path, root)
+@dataclass(frozen=True)
+class Root:
+    is_source: Callable[[str], bool]  # workspace-relative path → counts?
+    changed: Callable[[str], None]  # called with the source's root-relative path
+
+
+def archive_source(rel: str) -> bool:
+    """A per-agent archive source: MEMORY.md, USER.md or memory/**.md (no dot parts)."""
     if rel in ("MEMORY.md", "USER.md"):
         return True
     parts = rel.split(os.sep)
-    return parts[0] == "memory" and path.endswith(".md") and not any(p.startswith(".") for p in parts)
+    return parts[0] == "memory" and rel.endswith(".md") and not any(p.startswith(".") for p in parts)
 
 
-async def watch_sources(roots: Callable[[], dict[str, str]], on_change: Callable[[str], None], stop: asyncio.Event) -> None:
-    """Call ``on_change(agent_id)`` for every source event until ``stop`` is set."""
+def vault_source(rel: str) -> bool:
+    """A shared note: ``<name>.md`` directly in notes/ (temp files start with a dot)."""
+    return os.sep not in rel and rel.endswith(".md") and not rel.startswith(".")
+
+
+async def watch_sources(roots: Callable[[], dict[str, Root]], stop: asyncio.Event) -> None:
+    """Call each root's ``changed()`` for every source event until ``stop`` is set."""
     while not stop.is_set():
         all_roots = roots()
         existing = sorted(r for r in all_roots if os.path.isdir(r))
@@ -37,19 +51,21 @@ async def watch_sources(roots: Callable[[], dict[str, str]], on_change: Callable
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), TICK_MS / 1000)
             continue
-        stream = awatch(*existing, watch_filter=None, debounce=5, step=1, stop_event=stop,
+        stream = awatch(*existing, watch_filter=None, debounce=5, step=5, stop_event=stop,
                         rust_timeout=TICK_MS, yield_on_timeout=True, ignore_permission_denied=True)
         try:
             async with contextlib.aclosing(stream):
                 async for changes in stream:
                     for change, path in changes:
                         for root in existing:
-                            if path.startswith(root + os.sep) and _source_of(root, path):
-                                on_change(all_roots[root])
+                            if path.startswith(root + os.sep):
+                                rel = os.path.relpath(path, root)
+                                if all_roots[root].is_source(rel):
+                                    all_roots[root].changed(rel)
                             elif path == root and change == Change.deleted:
-                                on_change(all_roots[root])
+                                all_roots[root].changed("")
                     if not changes and sorted(r for r in roots() if os.path.isdir(r)) != existing:
-                        break  # a workspace appeared or vanished: re-plan
+                        break  # a watched folder appeared or vanished: re-plan
         except OSError as exc:
             log.warning("kb_watch_error", error=str(exc))
             with contextlib.suppress(TimeoutError):

@@ -37,6 +37,14 @@ A changed tokenizer rebuilds the FTS table from the stored chunks; changed
 chunk settings re-chunk every source. The generation counter moves only when a
 refresh changed the index. The whole refresh is one ``BEGIN IMMEDIATE``
 transaction: an exception (or a kill) mid-way leaves the previous index intact.
+
+Which files are sources and their provenance come from a ``SourceProfile``
+(the archive's by default; the shared vault passes its own). ``reindex_paths``
+is the targeted variant a writer calls right after changing a few files: inside
+its own ``BEGIN IMMEDIATE`` it reads each named file as it is *at that moment*
+(no stat guard), so when several processes write and reindex the same file,
+whichever reindexes last indexes the latest bytes; a named file that is
+genuinely absent is pruned.
 """
 
 from __future__ import annotations
@@ -53,12 +61,14 @@ import apsw
 from gateway.config import ArchiveSettings
 from services.kb.chunking import Chunk, chunk_lines, split_lines
 from services.kb.entries import DEFAULT_IMPORTANCE, Entry, parse_entries, parse_frontmatter
-from services.kb.provenance import classify
 from services.kb.query import has_unsegmented
 from services.kb.schema import create_fts, ensure_lifecycle, generation, get_meta, set_meta
-from services.kb.sources import FileStat, Scan, scan_sources, stat_source
+from services.kb.provenance import Provenance
+from services.kb.sources import ARCHIVE_PROFILE, FileStat, Scan, SourceProfile, stat_source
 
 RACY_WINDOW_NS: Final = 2_000_000_000
+
+_Classifier = Callable[[str, str | None], Provenance]
 
 
 @dataclass
@@ -93,18 +103,20 @@ def refresh(
     settings: ArchiveSettings,
     *,
     now_ns: Callable[[], int] = time.time_ns,
+    profile: SourceProfile = ARCHIVE_PROFILE,
 ) -> RefreshReport:
     """Index what changed under ``workspace`` (rules in the module docstring).
 
-    ``conn`` comes from ``schema.open_index``. Returns a RefreshReport; raises
-    only what SQLite raises (busy past the timeout, disk full), after rolling
-    back, so the previous index stays whole.
+    ``conn`` comes from ``schema.open_index``; ``profile`` says which files are
+    sources and their provenance. Returns a RefreshReport; raises only what
+    SQLite raises (busy past the timeout, disk full), after rolling back, so the
+    previous index stays whole.
     """
     started = time.perf_counter()
-    scan = scan_sources(workspace)
+    scan = profile.scan(workspace)
     conn.execute("BEGIN IMMEDIATE")
     try:
-        report = _refresh_in_transaction(conn, workspace, settings, scan, now_ns())
+        report = _refresh_in_transaction(conn, workspace, settings, scan, now_ns(), profile.classify)
         report.errors[:0] = scan.errors
         conn.execute("COMMIT")
     except BaseException:
@@ -120,6 +132,7 @@ def _refresh_in_transaction(
     settings: ArchiveSettings,
     scan: Scan,
     now: int,
+    classify: _Classifier,
 ) -> RefreshReport:
     files = scan.files
     current = generation(conn)
@@ -155,7 +168,7 @@ def _refresh_in_transaction(
             _write_lifecycle(conn, now, old.id)
             report.skipped += 1
             continue
-        _index_source(conn, rel, data, digest, st, old, pending, now, settings)
+        _index_source(conn, rel, data, digest, st, old, pending, now, settings, classify)
         report.indexed += 1
     for rel, old in stored.items():
         if rel in files or not scan.listed_root:
@@ -174,6 +187,86 @@ def _refresh_in_transaction(
         set_meta(conn, "generation", str(pending))
         report.generation = pending
     return report
+
+
+def reindex_paths(
+    conn: apsw.Connection,
+    root: Path,
+    rels: list[str],
+    settings: ArchiveSettings,
+    *,
+    profile: SourceProfile = ARCHIVE_PROFILE,
+    now_ns: Callable[[], int] = time.time_ns,
+) -> RefreshReport:
+    """Reindex just ``rels`` (root-relative POSIX paths) in one ``BEGIN IMMEDIATE`` transaction.
+
+    Each file is stat'ed and read inside the transaction, so the bytes indexed
+    are the file's content at reindex time; unchanged bytes (same SHA-256) only
+    refresh the stored stat. A genuinely absent file has its rows pruned; a
+    read error is reported in ``errors`` and keeps the existing rows. The caller
+    decides which paths are sources (this function indexes what it is given).
+    Raises only what SQLite raises, after rolling back.
+    """
+    started = time.perf_counter()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        now = now_ns()
+        current = generation(conn)
+        report = RefreshReport(generation=current)
+        ensure_lifecycle(conn)
+        report.rebuilt = _reconcile_settings(conn, settings)
+        pending = current + 1
+        for rel in dict.fromkeys(rels):
+            _reindex_one(conn, root, rel, settings, profile.classify, report, pending, now)
+        if report.indexed or report.pruned or report.rebuilt:
+            set_meta(conn, "generation", str(pending))
+            report.generation = pending
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _reindex_one(
+    conn: apsw.Connection,
+    root: Path,
+    rel: str,
+    settings: ArchiveSettings,
+    classify: _Classifier,
+    report: RefreshReport,
+    pending: int,
+    now: int,
+) -> None:
+    row = conn.execute(
+        "SELECT size, mtime_ns, checked_ns, id, content_hash FROM kb_sources WHERE path = ?", (rel,)
+    ).fetchone()
+    old = _Stored(*row) if row is not None else None
+    try:
+        st = stat_source(root, rel)
+        data = read_source(root / rel) if st is not None else None
+    except FileNotFoundError:
+        st = data = None
+    except OSError as exc:
+        report.errors.append(f"{rel}: unreadable, {type(exc).__name__}" + (" (kept)" if old else ""))
+        return
+    if st is None or data is None:
+        if old is not None:
+            _delete_rows(conn, old.id)
+            conn.execute("DELETE FROM kb_sources WHERE id = ?", (old.id,))
+            report.pruned += 1
+        return
+    digest = hashlib.sha256(data).hexdigest()
+    if old is not None and old.content_hash == digest:
+        conn.execute(
+            "UPDATE kb_sources SET size = ?, mtime_ns = ?, checked_ns = ? WHERE id = ?",
+            (st.size, st.mtime_ns, now, old.id),
+        )
+        report.skipped += 1
+        return
+    _index_source(conn, rel, data, digest, st, old, pending, now, settings, classify)
+    report.indexed += 1
 
 
 def _absent(workspace: Path, rel: str) -> bool:
@@ -226,6 +319,7 @@ def _index_source(
     gen: int,
     now: int,
     settings: ArchiveSettings,
+    classify: _Classifier,
 ) -> int:
     text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
     lines = split_lines(text)

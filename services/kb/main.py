@@ -12,23 +12,33 @@ from gateway.grpc_server import serve
 from gateway.home import read_internal_token
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb.archives import Archives
-from services.kb.freshness import watch_sources
+from services.kb.freshness import Root, archive_source, vault_source, watch_sources
 from services.kb.servicer import Knowledge
+from services.kb.vaults import Vaults
 
 
 async def run(config: Config) -> None:
     """Serve gateway.v1.Knowledge until SIGTERM."""
     archives = Archives(config.agents)
+    vaults = Vaults(config.agents, archives.executor)
     auth = Authenticator(config.api.keys, read_internal_token(config.home))
 
+    roots: dict[str, Root] = {}
+    for path, agent_id in archives.roots().items():
+        roots[path] = Root(archive_source, lambda _rel, a=agent_id: archives.mark_dirty(a))  # type: ignore[misc]
+    for path, vault_dir in vaults.roots().items():
+        roots[path] = Root(vault_source, lambda rel, d=vault_dir: vaults.note_changed(d, rel))  # type: ignore[misc]
+
     def register(server: grpc.aio.Server) -> list[str]:
-        kb_pb2_grpc.add_KnowledgeServicer_to_server(Knowledge(archives, auth), server)
+        kb_pb2_grpc.add_KnowledgeServicer_to_server(Knowledge(archives, vaults, auth), server)
         return [kb_pb2.DESCRIPTOR.services_by_name["Knowledge"].full_name]
 
     async def background(stop: asyncio.Event) -> None:
         try:
-            await watch_sources(archives.roots, archives.mark_dirty, stop)
+            await watch_sources(lambda: roots, stop)
         finally:
+            await vaults.settle()
+            vaults.close()
             archives.close()
 
     await serve("kb", config.grpc.bind_address("kb"), register, background=background)

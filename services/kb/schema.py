@@ -125,19 +125,22 @@ def create_fts(conn: apsw.Connection, tokenizer: str) -> None:
     set_meta(conn, "tokenizer", tokenizer)
 
 
-def _configure(conn: apsw.Connection) -> None:
-    conn.setbusytimeout(BUSY_TIMEOUT_MS)
+def _configure(conn: apsw.Connection, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+    conn.setbusytimeout(busy_timeout_ms)
     conn.execute("PRAGMA foreign_keys=ON")
 
 
-def open_index(path: Path, settings: ArchiveSettings, create: bool = True) -> apsw.Connection:
+def open_index(
+    path: Path, settings: ArchiveSettings, create: bool = True, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+) -> apsw.Connection:
     """Open (and with ``create``, create) the read-write archive index at ``path``.
 
     Sets WAL and a busy timeout and makes sure every table exists. A missing FTS
     table is created with ``settings.tokenizer``; a different stored tokenizer is
     left for ``indexer.refresh`` to rebuild. With ``create=False`` nothing is
     created on disk and a missing file raises NotFound. InvalidArgument for an
-    unknown tokenizer.
+    unknown tokenizer. ``busy_timeout_ms`` bounds every wait for another
+    connection's (or process's) lock.
     """
     fts_tokenize(settings.tokenizer)
     flags = apsw.SQLITE_OPEN_READWRITE
@@ -150,7 +153,7 @@ def open_index(path: Path, settings: ArchiveSettings, create: bool = True) -> ap
         conn = apsw.Connection(os.fspath(path), flags=flags)
     except apsw.CantOpenError:
         raise NotFound("the knowledge archive has not been built yet") from None
-    _configure(conn)
+    _configure(conn, busy_timeout_ms)
     conn.execute("PRAGMA journal_mode=WAL").fetchall()
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: a full index inserts in random key order

@@ -19,10 +19,15 @@ Each hit names the entry it most likely answers: among the entries the chunk
 touches, the one whose lines contain the most query words (the chunk's dominant
 entry on a tie). Every SearchResult carries the generation that answered and
 ``stale``: whether any source changed since the last refresh (``is_stale``).
+
+``exclude_paths`` drops every chunk of the named sources *before* the limit is
+applied (the shared vault uses it to hide a retired twin beside its live note),
+and ``profile`` says which files count as sources for the staleness check.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -32,7 +37,7 @@ import structlog
 
 from services.kb.query import QueryPlan, build_plan, like_pattern
 from services.kb.schema import generation, get_meta
-from services.kb.sources import scan_sources, stat_source
+from services.kb.sources import ARCHIVE_PROFILE, SourceProfile, stat_source
 
 DEFAULT_LIMIT: Final = 6
 MAX_LIMIT: Final = 20
@@ -79,11 +84,14 @@ def search(
     limit: int | None = DEFAULT_LIMIT,
     *,
     check_stale: bool = True,
+    profile: SourceProfile = ARCHIVE_PROFILE,
+    exclude_paths: Collection[str] = (),
 ) -> SearchResult:
     """Ranked hits for ``query`` (any string; rules in ``query`` and this module's docstring).
 
     ``conn`` may be read-only. ``check_stale=False`` skips the stat walk and
     reports ``stale=False`` (for callers that track freshness themselves).
+    Hits from the sources in ``exclude_paths`` are dropped before the limit.
     Never raises for user input.
     """
     wanted = clamp_limit(limit)
@@ -91,10 +99,10 @@ def search(
     try:
         gen = generation(conn)
         plan = build_plan(query, get_meta(conn, "tokenizer") or "unicode61")
-        hits = [] if plan.empty else _run(conn, plan, wanted)
+        hits = [] if plan.empty else _run(conn, plan, wanted, frozenset(exclude_paths))
     finally:
         conn.execute("COMMIT")
-    stale = is_stale(conn, workspace) if check_stale else False
+    stale = is_stale(conn, workspace, profile) if check_stale else False
     return SearchResult(hits, gen, stale)
 
 
@@ -125,7 +133,7 @@ def _group(conn: apsw.Connection, table: str, terms: tuple[str, ...]) -> tuple[d
     return scores, set(every)
 
 
-def _run(conn: apsw.Connection, plan: QueryPlan, limit: int) -> list[SearchHit]:
+def _run(conn: apsw.Connection, plan: QueryPlan, limit: int, exclude: frozenset[str]) -> list[SearchHit]:
     raw: dict[int, float] = {}
     required: list[set[int]] = []
     for table, terms in (("kb_chunks_fts", plan.fts_terms), ("kb_chunks_cjk", plan.trigram_terms)):
@@ -145,7 +153,7 @@ def _run(conn: apsw.Connection, plan: QueryPlan, limit: int) -> list[SearchHit]:
     rows = _chunk_rows(conn, list(raw))
     ranked: list[tuple[float, int]] = []
     for rowid, x in raw.items():
-        if rowid not in rows:
+        if rowid not in rows or rows[rowid].path in exclude:
             continue
         importance = rows[rowid].importance
         relevance = x / (1.0 + x) * (0.8 + 0.02 * importance)
@@ -231,7 +239,7 @@ def make_snippet(text: str, words: tuple[str, ...], width: int = SNIPPET_CHARS) 
     return ("…" if start > 0 else "") + body + ("…" if end < len(text) else "")
 
 
-def is_stale(conn: apsw.Connection, workspace: Path) -> bool:
+def is_stale(conn: apsw.Connection, workspace: Path, profile: SourceProfile = ARCHIVE_PROFILE) -> bool:
     """Whether a refresh would see a change: a new, edited or deleted source.
 
     One stat per file, no reads. A source that only became unreadable is not a
@@ -241,7 +249,7 @@ def is_stale(conn: apsw.Connection, workspace: Path) -> bool:
         str(row[0]): (int(row[1]), int(row[2]))
         for row in conn.execute("SELECT path, size, mtime_ns FROM kb_sources")
     }
-    scan = scan_sources(workspace)
+    scan = profile.scan(workspace)
     for rel, st in scan.files.items():
         if st is None:
             continue

@@ -7,7 +7,10 @@ import grpc
 from gateway.auth import Authenticator
 from gateway.rpc import caller_of, unary
 from gateway.v1 import kb_pb2, kb_pb2_grpc
-from services.kb.archives import Archives
+from services.kb.archives import Archives, check_corpus
+from services.kb.search import SearchHit
+from services.kb.vault_index import merge_hits
+from services.kb.vaults import Vaults
 
 pb = kb_pb2
 
@@ -27,9 +30,15 @@ def _report(r) -> kb_pb2.RefreshReport:  # type: ignore[no-untyped-def]
                             seconds=r.seconds, rebuilt=r.rebuilt)
 
 
+def _hit(h: SearchHit, corpus: str) -> kb_pb2.SearchHit:
+    return pb.SearchHit(path=h.path, start_line=h.start_line, end_line=h.end_line, snippet=h.snippet, score=h.score,
+                        provenance=h.provenance, importance=h.importance, entry_hash=h.entry_hash or "", corpus=corpus)
+
+
 class Knowledge(kb_pb2_grpc.KnowledgeServicer):
-    def __init__(self, archives: Archives, auth: Authenticator) -> None:
+    def __init__(self, archives: Archives, vaults: Vaults, auth: Authenticator) -> None:
         self._archives = archives
+        self._vaults = vaults
         self._auth = auth
 
     def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool = False) -> None:
@@ -48,16 +57,26 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def Search(self, request: kb_pb2.SearchRequest, context: grpc.aio.ServicerContext) -> kb_pb2.SearchResponse:  # noqa: N802
         self._check(context, request.agent_id)
-        result, refreshed = await self._archives.search(
-            request.agent_id, request.query, request.corpus or "memory", request.limit, request.refresh
-        )
+        corpus = check_corpus(request.corpus)
+        agent, query, limit, refresh = request.agent_id, request.query, request.limit, request.refresh
+        if corpus == "memory":
+            result, refreshed = await self._archives.search(agent, query, limit, refresh)
+            hits = [_hit(h, "memory") for h in result.hits]
+            memory_hits = result.hits
+        elif corpus == "shared":
+            result, refreshed = await self._vaults.search(agent, query, limit, refresh)
+            hits = [_hit(h, "shared") for h in result.hits]
+            memory_hits = []
+        else:  # all: both indexes score on the same bounded scale; merged by score
+            result, refreshed = await self._archives.search(agent, query, limit, refresh)
+            shared, shared_refreshed = await self._vaults.search(agent, query, limit, refresh)
+            merged = merge_hits(result.hits, shared.hits, limit)
+            hits = [_hit(c.hit, c.corpus) for c in merged]
+            memory_hits = [c.hit for c in merged if c.corpus == "memory"]
+            refreshed = refreshed or shared_refreshed
+            result = type(result)(result.hits, result.generation, result.stale or shared.stale)
         if _recording_allowed(context):
-            self._archives.record(request.agent_id, result.hits, "search")
-        hits = [
-            pb.SearchHit(path=h.path, start_line=h.start_line, end_line=h.end_line, snippet=h.snippet, score=h.score,
-                         provenance=h.provenance, importance=h.importance, entry_hash=h.entry_hash or "", corpus="memory")
-            for h in result.hits
-        ]
+            self._archives.record(request.agent_id, memory_hits, "search")
         return pb.SearchResponse(hits=hits, generation=result.generation, stale=result.stale, refreshed=refreshed)
 
     @unary
@@ -79,3 +98,47 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     async def GetIndexStatus(self, request: kb_pb2.GetIndexStatusRequest, context: grpc.aio.ServicerContext) -> kb_pb2.IndexStatus:  # noqa: N802
         self._check(context, request.agent_id)
         return pb.IndexStatus(agent_id=request.agent_id, **self._archives.status(request.agent_id))  # type: ignore[arg-type]
+
+    # --- shared vault -------------------------------------------------------------
+
+    @unary
+    async def CreateSharedNote(self, request: kb_pb2.CreateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CreateSharedNoteResponse:  # noqa: N802
+        self._check(context, request.agent_id, write=True)
+        r = await self._vaults.create(request.agent_id, request.name, request.content, request.confirm)
+        return pb.CreateSharedNoteResponse(
+            name=r.name, created=r.created, linked=list(r.linked), folded=r.folded, message=r.message,
+            related=[pb.RelatedNote(name=n.name, snippet=n.snippet, score=n.score) for n in r.related],
+        )
+
+    @unary
+    async def GetSharedNote(self, request: kb_pb2.GetSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.SharedNote:  # noqa: N802
+        self._check(context, request.agent_id)
+        note = await self._vaults.get(request.agent_id, request.name)
+        return pb.SharedNote(name=note.name, content=note.content, size_bytes=note.size_bytes, retired=note.retired)
+
+    @unary
+    async def UpdateSharedNote(self, request: kb_pb2.UpdateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.UpdateSharedNoteResponse:  # noqa: N802
+        self._check(context, request.agent_id, write=True)
+        r = await self._vaults.update(request.agent_id, request.name, request.content, request.confirm)
+        return pb.UpdateSharedNoteResponse(
+            name=r.name, updated=r.updated, dropped_lines=r.dropped_lines, total_lines=r.total_lines,
+            warning=r.warning or "", folded=r.folded, message=r.message,
+        )
+
+    @unary
+    async def DeleteSharedNote(self, request: kb_pb2.DeleteSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.DeleteSharedNoteResponse:  # noqa: N802
+        self._check(context, request.agent_id, write=True)
+        r = await self._vaults.delete(request.agent_id, request.name)
+        return pb.DeleteSharedNoteResponse(name=r.name, deleted=r.deleted)
+
+    @unary
+    async def RetireSharedNote(self, request: kb_pb2.RetireSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.SharedNoteMoved:  # noqa: N802
+        self._check(context, request.agent_id, write=True)
+        r = await self._vaults.retire(request.agent_id, request.name, request.reason)
+        return pb.SharedNoteMoved(from_name=r.name, to_name=r.retired_name)
+
+    @unary
+    async def RestoreSharedNote(self, request: kb_pb2.RestoreSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.SharedNoteMoved:  # noqa: N802
+        self._check(context, request.agent_id, write=True)
+        r = await self._vaults.restore(request.agent_id, request.name)
+        return pb.SharedNoteMoved(from_name=r.retired_name, to_name=r.name)

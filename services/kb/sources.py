@@ -7,15 +7,23 @@ treats a symlinked file as a source only when its real path stays inside the
 workspace; an escaping link is reported in ``excluded``. A directory that cannot
 be listed is reported in ``errors`` and its files are simply not *listed*, which
 is why the indexer never prunes on absence from the listing alone.
+
+A ``SourceProfile`` bundles "which files are sources" (a scan) with "what
+provenance they get" (a classifier), so the same indexer and search serve the
+per-agent archive (``ARCHIVE_PROFILE``, the default everywhere) and the shared
+vault (``vault_index.VAULT_PROFILE``).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, NamedTuple
+
+from services.kb.provenance import Provenance, classify
 
 CORE_FILES: Final = ("MEMORY.md", "USER.md")
 MEMORY_DIR: Final = "memory"
@@ -50,7 +58,9 @@ def _inside(real: str, root: str) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def _add(scan: Scan, rel: str, entry: os.DirEntry[str], root_real: str) -> None:
+def add_entry(scan: Scan, rel: str, entry: os.DirEntry[str], root_real: str) -> None:
+    """Record one listed file in ``scan``: its stat, None when stat fails, or ``excluded``
+    when it is a symlink whose real path leaves ``root_real``. Non-regular files are skipped."""
     try:
         if entry.is_symlink() and not _inside(os.path.realpath(entry.path), root_real):
             scan.excluded.add(rel)
@@ -73,7 +83,7 @@ def scan_sources(workspace: Path) -> Scan:
         with os.scandir(root) as top:
             for entry in top:
                 if entry.name in CORE_FILES and not entry.is_dir():
-                    _add(scan, entry.name, entry, root_real)
+                    add_entry(scan, entry.name, entry, root_real)
     except OSError as exc:
         scan.errors.append(f".: cannot list workspace ({type(exc).__name__})")
         scan.listed_root = False
@@ -108,7 +118,7 @@ def scan_sources(workspace: Path) -> Scan:
             elif not entry.name.endswith(".md"):
                 continue
             elif is_link:
-                _add(scan, rel, entry, root_real)
+                add_entry(scan, rel, entry, root_real)
             else:
                 # Hot path (one stat per file): no extra calls.
                 try:
@@ -132,3 +142,16 @@ def stat_source(workspace: Path, rel: str) -> FileStat | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     return FileStat(st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class SourceProfile:
+    """Which files under a root are sources (``scan``) and what provenance each gets
+    (``classify(rel_path, frontmatter_provenance)``)."""
+
+    name: str
+    scan: Callable[[Path], Scan]
+    classify: Callable[[str, str | None], Provenance]
+
+
+ARCHIVE_PROFILE: Final = SourceProfile("archive", scan_sources, classify)

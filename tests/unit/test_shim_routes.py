@@ -121,3 +121,14 @@ def test_lone_surrogates_are_refused_not_stored() -> None:
 def test_non_string_bodies_take_the_general_parser() -> None:
     message = build_request(route("Refresh"), {"agent_id": "a"}, {"wait": True}, [])
     assert message.wait is True and message.agent_id == "a"
+
+
+def test_custom_verbs_match_before_plain_variables() -> None:
+    router = Router(all_routes())
+    retire, _ = router.match("POST", ["api", "v1", "agents", "a", "shared", "notes", "my note:retire"])
+    assert retire is not None and retire.route.method.name == "RetireSharedNote"
+    assert retire.params == {"agent_id": "a", "name": "my note"}
+    get, _ = router.match("GET", ["api", "v1", "agents", "a", "shared", "notes", "my note"])
+    assert get is not None and get.route.method.name == "GetSharedNote"
+    none, _ = router.match("POST", ["api", "v1", "agents", "a", "shared", "notes", ":retire"])
+    assert none is None

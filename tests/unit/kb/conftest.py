@@ -29,3 +29,19 @@ def conn(db_path: Path) -> Iterator[apsw.Connection]:
     connection = open_index(db_path, settings())
     yield connection
     connection.close()
+
+
+@pytest.fixture
+def vault_dir(tmp_path: Path) -> Path:
+    """A shared vault dir ``<root>/<project>`` (created by ``vconn``)."""
+    return tmp_path / "shared" / "kb" / "global"
+
+
+@pytest.fixture
+def vconn(vault_dir: Path) -> Iterator[apsw.Connection]:
+    """The open read-write index of ``vault_dir`` (layout created)."""
+    from services.kb.vault_index import open_vault_index
+
+    connection = open_vault_index(vault_dir)
+    yield connection
+    connection.close()

@@ -51,10 +51,10 @@ def test_search_says_stale_after_a_change_event(tmp_path: Path) -> None:
     note.write_text("# N\n\nquokka facts\n")
 
     async def scenario() -> tuple[bool, bool, bool]:
-        first, _ = await archives.search("a", "quokka", "memory", 5, False)
+        first, _ = await archives.search("a", "quokka", 5, False)
         archives.mark_dirty("a")
-        second, _ = await archives.search("a", "quokka", "memory", 5, False)
-        third, refreshed = await archives.search("a", "quokka", "memory", 5, True)
+        second, _ = await archives.search("a", "quokka", 5, False)
+        third, refreshed = await archives.search("a", "quokka", 5, True)
         return first.stale, second.stale, third.stale and refreshed
 
     try:
@@ -70,16 +70,15 @@ def test_disabled_archive_and_bad_corpus(tmp_path: Path) -> None:
         report = await archives.refresh("a")
         assert report.generation == 0
         with pytest.raises(FailedPrecondition, match="disabled"):
-            await archives.search("a", "x", "memory", 5, False)
+            await archives.search("a", "x", 5, False)
 
     try:
         asyncio.run(scenario())
     finally:
         archives.close()
     assert not (tmp_path / "agents" / "a" / "kb.sqlite").exists()
-    enabled = make(tmp_path / "other")
-    try:
-        with pytest.raises(InvalidArgument, match="corpus"):
-            asyncio.run(enabled.search("a", "x", "everything", 5, False))
-    finally:
-        enabled.close()
+    from services.kb.archives import check_corpus
+
+    assert check_corpus("") == "memory" and check_corpus("all") == "all"
+    with pytest.raises(InvalidArgument, match="corpus"):
+        check_corpus("everything")
