@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     compose.add_argument("agent", help="agent id")
     compose.add_argument("--home", help="gateway home")
 
-    mcp = sub.add_parser("mcp", help="serve memory_search and memory_get over stdio (MCP) for one agent")
+    mcp = sub.add_parser("mcp", help="serve the memory tools (memory_search, memory_get, memory_shared_*) over stdio (MCP) for one agent")
     mcp.add_argument("--agent", required=True, help="agent id the tools act for")
     mcp.add_argument("--home", help="gateway home")
 

@@ -1,7 +1,9 @@
-"""The MCP stdio server of SPEC.md's ``memory_search`` / ``memory_get`` tools.
+"""The MCP stdio server of SPEC.md's memory tools.
 
 A thin client of the KB service (DESIGN.md "Processes"): ``gateway mcp --agent
-ID`` serves the two read-only tools for one agent over stdio with the official
-``mcp`` SDK and forwards every call to ``gateway.v1.Knowledge`` over gRPC.
+ID`` serves, for one agent over stdio with the official ``mcp`` SDK, the
+read-only ``memory_search`` / ``memory_get`` tools and the shared-vault tools
+``memory_shared_create`` / ``_get`` / ``_update`` / ``_delete`` (SPEC.md
+"Shared KB"), forwarding every call to ``gateway.v1.Knowledge`` over gRPC.
 Nothing under ``services/`` imports this package.
 """

@@ -24,6 +24,8 @@ REFRESH_DEADLINE_S: Final = 60.0
 _PASS_THROUGH = {
     grpc.StatusCode.INVALID_ARGUMENT,
     grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.ABORTED,
     grpc.StatusCode.FAILED_PRECONDITION,
     grpc.StatusCode.OUT_OF_RANGE,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -65,7 +67,7 @@ def translate(err: grpc.aio.AioRpcError, address: str, deadline_s: float) -> Kno
 
 
 class KnowledgeClient:
-    """``Search`` and ``Get`` for one agent, with the internal token and a deadline on every call.
+    """``Search``, ``Get`` and the shared-note CRUD for one agent, with the internal token and a deadline on every call.
 
     Create it inside the running event loop (gRPC asyncio channels bind to it);
     ``close`` it when done.
@@ -105,6 +107,50 @@ class KnowledgeClient:
         request = kb_pb2.GetRequest(agent_id=self.agent_id, path=path, from_line=from_line, lines=lines)
         try:
             reply: kb_pb2.GetResponse = await self._stub.Get(request, timeout=self._deadline_s, metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            raise translate(err, self.address, self._deadline_s) from None
+        return reply
+
+    async def create_shared(self, name: str, content: str, confirm: bool) -> kb_pb2.CreateSharedNoteResponse:
+        """``Knowledge.CreateSharedNote`` for this agent. Raises KnowledgeError."""
+        request = kb_pb2.CreateSharedNoteRequest(agent_id=self.agent_id, name=name, content=content, confirm=confirm)
+        try:
+            reply: kb_pb2.CreateSharedNoteResponse = await self._stub.CreateSharedNote(
+                request, timeout=self._deadline_s, metadata=self._metadata
+            )
+        except grpc.aio.AioRpcError as err:
+            raise translate(err, self.address, self._deadline_s) from None
+        return reply
+
+    async def get_shared(self, name: str) -> kb_pb2.SharedNote:
+        """``Knowledge.GetSharedNote`` for this agent. Raises KnowledgeError."""
+        request = kb_pb2.GetSharedNoteRequest(agent_id=self.agent_id, name=name)
+        try:
+            reply: kb_pb2.SharedNote = await self._stub.GetSharedNote(
+                request, timeout=self._deadline_s, metadata=self._metadata
+            )
+        except grpc.aio.AioRpcError as err:
+            raise translate(err, self.address, self._deadline_s) from None
+        return reply
+
+    async def update_shared(self, name: str, content: str, confirm: bool) -> kb_pb2.UpdateSharedNoteResponse:
+        """``Knowledge.UpdateSharedNote`` for this agent. Raises KnowledgeError."""
+        request = kb_pb2.UpdateSharedNoteRequest(agent_id=self.agent_id, name=name, content=content, confirm=confirm)
+        try:
+            reply: kb_pb2.UpdateSharedNoteResponse = await self._stub.UpdateSharedNote(
+                request, timeout=self._deadline_s, metadata=self._metadata
+            )
+        except grpc.aio.AioRpcError as err:
+            raise translate(err, self.address, self._deadline_s) from None
+        return reply
+
+    async def delete_shared(self, name: str) -> kb_pb2.DeleteSharedNoteResponse:
+        """``Knowledge.DeleteSharedNote`` for this agent. Raises KnowledgeError."""
+        request = kb_pb2.DeleteSharedNoteRequest(agent_id=self.agent_id, name=name)
+        try:
+            reply: kb_pb2.DeleteSharedNoteResponse = await self._stub.DeleteSharedNote(
+                request, timeout=self._deadline_s, metadata=self._metadata
+            )
         except grpc.aio.AioRpcError as err:
             raise translate(err, self.address, self._deadline_s) from None
         return reply

@@ -2,7 +2,9 @@
 
 The text is what a model reads, so it is compact and says what to do next:
 one ``path:start-end (score, provenance, importance)`` line per hit, the
-snippet indented under it, and a line on index freshness.
+snippet indented under it, and a line on index freshness. Shared-note replies
+that wrote nothing (the near-duplicate nudge, the line-drop warning) say so in
+their first words and list the ways forward.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pydantic import BaseModel
 from gateway.v1 import kb_pb2
 
 SNIPPET_INDENT = "   "
+SHARED_NOTES_DIR = "notes/"
+SHARED_NOTE_SUFFIX = ".md"
 
 
 class SearchHitOut(BaseModel):
@@ -101,6 +105,16 @@ def search_text(out: SearchOut) -> str:
             lines.append("")
         if any(hit.corpus != "shared" for hit in out.hits):
             lines.append("Read a full passage with memory_get(path, from_line, lines) using a path and range above.")
+        shared = [hit for hit in out.hits if hit.corpus == "shared"]
+        if shared:
+            example = shared_note_name(shared[0].path)
+            how = (
+                f" ({shared[0].path} \u2192 {json.dumps(example, ensure_ascii=False)})" if example is not None else ""
+            )
+            lines.append(
+                "Read a shared note in full with memory_shared_get(name); its name is the hit path without "
+                f'"notes/" and ".md"{how}.'
+            )
     lines.append(_freshness(out))
     return "\n".join(lines)
 
@@ -130,3 +144,193 @@ def get_text(out: GetOut) -> str:
     elif out.to_line < out.total_lines:
         parts.append(f"[{out.total_lines - out.to_line} more lines; continue with from_line={out.to_line + 1}]")
     return "\n".join(parts)
+
+
+def shared_note_name(path: str) -> str | None:
+    """The shared note name a vault hit path holds (``notes/<name>.md`` -> ``<name>``), or None."""
+    if not path.startswith(SHARED_NOTES_DIR) or not path.endswith(SHARED_NOTE_SUFFIX):
+        return None
+    name = path[len(SHARED_NOTES_DIR) : -len(SHARED_NOTE_SUFFIX)]
+    return name if name and "/" not in name else None
+
+
+def shared_note_path(name: str) -> str:
+    """The vault-relative file of shared note ``name`` (what memory_search shows)."""
+    return f"{SHARED_NOTES_DIR}{name}{SHARED_NOTE_SUFFIX}"
+
+
+def _q(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+class RelatedNoteOut(BaseModel):
+    name: str
+    score: float
+    snippet: str
+
+
+class SharedCreateOut(BaseModel):
+    """Structured content of ``memory_shared_create``. ``created`` false: nothing was written, see ``related``."""
+
+    name: str
+    path: str
+    created: bool
+    related: list[RelatedNoteOut]
+    linked: list[str]
+    folded: bool
+    message: str
+
+
+class SharedNoteOut(BaseModel):
+    """Structured content of ``memory_shared_get``."""
+
+    name: str
+    path: str
+    content: str
+    size_bytes: int
+    lines: int
+    retired: bool
+
+
+class SharedUpdateOut(BaseModel):
+    """Structured content of ``memory_shared_update``. ``updated`` false: nothing was written, see ``warning``."""
+
+    name: str
+    path: str
+    updated: bool
+    dropped_lines: int
+    total_lines: int
+    warning: str
+    folded: bool
+    message: str
+
+
+class SharedDeleteOut(BaseModel):
+    """Structured content of ``memory_shared_delete``."""
+
+    name: str
+    path: str
+    deleted: bool
+
+
+def shared_create_out(requested: str, reply: kb_pb2.CreateSharedNoteResponse) -> SharedCreateOut:
+    name = reply.name or requested
+    return SharedCreateOut(
+        name=name,
+        path=shared_note_path(name),
+        created=reply.created,
+        related=[RelatedNoteOut(name=r.name, score=r.score, snippet=r.snippet) for r in reply.related],
+        linked=list(reply.linked),
+        folded=reply.folded,
+        message=reply.message,
+    )
+
+
+def shared_create_text(out: SharedCreateOut) -> str:
+    """The text block of a ``memory_shared_create`` result."""
+    if out.created:
+        text = f"Created shared note {_q(out.name)} ({out.path})."
+        if out.linked:
+            links = ", ".join(f"[[{name}]]" for name in out.linked)
+            text += f" Linked to related notes with a closing \"Related: {links}\" line."
+        if out.folded:
+            text += f" Its retired twin {_q('stale__' + out.name)} was folded back into it."
+        return text + ' Every agent of your project can now find it (memory_search with corpus="shared").'
+    count = len(out.related)
+    if not count:
+        return f"Nothing was written: shared note {_q(out.name)} was not created. {out.message}".rstrip()
+    lines = [
+        f"Nothing was written: shared note {_q(out.name)} was NOT created, because {count} similar "
+        f"note{'s' if count != 1 else ''} already exist{'s' if count == 1 else ''} in the shared vault:",
+        "",
+    ]
+    for number, note in enumerate(out.related, 1):
+        lines.append(f"{number}. {_q(note.name)} (similarity {note.score:.2f})")
+        lines.extend(SNIPPET_INDENT + line for line in (note.snippet.strip() or "(empty)").splitlines())
+        lines.append("")
+    lines += [
+        "Either:",
+        f"- update {'it' if count == 1 else 'one of them'}: read it with memory_shared_get(name), merge what you "
+        "meant to add into it, and save it with memory_shared_update(name, content); or",
+        f"- create {_q(out.name)} anyway: call memory_shared_create again with the same name and content "
+        f"and confirm=true; the new note will link {'it as a [[wikilink]]' if count == 1 else 'them as [[wikilinks]]'}.",
+    ]
+    return "\n".join(lines)
+
+
+def shared_note_out(reply: kb_pb2.SharedNote) -> SharedNoteOut:
+    return SharedNoteOut(
+        name=reply.name,
+        path=shared_note_path(reply.name),
+        content=reply.content,
+        size_bytes=reply.size_bytes,
+        lines=len(reply.content.splitlines()),
+        retired=reply.retired,
+    )
+
+
+def shared_note_text(out: SharedNoteOut) -> str:
+    """The text block of a ``memory_shared_get`` result: a header line, then the content verbatim."""
+    header = f"shared note {_q(out.name)} ({out.path}, {out.lines} lines, {out.size_bytes} bytes)"
+    if out.retired:
+        live = out.name.removeprefix("stale__")
+        header += f" [retired, read-only: create or update {_q(live)} to bring it back]"
+    if not out.content:
+        return header + " is empty"
+    return header + "\n" + out.content
+
+
+def shared_update_out(requested: str, reply: kb_pb2.UpdateSharedNoteResponse) -> SharedUpdateOut:
+    name = reply.name or requested
+    return SharedUpdateOut(
+        name=name,
+        path=shared_note_path(name),
+        updated=reply.updated,
+        dropped_lines=reply.dropped_lines,
+        total_lines=reply.total_lines,
+        warning=reply.warning,
+        folded=reply.folded,
+        message=reply.message,
+    )
+
+
+def shared_update_text(out: SharedUpdateOut) -> str:
+    """The text block of a ``memory_shared_update`` result."""
+    if out.updated:
+        text = f"Updated shared note {_q(out.name)} ({out.path}): its full content was replaced"
+        if out.dropped_lines:
+            text += f", dropping {out.dropped_lines} of its {out.total_lines} previous non-blank lines"
+        text += "."
+        if out.folded:
+            text += f" Its retired twin {_q('stale__' + out.name)} was folded back into it."
+        return text
+    first = f"Nothing was written: shared note {_q(out.name)} was NOT updated"
+    if out.total_lines:
+        first += (
+            f", because the new content would drop {out.dropped_lines} of the note's {out.total_lines} "
+            "non-blank lines (50% or more)."
+        )
+    else:
+        first += ". " + (out.warning or out.message)
+    return "\n".join(
+        [
+            first.rstrip(),
+            "memory_shared_update replaces the whole note. Either:",
+            f"- edit instead: read the current note with memory_shared_get({_q(out.name)}), change what you need "
+            "and send the full edited content; or",
+            "- if dropping those lines is intended, call memory_shared_update again with the same content "
+            "and confirm=true.",
+        ]
+    )
+
+
+def shared_delete_out(requested: str, reply: kb_pb2.DeleteSharedNoteResponse) -> SharedDeleteOut:
+    name = reply.name or requested
+    return SharedDeleteOut(name=name, path=shared_note_path(name), deleted=reply.deleted)
+
+
+def shared_delete_text(out: SharedDeleteOut) -> str:
+    """The text block of a ``memory_shared_delete`` result."""
+    if out.deleted:
+        return f"Deleted shared note {_q(out.name)} ({out.path}); it is gone for every agent of your project."
+    return f"Shared note {_q(out.name)} was not deleted."

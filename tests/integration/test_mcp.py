@@ -4,6 +4,9 @@ The KB side is ``FakeKnowledge``, a small ``gateway.v1.Knowledge`` servicer in
 this process on a free port (a test seam: it answers from fixed data and records
 the metadata it was sent), so these tests pin the MCP layer's contract: tool
 listing, rendering, error mapping, the internal token and the recorder opt-out.
+Its shared-note RPCs keep notes in a dict with canned behaviours: a name
+collision (ALREADY_EXISTS), similar notes for content mentioning "staging", the
+50% line-drop warning, and a disabled vault (FAILED_PRECONDITION).
 """
 
 from __future__ import annotations
@@ -42,6 +45,12 @@ HITS = [
         score=0.61, provenance="agent", importance=5, entry_hash="e2", corpus="memory",
     ),
 ]
+SHARED_HIT = kb_pb2.SearchHit(
+    path="notes/staging deploy checklist.md", start_line=1, end_line=3, snippet="1. freeze merges",
+    score=0.9, provenance="agent", importance=5, entry_hash="s1", corpus="shared",
+)
+CHECKLIST = "# Staging deploy checklist\n\n1. freeze merges\n2. run migrations\n3. flip blue-green\n4. smoke test\n"
+DISABLED = "shared KB disabled for agent 'alfred' (knowledge.shared.enabled is false)"
 
 
 class FakeKnowledge(kb_pb2_grpc.KnowledgeServicer):
@@ -50,6 +59,8 @@ class FakeKnowledge(kb_pb2_grpc.KnowledgeServicer):
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any, dict[str, str]]] = []
         self._lock = threading.Lock()
+        self.notes: dict[str, str] = {"staging deploy checklist": CHECKLIST}
+        self.shared_enabled = True
 
     def _record(self, method: str, request: Any, context: grpc.ServicerContext) -> None:
         metadata = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
@@ -59,6 +70,8 @@ class FakeKnowledge(kb_pb2_grpc.KnowledgeServicer):
     def Search(self, request: kb_pb2.SearchRequest, context: grpc.ServicerContext) -> kb_pb2.SearchResponse:  # noqa: N802
         self._record("Search", request, context)
         hits = [] if request.query == "nothing here" else HITS[: request.limit]
+        if request.corpus == "shared":
+            hits = [SHARED_HIT]
         return kb_pb2.SearchResponse(hits=hits, generation=7, stale=not request.refresh, refreshed=request.refresh)
 
     def Get(self, request: kb_pb2.GetRequest, context: grpc.ServicerContext) -> kb_pb2.GetResponse:  # noqa: N802
@@ -73,6 +86,77 @@ class FakeKnowledge(kb_pb2_grpc.KnowledgeServicer):
             path=request.path, text="\n".join(chosen), from_line=start, to_line=start + len(chosen) - 1,
             total_lines=len(DEPLOYS), truncated=False,
         )
+
+    def _shared(self, method: str, request: Any, context: grpc.ServicerContext) -> None:
+        self._record(method, request, context)
+        if not self.shared_enabled:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, DISABLED)
+        if "/" in request.name:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a shared note name must not contain '/' (no / \\ [ ] | # ^)")
+
+    def CreateSharedNote(  # noqa: N802
+        self, request: kb_pb2.CreateSharedNoteRequest, context: grpc.ServicerContext
+    ) -> kb_pb2.CreateSharedNoteResponse:
+        self._shared("CreateSharedNote", request, context)
+        if request.name in self.notes:
+            context.abort(
+                grpc.StatusCode.ALREADY_EXISTS,
+                f"a shared note named {request.name!r} already exists; use memory_shared_update to change it",
+            )
+        related = [
+            kb_pb2.RelatedNote(name=name, snippet=text.splitlines()[0], score=0.75)
+            for name, text in self.notes.items()
+            if "staging" in request.content.lower() and "staging" in text.lower()
+        ]
+        if related and not request.confirm:
+            return kb_pb2.CreateSharedNoteResponse(
+                name=request.name, created=False, related=related, message="nothing was written: similar notes exist"
+            )
+        linked = [r.name for r in related]
+        content = request.content + ("\n\nRelated: " + ", ".join(f"[[{n}]]" for n in linked) if linked else "")
+        self.notes[request.name] = content
+        return kb_pb2.CreateSharedNoteResponse(
+            name=request.name, created=True, related=related, linked=linked, message=f"created {request.name!r}"
+        )
+
+    def GetSharedNote(  # noqa: N802
+        self, request: kb_pb2.GetSharedNoteRequest, context: grpc.ServicerContext
+    ) -> kb_pb2.SharedNote:
+        self._shared("GetSharedNote", request, context)
+        if request.name not in self.notes:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no shared note named {request.name!r}")
+        content = self.notes[request.name]
+        return kb_pb2.SharedNote(name=request.name, content=content, size_bytes=len(content.encode()))
+
+    def UpdateSharedNote(  # noqa: N802
+        self, request: kb_pb2.UpdateSharedNoteRequest, context: grpc.ServicerContext
+    ) -> kb_pb2.UpdateSharedNoteResponse:
+        self._shared("UpdateSharedNote", request, context)
+        if request.name not in self.notes:
+            context.abort(
+                grpc.StatusCode.NOT_FOUND, f"no shared note named {request.name!r}; use memory_shared_create to create it"
+            )
+        kept = {line.strip() for line in request.content.splitlines()}
+        old = [line.strip() for line in self.notes[request.name].splitlines() if line.strip()]
+        dropped = sum(1 for line in old if line not in kept)
+        if old and 2 * dropped >= len(old) and not request.confirm:
+            warning = f"this update would drop {dropped} of the note's {len(old)} non-blank lines"
+            return kb_pb2.UpdateSharedNoteResponse(
+                name=request.name, updated=False, dropped_lines=dropped, total_lines=len(old), warning=warning,
+                message=warning,
+            )
+        self.notes[request.name] = request.content
+        return kb_pb2.UpdateSharedNoteResponse(
+            name=request.name, updated=True, dropped_lines=dropped, total_lines=len(old), message="updated"
+        )
+
+    def DeleteSharedNote(  # noqa: N802
+        self, request: kb_pb2.DeleteSharedNoteRequest, context: grpc.ServicerContext
+    ) -> kb_pb2.DeleteSharedNoteResponse:
+        self._shared("DeleteSharedNote", request, context)
+        if self.notes.pop(request.name, None) is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no shared note named {request.name!r}")
+        return kb_pb2.DeleteSharedNoteResponse(name=request.name, deleted=True)
 
     def metadata_of(self, method: str) -> list[dict[str, str]]:
         with self._lock:
@@ -120,11 +204,13 @@ def home(tmp_path: Path, kb: Kb) -> Path:
 
 
 @asynccontextmanager
-async def mcp_session(home: Path, env: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
-    """``gateway mcp --agent alfred`` as a subprocess, initialized; its stderr goes to <home>/mcp.log."""
+async def mcp_session(
+    home: Path, env: dict[str, str] | None = None, agent: str = "alfred"
+) -> AsyncIterator[ClientSession]:
+    """``gateway mcp --agent <agent>`` as a subprocess, initialized; its stderr goes to <home>/mcp.log."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "gateway.cli", "mcp", "--agent", "alfred", "--home", str(home)],
+        args=["-m", "gateway.cli", "mcp", "--agent", agent, "--home", str(home)],
         env=env or {},
         cwd=ROOT,
     )
@@ -139,11 +225,14 @@ def text_of(result: CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
+SHARED_TOOLS = ("memory_shared_create", "memory_shared_get", "memory_shared_update", "memory_shared_delete")
+
+
 @pytest.mark.anyio
-async def test_lists_both_tools_with_descriptions_a_model_can_use(home: Path) -> None:
+async def test_lists_all_six_tools_with_descriptions_a_model_can_use(home: Path) -> None:
     async with mcp_session(home) as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-    assert set(tools) == {"memory_search", "memory_get"}
+    assert set(tools) == {"memory_search", "memory_get", *SHARED_TOOLS}
     search = tools["memory_search"].description or ""
     for fact in ('"memory"', '"shared"', '"all"', "keywords", "AND/OR/NOT", "at most 20", "memory_get", "refresh"):
         assert fact in search, fact
@@ -154,7 +243,38 @@ async def test_lists_both_tools_with_descriptions_a_model_can_use(home: Path) ->
     assert corpus["enum"] == ["memory", "shared", "all"] and corpus["default"] == "memory"
     assert tools["memory_search"].input_schema["properties"]["limit"]["default"] == 6
     assert tools["memory_get"].input_schema["properties"]["lines"]["default"] == 200
-    assert all(t.annotations is not None and t.annotations.read_only_hint for t in tools.values())
+    assert "memory_shared_get" in search and "memory_shared_get" in get
+
+    create = tools["memory_shared_create"].description or ""
+    for fact in (
+        "memory_shared_update", "similar", "NOTHING", "confirm=true", "[[wikilinks]]", "no leading", "120",
+        "stale__", "100 KB", "any agent", "notes/<name>.md",
+    ):
+        assert fact in create, fact
+    shared_get = tools["memory_shared_get"].description or ""
+    for fact in ("full current content", "snippets", 'without "notes/"', '".md"', "memory_shared_update"):
+        assert fact in shared_get, fact
+    update = tools["memory_shared_update"].description or ""
+    for fact in ("FULL content", "memory_shared_get", "memory_shared_create", "50%", "NOTHING", "confirm=true"):
+        assert fact in update, fact
+    delete = tools["memory_shared_delete"].description or ""
+    for fact in ("every agent", "cannot be undone", "memory_shared_update"):
+        assert fact in delete, fact
+    for name in ("memory_shared_create", "memory_shared_update"):
+        schema = tools[name].input_schema
+        assert set(schema["required"]) == {"name", "content"}
+        assert schema["properties"]["confirm"]["default"] is False
+    assert tools["memory_shared_get"].input_schema["required"] == ["name"]
+    assert tools["memory_shared_delete"].input_schema["required"] == ["name"]
+
+    def hints(name: str) -> tuple[bool | None, bool | None]:
+        annotations = tools[name].annotations
+        assert annotations is not None
+        return annotations.read_only_hint, annotations.destructive_hint
+
+    assert all(hints(name)[0] for name in ("memory_search", "memory_get", "memory_shared_get"))
+    assert hints("memory_shared_create") == (False, False)
+    assert hints("memory_shared_update") == (False, True) and hints("memory_shared_delete") == (False, True)
 
 
 @pytest.mark.anyio
@@ -246,3 +366,130 @@ def test_missing_internal_token_exits_2_with_one_line(home: Path) -> None:
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and INTERNAL_TOKEN_FILE in lines[0]
+
+
+@pytest.mark.anyio
+async def test_shared_search_hits_say_how_to_read_the_note(home: Path) -> None:
+    async with mcp_session(home) as session:
+        result = await session.call_tool("memory_search", {"query": "staging", "corpus": "shared"})
+    text = text_of(result)
+    assert "notes/staging deploy checklist.md:1-3" in text
+    assert 'memory_shared_get(name)' in text and '"staging deploy checklist"' in text
+    assert "memory_get(path" not in text
+
+
+@pytest.mark.anyio
+async def test_memory_shared_create_creates_nudges_and_refuses_collisions(home: Path, kb: Kb) -> None:
+    async with mcp_session(home) as session:
+        plain = await session.call_tool("memory_shared_create", {"name": "oncall rota", "content": "Ada: week 1\n"})
+        taken = await session.call_tool(
+            "memory_shared_create", {"name": "staging deploy checklist", "content": "anything"}
+        )
+        nudged = await session.call_tool(
+            "memory_shared_create", {"name": "staging deploys", "content": "Staging deploys: freeze merges first."}
+        )
+        written_by_nudge = "staging deploys" in kb.fake.notes
+        forced = await session.call_tool(
+            "memory_shared_create",
+            {"name": "staging deploys", "content": "Staging deploys: freeze merges first.", "confirm": True},
+        )
+    assert not plain.is_error
+    assert text_of(plain).startswith('Created shared note "oncall rota" (notes/oncall rota.md).')
+    assert plain.structured_content is not None and plain.structured_content["created"] is True
+
+    assert taken.is_error
+    assert text_of(taken) == (
+        "a shared note named 'staging deploy checklist' already exists; use memory_shared_update to change it"
+    )
+
+    assert not nudged.is_error  # held back, not failed
+    text = text_of(nudged)
+    assert text.startswith('Nothing was written: shared note "staging deploys" was NOT created')
+    assert '1. "staging deploy checklist" (similarity 0.75)\n   # Staging deploy checklist' in text
+    assert "memory_shared_update(name, content)" in text and "confirm=true" in text and "[[wikilink]]" in text
+    assert nudged.structured_content is not None
+    assert nudged.structured_content["created"] is False
+    assert nudged.structured_content["related"] == [
+        {"name": "staging deploy checklist", "score": 0.75, "snippet": "# Staging deploy checklist"}
+    ]
+    assert not written_by_nudge
+
+    assert not forced.is_error
+    assert 'Created shared note "staging deploys"' in text_of(forced)
+    assert "[[staging deploy checklist]]" in text_of(forced)
+    assert forced.structured_content is not None and forced.structured_content["linked"] == ["staging deploy checklist"]
+
+    creates = [request for method, request, _ in kb.fake.calls if method == "CreateSharedNote"]
+    assert [(r.agent_id, r.name, r.confirm) for r in creates] == [
+        ("alfred", "oncall rota", False),
+        ("alfred", "staging deploy checklist", False),
+        ("alfred", "staging deploys", False),
+        ("alfred", "staging deploys", True),
+    ]
+    token = read_internal_token(home)
+    assert all(md[INTERNAL_TOKEN_HEADER] == token for md in kb.fake.metadata_of("CreateSharedNote"))
+
+
+@pytest.mark.anyio
+async def test_memory_shared_get_update_delete(home: Path, kb: Kb) -> None:
+    name = "staging deploy checklist"
+    edited = CHECKLIST + "5. announce in #deploys\n"
+    async with mcp_session(home) as session:
+        got = await session.call_tool("memory_shared_get", {"name": name})
+        updated = await session.call_tool("memory_shared_update", {"name": name, "content": edited})
+        warned = await session.call_tool("memory_shared_update", {"name": name, "content": "just one line\n"})
+        after_warning = kb.fake.notes[name]
+        confirmed = await session.call_tool(
+            "memory_shared_update", {"name": name, "content": "just one line\n", "confirm": True}
+        )
+        missing = await session.call_tool("memory_shared_update", {"name": "nope", "content": "x"})
+        deleted = await session.call_tool("memory_shared_delete", {"name": name})
+        gone = await session.call_tool("memory_shared_get", {"name": name})
+        bad = await session.call_tool("memory_shared_delete", {"name": "a/b"})
+
+    assert not got.is_error
+    header, _, body = text_of(got).partition("\n")
+    assert header == f'shared note "{name}" (notes/{name}.md, 6 lines, {len(CHECKLIST)} bytes)'
+    assert body == CHECKLIST
+    assert got.structured_content is not None
+    assert got.structured_content["content"] == CHECKLIST and got.structured_content["retired"] is False
+
+    assert not updated.is_error and text_of(updated).startswith(f'Updated shared note "{name}"')
+    assert updated.structured_content is not None and updated.structured_content["updated"] is True
+
+    assert not warned.is_error  # held back, not failed
+    text = text_of(warned)
+    assert text.startswith(f'Nothing was written: shared note "{name}" was NOT updated')
+    assert "drop 6 of the note's 6 non-blank lines (50% or more)" in text
+    assert f'memory_shared_get("{name}")' in text and "confirm=true" in text
+    assert warned.structured_content is not None
+    assert warned.structured_content["updated"] is False
+    assert (warned.structured_content["dropped_lines"], warned.structured_content["total_lines"]) == (6, 6)
+    assert warned.structured_content["warning"]
+    assert after_warning == edited
+
+    assert not confirmed.is_error and "dropping 6 of its 6 previous non-blank lines" in text_of(confirmed)
+    assert missing.is_error
+    assert text_of(missing) == "no shared note named 'nope'; use memory_shared_create to create it"
+    assert not deleted.is_error and text_of(deleted).startswith(f'Deleted shared note "{name}"')
+    assert deleted.structured_content == {"name": name, "path": f"notes/{name}.md", "deleted": True}
+    assert gone.is_error and text_of(gone) == f"no shared note named {name!r}"
+    assert bad.is_error and text_of(bad).startswith("a shared note name must not contain '/'")
+
+    updates = [request for method, request, _ in kb.fake.calls if method == "UpdateSharedNote"]
+    assert [(r.name, r.confirm) for r in updates][:3] == [(name, False), (name, False), (name, True)]
+    assert updates[0].content == edited
+
+
+@pytest.mark.anyio
+async def test_disabled_shared_vault_passes_the_kb_message_through(home: Path, kb: Kb) -> None:
+    kb.fake.shared_enabled = False
+    async with mcp_session(home) as session:
+        results = [
+            await session.call_tool("memory_shared_create", {"name": "n", "content": "c"}),
+            await session.call_tool("memory_shared_get", {"name": "n"}),
+            await session.call_tool("memory_shared_update", {"name": "n", "content": "c"}),
+            await session.call_tool("memory_shared_delete", {"name": "n"}),
+        ]
+    for result in results:
+        assert result.is_error and text_of(result) == DISABLED
