@@ -5,9 +5,14 @@
    removed) is split into letter/digit tokens, casefolded and lightly stemmed
    (a final ``s``, ``ed`` or ``ing`` is cut when at least 4 chars remain, so
    ``backups``/``backup`` and ``deployed``/``deploy`` meet). Stopwords
-   (``STOPWORDS``) and tokens under 3 chars (so numbers under 3 digits) are skipped. The first
-   ``SEED_TERM_BUDGET`` (12) distinct stems, in order of appearance, are the
-   seed: the note's leading topic words.
+   (``STOPWORDS``) and tokens under 3 chars (so numbers under 3 digits) are skipped.
+   The first ``LEADING_TERMS`` (40) distinct stems, in order of appearance, are
+   the note's leading words; of those, the seed is the ``SEED_TERM_BUDGET`` (12)
+   that are *rarest in the vault* (fewest chunks containing a word with that
+   prefix, from FTS5's own vocabulary), in order of appearance. Words found in
+   many notes ("build", "still", "question") say little about a topic: a seed
+   of rare words keeps an unrelated note from clearing the bar on common words
+   alone, and keeps the recall query cheap. An empty vault keeps the first 12.
 2. **Recall.** One OR-match FTS5 query of the seed stems as quoted prefix terms
    (``"backup"* OR "nightly"* …``) over the vault index, ranked by bm25; the
    first ``CANDIDATE_POOL`` (10) distinct notes it finds are candidates. Retired
@@ -40,6 +45,7 @@ from services.kb.search import make_snippet
 from services.kb.vault_names import NOTE_SUFFIX, NOTES_DIR, RETIRED_PREFIX, name_from_path
 
 SEED_TERM_BUDGET: Final = 12
+LEADING_TERMS: Final = 40
 SIMILARITY_THRESHOLD: Final = 0.4
 MIN_SHARED_TERMS: Final = 2
 CANDIDATE_POOL: Final = 10
@@ -112,6 +118,34 @@ def seed_terms(content: str, budget: int = SEED_TERM_BUDGET) -> list[str]:
     return list(seen)
 
 
+def _document_counts(conn: apsw.Connection, terms: list[str]) -> dict[str, int] | None:
+    """Chunks holding a word that starts with each term, from a per-connection fts5vocab table."""
+    try:
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_vocab_rows USING fts5vocab(main, kb_chunks_fts, row)")
+        counts = {}
+        for term in terms:
+            row = next(conn.execute("SELECT coalesce(sum(doc), 0) FROM temp.kb_vocab_rows WHERE term >= ? AND term < ?",
+                                    (term, term + "\U0010ffff")))
+            counts[term] = int(row[0])
+        return counts
+    except apsw.Error as exc:  # no index yet, or a read-only quirk: fall back to the leading terms
+        log.info("vault_similar_vocab_unavailable", error=str(exc))
+        return None
+
+
+def choose_seed(conn: apsw.Connection, content: str) -> list[str]:
+    """The rarest of the leading stems, in order of appearance (module docstring, step 1)."""
+    leading = seed_terms(content, LEADING_TERMS)
+    if len(leading) <= SEED_TERM_BUDGET:
+        return leading
+    counts = _document_counts(conn, leading)
+    if counts is None:
+        return leading[:SEED_TERM_BUDGET]
+    rank = {term: i for i, term in enumerate(leading)}
+    rarest = sorted(leading, key=lambda t: (counts[t], rank[t]))[:SEED_TERM_BUDGET]
+    return sorted(rarest, key=rank.__getitem__)
+
+
 def required_shared(seed_size: int) -> int:
     """How many seed stems a candidate must hold to be related."""
     if seed_size <= MIN_SHARED_TERMS:
@@ -156,7 +190,7 @@ def find_similar(
     names never to return. An unreadable candidate file is judged on the
     chunk that matched. Never raises for user content.
     """
-    seed = seed_terms(content)
+    seed = choose_seed(conn, content)
     if not seed:
         return []
     need = required_shared(len(seed))

@@ -343,3 +343,15 @@ def test_a_deleted_name_can_be_created_again(vconn: apsw.Connection, vault_dir: 
     delete(vconn, vault_dir, "frontend")
     assert create(vconn, vault_dir, "frontend", FRONTEND).created
     assert hit_names(vconn, "Cloudflare") == ["notes/frontend.md"]
+
+
+def test_common_words_alone_do_not_make_a_near_duplicate(vconn: apsw.Connection, vault_dir: Path) -> None:
+    """The seed prefers the vault's rare words: sharing only everyday words is not similarity."""
+    common = "build question partner still review update team weekly status report meeting plan"
+    for i in range(30):
+        vault.create(vconn, vault_dir, f"note {i}", f"# Note {i}\n- {common} topic{i}x unique{i}y\n", confirm=True)
+    fresh = f"# Espresso\n- {common}\n- espresso grinder calibration burr tamper crema portafilter ristretto\n"
+    result = vault.create(vconn, vault_dir, "espresso", fresh)
+    assert result.created and result.related == ()
+    again = vault.create(vconn, vault_dir, "espresso 2", fresh.replace("Espresso", "Coffee"))
+    assert not again.created and [r.name for r in again.related] == ["espresso"]
