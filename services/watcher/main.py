@@ -56,6 +56,17 @@ class LiveConfig:
         log.info("config_reloaded", agents=len(fresh.agents), changed=sorted(changed))
         return changed
 
+    def ensure_workspaces(self, agent_ids: set[str] | None = None) -> None:
+        """Create missing workspace folders of configured agents, so they are watched from the
+        start (a folder that appears later is only picked up at the next tick)."""
+        for agent in self.current.agents:
+            if agent_ids is not None and agent.id not in agent_ids:
+                continue
+            try:
+                agent.workspace.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                log.warning("workspace_unavailable", agent=agent.id, error=str(exc))
+
     def agents(self) -> dict[str, AgentConfig]:
         return {a.id: a for a in self.current.agents}
 
@@ -76,7 +87,9 @@ async def run(config: Config) -> None:
     kb = KbRefresher(config.grpc.address("kb"), read_internal_token(config.home))
 
     def on_config() -> None:
-        for agent_id in live.reload():
+        changed = live.reload()
+        live.ensure_workspaces(changed)
+        for agent_id in changed:
             recomposer.mark(agent_id)
 
     watch = WorkspaceWatch(
@@ -86,6 +99,8 @@ async def run(config: Config) -> None:
         on_config=on_config,
         on_root_change=recomposer.mark,
     )
+
+    live.ensure_workspaces()
 
     async def background(stop: asyncio.Event) -> None:
         for agent_id in live.agents():
