@@ -4,8 +4,12 @@ Refreshes run in worker threads (never on the event loop) and are serialized
 per agent; a refresh asked for while one runs is folded into exactly one
 follow-up run that starts after the request arrived, so a caller that waits
 always sees what was on disk when it asked. Searches use a separate
-read-only connection (WAL lets them run beside a refresh). Staleness is
-tracked from file events (``freshness.py``) so a search never walks the tree.
+read-only connection (WAL lets them run beside a refresh), memory-mapped
+(``search.tune_reader``), and run on the event loop: a search is a few
+milliseconds of SQLite, cheaper than a thread hand-off. Staleness is tracked
+from file events (``freshness.py``) so a search never walks the tree. Recall
+is recorded by one ``retrieval_log.Recorder`` (its own write connections,
+batched; a fold first flushes it, ``close`` writes what is queued).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import structlog
 from gateway.config import AgentConfig
 from gateway.errors import FailedPrecondition, InvalidArgument
 from services.kb import excerpt, indexer, retrieval_log, schema
-from services.kb.search import SearchResult, is_stale, search
+from services.kb.search import SearchResult, is_stale, search, tune_reader
 
 log = structlog.get_logger()
 
@@ -54,7 +58,7 @@ class Archives:
     def __init__(self, agents: Iterable[AgentConfig], *, workers: int = 2) -> None:
         self._states = {a.id: _State(a) for a in agents}
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kb")
-        self._recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-log")
+        self._recorder = retrieval_log.Recorder()
 
     @property
     def executor(self) -> ThreadPoolExecutor:
@@ -131,6 +135,7 @@ class Archives:
             if not state.agent.kb_path.exists():
                 return None
             state.reader = schema.open_reader(state.agent.kb_path)
+            tune_reader(state.reader)
         return state.reader
 
     async def search(self, agent_id: str, query: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:
@@ -157,13 +162,12 @@ class Archives:
         )
 
     def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
-        """Fire-and-forget append to kb_retrieval_log through its own write handle."""
+        """Fire-and-forget append to kb_retrieval_log through its own write handle (queued, written in batches)."""
         agent = self._state(agent_id).agent
         if not agent.knowledge.archive.enabled or not agent.dreaming.staleness.record_retrievals:
             return
-        hits = list(hits)
-        if hits and agent.kb_path.exists():
-            self._recorder.submit(retrieval_log.record_retrievals, agent.kb_path, hits, kind)
+        if agent.kb_path.exists():
+            self._recorder.submit(agent.kb_path, hits, kind)
 
     async def fold(self, agent_id: str) -> retrieval_log.FoldReport:
         state = self._state(agent_id)
@@ -172,6 +176,7 @@ class Archives:
             return retrieval_log.FoldReport(0, 0, 0)
 
         def run() -> retrieval_log.FoldReport:
+            self._recorder.flush(timeout=5.0)  # fold what was retrieved before this call
             if state.writer is None:
                 state.writer = schema.open_index(state.agent.kb_path, state.agent.knowledge.archive, create=True)
             return retrieval_log.fold_retrievals(state.writer)
@@ -198,7 +203,7 @@ class Archives:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
-        self._recorder.shutdown(wait=True)
+        self._recorder.close()
         for state in self._states.values():
             for conn in (state.writer, state.reader):
                 if conn is not None:

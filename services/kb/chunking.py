@@ -11,14 +11,15 @@ into chunk-sized segments that keep its line number (such a chunk has
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+from bisect import bisect_left, bisect_right
+from itertools import accumulate
+from operator import add
+from typing import Final, NamedTuple
 
 CHARS_PER_TOKEN: Final = 4
 
 
-@dataclass(frozen=True)
-class Chunk:
+class Chunk(NamedTuple):
     """A chunk: 1-based inclusive line range and its text."""
 
     start_line: int
@@ -45,6 +46,8 @@ def chunk_lines(lines: list[str], chunk_tokens: int, chunk_overlap: int) -> list
     """
     max_chars = max(1, chunk_tokens) * CHARS_PER_TOKEN
     overlap_chars = max(0, min(chunk_overlap, max(1, chunk_tokens) - 1)) * CHARS_PER_TOKEN
+    if lines and max(map(len, lines)) <= max_chars:
+        return _chunk_whole_lines(lines, max_chars, overlap_chars)
     pieces = _pieces(lines, max_chars)
     chunks: list[Chunk] = []
     start = 0
@@ -70,6 +73,26 @@ def chunk_lines(lines: list[str], chunk_tokens: int, chunk_overlap: int) -> list
         next_start = back + 1 if back < end else following
         start = max(next_start, start + 1)
     return chunks
+
+
+def _chunk_whole_lines(lines: list[str], max_chars: int, overlap_chars: int) -> list[Chunk]:
+    """``chunk_lines`` when no line needs splitting (the common case), by bisection.
+
+    With ``offsets[i]`` = the characters of lines ``0..i-1`` plus one newline each,
+    lines ``s..e`` take ``offsets[e + 1] - offsets[s] - 1`` characters: a chunk is
+    the longest run that fits in ``max_chars``, and the next one starts at the
+    first line of the longest tail (not its first line) that fits in ``overlap_chars``.
+    """
+    offsets = list(map(add, accumulate(map(len, lines), initial=0), range(len(lines) + 1)))
+    count = len(lines)
+    chunks: list[Chunk] = []
+    start = 0
+    while True:
+        end = bisect_right(offsets, offsets[start] + max_chars + 1, start + 1) - 2
+        chunks.append(Chunk(start + 1, end + 1, "\n".join(lines[start : end + 1])))
+        if end + 1 >= count:
+            return chunks
+        start = bisect_left(offsets, offsets[end + 1] - overlap_chars, start + 1, end + 1)
 
 
 def _make_chunk(pieces: list[tuple[int, str]]) -> Chunk:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 DEFAULT_IMPORTANCE: Final = 5
 MIN_IMPORTANCE: Final = 1
@@ -65,9 +65,10 @@ class Frontmatter:
     provenance: str | None
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One entry: 1-based inclusive line range, normalised text, hash and importance."""
+class Entry(NamedTuple):
+    """One entry: 1-based inclusive line range, normalised text, hash and importance.
+
+    (A NamedTuple: a full index builds about 40 of them per file.)"""
 
     start_line: int
     end_line: int
@@ -102,8 +103,10 @@ def parse_frontmatter(lines: list[str]) -> Frontmatter:
 
 def normalise(text: str) -> str:
     """``text`` without metadata markers, whitespace runs collapsed to one space."""
-    text = _MARKER_COMMENT.sub(" ", text)
-    text = _IMPORTANCE_BRACKET.sub(" ", text)
+    if "<!--" in text:
+        text = _MARKER_COMMENT.sub(" ", text)
+    if "[" in text:
+        text = _IMPORTANCE_BRACKET.sub(" ", text)
     return " ".join(text.split())
 
 
@@ -127,56 +130,85 @@ def parse_entries(lines: list[str], frontmatter: Frontmatter | None = None) -> l
     fm = frontmatter if frontmatter is not None else parse_frontmatter(lines)
     default = fm.importance if fm.importance is not None else DEFAULT_IMPORTANCE
     entries: list[Entry] = []
-    block: list[str] = []
+    append = entries.append
+    sha256 = hashlib.sha256
+    heading, thematic_break, list_item, fence_open = _HEADING.match, _BREAK.match, _LIST_ITEM.match, _FENCE.match
+    # The open block is always the contiguous run of lines block_start..number-1 (any
+    # line that is not part of it closes it first); 0 = no open block.
     block_start = 0
     block_importance: int | None = None
+    block_markup = False  # a line of the block may hold a marker: the block needs the full normalise
     pending: int | None = None
     fence: str | None = None
-
-    def close(end_line: int) -> None:
-        nonlocal block, block_importance
-        text = normalise("\n".join(block))
-        if text:
-            importance = block_importance if block_importance is not None else default
-            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-            entries.append(Entry(block_start, end_line, text, digest, importance))
-        block = []
-        block_importance = None
-
-    for index in range(fm.end_line, len(lines)):
-        line = lines[index]
-        number = index + 1
+    number = fm.end_line
+    # The hot loop of a full index (a million lines for 50 MB): each regex runs only when
+    # the line's first non-blank character could start what it matches.
+    for line in lines[fm.end_line :]:
+        number += 1
+        stripped = line.strip()
         if fence is not None:
-            block.append(line)
-            if line.strip().startswith(fence):
+            if stripped.startswith(fence):
                 fence = None
             continue
-        fence_match = _FENCE.match(line)
-        stripped = line.strip()
-        if not stripped or _HEADING.match(line) or _BREAK.match(line):
-            if block:
-                close(number - 1)
+        first = stripped[:1]
+        boundary = (
+            not first
+            or (first == "#" and heading(line) is not None)
+            or (first in "-*_" and stripped[-1] == first and thematic_break(line) is not None)
+        )
+        marker: int | None = None
+        markup = False
+        if not boundary and ("<!--" in line or "[" in line):
+            markup = True
+            marker = _marker_importance(line)
+            if not normalise(line):
+                boundary = True  # a marker-only line: it speaks for the next entry
+                if marker is not None:
+                    pending = marker
+        if block_start and (boundary or ((line[0] in "-*+" or line[0].isdecimal()) and list_item(line))):
+            # Close the open block (inlined: about 40 entries per file).
+            end = number - 1
+            if block_markup:
+                text = normalise("\n".join(lines[block_start - 1 : end]))
+            elif block_start == end:
+                text = " ".join(lines[end - 1].split())
+            else:
+                text = " ".join(" ".join(lines[block_start - 1 : end]).split())
+            if text:
+                importance = default if block_importance is None else block_importance
+                append(Entry(block_start, end, text, sha256(text.encode()).hexdigest(), importance))
+            block_start = 0
+        if boundary:
             continue
-        has_markup = "<!--" in line or "[" in line
-        marker = _marker_importance(line) if has_markup else None
-        if has_markup and not normalise(line):
-            # A marker-only line: it speaks for the next entry.
-            if block:
-                close(number - 1)
-            if marker is not None:
-                pending = marker
-            continue
-        if block and _LIST_ITEM.match(line):
-            close(number - 1)
-        if not block:
+        if not block_start:
             block_start = number
             block_importance = pending
+            block_markup = False
             pending = None
-        block.append(line)
+        if markup:
+            block_markup = True
         if marker is not None:
             block_importance = marker
-        if fence_match:
-            fence = fence_match.group(1)[0] * len(fence_match.group(1))
-    if block:
-        close(len(lines))
+        if first in "`~":
+            fence_match = fence_open(line)
+            if fence_match:
+                fence = fence_match.group(1)[0] * len(fence_match.group(1))
+                block_markup = True  # the fenced lines are not checked one by one
+    if block_start:
+        _close(entries, lines, block_start, len(lines), block_importance, default, block_markup)
     return entries
+
+
+def _close(
+    entries: list[Entry], lines: list[str], start: int, end: int, importance: int | None, default: int, markup: bool
+) -> None:
+    """Append the entry of lines ``start..end`` (1-based, inclusive) unless it is empty."""
+    if markup:
+        text = normalise("\n".join(lines[start - 1 : end]))
+    elif start == end:
+        text = " ".join(lines[start - 1].split())
+    else:
+        text = " ".join(" ".join(lines[start - 1 : end]).split())
+    if text:
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        entries.append(Entry(start, end, text, digest, default if importance is None else importance))

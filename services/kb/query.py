@@ -11,7 +11,25 @@ Rules:
   or digit (``*``, ``()``, an emoji) is dropped; a query with no term left
   returns no hit. At most 32 terms.
 - Terms combine as AND with OR fallback: ``search`` ranks the chunks that match
-  every term first, then those that match some, each group by bm25.
+  every term first, then those that match some, each group by bm25. The OR
+  fallback only runs when fewer chunks than asked for match every term, and two
+  kinds of term do not drive it (they still have to match for a chunk to count
+  as matching every term):
+
+  - a bare operator word, ``and``/``or``/``not``/``near`` in any case (a piece
+    that is only that word, not a prefix ``and*`` nor part of a phrase): users
+    type them as operators, and as words they match nearly every chunk, so
+    ``zebra AND yak`` falls back to chunks with zebra or yak, never to chunks
+    that merely contain "and" (``fallback_terms``). A query made only of
+    operator words keeps them all;
+  - a common term: one that matches more than ``search.COMMON_CHUNKS`` (2,000)
+    chunks is left out when the rarer terms alone match at least as many chunks
+    as asked for (so the fallback still fills the limit whenever the full OR
+    would have). Its chunks would rank low anyway (bm25's idf is small) and
+    scoring them is what made the OR fallback slow.
+
+  So a query never breaks and never loses its all-terms matches; only the
+  order and choice of partial matches after them can differ from a plain OR.
 - CJK, Thai (and Lao, Khmer, Myanmar, Hangul) have no spaces between words, and
   unicode61 makes a whole run of such characters one token, so a two-character
   word inside a longer run never matches. Such runs are cut out of the pieces
@@ -46,6 +64,7 @@ UNSEGMENTED: Final = re.compile(
     "\U00020000-\U0003134f"  # CJK extensions B–G
     "]+"
 )
+OPERATOR_WORDS: Final = frozenset({"and", "or", "not", "near"})
 _WORD = re.compile(r"[^\W_]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -93,6 +112,12 @@ def like_pattern(text: str) -> str:
     """A LIKE pattern (ESCAPE '\\') matching ``text`` anywhere."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
+
+
+def fallback_terms(terms: tuple[str, ...]) -> tuple[str, ...]:
+    """The terms that drive the OR fallback (rule in the module docstring): all but bare operator words."""
+    kept = tuple(term for term in terms if term[1:-1].casefold() not in OPERATOR_WORDS)
+    return kept or terms
 
 
 def build_plan(query: str, tokenizer: str) -> QueryPlan:

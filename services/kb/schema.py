@@ -13,6 +13,8 @@ Tables (SPEC.md "Knowledge archive" and "Archive staleness GC"):
   the entry hash of the entry that covers most of the chunk, ``has_cjk``.
 - ``kb_entries`` (child of a source): every entry's line range, hash, importance;
   it lets a refresh write lifecycle rows for skipped files without reading them.
+  Keyed by (source_id, start_line), WITHOUT ROWID: entries of one file never start
+  on the same line, and a full index appends them in key order.
 - ``kb_chunks_fts``: FTS5 over chunk text with the configured tokenizer;
   ``kb_chunks_cjk``: FTS5 with the trigram tokenizer over the chunks that hold
   CJK/Thai text (see ``query``). Both are external-content tables on kb_chunks.
@@ -37,7 +39,7 @@ import apsw
 from gateway.config import ArchiveSettings
 from gateway.errors import InvalidArgument, NotFound
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2  # 2: kb_entries keyed by (source_id, start_line), WITHOUT ROWID
 BUSY_TIMEOUT_MS: Final = 5000
 
 TOKENIZERS: Final = {
@@ -91,9 +93,9 @@ CREATE TABLE IF NOT EXISTS kb_entries(
     start_line INTEGER NOT NULL,
     end_line INTEGER NOT NULL,
     entry_hash TEXT NOT NULL,
-    importance INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS kb_entries_source ON kb_entries(source_id, start_line);
+    importance INTEGER NOT NULL,
+    PRIMARY KEY (source_id, start_line)
+) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS kb_chunks_cjk USING fts5(
     text, content='kb_chunks', content_rowid='id', tokenize='trigram');
 CREATE TABLE IF NOT EXISTS kb_retrieval_log(

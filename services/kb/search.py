@@ -1,8 +1,8 @@
 """Search the archive: ranked, snippeted hits that never break on user input.
 
 ``query.build_plan`` turns the user string into quoted terms. Candidates come
-from ``kb_chunks_fts`` (OR of the terms, and AND when there are several),
-``kb_chunks_cjk`` (CJK/Thai runs) and LIKE scans (short runs), each capped at
+from ``kb_chunks_fts`` and ``kb_chunks_cjk`` (CJK/Thai runs), each the best
+``POOL`` rows of one MATCH by bm25, and from LIKE scans (short runs), capped at
 ``POOL`` rows. Scoring (higher is better, in ``[0, 2)``):
 
 - ``x`` = the sum over the tables that matched of ``-bm25`` (FTS5's bm25 is
@@ -12,12 +12,27 @@ from ``kb_chunks_fts`` (OR of the terms, and AND when there are several),
 - ``score`` = ``relevance + 1`` when the chunk matched every term, else
   ``relevance``: "AND with OR fallback" as one ordering.
 
+Evaluation is AND first: the AND of each table's terms (and every substring
+scan) is run, and only when fewer than ``limit`` chunks matched every term are
+the OR pools computed and the partial matches ranked after them. A chunk that
+matched every term outranks any partial match, so when ``limit`` chunks match
+every term the OR pools could not change the answer; skipping them is what
+keeps a multi-word search about as cheap as one AND query (the OR of common
+words matches most of the archive, and bm25 is computed for every match).
+The OR fallback follows ``query``'s rules: operator words (``and``, ``or``,
+``not``, ``near``) and terms in more than ``COMMON_CHUNKS`` chunks do not drive
+it (``_or_terms``). With one FTS table and no substring (most queries) the AND
+pool is ranked and joined to its chunks by one SQL statement (``_ranked_sql``).
+A search reads in one transaction, so the generation it reports and the rows
+it read belong to the same snapshot.
+
 Scores are bounded and dimension-free, so a caller merging two indexes (the
 agent archive and the shared vault) can sort their hits together.
 
 Each hit names the entry it most likely answers: among the entries the chunk
 touches, the one whose lines contain the most query words (the chunk's dominant
-entry on a tie). Every SearchResult carries the generation that answered and
+entry on a tie, or when no entry holds a query word). Text, entries and
+snippets are read for the final hits only. Every SearchResult carries the generation that answered and
 ``stale``: whether any source changed since the last refresh (``is_stale``).
 
 ``exclude_paths`` drops every chunk of the named sources *before* the limit is
@@ -27,7 +42,8 @@ and ``profile`` says which files count as sources for the staleness check.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import heapq
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -35,14 +51,16 @@ from typing import Final
 import apsw
 import structlog
 
-from services.kb.query import QueryPlan, build_plan, like_pattern
-from services.kb.schema import generation, get_meta
+from services.kb.query import QueryPlan, build_plan, fallback_terms, like_pattern
 from services.kb.sources import ARCHIVE_PROFILE, SourceProfile, stat_source
 
 DEFAULT_LIMIT: Final = 6
 MAX_LIMIT: Final = 20
 POOL: Final = 200
+COMMON_CHUNKS: Final = 2000  # a term in more chunks does not drive the OR fallback (see query)
 SNIPPET_CHARS: Final = 200
+READER_MMAP_BYTES: Final = 1 << 30  # a ceiling: SQLite maps at most the file's size
+READER_CACHE_KIB: Final = 32 * 1024
 
 log = structlog.get_logger()
 
@@ -77,6 +95,19 @@ def clamp_limit(limit: int | None) -> int:
     return min(limit, MAX_LIMIT)
 
 
+def tune_reader(conn: apsw.Connection) -> None:
+    """Read-path settings for a long-lived search connection: memory-mapped I/O and a larger page cache.
+
+    A search touches hundreds of random pages (FTS doclists and docsizes, chunk
+    rows); through ``mmap`` each costs a memory access instead of a ``pread``
+    into a 2 MB default cache, and the mapping survives another connection's
+    commit where the page cache does not. (Measured on the 50 MB benchmark
+    corpus: the 200-row importance join went from ~1 ms to ~0.1 ms.)
+    """
+    conn.execute(f"PRAGMA mmap_size={READER_MMAP_BYTES}").fetchall()
+    conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB}")
+
+
 def search(
     conn: apsw.Connection,
     workspace: Path,
@@ -95,72 +126,167 @@ def search(
     Never raises for user input.
     """
     wanted = clamp_limit(limit)
-    conn.execute("BEGIN")
+    conn.execute("BEGIN")  # one snapshot: the generation and every row read below agree
     try:
-        gen = generation(conn)
-        plan = build_plan(query, get_meta(conn, "tokenizer") or "unicode61")
-        hits = [] if plan.empty else _run(conn, plan, wanted, frozenset(exclude_paths))
+        meta = {str(k): str(v) for k, v in conn.execute(_META_SQL)}
+        gen = int(meta.get("generation", 0))
+        plan = build_plan(query, meta.get("tokenizer") or "unicode61")
+        hits = [] if plan.empty else _run(conn, plan, wanted, exclude_paths)
     finally:
         conn.execute("COMMIT")
     stale = is_stale(conn, workspace, profile) if check_stale else False
     return SearchResult(hits, gen, stale)
 
 
-def _match(conn: apsw.Connection, table: str, expression: str) -> dict[int, float]:
-    sql = f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT {POOL}"
+_META_SQL: Final = "SELECT key, value FROM kb_meta WHERE key IN ('generation', 'tokenizer')"
+
+_Cand = tuple[int, float, int, int]
+"""A chunk as one table (or substring scan) found it: (id, its score ``x`` there, importance, source id)."""
+
+
+def _pool_sql(table: str) -> str:
+    """The best ``POOL`` chunks of one MATCH by bm25, as (id, x = -bm25 clamped at 0).
+
+    ``ORDER BY`` the bm25 column (ties by rowid) rather than FTS5's ``rank``: the
+    same order, but ``ORDER BY rank`` with a bm25 or rank column measured ~1.4x
+    slower on the benchmark corpus (FTS5's rank sorter evaluates the expression
+    again; SQLite's own top-N sorter computes bm25 once per row).
+    """
+    return (
+        f"SELECT id, max(0.0, -b) AS x FROM (SELECT rowid AS id, bm25({table}) AS b FROM {table} "
+        f"WHERE {table} MATCH ? ORDER BY b, rowid LIMIT {POOL})"
+    )
+
+
+def _match(conn: apsw.Connection, table: str, expression: str) -> dict[int, _Cand]:
+    """One MATCH's pool with each chunk's importance and source."""
+    sql = f"SELECT m.id, m.x, c.importance, c.source_id FROM ({_pool_sql(table)}) m JOIN kb_chunks c ON c.id = m.id"
     try:
-        return {int(row[0]): max(0.0, float(row[1])) for row in conn.execute(sql, (expression,))}
+        return {row[0]: row for row in conn.execute(sql, (expression,))}
     except apsw.SQLError as exc:  # defensive: build_plan quotes everything
         log.warning("kb_match_failed", table=table, error=str(exc))
         return {}
 
 
-def _like(conn: apsw.Connection, text: str, cjk_only: bool) -> set[int]:
-    sql = "SELECT id FROM kb_chunks WHERE text LIKE ? ESCAPE '\\'"
+def _like(conn: apsw.Connection, text: str, cjk_only: bool) -> dict[int, _Cand]:
+    sql = "SELECT id, 1.0, importance, source_id FROM kb_chunks WHERE text LIKE ? ESCAPE '\\'"
     if cjk_only:
         sql += " AND has_cjk = 1"
-    return {int(row[0]) for row in conn.execute(f"{sql} LIMIT {POOL}", (like_pattern(text),))}
+    return {row[0]: row for row in conn.execute(f"{sql} LIMIT {POOL}", (like_pattern(text),))}
 
 
-def _group(conn: apsw.Connection, table: str, terms: tuple[str, ...]) -> tuple[dict[int, float], set[int]]:
-    """OR-scores and the ids matching every term, for one FTS table."""
-    scores = _match(conn, table, " OR ".join(terms))
-    if len(terms) == 1:
-        return scores, set(scores)
-    every = _match(conn, table, " AND ".join(terms))
-    for rowid, value in every.items():
-        scores.setdefault(rowid, value)
-    return scores, set(every)
+_DETAIL_COLUMNS: Final = (
+    "s.path, c.start_line, c.end_line, c.provenance, c.importance, c.entry_hash, c.text, c.source_id "
+    "FROM kb_chunks c JOIN kb_sources s ON s.id = c.source_id"
+)
 
 
-def _run(conn: apsw.Connection, plan: QueryPlan, limit: int, exclude: frozenset[str]) -> list[SearchHit]:
-    raw: dict[int, float] = {}
-    required: list[set[int]] = []
-    for table, terms in (("kb_chunks_fts", plan.fts_terms), ("kb_chunks_cjk", plan.trigram_terms)):
-        if not terms:
-            continue
-        scores, every = _group(conn, table, terms)
-        for rowid, value in scores.items():
-            raw[rowid] = raw.get(rowid, 0.0) + value
-        required.append(every)
-    for term in plan.substrings:
-        found = _like(conn, term.text, term.cjk_only)
-        for rowid in found:
-            raw[rowid] = raw.get(rowid, 0.0) + 1.0
-        required.append(found)
-    if not raw:
-        return []
-    rows = _chunk_rows(conn, list(raw))
+def _ranked_sql(table: str, excluded: int) -> str:
+    """One FTS table's AND pool ranked entirely in SQLite: the top ``?`` chunks with everything a hit shows.
+
+    Columns: id, x, relevance, then ``_Row``'s. ``x / (1 + x) * (0.8 + 0.02 *
+    importance)`` is the relevance of the module docstring evaluated in the same
+    order as ``_top`` does in Python (IEEE doubles both), and rows are ordered by
+    ``relevance + 1`` then id as ``_top`` orders them, so both paths score and
+    order identically.
+    """
+    where = f" WHERE k.source_id NOT IN ({','.join('?' * excluded)})" if excluded else ""
+    return (
+        "SELECT r.id, r.x, r.rel, " + _DETAIL_COLUMNS + " JOIN "
+        "(SELECT m.id AS id, m.x AS x, m.x / (1.0 + m.x) * (0.8 + 0.02 * k.importance) AS rel "
+        f"FROM ({_pool_sql(table)}) m JOIN kb_chunks k ON k.id = m.id{where} ORDER BY rel + 1.0 DESC, m.id LIMIT ?) r "
+        "ON c.id = r.id ORDER BY r.rel + 1.0 DESC, r.id"
+    )
+
+
+def _run(conn: apsw.Connection, plan: QueryPlan, limit: int, exclude_paths: Collection[str]) -> list[SearchHit]:
+    """AND first; the OR fallback only when fewer than ``limit`` chunks match every term.
+
+    Every group (an FTS table's terms, or one substring) adds its score to the
+    chunks it found; a chunk matched every term when every group's AND pool holds
+    it. Such chunks score ``relevance + 1`` and so outrank every partial match:
+    when there are ``limit`` of them the OR pools cannot change the top ``limit``
+    and are never computed. The common case, one FTS table and nothing else, is
+    ranked by a single statement (``_ranked_sql``).
+    """
+    excluded = _source_ids(conn, exclude_paths) if exclude_paths else ()
+    tables = [(t, terms) for t, terms in (("kb_chunks_fts", plan.fts_terms), ("kb_chunks_cjk", plan.trigram_terms)) if terms]
+    pools: list[dict[int, _Cand]] | None = None
+    if len(tables) == 1 and not plan.substrings:
+        table, terms = tables[0]
+        try:
+            rows = list(conn.execute(_ranked_sql(table, len(excluded)), (" AND ".join(terms), *excluded, limit)))
+        except apsw.SQLError as exc:  # defensive: build_plan quotes everything
+            log.warning("kb_match_failed", table=table, error=str(exc))
+            rows = []
+        if len(rows) >= limit or len(terms) == 1:
+            return _hits(conn, plan, [(row[2] + 1.0, row[0]) for row in rows], {row[0]: _Row(*row[3:]) for row in rows})
+        if not excluded:  # fewer than limit rows: that was the whole AND pool
+            pools = [{row[0]: (row[0], row[1], row[7], row[10]) for row in rows}]
+    if pools is None:
+        pools = [_match(conn, table, " AND ".join(terms)) for table, terms in tables]
+        pools += [_like(conn, term.text, term.cjk_only) for term in plan.substrings]
+        smallest = min(pools, key=len)
+        every = [rowid for rowid in smallest if all(rowid in pool for pool in pools)]
+        if sum(1 for rowid in every if smallest[rowid][3] not in excluded) >= limit:
+            return _top(conn, plan, limit, every, pools, pools, excluded)
+    # OR fallback: each multi-term table's OR pool; a chunk in its AND pool keeps the AND score.
+    scored: list[dict[int, _Cand]] = []
+    for (table, terms), pool in zip(tables, pools, strict=False):
+        if len(terms) > 1:
+            pool = {**_match(conn, table, " OR ".join(_or_terms(conn, table, terms, limit))), **pool}
+        scored.append(pool)
+    scored += pools[len(tables) :]
+    union: dict[int, None] = {}
+    for pool in scored:
+        union.update(dict.fromkeys(pool))
+    return _top(conn, plan, limit, union, scored, pools, excluded)
+
+
+def _or_terms(conn: apsw.Connection, table: str, terms: tuple[str, ...], limit: int) -> tuple[str, ...]:
+    """The terms that drive one table's OR fallback (rules in ``query``): no operator words and,
+    when the rarer terms alone match at least ``limit`` chunks, none matching over ``COMMON_CHUNKS``."""
+    kept = fallback_terms(terms)
+    if len(kept) < 2:
+        return kept
+    sql = f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT {COMMON_CHUNKS + 1})"
+    counts = {term: int(next(iter(conn.execute(sql, (term,))))[0]) for term in kept}
+    rare = tuple(term for term in kept if counts[term] <= COMMON_CHUNKS)
+    return rare if rare and max(counts[term] for term in rare) >= limit else kept
+
+
+def _top(
+    conn: apsw.Connection,
+    plan: QueryPlan,
+    limit: int,
+    ids: Iterable[int],
+    scored: list[dict[int, _Cand]],
+    required: list[dict[int, _Cand]],
+    excluded: Collection[int],
+) -> list[SearchHit]:
+    """Rank ``ids`` by the module docstring's score (``x`` summed over ``scored``) and make hits of the best."""
     ranked: list[tuple[float, int]] = []
-    for rowid, x in raw.items():
-        if rowid not in rows or rows[rowid].path in exclude:
+    for rowid in ids:
+        x = 0.0
+        importance = source_id = -1
+        for pool in scored:
+            found = pool.get(rowid)
+            if found is not None:
+                x += found[1]
+                importance, source_id = found[2], found[3]
+        if source_id in excluded:
             continue
-        importance = rows[rowid].importance
         relevance = x / (1.0 + x) * (0.8 + 0.02 * importance)
-        matched_all = all(rowid in ids for ids in required)
+        matched_all = all(rowid in pool for pool in required)
         ranked.append((relevance + (1.0 if matched_all else 0.0), rowid))
-    ranked.sort(key=lambda item: (-item[0], item[1]))
-    return [_hit(conn, rows[rowid], score, plan) for score, rowid in ranked[:limit]]
+    best = heapq.nsmallest(limit, ranked, key=lambda item: (-item[0], item[1]))
+    return _hits(conn, plan, best, _chunk_rows(conn, [rowid for _, rowid in best]) if best else {})
+
+
+def _source_ids(conn: apsw.Connection, paths: Collection[str]) -> tuple[int, ...]:
+    paths = list(paths)
+    marks = ",".join("?" * len(paths))
+    return tuple(int(r[0]) for r in conn.execute(f"SELECT id FROM kb_sources WHERE path IN ({marks})", paths))
 
 
 @dataclass(frozen=True)
@@ -176,42 +302,67 @@ class _Row:
 
 
 def _chunk_rows(conn: apsw.Connection, ids: list[int]) -> dict[int, _Row]:
+    """Everything a hit shows, for the final few chunks only (text is the costly column)."""
     marks = ",".join("?" * len(ids))
+    return {int(row[0]): _Row(*row[1:]) for row in conn.execute(f"SELECT c.id, {_DETAIL_COLUMNS} WHERE c.id IN ({marks})", ids)}
+
+
+def _hits(conn: apsw.Connection, plan: QueryPlan, ranked: list[tuple[float, int]], rows: dict[int, _Row]) -> list[SearchHit]:
+    """``ranked`` (score, chunk id), best first, as hits; ``rows`` holds each chunk's details."""
+    shown = [(score, rows[rowid]) for score, rowid in ranked if rowid in rows]
+    if not shown:
+        return []
+    entries = _entries(conn, [row for _, row in shown])
+    return [
+        SearchHit(
+            path=row.path,
+            start_line=row.start_line,
+            end_line=row.end_line,
+            snippet=make_snippet(row.text, plan.words),
+            score=round(score, 6),
+            provenance=row.provenance,
+            importance=row.importance,
+            entry_hash=_best_entry(row, entries[n], plan.words),
+        )
+        for n, (score, row) in enumerate(shown)
+    ]
+
+
+_Entry = tuple[int, int, str]  # start_line, end_line, entry_hash
+
+
+def _entries(conn: apsw.Connection, rows: list[_Row]) -> list[list[_Entry]]:
+    """For each row, the entries of its source that overlap its lines, by start line: one statement for all."""
+    values = ",".join("(?, ?, ?, ?)" for _ in rows)
     sql = (
-        "SELECT c.id, s.path, c.start_line, c.end_line, c.provenance, c.importance, c.entry_hash, "
-        f"c.text, c.source_id FROM kb_chunks c JOIN kb_sources s ON s.id = c.source_id WHERE c.id IN ({marks})"
+        f"WITH q(n, source_id, start_line, end_line) AS (VALUES {values}) "
+        "SELECT q.n, e.start_line, e.end_line, e.entry_hash FROM q JOIN kb_entries e "
+        "ON e.source_id = q.source_id AND e.start_line <= q.end_line AND e.end_line >= q.start_line"
     )
-    return {int(row[0]): _Row(*row[1:]) for row in conn.execute(sql, ids)}
+    params = [value for n, row in enumerate(rows) for value in (n, row.source_id, row.start_line, row.end_line)]
+    out: list[list[_Entry]] = [[] for _ in rows]
+    for n, start, end, digest in conn.execute(sql, params):
+        out[n].append((start, end, digest))
+    for found in out:
+        found.sort()
+    return out
 
 
-def _hit(conn: apsw.Connection, row: _Row, score: float, plan: QueryPlan) -> SearchHit:
-    return SearchHit(
-        path=row.path,
-        start_line=row.start_line,
-        end_line=row.end_line,
-        snippet=make_snippet(row.text, plan.words),
-        score=round(score, 6),
-        provenance=row.provenance,
-        importance=row.importance,
-        entry_hash=_best_entry(conn, row, plan.words),
-    )
-
-
-def _best_entry(conn: apsw.Connection, row: _Row, words: tuple[str, ...]) -> str | None:
-    start, end, text, fallback = row.start_line, row.end_line, row.text, row.entry_hash
-    entries = conn.execute(
-        "SELECT start_line, end_line, entry_hash FROM kb_entries "
-        "WHERE source_id = ? AND start_line <= ? AND end_line >= ? ORDER BY start_line",
-        (row.source_id, end, start),
-    ).fetchall()
-    lines = text.split("\n")
-    if len(entries) <= 1 or len(lines) != end - start + 1:
-        return str(entries[0][2]) if len(entries) == 1 else fallback
+def _best_entry(row: _Row, entries: list[_Entry], words: tuple[str, ...]) -> str | None:
+    """The entry the hit most likely answers (module docstring): of the entries overlapping the chunk,
+    the one whose lines hold the most query words; the chunk's dominant entry on a tie or when none does."""
+    start, end, fallback = row.start_line, row.end_line, row.entry_hash
+    if len(entries) <= 1:
+        return entries[0][2] if entries else fallback
+    folded = row.text.casefold()
+    present = [word for word in words if word in folded]
+    lines = folded.split("\n")  # casefold never adds or removes a newline
+    if not present or len(lines) != end - start + 1:
+        return fallback
     best: tuple[int, str | None] = (0, fallback)
-    for entry_row in entries:
-        entry_start, entry_end, digest = int(str(entry_row[0])), int(str(entry_row[1])), str(entry_row[2])
-        body = "\n".join(lines[max(entry_start, start) - start : min(entry_end, end) - start + 1]).casefold()
-        hits = sum(1 for word in words if word in body)
+    for entry_start, entry_end, digest in entries:
+        body = "\n".join(lines[max(entry_start, start) - start : min(entry_end, end) - start + 1])
+        hits = sum(1 for word in present if word in body)
         if hits > best[0] or (hits == best[0] and hits > 0 and digest == fallback):
             best = (hits, digest)
     return best[1]

@@ -105,29 +105,35 @@ def scan_sources(workspace: Path) -> Scan:
             scan.errors.append(f"{rel_dir}: cannot list ({type(exc).__name__})")
             continue
         for entry in entries:
-            if entry.name.startswith("."):
+            # The hot loop of a no-change refresh (one stat per file, no other call
+            # unless the entry is a directory or a symlink).
+            name = entry.name
+            if name[0] == ".":
                 continue
-            rel = f"{rel_dir}/{entry.name}"
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                stack.append(f"{rel_dir}/{name}")
+                continue
+            if not name.endswith(".md"):
+                continue
+            rel = f"{rel_dir}/{name}"
+            try:
                 is_link = entry.is_symlink()
             except OSError:
-                is_dir = is_link = False
-            if is_dir:
-                stack.append(rel)
-            elif not entry.name.endswith(".md"):
-                continue
-            elif is_link:
+                is_link = False
+            if is_link:
                 add_entry(scan, rel, entry, root_real)
-            else:
-                # Hot path (one stat per file): no extra calls.
-                try:
-                    st = entry.stat()
-                except OSError:
-                    files[rel] = None
-                    continue
-                if stat.S_ISREG(st.st_mode):
-                    files[rel] = FileStat(st.st_size, st.st_mtime_ns)
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                files[rel] = None
+                continue
+            if stat.S_ISREG(st.st_mode):
+                files[rel] = FileStat(st.st_size, st.st_mtime_ns)
     return scan
 
 

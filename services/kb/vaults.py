@@ -26,7 +26,7 @@ import structlog
 from gateway.config import AgentConfig, SharedSettings
 from gateway.errors import FailedPrecondition
 from services.kb import schema, vault, vault_index, vault_retire
-from services.kb.search import SearchResult
+from services.kb.search import SearchResult, tune_reader
 
 log = structlog.get_logger()
 
@@ -151,6 +151,7 @@ class Vaults:
             refreshed = True
         if v.reader is None:
             v.reader = schema.open_reader(v.directory / vault_index.INDEX_FILE)
+            tune_reader(v.reader)
         result = vault_index.search_vault(v.reader, query, limit)
         return replace(result, stale=v.dirty), refreshed
 

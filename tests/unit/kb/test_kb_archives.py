@@ -82,3 +82,32 @@ def test_disabled_archive_and_bad_corpus(tmp_path: Path) -> None:
     assert check_corpus("") == "memory" and check_corpus("all") == "all"
     with pytest.raises(InvalidArgument, match="corpus"):
         check_corpus("everything")
+
+
+def test_recorded_retrievals_are_folded_and_flushed_on_close(tmp_path: Path) -> None:
+    import apsw
+
+    archives = make(tmp_path)
+    note = tmp_path / "agents" / "a" / "workspace" / "memory" / "n.md"
+    note.write_text("# N\n\n- quokka facts\n")
+    db = tmp_path / "agents" / "a" / "kb.sqlite"
+
+    async def scenario() -> tuple[int, int]:
+        for _ in range(3):
+            result, _ = await archives.search("a", "quokka", 5, False)
+            archives.record("a", result.hits, "search")  # queued, not written yet
+        folded = await archives.fold("a")  # a fold first writes what was recorded before it
+        result, _ = await archives.search("a", "quokka", 5, False)
+        archives.record("a", result.hits, "search")
+        return folded.folded, len(result.hits)
+
+    try:
+        folded, hits = asyncio.run(scenario())
+    finally:
+        archives.close()  # writes the last search's row
+    assert (folded, hits) == (3, 1)
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        assert conn.execute("SELECT count(*) FROM kb_retrieval_log").fetchall() == [(4,)]
+    finally:
+        conn.close()

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import apsw
+import pytest
 from kb_helpers import settings, write
 
+from services.kb import retrieval_log
 from services.kb.excerpt import EntryRef
 from services.kb.indexer import refresh
-from services.kb.retrieval_log import fold_retrievals, record_retrievals
+from services.kb.retrieval_log import Recorder, fold_retrievals, record_retrievals
 from services.kb.search import search
 
 
@@ -78,3 +81,107 @@ def test_record_gives_up_on_a_locked_database(conn: apsw.Connection, db_path: Pa
     finally:
         conn.execute("ROLLBACK")
     assert log_rows(conn) == []
+
+
+# --- the batching recorder -------------------------------------------------------------
+
+
+def refs(n: int, prefix: str = "h") -> list[EntryRef]:
+    return [EntryRef(f"memory/{prefix}{i}.md", f"{prefix}{i}", 1, 1) for i in range(n)]
+
+
+def test_recorder_batches_many_searches_into_one_transaction(
+    conn: apsw.Connection, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[int] = []
+    real = retrieval_log._append
+
+    def counting(c: apsw.Connection, rows: list) -> None:  # type: ignore[type-arg]
+        writes.append(len(rows))
+        real(c, rows)
+
+    monkeypatch.setattr(retrieval_log, "_append", counting)
+    recorder = Recorder(linger_s=5, clock=lambda: 7.0)
+    try:
+        for n in range(50):
+            assert recorder.submit(db_path, refs(3, f"s{n}-"), "search") == 3
+        assert log_rows(conn) == []  # nothing written on the caller's thread
+        started = time.perf_counter()
+        assert recorder.flush(timeout=10)
+        assert time.perf_counter() - started < 4  # flush() does not wait out the linger
+        assert writes == [150]  # one transaction for all 50 searches
+        assert len(log_rows(conn)) == 150 and {r[2:] for r in log_rows(conn)} == {(7.0, "search")}
+        recorder.submit(db_path, refs(1), "get")
+        assert recorder.flush(timeout=10)
+        assert writes == [150, 1] and len(recorder._conns) == 1  # the same long-lived connection
+    finally:
+        recorder.close()
+
+
+def test_recorder_submit_never_blocks_on_a_locked_database_and_retries(conn: apsw.Connection, db_path: Path) -> None:
+    recorder = Recorder(linger_s=0.05, busy_timeout_ms=20)
+    conn.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+    try:
+        started = time.perf_counter()
+        assert recorder.submit(db_path, refs(2), "search") == 2
+        assert time.perf_counter() - started < 0.05
+        assert recorder.flush(timeout=10)  # the write was refused (locked) ...
+    finally:
+        conn.execute("ROLLBACK")
+    deadline = time.monotonic() + 10
+    while len(log_rows(conn)) < 2 and time.monotonic() < deadline:  # ... and retried once the lock is gone
+        time.sleep(0.02)
+    recorder.close()
+    assert [r[0] for r in log_rows(conn)] == ["h0", "h1"]
+
+
+def test_recorder_close_writes_what_is_queued(conn: apsw.Connection, db_path: Path) -> None:
+    recorder = Recorder(linger_s=60)  # close() must not wait for the linger
+    recorder.submit(db_path, refs(4), "search")
+    started = time.perf_counter()
+    recorder.close()
+    assert time.perf_counter() - started < 5
+    assert len(log_rows(conn)) == 4
+    assert recorder.submit(db_path, refs(1), "search") == 0  # closed: a no-op, not an error
+
+
+def test_recorder_never_raises_and_never_creates_the_database(tmp_path: Path, conn: apsw.Connection, db_path: Path) -> None:
+    recorder = Recorder(linger_s=0.01)
+    try:
+        missing = tmp_path / "nope" / "kb.sqlite"
+        assert recorder.submit(missing, refs(1), "search") == 1  # queued; the writer gives up quietly
+        assert recorder.submit(db_path, refs(1), "browse") == 0
+        assert recorder.submit(db_path, [EntryRef("memory/x.md", "", 1, 1)], "search") == 0
+        assert recorder.flush(timeout=10)
+        assert not missing.exists() and not missing.parent.exists()
+        conn.execute("DROP TABLE kb_retrieval_log")
+        assert recorder.submit(db_path, refs(1), "search") == 1
+        assert recorder.flush(timeout=10)  # the failed write is logged and dropped; the recorder lives on
+        conn.execute("CREATE TABLE kb_retrieval_log(id INTEGER PRIMARY KEY AUTOINCREMENT, entry_hash TEXT NOT NULL, "
+                     "path TEXT NOT NULL, at REAL NOT NULL, kind TEXT NOT NULL)")
+        recorder.submit(db_path, refs(1), "get")
+        assert recorder.flush(timeout=10)
+        assert [(r[0], r[3]) for r in log_rows(conn)] == [("h0", "get")]
+    finally:
+        recorder.close()
+
+
+def test_recorder_reopens_a_replaced_database(tmp_path: Path, db_path: Path) -> None:
+    from services.kb.schema import open_index
+
+    recorder = Recorder(linger_s=0.01)
+    try:
+        first = open_index(db_path, settings())
+        recorder.submit(db_path, refs(1), "search")
+        assert recorder.flush(timeout=10)
+        assert len(log_rows(first)) == 1
+        first.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+        second = open_index(db_path, settings())  # a new file at the same path
+        recorder.submit(db_path, refs(2), "search")
+        assert recorder.flush(timeout=10)
+        assert len(log_rows(second)) == 2
+        second.close()
+    finally:
+        recorder.close()

@@ -11,7 +11,8 @@ from kb_helpers import OLD, settings, write
 from services.kb.entries import entry_hash
 from services.kb.indexer import refresh
 from services.kb.schema import open_index, open_reader
-from services.kb.search import is_stale, make_snippet, search
+from services.kb.query import build_plan, like_pattern
+from services.kb.search import POOL, is_stale, make_snippet, search
 
 HOSTILE = [
     '"',
@@ -209,3 +210,152 @@ def test_snippet_window() -> None:
     assert "needle" in snippet
     assert len(snippet) <= 202
     assert make_snippet("short text", ("absent",)) == "short text"
+
+
+# --- AND first, OR fallback ---------------------------------------------------------
+
+VOCAB = ("amber", "basalt", "cobalt", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kelp", "lumen")
+
+
+def all_or_reference(conn: apsw.Connection, query: str, limit: int) -> list[tuple[str, int, int, float]]:
+    """The ranking before AND-first: every table's OR pool and AND pool scored together, all in one pass.
+
+    (path, start_line, end_line, score) best first, exactly as ``search`` ranked before.
+    """
+    plan = build_plan(query, str(conn.execute("SELECT value FROM kb_meta WHERE key = 'tokenizer'").fetchall()[0][0]))
+
+    def match(table: str, expression: str) -> dict[int, float]:
+        sql = f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT {POOL}"
+        return {int(r[0]): max(0.0, float(r[1])) for r in conn.execute(sql, (expression,))}
+
+    raw: dict[int, float] = {}
+    required: list[set[int]] = []
+    for table, terms in (("kb_chunks_fts", plan.fts_terms), ("kb_chunks_cjk", plan.trigram_terms)):
+        if not terms:
+            continue
+        scores = match(table, " OR ".join(terms))
+        every = set(scores)
+        if len(terms) > 1:
+            both = match(table, " AND ".join(terms))
+            for rowid, value in both.items():
+                scores.setdefault(rowid, value)
+            every = set(both)
+        for rowid, value in scores.items():
+            raw[rowid] = raw.get(rowid, 0.0) + value
+        required.append(every)
+    for term in plan.substrings:
+        sql = "SELECT id FROM kb_chunks WHERE text LIKE ? ESCAPE '\\'" + (" AND has_cjk = 1" if term.cjk_only else "")
+        found = {int(r[0]) for r in conn.execute(f"{sql} LIMIT {POOL}", (like_pattern(term.text),))}
+        for rowid in found:
+            raw[rowid] = raw.get(rowid, 0.0) + 1.0
+        required.append(found)
+    rows = {
+        int(r[0]): (str(r[1]), int(r[2]), int(r[3]), int(r[4]))
+        for r in conn.execute(
+            "SELECT c.id, s.path, c.start_line, c.end_line, c.importance FROM kb_chunks c JOIN kb_sources s ON s.id = c.source_id"
+        )
+    }
+    ranked = []
+    for rowid, x in raw.items():
+        relevance = x / (1.0 + x) * (0.8 + 0.02 * rows[rowid][3])
+        ranked.append((relevance + (1.0 if all(rowid in ids for ids in required) else 0.0), rowid))
+    ranked.sort(key=lambda item: (-item[0], item[1]))
+    return [(*rows[rowid][:3], round(score, 6)) for score, rowid in ranked[:limit]]
+
+
+def small_corpus(workspace: Path, seed: int = 7) -> None:
+    """60 notes of random words from VOCAB (skewed, so some pairs co-occur often and some rarely),
+    varied importance, entries of one to three lines, a few CJK lines."""
+    import random
+
+    rng = random.Random(seed)
+    weights = [2 ** (len(VOCAB) - n) for n in range(len(VOCAB))]
+    for n in range(60):
+        lines = [f"---\nimportance: {rng.randint(1, 10)}\n---"] if n % 3 == 0 else []
+        lines.append(f"# Note {n}")
+        for _ in range(rng.randint(2, 8)):
+            body = [" ".join(rng.choices(VOCAB, weights=weights, k=rng.randint(3, 12))) for _ in range(rng.randint(1, 3))]
+            if rng.random() < 0.1:
+                body.append(rng.choice(("东京的港口", "北京开会", "ภาษาไทย")))
+            lines.append("\n- ".join(["", *body])[1:] if rng.random() < 0.5 else "\n".join(body))
+            lines.append("")
+        write(workspace, f"memory/n{n:02d}.md", "\n".join(lines) + "\n")
+
+
+def reference_queries(seed: int = 11) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    queries = list(VOCAB)
+    queries += [f"{a} {b}" for a, b in (rng.sample(VOCAB, 2) for _ in range(60))]
+    queries += [" ".join(rng.sample(VOCAB, 3)) for _ in range(40)]
+    queries += [" ".join(rng.sample(VOCAB, 4)) for _ in range(20)]
+    queries += ["amb*", "lumen kel*", "harbor-kelp", "东京 amber", "北京", "京 lumen", "garnet 港口"]
+    return queries
+
+
+@pytest.mark.parametrize("limit", [1, 3, 6, 20])
+def test_and_first_matches_the_all_or_ranking(conn: apsw.Connection, workspace: Path, limit: int) -> None:
+    small_corpus(workspace)
+    refresh(conn, workspace, settings())
+    fallbacks = 0
+    for query in reference_queries():
+        got = [(h.path, h.start_line, h.end_line, h.score) for h in search(conn, workspace, query, limit, check_stale=False).hits]
+        assert got == all_or_reference(conn, query, limit), query
+        fallbacks += any(score < 1.0 for *_, score in got)
+    assert fallbacks >= 10  # the corpus exercises the OR fallback, not only AND
+
+
+def test_and_first_matches_the_all_or_ranking_with_trigram(db_path: Path, workspace: Path) -> None:
+    small_corpus(workspace)
+    conn = open_index(db_path, settings("trigram"))
+    refresh(conn, workspace, settings("trigram"))
+    for query in reference_queries()[:60] + ["ab amber", "jun kelp"]:
+        got = [(h.path, h.start_line, h.end_line, h.score) for h in search(conn, workspace, query, 6, check_stale=False).hits]
+        assert got == all_or_reference(conn, query, 6), query
+
+
+def test_operator_words_do_not_drive_the_or_fallback(conn: apsw.Connection, workspace: Path) -> None:
+    notes = {"z": "zebra crossing", "y": "yak shaving", "s": "salt and pepper", "b": "bread and butter",
+             "o": "this or that", "n": "not now", "x": "near the sea"}  # fmt: skip
+    for name, text in notes.items():
+        write(workspace, f"memory/{name}.md", f"- {text}\n")
+    refresh(conn, workspace, settings())
+    # "and"/"or"/"not"/"near" are still words for AND matching ...
+    hits = search(conn, workspace, "bread AND butter").hits
+    assert [h.path for h in hits] == ["memory/b.md"] and hits[0].score >= 1.0
+    # ... but never pull in chunks that only share the operator word.
+    for query in ("zebra AND yak", "zebra OR yak", "zebra NOT yak", "(zebra OR yak)", "zebra NEAR yak"):
+        assert sorted(h.path for h in search(conn, workspace, query).hits) == ["memory/y.md", "memory/z.md"], query
+    assert [h.path for h in search(conn, workspace, "AND zebra OR").hits] == ["memory/z.md"]
+    # A query of operator words only keeps them all (it would otherwise have no term left).
+    assert sorted(h.path for h in search(conn, workspace, "and or").hits) == ["memory/b.md", "memory/o.md", "memory/s.md"]
+
+
+def test_common_terms_do_not_drive_the_or_fallback(conn: apsw.Connection, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import services.kb.search as search_module
+
+    for n in range(8):
+        write(workspace, f"memory/c{n}.md", f"- common filler {n}\n")
+    for n in range(3):
+        write(workspace, f"memory/r{n}.md", f"- rare walrus {n}\n")
+    refresh(conn, workspace, settings())
+    monkeypatch.setattr(search_module, "COMMON_CHUNKS", 5)
+    # "common" matches 8 chunks (> 5), "walrus" 3: at least the limit, so only walrus drives the fallback.
+    assert sorted(h.path for h in search(conn, workspace, "walrus common", 3).hits) == [f"memory/r{n}.md" for n in range(3)]
+    # With a limit the rare terms cannot fill, every term drives it again (results up to the limit, as before).
+    paths = [h.path for h in search(conn, workspace, "walrus common", 6).hits]
+    assert len(paths) == 6 and {f"memory/r{n}.md" for n in range(3)} <= set(paths)
+    monkeypatch.setattr(search_module, "COMMON_CHUNKS", 2000)
+    assert [h.path for h in search(conn, workspace, "walrus common", 6).hits] == paths
+
+
+def test_exclude_paths_applies_before_the_limit_on_both_paths(conn: apsw.Connection, workspace: Path) -> None:
+    for n in range(8):
+        write(workspace, f"memory/z{n}.md", f"- zebra yak {n}\n" if n < 4 else f"- zebra {n}\n")
+    refresh(conn, workspace, settings())
+    hidden = {"memory/z0.md", "memory/z1.md"}
+    for query in ("zebra", "zebra yak"):
+        hits = search(conn, workspace, query, 4, exclude_paths=hidden).hits
+        assert len(hits) == 4 and not hidden & {h.path for h in hits}, query
+    assert {h.path for h in search(conn, workspace, "zebra yak", 2, exclude_paths=hidden).hits} == {"memory/z2.md", "memory/z3.md"}
