@@ -75,8 +75,7 @@ def _fsync_dir(directory: Path) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):  # some file systems refuse a directory fsync
+            os.fsync(fd)
     finally:
         os.close(fd)

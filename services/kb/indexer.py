@@ -67,6 +67,7 @@ genuinely absent is pruned.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import queue
@@ -181,14 +182,12 @@ def _checkpoint_in_background(conn: apsw.Connection) -> None:
     filename = conn.filename
 
     def run() -> None:
-        try:
+        with contextlib.suppress(apsw.Error):  # best effort: the next commit checkpoints anyway
             other = apsw.Connection(filename, flags=apsw.SQLITE_OPEN_READWRITE)
             try:
                 other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             finally:
                 other.close()
-        except apsw.Error:
-            pass
 
     threading.Thread(target=run, name="kb-checkpoint", daemon=True).start()
 

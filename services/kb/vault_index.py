@@ -29,6 +29,7 @@ drops every hit of the twin (before the limit, so the caller still gets up to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -72,11 +73,9 @@ def scan_notes(vault_dir: Path) -> Scan:
     for entry in entries:
         if entry.name.startswith(".") or not entry.name.endswith(NOTE_SUFFIX):
             continue
-        try:
+        with contextlib.suppress(OSError):
             if entry.is_dir():
                 continue
-        except OSError:
-            pass
         add_entry(scan, f"{NOTES_DIR}/{entry.name}", entry, root_real)
     return scan
 

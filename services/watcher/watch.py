@@ -122,10 +122,8 @@ class WorkspaceWatch:
             state = _root_state(roots)
             if not state:
                 # Nothing to watch yet: tick until a workspace appears.
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), TICK_MS / 1000)
-                except TimeoutError:
-                    pass
                 if not stop.is_set():
                     self._tick(roots, state)
                 continue

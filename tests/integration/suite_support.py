@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -34,9 +35,22 @@ START_DEADLINE_S = 30.0
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port free to listen on, picked below the kernel's ephemeral range.
+
+    A port the kernel hands out (bind to 0) can be taken again, before our
+    server binds it, by any outgoing connection of the test run; ports under
+    the ephemeral range are never handed out that way.
+    """
+    low, _ = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:

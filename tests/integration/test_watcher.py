@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -80,11 +81,9 @@ class DirectiveStream:
         self.thread.start()
 
     def _pump(self) -> None:
-        try:
+        with contextlib.suppress(grpc.RpcError):  # cancelled at close()
             for item in self.call:
                 self.items.put(item)
-        except grpc.RpcError:
-            pass
 
     def next(self, timeout: float = 15) -> watcher_pb2.Directive:
         return self.items.get(timeout=timeout)
