@@ -15,6 +15,7 @@ batched; a fold first flushes it, ``close`` writes what is queued).
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -49,6 +50,7 @@ class _State:
     next_run: asyncio.Future[indexer.RefreshReport] | None = None
     drain: asyncio.Task[None] | None = None
     dirty: bool | None = None  # None: unknown until first checked
+    recheck: set[str] = field(default_factory=set)  # events seen while a refresh ran
     generation: int = 0
     last_report: indexer.RefreshReport | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -80,10 +82,42 @@ class Archives:
 
     # --- staleness ------------------------------------------------------------
 
-    def mark_dirty(self, agent_id: str) -> None:
-        """A source of ``agent_id`` changed on disk (called by the file watch)."""
+    def mark_dirty(self, agent_id: str, rel: str = "") -> None:
+        """File watch: source ``rel`` (workspace-relative; "" = unknown) of ``agent_id`` changed.
+
+        The archive turns stale only when the index does not match the file:
+        an event that arrives late for a change a refresh already indexed must
+        not make a fresh index read as stale. Events seen while a refresh runs
+        are judged once it has committed.
+        """
         state = self._states.get(agent_id)
-        if state is not None:
+        if state is None or state.dirty:
+            return
+        if not rel:
+            state.dirty = True
+        elif state.drain is not None and not state.drain.done():
+            state.recheck.add(rel)
+        else:
+            self._check_source(state, rel)
+
+    def mark_dirty_now(self, state: _State, rel: str) -> None:
+        if not state.dirty:
+            self._check_source(state, rel)
+
+    def _check_source(self, state: _State, rel: str) -> None:
+        reader = self._reader(state)
+        if reader is None:
+            state.dirty = True
+            return
+        path = rel.replace(os.sep, "/")
+        rows = list(reader.execute("SELECT size, mtime_ns FROM kb_sources WHERE path = ?", (path,)))
+        indexed = (int(rows[0][0]), int(rows[0][1])) if rows else None
+        try:
+            st = os.stat(state.agent.workspace / rel)
+            on_disk: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            on_disk = None
+        if on_disk != indexed:
             state.dirty = True
 
     # --- refresh --------------------------------------------------------------
@@ -112,6 +146,8 @@ class Archives:
                 continue
             state.generation = report.generation
             state.last_report = report
+            while state.recheck:
+                self.mark_dirty_now(state, state.recheck.pop())
             log.info(
                 "kb_refreshed", agent=state.agent.id, generation=report.generation, indexed=report.indexed,
                 skipped=report.skipped, pruned=report.pruned, errors=len(report.errors), ms=round(report.seconds * 1000, 2),

@@ -25,7 +25,7 @@ async def run(config: Config) -> None:
 
     roots: dict[str, Root] = {}
     for path, agent_id in archives.roots().items():
-        roots[path] = Root(archive_source, lambda _rel, a=agent_id: archives.mark_dirty(a))  # type: ignore[misc]
+        roots[path] = Root(archive_source, lambda rel, a=agent_id: archives.mark_dirty(a, rel))  # type: ignore[misc]
     for path, vault_dir in vaults.roots().items():
         roots[path] = Root(vault_source, lambda rel, d=vault_dir: vaults.note_changed(d, rel))  # type: ignore[misc]
 
