@@ -50,6 +50,8 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
         self._check(context, request.agent_id)
         future = self._archives.refresh(request.agent_id)
         if not request.wait:
+            # nobody awaits it: a failure is logged by the drain, not left unretrieved
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())
             return pb.RefreshResponse(agent_id=request.agent_id, queued=True)
         report = await future
         return pb.RefreshResponse(agent_id=request.agent_id, generation=report.generation, report=_report(report))
