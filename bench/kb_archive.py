@@ -1030,11 +1030,11 @@ def start_kb(home: Path, port: int, children: Children) -> tuple[Any, Any, tuple
         if proc.poll() is not None:
             channel.close()
             raise RuntimeError(f"kb exited with code {proc.returncode}; log tail:\n{children.tail('kb')}")
-        try:
-            if health.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
-                break
-        except grpc.RpcError:
-            pass
+        serving = False
+        with contextlib.suppress(grpc.RpcError):  # not listening yet
+            serving = health.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING
+        if serving:
+            break
         if time.monotonic() > deadline:
             channel.close()
             raise RuntimeError(f"kb not SERVING after {START_TIMEOUT_S:.0f}s; log tail:\n{children.tail('kb')}")
