@@ -63,3 +63,15 @@ def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
 def caller_of(auth: Authenticator, context: grpc.aio.ServicerContext) -> Caller:
     """The authenticated caller of this RPC. Raises Unauthenticated."""
     return auth.identify(context.invocation_metadata() or ())
+
+
+def authorize_call(
+    auth: Authenticator, context: grpc.aio.ServicerContext, agent_id: str, *, agent_exists: bool, write: bool
+) -> Caller:
+    """Authenticate this RPC's caller and check its access to ``agent_id`` (DESIGN.md "Auth").
+
+    Raises Unauthenticated, PermissionDenied or NotFound.
+    """
+    caller = caller_of(auth, context)
+    auth.authorize(caller, agent_id, agent_exists=agent_exists, write=write)
+    return caller

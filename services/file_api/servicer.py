@@ -9,7 +9,7 @@ import grpc
 from gateway.auth import Authenticator
 from gateway.config import Config
 from gateway.errors import InvalidArgument
-from gateway.rpc import caller_of, unary
+from gateway.rpc import authorize_call, unary
 from gateway.v1 import files_pb2, files_pb2_grpc
 from services.file_api import files
 from services.file_api.names import check_filename
@@ -23,9 +23,8 @@ class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
         self._auth = auth
 
     def _workspace(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool):  # type: ignore[no-untyped-def]
-        caller = caller_of(self._auth, context)
         agent = self._config.agent(agent_id)
-        self._auth.authorize(caller, agent_id, agent_exists=agent is not None, write=write)
+        authorize_call(self._auth, context, agent_id, agent_exists=agent is not None, write=write)
         assert agent is not None
         return agent.workspace
 

@@ -27,6 +27,7 @@ import structlog
 from gateway.config import AgentConfig
 from gateway.errors import FailedPrecondition, InvalidArgument
 from services.kb import excerpt, indexer, retrieval_log, schema
+from services.kb.freshness import index_matches_file
 from services.kb.search import SearchResult, is_stale, search, tune_reader
 
 log = structlog.get_logger()
@@ -100,24 +101,9 @@ class Archives:
         else:
             self._check_source(state, rel)
 
-    def mark_dirty_now(self, state: _State, rel: str) -> None:
-        if not state.dirty:
-            self._check_source(state, rel)
-
     def _check_source(self, state: _State, rel: str) -> None:
         reader = self._reader(state)
-        if reader is None:
-            state.dirty = True
-            return
-        path = rel.replace(os.sep, "/")
-        rows = list(reader.execute("SELECT size, mtime_ns FROM kb_sources WHERE path = ?", (path,)))
-        indexed = (int(rows[0][0]), int(rows[0][1])) if rows else None
-        try:
-            st = os.stat(state.agent.workspace / rel)
-            on_disk: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            on_disk = None
-        if on_disk != indexed:
+        if reader is None or not index_matches_file(reader, rel.replace(os.sep, "/"), state.agent.workspace / rel):
             state.dirty = True
 
     # --- refresh --------------------------------------------------------------
@@ -146,8 +132,9 @@ class Archives:
                 continue
             state.generation = report.generation
             state.last_report = report
-            while state.recheck:
-                self.mark_dirty_now(state, state.recheck.pop())
+            while state.recheck and not state.dirty:
+                self._check_source(state, state.recheck.pop())
+            state.recheck.clear()
             log.info(
                 "kb_refreshed", agent=state.agent.id, generation=report.generation, indexed=report.indexed,
                 skipped=report.skipped, pruned=report.pruned, errors=len(report.errors), ms=round(report.seconds * 1000, 2),

@@ -14,6 +14,9 @@ import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
 
 import structlog
 from watchfiles import Change, awatch
@@ -40,6 +43,19 @@ def archive_source(rel: str) -> bool:
 def vault_source(rel: str) -> bool:
     """A shared note: ``<name>.md`` directly in notes/ (temp files start with a dot)."""
     return os.sep not in rel and rel.endswith(".md") and not rel.startswith(".")
+
+
+def index_matches_file(reader: apsw.Connection, indexed_path: str, file: Path) -> bool:
+    """Whether the index row of ``indexed_path`` (POSIX, as stored in kb_sources) has the
+    size and mtime ``file`` has now; a missing row and a missing file match each other."""
+    rows = list(reader.execute("SELECT size, mtime_ns FROM kb_sources WHERE path = ?", (indexed_path,)))
+    indexed = (int(rows[0][0]), int(rows[0][1])) if rows else None
+    try:
+        st = file.stat()
+        on_disk: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        on_disk = None
+    return on_disk == indexed
 
 
 async def watch_sources(roots: Callable[[], dict[str, Root]], stop: asyncio.Event) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from gateway.auth import Authenticator
-from gateway.rpc import caller_of, unary
+from gateway.rpc import authorize_call, unary
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb.archives import Archives, check_corpus
 from services.kb.search import SearchHit
@@ -42,8 +42,7 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
         self._auth = auth
 
     def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool = False) -> None:
-        caller = caller_of(self._auth, context)
-        self._auth.authorize(caller, agent_id, agent_exists=self._archives.agent(agent_id) is not None, write=write)
+        authorize_call(self._auth, context, agent_id, agent_exists=self._archives.agent(agent_id) is not None, write=write)
 
     @unary
     async def Refresh(self, request: kb_pb2.RefreshRequest, context: grpc.aio.ServicerContext) -> kb_pb2.RefreshResponse:  # noqa: N802

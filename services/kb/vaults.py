@@ -26,6 +26,7 @@ import structlog
 from gateway.config import AgentConfig, SharedSettings
 from gateway.errors import FailedPrecondition
 from services.kb import schema, vault, vault_index, vault_retire
+from services.kb.freshness import index_matches_file
 from services.kb.search import SearchResult, tune_reader
 
 log = structlog.get_logger()
@@ -124,21 +125,13 @@ class Vaults:
         self._check_note(v, rel)
 
     def _check_note(self, v: _Vault, rel: str) -> None:
-        directory = v.directory
-        index = directory / vault_index.INDEX_FILE
+        index = v.directory / vault_index.INDEX_FILE
         if not rel or not index.exists():
             v.dirty = True
             return
         if v.reader is None:
             v.reader = schema.open_reader(index)
-        row = list(v.reader.execute("SELECT size, mtime_ns FROM kb_sources WHERE path = ?", (f"notes/{rel}",)))
-        try:
-            st = (directory / "notes" / rel).stat()
-            on_disk: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            on_disk = None
-        indexed = (int(row[0][0]), int(row[0][1])) if row else None
-        if on_disk != indexed:
+        if not index_matches_file(v.reader, f"notes/{rel}", v.directory / "notes" / rel):
             v.dirty = True
 
     async def search(self, agent_id: str, query: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:

@@ -12,7 +12,7 @@ import structlog
 from gateway.auth import Authenticator
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidArgument
-from gateway.rpc import caller_of, unary
+from gateway.rpc import authorize_call, unary
 from gateway.v1 import watcher_pb2, watcher_pb2_grpc
 from services.watcher.compose import compose
 from services.watcher.directive_hub import DirectiveHub
@@ -66,9 +66,7 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
         self._on_register = on_register
 
     def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> None:
-        auth = self._auth()
-        caller = caller_of(auth, context)
-        auth.authorize(caller, agent_id, agent_exists=self._config().agent(agent_id) is not None, write=write)
+        authorize_call(self._auth(), context, agent_id, agent_exists=self._config().agent(agent_id) is not None, write=write)
 
     @unary
     async def RegisterSession(self, request: watcher_pb2.RegisterSessionRequest, context: grpc.aio.ServicerContext) -> watcher_pb2.Session:  # noqa: N802

@@ -182,6 +182,21 @@ def workspace(suite: Suite, agent: str) -> Path:
     return suite.home / "agents" / agent / "workspace"
 
 
+def claude(suite: Suite, agent: str) -> str:
+    """The agent's CLAUDE.md on disk, "" while there is none."""
+    try:
+        return (workspace(suite, agent) / "CLAUDE.md").read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return ""
+
+
+def wait_claude(suite: Suite, agent: str, fragment: str, present: bool = True) -> str:
+    """Poll until the agent's CLAUDE.md does (or does not) contain ``fragment``; its text."""
+    what = f"CLAUDE.md of {agent} {'with' if present else 'without'} {fragment!r}"
+    wait_until(lambda: (fragment in claude(suite, agent)) == present, 15, what)
+    return claude(suite, agent)
+
+
 def env_without_home() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("GATEWAY_HOME", None)

@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-from suite_support import ADMIN_KEY, READER_KEY, Suite, make_home, wait_until
+from suite_support import ADMIN_KEY, READER_KEY, Suite, make_home, wait_until, workspace
 
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 
@@ -46,9 +46,6 @@ def kb(ksuite: Suite) -> Iterator[kb_pb2_grpc.KnowledgeStub]:
         yield kb_pb2_grpc.KnowledgeStub(channel)
 
 
-def ws(suite: Suite, agent: str) -> Path:
-    return suite.home / "agents" / agent / "workspace"
-
 
 def refresh(kb: kb_pb2_grpc.KnowledgeStub, agent: str = "alfred") -> kb_pb2.RefreshResponse:
     return kb.Refresh(pb.RefreshRequest(agent_id=agent, wait=True), metadata=AUTH, timeout=60)
@@ -59,9 +56,9 @@ def search(kb: kb_pb2_grpc.KnowledgeStub, query: str, agent: str = "alfred", **k
 
 
 def test_indexing_lifecycle(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
-    memory = ws(ksuite, "alfred") / "memory"
-    (ws(ksuite, "alfred") / "MEMORY.md").write_text("# Memory\n\n- The deploy key rotates every Tuesday.\n")
-    (ws(ksuite, "alfred") / "USER.md").write_text("# User\n\n- Ada prefers oolong tea.\n")
+    memory = workspace(ksuite, "alfred") / "memory"
+    (workspace(ksuite, "alfred") / "MEMORY.md").write_text("# Memory\n\n- The deploy key rotates every Tuesday.\n")
+    (workspace(ksuite, "alfred") / "USER.md").write_text("# User\n\n- Ada prefers oolong tea.\n")
     (memory / "projects").mkdir()
     (memory / "projects" / "gateway.md").write_text("# Gateway\n\nThe shim listens on port 10850.\n")
     (memory / "inbox").mkdir()
@@ -90,7 +87,7 @@ def test_indexing_lifecycle(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> Non
 
 
 def test_an_unreadable_source_is_kept(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
-    note = ws(ksuite, "alfred") / "memory" / "fragile.md"
+    note = workspace(ksuite, "alfred") / "memory" / "fragile.md"
     note.write_text("# Fragile\n\nquartz chandelier inventory\n")
     refresh(kb)
     assert search(kb, "chandelier").hits
@@ -124,7 +121,7 @@ def test_hostile_queries_over_rest(ksuite: Suite) -> None:
 
 
 def test_cjk_and_thai_are_found_under_unicode61(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
-    memory = ws(ksuite, "alfred") / "memory"
+    memory = workspace(ksuite, "alfred") / "memory"
     (memory / "cjk.md").write_text("# 笔记\n\n我们明天在北京开会讨论知识库。\n\n東京の会議は来週の月曜日です。\n\nประชุมทีมวันจันทร์ที่กรุงเทพ\n")
     refresh(kb)
     for query in ("北京", "知识库", "会議", "月曜日", "กรุงเทพ", "ประชุม"):
@@ -133,7 +130,7 @@ def test_cjk_and_thai_are_found_under_unicode61(ksuite: Suite, kb: kb_pb2_grpc.K
 
 
 def test_trigram_agent_and_tokenizer_switch_rebuilds(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
-    (ws(ksuite, "bob") / "memory" / "n.md").write_text("# Note\n\nserendipitous discovery\n")
+    (workspace(ksuite, "bob") / "memory" / "n.md").write_text("# Note\n\nserendipitous discovery\n")
     assert refresh(kb, "bob").report.indexed == 1
     assert [h.path for h in search(kb, "endipit", agent="bob").hits] == ["memory/n.md"]  # trigram substring
     config_path = ksuite.home / "config.json"
@@ -160,13 +157,13 @@ def test_get_refuses_paths_outside_the_memory_scope(kb: kb_pb2_grpc.KnowledgeStu
 def test_get_refuses_a_link_out_and_reads_bounded_excerpts(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub, tmp_path: Path) -> None:
     secret = tmp_path / "secret.md"
     secret.write_text("outside\n")
-    link = ws(ksuite, "alfred") / "memory" / "link.md"
+    link = workspace(ksuite, "alfred") / "memory" / "link.md"
     link.symlink_to(secret)
     with pytest.raises(grpc.RpcError) as info:
         kb.Get(pb.GetRequest(agent_id="alfred", path="memory/link.md"), metadata=AUTH, timeout=10)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     link.unlink()
-    long = ws(ksuite, "alfred") / "memory" / "long.md"
+    long = workspace(ksuite, "alfred") / "memory" / "long.md"
     long.write_text("".join(f"line {i}\n" for i in range(1, 501)))
     got = kb.Get(pb.GetRequest(agent_id="alfred", path="memory/long.md", from_line=10, lines=3), metadata=AUTH, timeout=10)
     assert (got.text, got.from_line, got.to_line, got.total_lines) == ("line 10\nline 11\nline 12", 10, 12, 500)
@@ -180,7 +177,7 @@ def test_get_refuses_a_link_out_and_reads_bounded_excerpts(ksuite: Suite, kb: kb
 def test_stale_flag_and_read_your_writes(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
     refresh(kb)
     assert not search(kb, "anything").stale
-    (ws(ksuite, "alfred") / "memory" / "fresh.md").write_text("# Fresh\n\nmarmalade protocol\n")
+    (workspace(ksuite, "alfred") / "memory" / "fresh.md").write_text("# Fresh\n\nmarmalade protocol\n")
     wait_until(lambda: search(kb, "marmalade").stale, 10, "the index to report stale")
     assert search(kb, "marmalade").hits == []  # old generation, and it says so
     fresh = search(kb, "marmalade", refresh=True)
@@ -191,7 +188,7 @@ def test_stale_flag_and_read_your_writes(ksuite: Suite, kb: kb_pb2_grpc.Knowledg
 def test_retrieval_log_grows_and_folds(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
     import apsw
 
-    (ws(ksuite, "alfred") / "memory" / "recall.md").write_text("# Recall\n\n- zanzibar ferry schedule\n")
+    (workspace(ksuite, "alfred") / "memory" / "recall.md").write_text("# Recall\n\n- zanzibar ferry schedule\n")
     refresh(kb)
     db = ksuite.home / "agents" / "alfred" / "kb.sqlite"
 
@@ -222,7 +219,7 @@ def test_retrieval_log_grows_and_folds(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeS
 
 
 def test_disabled_archive_creates_nothing(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
-    (ws(ksuite, "off") / "MEMORY.md").write_text("# M\n\nsomething\n")
+    (workspace(ksuite, "off") / "MEMORY.md").write_text("# M\n\nsomething\n")
     response = refresh(kb, "off")
     assert response.generation == 0 and response.report.indexed == 0
     with pytest.raises(grpc.RpcError) as info:
@@ -248,9 +245,9 @@ def test_auth_and_rest_routes(ksuite: Suite) -> None:
 
 
 def test_kill_during_a_large_refresh_leaves_a_usable_index(ksuite: Suite) -> None:
-    memory = ws(ksuite, "alfred") / "memory" / "bulk"
+    memory = workspace(ksuite, "alfred") / "memory" / "bulk"
     memory.mkdir()
-    (ws(ksuite, "alfred") / "memory" / "anchor.md").write_text("# Anchor\n\n- zanzibar lighthouse keeper\n")
+    (workspace(ksuite, "alfred") / "memory" / "anchor.md").write_text("# Anchor\n\n- zanzibar lighthouse keeper\n")
     with grpc.insecure_channel(ksuite.address("kb")) as channel:
         stub = kb_pb2_grpc.KnowledgeStub(channel)
         stub.Refresh(pb.RefreshRequest(agent_id="alfred", wait=True), metadata=AUTH, timeout=60)

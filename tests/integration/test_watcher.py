@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-from suite_support import ADMIN_KEY, READER_KEY, Suite, make_home, wait_until
+from suite_support import ADMIN_KEY, READER_KEY, Suite, claude, make_home, wait_claude, wait_until, workspace
 
 from gateway.v1 import watcher_pb2, watcher_pb2_grpc
 
@@ -45,21 +45,6 @@ def wsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     finally:
         running.stop_all()
 
-
-def ws(suite: Suite, agent: str) -> Path:
-    return suite.home / "agents" / agent / "workspace"
-
-
-def claude(suite: Suite, agent: str) -> str:
-    try:
-        return (ws(suite, agent) / "CLAUDE.md").read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
-
-
-def wait_claude(suite: Suite, agent: str, fragment: str, present: bool = True) -> str:
-    wait_until(lambda: (fragment in claude(suite, agent)) == present, 15, f"CLAUDE.md of {agent} {'with' if present else 'without'} {fragment!r}")
-    return claude(suite, agent)
 
 
 def put(suite: Suite, agent: str, name: str, content: str) -> None:
@@ -173,9 +158,9 @@ def test_mixed_change_set_takes_the_strongest_class(wsuite: Suite, sessions: wat
     register(sessions, "bob", "idle-4", busy=False)
     stream = DirectiveStream(wsuite, "bob")
     try:
-        workspace = ws(wsuite, "bob")
-        (workspace / "MEMORY.md").write_text("mem mixed\n")
-        (workspace / "IDENTITY.md").write_text("id mixed\n")  # both land before or within one pass
+        folder = workspace(wsuite, "bob")
+        (folder / "MEMORY.md").write_text("mem mixed\n")
+        (folder / "IDENTITY.md").write_text("id mixed\n")  # both land before or within one pass
         directive = stream.next()
         assert directive.change_class == pb.CHANGE_CLASS_IDENTITY
         assert directive.kind == pb.DIRECTIVE_KIND_RESPAWN_ON_NEXT_MESSAGE
@@ -185,19 +170,19 @@ def test_mixed_change_set_takes_the_strongest_class(wsuite: Suite, sessions: wat
 
 
 def test_any_writer_counts_and_claude_md_edits_do_not_trigger(wsuite: Suite) -> None:
-    workspace = ws(wsuite, "bob")
-    with open(workspace / "AGENTS.md", "a") as handle:  # like `echo >>`
+    folder = workspace(wsuite, "bob")
+    with open(folder / "AGENTS.md", "a") as handle:  # like `echo >>`
         handle.write("appended by echo\n")
     wait_claude(wsuite, "bob", "appended by echo")
-    tmp = workspace / "editor-tmp"
+    tmp = folder / "editor-tmp"
     tmp.write_text("renamed into place\n")
-    os.replace(tmp, workspace / "AGENTS.md")  # an editor's rename-into-place
+    os.replace(tmp, folder / "AGENTS.md")  # an editor's rename-into-place
     wait_claude(wsuite, "bob", "renamed into place")
     composed_before = sum(1 for l in wsuite.log_lines("watcher") if l.get("event") == "composed" and l.get("agent") == "bob")
-    (workspace / "CLAUDE.md").write_text(claude(wsuite, "bob") + "\nhand edit\n")
-    (workspace / ".dreaming").mkdir(exist_ok=True)
-    (workspace / ".dreaming" / "SOUL.md").write_text("dot folder\n")
-    (workspace / "SOUL.md").write_text("sentinel soul\n")
+    (folder / "CLAUDE.md").write_text(claude(wsuite, "bob") + "\nhand edit\n")
+    (folder / ".dreaming").mkdir(exist_ok=True)
+    (folder / ".dreaming" / "SOUL.md").write_text("dot folder\n")
+    (folder / "SOUL.md").write_text("sentinel soul\n")
     wait_claude(wsuite, "bob", "sentinel soul")
     composed = [l for l in wsuite.log_lines("watcher") if l.get("event") == "composed" and l.get("agent") == "bob"][composed_before:]
     assert all(l["changed"] == ["SOUL.md"] for l in composed), composed
@@ -207,7 +192,7 @@ def test_any_writer_counts_and_claude_md_edits_do_not_trigger(wsuite: Suite) -> 
 def test_a_burst_is_coalesced_and_ends_on_the_final_content(wsuite: Suite) -> None:
     before = sum(1 for l in wsuite.log_lines("watcher") if l.get("event") == "composed" and l.get("agent") == "cleo")
     for i in range(40):
-        (ws(wsuite, "cleo") / "MEMORY.md").write_text(f"# M\n\nburst write {i:02d}\n")
+        (workspace(wsuite, "cleo") / "MEMORY.md").write_text(f"# M\n\nburst write {i:02d}\n")
     wait_claude(wsuite, "cleo", "burst write 39")
     passes = sum(1 for l in wsuite.log_lines("watcher") if l.get("event") == "composed" and l.get("agent") == "cleo") - before
     assert 1 <= passes < 40
@@ -233,7 +218,7 @@ def test_core_shrink_on_with_the_archive_and_off_without(wsuite: Suite) -> None:
     text = wait_claude(wsuite, "alfred", "The gateway listens on 10850.")
     assert "filler line\nfiller line" not in text  # the bulk is not in the prompt
     assert "memory_search" in text.split("--- MEMORY.md ---", 1)[1]
-    assert (ws(wsuite, "alfred") / "MEMORY.md").read_text() == body  # never modified on disk
+    assert (workspace(wsuite, "alfred") / "MEMORY.md").read_text() == body  # never modified on disk
     put(wsuite, "bob", "MEMORY.md", body)
     assert "filler line\nfiller line" in wait_claude(wsuite, "bob", "The gateway listens on 10850.")
 
@@ -246,8 +231,8 @@ def test_write_routing_on_and_off(wsuite: Suite) -> None:
 
 
 def test_session_registration_refreshes_the_kb_without_blocking(wsuite: Suite, sessions: watcher_pb2_grpc.SessionsStub) -> None:
-    (ws(wsuite, "alfred") / "memory").mkdir(exist_ok=True)
-    (ws(wsuite, "alfred") / "memory" / "spawn.md").write_text("# Spawn\n\nindexed at spawn\n")
+    (workspace(wsuite, "alfred") / "memory").mkdir(exist_ok=True)
+    (workspace(wsuite, "alfred") / "memory" / "spawn.md").write_text("# Spawn\n\nindexed at spawn\n")
     register(sessions, "alfred", "kb-1", busy=False)
     wait_until(lambda: any(l.get("event") == "kb_refreshed" and l.get("agent") == "alfred" for l in wsuite.log_lines("kb")), 15, "the KB to refresh alfred")
     # With the KB down, registration still succeeds and the failure is logged.

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from suite_support import Suite, make_home, wait_until
+from suite_support import Suite, claude, make_home, wait_claude, wait_until, workspace
 
 pytestmark = pytest.mark.integration
 
@@ -27,24 +27,9 @@ def bsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         running.stop_all()
 
 
-def ws(suite: Suite, agent: str) -> Path:
-    return suite.home / "agents" / agent / "workspace"
-
-
-def claude(suite: Suite, agent: str) -> str:
-    try:
-        return (ws(suite, agent) / "CLAUDE.md").read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):
-        return ""
-
-
-def wait_claude(suite: Suite, agent: str, fragment: str) -> str:
-    wait_until(lambda: fragment in claude(suite, agent), 15, f"CLAUDE.md of {agent} with {fragment!r}")
-    return claude(suite, agent)
-
 
 def still_serving_bob(suite: Suite, marker: str) -> None:
-    (ws(suite, "bob") / "SOUL.md").write_text(f"bob is fine {marker}\n")
+    (workspace(suite, "bob") / "SOUL.md").write_text(f"bob is fine {marker}\n")
     wait_claude(suite, "bob", f"bob is fine {marker}")
     assert suite.procs["watcher"].poll() is None
 
@@ -54,7 +39,7 @@ def logged(suite: Suite, event: str, fragment: str) -> bool:
 
 
 def test_invalid_utf8_is_composed_with_replacements(bsuite: Suite) -> None:
-    (ws(bsuite, "alfred") / "SOUL.md").write_bytes(b"# Soul\n\nbad \xff\xfe bytes, good words\n")
+    (workspace(bsuite, "alfred") / "SOUL.md").write_bytes(b"# Soul\n\nbad \xff\xfe bytes, good words\n")
     text = wait_claude(bsuite, "alfred", "good words")
     assert "\ufffd" in text and "not valid UTF-8" in text
     wait_until(lambda: logged(bsuite, "compose_problem", "not valid UTF-8"), 10, "a log line")
@@ -62,7 +47,7 @@ def test_invalid_utf8_is_composed_with_replacements(bsuite: Suite) -> None:
 
 
 def test_a_50_mb_memory_file_is_capped(bsuite: Suite) -> None:
-    big = ws(bsuite, "alfred") / "MEMORY.md"
+    big = workspace(bsuite, "alfred") / "MEMORY.md"
     with open(big, "wb") as handle:
         handle.write(b"# Memory\n\n## Big\nstart of the big file\n")
         handle.write((b"y" * 1023 + b"\n") * (50 * 1024))
@@ -76,7 +61,7 @@ def test_a_50_mb_memory_file_is_capped(bsuite: Suite) -> None:
 
 
 def test_a_file_replaced_by_a_folder(bsuite: Suite) -> None:
-    target = ws(bsuite, "alfred") / "AGENTS.md"
+    target = workspace(bsuite, "alfred") / "AGENTS.md"
     target.write_text("agents file\n")
     wait_claude(bsuite, "alfred", "agents file")
     target.unlink()
@@ -90,7 +75,7 @@ def test_a_file_replaced_by_a_folder(bsuite: Suite) -> None:
 def test_a_symlink_out_of_the_workspace_is_never_followed(bsuite: Suite, tmp_path: Path) -> None:
     secret = tmp_path / "secret.md"
     secret.write_text("TOP SECRET outside the workspace\n")
-    link = ws(bsuite, "alfred") / "IDENTITY.md"
+    link = workspace(bsuite, "alfred") / "IDENTITY.md"
     link.symlink_to(secret)
     text = wait_claude(bsuite, "alfred", "IDENTITY.md")
     assert "TOP SECRET" not in text
@@ -99,14 +84,14 @@ def test_a_symlink_out_of_the_workspace_is_never_followed(bsuite: Suite, tmp_pat
 
 
 def test_a_workspace_deleted_and_recreated(bsuite: Suite) -> None:
-    workspace = ws(bsuite, "alfred")
-    shutil.rmtree(workspace)
+    folder = workspace(bsuite, "alfred")
+    shutil.rmtree(folder)
     wait_until(lambda: logged(bsuite, "compose_problem", "does not exist"), 15, "the missing-workspace log line")
     still_serving_bob(bsuite, "gone")
-    workspace.mkdir()
-    (workspace / "SOUL.md").write_text("reborn soul\n")
+    folder.mkdir()
+    (folder / "SOUL.md").write_text("reborn soul\n")
     wait_claude(bsuite, "alfred", "reborn soul")
-    (workspace / "SOUL.md").write_text("reborn soul, edited\n")  # the new folder is watched
+    (folder / "SOUL.md").write_text("reborn soul, edited\n")  # the new folder is watched
     wait_claude(bsuite, "alfred", "reborn soul, edited")
 
 
