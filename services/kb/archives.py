@@ -6,17 +6,30 @@ follow-up run that starts after the request arrived, so a caller that waits
 always sees what was on disk when it asked. Searches use a separate
 read-only connection (WAL lets them run beside a refresh), memory-mapped
 (``search.tune_reader``), and run on the event loop: a search is a few
-milliseconds of SQLite, cheaper than a thread hand-off. Staleness is tracked
-from file events (``freshness.py``) so a search never walks the tree. Recall
-is recorded by one ``retrieval_log.Recorder`` (its own write connections,
-batched; a fold first flushes it, ``close`` writes what is queued).
+milliseconds of SQLite, cheaper than a thread hand-off. Recall is recorded by
+one ``retrieval_log.Recorder`` (its own write connections, batched; a fold
+first flushes it, ``close`` writes what is queued).
+
+File events (``freshness.py``) drive two things. **Staleness**: a search never
+walks the tree; an event marks the archive stale when the index does not match
+the file. **Targeted refreshes**: with a ``sync`` barrier (the KB's file
+watch), a refresh first waits until every event for a change made before it
+was asked has arrived, then reindexes just the sources those events named
+(``indexer.reindex_paths``, about a millisecond per file) instead of stat'ing
+every source (tens of milliseconds for 10,000 files). It walks the whole tree
+(``indexer.refresh``) when the barrier cannot vouch for the events (no watch,
+the watch not live yet, a timeout), when the watch asked for a rescan (it
+(re)started, a folder appeared or vanished, an event burst), when a named path
+is not a plain source inside the workspace (a symlink, a folder), and at the
+first refresh after start. Without a barrier every refresh walks the tree.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable
+import stat
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,14 +65,20 @@ class _State:
     drain: asyncio.Task[None] | None = None
     dirty: bool | None = None  # None: unknown until first checked
     recheck: set[str] = field(default_factory=set)  # events seen while a refresh ran
+    changed: set[str] = field(default_factory=set)  # sources named by events since the last refresh began
+    rescan: bool = True  # the next refresh walks the whole tree
     generation: int = 0
     last_report: indexer.RefreshReport | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class Archives:
-    def __init__(self, agents: Iterable[AgentConfig], *, workers: int = 2) -> None:
+    def __init__(
+        self, agents: Iterable[AgentConfig], *, workers: int = 2, sync: Callable[[], Awaitable[bool]] | None = None
+    ) -> None:
+        """``sync``: the file watch's barrier (``SourceWatch.sync``); without it every refresh walks the tree."""
         self._states = {a.id: _State(a) for a in agents}
+        self._sync = sync
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kb")
         self._recorder = retrieval_log.Recorder()
 
@@ -92,7 +111,13 @@ class Archives:
         are judged once it has committed.
         """
         state = self._states.get(agent_id)
-        if state is None or state.dirty:
+        if state is None:
+            return
+        if rel:
+            state.changed.add(rel)
+        else:
+            state.rescan = True
+        if state.dirty:
             return
         if not rel:
             state.dirty = True
@@ -100,6 +125,12 @@ class Archives:
             state.recheck.add(rel)
         else:
             self._check_source(state, rel)
+
+    def rescan(self, agent_id: str) -> None:
+        """File watch: events may have been missed; the agent's next refresh walks the whole tree."""
+        state = self._states.get(agent_id)
+        if state is not None:
+            state.rescan = True
 
     def _check_source(self, state: _State, rel: str) -> None:
         reader = self._reader(state)
@@ -121,12 +152,14 @@ class Archives:
         loop = asyncio.get_running_loop()
         while state.next_run is not None:
             future, state.next_run = state.next_run, None
+            paths = await self._targets(state)
             state.dirty = False  # events from now on mark it again
             try:
-                report = await loop.run_in_executor(self._executor, self._refresh_sync, state)
+                report, targeted = await loop.run_in_executor(self._executor, self._refresh_sync, state, paths)
             except Exception as exc:  # report to every waiter; the next run may succeed
                 log.exception("kb_refresh_failed", agent=state.agent.id)
                 state.dirty = True
+                state.rescan = True
                 if not future.done():
                     future.set_exception(exc)
                 continue
@@ -136,20 +169,48 @@ class Archives:
                 self._check_source(state, state.recheck.pop())
             state.recheck.clear()
             log.info(
-                "kb_refreshed", agent=state.agent.id, generation=report.generation, indexed=report.indexed,
+                "kb_refreshed", agent=state.agent.id, mode="targeted" if targeted else "walk",
+                generation=report.generation, indexed=report.indexed,
                 skipped=report.skipped, pruned=report.pruned, errors=len(report.errors), ms=round(report.seconds * 1000, 2),
             )
             if not future.done():
                 future.set_result(report)
 
-    def _refresh_sync(self, state: _State) -> indexer.RefreshReport:
+    async def _targets(self, state: _State) -> list[str] | None:
+        """The sources this refresh may limit itself to, or None to walk the tree (module docstring).
+
+        Called as the refresh begins: after the barrier, the events of every change made
+        before the refresh was asked for are in ``state.changed``."""
+        synced = self._sync is not None and await self._sync()
+        if not synced or state.rescan:
+            # Only a walk that starts after the barrier proved the watch live makes events trustworthy.
+            state.rescan = not synced
+            state.changed.clear()
+            return None
+        paths = sorted(rel.replace(os.sep, "/") for rel in state.changed)
+        state.changed.clear()
+        return paths
+
+    def _refresh_sync(self, state: _State, paths: list[str] | None = None) -> tuple[indexer.RefreshReport, bool]:
+        """Run one refresh: targeted at ``paths`` when they are all plain sources, else a walk.
+        Returns the report and whether it was targeted."""
         agent = state.agent
         if not agent.knowledge.archive.enabled:
-            return indexer.RefreshReport(generation=0, indexed=0, skipped=0, pruned=0, errors=[], seconds=0.0, rebuilt=False)
+            return indexer.RefreshReport(generation=0, indexed=0, skipped=0, pruned=0, errors=[], seconds=0.0, rebuilt=False), False
         if state.writer is None:
             agent.kb_path.parent.mkdir(parents=True, exist_ok=True)
             state.writer = schema.open_index(agent.kb_path, agent.knowledge.archive, create=True)
-        return indexer.refresh(state.writer, agent.workspace, agent.knowledge.archive)
+            paths = None  # a fresh connection: settings and backfills are reconciled by a full walk
+        if paths is None or not all(_plain_source(agent.workspace, rel) for rel in paths):
+            return indexer.refresh(state.writer, agent.workspace, agent.knowledge.archive), False
+        if paths:
+            report = indexer.reindex_paths(state.writer, agent.workspace, paths, agent.knowledge.archive)
+        else:
+            report = indexer.RefreshReport(generation=schema.generation(state.writer))
+        # As a walk would report it: every stored source that was not (re)indexed is unchanged.
+        sources = int(str(state.writer.execute("SELECT count(*) FROM kb_sources").fetchall()[0][0]))
+        report.skipped = sources - report.indexed
+        return report, True
 
     # --- search and get ---------------------------------------------------------
 
@@ -231,6 +292,32 @@ class Archives:
             for conn in (state.writer, state.reader):
                 if conn is not None:
                     conn.close()
+
+
+def _plain_source(workspace: Path, rel: str) -> bool:
+    """Whether ``rel`` (POSIX, workspace-relative) is what the tree walk would list or prune as a
+    plain source: every folder on the way a real folder (no symlink), the file a regular file,
+    or absent. Anything else (a symlinked file or folder, a folder named like a source, an error)
+    is left to a full walk, which applies the confinement rules of ``sources``."""
+    path = os.fspath(workspace)
+    parts = rel.split("/")
+    for name in parts[:-1]:
+        path = os.path.join(path, name)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return True  # the folder is gone, so is the file: pruned as absent
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+    try:
+        st = os.lstat(os.path.join(path, parts[-1]))
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode)
 
 
 def _full_stale_check(agent: AgentConfig) -> bool:

@@ -12,20 +12,29 @@ from gateway.grpc_server import serve
 from gateway.home import read_internal_token
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb.archives import Archives
-from services.kb.freshness import Root, archive_source, vault_source, watch_sources
+from services.kb.freshness import Root, SourceWatch, archive_folder, archive_source, vault_source
 from services.kb.servicer import Knowledge
 from services.kb.vaults import Vaults
 
 
+SYNC_DIR = ".kb-sync"  # under the home: the file watch's barrier markers (freshness.SourceWatch)
+
+
 async def run(config: Config) -> None:
     """Serve gateway.v1.Knowledge until SIGTERM."""
-    archives = Archives(config.agents)
+    roots: dict[str, Root] = {}
+    watch = SourceWatch(lambda: roots, config.home / SYNC_DIR)
+    archives = Archives(config.agents, sync=watch.sync)
     vaults = Vaults(config.agents, archives.executor)
     auth = Authenticator(config.api.keys, read_internal_token(config.home))
 
-    roots: dict[str, Root] = {}
     for path, agent_id in archives.roots().items():
-        roots[path] = Root(archive_source, lambda rel, a=agent_id: archives.mark_dirty(a, rel))  # type: ignore[misc]
+        roots[path] = Root(
+            archive_source,
+            lambda rel, a=agent_id: archives.mark_dirty(a, rel),  # type: ignore[misc]
+            may_hold_sources=archive_folder,
+            rescan=lambda a=agent_id: archives.rescan(a),  # type: ignore[misc]
+        )
     for path, vault_dir in vaults.roots().items():
         roots[path] = Root(vault_source, lambda rel, d=vault_dir: vaults.note_changed(d, rel))  # type: ignore[misc]
 
@@ -35,7 +44,7 @@ async def run(config: Config) -> None:
 
     async def background(stop: asyncio.Event) -> None:
         try:
-            await watch_sources(lambda: roots, stop)
+            await watch.run(stop)
         finally:
             await vaults.settle()
             vaults.close()
