@@ -20,8 +20,8 @@ every source (tens of milliseconds for 10,000 files). It walks the whole tree
 (``indexer.refresh``) when the barrier cannot vouch for the events (no watch,
 the watch not live yet, a timeout), when the watch asked for a rescan (it
 (re)started, a folder appeared or vanished, an event burst), when a named path
-is not a plain source inside the workspace (a symlink, a folder), and at the
-first refresh after start. Without a barrier every refresh walks the tree.
+is not a plain source inside the workspace (a symlink, a folder), when a
+lifecycle backfill is due, and at the first refresh after start. Without a barrier every refresh walks the tree.
 """
 
 from __future__ import annotations
@@ -201,7 +201,11 @@ class Archives:
             agent.kb_path.parent.mkdir(parents=True, exist_ok=True)
             state.writer = schema.open_index(agent.kb_path, agent.knowledge.archive, create=True)
             paths = None  # a fresh connection: settings and backfills are reconciled by a full walk
-        if paths is None or not all(_plain_source(agent.workspace, rel) for rel in paths):
+        if (
+            paths is None
+            or not all(_plain_source(agent.workspace, rel) for rel in paths)
+            or schema.get_meta(state.writer, "lifecycle_backfill") is not None  # only a walk backfills
+        ):
             return indexer.refresh(state.writer, agent.workspace, agent.knowledge.archive), False
         if paths:
             report = indexer.reindex_paths(state.writer, agent.workspace, paths, agent.knowledge.archive)
