@@ -3,11 +3,14 @@
 ``unary`` wraps a servicer method: it maps GatewayError to gRPC status (the
 one place that happens), turns anything unexpected into INTERNAL with a
 generic message, and logs one JSON line per call (method, agent, code, ms).
-Keys and request bodies are never logged.
+``ms`` is the handler's own time; the line is rendered and written by the
+event loop's next turn (``call_soon``, in the call's context), so the reply is
+not held up by the logging. Keys and request bodies are never logged.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -49,15 +52,14 @@ def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
             await context.abort(grpc.StatusCode.INTERNAL, "internal error")
             raise
         finally:
-            log.info(
-                "rpc",
-                method=method,
-                agent=getattr(request, "agent_id", None) or None,
-                code=code,
-                ms=round((time.perf_counter() - start) * 1000, 3),
-            )
+            ms = round((time.perf_counter() - start) * 1000, 3)
+            asyncio.get_running_loop().call_soon(_log_rpc, method, getattr(request, "agent_id", None) or None, code, ms)
 
     return wrapper
+
+
+def _log_rpc(method: str, agent: str | None, code: str, ms: float) -> None:
+    log.info("rpc", method=method, agent=agent, code=code, ms=ms)
 
 
 def caller_of(auth: Authenticator, context: grpc.aio.ServicerContext) -> Caller:

@@ -254,7 +254,8 @@ class Archives:
         agent = self._state(agent_id).agent
         if not agent.knowledge.archive.enabled or not agent.dreaming.staleness.record_retrievals:
             return
-        if agent.kb_path.exists():
+        # Search hits come from the index, so its file exists; Get reads files, maybe before any index.
+        if kind == "search" or agent.kb_path.exists():
             self._recorder.submit(agent.kb_path, hits, kind)
 
     async def fold(self, agent_id: str) -> retrieval_log.FoldReport:

@@ -118,4 +118,6 @@ def split_lines(text: str) -> list[str]:
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
+    if "\r" not in text:  # the common case: no line to trim
+        return lines
     return [line[:-1] if line.endswith("\r") else line for line in lines]

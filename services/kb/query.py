@@ -134,13 +134,16 @@ def build_plan(query: str, tokenizer: str) -> QueryPlan:
 
     for piece in cleaned.split():
         prefix = piece.endswith("*")
-        for run in UNSEGMENTED.findall(piece):
-            words.append(run.casefold())
-            if len(run) >= 3:
-                add(trigram, _quote(run))
-            elif SubstringTerm(run, True) not in substrings:
-                substrings.append(SubstringTerm(run, True))
-        tokens = _WORD.findall(UNSEGMENTED.sub(" ", piece))
+        if piece.isascii():  # no CJK/Thai run can be in it
+            tokens = _WORD.findall(piece)
+        else:
+            for run in UNSEGMENTED.findall(piece):
+                words.append(run.casefold())
+                if len(run) >= 3:
+                    add(trigram, _quote(run))
+                elif SubstringTerm(run, True) not in substrings:
+                    substrings.append(SubstringTerm(run, True))
+            tokens = _WORD.findall(UNSEGMENTED.sub(" ", piece))
         if not tokens:
             continue
         words.extend(token.casefold() for token in tokens)

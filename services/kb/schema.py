@@ -11,13 +11,21 @@ Tables (SPEC.md "Knowledge archive" and "Archive staleness GC"):
   bytes, provenance, the generation that last indexed it).
 - ``kb_chunks`` (child of a source): line range, text, provenance, importance,
   the entry hash of the entry that covers most of the chunk, ``has_cjk``.
-- ``kb_entries`` (child of a source): every entry's line range, hash, importance;
-  it lets a refresh write lifecycle rows for skipped files without reading them.
-  Keyed by (source_id, start_line), WITHOUT ROWID: entries of one file never start
-  on the same line, and a full index appends them in key order.
+- ``kb_source_entries`` (child of a source): one row per source holding all its
+  entries as a JSON array of ``[start_line, end_line, entry_hash, importance]`` in
+  line order. It lets a refresh write lifecycle rows for skipped files without
+  reading them, and a search find the entries a hit overlaps. One row per source
+  rather than one per entry: a full index of 10,000 files writes 10,000 rows
+  instead of 380,000 (a fifth of its SQLite time). ``kb_entries`` is a view with
+  the per-entry rows (source_id, start_line, end_line, entry_hash, importance),
+  for reading only (it cannot use an index: look sources up in
+  ``kb_source_entries`` by id).
 - ``kb_chunks_fts``: FTS5 over chunk text with the configured tokenizer;
   ``kb_chunks_cjk``: FTS5 with the trigram tokenizer over the chunks that hold
   CJK/Thai text (see ``query``). Both are external-content tables on kb_chunks.
+  Both buffer up to ``FTS_HASH_BYTES`` of postings in memory before they write a
+  segment (FTS5's ``hashsize`` option, 1 MB by default): a bulk load of rows one by
+  one writes fewer, larger segments and merges them less (a third less FTS5 work).
 - ``kb_entry_lifecycle``: entry_hash PRIMARY KEY, path, first_seen, last_retrieved,
   retrieval_count, supersedes_key, invalid_at. Deliberately *not* a child of
   chunks, entries or sources: ages survive re-chunking, edits and rebuilds.
@@ -39,7 +47,10 @@ import apsw
 from gateway.config import ArchiveSettings
 from gateway.errors import InvalidArgument, NotFound
 
-SCHEMA_VERSION: Final = 2  # 2: kb_entries keyed by (source_id, start_line), WITHOUT ROWID
+# 2: kb_entries keyed by (source_id, start_line), WITHOUT ROWID; 3: entries packed per source
+# (kb_source_entries, the kb_entries view), FTS hashsize.
+SCHEMA_VERSION: Final = 3
+FTS_HASH_BYTES: Final = 16 * 1024 * 1024
 BUSY_TIMEOUT_MS: Final = 5000
 
 TOKENIZERS: Final = {
@@ -49,7 +60,8 @@ TOKENIZERS: Final = {
     "ascii": "ascii",
 }
 
-_INDEX_TABLES: Final = ("kb_chunks_fts", "kb_chunks_cjk", "kb_chunks", "kb_entries", "kb_sources")
+# Dropped (in this order) when the schema version changes; kb_entries is a table before version 3.
+_INDEX_TABLES: Final = ("kb_chunks_fts", "kb_chunks_cjk", "kb_chunks", "kb_entries", "kb_source_entries", "kb_sources")
 
 LIFECYCLE_DDL: Final = """
 CREATE TABLE IF NOT EXISTS kb_entry_lifecycle(
@@ -88,14 +100,13 @@ CREATE TABLE IF NOT EXISTS kb_chunks(
 );
 CREATE INDEX IF NOT EXISTS kb_chunks_source ON kb_chunks(source_id);
 CREATE INDEX IF NOT EXISTS kb_chunks_cjk_ids ON kb_chunks(id) WHERE has_cjk = 1;
-CREATE TABLE IF NOT EXISTS kb_entries(
-    source_id INTEGER NOT NULL REFERENCES kb_sources(id) ON DELETE CASCADE,
-    start_line INTEGER NOT NULL,
-    end_line INTEGER NOT NULL,
-    entry_hash TEXT NOT NULL,
-    importance INTEGER NOT NULL,
-    PRIMARY KEY (source_id, start_line)
-) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS kb_source_entries(
+    source_id INTEGER PRIMARY KEY REFERENCES kb_sources(id) ON DELETE CASCADE,
+    entries TEXT NOT NULL
+);
+CREATE VIEW IF NOT EXISTS kb_entries(source_id, start_line, end_line, entry_hash, importance) AS
+    SELECT e.source_id, j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3
+    FROM kb_source_entries AS e, json_each(e.entries) AS j;
 CREATE VIRTUAL TABLE IF NOT EXISTS kb_chunks_cjk USING fts5(
     text, content='kb_chunks', content_rowid='id', tokenize='trigram');
 CREATE TABLE IF NOT EXISTS kb_retrieval_log(
@@ -118,12 +129,13 @@ def fts_tokenize(tokenizer: str) -> str:
 
 
 def create_fts(conn: apsw.Connection, tokenizer: str) -> None:
-    """Create ``kb_chunks_fts`` with ``tokenizer`` and record it in ``kb_meta``."""
+    """Create ``kb_chunks_fts`` with ``tokenizer`` (and ``FTS_HASH_BYTES``) and record it in ``kb_meta``."""
     tokenize = fts_tokenize(tokenizer)
     conn.execute(
         "CREATE VIRTUAL TABLE kb_chunks_fts USING fts5("
         f"text, content='kb_chunks', content_rowid='id', tokenize='{tokenize}')"
     )
+    conn.execute("INSERT INTO kb_chunks_fts(kb_chunks_fts, rank) VALUES ('hashsize', ?)", (FTS_HASH_BYTES,))
     set_meta(conn, "tokenizer", tokenizer)
 
 
@@ -185,9 +197,14 @@ def _ensure_schema(conn: apsw.Connection, settings: ArchiveSettings) -> None:
             version = get_meta(conn, "schema_version")
             if version is not None and version != str(SCHEMA_VERSION):
                 for table in _INDEX_TABLES:
-                    conn.execute(f"DROP TABLE IF EXISTS {table}")
+                    row = conn.execute("SELECT type FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+                    if row is not None:
+                        conn.execute(f"DROP {'VIEW' if row[0] == 'view' else 'TABLE'} {table}")
         ensure_lifecycle(conn)
+        new_cjk = not _table_exists(conn, "kb_chunks_cjk")
         conn.execute(_DDL)
+        if new_cjk:
+            conn.execute("INSERT INTO kb_chunks_cjk(kb_chunks_cjk, rank) VALUES ('hashsize', ?)", (FTS_HASH_BYTES,))
         if not _table_exists(conn, "kb_chunks_fts"):
             create_fts(conn, settings.tokenizer)
             # Existing chunks (if the FTS table alone was lost) are indexed again.

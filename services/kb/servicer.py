@@ -1,18 +1,29 @@
-"""gRPC servicer of gateway.v1.Knowledge: parse, authorize, call the archives."""
+"""gRPC servicer of gateway.v1.Knowledge: parse, authorize, call the archives.
+
+Recall recording (``Archives.record``) is fire-and-forget: Search and Get hand
+it to the event loop's next turn (``call_soon``), so the reply does not wait
+for it, and a failure there is logged, never turned into an error of the read.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+
 import grpc
+import structlog
 
 from gateway.auth import Authenticator
 from gateway.rpc import authorize_call, unary
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb.archives import Archives, check_corpus
+from services.kb.retrieval_log import Retrieved
 from services.kb.search import SearchHit
 from services.kb.vault_index import merge_hits
 from services.kb.vaults import Vaults
 
 pb = kb_pb2
+log = structlog.get_logger()
 
 RECORD_METADATA = "x-gateway-record-retrievals"
 
@@ -23,6 +34,18 @@ def _recording_allowed(context: grpc.aio.ServicerContext) -> bool:
         if name == RECORD_METADATA and str(value).strip().lower() in ("0", "false", "no", "off"):
             return False
     return True
+
+
+def _record_later(archives: Archives, agent_id: str, hits: Sequence[Retrieved], kind: str) -> None:
+    """Queue ``hits`` for the retrieval log once this handler has returned (module docstring)."""
+    asyncio.get_running_loop().call_soon(_record, archives, agent_id, hits, kind)
+
+
+def _record(archives: Archives, agent_id: str, hits: Sequence[Retrieved], kind: str) -> None:
+    try:
+        archives.record(agent_id, hits, kind)
+    except Exception as exc:  # fire-and-forget: never an error of the read
+        log.warning("kb_retrieval_log_failed", kind=kind, error=f"{type(exc).__name__}: {exc}")
 
 
 def _report(r) -> kb_pb2.RefreshReport:  # type: ignore[no-untyped-def]
@@ -76,16 +99,16 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
             memory_hits = [c.hit for c in merged if c.corpus == "memory"]
             refreshed = refreshed or shared_refreshed
             result = type(result)(result.hits, result.generation, result.stale or shared.stale)
-        if _recording_allowed(context):
-            self._archives.record(request.agent_id, memory_hits, "search")
+        if memory_hits and _recording_allowed(context):
+            _record_later(self._archives, request.agent_id, memory_hits, "search")
         return pb.SearchResponse(hits=hits, generation=result.generation, stale=result.stale, refreshed=refreshed)
 
     @unary
     async def Get(self, request: kb_pb2.GetRequest, context: grpc.aio.ServicerContext) -> kb_pb2.GetResponse:  # noqa: N802
         self._check(context, request.agent_id)
         got = await self._archives.get(request.agent_id, request.path, request.from_line, request.lines)
-        if _recording_allowed(context):
-            self._archives.record(request.agent_id, got.entries, "get")
+        if got.entries and _recording_allowed(context):
+            _record_later(self._archives, request.agent_id, got.entries, "get")
         return pb.GetResponse(path=got.path, text=got.text, from_line=got.from_line, to_line=got.to_line,
                               total_lines=got.total_lines, truncated=got.truncated)
 

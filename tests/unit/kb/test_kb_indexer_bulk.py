@@ -1,17 +1,23 @@
-"""Refresh fast paths: the pipelined bulk path writes what the one-by-one path writes, the cached stored rows stay true, a schema bump rebuilds."""
+"""Refresh fast paths: the bulk path (producer thread or worker process) writes what the one-by-one path writes, the cached stored rows stay true, a schema bump rebuilds."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from pathlib import Path
+from typing import Literal
 
 import apsw
 import pytest
 from kb_helpers import OLD, settings, write
 
-from services.kb import indexer
+from services.kb import indexer, indexer_bulk, indexer_parse
 from services.kb.indexer import refresh
 from services.kb.schema import open_index
+from services.kb.sources import ARCHIVE_PROFILE, Scan, SourceProfile, scan_sources
+
+Mode = Literal["one", "thread", "process"]
+BULK: tuple[Mode, ...] = ("thread", "process")
 
 NOW = 1_760_000_000_000_000_000
 
@@ -54,10 +60,19 @@ def dump(conn: apsw.Connection) -> dict[str, list[tuple[object, ...]]]:
     return out
 
 
-def run(conn: apsw.Connection, workspace: Path, bulk: bool, monkeypatch: pytest.MonkeyPatch, **kw: int) -> indexer.RefreshReport:
-    monkeypatch.setattr(indexer, "BULK_FILES", 1 if bulk else 10**9)
-    monkeypatch.setattr(indexer, "_BATCH_CHUNKS", 3)  # many batches
-    return refresh(conn, workspace, settings(**kw), now_ns=lambda: NOW)
+def run(
+    conn: apsw.Connection,
+    workspace: Path,
+    mode: Mode,
+    monkeypatch: pytest.MonkeyPatch,
+    profile: SourceProfile = ARCHIVE_PROFILE,
+    **kw: int,
+) -> indexer.RefreshReport:
+    """A refresh one source at a time, or by the bulk path on a thread or in a worker process."""
+    monkeypatch.setattr(indexer, "BULK_FILES", 10**9 if mode == "one" else 1)
+    monkeypatch.setattr(indexer_bulk, "PROCESS_BYTES", 0 if mode == "process" else 10**12)
+    monkeypatch.setattr(indexer_bulk, "BATCH_CHUNKS", 3)  # many batches
+    return refresh(conn, workspace, settings(**kw), now_ns=lambda: NOW, profile=profile)
 
 
 @pytest.fixture
@@ -68,25 +83,27 @@ def pair(tmp_path: Path) -> tuple[Path, apsw.Connection, Path, apsw.Connection]:
     return one, open_index(tmp_path / "one.sqlite", settings()), many, open_index(tmp_path / "many.sqlite", settings())
 
 
+@pytest.mark.parametrize("mode", BULK)
 def test_bulk_full_index_equals_sequential(
-    pair: tuple[Path, apsw.Connection, Path, apsw.Connection], monkeypatch: pytest.MonkeyPatch
+    pair: tuple[Path, apsw.Connection, Path, apsw.Connection], monkeypatch: pytest.MonkeyPatch, mode: Mode
 ) -> None:
     ws_a, conn_a, ws_b, conn_b = pair
     corpus(ws_a)
     corpus(ws_b)
-    a = run(conn_a, ws_a, False, monkeypatch)
-    b = run(conn_b, ws_b, True, monkeypatch)
+    a = run(conn_a, ws_a, "one", monkeypatch)
+    b = run(conn_b, ws_b, mode, monkeypatch)
     assert (a.indexed, a.skipped, a.errors, a.generation) == (b.indexed, b.skipped, b.errors, b.generation)
     assert b.indexed == len(NOTES) + 40
     assert dump(conn_a) == dump(conn_b)
     assert conn_b.execute("SELECT count(*) FROM kb_chunks WHERE has_cjk = 1").fetchall()[0][0] == 2
 
 
+@pytest.mark.parametrize("mode", BULK)
 def test_bulk_reindex_edits_touches_and_rechunks_equal_sequential(
-    pair: tuple[Path, apsw.Connection, Path, apsw.Connection], monkeypatch: pytest.MonkeyPatch
+    pair: tuple[Path, apsw.Connection, Path, apsw.Connection], monkeypatch: pytest.MonkeyPatch, mode: Mode
 ) -> None:
     ws_a, conn_a, ws_b, conn_b = pair
-    for ws, conn, bulk in ((ws_a, conn_a, False), (ws_b, conn_b, True)):
+    for ws, conn, bulk in ((ws_a, conn_a, "one"), (ws_b, conn_b, mode)):
         corpus(ws)
         run(conn, ws, bulk, monkeypatch)
         corpus(ws, variant=1)  # a fifth of the notes change, the rest only get a new mtime below
@@ -94,14 +111,14 @@ def test_bulk_reindex_edits_touches_and_rechunks_equal_sequential(
             path.touch()
             write(ws, path.relative_to(ws).as_posix(), path.read_text(), mtime=OLD + 5)
         (ws / "memory" / "d1" / "note01.md").unlink()
-    a = run(conn_a, ws_a, False, monkeypatch)
-    b = run(conn_b, ws_b, True, monkeypatch)
+    a = run(conn_a, ws_a, "one", monkeypatch)
+    b = run(conn_b, ws_b, mode, monkeypatch)
     assert (a.indexed, a.skipped, a.pruned) == (b.indexed, b.skipped, b.pruned)
     assert a.skipped > 0 and a.indexed > 0 and a.pruned == 1
     assert dump(conn_a) == dump(conn_b)
     # New chunk settings re-chunk every source (each stored source is replaced in place).
-    a = run(conn_a, ws_a, False, monkeypatch, chunk_tokens=20, chunk_overlap=5)
-    b = run(conn_b, ws_b, True, monkeypatch, chunk_tokens=20, chunk_overlap=5)
+    a = run(conn_a, ws_a, "one", monkeypatch, chunk_tokens=20, chunk_overlap=5)
+    b = run(conn_b, ws_b, mode, monkeypatch, chunk_tokens=20, chunk_overlap=5)
     assert (a.indexed, a.rebuilt) == (b.indexed, b.rebuilt) == (len(NOTES) + 39, True)
     assert dump(conn_a) == dump(conn_b)
 
@@ -110,7 +127,7 @@ def test_bulk_read_error_keeps_the_source(
     conn: apsw.Connection, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     corpus(workspace)
-    run(conn, workspace, True, monkeypatch)
+    run(conn, workspace, "thread", monkeypatch)
     corpus(workspace, variant=1)
     real = indexer.read_source
 
@@ -122,22 +139,54 @@ def test_bulk_read_error_keeps_the_source(
     monkeypatch.setattr(indexer, "read_source", denied)
     for path in (workspace / "memory").rglob("note*.md"):
         write(workspace, path.relative_to(workspace).as_posix(), path.read_text(), mtime=OLD + 9)
-    report = run(conn, workspace, True, monkeypatch)
+    # A replaced reader cannot be handed to a worker process: this runs on the thread.
+    report = run(conn, workspace, "process", monkeypatch)
     assert report.errors == ["memory/d1/note05.md: unreadable, PermissionError (kept)"]
     assert conn.execute("SELECT count(*) FROM kb_sources WHERE path = 'memory/d1/note05.md'").fetchall()[0][0] == 1
 
 
-@pytest.mark.parametrize("where", ["_parse", "_write_fts", "_write_rows"])
-def test_bulk_crash_leaves_previous_index_and_no_thread(
-    conn: apsw.Connection, workspace: Path, monkeypatch: pytest.MonkeyPatch, where: str
+def test_bulk_read_error_in_the_worker_keeps_the_source(
+    conn: apsw.Connection, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     corpus(workspace)
-    run(conn, workspace, True, monkeypatch)
+    run(conn, workspace, "process", monkeypatch)
+    victim = workspace / "memory" / "d1" / "note05.md"
+    before = conn.execute("SELECT id, content_hash FROM kb_sources WHERE path = 'memory/d1/note05.md'").fetchall()
+    write(workspace, "memory/d1/note05.md", "edited\n", mtime=OLD + 9)
+
+    def scan_then_break(root: Path) -> Scan:
+        scan = scan_sources(root)
+        victim.unlink()
+        victim.mkdir()  # listed as a file, read as a directory: IsADirectoryError in the worker
+        return scan
+
+    profile = SourceProfile("archive", scan_then_break, ARCHIVE_PROFILE.classify)
+    report = run(conn, workspace, "process", monkeypatch, profile=profile)
+    assert report.errors == ["memory/d1/note05.md: unreadable, IsADirectoryError (kept)"]
+    after = conn.execute("SELECT id, content_hash FROM kb_sources WHERE path = 'memory/d1/note05.md'").fetchall()
+    assert after == before
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "where"),
+    [
+        ("thread", indexer_parse, "parse_source"),
+        ("thread", indexer_bulk._Writer, "write_rows"),
+        ("thread", indexer_bulk._Writer, "write_fts_select"),
+        ("process", indexer_bulk._Writer, "write_rows"),
+        ("process", indexer_bulk._Writer, "write_fts_rows"),
+    ],
+)
+def test_bulk_crash_leaves_previous_index_and_no_thread_or_process(
+    conn: apsw.Connection, workspace: Path, monkeypatch: pytest.MonkeyPatch, mode: Mode, owner: object, where: str
+) -> None:
+    corpus(workspace)
+    run(conn, workspace, mode, monkeypatch)
     before = dump(conn)
     corpus(workspace, variant=1)
     for path in (workspace / "memory").rglob("note*.md"):
         write(workspace, path.relative_to(workspace).as_posix(), path.read_text() + "edited\n", mtime=OLD + 9)
-    real = getattr(indexer, where)
+    real = getattr(owner, where)
     calls = 0
 
     def crash_on_third(*args: object) -> object:
@@ -147,13 +196,14 @@ def test_bulk_crash_leaves_previous_index_and_no_thread(
             raise RuntimeError("simulated crash")
         return real(*args)
 
-    monkeypatch.setattr(indexer, where, crash_on_third)
+    monkeypatch.setattr(owner, where, crash_on_third)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        run(conn, workspace, True, monkeypatch)
+        run(conn, workspace, mode, monkeypatch)
     assert not any(t.name == "kb-index-parse" for t in threading.enumerate())
+    assert multiprocessing.active_children() == []
     assert dump(conn) == before
-    monkeypatch.setattr(indexer, where, real)
-    assert run(conn, workspace, True, monkeypatch).indexed == 40
+    monkeypatch.setattr(owner, where, real)
+    assert run(conn, workspace, mode, monkeypatch).indexed == 40
 
 
 def counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -215,25 +265,26 @@ def test_stored_rows_cache_follows_edits_and_prunes(
     assert rows == {f"memory/n{n}.md": (workspace / f"memory/n{n}.md").stat().st_size for n in (0, 1, 3, 4, 9)}
 
 
-def test_schema_version_1_index_is_rebuilt_and_lifecycle_kept(
+def test_older_schema_version_is_rebuilt_and_lifecycle_kept(
     conn: apsw.Connection, workspace: Path, db_path: Path
 ) -> None:
     write(workspace, "memory/a.md", "- alpha fact\n- bravo fact\n")
     refresh(conn, workspace, settings(), now_ns=lambda: NOW)
     lifecycle = conn.execute("SELECT entry_hash, path, first_seen FROM kb_entry_lifecycle ORDER BY 1").fetchall()
-    # Turn it into a version-1 index: kb_entries with a rowid and a separate index.
-    conn.execute("DROP TABLE kb_entries")
+    # Turn it into a version-2 index: kb_entries a table with one row per entry, no kb_source_entries.
+    conn.execute("DROP VIEW kb_entries")
+    conn.execute("DROP TABLE kb_source_entries")
     conn.execute(
         "CREATE TABLE kb_entries(source_id INTEGER NOT NULL REFERENCES kb_sources(id) ON DELETE CASCADE, "
-        "start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, entry_hash TEXT NOT NULL, importance INTEGER NOT NULL)"
+        "start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, entry_hash TEXT NOT NULL, "
+        "importance INTEGER NOT NULL, PRIMARY KEY (source_id, start_line)) WITHOUT ROWID"
     )
-    conn.execute("CREATE INDEX kb_entries_source ON kb_entries(source_id, start_line)")
-    conn.execute("UPDATE kb_meta SET value = '1' WHERE key = 'schema_version'")
+    conn.execute("UPDATE kb_meta SET value = '2' WHERE key = 'schema_version'")
     conn.close()
     reopened = open_index(db_path, settings())
     try:
-        ddl = reopened.execute("SELECT sql FROM sqlite_master WHERE name = 'kb_entries'").fetchall()[0][0]
-        assert "WITHOUT ROWID" in str(ddl)
+        kinds = dict(reopened.execute("SELECT name, type FROM sqlite_master WHERE name LIKE 'kb_%entries'").fetchall())
+        assert kinds == {"kb_entries": "view", "kb_source_entries": "table"}
         assert reopened.execute("SELECT count(*) FROM kb_sources").fetchall()[0][0] == 0  # index tables rebuilt
         assert refresh(reopened, workspace, settings()).indexed == 1
         assert reopened.execute("SELECT count(*) FROM kb_entries").fetchall()[0][0] == 2
@@ -241,3 +292,16 @@ def test_schema_version_1_index_is_rebuilt_and_lifecycle_kept(
         assert after == lifecycle  # ages survive the rebuild
     finally:
         reopened.close()
+    again = open_index(db_path, settings())  # the current version: nothing dropped
+    try:
+        assert again.execute("SELECT count(*) FROM kb_entries").fetchall()[0][0] == 2
+    finally:
+        again.close()
+
+
+def test_entries_are_one_row_per_source(conn: apsw.Connection, workspace: Path) -> None:
+    write(workspace, "memory/a.md", "# Title\n\n- alpha fact\n  more\n- bravo fact <!-- importance: 9 -->\n")
+    refresh(conn, workspace, settings())
+    assert conn.execute("SELECT count(*) FROM kb_source_entries").fetchall()[0][0] == 1
+    view = conn.execute("SELECT start_line, end_line, importance FROM kb_entries ORDER BY start_line").fetchall()
+    assert view == [(3, 4, 5), (5, 5, 9)]

@@ -359,3 +359,70 @@ def test_exclude_paths_applies_before_the_limit_on_both_paths(conn: apsw.Connect
         hits = search(conn, workspace, query, 4, exclude_paths=hidden).hits
         assert len(hits) == 4 and not hidden & {h.path for h in hits}, query
     assert {h.path for h in search(conn, workspace, "zebra yak", 2, exclude_paths=hidden).hits} == {"memory/z2.md", "memory/z3.md"}
+
+
+# --- entry choice and the per-connection memo -------------------------------------------------
+
+
+def reference_best_entry(text: str, start: int, end: int, fallback: str | None,
+                         entries: list[tuple[int, int, str]], words: tuple[str, ...]) -> str | None:  # fmt: skip
+    """The entry choice spelled out: join each entry's lines and count the query words in them."""
+    if len(entries) <= 1:
+        return entries[0][2] if entries else fallback
+    folded = text.casefold()
+    present = [word for word in words if word in folded]
+    lines = folded.split("\n")
+    if not present or len(lines) != end - start + 1:
+        return fallback
+    best: tuple[int, str | None] = (0, fallback)
+    for entry_start, entry_end, digest in entries:
+        body = "\n".join(lines[max(entry_start, start) - start : min(entry_end, end) - start + 1])
+        hits = sum(1 for word in present if word in body)
+        if hits > best[0] or (hits == best[0] and hits > 0 and digest == fallback):
+            best = (hits, digest)
+    return best[1]
+
+
+def test_best_entry_matches_the_spelled_out_choice() -> None:
+    import random
+
+    from services.kb.search import _best_entry, _Row
+
+    rng = random.Random(5)
+    vocab = ["alpha", "beta", "gamma", "al", "ph", "Ünï", "ß", "ss", "東京", "x", "and"]
+    for _ in range(20_000):
+        lines = [" ".join(rng.choice(vocab) for _ in range(rng.randint(0, 5))) for _ in range(rng.randint(1, 12))]
+        text = "\n".join(lines)
+        start = rng.randint(1, 50)
+        end = start + len(lines) - 1 + (1 if rng.random() < 0.05 else 0)  # sometimes a line count that does not fit
+        fallback = rng.choice([None, "h0", "h1", "h2"])
+        entries = []
+        for _ in range(rng.randint(0, 6)):
+            entry_start = rng.randint(start - 3, end)
+            entries.append((entry_start, rng.randint(max(entry_start, start), end + 3), rng.choice(["h0", "h1", "h2", "h3"])))
+        entries.sort()
+        words = tuple(dict.fromkeys(w.casefold() for w in rng.sample(vocab, rng.randint(1, 4))))
+        row = _Row("p", start, end, "agent", 5, fallback, text, 1)
+        expected = reference_best_entry(text, start, end, fallback, entries, words)
+        assert _best_entry(row, entries, words) == expected
+        assert _best_entry(row, entries, words, text.casefold()) == expected
+
+
+def test_a_changed_index_is_never_answered_from_the_memo(conn: apsw.Connection, workspace: Path, db_path: Path) -> None:
+    write(workspace, "memory/m.md", "- walrus one\n- penguin two\n")
+    refresh(conn, workspace, settings())
+    first = search(conn, workspace, "walrus", check_stale=False)
+    assert first.hits[0].entry_hash == entry_hash("- walrus one")
+    again = search(conn, workspace, "walrus", check_stale=False)  # answered with the memo's entries
+    assert again == first
+    write(workspace, "memory/m.md", "- walrus three\n- penguin two\n", mtime=OLD + 10)
+    refresh(conn, workspace, settings())
+    after = search(conn, workspace, "walrus", check_stale=False)
+    assert after.generation == first.generation + 1
+    assert after.hits[0].entry_hash == entry_hash("- walrus three")
+    # a second connection keeps its own memo and agrees
+    reader = open_reader(db_path)
+    try:
+        assert search(reader, workspace, "walrus", check_stale=False) == after
+    finally:
+        reader.close()

@@ -99,8 +99,8 @@ def test_the_vault_index_is_the_archive_schema(vconn: apsw.Connection, vault_dir
     # The plain archive search works on the vault index unchanged.
     hits = search(vconn, vault_dir, "otters", 5, check_stale=False).hits
     assert [h.path for h in hits] == ["notes/otter.md"]
-    tables = {r[0] for r in vconn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"kb_sources", "kb_chunks", "kb_chunks_fts", "kb_entries", "kb_entry_lifecycle"} <= tables
+    tables = {r[0] for r in vconn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    assert {"kb_sources", "kb_chunks", "kb_chunks_fts", "kb_source_entries", "kb_entries", "kb_entry_lifecycle"} <= tables
 
 
 def test_shadowed_twins_needs_both_indexed(vconn: apsw.Connection, vault_dir: Path) -> None:
