@@ -774,7 +774,7 @@ def python_work(sources: list[tuple[str, bytes]], settings: Any) -> float:
     """Seconds of the indexer's per-file Python work, without SQLite."""
     from services.kb.chunking import chunk_lines, split_lines
     from services.kb.entries import DEFAULT_IMPORTANCE, parse_entries, parse_frontmatter
-    from services.kb.indexer import _attribute
+    from services.kb.indexer_parse import attribute as _attribute
     from services.kb.provenance import classify
     from services.kb.query import has_unsegmented
 

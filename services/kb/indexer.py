@@ -97,7 +97,6 @@ from services.kb.indexer_bulk import (
     unreadable,
     write_lifecycle,
 )
-from services.kb.indexer_parse import attribute as _attribute  # noqa: F401  (bench/kb_archive.py imports it here)
 from services.kb.indexer_parse import parse_source, read_source
 from services.kb.schema import create_fts, ensure_lifecycle, generation, get_meta, set_meta
 from services.kb.sources import ARCHIVE_PROFILE, FileStat, Scan, SourceProfile, stat_source

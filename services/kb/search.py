@@ -30,10 +30,9 @@ same snapshot.
 Scores are bounded and dimension-free, so a caller merging two indexes (the
 agent archive and the shared vault) can sort their hits together.
 
-Each hit names the entry it most likely answers: among the entries the chunk
-touches, the one whose lines contain the most query words (the chunk's dominant
-entry on a tie, or when no entry holds a query word). Text, entries and
-snippets are read for the final hits only. Every SearchResult carries the generation that answered and
+The best chunks become hits in ``hits`` (snippets, and the entry each most
+likely answers; text and entries are read for those chunks only). Every
+SearchResult carries the generation that answered and
 ``stale``: whether any source changed since the last refresh (``is_stale``).
 
 Each connection keeps a small memo per index generation (``_Memo``): the
@@ -48,20 +47,19 @@ and ``profile`` says which files count as sources for the staleness check.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import heapq
-import json
 import threading
 import weakref
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 
 import apsw
 import structlog
 
+from services.kb.hits import DETAIL_COLUMNS, ChunkRow, Entry, SearchHit, chunk_rows, make_hits, remember
 from services.kb.query import QueryPlan, build_plan, fallback_terms, like_pattern
 from services.kb.sources import ARCHIVE_PROFILE, SourceProfile, stat_source
 
@@ -69,29 +67,10 @@ DEFAULT_LIMIT: Final = 6
 MAX_LIMIT: Final = 20
 POOL: Final = 200
 COMMON_CHUNKS: Final = 2000  # a term in more chunks does not drive the OR fallback (see query)
-SNIPPET_CHARS: Final = 200
 READER_MMAP_BYTES: Final = 1 << 30  # a ceiling: SQLite maps at most the file's size
 READER_CACHE_KIB: Final = 32 * 1024
 
 log = structlog.get_logger()
-
-_K = TypeVar("_K")
-_V = TypeVar("_V")
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    """One ranked chunk. Lines are 1-based and inclusive; ``path`` is workspace-relative."""
-
-    path: str
-    start_line: int
-    end_line: int
-    snippet: str
-    score: float
-    provenance: str
-    importance: int
-    entry_hash: str | None
-
 
 @dataclass(frozen=True)
 class SearchResult:
@@ -153,13 +132,12 @@ def search(
 
 
 _META_SQL: Final = "SELECT key, value FROM kb_meta WHERE key IN ('generation', 'tokenizer')"
-MEMO_CHUNKS: Final = 4096  # chunks whose entries one connection's memo keeps
 MEMO_TERMS: Final = 4096  # term counts one connection's memo keeps
 
 
 class _Memo:
     """What one connection learnt about one generation of the index: each chunk's entries
-    (``_entries``) and each term's capped chunk count (``_or_terms``).
+    (``hits.make_hits``) and each term's capped chunk count (``_or_terms``).
 
     The generation counter moves whenever a refresh changes the index (``indexer``),
     so anything read at one generation holds for every snapshot of it: a search
@@ -171,7 +149,7 @@ class _Memo:
 
     def __init__(self, generation: int) -> None:
         self.generation = generation
-        self.entries: dict[int, list[_Entry]] = {}
+        self.entries: dict[int, list[Entry]] = {}
         self.counts: dict[tuple[str, str, int], int] = {}
 
 
@@ -185,12 +163,6 @@ def _memo(conn: apsw.Connection, generation: int) -> _Memo:
         if memo is None or memo.generation != generation:
             memo = _MEMOS[conn] = _Memo(generation)
         return memo
-
-
-def _remember(memory: dict[_K, _V], key: _K, value: _V, cap: int) -> None:
-    if len(memory) >= cap:
-        del memory[next(iter(memory))]  # the oldest
-    memory[key] = value
 
 
 _Cand = tuple[int, float, int, int]
@@ -228,17 +200,11 @@ def _like(conn: apsw.Connection, text: str, cjk_only: bool) -> dict[int, _Cand]:
     return {row[0]: row for row in conn.execute(f"{sql} LIMIT {POOL}", (like_pattern(text),))}
 
 
-_DETAIL_COLUMNS: Final = (
-    "s.path, c.start_line, c.end_line, c.provenance, c.importance, c.entry_hash, c.text, c.source_id "
-    "FROM kb_chunks c JOIN kb_sources s ON s.id = c.source_id"
-)
-
-
 @functools.lru_cache(maxsize=64)
 def _ranked_sql(table: str, excluded: int, skipped: int = 0, bonus: bool = True) -> str:
     """One FTS table's pool ranked in SQLite: the top ``?`` chunks with everything a hit shows, in no set order.
 
-    Columns: id, x, relevance, then ``_Row``'s. ``x / (1 + x) * (0.8 + 0.02 *
+    Columns: id, x, relevance, then ``ChunkRow``'s. ``x / (1 + x) * (0.8 + 0.02 *
     importance)`` is the relevance of the module docstring evaluated in the same
     order as ``_top`` does in Python (IEEE doubles both), and the top rows are
     chosen as ``_top`` chooses them: by ``relevance + 1`` (``bonus``: the AND
@@ -257,7 +223,7 @@ def _ranked_sql(table: str, excluded: int, skipped: int = 0, bonus: bool = True)
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     key = "rel + 1.0" if bonus else "rel"
     return (
-        "SELECT r.id, r.x, r.rel, " + _DETAIL_COLUMNS + " JOIN "
+        "SELECT r.id, r.x, r.rel, " + DETAIL_COLUMNS + " JOIN "
         "(SELECT m.id AS id, m.x AS x, m.x / (1.0 + m.x) * (0.8 + 0.02 * k.importance) AS rel "
         f"FROM ({_pool_sql(table)}) m JOIN kb_chunks k ON k.id = m.id{where} ORDER BY {key} DESC, m.id LIMIT ?) r "
         "ON c.id = r.id"
@@ -304,7 +270,7 @@ def _run(conn: apsw.Connection, plan: QueryPlan, limit: int, exclude_paths: Coll
             ranked += [(row[2] + 0.0, row[0]) for row in partial]  # + 0.0 as in _top (-0.0 becomes 0.0)
             rows += partial
         if len(rows) >= limit or len(terms) == 1 or not excluded:
-            return _hits(conn, plan, _best(limit, ranked), {row[0]: _Row(*row[3:]) for row in rows}, memo)
+            return make_hits(conn, plan.words, _best(limit, ranked), {row[0]: ChunkRow(*row[3:]) for row in rows}, memo.entries)
     pools = [_match(conn, table, " AND ".join(terms)) for table, terms in tables]
     pools += [_like(conn, term.text, term.cjk_only) for term in plan.substrings]
     smallest = min(pools, key=len)
@@ -342,7 +308,7 @@ def _count(conn: apsw.Connection, table: str, term: str, memo: _Memo) -> int:
     if found is None:
         sql = f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT {COMMON_CHUNKS + 1})"
         found = int(next(iter(conn.execute(sql, (term,))))[0])
-        _remember(memo.counts, key, found, MEMO_TERMS)
+        remember(memo.counts, key, found, MEMO_TERMS)
     return found
 
 
@@ -372,173 +338,13 @@ def _top(
         matched_all = all(rowid in pool for pool in required)
         ranked.append((relevance + (1.0 if matched_all else 0.0), rowid))
     best = _best(limit, ranked)
-    return _hits(conn, plan, best, _chunk_rows(conn, [rowid for _, rowid in best]) if best else {}, memo)
+    return make_hits(conn, plan.words, best, chunk_rows(conn, [rowid for _, rowid in best]) if best else {}, memo.entries)
 
 
 def _source_ids(conn: apsw.Connection, paths: Collection[str]) -> tuple[int, ...]:
     paths = list(paths)
     marks = ",".join("?" * len(paths))
     return tuple(int(r[0]) for r in conn.execute(f"SELECT id FROM kb_sources WHERE path IN ({marks})", paths))
-
-
-@dataclass(frozen=True)
-class _Row:
-    path: str
-    start_line: int
-    end_line: int
-    provenance: str
-    importance: int
-    entry_hash: str | None
-    text: str
-    source_id: int
-
-
-def _chunk_rows(conn: apsw.Connection, ids: list[int]) -> dict[int, _Row]:
-    """Everything a hit shows, for the final few chunks only (text is the costly column)."""
-    marks = ",".join("?" * len(ids))
-    return {int(row[0]): _Row(*row[1:]) for row in conn.execute(f"SELECT c.id, {_DETAIL_COLUMNS} WHERE c.id IN ({marks})", ids)}
-
-
-def _hits(
-    conn: apsw.Connection, plan: QueryPlan, ranked: list[tuple[float, int]], rows: dict[int, _Row], memo: _Memo
-) -> list[SearchHit]:
-    """``ranked`` (score, chunk id), best first, as hits; ``rows`` holds each chunk's details.
-
-    Entries come from the memo, and from ``_entries`` (one statement) for the chunks it lacks."""
-    shown = [(score, rowid, rows[rowid]) for score, rowid in ranked if rowid in rows]
-    if not shown:
-        return []
-    known = memo.entries
-    entries = {rowid: known[rowid] for _, rowid, _ in shown if rowid in known}
-    missing = [(rowid, row) for _, rowid, row in shown if rowid not in entries]
-    if missing:
-        for (rowid, _), found in zip(missing, _entries(conn, [row for _, row in missing]), strict=True):
-            entries[rowid] = found
-            _remember(known, rowid, found, MEMO_CHUNKS)
-    words = plan.words
-    hits = []
-    for score, rowid, row in shown:
-        folded = row.text.casefold()
-        hits.append(
-            SearchHit(
-                path=row.path,
-                start_line=row.start_line,
-                end_line=row.end_line,
-                snippet=_snippet(row.text, folded, words, SNIPPET_CHARS),
-                score=round(score, 6),
-                provenance=row.provenance,
-                importance=row.importance,
-                entry_hash=_best_entry(row, entries[rowid], words, folded),
-            )
-        )
-    return hits
-
-
-_Entry = tuple[int, int, str]  # start_line, end_line, entry_hash
-
-
-def _entries(conn: apsw.Connection, rows: list[_Row]) -> list[list[_Entry]]:
-    """For each row, the entries of its source that overlap its lines, by start line.
-
-    A source's entries are one JSON array in ``kb_source_entries`` (``schema``), found by
-    its id: one statement fetches the arrays of every source involved, decoded in Python
-    (``json.loads`` is several times cheaper than unpacking them with ``json_each``)."""
-    ids = sorted({row.source_id for row in rows})
-    sql = f"SELECT source_id, entries FROM kb_source_entries WHERE source_id IN ({','.join('?' * len(ids))})"
-    arrays = {int(source_id): json.loads(text) for source_id, text in conn.execute(sql, ids)}
-    out: list[list[_Entry]] = []
-    for row in rows:
-        first, last = row.start_line, row.end_line
-        out.append([(start, end, digest) for start, end, digest, _ in arrays.get(row.source_id, ()) if start <= last and end >= first])
-    return out
-
-
-def _best_entry(row: _Row, entries: list[_Entry], words: tuple[str, ...], folded: str | None = None) -> str | None:
-    """The entry the hit most likely answers (module docstring): of the entries overlapping the chunk,
-    the one whose lines hold the most query words; the chunk's dominant entry on a tie or when none does.
-
-    ``folded`` is ``row.text.casefold()`` when the caller has it. A word never
-    holds a newline, so it occurs in an entry's lines exactly when it occurs on
-    one of them: the lines holding each word are found once (``str.find``), and
-    an entry counts the words on those of its lines; an entry with none of them
-    cannot change the choice and is passed over.
-    """
-    start, end, fallback = row.start_line, row.end_line, row.entry_hash
-    if len(entries) <= 1:
-        return entries[0][2] if entries else fallback
-    if folded is None:
-        folded = row.text.casefold()
-    present = [word for word in words if word in folded]
-    if not present or folded.count("\n") != end - start:  # casefold never adds or removes a newline
-        return fallback
-    if len(present) == 1:
-        hot = _lines_holding(folded, present[0])
-        masks: dict[int, int] | None = None
-    else:
-        masks = {}
-        for bit, word in enumerate(present):
-            for line in _lines_holding(folded, word):
-                masks[line] = masks.get(line, 0) | 1 << bit
-        hot = sorted(masks)
-    count = len(hot)
-    best_hits, best = 0, fallback
-    for entry_start, entry_end, digest in entries:
-        at = bisect.bisect_left(hot, entry_start - start if entry_start > start else 0)
-        last = entry_end - start if entry_end < end else end - start
-        if at == count or hot[at] > last:
-            continue  # no query word on this entry's lines: a count of 0 never changes the choice
-        if masks is None:
-            hits = 1
-        else:
-            seen = 0
-            while at < count and hot[at] <= last:
-                seen |= masks[hot[at]]
-                at += 1
-            hits = seen.bit_count()
-        if hits > best_hits or (hits == best_hits and digest == fallback):
-            best_hits, best = hits, digest
-    return best
-
-
-def _lines_holding(text: str, word: str) -> list[int]:
-    """The 0-based numbers of the lines of ``text`` that contain ``word`` (which holds no newline), ascending."""
-    found: list[int] = []
-    line = 0
-    line_start = 0
-    at = text.find(word)
-    while at >= 0:
-        line += text.count("\n", line_start, at)
-        found.append(line)
-        line_start = text.find("\n", at)
-        if line_start < 0:
-            break
-        at = text.find(word, line_start)
-    return found
-
-
-def make_snippet(text: str, words: tuple[str, ...], width: int = SNIPPET_CHARS) -> str:
-    """About ``width`` chars of ``text`` around the first query word (the start if none occurs),
-    with ``…`` where text was cut and whitespace runs collapsed."""
-    return _snippet(text, text.casefold(), words, width)
-
-
-def _snippet(text: str, folded: str, words: tuple[str, ...], width: int) -> str:
-    """``make_snippet`` given ``folded`` = ``text.casefold()``."""
-    found = [p for p in (folded.find(word) for word in words if word) if p >= 0]
-    if not found:
-        # Stemmed matches (porter) do not occur verbatim: try a word's first 4 chars.
-        found = [p for p in (folded.find(word[:4]) for word in words if len(word) >= 4) if p >= 0]
-    at = min(found) if found and len(folded) == len(text) else 0
-    start = max(0, at - width // 3)
-    if start > 0:
-        space = text.rfind(" ", max(0, start - 20), start)
-        start = space + 1 if space >= 0 else start
-    end = min(len(text), start + width)
-    if end < len(text):
-        space = text.find(" ", end - 20, end)
-        end = space if space > start else end
-    body = " ".join(text[start:end].split())
-    return ("…" if start > 0 else "") + body + ("…" if end < len(text) else "")
 
 
 def is_stale(conn: apsw.Connection, workspace: Path, profile: SourceProfile = ARCHIVE_PROFILE) -> bool:

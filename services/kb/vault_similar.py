@@ -41,7 +41,7 @@ import structlog
 
 from services.kb.chunking import split_lines
 from services.kb.entries import normalise, parse_frontmatter
-from services.kb.search import make_snippet
+from services.kb.hits import make_snippet
 from services.kb.vault_names import NOTE_SUFFIX, NOTES_DIR, RETIRED_PREFIX, name_from_path
 
 SEED_TERM_BUDGET: Final = 12

@@ -12,7 +12,8 @@ from services.kb.entries import entry_hash
 from services.kb.indexer import refresh
 from services.kb.schema import open_index, open_reader
 from services.kb.query import build_plan, like_pattern
-from services.kb.search import POOL, is_stale, make_snippet, search
+from services.kb.hits import make_snippet
+from services.kb.search import POOL, is_stale, search
 
 HOSTILE = [
     '"',
@@ -386,7 +387,8 @@ def reference_best_entry(text: str, start: int, end: int, fallback: str | None,
 def test_best_entry_matches_the_spelled_out_choice() -> None:
     import random
 
-    from services.kb.search import _best_entry, _Row
+    from services.kb.hits import ChunkRow as _Row
+    from services.kb.hits import best_entry as _best_entry
 
     rng = random.Random(5)
     vocab = ["alpha", "beta", "gamma", "al", "ph", "Ünï", "ß", "ss", "東京", "x", "and"]
