@@ -161,11 +161,8 @@ class SourceWatch:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver events to the roots until ``stop`` is set (re-planning when roots appear or vanish)."""
+        sync_dir_failed = False
         while not stop.is_set():
-            try:
-                self._prepare_sync_dir()
-            except OSError as exc:
-                log.warning("kb_watch_sync_dir_error", error=str(exc))
             all_roots = self._roots()
             existing = sorted(r for r in all_roots if os.path.isdir(r))
             if not existing:
@@ -173,6 +170,13 @@ class SourceWatch:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), TICK_MS / 1000)
                 continue
+            try:
+                self._prepare_sync_dir()
+                sync_dir_failed = False
+            except OSError as exc:  # refreshes then walk the tree; said once, not at every re-plan
+                if not sync_dir_failed:
+                    log.warning("kb_watch_sync_dir_error", error=str(exc))
+                sync_dir_failed = True
             paths = existing + ([self._sync_dir] if os.path.isdir(self._sync_dir) else [])
             try:
                 await self._stream(paths, existing, all_roots, stop)
@@ -193,8 +197,8 @@ class SourceWatch:
         stream = awatch(*paths, watch_filter=None, debounce=STEP_MS, step=STEP_MS, stop_event=stop,
                         rust_timeout=TICK_MS, yield_on_timeout=True, ignore_permission_denied=True)
         start_marker = next(self._counter)
-        if paths[-1] == self._sync_dir:
-            self._starting = True
+        self._starting = paths[-1] == self._sync_dir  # without the folder there is no barrier: sync answers False
+        if self._starting:
             # Runs once the generator below has created its watch (its first step is synchronous).
             asyncio.get_running_loop().call_soon(self._write_marker, start_marker)
         async with contextlib.aclosing(stream):

@@ -124,3 +124,32 @@ def test_markers_of_dead_processes_are_cleaned_and_live_ones_kept(tmp_path: Path
         assert sorted(os.listdir(sync_dir)) == ["1.7"]
 
     run_with_watch(tmp_path, scenario)
+
+
+def test_without_a_sync_folder_sync_answers_false_at_once_and_events_still_flow(tmp_path: Path) -> None:
+    (tmp_path / "sync").write_text("a file where the folder should be")
+    workspace = tmp_path / "ws"
+    (workspace / "memory").mkdir(parents=True)
+    seen = Seen()
+    watch = SourceWatch(lambda: {os.path.realpath(workspace): seen.root()}, tmp_path / "sync")
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(watch.run(stop))
+        try:
+            await asyncio.sleep(0.2)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            assert await watch.sync() is False
+            assert loop.time() - started < 0.5  # no waiting for a barrier that cannot come
+            (workspace / "memory" / "a.md").write_text("x")
+            for _ in range(200):
+                if seen.changed:
+                    break
+                await asyncio.sleep(0.01)
+            assert seen.changed == [f"memory{os.sep}a.md"]
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 10)
+
+    asyncio.run(main())
