@@ -114,9 +114,7 @@ class Archives:
         if state is None:
             return
         if rel:
-            state.changed.add(rel)
-        else:
-            state.rescan = True
+            state.changed.add(rel)  # ("" comes with a separate ``rescan`` from the watch)
         if state.dirty:
             return
         if not rel:
