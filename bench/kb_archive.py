@@ -75,8 +75,16 @@ Method
    limit=6)`` one query at a time. The service runs with its default settings
    (retrieval recording on).
 
-   The first ``--warmup`` queries run both ways unmeasured; then, per query,
-   (a) then (b) alternate, so machine noise hits both alike. p50/p99 are
+   (b') **the baseline behind gRPC** (informational): ``bench/match_server.py``,
+   a bare grpc.aio server whose one handler runs the baseline statement of (a)
+   on its own read-only connection and returns the rows (bytes in, JSON out;
+   no auth, logging or ranking), called through its own sync channel. It shows
+   what the gRPC hop alone adds to a handler that takes as long as the
+   baseline query on this machine (the hop grows with the handler's duration
+   here: idle threads are woken from deeper sleep).
+
+   The first ``--warmup`` queries run every way unmeasured; then, per query,
+   (a), (b) and (b') alternate, so machine noise hits them alike. p50/p99 are
    nearest-rank. Informational rows: ``search.search`` in-process (the domain
    layer's full ranking, ``check_stale=False``, all queries, and
    ``check_stale=True`` on the first 100), the baseline with the pieces ORed,
@@ -965,12 +973,13 @@ def search_phase(home: Path, workspace: Path, kb_path: Path, warm: list[str], qu
         lat.append(time.perf_counter() - t0)
     out["domain_stale"] = lat
 
-    stub = channel = None
+    stub = channel = bare = bare_channel = None
     metadata: tuple[tuple[str, str], ...] = ()
     if children is not None:
         stub, channel, metadata, refresh_s, kb_pid = start_kb(home, kb_port, children)
         out["grpc_refresh_s"] = refresh_s
         out["kb_pid"] = kb_pid
+        bare, bare_channel = start_match_server(kb_path, children)
     try:
         from gateway.v1 import kb_pb2
 
@@ -982,11 +991,19 @@ def search_phase(home: Path, workspace: Path, kb_path: Path, warm: list[str], qu
             reply = stub.Search(kb_pb2.SearchRequest(agent_id=AGENT, query=q, limit=SEARCH_LIMIT), metadata=md, timeout=30)
             return time.perf_counter() - t0, len(reply.hits)
 
+        def served(q: str) -> float:
+            assert bare is not None
+            expr = baseline_match(q)
+            t0 = time.perf_counter()
+            bare(expr.encode(), timeout=30)
+            return time.perf_counter() - t0
+
         for q in warm:
             inproc(q)
             if stub is not None:
                 remote(q)
-        base, grpc_lat, base_hits, grpc_hits = [], [], 0, 0
+                served(q)
+        base, grpc_lat, bare_lat, base_hits, grpc_hits = [], [], [], 0, 0
         out["grpc_hit_list"] = []
         cpu0 = cpu_seconds(out["kb_pid"]) if stub is not None else 0.0
         log_mark = rpc_log_lines(children.logs["kb"]) if stub is not None and children is not None else 0
@@ -1000,9 +1017,11 @@ def search_phase(home: Path, workspace: Path, kb_path: Path, warm: list[str], qu
                 grpc_lat.append(s)
                 grpc_hits += n
                 out["grpc_hit_list"].append(n)
+                bare_lat.append(served(q))
         out["wall_s"] = time.perf_counter() - wall0
         out.update(base=base, base_hits=base_hits)
         if stub is not None:
+            out.update(bare=bare_lat)
             out.update(grpc=grpc_lat, grpc_hits=grpc_hits, server_cpu_ms=1000 * (cpu_seconds(out["kb_pid"]) - cpu0) / len(queries))
             time.sleep(0.5)  # let the recorder thread and the log catch up
             assert children is not None
@@ -1026,10 +1045,26 @@ def search_phase(home: Path, workspace: Path, kb_path: Path, warm: list[str], qu
             out["generation"] = reply.generation
             out.update(service_refreshes(stub, metadata, workspace, refreshes))
     finally:
-        if channel is not None:
-            channel.close()
+        for each in (channel, bare_channel):
+            if each is not None:
+                each.close()
         reader.close()
     return out
+
+
+def start_match_server(kb_path: Path, children: Children) -> tuple[Any, Any]:
+    """``bench/match_server.py`` on a free port: the baseline query behind a bare grpc.aio server."""
+    import grpc
+
+    port = free_ports(1)[0]
+    proc = children.start("match", [sys.executable, str(BENCH_DIR / "match_server.py"), str(port), str(kb_path), BASELINE_SQL])
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while "ready" not in children.tail("match"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"bench/match_server.py did not start; log tail:\n{children.tail('match')}")
+        time.sleep(0.05)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    return channel.unary_unary("/bench.Match/Run"), channel
 
 
 def rpc_log_lines(log: Path) -> int:
@@ -1142,6 +1177,11 @@ def build_report(args: argparse.Namespace, info: CorpusInfo, idx: dict[str, Any]
                 figs.add("Search handler time in the service, from its rpc log (info)",
                          f"p50 {fmt_ms(pct(sm, 50))}, p99 {fmt_ms(pct(sm, 99))}, mean {fmt_ms(statistics.fmean(sm))} (n={len(sm)}); "
                          f"so client + gRPC transport p50 about {fmt_ms(p50 - pct(sm, 50))}")  # fmt: skip
+            if srch.get("bare"):
+                bare = srch["bare"]
+                figs.add("The baseline MATCH itself behind a bare grpc.aio server, bench/match_server.py (info)",
+                         f"p50 {fmt_ms(pct(bare, 50))} = {pct(bare, 50) / bp50:.1f}x the in-process p50 (p99 {fmt_ms(pct(bare, 99))}): "
+                         "what the gRPC hop alone adds to a handler as long as the baseline query")  # fmt: skip
             figs.add("gRPC round trip floor: health Check on the KB server (info)",
                      f"p50 {fmt_ms(pct(srch['ping'], 50))}, p99 {fmt_ms(pct(srch['ping'], 99))}")  # fmt: skip
             nr = srch["grpc_norecord"]
