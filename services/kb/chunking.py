@@ -11,9 +11,6 @@ into chunk-sized segments that keep its line number (such a chunk has
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from itertools import accumulate
-from operator import add
 from typing import Final, NamedTuple
 
 CHARS_PER_TOKEN: Final = 4
@@ -46,8 +43,8 @@ def chunk_lines(lines: list[str], chunk_tokens: int, chunk_overlap: int) -> list
     """
     max_chars = max(1, chunk_tokens) * CHARS_PER_TOKEN
     overlap_chars = max(0, min(chunk_overlap, max(1, chunk_tokens) - 1)) * CHARS_PER_TOKEN
-    if lines and max(map(len, lines)) <= max_chars:
-        return _chunk_whole_lines(lines, max_chars, overlap_chars)
+    if lines and (whole := _chunk_whole_lines(lines, max_chars, overlap_chars)) is not None:
+        return whole
     pieces = _pieces(lines, max_chars)
     chunks: list[Chunk] = []
     start = 0
@@ -75,24 +72,40 @@ def chunk_lines(lines: list[str], chunk_tokens: int, chunk_overlap: int) -> list
     return chunks
 
 
-def _chunk_whole_lines(lines: list[str], max_chars: int, overlap_chars: int) -> list[Chunk]:
-    """``chunk_lines`` when no line needs splitting (the common case), by bisection.
+def _chunk_whole_lines(lines: list[str], max_chars: int, overlap_chars: int) -> list[Chunk] | None:
+    """``chunk_lines`` when no line needs splitting (the common case), or None when one does.
 
-    With ``offsets[i]`` = the characters of lines ``0..i-1`` plus one newline each,
-    lines ``s..e`` take ``offsets[e + 1] - offsets[s] - 1`` characters: a chunk is
-    the longest run that fits in ``max_chars``, and the next one starts at the
-    first line of the longest tail (not its first line) that fits in ``overlap_chars``.
+    It works on the text (the lines joined by newlines) with a few searches per chunk
+    rather than a pass over the lines: a chunk starting at offset ``start`` ends at the
+    last newline within ``max_chars`` of it (its text is the lines before that newline),
+    and the next one starts at the first line (not its first) starting within
+    ``overlap_chars`` of that newline's successor (the longest tail that fits). Line
+    numbers come from counting newlines, each stretch of the text once (str.count is not
+    memchr-fast).
     """
-    offsets = list(map(add, accumulate(map(len, lines), initial=0), range(len(lines) + 1)))
-    count = len(lines)
+    text = "\n".join(lines)
+    size = len(text)
     chunks: list[Chunk] = []
-    start = 0
-    while True:
-        end = bisect_right(offsets, offsets[start] + max_chars + 1, start + 1) - 2
-        chunks.append(Chunk(start + 1, end + 1, "\n".join(lines[start : end + 1])))
-        if end + 1 >= count:
-            return chunks
-        start = bisect_left(offsets, offsets[end + 1] - overlap_chars, start + 1, end + 1)
+    new = tuple.__new__  # Chunk(...) without the generated __new__
+    find, rfind, count = text.find, text.rfind, text.count
+    start = 0  # offset of the chunk's first line
+    number = 1  # its line number
+    counted = 0  # the newlines before this offset are counted: it starts line counted_line
+    counted_line = 1
+    while size - start > max_chars:
+        end = rfind("\n", start, start + max_chars + 1)  # the newline after the chunk's last line
+        if end < 0:
+            return None  # the line at start is longer than a chunk
+        last = counted_line + count("\n", counted, end)
+        chunks.append(new(Chunk, (number, last, text[start:end])))
+        counted, counted_line = end + 1, last + 1
+        start = find("\n", max(end - overlap_chars, start), end + 1) + 1
+        number = counted_line - count("\n", start, counted)
+    last = counted_line + count("\n", counted, size)  # the rest fits
+    if last != len(lines):
+        return None  # a "line" holding a newline (not from split_lines): the general path
+    chunks.append(new(Chunk, (number, last, text[start:])))
+    return chunks
 
 
 def _make_chunk(pieces: list[tuple[int, str]]) -> Chunk:
