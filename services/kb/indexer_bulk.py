@@ -9,10 +9,13 @@ bare FTS5 insert of the same chunk texts. The work splits into Python parsing
 (``indexer_parse``) and SQLite writing, of about the same size, overlapped two ways:
 
 - **Worker processes** (from ``PROCESS_BYTES`` to read, with the default reader,
-  on a machine with 2 cores or more): ``WORKERS`` spawned processes
-  (``indexer_worker``) each parse a contiguous slice of the sources (about equal
-  bytes) while this thread writes the batches of the first slice as they come,
-  then those of the next (ready by then). With no Python thread competing for the
+  on a machine with 2 cores or more): the sources are cut into ``WORKERS *
+  ROUNDS`` contiguous slices of about equal bytes, dealt out in turn to
+  ``WORKERS`` spawned processes (``indexer_worker``), and this thread writes
+  the slices in path order as their batches come. So the writer draws on every
+  worker in turn and is never held to the pace of one of them (with one slice
+  per worker it waited on the first worker while the second raced ahead: the
+  writer is the critical path, and three busy processes share two cores). With no Python thread competing for the
   GIL here, chunk texts go into FTS5 one row at a time, which lets FTS5 keep
   ``schema.FTS_HASH_BYTES`` of postings in memory before it writes a segment:
   about a third cheaper than an ``INSERT ... SELECT`` per batch (a statement that
@@ -24,9 +27,10 @@ bare FTS5 insert of the same chunk texts. The work splits into Python parsing
   the batch's FTS insert as one statement, during which apsw releases the GIL.
   Letting both run freely was measured 3-5x slower for the row inserts.
 
-A batch is about ``BATCH_CHUNKS`` chunks. Lifecycle rows go in once per slice
-(``_Writer.write_lifecycle``), in key order: a worker sends its slice's rows
-sorted already, else SQLite sorts them (about 0.5 s for 380,000 entries). Batch by
+A batch is about ``BATCH_CHUNKS`` chunks. Lifecycle rows go in at the end
+(``_Writer.write_lifecycle``), in key order: each worker sends its rows sorted
+already and SQLite merges them, else SQLite sorts them (about 0.5 s for 380,000
+entries). Batch by
 batch they would land all over a table larger than the page cache, several times
 slower. Entries are stored one row per source (``kb_source_entries``, ``schema``):
 a full index writes 10,000 rows, not 380,000.
@@ -53,7 +57,8 @@ from services.kb.sources import FileStat
 
 BATCH_CHUNKS: Final = 1024  # about 1.4 MB of chunk text: 40 batches for 50 MB
 PROCESS_BYTES: Final = 4_000_000  # from this many bytes to read, parsing runs in worker processes
-WORKERS: Final = min(2, os.cpu_count() or 1)  # worker processes, each parsing a contiguous slice
+WORKERS: Final = min(2, os.cpu_count() or 1)  # worker processes
+ROUNDS: Final = 4  # slices per worker, dealt out in turn (module docstring)
 
 Classifier = Callable[[str, str | None], Provenance]
 
@@ -90,19 +95,23 @@ def index_bulk(
     tokens, overlap = settings.chunk_tokens, settings.chunk_overlap
     if read is read_source and WORKERS > 1 and sum(st.size for _, st, _ in to_read) >= PROCESS_BYTES:
         with contextlib.ExitStack() as stack:
-            slices = _slices([st.size for _, st, _ in to_read], WORKERS)
+            slices = _slices([st.size for _, st, _ in to_read], WORKERS * ROUNDS)
+            count = min(WORKERS, len(slices))
             workers: list[ParseWorker] = []
             try:
-                for start, end in slices:
-                    workers.append(ParseWorker(root, files[start:end], tokens, overlap, BATCH_CHUNKS, parse_batches))
+                for first in range(count):
+                    mine = slices[first::count]  # slices first, first + count, …: dealt out in turn
+                    part_files = [file for start, end in mine for file in files[start:end]]
+                    parts = [end - start for start, end in mine]
+                    workers.append(ParseWorker(root, part_files, tokens, overlap, BATCH_CHUNKS, parse_batches, parts))
                     stack.callback(workers[-1].close)
             except OSError:  # no process to be had (limits, no executable): parse on a thread instead
                 stack.close()
             else:
-                for (start, _), worker in zip(slices, workers):
-                    for batch in worker.batches():
+                for index, (start, _) in enumerate(slices):
+                    for batch in workers[index % count].batches():
                         writer.write_fts_rows(writer.write_rows(batch, start))
-                    writer.write_lifecycle(worker.lifecycle)  # while the next worker may still be parsing
+                writer.write_lifecycle([worker.finish() for worker in workers])
                 return writer.result()
     _write_threaded(writer, parse_batches(root, files, tokens, overlap, BATCH_CHUNKS, None if read is read_source else read))
     writer.write_lifecycle()
@@ -183,19 +192,22 @@ class _Writer:
     def result(self) -> BulkResult:
         return BulkResult(self.indexed, self.skipped, self.errors)
 
-    def write_lifecycle(self, run: str | None = None) -> None:
+    def write_lifecycle(self, runs: list[str] | None = None) -> None:
         """Write the lifecycle rows of the sources written since the last call, all at once
         and in key order: then they are cheap B-tree appends (batch by batch they land all
-        over a table larger than the page cache, several times slower). ``run`` holds them
-        already sorted (a worker's ``indexer_parse.lifecycle_json``). Without it, or when
-        some rows come from stored entries (unchanged sources), they are read back from
-        ``kb_source_entries`` and sorted by SQLite. Calls cover consecutive runs of sources
-        in path order, so the first path in sorted order still wins an entry held twice."""
-        if run is not None and not self.unchanged:
+        over a table larger than the page cache, several times slower). ``runs`` hold them:
+        each worker's ``indexer_parse.lifecycle_json``, sorted by hash already, so one run
+        goes in as it is and several are merged by SQLite's sorter, by hash and then path.
+        Without them, or when some rows come from stored entries (unchanged sources), they
+        are read back from ``kb_source_entries`` and sorted by SQLite. Either way the first
+        path in sorted order wins an entry held twice."""
+        if runs and not self.unchanged:
+            select = "SELECT value ->> 0, value ->> 1, min(value ->> 2, ?1) / 1e9 FROM json_each(?{})"
+            merged = " UNION ALL ".join(select.format(n + 2) for n in range(len(runs)))
+            order = " ORDER BY 1, 2" if len(runs) > 1 else ""
             self.conn.execute(
-                "INSERT OR IGNORE INTO kb_entry_lifecycle(entry_hash, path, first_seen) "
-                "SELECT value ->> 0, value ->> 1, min(value ->> 2, ?) / 1e9 FROM json_each(?)",
-                (self.now, run),
+                "INSERT OR IGNORE INTO kb_entry_lifecycle(entry_hash, path, first_seen) " + merged + order,
+                (self.now, *runs),
             )
         else:
             self.touched.sort()

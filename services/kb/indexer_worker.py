@@ -3,10 +3,10 @@
 Python parsing (``indexer_parse``) and SQLite's writing are the two halves of a
 full index; threads cannot overlap them well (the parser holds the GIL, and every
 row the writer binds needs it back). A ``ParseWorker`` is one process that runs
-``indexer_parse.parse_batches`` over a slice of the sources and streams the
-outcome batches back while the caller writes earlier ones. When it is done it
-sends its slice's lifecycle rows too, already sorted (``lifecycle_json``), so
-that the caller inserts them without a sort of its own.
+``indexer_parse.parse_batches`` over one or more *parts* (runs of consecutive
+sources) and streams the outcome batches back, part after part, while the
+caller writes earlier ones. When it is done it sends the lifecycle rows of all
+its parts, already sorted (``lifecycle_json``).
 
 - The process is *spawned*: a fresh interpreter (``sys.executable``), never a
   fork of the caller (the KB service is an asyncio gRPC process with threads). It
@@ -18,6 +18,8 @@ that the caller inserts them without a sort of its own.
   lean parsing modules; the caller's ``sys.path``, then the job, go over its stdin.
 - Messages come back over its stdout as length-prefixed pickles; the child's own
   ``sys.stdout`` is pointed at its stderr, so a stray print cannot corrupt them.
+- It runs at a lower priority (``WORKER_NICENESS``): the caller's writer is the
+  critical path, and the service's other requests stay responsive meanwhile.
 - It never outlives the caller: ``close`` (the caller's ``finally``) kills it
   unless it finished; if the caller dies, the pipe breaks and the worker exits at
   its next send, and it checks that its parent is still its parent before each
@@ -34,6 +36,7 @@ worker's slice first finds this one's batches ready.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import pickle
@@ -45,12 +48,13 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 from services.kb.indexer_parse import LifecycleRow, Outcome, SourceFile, lifecycle_json, parse_batches
 
 _LENGTH: Final = struct.Struct("<Q")
 _STOP_SECONDS: Final = 5.0
+WORKER_NICENESS: Final = 10  # added to the worker's nice value (os.nice)
 # The child's first statement: the caller's sys.path (so the job unpickles as it would here), then main().
 _BOOT: Final = "import pickle, sys; sys.path[:0] = pickle.load(sys.stdin.buffer); " f"from {__name__} import main; main()"
 
@@ -74,8 +78,11 @@ class ParseWorker:
         chunk_overlap: int,
         batch_chunks: int,
         batches: Batches = parse_batches,
+        parts: list[int] | None = None,
     ) -> None:
-        """Start the process; OSError when it cannot be started."""
+        """Start the process; OSError when it cannot be started. ``parts``: the lengths of
+        the consecutive runs ``files`` is made of (one run by default); ``batches()`` yields
+        those of one part per call, their positions counted from the part's first file."""
         if not sys.executable:  # an embedded interpreter: nothing to spawn
             raise OSError("no sys.executable to start a parse worker with")
         self.lifecycle: str | None = None  # the slice's lifecycle rows (lifecycle_json), once done
@@ -84,7 +91,7 @@ class ParseWorker:
             [sys.executable, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True
         )
         assert self._process.stdin is not None
-        job = (os.fspath(root), files, chunk_tokens, chunk_overlap, batch_chunks, batches)
+        job = (os.fspath(root), files, parts or [len(files)], chunk_tokens, chunk_overlap, batch_chunks, batches)
         try:
             with self._process.stdin:
                 self._process.stdin.write(pickle.dumps(sys.path) + pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
@@ -95,22 +102,32 @@ class ParseWorker:
             raise
 
     def batches(self) -> Iterator[list[Outcome]]:
-        """The outcome batches, in file order; ParseWorkerError if the worker fails."""
+        """The outcome batches of the next part, in file order; ParseWorkerError if the worker fails."""
+        while (message := self._receive())[0] == "batch":
+            yield message[1]
+        if message[0] != "end":
+            raise ParseWorkerError(f"the parse worker sent {message[0]!r} where a part should end")
+
+    def finish(self) -> str:
+        """After the last part: the lifecycle rows of every part (``lifecycle_json``)."""
+        kind, payload = self._receive()
+        if kind != "done":
+            raise ParseWorkerError(f"the parse worker sent {kind!r} after its last part")
+        self.lifecycle, self._done = payload, True
+        return payload
+
+    def _receive(self) -> tuple[str, Any]:
         stdout = self._process.stdout
         assert stdout is not None
-        while True:
-            head = stdout.read(_LENGTH.size)
-            size = _LENGTH.unpack(head)[0] if len(head) == _LENGTH.size else -1
-            data = stdout.read(size) if size >= 0 else b""
-            if len(data) != size:
-                raise ParseWorkerError(f"the parse worker exited early (exit status {self._status()})")
-            kind, payload = pickle.loads(data)
-            if kind == "done":
-                self.lifecycle, self._done = payload, True
-                return
-            if kind == "error":
-                raise ParseWorkerError(f"the parse worker failed:\n{payload}")
-            yield payload
+        head = stdout.read(_LENGTH.size)
+        size = _LENGTH.unpack(head)[0] if len(head) == _LENGTH.size else -1
+        data = stdout.read(size) if size >= 0 else b""
+        if len(data) != size:
+            raise ParseWorkerError(f"the parse worker exited early (exit status {self._status()})")
+        kind, payload = pickle.loads(data)
+        if kind == "error":
+            raise ParseWorkerError(f"the parse worker failed:\n{payload}")
+        return kind, payload
 
     def close(self) -> None:
         """Let a worker that finished exit; kill any other (a worker still sending gets a broken pipe)."""
@@ -128,8 +145,9 @@ class ParseWorker:
 
 
 def serve(out: IO[bytes], source: IO[bytes]) -> None:
-    """The worker's work: read the job from ``source``, send ("batch", outcomes) messages
-    to ``out``, then ("done", lifecycle rows), or ("error", traceback) when anything raised."""
+    """The worker's work: read the job from ``source``; per part, send ("batch", outcomes)
+    messages to ``out`` and then ("end", None); then ("done", lifecycle rows). Or
+    ("error", traceback) when anything raised."""
     parent = os.getppid()
     outbox: queue.Queue[bytes | None] = queue.Queue()
 
@@ -145,12 +163,17 @@ def serve(out: IO[bytes], source: IO[bytes]) -> None:
     sender = threading.Thread(target=send, name="kb-index-send", daemon=True)
     sender.start()
     try:
-        root, files, chunk_tokens, chunk_overlap, batch_chunks, batches = pickle.load(source)
+        root, files, parts, chunk_tokens, chunk_overlap, batch_chunks, batches = pickle.load(source)
         lifecycle: list[LifecycleRow] = []
-        for batch in batches(Path(root), files, chunk_tokens, chunk_overlap, batch_chunks, lifecycle=lifecycle):
-            if os.getppid() != parent:  # orphaned: the caller died without closing the pipe yet
-                os._exit(1)
-            outbox.put(pickle.dumps(("batch", batch), protocol=pickle.HIGHEST_PROTOCOL))
+        first = 0
+        for length in parts:
+            part = files[first : first + length]
+            first += length
+            for batch in batches(Path(root), part, chunk_tokens, chunk_overlap, batch_chunks, lifecycle=lifecycle):
+                if os.getppid() != parent:  # orphaned: the caller died without closing the pipe yet
+                    os._exit(1)
+                outbox.put(pickle.dumps(("batch", batch), protocol=pickle.HIGHEST_PROTOCOL))
+            outbox.put(pickle.dumps(("end", None), protocol=pickle.HIGHEST_PROTOCOL))
         message: tuple[str, str] = ("done", lifecycle_json(lifecycle))
     except BaseException:  # everything goes to the caller, which rolls back
         message = ("error", traceback.format_exc())
@@ -162,6 +185,10 @@ def serve(out: IO[bytes], source: IO[bytes]) -> None:
 def main() -> None:
     """The worker's entry point (``_BOOT``): the job on stdin, messages on stdout."""
     gc.disable()  # short-lived and acyclic: collections would only rescan what parsing keeps
+    # Below the caller's priority: the caller's writer is the critical path of a bulk refresh
+    # (it waits on no one once batches are ready), and the service's other work stays responsive.
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # prints go to stderr, never into the messages
     serve(out, sys.stdin.buffer)
