@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -111,3 +112,19 @@ def test_a_worker_that_cannot_start_leaves_the_thread_path(
     report = run(conn, workspace, "process", monkeypatch)
     assert report.indexed == 50 and report.errors == []
     assert conn.execute("SELECT count(*) FROM kb_entry_lifecycle").fetchall()[0][0] > 0
+
+
+def test_a_worker_sends_its_parts_one_by_one_then_the_lifecycle_of_all(workspace: Path) -> None:
+    corpus(workspace)
+    files = [(path.relative_to(workspace).as_posix(), None, 0) for path in sorted(workspace.rglob("*.md"))][:5]
+    worker = ParseWorker(workspace, files, 400, 80, 1, parts=[2, 3])
+    try:
+        first = [outcome.position for batch in worker.batches() for outcome in batch]
+        second = [outcome.position for batch in worker.batches() for outcome in batch]
+        lifecycle = worker.finish()
+    finally:
+        worker.close()
+    assert (first, second) == ([0, 1], [0, 1, 2])  # positions count from each part's first file
+    paths = {row[1] for row in json.loads(lifecycle)}
+    assert paths == {rel for rel, _, _ in files if (workspace / rel).read_text().strip()}
+    assert children() == []
