@@ -28,9 +28,9 @@ bare FTS5 insert of the same chunk texts. The work splits into Python parsing
   Letting both run freely was measured 3-5x slower for the row inserts.
 
 A batch is about ``BATCH_CHUNKS`` chunks. Lifecycle rows go in at the end
-(``_Writer.write_lifecycle``), in key order: each worker sends its rows sorted
-already and SQLite merges them, else SQLite sorts them (about 0.5 s for 380,000
-entries). Batch by
+(``_Writer.write_lifecycle``), in key order: SQLite sorts the rows the workers
+send, or the ones it reads back from ``kb_source_entries`` (about 0.5 s for
+380,000 entries). Batch by
 batch they would land all over a table larger than the page cache, several times
 slower. Entries are stored one row per source (``kb_source_entries``, ``schema``):
 a full index writes 10,000 rows, not 380,000.
@@ -195,20 +195,18 @@ class _Writer:
     def write_lifecycle(self, runs: list[str] | None = None) -> None:
         """Write the lifecycle rows of the sources written since the last call, all at once
         and in key order: then they are cheap B-tree appends (batch by batch they land all
-        over a table larger than the page cache, several times slower). ``runs`` hold them:
-        each worker's ``indexer_parse.lifecycle_json``, sorted by hash already, so one run
-        goes in as it is and several are merged by SQLite's sorter, by hash and then path.
+        over a table larger than the page cache, several times slower). ``runs`` hold them
+        (each worker's ``indexer_parse.lifecycle_json``), sorted here by hash and then path.
         Without them, or when some rows come from stored entries (unchanged sources), they
-        are read back from ``kb_source_entries`` and sorted by SQLite. Either way the first
-        path in sorted order wins an entry held twice."""
+        are read back from ``kb_source_entries`` and sorted the same way. Either way the
+        first path in sorted order wins an entry held twice."""
         if runs and not self.unchanged:
             # jsonb_each over jsonb(): its elements are read without parsing their text again
             # (about a third cheaper than json_each for 380,000 rows).
             select = "SELECT value ->> 0, value ->> 1, min(value ->> 2, ?1) / 1e9 FROM jsonb_each(jsonb(?{}))"
             merged = " UNION ALL ".join(select.format(n + 2) for n in range(len(runs)))
-            order = " ORDER BY 1, 2" if len(runs) > 1 else ""
             self.conn.execute(
-                "INSERT OR IGNORE INTO kb_entry_lifecycle(entry_hash, path, first_seen) " + merged + order,
+                "INSERT OR IGNORE INTO kb_entry_lifecycle(entry_hash, path, first_seen) " + merged + " ORDER BY 1, 2",
                 (self.now, *runs),
             )
         else:

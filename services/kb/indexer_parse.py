@@ -186,10 +186,8 @@ def parse_batches(
 
 
 def lifecycle_json(rows: list[LifecycleRow]) -> str:
-    """``rows`` (collected in path order) as the JSON array ``indexer_bulk`` inserts without
-    sorting: sorted by entry hash (stably, so among the rows of one hash the first path in
-    sorted order comes first), only that first row kept per hash."""
-    rows.sort(key=itemgetter(0))
-    if len({digest for digest, _ in rows}) < len(rows):  # an entry held twice (rare): drop the later rows
-        rows = [row for row, before in zip(rows, [("", "")] + rows) if row[0] != before[0]]
+    """``rows`` as one JSON array, in the order collected (path order). ``indexer_bulk``
+    sorts them by hash and then path as it inserts them, so the first path in sorted order
+    wins an entry held twice; sorting here as well cost each worker half a second per
+    190,000 rows, on the critical path of a full index."""
     return "[" + ",".join([row for _, row in rows]) + "]"

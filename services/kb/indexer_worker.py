@@ -6,7 +6,7 @@ row the writer binds needs it back). A ``ParseWorker`` is one process that runs
 ``indexer_parse.parse_batches`` over one or more *parts* (runs of consecutive
 sources) and streams the outcome batches back, part after part, while the
 caller writes earlier ones. When it is done it sends the lifecycle rows of all
-its parts, already sorted (``lifecycle_json``).
+its parts (``lifecycle_json``).
 
 - The process is *spawned*: a fresh interpreter (``sys.executable``), never a
   fork of the caller (the KB service is an asyncio gRPC process with threads). It
