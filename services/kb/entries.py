@@ -226,16 +226,14 @@ def parse_entries(lines: list[str], frontmatter: Frontmatter | None = None) -> l
                     fence = _opened_fence(line)
                 else:  # (an item starts at column 0: only a digit that is not ASCII can start one here)
                     item = first.isdecimal() and list_item(line) is not None
-        elif kind == _HASH:
-            pass  # (not a heading: it continues a block, as a plain line)
-        elif kind == _DIGIT:
-            pass  # (not a list item: it continues a block, as a plain line)
         elif kind == _MARK:
             boundary = marker_only = _marker_only(line)
         elif kind == _TICK:
             fence = _opened_fence(line)
-        else:  # _RULE
+        elif kind == _RULE:
             boundary = thematic_break(line) is not None
+        # (_HASH and _DIGIT lines that get here are no heading and no list item: like a plain
+        # line, they continue the open block or open one.)
         if marker_only and (marker := _marker_importance(line)) is not None:
             pending = marker  # a marker-only line speaks for the next entry
         if block_start and (boundary or item):
@@ -355,20 +353,3 @@ def _block_marker(block: list[str]) -> int | None:
         fence = _opened_fence(line)
     return found
 
-
-def _close(
-    entries: list[Entry], lines: list[str], start: int, end: int, importance: int | None, default: int, markup: bool
-) -> None:
-    """Append the entry of lines ``start..end`` (1-based, inclusive) unless it is empty.
-
-    (No longer used here: the frozen copy of the old line loop, the oracle of
-    tests/unit/kb/test_kb_entries_differential.py, imports it.)"""
-    if markup:
-        text = normalise("\n".join(lines[start - 1 : end]))
-    elif start == end:
-        text = " ".join(lines[start - 1].split())
-    else:
-        text = " ".join(" ".join(lines[start - 1 : end]).split())
-    if text:
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        entries.append(Entry(start, end, text, digest, default if importance is None else importance))

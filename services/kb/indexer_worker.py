@@ -93,10 +93,9 @@ class ParseWorker:
         assert self._process.stdin is not None
         job = (os.fspath(root), files, parts or [len(files)], chunk_tokens, chunk_overlap, batch_chunks, batches)
         try:
-            with self._process.stdin:
+            # A worker that died before reading the job breaks the pipe: batches() reports how.
+            with contextlib.suppress(BrokenPipeError), self._process.stdin:
                 self._process.stdin.write(pickle.dumps(sys.path) + pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
-        except BrokenPipeError:  # it died before reading the job: batches() reports how
-            pass
         except BaseException:
             self.close()
             raise

@@ -13,7 +13,6 @@ from services.kb.entries import (
     DEFAULT_IMPORTANCE,
     Entry,
     Frontmatter,
-    _close,
     _marker_importance,
     normalise,
     parse_frontmatter,
@@ -92,3 +91,18 @@ def parse_entries_reference(lines: list[str], frontmatter: Frontmatter | None = 
     if block_start:
         _close(entries, lines, block_start, len(lines), block_importance, default, block_markup)
     return entries
+
+
+def _close(
+    entries: list[Entry], lines: list[str], start: int, end: int, importance: int | None, default: int, markup: bool
+) -> None:
+    """Append the entry of lines ``start..end`` (1-based, inclusive) unless it is empty."""
+    if markup:
+        text = normalise("\n".join(lines[start - 1 : end]))
+    elif start == end:
+        text = " ".join(lines[start - 1].split())
+    else:
+        text = " ".join(" ".join(lines[start - 1 : end]).split())
+    if text:
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        entries.append(Entry(start, end, text, digest, default if importance is None else importance))
