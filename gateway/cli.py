@@ -7,9 +7,13 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from gateway.errors import ConfigError
 from gateway.home import ensure_home, resolve_home
+
+if TYPE_CHECKING:
+    from gateway.config import Config
 
 SERVE_NAMES = ("file_api", "watcher", "kb", "http")
 
@@ -26,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("name", choices=SERVE_NAMES)
     serve.add_argument("--home", help="gateway home")
     serve.add_argument("--port", type=int, help="override the service's port from config.json")
+    serve.add_argument("--instance", help=argparse.SUPPRESS)  # the launcher's start nonce (health checks)
 
     compose = sub.add_parser("compose", help="print what an agent's CLAUDE.md would be now (dry run) and its budget report")
     compose.add_argument("agent", help="agent id")
@@ -43,61 +48,56 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-GRPC_SERVICES = ("file_api", "watcher", "kb", "dreaming")
-
-
-def _config_or_exit(home: Path, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def _config_or_exit(home: Path, env: dict[str, str] | None = None) -> Config:
     """The validated config, with deployment overrides from ``env`` applied; exit 2 when invalid."""
-    from dataclasses import replace
+    from gateway.live_config import loader
 
-    from gateway.config import load_config
-
-    env = env or {}
     try:
-        config = load_config(home)
+        return loader(home, env or {})()
     except ConfigError as exc:
-        print(f"gateway: config.json in {home} is invalid:", file=sys.stderr)
-        for line in exc.problems:
-            print(f"  {line}", file=sys.stderr)
-        sys.exit(2)
-    peers = tuple(
-        (name, env[f"GATEWAY_{name.upper()}_HOST"]) for name in GRPC_SERVICES if env.get(f"GATEWAY_{name.upper()}_HOST")
-    )
-    bind = env.get("GATEWAY_BIND_HOST") or None
-    api = replace(config.api, host=bind) if bind else config.api
-    return replace(config, api=api, grpc=replace(config.grpc, bind_host=bind, peer_hosts=peers))
+        _exit_invalid(home, exc)
 
 
-def _serve(name: str, home: Path, port: int | None) -> int:
+def _exit_invalid(home: Path, exc: ConfigError) -> NoReturn:
+    print(f"gateway: config.json in {home} is invalid:", file=sys.stderr)
+    for line in exc.problems:
+        print(f"  {line}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _serve(name: str, home: Path, port: int | None, instance: str | None = None) -> int:
+    from gateway.grpc_server import BindError
+    from gateway.live_config import LiveConfig, loader
     from gateway.logs import configure
 
     log = configure(name)
     admin_key = ensure_home(home)
     if admin_key:
         log.warning("first_start", admin_key_shown_once=admin_key)
-    config = _config_or_exit(home, dict(os.environ))
-    if name == "http":
-        from gateway_http.main import run as run_http
+    try:
+        live = LiveConfig(loader(home, dict(os.environ), service=name, port=port))
+    except ConfigError as exc:
+        _exit_invalid(home, exc)
+    try:
+        if name == "http":
+            from gateway_http.main import run as run_http
 
-        run_http(config, port)
-        return 0
-    if port is not None:
-        from dataclasses import replace
+            run_http(live, instance)
+        elif name == "file_api":
+            from services.file_api.main import run as run_file_api
 
-        grpc_settings = replace(config.grpc, **{name: port})
-        config = replace(config, grpc=grpc_settings)
-    if name == "file_api":
-        from services.file_api.main import run as run_file_api
+            asyncio.run(run_file_api(live, instance))
+        elif name == "watcher":
+            from services.watcher.main import run as run_watcher
 
-        asyncio.run(run_file_api(config))
-    elif name == "watcher":
-        from services.watcher.main import run as run_watcher
+            asyncio.run(run_watcher(live, instance))
+        elif name == "kb":
+            from services.kb.main import run as run_kb
 
-        asyncio.run(run_watcher(config))
-    elif name == "kb":
-        from services.kb.main import run as run_kb
-
-        asyncio.run(run_kb(config))
+            asyncio.run(run_kb(live, instance))
+    except BindError as exc:  # one clear line, not a traceback
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         admin_key = ensure_home(home)
         return up(home, _config_or_exit(home), admin_key, args.http_port)
     if args.command == "serve":
-        return _serve(args.name, home, args.port)
+        return _serve(args.name, home, args.port, args.instance)
     if args.command == "compose":
         return _compose(home, args.agent)
     if args.command == "mcp":

@@ -17,6 +17,8 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from gateway.ports import listen_problem
+
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 STOP_GRACE_SECONDS = 5.0
 
@@ -33,12 +35,18 @@ class BindError(RuntimeError):
     """The server could not listen on its address."""
 
 
+def instance_service(instance: str) -> str:
+    """The health service name under which a server started with ``instance`` answers SERVING."""
+    return f"gateway.instance/{instance}"
+
+
 async def serve(
     name: str,
     address: str,
     register: Callable[[grpc.aio.Server], Sequence[str]],
     *,
     background: Callable[[asyncio.Event], Awaitable[None]] | None = None,
+    instance: str | None = None,
 ) -> None:
     """Run a gRPC server on ``address`` until SIGTERM/SIGINT.
 
@@ -47,21 +55,28 @@ async def serve(
     once it is up; it must return soon after ``stop`` is set. A background
     task that fails stops the server (a half-working process is worse than a
     dead one the launcher reports). Raises BindError when the address cannot
-    be bound.
+    be bound. ``instance`` (the launcher's start nonce) is published as one more
+    health service name, ``instance_service(instance)``, so a launcher can tell its own
+    child from another suite's server on the same port.
     """
     server = grpc.aio.server(options=SERVER_OPTIONS)
     services = list(register(server))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection([*services, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    host, _, port_text = address.rpartition(":")
+    problem = listen_problem(host.strip("[]"), int(port_text))
+    if problem:  # said by us in one line, before gRPC's own bind logs its error
+        raise BindError(f"{name}: {problem}")
     try:
         port = server.add_insecure_port(address)
-    except RuntimeError as exc:
-        raise BindError(f"{name}: cannot listen on {address}: {exc}") from None
+    except RuntimeError:
+        port = 0
     if port == 0:
         raise BindError(f"{name}: cannot listen on {address} (address in use?)")
     await server.start()
-    for service in ["", *services]:
+    named = ["", *services] + ([instance_service(instance)] if instance else [])
+    for service in named:
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     log.info("listening", address=address, services=services)
 

@@ -1,15 +1,21 @@
 """``gateway up``: every service as its own OS process, supervised as one suite.
 
-Starts each process, waits until every health check answers SERVING, prints
-``ready http://127.0.0.1:PORT``. SIGINT/SIGTERM stop all children cleanly; a
-child that dies is reported and brings the whole suite down, so the suite is
-never left half-alive.
+Before it starts anything it checks that every address the suite will listen
+on is free, and names the one that is not (and who holds it). Then it starts
+each process, waits until every health check answers SERVING, prints
+``ready http://127.0.0.1:PORT``. Each start has a nonce that every child is
+given and reports (gRPC: as a health service name; the shim: in /healthz), so
+"ready" is only ever said about this launcher's own children, never about
+another suite that answers on the same ports. SIGINT/SIGTERM stop all children
+cleanly; a child that dies is reported and brings the whole suite down, so the
+suite is never left half-alive.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+import secrets
 import signal
 import subprocess
 import sys
@@ -25,6 +31,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.channels import HEALTH_DEADLINE_S, sync_channel
 from gateway.config import Config
+from gateway.grpc_server import instance_service
+from gateway.ports import listen_problem
 
 # The processes that exist so far, in start order. Later services join here.
 GRPC_SERVICES: tuple[str, ...] = ("file_api", "watcher", "kb")
@@ -47,24 +55,26 @@ def _say(text: str) -> None:
     print(f"gateway: {text}", file=sys.stderr, flush=True)
 
 
-def grpc_serving(address: str) -> bool:
-    """True when the gRPC health service at ``address`` answers SERVING."""
+def grpc_serving(address: str, service: str = "") -> bool:
+    """True when the gRPC health service at ``address`` answers SERVING for ``service``
+    (a server that does not know ``service`` answers NOT_FOUND: False)."""
     with sync_channel(address) as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(), timeout=HEALTH_DEADLINE_S
+                health_pb2.HealthCheckRequest(service=service), timeout=HEALTH_DEADLINE_S
             )
         except grpc.RpcError:
             return False
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
-def http_healthy(url: str) -> bool:
-    """True when ``GET url`` answers 200 with status ok."""
+def http_healthy(url: str, instance: str | None = None) -> bool:
+    """True when ``GET url`` answers 200 with status ok (and, when given, this ``instance``)."""
     try:
         with urllib.request.urlopen(url, timeout=HEALTH_DEADLINE_S) as reply:
-            return bool(reply.status == 200 and json.load(reply).get("status") == "ok")
-    except (urllib.error.URLError, OSError, ValueError):
+            body = json.load(reply)
+            return bool(reply.status == 200 and body.get("status") == "ok" and (instance is None or body.get("instance") == instance))
+    except (urllib.error.URLError, OSError, ValueError, AttributeError):
         return False
 
 
@@ -77,10 +87,34 @@ class Suite:
         self.http_port = http_port if http_port is not None else config.api.port
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.stop_requested = threading.Event()
+        self.instance = secrets.token_hex(8)
+
+    def listen_addresses(self) -> dict[str, tuple[str, int]]:
+        """Service → (host, port) it will listen on."""
+        out = {}
+        for name in GRPC_SERVICES:
+            host, _, port = self.config.grpc.bind_address(name).rpartition(":")
+            out[name] = (host, int(port))
+        out["http"] = (self.config.api.host, self.http_port)
+        return out
+
+    def address_problems(self) -> list[str]:
+        """One line per address the suite cannot listen on; empty when all are free."""
+        problems = []
+        by_port: dict[int, str] = {}
+        for name, (host, port) in self.listen_addresses().items():
+            if port in by_port:
+                problems.append(f"{by_port[port]} and {name} are both set to listen on port {port}")
+                continue
+            by_port[port] = name
+            problem = listen_problem(host, port)
+            if problem:
+                problems.append(f"{name}: {problem}")
+        return problems
 
     def start(self) -> None:
         for name in SERVICES:
-            cmd = [sys.executable, "-m", "gateway.cli", "serve", name, "--home", str(self.home)]
+            cmd = [sys.executable, "-m", "gateway.cli", "serve", name, "--home", str(self.home), "--instance", self.instance]
             if name == "http":
                 cmd += ["--port", str(self.http_port)]
             # A session of its own: a terminal's Ctrl-C reaches only us, and we
@@ -90,10 +124,11 @@ class Suite:
 
     def probes(self) -> dict[str, Callable[[], bool]]:
         out: dict[str, Callable[[], bool]] = {}
+        service = instance_service(self.instance)
         for name in GRPC_SERVICES:
             address = self.config.grpc.address(name)
-            out[name] = lambda a=address: grpc_serving(a)  # type: ignore[misc]
-        out["http"] = lambda: http_healthy(f"http://127.0.0.1:{self.http_port}/healthz")
+            out[name] = lambda a=address: grpc_serving(a, service)  # type: ignore[misc]
+        out["http"] = lambda: http_healthy(f"http://127.0.0.1:{self.http_port}/healthz", self.instance)
         return out
 
     def dead_child(self) -> tuple[str, int] | None:
@@ -149,6 +184,11 @@ class Suite:
 def up(home: Path, config: Config, admin_key: str | None, http_port: int | None) -> int:
     """Run the suite until SIGINT/SIGTERM or a child's death; the process exit code."""
     suite = Suite(home, config, http_port)
+    problems = suite.address_problems()
+    if problems:
+        for problem in problems:
+            _say(f"cannot start: {problem}")
+        return 1
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: suite.stop_requested.set())
     suite.start()

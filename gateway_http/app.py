@@ -7,6 +7,8 @@ caller's key as metadata and a deadline, and the reply rendered as protojson.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -46,8 +48,19 @@ class HttpError(Exception):
 class ShimApp:
     """ASGI callable. ``backends`` maps a backend name (``file_api``…) to ``host:port``."""
 
-    def __init__(self, backends: Mapping[str, str], routes: tuple[Route, ...] | None = None) -> None:
+    def __init__(
+        self,
+        backends: Mapping[str, str],
+        routes: tuple[Route, ...] | None = None,
+        *,
+        background: Callable[[asyncio.Event], Awaitable[None]] | None = None,
+        instance: str | None = None,
+    ) -> None:
+        """``background(stop)`` runs from start-up to shutdown (the config follow); ``instance``
+        is the launcher's start nonce, reported by /healthz so it knows it reached this process."""
         self._backends = dict(backends)
+        self._background = background
+        self._instance = instance
         self._router = Router(routes if routes is not None else all_routes())
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._calls: dict[tuple[str, str], grpc.aio.UnaryUnaryMultiCallable] = {}
@@ -70,11 +83,19 @@ class ShimApp:
         )
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
+        stop = asyncio.Event()
+        task: asyncio.Task[None] | None = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                if self._background is not None:
+                    task = asyncio.ensure_future(self._background(stop))
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                stop.set()
+                if task is not None:
+                    with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                        await asyncio.wait_for(task, 5)
                 for channel in self._channels.values():
                     await channel.close()
                 await send({"type": "lifespan.shutdown.complete"})
@@ -160,7 +181,9 @@ class ShimApp:
             except grpc.aio.AioRpcError as err:
                 report[backend] = err.code().name
         ok = all(v == "SERVING" for v in report.values())
-        body = {"status": "ok" if ok else "degraded", "backends": report}
+        body: dict[str, object] = {"status": "ok" if ok else "degraded", "backends": report}
+        if self._instance is not None:
+            body["instance"] = self._instance
         return (200 if ok else 503), json.dumps(body).encode()
 
 

@@ -2,25 +2,54 @@
 
 from __future__ import annotations
 
+import socket
+
 import uvicorn
 
-from gateway.config import Config
+from gateway.grpc_server import BindError
+from gateway.live_config import LiveConfig
+from gateway.ports import listen_problem
 from gateway_http.app import ShimApp
 
 BACKENDS = ("file_api", "watcher", "kb", "dreaming")
 
 
-def run(config: Config, port: int | None = None) -> None:
-    """Serve the shim on ``api.host:port`` until SIGTERM/SIGINT (uvicorn handles both)."""
-    app = ShimApp({name: config.grpc.address(name) for name in BACKENDS})
-    uvicorn.run(
-        app,
-        host=config.api.host,
-        port=port if port is not None else config.api.port,
-        loop="asyncio",
-        http="httptools",
-        lifespan="on",
-        access_log=False,
-        log_level="warning",
-        timeout_graceful_shutdown=5,
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port``. Raises BindError with one line when it cannot bind."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise BindError(f"http: cannot listen on {host}:{port}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        problem = listen_problem(host, port) or f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        raise BindError(f"http: {problem}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(live: LiveConfig, instance: str | None = None) -> None:
+    """Serve the shim on ``api.host:api.port`` until SIGTERM/SIGINT (uvicorn handles both),
+    following config.json. ``instance``: the launcher's start nonce, reported by /healthz.
+    Raises BindError when the port cannot be bound."""
+    config = live.current
+    sock = listen(config.api.host, config.api.port)
+    app = ShimApp({name: config.grpc.address(name) for name in BACKENDS}, background=live.follow, instance=instance)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            loop="asyncio",
+            http="httptools",
+            lifespan="on",
+            access_log=False,
+            log_level="warning",
+            timeout_graceful_shutdown=5,
+        )
     )
+    server.run(sockets=[sock])

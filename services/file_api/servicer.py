@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import grpc
 
-from gateway.auth import Authenticator
-from gateway.config import Config
 from gateway.errors import InvalidArgument
+from gateway.live_config import LiveConfig
 from gateway.rpc import authorize_call, unary
 from gateway.v1 import files_pb2, files_pb2_grpc
 from services.file_api import files
@@ -18,13 +18,13 @@ SAVED_MESSAGE = "File saved. CLAUDE.md will auto-reload."
 
 
 class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
-    def __init__(self, config: Config, auth: Authenticator) -> None:
-        self._config = config
-        self._auth = auth
+    def __init__(self, live: LiveConfig) -> None:
+        self._live = live
 
-    def _workspace(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool):  # type: ignore[no-untyped-def]
-        agent = self._config.agent(agent_id)
-        authorize_call(self._auth, context, agent_id, agent_exists=agent is not None, write=write)
+    def _workspace(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> Path:
+        config, auth = self._live.snapshot()
+        agent = config.agent(agent_id)
+        authorize_call(auth, context, agent_id, agent_exists=agent is not None, write=write)
         assert agent is not None
         return agent.workspace
 

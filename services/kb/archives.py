@@ -70,6 +70,7 @@ class _State:
     generation: int = 0
     last_report: indexer.RefreshReport | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    reopen: bool = False  # the archive settings changed: the writer reopens before the next refresh
 
 
 class Archives:
@@ -78,6 +79,7 @@ class Archives:
     ) -> None:
         """``sync``: the file watch's barrier (``SourceWatch.sync``); without it every refresh walks the tree."""
         self._states = {a.id: _State(a) for a in agents}
+        self._gone: dict[str, _State] = {}  # agents removed by a config reload (their files stay)
         self._sync = sync
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kb")
         self._recorder = retrieval_log.Recorder()
@@ -92,6 +94,26 @@ class Archives:
 
     def _state(self, agent_id: str) -> _State:
         return self._states[agent_id]
+
+    def update_agents(self, agents: Iterable[AgentConfig]) -> None:
+        """A config reload: serve new agents, stop serving removed ones (their index stays on disk
+        and is picked up again if they come back), and take changed settings. A changed
+        workspace or archive setting makes the next refresh a walk (and reopens the writer
+        for new archive settings, which may rebuild the index)."""
+        fresh = {a.id: a for a in agents}
+        for agent_id in [i for i in self._states if i not in fresh]:
+            self._gone[agent_id] = self._states.pop(agent_id)
+        for agent_id, agent in fresh.items():
+            state = self._states.get(agent_id) or self._gone.pop(agent_id, None)
+            if state is None:
+                self._states[agent_id] = _State(agent)
+                continue
+            self._states[agent_id] = state
+            if state.agent != agent:
+                state.reopen = state.reopen or state.agent.knowledge.archive != agent.knowledge.archive
+                state.agent = agent
+                state.rescan = True
+                state.dirty = None
 
     @staticmethod
     def _require_enabled(agent: AgentConfig) -> None:
@@ -193,6 +215,11 @@ class Archives:
         """Run one refresh: targeted at ``paths`` when they are all plain sources, else a walk.
         Returns the report and whether it was targeted."""
         agent = state.agent
+        if state.reopen:
+            state.reopen = False
+            if state.writer is not None:
+                state.writer.close()
+                state.writer = None
         if not agent.knowledge.archive.enabled:
             return indexer.RefreshReport(generation=0, indexed=0, skipped=0, pruned=0, errors=[], seconds=0.0, rebuilt=False), False
         if state.writer is None:
@@ -291,7 +318,7 @@ class Archives:
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
         self._recorder.close()
-        for state in self._states.values():
+        for state in [*self._states.values(), *self._gone.values()]:
             for conn in (state.writer, state.reader):
                 if conn is not None:
                     conn.close()

@@ -8,7 +8,7 @@ for it, and a failure there is logged, never turned into an error of the read.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import grpc
 import structlog
@@ -59,13 +59,14 @@ def _hit(h: SearchHit, corpus: str) -> kb_pb2.SearchHit:
 
 
 class Knowledge(kb_pb2_grpc.KnowledgeServicer):
-    def __init__(self, archives: Archives, vaults: Vaults, auth: Authenticator) -> None:
+    def __init__(self, archives: Archives, vaults: Vaults, auth: Callable[[], Authenticator]) -> None:
+        """``auth`` gives the authenticator in force (it changes when config.json is reloaded)."""
         self._archives = archives
         self._vaults = vaults
         self._auth = auth
 
     def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool = False) -> None:
-        authorize_call(self._auth, context, agent_id, agent_exists=self._archives.agent(agent_id) is not None, write=write)
+        authorize_call(self._auth(), context, agent_id, agent_exists=self._archives.agent(agent_id) is not None, write=write)
 
     @unary
     async def Refresh(self, request: kb_pb2.RefreshRequest, context: grpc.aio.ServicerContext) -> kb_pb2.RefreshResponse:  # noqa: N802

@@ -55,15 +55,26 @@ class Vaults:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
     ) -> None:
-        self._settings: dict[str, SharedSettings] = {a.id: a.knowledge.shared for a in agents}
+        self._settings: dict[str, SharedSettings] = {}
         self._vaults: dict[Path, _Vault] = {}
-        for shared in self._settings.values():
-            if shared.enabled:
-                known = self._vaults.get(shared.vault_dir)
-                graph = shared.graph or (known.graph if known else False)
-                self._vaults[shared.vault_dir] = _Vault(shared.vault_dir, graph)
         self._executor = executor
         self._clock = clock
+        self.update_agents(agents)
+
+    def update_agents(self, agents: Iterable[AgentConfig]) -> None:
+        """Take the agents' shared settings (at start and on a config reload). A vault no agent
+        uses any more stays open until shutdown; its graph reports follow the agents that use it."""
+        self._settings = {a.id: a.knowledge.shared for a in agents}
+        graphs: dict[Path, bool] = {}
+        for shared in self._settings.values():
+            if shared.enabled:
+                graphs[shared.vault_dir] = graphs.get(shared.vault_dir, False) or shared.graph
+        for directory, graph in graphs.items():
+            known = self._vaults.get(directory)
+            if known is None:
+                self._vaults[directory] = _Vault(directory, graph)
+            else:
+                known.graph = graph
 
     def _vault(self, agent_id: str) -> _Vault:
         shared = self._settings[agent_id]

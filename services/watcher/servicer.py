@@ -53,20 +53,20 @@ def _busy(state: int) -> bool:
 class Sessions(watcher_pb2_grpc.SessionsServicer):
     def __init__(
         self,
-        config: Callable[[], Config],
-        auth: Callable[[], Authenticator],
+        snapshot: Callable[[], tuple[Config, Authenticator]],
         registry: SessionRegistry,
         hub: DirectiveHub,
         on_register: Callable[[str], None],
     ) -> None:
-        self._config = config
-        self._auth = auth
+        self._snapshot = snapshot
         self._registry = registry
         self._hub = hub
         self._on_register = on_register
 
-    def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> None:
-        authorize_call(self._auth(), context, agent_id, agent_exists=self._config().agent(agent_id) is not None, write=write)
+    def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> Config:
+        config, auth = self._snapshot()
+        authorize_call(auth, context, agent_id, agent_exists=config.agent(agent_id) is not None, write=write)
+        return config
 
     @unary
     async def RegisterSession(self, request: watcher_pb2.RegisterSessionRequest, context: grpc.aio.ServicerContext) -> watcher_pb2.Session:  # noqa: N802
@@ -99,8 +99,7 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
 
     @unary
     async def PreviewClaudeMd(self, request: watcher_pb2.PreviewClaudeMdRequest, context: grpc.aio.ServicerContext) -> watcher_pb2.PreviewClaudeMdResponse:  # noqa: N802
-        self._check(context, request.agent_id, write=False)
-        agent = self._config().agent(request.agent_id)
+        agent = self._check(context, request.agent_id, write=False).agent(request.agent_id)
         assert agent is not None
         result = await asyncio.to_thread(compose, agent.workspace, agent.memory, agent.knowledge.archive.enabled)
         files = [

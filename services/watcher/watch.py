@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 import structlog
 from watchfiles import Change, awatch
@@ -34,14 +33,6 @@ TICK_MS = 1000
 Roots = dict[str, str]  # real workspace path → agent id
 
 
-def _stat_key(path: str) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
-
-
 def _root_state(roots: Roots) -> dict[str, int]:
     """Real workspace path → inode, for the roots that exist now."""
     state = {}
@@ -54,24 +45,18 @@ def _root_state(roots: Roots) -> dict[str, int]:
 
 
 class WorkspaceWatch:
-    """Calls ``on_files(agent, names)`` for identity-file changes, ``on_config()`` when
-    config.json changed (checked every tick) and ``on_root_change(agent)`` when a
-    workspace appeared, vanished or was recreated.
+    """Calls ``on_files(agent, names)`` for identity-file changes and ``on_root_change(agent)``
+    when a workspace appeared, vanished or was recreated (or the roots changed with the config).
     """
 
     def __init__(
         self,
-        config_path: Path,
         roots: Callable[[], Roots],
         on_files: Callable[[str, set[str]], None],
-        on_config: Callable[[], None],
         on_root_change: Callable[[str], None],
     ) -> None:
-        self._config_path = str(config_path)
-        self._config_key = _stat_key(self._config_path)
         self._roots = roots
         self._on_files = on_files
-        self._on_config = on_config
         self._on_root_change = on_root_change
         # Agents to recompose once the next watch is up: their folder changed
         # while no watch covered it, so an event may have been missed.
@@ -99,10 +84,6 @@ class WorkspaceWatch:
 
     def _tick(self, roots: Roots, state: dict[str, int]) -> bool:
         """Periodic checks; True when the watch must be re-planned."""
-        key = _stat_key(self._config_path)
-        if key != self._config_key:
-            self._config_key = key
-            self._on_config()
         new_roots = self._roots()
         new_state = _root_state(new_roots)
         if new_roots == roots and new_state == state:

@@ -22,6 +22,7 @@ import yaml
 
 import gateway.cli
 import gateway.launcher
+import gateway.live_config
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "compose.yaml"
@@ -165,7 +166,7 @@ def test_peer_host_variables_name_existing_services() -> None:
             if not match or var == "GATEWAY_BIND_HOST":
                 continue
             peer = match.group(1).lower()
-            assert peer in gateway.cli.GRPC_SERVICES, f"{name}: {var} names no gRPC service"
+            assert peer in gateway.live_config.GRPC_SERVICES, f"{name}: {var} names no gRPC service"
             assert value == peer, f"{name}: {var}={value}, expected the service name {peer}"
             assert value in services, f"{name}: {var}={value} is not a service of compose.yaml"
             seen.add(peer)
