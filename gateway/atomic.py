@@ -1,20 +1,49 @@
 """The one write path for workspace files (DESIGN.md "Processes").
 
-Temp file in the same folder, fsync, optional compare-and-swap against the
-content the writer read, atomic rename, fsync of the folder. On any failure
-the temp file is removed and the target keeps its previous content.
+Temp file in the same folder, fsync, then, under the folder's lock, an
+optional compare-and-swap against the content the writer read and the atomic
+rename; then an fsync of the folder. On any failure the temp file is removed
+and the target keeps its previous content.
+
+**Compare-and-swap among the suite's writers.** Every writer in the suite (the
+file API, the watcher, the KB's vault, dreaming) goes through ``write_atomic``,
+and each call holds an exclusive ``flock`` on the target's folder from the
+re-read to the rename. So two of our writers can never interleave between one
+writer's check and its rename: of several CAS updates made against the same
+expected content, exactly one wins and the others get WriteConflict. An
+unconditional write takes the lock too, so it lands either before a CAS
+writer's re-read (which then sees it and refuses) or after its rename.
+Creating a file that must not exist (``expected=None``) links the temp file
+into place with ``os.link``, which fails when the name exists, so of several
+creators exactly one wins, even against writers that take no lock.
+
+The lock is on the folder (its directory file descriptor), not on a lock file
+beside each target: nothing extra is left in workspaces or vaults, and the
+writers of one folder wait for each other only across a re-read and a rename.
+The data itself is written and fsynced before the lock is taken.
+
+**The window that remains.** An agent editing its own files takes no lock. Its
+edit is caught by the re-read just before the rename, except when it lands in
+the microseconds between that re-read and the rename: then the rename replaces
+it. An editor that saves by renaming its own temp file over the target in that
+window is replaced the same way. Dreaming narrows this further by keeping a
+backup of what it replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from gateway.errors import FailedPrecondition
 
 TEMP_SUFFIX = ".tmp"
+_NO_LINK = {errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK}  # file systems without hard links
 
 
 def temp_prefix(name: str) -> str:
@@ -23,7 +52,8 @@ def temp_prefix(name: str) -> str:
 
 
 class WriteConflict(FailedPrecondition):
-    """The file changed between the writer's read and its rename (CAS failed)."""
+    """The file changed between the writer's read and its rename (CAS failed), or it exists
+    where it had to be created."""
 
 
 def _read_or_none(path: Path) -> bytes | None:
@@ -31,6 +61,20 @@ def _read_or_none(path: Path) -> bytes | None:
         return path.read_bytes()
     except FileNotFoundError:
         return None
+
+
+@contextlib.contextmanager
+def folder_lock(directory: Path) -> Iterator[None]:
+    """Hold the exclusive advisory lock of ``directory`` (flock on its descriptor) for the block.
+
+    Released when the block ends, and by the kernel if the process dies.
+    """
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def write_atomic(
@@ -57,16 +101,36 @@ def write_atomic(
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
         except FileNotFoundError:
             os.chmod(tmp, mode)
-        if expected is not ...:
-            if _read_or_none(path) != expected:
-                raise WriteConflict(f"{path.name} changed on disk since it was read; nothing was written")
-        os.replace(tmp, path)
+        with folder_lock(directory):
+            if expected is None:
+                _create(tmp, path)
+            else:
+                if expected is not ... and _read_or_none(path) != expected:
+                    raise WriteConflict(f"{path.name} changed on disk since it was read; nothing was written")
+                os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
     if durable:
         _fsync_dir(directory)
+
+
+def _create(tmp: Path, path: Path) -> None:
+    """Put ``tmp`` at ``path`` only if nothing is there (the caller holds the folder lock)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise WriteConflict(f"{path.name} already exists; nothing was written") from None
+    except OSError as exc:
+        if exc.errno not in _NO_LINK:
+            raise
+        # No hard links here: the folder lock still excludes the suite's own writers.
+        if os.path.lexists(path):
+            raise WriteConflict(f"{path.name} already exists; nothing was written") from None
+        os.replace(tmp, path)
+        return
+    tmp.unlink()
 
 
 def _fsync_dir(directory: Path) -> None:
