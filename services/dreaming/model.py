@@ -41,7 +41,7 @@ class Proposal:
     """
 
     op: str
-    file: str
+    file: str = ""
     target: str = ""
     content: str = ""
     reason: str = ""

@@ -1,0 +1,258 @@
+"""The applier: a run's proposals applied to MEMORY.md and USER.md behind every guard.
+
+Pure: texts in, texts and a record of every splice out (``plan``); writing
+them (backups, the pruned archive, compare-and-swap, the journal) is
+``commit.py``. The guards, in the order each op meets them:
+
+1. **Anchors.** A replace or remove finds its ``target`` in the current text
+   (after the run's earlier ops): missing, or found more than once, the op is
+   skipped with that reason. A file with CRLF line endings also matches a
+   target written with LF. The splice is by index, so ``$1``, ``\\1`` or ``$&``
+   in the new text are literal. A remove of whole lines takes their line end
+   too. An add is appended at the end of the file, or after the line holding
+   its ``target`` when it names one (found exactly once); an add whose text is
+   already in the file (whitespace aside) is skipped.
+2. **Pinned sections** (``sections.py``: ``## User``, ``## Feedback``,
+   ``## Preference(s)``, ``## Profile``) are never removed or shrunk: a replace
+   or remove whose span touches one is skipped. An add may land in one.
+3. **Over budget** (the file was over its soft budget when the run began):
+   the run is net-shrink, so a durable add, or a replace whose new text is
+   longer than its anchor, is skipped.
+4. **Bounded loss.** Each file's *gross* deletion is counted: every char a
+   remove cuts and every char of a replace's anchor, whatever is inserted, so
+   an add can never mask a delete. An op that would take the total past 25%
+   of the file as it was when the run began (90% when it began over budget:
+   removals are the shrink lever) is skipped, and so is an op that would leave
+   a non-empty file empty.
+5. **Episodic adds** (``tier: episodic``, only with ``writeRouting``) go to
+   ``<episodicArchiveDir>/<topic>.md``, appended; they never touch MEMORY.md
+   and count against nothing above. ``commit.py`` confines the path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from services.dreaming import sections
+from services.dreaming.model import EPISODIC, MEMORY_FILES, OpResult, Proposal
+
+LOSS_UNDER_BUDGET = 0.25
+LOSS_OVER_BUDGET = 0.90
+CONTEXT_CHARS = 48  # text kept on each side of a splice, to find it again for a revert
+_TOPIC = re.compile(r"^[a-z0-9-]{1,64}$")
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One applied splice: enough to journal it, archive what it removed, and undo it.
+
+    ``offset`` is where the splice starts in the text as it was when the op ran;
+    ``before`` / ``after`` are up to CONTEXT_CHARS of the text around the
+    inserted part once the op was made (shorter only at the start or end of
+    the file)."""
+
+    op_id: str
+    file: str
+    kind: str  # add | replace | remove | append
+    offset: int
+    removed: str
+    inserted: str
+    before: str
+    after: str
+    hash_before: str
+    hash_after: str
+    reason: str
+    heading_path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Soft budgets per durable file (0: none) and whether episodic ops may be applied."""
+
+    memory_chars: int
+    user_chars: int
+    write_routing: bool
+    episodic_dir: str = "memory"
+
+    def of(self, file: str) -> int:
+        return self.memory_chars if file == "MEMORY.md" else self.user_chars
+
+
+def over_budget(text: str, budget: int) -> bool:
+    return budget > 0 and len(text) > budget
+
+
+@dataclass
+class Plan:
+    """The outcome of ``plan``: final texts, the splices that lead there, and every op's fate."""
+
+    originals: dict[str, str]
+    texts: dict[str, str]
+    edits: list[Edit] = field(default_factory=list)
+    appends: list[tuple[str, str, OpResult]] = field(default_factory=list)  # (workspace path, text, result)
+    results: list[OpResult] = field(default_factory=list)
+
+    def changed(self) -> list[str]:
+        """Durable files whose text differs from the original, in MEMORY.md, USER.md order."""
+        return [f for f in MEMORY_FILES if f in self.texts and self.texts[f] != self.originals.get(f, "")]
+
+
+class _Skip(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _normalized(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _locate(text: str, target: str) -> tuple[int, int]:
+    """The span of ``target`` in ``text``, found exactly once. Raises _Skip otherwise."""
+    for candidate in dict.fromkeys([target, target.replace("\r\n", "\n").replace("\n", "\r\n")]):
+        count = text.count(candidate)
+        if count == 1:
+            start = text.index(candidate)
+            return start, start + len(candidate)
+        if count > 1:
+            raise _Skip(f"the anchor occurs {count} times in the file; an ambiguous anchor is never applied")
+    raise _Skip("the anchor was not found in the file (it may have changed since the reviewer read it)")
+
+
+def _whole_lines(text: str, start: int, end: int) -> int:
+    """``end`` extended over the line ending when [start, end) covers whole lines."""
+    at_line_start = start == 0 or text[start - 1] == "\n"
+    if not at_line_start:
+        return end
+    if text.startswith("\r\n", end):
+        return end + 2
+    if text.startswith("\n", end):
+        return end + 1
+    return end
+
+
+def _line_end(text: str, position: int) -> int:
+    """The offset just past the line that holds ``position`` (its newline included)."""
+    newline = text.find("\n", position)
+    return len(text) if newline < 0 else newline + 1
+
+
+def _as_block(text: str, at: int, content: str) -> str:
+    """``content`` as whole lines for insertion at ``at`` in ``text`` (newlines added as needed)."""
+    block = content if content.endswith("\n") else content + "\n"
+    if at > 0 and text[at - 1] != "\n":
+        block = "\n" + block
+    return block
+
+
+class _File:
+    """One durable file being edited during a plan."""
+
+    def __init__(self, name: str, original: str, budget: int) -> None:
+        self.name = name
+        self.original = original
+        self.text = original
+        self.over = over_budget(original, budget)
+        self.cap = int(len(original) * (LOSS_OVER_BUDGET if self.over else LOSS_UNDER_BUDGET))
+        self.deleted = 0  # gross chars of the original deleted so far
+
+    def splice(self, start: int, end: int, inserted: str) -> str:
+        """The text with [start, end) replaced, after the loss guard. Raises _Skip."""
+        removed = end - start
+        if removed and self.deleted + removed > self.cap:
+            where = "over budget, the cap" if self.over else "the cap"
+            raise _Skip(
+                f"bounded loss: this op would delete {removed} chars, {self.deleted + removed} of the file's "
+                f"{len(self.original)} in this run; {where} is {self.cap} "
+                f"({int((LOSS_OVER_BUDGET if self.over else LOSS_UNDER_BUDGET) * 100)}%)"
+            )
+        new = self.text[:start] + inserted + self.text[end:]
+        if self.text.strip() and not new.strip():
+            raise _Skip("this op would leave the file empty; a non-empty file is never emptied")
+        return new
+
+
+def _edit(op_id: str, f: _File, kind: str, start: int, end: int, inserted: str, new: str, reason: str) -> Edit:
+    tail = start + len(inserted)
+    return Edit(
+        op_id=op_id, file=f.name, kind=kind, offset=start, removed=f.text[start:end], inserted=inserted,
+        before=new[max(0, start - CONTEXT_CHARS) : start], after=new[tail : tail + CONTEXT_CHARS],
+        hash_before=sha256(f.text), hash_after=sha256(new), reason=reason,
+        heading_path=sections.heading_path(f.text, start),
+    )
+
+
+def _durable(op_id: str, p: Proposal, f: _File) -> tuple[Edit, OpResult]:
+    """Apply one durable proposal to ``f`` or raise _Skip naming the guard."""
+    text = f.text
+    if p.op == "add":
+        if f.over:
+            raise _Skip("over budget: the run is net-shrink, so adds are skipped")
+        if _normalized(p.content) in _normalized(text):
+            raise _Skip(f"already in {f.name}")
+        at = len(text)
+        if p.target:
+            _, anchor_end = _locate(text, p.target)
+            at = _line_end(text, anchor_end - 1 if anchor_end else 0)
+        block = _as_block(text, at, p.content)
+        new = f.splice(at, at, block)
+        edit = _edit(op_id, f, "add", at, at, block, new, p.reason)
+    else:
+        start, end = _locate(text, p.target)
+        if sections.touches_pinned(text, start, end):
+            raise _Skip("the anchor is in a pinned section (User, Feedback, Preferences, Profile), which is never removed or shrunk")
+        if p.op == "remove":
+            end = _whole_lines(text, start, end)
+            inserted = ""
+        else:
+            inserted = p.content
+            if f.over and len(inserted) > end - start:
+                raise _Skip("over budget: this replace would grow the file")
+        new = f.splice(start, end, inserted)
+        edit = _edit(op_id, f, p.op, start, end, inserted, new, p.reason)
+    f.deleted += len(edit.removed)
+    f.text = new
+    result = OpResult(op_id, p, "applied", file=f.name, chars_removed=len(edit.removed), chars_inserted=len(edit.inserted))
+    return edit, result
+
+
+def episodic_path(episodic_dir: str, topic: str) -> str:
+    """Workspace-relative path of an episodic topic note."""
+    return f"{episodic_dir.strip('/')}/{topic}.md"
+
+
+def plan(texts: Mapping[str, str], proposals: Sequence[tuple[str, Proposal]], budgets: Budgets) -> Plan:
+    """Apply ``proposals`` (``(op_id, proposal)`` in order) to ``texts`` (file → current content,
+    "" for a missing file). Never raises for a bad proposal: each is applied or skipped with a reason."""
+    files = {name: _File(name, texts.get(name, ""), budgets.of(name)) for name in MEMORY_FILES}
+    result = Plan(originals={n: f.original for n, f in files.items()}, texts={})
+    for op_id, p in proposals:
+        try:
+            if p.tier == EPISODIC:
+                if not budgets.write_routing:
+                    raise _Skip("episodic ops need gateway.memory.writeRouting; it is off")
+                if p.op != "add" or not _TOPIC.match(p.topic):
+                    raise _Skip("an episodic op must be an add with a topic slug ^[a-z0-9-]{1,64}$")
+                path = episodic_path(budgets.episodic_dir, p.topic)
+                block = p.content if p.content.endswith("\n") else p.content + "\n"
+                op_result = OpResult(op_id, p, "applied", file=path, chars_inserted=len(block))
+                result.appends.append((path, block, op_result))
+                result.results.append(op_result)
+                continue
+            if p.file not in files:
+                raise _Skip(f"{p.file!r} is not a memory file (MEMORY.md or USER.md)")
+            edit, op_result = _durable(op_id, p, files[p.file])
+        except _Skip as skip:
+            result.results.append(OpResult(op_id, p, "skipped", skip.reason, file=p.file))
+            continue
+        result.edits.append(edit)
+        result.results.append(op_result)
+    result.texts = {name: f.text for name, f in files.items()}
+    return result

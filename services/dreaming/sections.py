@@ -1,0 +1,165 @@
+"""The structure of a memory file that dreaming must respect: headings, pinned sections, entries.
+
+- **Headings** are ATX lines (``#`` to ``######``, a space, text) outside
+  fenced code blocks (a line opening with three or more backticks or tildes
+  starts a fence; the same run, at least as long, closes it).
+- **Pinned sections** are never removed or shrunk by a dream: a heading whose
+  text is ``User``, ``Feedback``, ``Preference``, ``Preferences`` or
+  ``Profile`` (any level, any letter case, an optional trailing colon) and
+  everything under it up to the next heading of the same or a higher level
+  (fewer or as many ``#``), or the end of the file. A pinned heading nested
+  inside another section pins only its own part.
+- **Entries** (the unit the recall check searches for) are top-level list
+  items with their continuation lines (nested items included), and
+  paragraphs; a heading is an entry of its own, and so is the content of each
+  fenced code block; blank lines and fence lines separate entries.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PINNED_NAMES = ("user", "feedback", "preference", "preferences", "profile")
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+_FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})")
+_LIST_ITEM = re.compile(r"^(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: str
+    start: int  # char offset of the heading line
+    line: int  # 0-based line number
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int
+    end: int  # exclusive
+
+    def overlaps(self, start: int, end: int) -> bool:
+        """Whether [start, end) touches this span (an empty range at a point inside counts)."""
+        if start == end:
+            return self.start <= start < self.end
+        return start < self.end and self.start < end
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """(offset, line without its newline) for each line of ``text``."""
+    out = []
+    offset = 0
+    for raw in text.splitlines(keepends=True):
+        out.append((offset, raw.rstrip("\r\n")))
+        offset += len(raw)
+    return out
+
+
+def fenced_lines(text: str) -> list[bool]:
+    """For each line, whether it is inside (or opens/closes) a fenced code block."""
+    flags = []
+    fence: str | None = None
+    for _, line in _lines(text):
+        match = _FENCE.match(line)
+        if fence is None:
+            if match:
+                fence = match.group(1)
+                flags.append(True)
+                continue
+            flags.append(False)
+        else:
+            flags.append(True)
+            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) and not line.strip()[len(match.group(1)):].strip():
+                fence = None
+    return flags
+
+
+def headings(text: str) -> list[Heading]:
+    """Every heading outside fenced code, in order."""
+    out = []
+    fenced = fenced_lines(text)
+    for number, (offset, line) in enumerate(_lines(text)):
+        if fenced[number]:
+            continue
+        match = _HEADING.match(line)
+        if match:
+            out.append(Heading(len(match.group(1)), match.group(2).strip(), offset, number))
+    return out
+
+
+def is_pinned_heading(text: str) -> bool:
+    return text.strip().rstrip(":").strip().casefold() in PINNED_NAMES
+
+
+def pinned_spans(text: str) -> list[Span]:
+    """The char spans of pinned sections (heading line included), in order."""
+    found = headings(text)
+    spans = []
+    for i, heading in enumerate(found):
+        if not is_pinned_heading(heading.text):
+            continue
+        end = len(text)
+        for later in found[i + 1 :]:
+            if later.level <= heading.level:
+                end = later.start
+                break
+        spans.append(Span(heading.start, end))
+    return spans
+
+
+def touches_pinned(text: str, start: int, end: int) -> bool:
+    """Whether the range [start, end) of ``text`` overlaps a pinned section."""
+    return any(span.overlaps(start, end) for span in pinned_spans(text))
+
+
+def heading_path(text: str, offset: int) -> tuple[str, ...]:
+    """The headings above ``offset`` (outermost first): where an entry stood."""
+    path: list[Heading] = []
+    for heading in headings(text):
+        if heading.start > offset:
+            break
+        while path and path[-1].level >= heading.level:
+            path.pop()
+        path.append(heading)
+    return tuple(h.text for h in path)
+
+
+def entries(text: str) -> list[str]:
+    """The entries of ``text`` (module docstring), each with its lines joined by newlines."""
+    out: list[str] = []
+    current: list[str] = []
+    code: list[str] = []  # the lines inside one fenced block: a single entry
+    fenced = fenced_lines(text)
+
+    def flush() -> None:
+        for block in (current, code):
+            if any(line.strip() for line in block):
+                out.append("\n".join(block))
+            block.clear()
+
+    for number, (_, line) in enumerate(_lines(text)):
+        if fenced[number]:
+            if current:
+                flush()
+            if _FENCE.match(line):
+                flush()  # an opening or closing fence line ends the code entry
+            else:
+                code.append(line)
+            continue
+        if code:
+            flush()
+        stripped = line.strip()
+        if not stripped:
+            flush()
+        elif _HEADING.match(line):
+            flush()
+            out.append(stripped)
+        elif _LIST_ITEM.match(line):  # a new top-level item starts a new entry
+            flush()
+            current.append(line)
+        else:
+            current.append(line)
+    flush()
+    return out
