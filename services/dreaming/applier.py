@@ -55,8 +55,8 @@ class Edit:
 
     ``offset`` is where the splice starts in the text as it was when the op ran;
     ``before`` / ``after`` are up to CONTEXT_CHARS of the text around the
-    inserted part once the op was made (shorter only at the start or end of
-    the file)."""
+    inserted part once the op was made; ``at_start`` / ``at_end`` say that the
+    context reached the start / end of the file (a revert then finds it there)."""
 
     op_id: str
     file: str
@@ -70,6 +70,8 @@ class Edit:
     hash_after: str
     reason: str
     heading_path: tuple[str, ...] = ()
+    at_start: bool = False
+    at_end: bool = False
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,7 @@ def _edit(op_id: str, f: _File, kind: str, start: int, end: int, inserted: str, 
         before=new[max(0, start - CONTEXT_CHARS) : start], after=new[tail : tail + CONTEXT_CHARS],
         hash_before=sha256(f.text), hash_after=sha256(new), reason=reason,
         heading_path=sections.heading_path(f.text, start),
+        at_start=start <= CONTEXT_CHARS, at_end=tail + CONTEXT_CHARS >= len(new),
     )
 
 

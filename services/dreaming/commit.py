@@ -1,0 +1,205 @@
+"""Writing a run's plan: pruned archive first, then backup, compare-and-swap, journal.
+
+For each memory file the plan changed (MEMORY.md, then USER.md):
+
+1. The file is read again. If it differs from the text the plan started from
+   (an agent or the file API wrote it during the run), the file is left alone
+   and its ops are recorded as aborted.
+2. Every block the ops take out of it (a remove's text, a replace's old text)
+   is appended to ``memory/archive/pruned.md`` under a heading naming the file,
+   the section it stood in, the date, the run and the op, so it stays
+   searchable. Nothing is cut before it is archived.
+3. The pre-image goes to ``.dreaming/backups/<file>.<run id>`` (newest
+   ``BACKUPS_KEPT`` per file), only now that a change is about to commit.
+4. The new text replaces the file through ``gateway.atomic.write_atomic``
+   with the text read in step 1 as the expected content (a real CAS among the
+   suite's writers; see gateway/atomic.py for the window that remains). A
+   conflict aborts the file, and pruned.md gets a line saying those blocks were
+   not removed after all.
+5. The applied ops are appended to the journal.
+
+Episodic adds are appended to their topic notes (confined to the workspace by
+real path, never through a link) the same way, one CAS append each.
+
+Memory files that are links are never written through: the run skips them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gateway.atomic import WriteConflict, write_atomic
+from services.dreaming import journal
+from services.dreaming.applier import CONTEXT_CHARS, Edit, Plan, sha256
+from services.dreaming.model import OpResult
+
+PRUNED = "memory/archive/pruned.md"
+BACKUPS = ".dreaming/backups"
+BACKUPS_KEPT = 20
+APPEND_ATTEMPTS = 8
+
+
+class Unsafe(Exception):
+    """A path dreaming must not write (a link, or outside the workspace)."""
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """A block an op took out of a memory file, as archived (the recall check looks for it)."""
+
+    op_id: str
+    file: str
+    text: str
+
+
+@dataclass
+class CommitOutcome:
+    written: dict[str, tuple[str, str]] = field(default_factory=dict)  # file → (pre-image, new text)
+    aborted: dict[str, str] = field(default_factory=dict)  # file → why it was left alone
+    results: list[OpResult] = field(default_factory=list)
+    pruned: list[Pruned] = field(default_factory=list)
+    records: list[journal.Record] = field(default_factory=list)
+
+
+def confined(workspace: Path, rel: str) -> Path:
+    """``workspace/rel`` when its real location is inside the workspace and it is not a link.
+
+    Creates missing parent folders. Raises Unsafe."""
+    real_ws = os.path.realpath(workspace)
+    target = os.path.join(real_ws, rel)
+    if os.path.commonpath([real_ws, os.path.realpath(target)]) != real_ws:
+        raise Unsafe(f"{rel} resolves outside the workspace")
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if os.path.commonpath([real_ws, os.path.realpath(os.path.dirname(target))]) != real_ws:
+        raise Unsafe(f"{rel} resolves outside the workspace")
+    try:
+        if stat.S_ISLNK(os.lstat(target).st_mode):
+            raise Unsafe(f"{rel} is a link; dreaming never writes through links")
+    except FileNotFoundError:
+        pass
+    return Path(target)
+
+
+def read_text(workspace: Path, rel: str) -> str:
+    """A workspace file's text ("" when missing). Raises Unsafe for a link or a path outside."""
+    path = confined(workspace, rel)
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def append_text(path: Path, block: str) -> tuple[str, str]:
+    """Append ``block`` to ``path`` by CAS (retrying on a concurrent writer).
+
+    Returns ``(text before, what was appended)`` (a newline is added first when
+    the file did not end with one). Raises WriteConflict after APPEND_ATTEMPTS."""
+    for _ in range(APPEND_ATTEMPTS):
+        try:
+            current: bytes | None = path.read_bytes()
+        except FileNotFoundError:
+            current = None
+        before = (current or b"").decode("utf-8", errors="replace")
+        inserted = ("\n" if before and not before.endswith("\n") else "") + block
+        try:
+            write_atomic(path, (before + inserted).encode("utf-8"), expected=current)
+        except WriteConflict:
+            continue
+        return before, inserted
+    raise WriteConflict(f"{path.name} kept changing; could not append")
+
+
+def pruned_block(edit: Edit, run_id: str, date: str) -> str:
+    where = " › ".join((edit.file, *edit.heading_path))
+    body = edit.removed if edit.removed.endswith("\n") else edit.removed + "\n"
+    return f"\n## Removed from {where} · {date} · run {run_id} · op {edit.op_id} ({edit.kind})\n\n{body}"
+
+
+def _backup(workspace: Path, name: str, text: str, run_id: str) -> None:
+    folder = workspace / BACKUPS
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(folder / f"{name}.{run_id}", text.encode("utf-8"), mode=0o600)
+    kept = sorted(p for p in os.listdir(folder) if p.startswith(f"{name}.") and not p.startswith("."))
+    for old in kept[:-BACKUPS_KEPT]:
+        try:
+            os.unlink(folder / old)
+        except FileNotFoundError:
+            pass
+
+
+def _abort(out: CommitOutcome, plan: Plan, name: str, reason: str) -> None:
+    out.aborted[name] = reason
+    out.results = [
+        OpResult(r.op_id, r.proposal, "skipped", f"aborted: {reason}", file=r.file) if r.file == name and r.status == "applied" else r
+        for r in out.results
+    ]
+
+
+def _commit_file(workspace: Path, plan: Plan, name: str, run_id: str, now: str, out: CommitOutcome) -> None:
+    edits = [e for e in plan.edits if e.file == name]
+    original, new = plan.originals[name], plan.texts[name]
+    try:
+        path = confined(workspace, name)
+        current = read_text(workspace, name)
+    except Unsafe as exc:
+        _abort(out, plan, name, str(exc))
+        return
+    if current != original:
+        _abort(out, plan, name, f"{name} changed on disk during the run (compare-and-swap); nothing written to it")
+        return
+    archive = confined(workspace, PRUNED)
+    blocks = [e for e in edits if e.removed]
+    for edit in blocks:
+        append_text(archive, pruned_block(edit, run_id, now[:10]))
+    _backup(workspace, name, original, run_id)
+    try:
+        write_atomic(path, new.encode("utf-8"), expected=original.encode("utf-8"))
+    except WriteConflict:
+        if blocks:
+            ops = ", ".join(e.op_id for e in blocks)
+            append_text(archive, f"\n(Run {run_id}: {name} changed during the run, so {ops} did not remove the blocks above; they are still in {name}.)\n")
+        _abort(out, plan, name, f"{name} changed on disk just before the write (compare-and-swap); nothing written to it")
+        return
+    out.written[name] = (original, new)
+    out.pruned += [Pruned(e.op_id, name, e.removed) for e in blocks]
+    out.records += [journal.edit_record(run_id, e, now) for e in edits]
+
+
+def _append_episodic(workspace: Path, rel: str, block: str, result: OpResult, run_id: str, now: str, out: CommitOutcome) -> OpResult:
+    try:
+        before, inserted = append_text(confined(workspace, rel), block)
+    except (Unsafe, WriteConflict, OSError) as exc:
+        return OpResult(result.op_id, result.proposal, "skipped", f"not written: {exc}", file=rel)
+    after = before + inserted
+    edit = Edit(
+        op_id=result.op_id, file=rel, kind="append", offset=len(before), removed="", inserted=inserted,
+        before=before[-CONTEXT_CHARS:], after="", hash_before=sha256(before), hash_after=sha256(after),
+        reason=result.proposal.reason, at_start=len(before) <= CONTEXT_CHARS, at_end=False,
+    )
+    out.records.append(journal.edit_record(run_id, edit, now))
+    return result
+
+
+def commit(workspace: Path, plan: Plan, run_id: str, now: str) -> CommitOutcome:
+    """Write ``plan`` (module docstring). ``now``: the run's ISO time. Journal records are returned
+    in ``records`` and appended to the journal here too."""
+    out = CommitOutcome(results=list(plan.results))
+    for name in plan.changed():
+        _commit_file(workspace, plan, name, run_id, now, out)
+    for rel, block, result in plan.appends:
+        done = _append_episodic(workspace, rel, block, result, run_id, now, out)
+        out.results = [done if r.op_id == result.op_id else r for r in out.results]
+    journal.append(workspace, out.records)
+    return out
+
+
+def restore(workspace: Path, name: str, pre_image: str, written: str) -> bool:
+    """Put ``pre_image`` back (the recall check failed) if the file still holds what the run wrote."""
+    try:
+        write_atomic(confined(workspace, name), pre_image.encode("utf-8"), expected=written.encode("utf-8"))
+    except (WriteConflict, Unsafe):
+        return False
+    return True

@@ -1,0 +1,175 @@
+"""The per-op journal (``.dreaming/journal.jsonl``) and reverts by inverse splice.
+
+Every op a run applies is one ``edit`` record: run id, op id, file, kind, the
+exact text removed and inserted, its offset, up to 48 chars of context on each
+side, the reason, and the SHA-256 of the file before and after the op. A
+revert (``gateway dream revert AGENT RUN[/OP]``) undoes ops from these records:
+
+- The inserted text is found again with its context: at the recorded offset
+  when the text there still matches, else the one place in the file where
+  context + inserted text + context occur (context that reached the start or
+  end of the file must still stand there; an append to an episodic note
+  records no end, since later appends follow it). Not found, or found more than once:
+  the text around the op changed since, and the revert is refused with that
+  reason. Nothing is ever clobbered.
+- The inverse splice puts the removed text back in place of the inserted text.
+- A whole run is undone newest op first, every file computed in memory first:
+  if any op cannot be undone, nothing is written.
+- A ``revert`` record is appended for each undone op, so reverting twice
+  changes nothing the second time. Ops the recall check already undid
+  (``restore`` records) count as undone.
+
+The journal is capped (``MAX_BYTES``): past it, the oldest records are dropped
+(whole lines) down to ``KEEP_BYTES``, and runs that old can no longer be reverted
+by op (their backups may still hold the pre-images).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.dreaming.applier import Edit
+
+JOURNAL = ".dreaming/journal.jsonl"
+MAX_BYTES = 8 * 1024 * 1024
+KEEP_BYTES = 4 * 1024 * 1024
+
+Record = dict[str, Any]
+
+
+def edit_record(run_id: str, edit: Edit, at: str) -> Record:
+    return {
+        "kind": "edit", "run": run_id, "op": edit.op_id, "file": edit.file, "opKind": edit.kind,
+        "offset": edit.offset, "removed": edit.removed, "inserted": edit.inserted,
+        "before": edit.before, "after": edit.after, "atStart": edit.at_start, "atEnd": edit.at_end,
+        "hashBefore": edit.hash_before,
+        "hashAfter": edit.hash_after, "reason": edit.reason, "headingPath": list(edit.heading_path), "at": at,
+    }
+
+
+def undo_record(kind: str, run_id: str, op_id: str, at: str, by: str = "") -> Record:
+    """A ``revert`` (an operator's) or ``restore`` (the recall check's) record for one op."""
+    return {"kind": kind, "run": run_id, "op": op_id, "at": at, "by": by}
+
+
+def append(workspace: Path, records: Iterable[Record], *, durable: bool = True) -> None:
+    """Append ``records`` as JSON lines (one write, fsynced), then cap the file."""
+    lines = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
+    if not lines:
+        return
+    path = workspace / JOURNAL
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, lines.encode("utf-8"))
+        if durable:
+            os.fsync(fd)
+        size = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    if size > MAX_BYTES:
+        trim_jsonl(path, KEEP_BYTES)
+
+
+def trim_jsonl(path: Path, keep_bytes: int) -> None:
+    """Keep the newest whole lines of ``path`` that fit in ``keep_bytes`` (atomic rewrite)."""
+    from gateway.atomic import write_atomic
+
+    data = path.read_bytes()
+    if len(data) <= keep_bytes:
+        return
+    cut = data.find(b"\n", len(data) - keep_bytes)
+    write_atomic(path, data[cut + 1 :] if cut >= 0 else b"", mode=0o600)
+
+
+def read(workspace: Path) -> list[Record]:
+    """Every journal record, oldest first; broken lines are skipped."""
+    try:
+        raw = (workspace / JOURNAL).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in raw.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+class RevertRefused(Exception):
+    """An op cannot be undone; ``str()`` says which and why."""
+
+
+def locate(text: str, record: Record) -> int:
+    """Where ``record``'s inserted text stands in ``text`` now. Raises RevertRefused."""
+    before, inserted, after = record["before"], record["inserted"], record["after"]
+    at_start, at_end = bool(record.get("atStart")), bool(record.get("atEnd"))
+    pattern = before + inserted + after
+
+    def fits(start: int) -> bool:  # context cut by the file's start or end must still stand there
+        return (not at_start or start == 0) and (not at_end or start + len(pattern) == len(text))
+
+    offset = int(record["offset"])
+    start = offset - len(before)
+    if start >= 0 and text.startswith(pattern, start) and fits(start):
+        return offset
+    found = []
+    start = text.find(pattern)
+    while start >= 0:
+        if fits(start):
+            found.append(start + len(before))
+        start = text.find(pattern, start + 1)
+    if len(found) == 1:
+        return found[0]
+    where = "no longer there" if not found else f"found {len(found)} times"
+    raise RevertRefused(f"{record['op']}: the text around this op in {record['file']} changed since ({where}); not reverted")
+
+
+def undo(text: str, record: Record) -> str:
+    """``text`` with ``record``'s splice undone. Raises RevertRefused."""
+    at = locate(text, record)
+    return text[:at] + record["removed"] + text[at + len(record["inserted"]) :]
+
+
+@dataclass
+class RevertPlan:
+    """What reverting would do: new text per file, the ops undone, and those already undone."""
+
+    texts: dict[str, str] = field(default_factory=dict)
+    originals: dict[str, str] = field(default_factory=dict)
+    undone: list[Record] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+
+
+def plan_revert(records: list[Record], run_id: str, op_id: str | None, read_file: Callable[[str], str]) -> RevertPlan:
+    """Undo the ops of ``run_id`` (or just ``op_id``), newest first, against the files' current text.
+
+    ``read_file(path) -> str`` gives a workspace file's current content. Raises
+    RevertRefused when the run or op is unknown or any op cannot be undone.
+    """
+    edits = [r for r in records if r.get("kind") == "edit" and r.get("run") == run_id]
+    if op_id is not None:
+        edits = [r for r in edits if r.get("op") == op_id]
+    if not edits:
+        target = op_id or run_id
+        raise RevertRefused(f"{target}: no applied op with this id in the journal (it may be older than the journal keeps)")
+    undone_ops = {r.get("op") for r in records if r.get("kind") in ("revert", "restore") and r.get("run") == run_id}
+    out = RevertPlan()
+    for record in reversed(edits):
+        if record["op"] in undone_ops:
+            out.already.append(record["op"])
+            continue
+        name = record["file"]
+        if name not in out.texts:
+            out.originals[name] = out.texts[name] = read_file(name)
+        out.texts[name] = undo(out.texts[name], record)
+        out.undone.append(record)
+    return out

@@ -1,0 +1,86 @@
+"""Dreaming's calls to its peers over gRPC, with the internal token and deadlines.
+
+- The KB: ``Refresh`` (waited for) and ``Search``, for the recall check. The
+  dreaming process never opens a ``kb.sqlite``.
+- The watcher: ``GetActivity``, for the quiet window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from gateway.auth import INTERNAL_TOKEN_HEADER
+from gateway.channels import aio_channel
+from gateway.v1 import kb_pb2, kb_pb2_grpc, watcher_pb2, watcher_pb2_grpc
+from services.dreaming.recall import Hit
+
+REFRESH_DEADLINE_S = 120.0  # a first index of a large archive takes a while
+SEARCH_DEADLINE_S = 10.0
+ACTIVITY_DEADLINE_S = 5.0
+
+
+class PeerUnavailable(Exception):
+    """A peer could not answer; ``str()`` names the peer, the code and its detail."""
+
+
+@dataclass(frozen=True)
+class Activity:
+    last_activity_ms: int
+    busy_sessions: int
+    live_sessions: int
+
+
+def _unavailable(peer: str, err: grpc.aio.AioRpcError) -> PeerUnavailable:
+    return PeerUnavailable(f"{peer}: {err.code().name}: {err.details() or 'no detail'}")
+
+
+class KbIndex:
+    """``recall.Index`` over the KB service."""
+
+    def __init__(self, address: str, internal_token: str) -> None:
+        self._channel = aio_channel(address)
+        self._stub = kb_pb2_grpc.KnowledgeStub(self._channel)
+        self._metadata = ((INTERNAL_TOKEN_HEADER, internal_token), ("x-gateway-record-retrievals", "0"))
+
+    async def refresh(self, agent_id: str) -> None:
+        try:
+            await self._stub.Refresh(kb_pb2.RefreshRequest(agent_id=agent_id, wait=True), timeout=REFRESH_DEADLINE_S,
+                                     metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            raise _unavailable("kb", err) from None
+
+    async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]:
+        try:
+            reply = await self._stub.Search(kb_pb2.SearchRequest(agent_id=agent_id, query=query, limit=limit),
+                                            timeout=SEARCH_DEADLINE_S, metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            raise _unavailable("kb", err) from None
+        return [Hit(h.path, h.start_line, h.end_line) for h in reply.hits if h.corpus in ("", "memory")]
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+
+class WatcherActivity:
+    """The agent's last session activity, from the watcher."""
+
+    def __init__(self, address: str, internal_token: str) -> None:
+        self._channel = aio_channel(address)
+        self._stub = watcher_pb2_grpc.SessionsStub(self._channel)
+        self._metadata = ((INTERNAL_TOKEN_HEADER, internal_token),)
+
+    async def activity(self, agent_id: str) -> Activity:
+        """Raises PeerUnavailable when the watcher cannot answer."""
+        try:
+            reply = await self._stub.GetActivity(watcher_pb2.GetActivityRequest(agent_id=agent_id),
+                                                 timeout=ACTIVITY_DEADLINE_S, metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            raise _unavailable("watcher", err) from None
+        busy = sum(1 for s in reply.sessions if s.state == watcher_pb2.SESSION_STATE_BUSY)
+        return Activity(reply.last_activity_ms, busy, len(reply.sessions))
+
+    async def close(self) -> None:
+        await self._channel.close()

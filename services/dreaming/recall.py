@@ -1,0 +1,101 @@
+"""The recall check: every entry a run removed must still be found by Search.
+
+After a run that changed anything, the KB refreshes the agent's archive; then
+each removed block is split into entries (``sections.entries``) and each entry
+is searched for with its own distinctive words: up to ``QUERY_WORDS`` of its
+longest words, stop words and one- or two-letter words left out. The entry is
+*found* when a hit's file holds the entry's text (whitespace aside) in the
+hit's lines or, for an entry that straddles two chunks, anywhere in that file.
+An entry with no searchable word (a rule, a lone symbol) has nothing to find
+and passes. The caller restores the pre-image of a file whose removals are not
+all found.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from services.dreaming import sections
+from services.dreaming.commit import Pruned, Unsafe, read_text
+
+QUERY_WORDS = 6
+SEARCH_LIMIT = 20
+_WORD = re.compile(r"\w+")
+STOP_WORDS = frozenset(
+    "the and for are but not you all any can had her was one our out has him his how its may new now old see two who "
+    "did get let put say she too use that with have this will your from they know want been good much some time very "
+    "when come here just like long make many more only over such take than them well were what into also back after "
+    "most other which their there these then would about could should where while".split()
+)
+
+
+@dataclass(frozen=True)
+class Hit:
+    path: str
+    start_line: int
+    end_line: int
+
+
+class Index(Protocol):
+    """The agent's archive as dreaming sees it (the KB over gRPC)."""
+
+    async def refresh(self, agent_id: str) -> None: ...
+
+    async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]: ...
+
+
+@dataclass(frozen=True)
+class Missing:
+    op_id: str
+    file: str
+    entry: str
+    query: str
+
+
+def query_for(entry: str) -> str:
+    """The entry's distinctive words, longest first (ties in text order); "" when it has none."""
+    words: dict[str, int] = {}
+    for i, match in enumerate(_WORD.finditer(entry)):
+        word = match.group(0).casefold().strip("_")
+        if len(word) >= 3 and word not in STOP_WORDS and word not in words:
+            words[word] = i
+    ranked = sorted(words, key=lambda w: (-len(w), words[w]))[:QUERY_WORDS]
+    return " ".join(sorted(ranked, key=lambda w: words[w]))
+
+
+def _normalized(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _holds(workspace: Path, hit: Hit, wanted: str) -> bool:
+    try:
+        text = read_text(workspace, hit.path)
+    except (Unsafe, OSError):
+        return False
+    lines = text.splitlines()
+    if wanted in _normalized("\n".join(lines[max(0, hit.start_line - 1) : hit.end_line])):
+        return True
+    return wanted in _normalized(text)
+
+
+async def check(index: Index, agent_id: str, workspace: Path, pruned: Sequence[Pruned]) -> list[Missing]:
+    """The removed entries Search cannot find (empty: recall holds). Refreshes the archive first.
+    Raises whatever ``index`` raises when the KB cannot answer (the caller treats that as not found)."""
+    if not pruned:
+        return []
+    await index.refresh(agent_id)
+    missing = []
+    for block in pruned:
+        for entry in sections.entries(block.text):
+            query = query_for(entry)
+            if not query:
+                continue
+            hits = await index.search(agent_id, query, SEARCH_LIMIT)
+            wanted = _normalized(entry)
+            if not any(_holds(workspace, hit, wanted) for hit in hits):
+                missing.append(Missing(block.op_id, block.file, entry, query))
+    return missing
