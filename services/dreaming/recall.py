@@ -29,7 +29,7 @@ STOP_WORDS = frozenset(
     "the and for are but not you all any can had her was one our out has him his how its may new now old see two who "
     "did get let put say she too use that with have this will your from they know want been good much some time very "
     "when come here just like long make many more only over such take than them well were what into also back after "
-    "most other which their there these then would about could should where while".split()
+    "most other which their there these then would about could should where while every each being those".split()
 )
 
 

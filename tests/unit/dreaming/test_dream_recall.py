@@ -1,0 +1,63 @@
+"""The recall check: distinctive queries, and "found" meaning the hit's file holds the entry."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from services.dreaming.commit import Pruned
+from services.dreaming.recall import Hit, check, query_for
+
+
+class GrepIndex:
+    """A stand-in archive: every line of memory/**.md holding all query words is a hit (test seam)."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        self.refreshed = 0
+        self.queries: list[str] = []
+
+    async def refresh(self, agent_id: str) -> None:
+        self.refreshed += 1
+
+    async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]:
+        self.queries.append(query)
+        words = query.split()
+        hits = []
+        for path in sorted(self.workspace.rglob("*.md")):
+            lines = path.read_text().splitlines()
+            for number, line in enumerate(lines, 1):
+                if all(w in line.casefold() for w in words):
+                    hits.append(Hit(str(path.relative_to(self.workspace)), number, number))
+        return hits[:limit]
+
+
+def test_query_takes_the_longest_distinctive_words_in_text_order() -> None:
+    assert query_for("- The Kestrel deploy key rotates every 90 days on Tuesday") == "kestrel deploy key rotates days tuesday"
+    assert query_for("- a to be or") == ""
+    assert query_for("---") == ""
+    assert query_for("北京 会议 mañana") == "北京 会议 mañana"
+
+
+def test_found_in_the_archive_passes_and_missing_fails(tmp_path: Path) -> None:
+    (tmp_path / "memory" / "archive").mkdir(parents=True)
+    (tmp_path / "memory" / "archive" / "pruned.md").write_text("## Removed\n\n- Kestrel deploy key rotates every 90 days\n")
+    index = GrepIndex(tmp_path)
+    kept = Pruned("r/1", "MEMORY.md", "- Kestrel deploy key rotates every 90 days\n")
+    lost = Pruned("r/2", "MEMORY.md", "- Osprey backups run at midnight\n\n---\n")
+    missing = asyncio.run(check(index, "alfred", tmp_path, [kept, lost]))
+    assert index.refreshed == 1
+    assert [(m.op_id, m.entry) for m in missing] == [("r/2", "- Osprey backups run at midnight")]
+
+
+def test_a_hit_that_does_not_hold_the_entry_is_not_enough(tmp_path: Path) -> None:
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "other.md").write_text("- kestrel deploy key rotates days (a different note)\n")
+    entry = Pruned("r/1", "MEMORY.md", "- Kestrel deploy key rotates every 90 days\n")
+    assert len(asyncio.run(check(GrepIndex(tmp_path), "alfred", tmp_path, [entry]))) == 1
+
+
+def test_nothing_pruned_asks_nothing(tmp_path: Path) -> None:
+    index = GrepIndex(tmp_path)
+    assert asyncio.run(check(index, "alfred", tmp_path, [])) == [] and index.refreshed == 0
