@@ -61,7 +61,8 @@ def query_for(entry: str) -> str:
     words: dict[str, int] = {}
     for i, match in enumerate(_WORD.finditer(entry)):
         word = match.group(0).casefold().strip("_")
-        if len(word) >= 3 and word not in STOP_WORDS and word not in words:
+        wide = any(ord(ch) >= 0x2E80 for ch in word)  # CJK and other scripts where two chars are a word
+        if (len(word) >= 3 or wide) and word not in STOP_WORDS and word not in words:
             words[word] = i
     ranked = sorted(words, key=lambda w: (-len(w), words[w]))[:QUERY_WORDS]
     return " ".join(sorted(ranked, key=lambda w: words[w]))
