@@ -25,7 +25,7 @@ up: install
 ## make demo: the suite on ./var/demo with SPEC.md's two example keys
 demo: install
 	mkdir -p var/demo
-	test -f var/demo/config.json || cp examples/demo-config.json var/demo/config.json
+	test -f var/demo/config.json || install -m 600 examples/demo-config.json var/demo/config.json
 	$(VENV)/bin/gateway up --home ./var/demo
 
 ## make test: the whole test suite (type check, unit, integration)

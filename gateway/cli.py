@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from gateway.errors import ConfigError
-from gateway.home import ensure_home, resolve_home
+from gateway.home import ensure_home, resolve_home, tighten_config_mode
 
 SERVE_NAMES = ("file_api", "watcher", "kb", "http")
 
@@ -68,6 +68,18 @@ def _config_or_exit(home: Path, env: dict[str, str] | None = None):  # type: ign
     return replace(config, api=api, grpc=replace(config.grpc, bind_host=bind, peer_hosts=peers))
 
 
+def _tighten_config_mode(home: Path) -> str | None:
+    """Start-up: make config.json 0600 if group/others can read it; one line saying what happened."""
+    path = home / "config.json"
+    try:
+        old = tighten_config_mode(home)
+    except OSError as exc:
+        return f"{path} is readable by group or others and its mode cannot be changed ({exc.strerror}); make it 0600"
+    if old is None:
+        return None
+    return f"{path} was mode {old:04o} (readable by group or others, and it can hold keys); it is now 0600"
+
+
 def _serve(name: str, home: Path, port: int | None) -> int:
     from gateway.logs import configure
 
@@ -75,6 +87,9 @@ def _serve(name: str, home: Path, port: int | None) -> int:
     admin_key = ensure_home(home)
     if admin_key:
         log.warning("first_start", admin_key_shown_once=admin_key)
+    tightened = _tighten_config_mode(home)
+    if tightened:
+        log.warning("config_mode", detail=tightened)
     config = _config_or_exit(home, dict(os.environ))
     if name == "http":
         from gateway_http.main import run as run_http
@@ -125,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         from gateway.launcher import up
 
         admin_key = ensure_home(home)
+        tightened = _tighten_config_mode(home)
+        if tightened:
+            print(f"gateway: {tightened}", file=sys.stderr, flush=True)
         return up(home, _config_or_exit(home), admin_key, args.http_port)
     if args.command == "serve":
         return _serve(args.name, home, args.port)

@@ -358,8 +358,17 @@ def build(raw: Raw, home: Path) -> Config:
 
 def read_raw(path: Path) -> Raw:
     """Parse config.json. Raises ConfigError with one line when it is not a JSON object."""
+    return read_config_file(path)[0]
+
+
+def read_config_file(path: Path) -> tuple[Raw, bytes]:
+    """config.json parsed, and the bytes it was parsed from (for a compare-and-swap write).
+
+    Raises ConfigError with one line when it is missing, unreadable or not a JSON object.
+    """
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+        raw = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError([f"{path}: not found"]) from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -368,7 +377,7 @@ def read_raw(path: Path) -> Raw:
         raise ConfigError([f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"]) from None
     if not isinstance(raw, dict):
         raise ConfigError([f"{path}: must hold a JSON object"])
-    return raw
+    return raw, data
 
 
 def load_config(home: Path) -> Config:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import shutil
+import os
 import sys
 import time
 from pathlib import Path
 
-from gateway.atomic import write_atomic
-from gateway.config import build, read_raw
+from gateway.config import build, read_config_file, read_raw
+from gateway.config_edit import CONFIG_MODE, write_config
 from gateway.config_migrations import migrate
 from gateway.errors import ConfigError
 
@@ -19,6 +18,26 @@ def _report(exc: ConfigError, path: Path) -> int:
     for line in exc.problems:
         print(f"  {line}", file=sys.stderr)
     return 2
+
+
+def _write_backup(path: Path, data: bytes) -> Path:
+    """``config.json.bak-<time>`` beside ``path`` holding ``data``, mode 0600 from the start
+    (it may hold plain keys); never overwrites an earlier backup. Returns its path."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for n in range(100):
+        backup = path.with_name(f"config.json.bak-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, CONFIG_MODE)
+        except FileExistsError:
+            continue
+        break
+    else:
+        raise FileExistsError(f"{path.parent}: too many config.json.bak-{stamp}* files")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return backup
 
 
 def check(home: Path) -> int:
@@ -44,7 +63,7 @@ def migrate_file(home: Path) -> int:
     """
     path = home / "config.json"
     try:
-        raw = read_raw(path)
+        raw, original = read_config_file(path)
         migrated, applied = migrate(raw)
         build(migrated, home)
     except ValueError as exc:
@@ -54,8 +73,7 @@ def migrate_file(home: Path) -> int:
     if not applied and migrated == raw:
         print(f"{path} is already at configVersion {migrated['configVersion']}; nothing to do")
         return 0
-    backup = path.with_name(f"config.json.bak-{time.strftime('%Y%m%dT%H%M%S')}")
-    shutil.copy2(path, backup)
-    write_atomic(path, (json.dumps(migrated, indent=2, ensure_ascii=False) + "\n").encode(), mode=0o600)
+    backup = _write_backup(path, original)
+    write_config(path, migrated, expected=original)
     print(f"migrated {path} to configVersion {migrated['configVersion']} (steps: {', '.join(applied) or 'none'}); backup: {backup}")
     return 0

@@ -100,6 +100,24 @@ def ensure_home(home: Path) -> str | None:
     return admin_key
 
 
+def tighten_config_mode(home: Path) -> int | None:
+    """Make ``<home>/config.json`` mode 0600 when group or others may read or write it.
+
+    It can hold plain keys. Returns the mode it had when this call changed it,
+    else None (already private, or missing). Raises OSError when the mode
+    cannot be changed (a file owned by another user).
+    """
+    path = home / "config.json"
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return None
+    if not mode & 0o077:
+        return None
+    os.chmod(path, 0o600)
+    return mode
+
+
 def read_internal_token(home: Path) -> str:
     """The home's internal token. Raises OSError when it is missing."""
     return (home / INTERNAL_TOKEN_FILE).read_text(encoding="utf-8").strip()

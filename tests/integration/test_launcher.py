@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from suite_support import ADMIN_KEY, free_port, make_home, wait_until
+from suite_support import ADMIN_KEY, free_port, grpc_serving, make_home, wait_until
 
 from gateway.launcher import SERVICES
 
@@ -170,3 +170,34 @@ def test_first_start_generates_config_and_prints_the_admin_key_once(tmp_path: Pa
     assert key["agents"] == "*" and key["write"] is True
     assert (home / ".internal-token").stat().st_mode & 0o777 == 0o600
     assert (home / "agents" / "alfred" / "workspace").is_dir()
+
+
+def test_serve_makes_a_group_readable_config_0600_and_logs_it_once(tmp_path: Path) -> None:
+    home, ports, _ = make_home(tmp_path)
+    config = home / "config.json"
+    os.chmod(config, 0o644)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "serve", "file_api", "--home", str(home)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    with proc:
+        try:
+            assert proc.stdout is not None
+            first = json.loads(proc.stdout.readline())
+            wait_until(lambda: grpc_serving(f"127.0.0.1:{ports['fileApi']}"), 30, "file_api to be SERVING")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=15)
+    assert first["event"] == "config_mode" and "0644" in first["detail"] and "now 0600" in first["detail"]
+    assert config.stat().st_mode & 0o777 == 0o600
+
+
+def test_up_says_when_it_tightens_the_config_mode(tmp_path: Path) -> None:
+    home, _, _ = make_home(tmp_path)
+    os.chmod(home / "config.json", 0o640)
+    with Up(home) as up:
+        up.ready_url()
+        up.proc.send_signal(signal.SIGTERM)
+        assert up.wait() == 0
+    assert (home / "config.json").stat().st_mode & 0o777 == 0o600
+    assert [l for l in up.errors if "0640" in l] == [f"gateway: {home / 'config.json'} was mode 0640 (readable by group or others, and it can hold keys); it is now 0600"]
