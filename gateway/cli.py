@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from gateway.errors import ConfigError
+from gateway.errors import CommandError, ConfigError, ConfigNotFound
 from gateway.home import ensure_home, resolve_home, tighten_config_mode
 
 SERVE_NAMES = ("file_api", "watcher", "kb", "http")
@@ -46,20 +46,14 @@ def _parser() -> argparse.ArgumentParser:
 GRPC_SERVICES = ("file_api", "watcher", "kb", "dreaming")
 
 
-def _config_or_exit(home: Path, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
-    """The validated config, with deployment overrides from ``env`` applied; exit 2 when invalid."""
+def _config(home: Path, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    """The validated config, with deployment overrides from ``env`` applied. Raises ConfigError."""
     from dataclasses import replace
 
     from gateway.config import load_config
 
     env = env or {}
-    try:
-        config = load_config(home)
-    except ConfigError as exc:
-        print(f"gateway: config.json in {home} is invalid:", file=sys.stderr)
-        for line in exc.problems:
-            print(f"  {line}", file=sys.stderr)
-        sys.exit(2)
+    config = load_config(home)
     peers = tuple(
         (name, env[f"GATEWAY_{name.upper()}_HOST"]) for name in GRPC_SERVICES if env.get(f"GATEWAY_{name.upper()}_HOST")
     )
@@ -90,7 +84,7 @@ def _serve(name: str, home: Path, port: int | None) -> int:
     tightened = _tighten_config_mode(home)
     if tightened:
         log.warning("config_mode", detail=tightened)
-    config = _config_or_exit(home, dict(os.environ))
+    config = _config(home, dict(os.environ))
     if name == "http":
         from gateway_http.main import run as run_http
 
@@ -120,12 +114,11 @@ def _compose(home: Path, agent_id: str) -> int:
     """CLAUDE.md on stdout, the budget report on stderr; nothing is written."""
     from services.watcher.compose import compose
 
-    config = _config_or_exit(home)
+    config = _config(home)
     agent = config.agent(agent_id)
     if agent is None:
         known = ", ".join(a.id for a in config.agents) or "none"
-        print(f"gateway: no agent {agent_id!r} in {home / 'config.json'} (agents: {known})", file=sys.stderr)
-        return 2
+        raise CommandError(f"no agent {agent_id!r} in {home / 'config.json'} (agents: {known})")
     result = compose(agent.workspace, agent.memory, agent.knowledge.archive.enabled)
     sys.stdout.write(result.text)
     print(f"--- budget report for {agent_id} (dry run; CLAUDE.md not written) ---", file=sys.stderr)
@@ -133,9 +126,26 @@ def _compose(home: Path, agent_id: str) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    home = resolve_home(getattr(args, "home", None), dict(os.environ))
+def _config_check(home: Path) -> int:
+    """``config check``: ``ok`` on stdout, or one line per error on stderr (exit 2)."""
+    from gateway.config_file import check
+
+    report = check(home)
+    if report.errors:
+        _say_invalid(home, report.errors)
+        return 2
+    pending = f" (migrations pending: {', '.join(report.pending)})" if report.pending else ""
+    print(f"ok: {report.path}{pending}")
+    return 0
+
+
+def _say_invalid(home: Path, problems: list[str]) -> None:
+    print(f"gateway: config.json in {home} is invalid:", file=sys.stderr)
+    for line in problems:
+        print(f"  {line}", file=sys.stderr)
+
+
+def _run(args: argparse.Namespace, home: Path) -> int:
     if args.command == "up":
         from gateway.launcher import up
 
@@ -143,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         tightened = _tighten_config_mode(home)
         if tightened:
             print(f"gateway: {tightened}", file=sys.stderr, flush=True)
-        return up(home, _config_or_exit(home), admin_key, args.http_port)
+        return up(home, _config(home), admin_key, args.http_port)
     if args.command == "serve":
         return _serve(args.name, home, args.port)
     if args.command == "compose":
@@ -151,11 +161,33 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "mcp":
         from gateway_mcp.server import run as run_mcp
 
-        return run_mcp(_config_or_exit(home, dict(os.environ)), args.agent, dict(os.environ))
+        return run_mcp(_config(home, dict(os.environ)), args.agent, dict(os.environ))
     if args.command == "config":
-        from gateway.config_file import check, migrate_file
+        if args.action == "check":
+            return _config_check(home)
+        from gateway.config_file import migrate_file
 
-        return check(home) if args.action == "check" else migrate_file(home)
+        print(migrate_file(home))
+        return 0
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one ``gateway`` command; its exit code. Operator errors are one-line messages, exit 2."""
+    args = _parser().parse_args(argv)
+    home = resolve_home(getattr(args, "home", None), dict(os.environ))
+    try:
+        return _run(args, home)
+    except ConfigNotFound as exc:
+        print(
+            f"gateway: no config.json in {exc.path.parent} (not found); "
+            "pass --home DIR or set GATEWAY_HOME (make up uses ./var/gateway)",
+            file=sys.stderr,
+        )
+    except ConfigError as exc:
+        _say_invalid(home, exc.problems)
+    except CommandError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
     return 2
 
 

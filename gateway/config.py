@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 
 from gateway.config_migrations import migrate
-from gateway.errors import ConfigError
+from gateway.errors import ConfigError, ConfigNotFound
 
 Raw = dict[str, Any]
 
@@ -370,7 +370,7 @@ def read_config_file(path: Path) -> tuple[Raw, bytes]:
         data = path.read_bytes()
         raw = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
-        raise ConfigError([f"{path}: not found"]) from None
+        raise ConfigNotFound(path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([f"{path}: cannot read ({exc})"]) from None
     except json.JSONDecodeError as exc:

@@ -3,21 +3,41 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.config import build, read_config_file, read_raw
+from gateway.atomic import WriteConflict
+from gateway.config import build, read_config_file
 from gateway.config_edit import CONFIG_MODE, write_config
 from gateway.config_migrations import migrate
-from gateway.errors import ConfigError
+from gateway.errors import CommandError, ConfigError, ConfigNotFound
 
 
-def _report(exc: ConfigError, path: Path) -> int:
-    print(f"gateway: {path} is invalid:", file=sys.stderr)
-    for line in exc.problems:
-        print(f"  {line}", file=sys.stderr)
-    return 2
+@dataclass(frozen=True)
+class CheckReport:
+    """What ``config check`` found: errors (exit 2), warnings, and migrations not yet on disk."""
+
+    path: Path
+    errors: list[str]
+    warnings: list[str]
+    pending: list[str]
+
+
+def check(home: Path) -> CheckReport:
+    """Validate ``<home>/config.json`` as start-up does. Raises ConfigNotFound when it is missing."""
+    path = home / "config.json"
+    try:
+        raw, _ = read_config_file(path)
+        migrated, applied = migrate(raw)
+        build(migrated, home)
+    except ConfigNotFound:
+        raise
+    except ValueError as exc:
+        return CheckReport(path, [str(exc)], [], [])
+    except ConfigError as exc:
+        return CheckReport(path, exc.problems, [], [])
+    return CheckReport(path, [], [], applied)
 
 
 def _write_backup(path: Path, data: bytes) -> Path:
@@ -32,7 +52,7 @@ def _write_backup(path: Path, data: bytes) -> Path:
             continue
         break
     else:
-        raise FileExistsError(f"{path.parent}: too many config.json.bak-{stamp}* files")
+        raise CommandError(f"{path.parent} already holds 100 config.json.bak-{stamp}* files; nothing was written")
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
         handle.flush()
@@ -40,40 +60,26 @@ def _write_backup(path: Path, data: bytes) -> Path:
     return backup
 
 
-def check(home: Path) -> int:
-    """Validate config.json; print ``ok`` or one line per problem. Exit code 0 or 2."""
-    path = home / "config.json"
-    try:
-        raw = read_raw(path)
-        migrated, applied = migrate(raw)
-        build(migrated, home)
-    except ValueError as exc:
-        return _report(ConfigError([str(exc)]), path)
-    except ConfigError as exc:
-        return _report(exc, path)
-    pending = f" (migrations pending: {', '.join(applied)})" if applied else ""
-    print(f"ok: {path}{pending}")
-    return 0
-
-
-def migrate_file(home: Path) -> int:
+def migrate_file(home: Path) -> str:
     """Rewrite config.json at the current configVersion, keeping a timestamped backup.
 
     The migrated result is validated first; an invalid file is left untouched.
+    Returns the line to show. Raises ConfigError (ConfigNotFound) when the
+    file is invalid (missing), CommandError when it changed meanwhile.
     """
     path = home / "config.json"
+    raw, original = read_config_file(path)
     try:
-        raw, original = read_config_file(path)
         migrated, applied = migrate(raw)
-        build(migrated, home)
     except ValueError as exc:
-        return _report(ConfigError([str(exc)]), path)
-    except ConfigError as exc:
-        return _report(exc, path)
+        raise ConfigError([str(exc)]) from None
+    build(migrated, home)
     if not applied and migrated == raw:
-        print(f"{path} is already at configVersion {migrated['configVersion']}; nothing to do")
-        return 0
+        return f"{path} is already at configVersion {migrated['configVersion']}; nothing to do"
     backup = _write_backup(path, original)
-    write_config(path, migrated, expected=original)
-    print(f"migrated {path} to configVersion {migrated['configVersion']} (steps: {', '.join(applied) or 'none'}); backup: {backup}")
-    return 0
+    try:
+        write_config(path, migrated, expected=original)
+    except WriteConflict:
+        backup.unlink()
+        raise CommandError(f"{path} changed on disk while it was being migrated; nothing was written, run it again") from None
+    return f"migrated {path} to configVersion {migrated['configVersion']} (steps: {', '.join(applied) or 'none'}); backup: {backup}"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import build, load_config
-from gateway.config_file import check, migrate_file
+from gateway.cli import main
 from gateway.config_migrations import CURRENT_VERSION, migrate
 from gateway.errors import ConfigError
 from gateway.home import ensure_home, read_internal_token, resolve_home
@@ -146,23 +146,23 @@ def test_newer_or_bad_versions_are_refused(version: str) -> None:
 def test_config_migrate_rewrites_with_a_backup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     original = {"configVersion": "1.0.19", "gateway": {"memory": {"memoryBudgetChars": 5000}}, "agents": [{"id": "a"}]}
     (tmp_path / "config.json").write_text(json.dumps(original))
-    assert check(tmp_path) == 0
+    assert main(["config", "check", "--home", str(tmp_path)]) == 0
     assert "migrations pending: 1.0.21, 1.0.26" in capsys.readouterr().out
-    assert migrate_file(tmp_path) == 0
+    assert main(["config", "migrate", "--home", str(tmp_path)]) == 0
     backups = list(tmp_path.glob("config.json.bak-*"))
     assert len(backups) == 1 and json.loads(backups[0].read_text()) == original
     upgraded = json.loads((tmp_path / "config.json").read_text())
     assert upgraded["configVersion"] == CURRENT_VERSION
     assert upgraded["gateway"]["memory"]["memoryBudgetChars"] == 5000
     assert upgraded["gateway"]["knowledge"]["archive"]["chunkTokens"] == 400
-    assert migrate_file(tmp_path) == 0  # idempotent: no second backup
+    assert main(["config", "migrate", "--home", str(tmp_path)]) == 0  # idempotent: no second backup
     assert len(list(tmp_path.glob("config.json.bak-*"))) == 1
 
 
 def test_config_migrate_leaves_an_invalid_file_untouched(tmp_path: Path) -> None:
     text = json.dumps({"configVersion": "1.0.0", "gateway": {"memory": {"overBudget": 3}}})
     (tmp_path / "config.json").write_text(text)
-    assert migrate_file(tmp_path) == 2
+    assert main(["config", "migrate", "--home", str(tmp_path)]) == 2
     assert (tmp_path / "config.json").read_text() == text
     assert not list(tmp_path.glob("config.json.bak-*"))
 

@@ -25,3 +25,15 @@ def dry_run(target: str) -> list[str]:
 def test_make_demo_seeds_its_config_with_mode_0600() -> None:
     seeding = [line for line in dry_run("demo") if "examples/demo-config.json" in line]
     assert seeding and all("install -m 600" in line for line in seeding), seeding
+
+
+def test_make_clean_removes_build_artefacts_but_never_var() -> None:
+    lines = dry_run("clean")
+    assert any(".venv" in line for line in lines)
+    assert not any(" var" in line.replace("./var -prune", "") for line in lines), lines
+
+
+def test_make_clean_data_deletes_var_and_says_what_that_is() -> None:
+    lines = dry_run("clean-data")
+    assert lines[-1] == "rm -rf var"
+    assert lines[0].startswith('echo "deleting ./var:') and "config.json" in lines[0] and "workspaces" in lines[0]
