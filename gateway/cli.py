@@ -127,15 +127,20 @@ def _compose(home: Path, agent_id: str) -> int:
 
 
 def _config_check(home: Path) -> int:
-    """``config check``: ``ok`` on stdout, or one line per error on stderr (exit 2)."""
+    """``config check``: one line per error and per warning on stderr; ``ok`` on stdout unless
+    there is an error (exit 2). Warnings alone keep exit 0: start-up accepts them."""
     from gateway.config_file import check
 
     report = check(home)
     if report.errors:
         _say_invalid(home, report.errors)
+    for line in report.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    if report.errors:
         return 2
     pending = f" (migrations pending: {', '.join(report.pending)})" if report.pending else ""
-    print(f"ok: {report.path}{pending}")
+    warned = f" ({len(report.warnings)} warning{'s' if len(report.warnings) > 1 else ''})" if report.warnings else ""
+    print(f"ok: {report.path}{pending}{warned}")
     return 0
 
 

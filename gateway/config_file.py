@@ -10,6 +10,7 @@ from pathlib import Path
 from gateway.atomic import WriteConflict
 from gateway.config import build, read_config_file
 from gateway.config_edit import CONFIG_MODE, write_config
+from gateway.config_lint import lint
 from gateway.config_migrations import migrate
 from gateway.errors import CommandError, ConfigError, ConfigNotFound
 
@@ -25,19 +26,25 @@ class CheckReport:
 
 
 def check(home: Path) -> CheckReport:
-    """Validate ``<home>/config.json`` as start-up does. Raises ConfigNotFound when it is missing."""
+    """Validate ``<home>/config.json`` as start-up does, plus the mistakes start-up tolerates
+    (``config_lint``). Raises ConfigNotFound when it is missing."""
     path = home / "config.json"
     try:
         raw, _ = read_config_file(path)
         migrated, applied = migrate(raw)
-        build(migrated, home)
     except ConfigNotFound:
         raise
     except ValueError as exc:
         return CheckReport(path, [str(exc)], [], [])
     except ConfigError as exc:
         return CheckReport(path, exc.problems, [], [])
-    return CheckReport(path, [], [], applied)
+    try:
+        build(migrated, home)
+        errors = []
+    except ConfigError as exc:
+        errors = exc.problems
+    found = lint(migrated)
+    return CheckReport(path, errors + found.errors, found.warnings, applied)
 
 
 def _write_backup(path: Path, data: bytes) -> Path:
