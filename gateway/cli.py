@@ -8,7 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from gateway.errors import CommandError, ConfigError, ConfigNotFound
+from gateway import admin_cli
+from gateway.errors import CommandError, ConfigError, ConfigNotFound, InvalidEdit
 from gateway.home import ensure_home, resolve_home, tighten_config_mode
 
 SERVE_NAMES = ("file_api", "watcher", "kb", "http")
@@ -34,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     mcp = sub.add_parser("mcp", help="serve the memory tools (memory_search, memory_get, memory_shared_*) over stdio (MCP) for one agent")
     mcp.add_argument("--agent", required=True, help="agent id the tools act for")
     mcp.add_argument("--home", help="gateway home")
+
+    admin_cli.add_parsers(sub)
 
     config = sub.add_parser("config", help="inspect or upgrade config.json")
     config_sub = config.add_subparsers(dest="action", required=True)
@@ -167,6 +170,8 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         from gateway_mcp.server import run as run_mcp
 
         return run_mcp(_config(home, dict(os.environ)), args.agent, dict(os.environ))
+    if args.command in ("keys", "agents"):
+        return admin_cli.run(args, home)
     if args.command == "config":
         if args.action == "check":
             return _config_check(home)
@@ -183,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     home = resolve_home(getattr(args, "home", None), dict(os.environ))
     try:
         return _run(args, home)
+    except InvalidEdit as exc:
+        print(f"gateway: refused: the change would make config.json in {home} invalid; nothing was written:", file=sys.stderr)
+        for line in exc.problems:
+            print(f"  {line}", file=sys.stderr)
     except ConfigNotFound as exc:
         print(
             f"gateway: no config.json in {exc.path.parent} (not found); "

@@ -72,5 +72,9 @@ class ConfigNotFound(ConfigError):
         self.path = path
 
 
+class InvalidEdit(ConfigError):
+    """A command's change would make config.json invalid (``problems``); nothing was written."""
+
+
 class CommandError(Exception):
     """A ``gateway`` command refused to act; ``str()`` is one line for the operator (exit 2)."""

@@ -8,10 +8,12 @@ Also the internal token that services and the CLI present to each other.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 from gateway.config_migrations import CURRENT_VERSION
@@ -53,6 +55,23 @@ def first_config(admin_key: str) -> dict[str, object]:
             }
         ],
     }
+
+
+@contextlib.contextmanager
+def home_lock(home: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the home folder itself (flock; no lock file is left behind).
+
+    Serialises what must not interleave between processes, or threads: a
+    first start writing config.json and admin-key.txt, and the CLI's edits of
+    config.json. Blocks until the lock is free. Raises OSError when the home
+    cannot be opened.
+    """
+    fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def _create_exclusive(path: Path, data: bytes, mode: int) -> bool:
