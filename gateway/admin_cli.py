@@ -1,5 +1,8 @@
 """``gateway keys …`` and ``gateway agents …``: API keys and agents, edited from the command line.
 
+``keys confirm`` deletes the first admin key's ``admin-key.txt`` once the
+operator has saved the key.
+
 Every change goes through ``config_edit.edit_config``: config.json is read,
 changed, validated as start-up would, and written atomically with mode 0600.
 A new key is printed once, on stdout, and stored only as its SHA-256 with a
@@ -22,6 +25,7 @@ from gateway.config import Config, schema
 from gateway.config_edit import edit_config, read_valid
 from gateway.config_lint import agent_ids, unknown_agent_line
 from gateway.errors import CommandError
+from gateway.home import ADMIN_KEY_FILE, confirm_admin_key
 
 Raw = dict[str, Any]
 
@@ -41,7 +45,8 @@ def add_parsers(sub: Any) -> None:
     listing = keys_sub.add_parser("list", help="names and scopes of the keys (never the keys or their hashes)")
     revoke = keys_sub.add_parser("revoke", help="remove a key by name")
     revoke.add_argument("name", help="the key's name, as `gateway keys list` shows it")
-    for p in (add, listing, revoke):
+    confirm = keys_sub.add_parser("confirm", help=f"say the first admin key is saved: delete {ADMIN_KEY_FILE}")
+    for p in (add, listing, revoke, confirm):
         p.add_argument("--home", help="gateway home")
 
     agents = sub.add_parser("agents", help="add or list agents")
@@ -63,6 +68,8 @@ def run(args: argparse.Namespace, home: Path) -> int:
             return list_keys(home)
         if args.action == "revoke":
             return revoke_key(home, args.name)
+        if args.action == "confirm":
+            return confirm_key(home)
     if args.command == "agents":
         if args.action == "add":
             return add_agent(home, args.id, args.workspace)
@@ -179,6 +186,16 @@ def revoke_key(home: Path, name: str) -> int:
         print(f"revoked key {name!r} ({'write' if key.get('write') else 'read'}, agents {_scope_text(key.get('agents'))})")
     if not _admin_left(left):
         _say("no key left can write every agent; make one with: gateway keys add NAME --agents '*' --write")
+    return 0
+
+
+def confirm_key(home: Path) -> int:
+    """``keys confirm``: the operator has the first admin key; delete ``admin-key.txt``."""
+    path = home / ADMIN_KEY_FILE
+    if confirm_admin_key(home):
+        print(f"deleted {path}; the admin key is now only where you saved it (config.json keeps its SHA-256)")
+    else:
+        print(f"no {path}: nothing to confirm")
     return 0
 
 

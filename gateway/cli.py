@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gateway import admin_cli
 from gateway.errors import CommandError, ConfigError, ConfigNotFound, InvalidEdit
-from gateway.home import ensure_home, resolve_home, tighten_config_mode
+from gateway.home import admin_key_notice, ensure_home, resolve_home, tighten_config_mode
 
 SERVE_NAMES = ("file_api", "watcher", "kb", "http")
 
@@ -84,6 +84,9 @@ def _serve(name: str, home: Path, port: int | None) -> int:
     admin_key = ensure_home(home)
     if admin_key:
         log.warning("first_start", admin_key_shown_once=admin_key)
+    notice = admin_key_notice(home)
+    if notice:
+        log.warning("admin_key_unconfirmed", detail=notice)
     tightened = _tighten_config_mode(home)
     if tightened:
         log.warning("config_mode", detail=tightened)
@@ -161,7 +164,12 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         tightened = _tighten_config_mode(home)
         if tightened:
             print(f"gateway: {tightened}", file=sys.stderr, flush=True)
-        return up(home, _config(home), admin_key, args.http_port)
+        code = up(home, _config(home), admin_key, args.http_port)
+        notice = admin_key_notice(home)
+        if code != 0 and notice:
+            # a start that failed (a port taken) may never have printed the key: say where it is
+            print(f"gateway: {notice}", file=sys.stderr, flush=True)
+        return code
     if args.command == "serve":
         return _serve(args.name, home, args.port)
     if args.command == "compose":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -201,7 +203,36 @@ def test_concurrent_first_runs_make_exactly_one_key(tmp_path: Path) -> None:
     keys = [k for k in results if k]
     assert len(keys) == 1
     assert load_config(tmp_path).api.keys[0].digest == hashlib.sha256(keys[0].encode()).digest()
+    assert (tmp_path / "admin-key.txt").read_text().splitlines()[1] == keys[0]  # the file holds the key in force
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_processes_starting_at_once_on_an_empty_home_agree_on_one_config_and_one_key(tmp_path: Path) -> None:
+    script = "import sys; from pathlib import Path; from gateway.home import ensure_home; print(ensure_home(Path(sys.argv[1])) or '')"
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True) for _ in range(6)]
+    keys = [k for k in (p.communicate(timeout=60)[0].strip() for p in procs) if k]
+    assert len(keys) == 1
+    assert load_config(tmp_path).api.keys[0].digest == hashlib.sha256(keys[0].encode()).digest()
+    assert (tmp_path / "admin-key.txt").read_text().splitlines()[1] == keys[0]
+
+
+def test_the_first_start_writes_admin_key_txt_at_0600(tmp_path: Path) -> None:
+    key = ensure_home(tmp_path)
+    path = tmp_path / "admin-key.txt"
+    assert path.stat().st_mode & 0o777 == 0o600
+    header, stored = path.read_text().splitlines()
+    assert stored == key
+    assert header.startswith("# claude-gateway admin key") and f"gateway keys confirm --home {tmp_path}" in header
+    path.unlink()
+    assert ensure_home(tmp_path) is None and not path.exists()  # a later start makes no new key
+
+
+def test_a_home_whose_config_was_deleted_gets_a_new_key_and_a_new_admin_key_txt(tmp_path: Path) -> None:
+    old = ensure_home(tmp_path)
+    (tmp_path / "config.json").unlink()
+    new = ensure_home(tmp_path)
+    assert new is not None and new != old
+    assert (tmp_path / "admin-key.txt").read_text().splitlines()[1] == new
 
 
 def test_home_resolution_order(tmp_path: Path) -> None:
