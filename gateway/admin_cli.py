@@ -120,7 +120,7 @@ def parse_scope(text: str) -> str | list[str]:
 
 def add_key(home: Path, name: str, agents: str, write: bool) -> int:
     """``keys add``: a new key, printed once on stdout; config.json keeps its SHA-256 and ``name``."""
-    if not KEY_NAME.match(name):
+    if not KEY_NAME.fullmatch(name):
         raise CommandError(f"{name!r} is not a key name: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
     scope = parse_scope(agents)
     key = KEY_PREFIX + secrets.token_urlsafe(32)
@@ -206,7 +206,7 @@ def _agent_id_pattern() -> str:
 
 def add_agent(home: Path, agent_id: str, workspace: str | None) -> int:
     """``agents add``: a new agent entry, its workspace and sessions folders created first."""
-    if not re.search(_agent_id_pattern(), agent_id):
+    if not re.fullmatch(_agent_id_pattern(), agent_id):  # fullmatch: "$" alone would let "id\n" through
         raise CommandError(f"{agent_id!r} is not an agent id: one safe path segment matching {_agent_id_pattern()}")
     entry = {
         "id": agent_id,

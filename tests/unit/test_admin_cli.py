@@ -76,11 +76,12 @@ def test_keys_add_keeps_the_rest_of_the_file_and_writes_0600(home: Path, capsys:
         (["admin", "--agents", "*"], "a key named 'admin' exists already; pick another name, or first: gateway keys revoke admin"),
         (["bad name", "--agents", "*"], "'bad name' is not a key name"),
         (["../x", "--agents", "*"], "'../x' is not a key name"),
+        (["ci\n", "--agents", "*"], "'ci\\n' is not a key name"),
         (["ci", "--agents", "alfred,carol"], "agent 'carol' is not configured (add it with: gateway agents add carol); no key was added"),
         (["ci", "--agents", "alfred,*"], "--agents '*' means every agent and stands alone"),
         (["ci", "--agents", " , "], "--agents needs agent ids"),
     ],
-    ids=["duplicate", "space", "path", "unknown agent", "star in a list", "empty"],
+    ids=["duplicate", "space", "path", "newline", "unknown agent", "star in a list", "empty"],
 )
 def test_keys_add_refuses_and_changes_nothing(home: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     before = (home / "config.json").read_bytes()
@@ -184,6 +185,7 @@ def test_agents_add_workspace_is_relative_to_the_home(home: Path, capsys: pytest
         (["alfred"], "agent 'alfred' exists already"),
         (["a/b"], "'a/b' is not an agent id: one safe path segment matching ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"),
         ([".hidden"], "'.hidden' is not an agent id"),
+        (["bob\n"], "'bob\\n' is not an agent id"),
     ],
 )
 def test_agents_add_refuses_and_changes_nothing(home: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
