@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 GATEWAY_HOME_DIR ?= ./var/gateway
 
-.PHONY: install up demo test unit integration typecheck bench protos clean
+.PHONY: install up demo test unit integration typecheck bench protos clean clean-data
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,7 @@ up: install
 ## make demo: the suite on ./var/demo with SPEC.md's two example keys
 demo: install
 	mkdir -p var/demo
-	test -f var/demo/config.json || cp examples/demo-config.json var/demo/config.json
+	test -f var/demo/config.json || install -m 600 examples/demo-config.json var/demo/config.json
 	$(VENV)/bin/gateway up --home ./var/demo
 
 ## make test: the whole test suite (type check, unit, integration)
@@ -50,5 +50,12 @@ bench: install
 protos: install
 	$(PY) -m gateway.protogen
 
+## make clean: build and test artefacts only (the venv, caches); never ./var
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache build *.egg-info
+	find . -path ./var -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+## make clean-data: deletes ./var, the data of make up and make demo
+clean-data:
+	@echo "deleting ./var: the homes of make up (var/gateway) and make demo (var/demo), with their config.json, API keys, agents' workspaces, sessions and archives"
+	rm -rf var

@@ -78,14 +78,25 @@ def folder_lock(directory: Path) -> Iterator[None]:
 
 
 def write_atomic(
-    path: Path, data: bytes, *, expected: bytes | None | object = ..., mode: int = 0o644, durable: bool = True
+    path: Path,
+    data: bytes,
+    *,
+    expected: bytes | None | object = ...,
+    mode: int = 0o644,
+    keep_mode: bool = True,
+    durable: bool = True,
+    locked: bool = False,
 ) -> None:
     """Replace ``path`` with ``data`` atomically.
 
     ``expected``: when given, the write happens only if the file's current
     content equals it (``None`` meaning "the file must not exist"); otherwise
     WriteConflict is raised and nothing changes. The new file keeps the old
-    file's permission bits, or gets ``mode`` when it is new.
+    file's permission bits, or gets ``mode`` when it is new; with
+    ``keep_mode=False`` it always gets ``mode`` (config.json is 0600 whatever
+    it was before).
+    ``locked``: the caller already holds ``folder_lock(path.parent)`` (a
+    second flock on the folder from the same process would wait for itself).
     Raises OSError on I/O failure, with the old content left intact.
     """
     directory = path.parent
@@ -98,10 +109,10 @@ def write_atomic(
             if durable:
                 os.fsync(handle.fileno())
         try:
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777 if keep_mode else mode)
         except FileNotFoundError:
             os.chmod(tmp, mode)
-        with folder_lock(directory):
+        with contextlib.nullcontext() if locked else folder_lock(directory):
             if expected is None:
                 _create(tmp, path)
             else:

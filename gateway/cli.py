@@ -7,10 +7,11 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
-from gateway.errors import ConfigError
-from gateway.home import ensure_home, resolve_home
+from gateway import admin_cli
+from gateway.errors import CommandError, ConfigError, ConfigNotFound, InvalidEdit
+from gateway.home import admin_key_notice, ensure_home, resolve_home, tighten_config_mode
 
 if TYPE_CHECKING:
     from gateway.config import Config
@@ -40,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("--agent", required=True, help="agent id the tools act for")
     mcp.add_argument("--home", help="gateway home")
 
+    admin_cli.add_parsers(sub)
+
     config = sub.add_parser("config", help="inspect or upgrade config.json")
     config_sub = config.add_subparsers(dest="action", required=True)
     for action, text in (("check", "validate config.json"), ("migrate", "rewrite config.json at the current configVersion, keeping a backup")):
@@ -48,21 +51,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _config_or_exit(home: Path, env: dict[str, str] | None = None) -> Config:
-    """The validated config, with deployment overrides from ``env`` applied; exit 2 when invalid."""
+def _config(home: Path, env: dict[str, str] | None = None) -> Config:
+    """The validated config, with deployment overrides from ``env`` applied. Raises ConfigError."""
     from gateway.live_config import loader
 
+    return loader(home, env or {})()
+
+
+def _tighten_config_mode(home: Path) -> str | None:
+    """Start-up: make config.json 0600 if group/others can read it; one line saying what happened."""
+    path = home / "config.json"
     try:
-        return loader(home, env or {})()
-    except ConfigError as exc:
-        _exit_invalid(home, exc)
-
-
-def _exit_invalid(home: Path, exc: ConfigError) -> NoReturn:
-    print(f"gateway: config.json in {home} is invalid:", file=sys.stderr)
-    for line in exc.problems:
-        print(f"  {line}", file=sys.stderr)
-    sys.exit(2)
+        old = tighten_config_mode(home)
+    except OSError as exc:
+        return f"{path} is readable by group or others and its mode cannot be changed ({exc.strerror}); make it 0600"
+    if old is None:
+        return None
+    return f"{path} was mode {old:04o} (readable by group or others, and it can hold keys); it is now 0600"
 
 
 def _serve(name: str, home: Path, port: int | None, instance: str | None = None) -> int:
@@ -74,10 +79,13 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None)
     admin_key = ensure_home(home)
     if admin_key:
         log.warning("first_start", admin_key_shown_once=admin_key)
-    try:
-        live = LiveConfig(loader(home, dict(os.environ), service=name, port=port))
-    except ConfigError as exc:
-        _exit_invalid(home, exc)
+    notice = admin_key_notice(home)
+    if notice:
+        log.warning("admin_key_unconfirmed", detail=notice)
+    tightened = _tighten_config_mode(home)
+    if tightened:
+        log.warning("config_mode", detail=tightened)
+    live = LiveConfig(loader(home, dict(os.environ), service=name, port=port))
     try:
         if name == "http":
             from gateway_http.main import run as run_http
@@ -105,12 +113,11 @@ def _compose(home: Path, agent_id: str) -> int:
     """CLAUDE.md on stdout, the budget report on stderr; nothing is written."""
     from services.watcher.compose import compose
 
-    config = _config_or_exit(home)
+    config = _config(home)
     agent = config.agent(agent_id)
     if agent is None:
         known = ", ".join(a.id for a in config.agents) or "none"
-        print(f"gateway: no agent {agent_id!r} in {home / 'config.json'} (agents: {known})", file=sys.stderr)
-        return 2
+        raise CommandError(f"no agent {agent_id!r} in {home / 'config.json'} (agents: {known})")
     result = compose(agent.workspace, agent.memory, agent.knowledge.archive.enabled)
     sys.stdout.write(result.text)
     print(f"--- budget report for {agent_id} (dry run; CLAUDE.md not written) ---", file=sys.stderr)
@@ -118,14 +125,44 @@ def _compose(home: Path, agent_id: str) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    home = resolve_home(getattr(args, "home", None), dict(os.environ))
+def _config_check(home: Path) -> int:
+    """``config check``: one line per error and per warning on stderr; ``ok`` on stdout unless
+    there is an error (exit 2). Warnings alone keep exit 0: start-up accepts them."""
+    from gateway.config_file import check
+
+    report = check(home)
+    if report.errors:
+        _say_invalid(home, report.errors)
+    for line in report.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    if report.errors:
+        return 2
+    pending = f" (migrations pending: {', '.join(report.pending)})" if report.pending else ""
+    warned = f" ({len(report.warnings)} warning{'s' if len(report.warnings) > 1 else ''})" if report.warnings else ""
+    print(f"ok: {report.path}{pending}{warned}")
+    return 0
+
+
+def _say_invalid(home: Path, problems: list[str]) -> None:
+    print(f"gateway: config.json in {home} is invalid:", file=sys.stderr)
+    for line in problems:
+        print(f"  {line}", file=sys.stderr)
+
+
+def _run(args: argparse.Namespace, home: Path) -> int:
     if args.command == "up":
         from gateway.launcher import up
 
         admin_key = ensure_home(home)
-        return up(home, _config_or_exit(home), admin_key, args.http_port)
+        tightened = _tighten_config_mode(home)
+        if tightened:
+            print(f"gateway: {tightened}", file=sys.stderr, flush=True)
+        code = up(home, _config(home), admin_key, args.http_port)
+        notice = admin_key_notice(home)
+        if code != 0 and notice:
+            # a start that failed (a port taken) may never have printed the key: say where it is
+            print(f"gateway: {notice}", file=sys.stderr, flush=True)
+        return code
     if args.command == "serve":
         return _serve(args.name, home, args.port, args.instance)
     if args.command == "compose":
@@ -133,11 +170,39 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "mcp":
         from gateway_mcp.server import run as run_mcp
 
-        return run_mcp(_config_or_exit(home, dict(os.environ)), args.agent, dict(os.environ))
+        return run_mcp(_config(home, dict(os.environ)), args.agent, dict(os.environ))
+    if args.command in ("keys", "agents"):
+        return admin_cli.run(args, home)
     if args.command == "config":
-        from gateway.config_file import check, migrate_file
+        if args.action == "check":
+            return _config_check(home)
+        from gateway.config_file import migrate_file
 
-        return check(home) if args.action == "check" else migrate_file(home)
+        print(migrate_file(home))
+        return 0
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one ``gateway`` command; its exit code. Operator errors are one-line messages, exit 2."""
+    args = _parser().parse_args(argv)
+    home = resolve_home(getattr(args, "home", None), dict(os.environ))
+    try:
+        return _run(args, home)
+    except InvalidEdit as exc:
+        print(f"gateway: refused: the change would make config.json in {home} invalid; nothing was written:", file=sys.stderr)
+        for line in exc.problems:
+            print(f"  {line}", file=sys.stderr)
+    except ConfigNotFound as exc:
+        print(
+            f"gateway: no config.json in {exc.path.parent} (not found); "
+            "pass --home DIR or set GATEWAY_HOME (make up uses ./var/gateway)",
+            file=sys.stderr,
+        )
+    except ConfigError as exc:
+        _say_invalid(home, exc.problems)
+    except CommandError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
     return 2
 
 

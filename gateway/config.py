@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 
 from gateway.config_migrations import migrate
-from gateway.errors import ConfigError
+from gateway.errors import ConfigError, ConfigNotFound
 
 Raw = dict[str, Any]
 
@@ -216,14 +216,81 @@ def _where(error: jsonschema.ValidationError) -> str:
     return "".join(parts).lstrip(".") or "(top level)"
 
 
+# Fields whose value is (or may be, when pasted in the wrong place) a key: never echoed.
+SECRET_FIELDS = ("key", "keySha256")
+
+_BOUNDS = {
+    "minLength": ("too short", "at least", "character"),
+    "maxLength": ("too long", "at most", "character"),
+    "minItems": ("too short", "at least", "item"),
+    "maxItems": ("too long", "at most", "item"),
+}
+
+
 def _reason(error: jsonschema.ValidationError) -> str:
+    secret = bool(error.absolute_path) and error.absolute_path[-1] in SECRET_FIELDS
+    shown = f"the {'key' if error.absolute_path[-1] == 'key' else 'value'} (not shown)" if secret else repr(error.instance)
+    if secret and error.validator == "pattern":
+        return f"{shown} is not a SHA-256 in hex (64 characters 0-9, a-f)"
     if error.validator == "additionalProperties":
         return f"unknown key ({error.message.split('(')[-1].rstrip(')')})"
     if error.validator == "oneOf" and _where(error).endswith("agents"):
         return 'must be "*" or a list of agent ids'
     if error.validator == "not":
-        return f"{error.instance!r} is not allowed"
+        return f"{shown} is not allowed"
+    if error.validator in _BOUNDS:
+        what, side, unit = _BOUNDS[str(error.validator)]
+        bound = error.validator_value
+        return f"{shown} is {what}: {side} {bound} {unit}{'' if bound == 1 else 's'}"
+    if secret:
+        return f"the value (not shown) does not fit the schema ({error.validator} {error.validator_value!r})"
     return error.message
+
+
+GRPC_PORT_KEYS = ("fileApi", "watcher", "kb", "dreaming")
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+def _dict_at(raw: Raw, *path: str) -> Raw:
+    node: Any = raw
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else {}
+
+
+def _default(*path: str) -> Any:
+    """The schema default of a key under ``gateway`` (``_default("grpc", "kb")`` → 50053)."""
+    node = schema()["properties"]["gateway"]
+    for key in path:
+        node = node["properties"][key]
+    return node["default"]
+
+
+def _same_host(a: object, b: object) -> bool:
+    """Two listeners on these hosts and one port would collide (a wildcard collides with any)."""
+    names = [{"localhost": "127.0.0.1"}.get(h, h) if isinstance(h, str) else h for h in (a, b)]
+    return names[0] == names[1] or any(h in WILDCARD_HOSTS for h in names)
+
+
+def port_clashes(raw: Raw) -> list[str]:
+    """One line per service whose port (default included) another service on the same host has.
+
+    Every gRPC service and the REST shim listen at once, so two on one port
+    cannot both start. Port 0 (the kernel picks one) never clashes.
+    """
+    grpc, api = _dict_at(raw, "gateway", "grpc"), _dict_at(raw, "gateway", "api")
+    grpc_host = grpc.get("host", _default("grpc", "host"))
+    listeners = [(f"gateway.grpc.{key}", grpc_host, grpc.get(key, _default("grpc", key))) for key in GRPC_PORT_KEYS]
+    listeners.append(("gateway.api.port", api.get("host", _default("api", "host")), api.get("port", _default("api", "port"))))
+    problems = []
+    for i, (name, host, port) in enumerate(listeners):
+        if not isinstance(port, int) or isinstance(port, bool) or port == 0:
+            continue
+        for other, other_host, other_port in listeners[:i]:
+            if other_port == port and _same_host(host, other_host):
+                problems.append(f"{name}: port {port} is also {other}'s; two services cannot listen on one port")
+                break
+    return problems
 
 
 def validate(raw: Raw) -> list[str]:
@@ -242,6 +309,7 @@ def validate(raw: Raw) -> list[str]:
     for i, entry in enumerate(keys if isinstance(keys, list) else []):
         if isinstance(entry, dict) and ("key" in entry) == ("keySha256" in entry):
             problems.append(f"gateway.api.keys[{i}]: needs exactly one of key or keySha256")
+    problems.extend(port_clashes(raw))
     return problems
 
 
@@ -358,17 +426,26 @@ def build(raw: Raw, home: Path) -> Config:
 
 def read_raw(path: Path) -> Raw:
     """Parse config.json. Raises ConfigError with one line when it is not a JSON object."""
+    return read_config_file(path)[0]
+
+
+def read_config_file(path: Path) -> tuple[Raw, bytes]:
+    """config.json parsed, and the bytes it was parsed from (for a compare-and-swap write).
+
+    Raises ConfigError with one line when it is missing, unreadable or not a JSON object.
+    """
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+        raw = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
-        raise ConfigError([f"{path}: not found"]) from None
+        raise ConfigNotFound(path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([f"{path}: cannot read ({exc})"]) from None
     except json.JSONDecodeError as exc:
         raise ConfigError([f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"]) from None
     if not isinstance(raw, dict):
         raise ConfigError([f"{path}: must hold a JSON object"])
-    return raw
+    return raw, data
 
 
 def load_config(home: Path) -> Config:

@@ -2,60 +2,91 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-import sys
+import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.atomic import write_atomic
-from gateway.config import build, read_raw
+from gateway.atomic import WriteConflict
+from gateway.config import build, read_config_file
+from gateway.config_edit import CONFIG_MODE, write_config
+from gateway.config_lint import lint
 from gateway.config_migrations import migrate
-from gateway.errors import ConfigError
+from gateway.errors import CommandError, ConfigError, ConfigNotFound
 
 
-def _report(exc: ConfigError, path: Path) -> int:
-    print(f"gateway: {path} is invalid:", file=sys.stderr)
-    for line in exc.problems:
-        print(f"  {line}", file=sys.stderr)
-    return 2
+@dataclass(frozen=True)
+class CheckReport:
+    """What ``config check`` found: errors (exit 2), warnings, and migrations not yet on disk."""
+
+    path: Path
+    errors: list[str]
+    warnings: list[str]
+    pending: list[str]
 
 
-def check(home: Path) -> int:
-    """Validate config.json; print ``ok`` or one line per problem. Exit code 0 or 2."""
+def check(home: Path) -> CheckReport:
+    """Validate ``<home>/config.json`` as start-up does, plus the mistakes start-up tolerates
+    (``config_lint``). Raises ConfigNotFound when it is missing."""
     path = home / "config.json"
     try:
-        raw = read_raw(path)
+        raw, _ = read_config_file(path)
         migrated, applied = migrate(raw)
-        build(migrated, home)
+    except ConfigNotFound:
+        raise
     except ValueError as exc:
-        return _report(ConfigError([str(exc)]), path)
+        return CheckReport(path, [str(exc)], [], [])
     except ConfigError as exc:
-        return _report(exc, path)
-    pending = f" (migrations pending: {', '.join(applied)})" if applied else ""
-    print(f"ok: {path}{pending}")
-    return 0
+        return CheckReport(path, exc.problems, [], [])
+    try:
+        build(migrated, home)
+        errors = []
+    except ConfigError as exc:
+        errors = exc.problems
+    found = lint(migrated)
+    return CheckReport(path, errors + found.errors, found.warnings, applied)
 
 
-def migrate_file(home: Path) -> int:
+def _write_backup(path: Path, data: bytes) -> Path:
+    """``config.json.bak-<time>`` beside ``path`` holding ``data``, mode 0600 from the start
+    (it may hold plain keys); never overwrites an earlier backup. Returns its path."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for n in range(100):
+        backup = path.with_name(f"config.json.bak-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, CONFIG_MODE)
+        except FileExistsError:
+            continue
+        break
+    else:
+        raise CommandError(f"{path.parent} already holds 100 config.json.bak-{stamp}* files; nothing was written")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return backup
+
+
+def migrate_file(home: Path) -> str:
     """Rewrite config.json at the current configVersion, keeping a timestamped backup.
 
     The migrated result is validated first; an invalid file is left untouched.
+    Returns the line to show. Raises ConfigError (ConfigNotFound) when the
+    file is invalid (missing), CommandError when it changed meanwhile.
     """
     path = home / "config.json"
+    raw, original = read_config_file(path)
     try:
-        raw = read_raw(path)
         migrated, applied = migrate(raw)
-        build(migrated, home)
     except ValueError as exc:
-        return _report(ConfigError([str(exc)]), path)
-    except ConfigError as exc:
-        return _report(exc, path)
+        raise ConfigError([str(exc)]) from None
+    build(migrated, home)
     if not applied and migrated == raw:
-        print(f"{path} is already at configVersion {migrated['configVersion']}; nothing to do")
-        return 0
-    backup = path.with_name(f"config.json.bak-{time.strftime('%Y%m%dT%H%M%S')}")
-    shutil.copy2(path, backup)
-    write_atomic(path, (json.dumps(migrated, indent=2, ensure_ascii=False) + "\n").encode(), mode=0o600)
-    print(f"migrated {path} to configVersion {migrated['configVersion']} (steps: {', '.join(applied) or 'none'}); backup: {backup}")
-    return 0
+        return f"{path} is already at configVersion {migrated['configVersion']}; nothing to do"
+    backup = _write_backup(path, original)
+    try:
+        write_config(path, migrated, expected=original)
+    except WriteConflict:
+        backup.unlink()
+        raise CommandError(f"{path} changed on disk while it was being migrated; nothing was written, run it again") from None
+    return f"migrated {path} to configVersion {migrated['configVersion']} (steps: {', '.join(applied) or 'none'}); backup: {backup}"

@@ -7,6 +7,8 @@ Domain code never imports grpc, so the codes are plain names here.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class GatewayError(Exception):
     """Base of every error the suite reports to a caller.
@@ -60,3 +62,19 @@ class ConfigError(Exception):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+
+
+class ConfigNotFound(ConfigError):
+    """There is no config.json at ``path``: a missing file, not an invalid one."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__([f"{path}: not found"])
+        self.path = path
+
+
+class InvalidEdit(ConfigError):
+    """A command's change would make config.json invalid (``problems``); nothing was written."""
+
+
+class CommandError(Exception):
+    """A ``gateway`` command refused to act; ``str()`` is one line for the operator (exit 2)."""

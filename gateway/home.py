@@ -1,8 +1,11 @@
 """The gateway home: where it is, and what the first start writes into it.
 
 First start (DESIGN.md "config.json"): a config with one agent, ``alfred``,
-and one admin key that is returned once and stored only as its SHA-256.
-Also the internal token that services and the CLI present to each other.
+and one admin key that is returned once and stored in config.json only as its
+SHA-256. The key is also written to ``admin-key.txt`` (mode 0600) before the
+config, so a start that fails later (a port taken) cannot lose it; the file
+stays until an operator runs ``gateway keys confirm``. Also the internal
+token that services and the CLI present to each other.
 """
 
 from __future__ import annotations
@@ -12,12 +15,15 @@ import hashlib
 import json
 import os
 import secrets
+import time
 from pathlib import Path
 
+from gateway.atomic import folder_lock
 from gateway.config_migrations import CURRENT_VERSION
 
 DEFAULT_HOME = "~/.claude-gateway"
 INTERNAL_TOKEN_FILE = ".internal-token"
+ADMIN_KEY_FILE = "admin-key.txt"
 FIRST_AGENT = "alfred"
 
 
@@ -55,6 +61,18 @@ def first_config(admin_key: str) -> dict[str, object]:
     }
 
 
+def home_lock(home: Path) -> contextlib.AbstractContextManager[None]:
+    """Hold the exclusive lock of the home folder (the same flock ``write_atomic`` takes for files
+    in it; no lock file is left behind).
+
+    Serialises what must not interleave between processes, or threads: a
+    first start writing config.json and admin-key.txt, and the CLI's edits of
+    config.json (which then write with ``locked=True``). Blocks until the lock
+    is free. Raises OSError when the home cannot be opened.
+    """
+    return folder_lock(home)
+
+
 def _create_exclusive(path: Path, data: bytes, mode: int) -> bool:
     """Write ``path`` only if it does not exist yet; True when this call created it.
 
@@ -78,26 +96,114 @@ def _create_exclusive(path: Path, data: bytes, mode: int) -> bool:
             tmp.unlink()
 
 
+def admin_key_text(home: Path, admin_key: str) -> str:
+    """``admin-key.txt``: one header line saying what it is and how to confirm, then the key."""
+    made = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return (
+        f"# claude-gateway admin key of {home}, made {made} (config.json keeps only its SHA-256). "
+        f"Save it elsewhere, then delete this file with: gateway keys confirm --home {home}\n"
+        f"{admin_key}\n"
+    )
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Put ``data`` at ``path`` atomically, mode 0600 from its creation, durably (file and folder)."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def _first_start(home: Path) -> str | None:
+    """Write admin-key.txt, then config.json holding that key's hash; the key, or None when another
+    writer's config.json got there first."""
+    config_path, key_path = home / "config.json", home / ADMIN_KEY_FILE
+    candidate = "gw_" + secrets.token_urlsafe(32)
+    # The key file first: a crash in between leaves a key without a config (the next start makes
+    # both again, replacing this file), never a config whose key nobody has.
+    _write_private(key_path, admin_key_text(home, candidate).encode())
+    body = json.dumps(first_config(candidate), indent=2).encode() + b"\n"
+    if not _create_exclusive(config_path, body, 0o600):
+        # config.json appeared without the lock (a file system where flock does nothing): the
+        # file's key is not the one in force, so it must not stay
+        with contextlib.suppress(FileNotFoundError):
+            if candidate in key_path.read_text(encoding="utf-8"):
+                key_path.unlink()
+        return None
+    (home / "agents" / FIRST_AGENT / "workspace").mkdir(parents=True, exist_ok=True)
+    (home / "agents" / FIRST_AGENT / "sessions").mkdir(parents=True, exist_ok=True)
+    return candidate
+
+
 def ensure_home(home: Path) -> str | None:
-    """Create the home's config and internal token if missing.
+    """Create the home's config (with admin-key.txt) and internal token if missing.
 
     Returns the new admin key when this call wrote the config (to be shown
-    once), else None. Safe when several processes start on one empty home.
+    once), else None. Safe when several processes start on one empty home:
+    the first to take the home's lock writes both files, the others then
+    find the config and return None.
     """
     home.mkdir(parents=True, exist_ok=True)
     admin_key = None
     config_path = home / "config.json"
     if not config_path.exists():
-        candidate = "gw_" + secrets.token_urlsafe(32)
-        body = json.dumps(first_config(candidate), indent=2).encode() + b"\n"
-        if _create_exclusive(config_path, body, 0o600):
-            admin_key = candidate
-            (home / "agents" / FIRST_AGENT / "workspace").mkdir(parents=True, exist_ok=True)
-            (home / "agents" / FIRST_AGENT / "sessions").mkdir(parents=True, exist_ok=True)
+        with home_lock(home):
+            if not config_path.exists():
+                admin_key = _first_start(home)
     token_path = home / INTERNAL_TOKEN_FILE
     if not token_path.exists():
         _create_exclusive(token_path, secrets.token_urlsafe(32).encode(), 0o600)
     return admin_key
+
+
+def admin_key_notice(home: Path) -> str | None:
+    """While ``admin-key.txt`` exists: where the admin key is and how to confirm it was saved."""
+    path = home / ADMIN_KEY_FILE
+    if not path.exists():
+        return None
+    return (
+        f"the admin key is in {path} (mode 0600) until you confirm you saved it: "
+        f"gateway keys confirm --home {home}"
+    )
+
+
+def confirm_admin_key(home: Path) -> bool:
+    """Delete ``admin-key.txt``; False when there was none."""
+    try:
+        (home / ADMIN_KEY_FILE).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def tighten_config_mode(home: Path) -> int | None:
+    """Make ``<home>/config.json`` mode 0600 when group or others may read or write it.
+
+    It can hold plain keys. Returns the mode it had when this call changed it,
+    else None (already private, or missing). Raises OSError when the mode
+    cannot be changed (a file owned by another user).
+    """
+    path = home / "config.json"
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return None
+    if not mode & 0o077:
+        return None
+    os.chmod(path, 0o600)
+    return mode
 
 
 def read_internal_token(home: Path) -> str:

@@ -32,6 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from gateway.channels import HEALTH_DEADLINE_S, sync_channel
 from gateway.config import Config
 from gateway.grpc_server import instance_service
+from gateway.home import admin_key_notice
 from gateway.ports import listen_problem
 
 # The processes that exist so far, in start order. Later services join here.
@@ -181,6 +182,13 @@ class Suite:
         return 0
 
 
+def _say_where_the_admin_key_is(home: Path) -> None:
+    """Every start, until ``gateway keys confirm``: where the first admin key is kept."""
+    notice = admin_key_notice(home)
+    if notice:
+        _say(notice)
+
+
 def up(home: Path, config: Config, admin_key: str | None, http_port: int | None) -> int:
     """Run the suite until SIGINT/SIGTERM or a child's death; the process exit code."""
     suite = Suite(home, config, http_port)
@@ -198,6 +206,7 @@ def up(home: Path, config: Config, admin_key: str | None, http_port: int | None)
         print(f"ready http://127.0.0.1:{suite.http_port}", flush=True)
         if admin_key:
             print(f"admin key (shown once, stored only as a SHA-256 hash): {admin_key}", flush=True)
+        _say_where_the_admin_key_is(home)
         return suite.supervise()
     finally:
         suite.stop()

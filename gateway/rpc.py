@@ -2,7 +2,10 @@
 
 ``unary`` wraps a servicer method: it maps GatewayError to gRPC status (the
 one place that happens), turns anything unexpected into INTERNAL with a
-generic message, and logs one JSON line per call (method, agent, code, ms).
+generic message, and logs one JSON line per call (method, agent, key, code,
+ms). ``key`` is the label of the caller ``caller_of`` identified: the key's
+``name`` from config.json (``keys[i]`` for a key without one), ``internal``
+for the internal token, null when no caller was identified.
 ``ms`` is the handler's own time; the line is rendered and written by the
 event loop's next turn (``call_soon``, in the call's context), so the reply is
 not held up by the logging. Keys and request bodies are never logged.
@@ -11,6 +14,7 @@ not held up by the logging. Keys and request bodies are never logged.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -28,6 +32,14 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 Handler = Callable[[Any, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
 
+# Set by caller_of for the RPC being served (each RPC runs in its own task, so its own context).
+_caller_label: contextvars.ContextVar[str | None] = contextvars.ContextVar("gateway_caller_label", default=None)
+
+
+def caller_label() -> str | None:
+    """The label of the caller identified in this RPC so far, or None."""
+    return _caller_label.get()
+
 
 def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
     """Decorate an async unary servicer method with error mapping and the RPC log line."""
@@ -37,6 +49,7 @@ def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
     async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext) -> Resp:
         start = time.perf_counter()
         code = "OK"
+        label_token = _caller_label.set(None)
         try:
             return await func(self, request, context)
         except GatewayError as exc:
@@ -53,18 +66,22 @@ def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
             raise
         finally:
             ms = round((time.perf_counter() - start) * 1000, 3)
-            asyncio.get_running_loop().call_soon(_log_rpc, method, getattr(request, "agent_id", None) or None, code, ms)
+            key = _caller_label.get()
+            _caller_label.reset(label_token)
+            asyncio.get_running_loop().call_soon(_log_rpc, method, getattr(request, "agent_id", None) or None, key, code, ms)
 
     return wrapper
 
 
-def _log_rpc(method: str, agent: str | None, code: str, ms: float) -> None:
-    log.info("rpc", method=method, agent=agent, code=code, ms=ms)
+def _log_rpc(method: str, agent: str | None, key: str | None, code: str, ms: float) -> None:
+    log.info("rpc", method=method, agent=agent, key=key, code=code, ms=ms)
 
 
 def caller_of(auth: Authenticator, context: grpc.aio.ServicerContext) -> Caller:
-    """The authenticated caller of this RPC. Raises Unauthenticated."""
-    return auth.identify(context.invocation_metadata() or ())
+    """The authenticated caller of this RPC (its label goes to the rpc log line). Raises Unauthenticated."""
+    caller = auth.identify(context.invocation_metadata() or ())
+    _caller_label.set(caller.label)
+    return caller
 
 
 def authorize_call(

@@ -12,7 +12,7 @@ import structlog
 from gateway.auth import Authenticator
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidArgument
-from gateway.rpc import authorize_call, unary
+from gateway.rpc import authorize_call, caller_label, unary
 from gateway.v1 import watcher_pb2, watcher_pb2_grpc
 from services.watcher.compose import compose
 from services.watcher.directive_hub import DirectiveHub
@@ -119,8 +119,9 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
         try:
             self._check(context, request.agent_id, write=False)
         except GatewayError as exc:
-            log.info("rpc", method="WatchDirectives", agent=request.agent_id, code=exc.code, ms=0.0)
+            log.info("rpc", method="WatchDirectives", agent=request.agent_id, key=caller_label(), code=exc.code, ms=0.0)
             await context.abort(grpc.StatusCode[exc.code], exc.message)
+        key = caller_label()  # read now: the generator's finally may run in another context
         queue = self._hub.subscribe(request.agent_id)
         try:
             for record in self._registry.live(request.agent_id):
@@ -133,5 +134,5 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
             raise
         finally:
             self._hub.unsubscribe(request.agent_id, queue)
-            log.info("rpc", method="WatchDirectives", agent=request.agent_id, code=code,
+            log.info("rpc", method="WatchDirectives", agent=request.agent_id, key=key, code=code,
                      ms=round((time.perf_counter() - start) * 1000, 3))

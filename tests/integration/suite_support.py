@@ -53,6 +53,16 @@ def free_port() -> int:
     raise RuntimeError("no free port below the ephemeral range")
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` different free ports (config.json refuses two services on one port)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll ``predicate`` until true; fail the test naming ``what`` after ``timeout`` s."""
     deadline = time.monotonic() + timeout
@@ -171,8 +181,8 @@ class Suite:
 def make_home(tmp: Path, agents: list[dict[str, Any]] | None = None, **gateway_extra: Any) -> tuple[Path, dict[str, int], int]:
     home = tmp / "home"
     home.mkdir()
-    ports = {"fileApi": free_port(), "watcher": free_port(), "kb": free_port(), "dreaming": free_port()}
-    http_port = free_port()
+    *grpc_ports, http_port = free_ports(5)
+    ports = dict(zip(("fileApi", "watcher", "kb", "dreaming"), grpc_ports, strict=True))
     (home / "config.json").write_text(json.dumps(suite_config(ports, http_port, agents, **gateway_extra), indent=2))
     ensure_home(home)
     return home, ports, http_port

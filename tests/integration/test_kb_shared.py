@@ -11,7 +11,7 @@ import apsw
 import grpc
 import httpx
 import pytest
-from suite_support import ADMIN_KEY, READER_KEY, Suite, free_port, make_home, wait_until
+from suite_support import ADMIN_KEY, READER_KEY, Suite, free_port, free_ports, make_home, wait_until
 
 from gateway.home import ensure_home
 from gateway.v1 import kb_pb2, kb_pb2_grpc
@@ -196,7 +196,7 @@ def test_two_kb_processes_writing_one_vault_lose_nothing(ssuite: Suite, tmp_path
     """A second KB process (another home, same vault root) writes beside the first."""
     other = tmp_path / "other"
     other.mkdir()
-    ports = {"fileApi": free_port(), "watcher": free_port(), "kb": free_port(), "dreaming": free_port()}
+    ports = dict(zip(("fileApi", "watcher", "kb", "dreaming"), free_ports(4), strict=True))
     config = {
         "gateway": {"grpc": {"host": "127.0.0.1", **ports},
                     "api": {"keys": [{"key": ADMIN_KEY, "agents": "*", "write": True}]},

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from suite_support import ADMIN_KEY, free_port, make_home, wait_until
+from suite_support import ADMIN_KEY, free_port, grpc_serving, make_home, wait_until
 
 from gateway.launcher import SERVICES
 
@@ -170,3 +172,113 @@ def test_first_start_generates_config_and_prints_the_admin_key_once(tmp_path: Pa
     assert key["agents"] == "*" and key["write"] is True
     assert (home / ".internal-token").stat().st_mode & 0o777 == 0o600
     assert (home / "agents" / "alfred" / "workspace").is_dir()
+
+
+def test_serve_makes_a_group_readable_config_0600_and_logs_it_once(tmp_path: Path) -> None:
+    home, ports, _ = make_home(tmp_path)
+    config = home / "config.json"
+    os.chmod(config, 0o644)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "serve", "file_api", "--home", str(home)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    with proc:
+        try:
+            assert proc.stdout is not None
+            first = json.loads(proc.stdout.readline())
+            wait_until(lambda: grpc_serving(f"127.0.0.1:{ports['fileApi']}"), 30, "file_api to be SERVING")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=15)
+    assert first["event"] == "config_mode" and "0644" in first["detail"] and "now 0600" in first["detail"]
+    assert config.stat().st_mode & 0o777 == 0o600
+
+
+def test_up_says_when_it_tightens_the_config_mode(tmp_path: Path) -> None:
+    home, _, _ = make_home(tmp_path)
+    os.chmod(home / "config.json", 0o640)
+    with Up(home) as up:
+        up.ready_url()
+        up.proc.send_signal(signal.SIGTERM)
+        assert up.wait() == 0
+    assert (home / "config.json").stat().st_mode & 0o777 == 0o600
+    assert [l for l in up.errors if "0640" in l] == [f"gateway: {home / 'config.json'} was mode 0640 (readable by group or others, and it can hold keys); it is now 0600"]
+
+
+def admin_key_line(home: Path) -> str:
+    return (f"gateway: the admin key is in {home / 'admin-key.txt'} (mode 0600) until you confirm you saved it: "
+            f"gateway keys confirm --home {home}")
+
+
+def test_a_first_start_that_fails_keeps_the_admin_key_until_confirmed(tmp_path: Path) -> None:
+    home = tmp_path / "new"
+    with socket.socket() as taken:  # the REST shim's port is taken: the shim dies during start-up
+        taken.bind(("127.0.0.1", free_port()))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        with Up(home, "--http-port", port) as first:
+            assert first.wait(60) == 1
+        assert any("cannot start: http:" in l and "already in use" in l for l in first.errors), first.errors
+        assert not any(l.startswith("ready ") for l in first.lines)
+
+        key_file = home / "admin-key.txt"
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        header, key = key_file.read_text().splitlines()
+        assert header.startswith("# claude-gateway admin key") and f"gateway keys confirm --home {home}" in header
+        [entry] = json.loads((home / "config.json").read_text())["gateway"]["api"]["keys"]
+        assert entry["keySha256"] == hashlib.sha256(key.encode()).hexdigest()
+        assert key not in (home / "config.json").read_text()
+        assert admin_key_line(home) in first.errors
+
+        with Up(home, "--http-port", port) as second:  # still failing: it says where the key is
+            assert second.wait(60) == 1
+        assert admin_key_line(home) in second.errors
+        assert key_file.read_text().splitlines() == [header, key]  # the same key: no new one was made
+
+        confirm = [sys.executable, "-m", "gateway.cli", "keys", "confirm", "--home", str(home)]
+        done = subprocess.run(confirm, capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stdout) == (0, f"deleted {key_file}; the admin key is now only where you saved it (config.json keeps its SHA-256)\n")
+        assert not key_file.exists()
+        again = subprocess.run(confirm, capture_output=True, text=True, timeout=60)
+        assert (again.returncode, again.stdout) == (0, f"no {key_file}: nothing to confirm\n")
+
+        with Up(home, "--http-port", port) as third:
+            assert third.wait(60) == 1
+        assert not any("admin-key.txt" in l for l in third.errors)
+
+
+def test_every_start_says_where_the_unconfirmed_admin_key_is(tmp_path: Path) -> None:
+    home, _, _ = make_home(tmp_path)
+    (home / "admin-key.txt").write_text("# header\ngw_x\n")
+    with Up(home) as up:
+        up.ready_url()
+        wait_until(lambda: admin_key_line(home) in up.errors, 10, "the admin-key.txt line")
+        up.proc.send_signal(signal.SIGTERM)
+        assert up.wait() == 0
+
+
+def test_serve_logs_where_the_unconfirmed_admin_key_is(tmp_path: Path) -> None:
+    home = tmp_path / "fresh"
+
+    def first_events() -> list[dict[str, object]]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "file_api", "--home", str(home), "--port", str(free_port())],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        with proc:
+            try:
+                assert proc.stdout is not None
+                events = []
+                while not events or events[-1]["event"] != "listening":
+                    events.append(json.loads(proc.stdout.readline()))
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=15)
+        return events
+
+    first = first_events()
+    assert [e["event"] for e in first] == ["first_start", "admin_key_unconfirmed", "listening"]
+    assert first[1]["detail"] == admin_key_line(home).removeprefix("gateway: ")
+    assert (home / "admin-key.txt").read_text().splitlines()[1] == first[0]["admin_key_shown_once"]
+    second = first_events()
+    assert [e["event"] for e in second] == ["admin_key_unconfirmed", "listening"]

@@ -75,3 +75,12 @@ def test_concurrent_writers_never_mix(tmp_path: Path) -> None:
         t.join()
     assert target.read_bytes() in contents
     assert leftovers(tmp_path) == []
+
+
+def test_keep_mode_false_sets_the_given_mode_even_over_an_existing_file(tmp_path: Path) -> None:
+    target = tmp_path / "config.json"
+    target.write_bytes(b"{}")
+    os.chmod(target, 0o644)
+    write_atomic(target, b"{ }", mode=0o600, keep_mode=False)
+    assert target.read_bytes() == b"{ }"
+    assert target.stat().st_mode & 0o777 == 0o600

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 from gateway.config import build, load_config
-from gateway.config_file import check, migrate_file
+from gateway.cli import main
 from gateway.config_migrations import CURRENT_VERSION, migrate
 from gateway.errors import ConfigError
 from gateway.home import ensure_home, read_internal_token, resolve_home
@@ -146,23 +148,23 @@ def test_newer_or_bad_versions_are_refused(version: str) -> None:
 def test_config_migrate_rewrites_with_a_backup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     original = {"configVersion": "1.0.19", "gateway": {"memory": {"memoryBudgetChars": 5000}}, "agents": [{"id": "a"}]}
     (tmp_path / "config.json").write_text(json.dumps(original))
-    assert check(tmp_path) == 0
+    assert main(["config", "check", "--home", str(tmp_path)]) == 0
     assert "migrations pending: 1.0.21, 1.0.26" in capsys.readouterr().out
-    assert migrate_file(tmp_path) == 0
+    assert main(["config", "migrate", "--home", str(tmp_path)]) == 0
     backups = list(tmp_path.glob("config.json.bak-*"))
     assert len(backups) == 1 and json.loads(backups[0].read_text()) == original
     upgraded = json.loads((tmp_path / "config.json").read_text())
     assert upgraded["configVersion"] == CURRENT_VERSION
     assert upgraded["gateway"]["memory"]["memoryBudgetChars"] == 5000
     assert upgraded["gateway"]["knowledge"]["archive"]["chunkTokens"] == 400
-    assert migrate_file(tmp_path) == 0  # idempotent: no second backup
+    assert main(["config", "migrate", "--home", str(tmp_path)]) == 0  # idempotent: no second backup
     assert len(list(tmp_path.glob("config.json.bak-*"))) == 1
 
 
 def test_config_migrate_leaves_an_invalid_file_untouched(tmp_path: Path) -> None:
     text = json.dumps({"configVersion": "1.0.0", "gateway": {"memory": {"overBudget": 3}}})
     (tmp_path / "config.json").write_text(text)
-    assert migrate_file(tmp_path) == 2
+    assert main(["config", "migrate", "--home", str(tmp_path)]) == 2
     assert (tmp_path / "config.json").read_text() == text
     assert not list(tmp_path.glob("config.json.bak-*"))
 
@@ -201,7 +203,36 @@ def test_concurrent_first_runs_make_exactly_one_key(tmp_path: Path) -> None:
     keys = [k for k in results if k]
     assert len(keys) == 1
     assert load_config(tmp_path).api.keys[0].digest == hashlib.sha256(keys[0].encode()).digest()
+    assert (tmp_path / "admin-key.txt").read_text().splitlines()[1] == keys[0]  # the file holds the key in force
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_processes_starting_at_once_on_an_empty_home_agree_on_one_config_and_one_key(tmp_path: Path) -> None:
+    script = "import sys; from pathlib import Path; from gateway.home import ensure_home; print(ensure_home(Path(sys.argv[1])) or '')"
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True) for _ in range(6)]
+    keys = [k for k in (p.communicate(timeout=60)[0].strip() for p in procs) if k]
+    assert len(keys) == 1
+    assert load_config(tmp_path).api.keys[0].digest == hashlib.sha256(keys[0].encode()).digest()
+    assert (tmp_path / "admin-key.txt").read_text().splitlines()[1] == keys[0]
+
+
+def test_the_first_start_writes_admin_key_txt_at_0600(tmp_path: Path) -> None:
+    key = ensure_home(tmp_path)
+    path = tmp_path / "admin-key.txt"
+    assert path.stat().st_mode & 0o777 == 0o600
+    header, stored = path.read_text().splitlines()
+    assert stored == key
+    assert header.startswith("# claude-gateway admin key") and f"gateway keys confirm --home {tmp_path}" in header
+    path.unlink()
+    assert ensure_home(tmp_path) is None and not path.exists()  # a later start makes no new key
+
+
+def test_a_home_whose_config_was_deleted_gets_a_new_key_and_a_new_admin_key_txt(tmp_path: Path) -> None:
+    old = ensure_home(tmp_path)
+    (tmp_path / "config.json").unlink()
+    new = ensure_home(tmp_path)
+    assert new is not None and new != old
+    assert (tmp_path / "admin-key.txt").read_text().splitlines()[1] == new
 
 
 def test_home_resolution_order(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -42,10 +41,6 @@ def home(tmp_path: Path) -> Path:
     write(tmp_path, base())
     ensure_home(tmp_path)
     return tmp_path
-
-
-def digest(key: str) -> bytes:
-    return hashlib.sha256(key.encode()).digest()
 
 
 def test_diff_names_agents_and_keys_by_label_never_by_value(home: Path) -> None:
@@ -103,7 +98,7 @@ def test_an_invalid_edit_keeps_the_running_config_and_says_why_once(home: Path) 
 def test_listen_and_dial_addresses_keep_their_running_values(home: Path) -> None:
     live = LiveConfig(loader(home, {}))
     port = live.current.grpc.kb
-    write(home, {**base(), "gateway": {**base()["gateway"], "grpc": {"kb": port + 1}, "api": {"port": 19999, "keys": []}}})
+    write(home, {**base(), "gateway": {**base()["gateway"], "grpc": {"kb": port + 1000}, "api": {"port": 19999, "keys": []}}})
     change = live.reload()
     assert change is not None
     assert change.needs_restart == ("gateway.grpc.kb", "gateway.api.port")
