@@ -47,9 +47,12 @@ def _check_scalars(message_descriptor: descriptor.Descriptor, body: dict[str, An
 
 
 def parse_body(raw: bytes) -> Any:
-    """Decode a JSON request body. Raises BadRequest naming the problem."""
+    """Decode a JSON request body; an empty (or all-whitespace) body is ``{}``, as grpc-gateway reads it.
+
+    Raises BadRequest naming the problem.
+    """
     if not raw.strip():
-        raise BadRequest("request body is empty; expected a JSON object")
+        return {}
     try:
         return json.loads(raw)
     except UnicodeDecodeError:

@@ -244,6 +244,16 @@ def test_auth_and_rest_routes(ksuite: Suite) -> None:
         assert status["enabled"] is True and int(status["sources"]) >= 3
 
 
+def test_posts_with_no_required_field_take_an_empty_body(ksuite: Suite) -> None:
+    """As the README shows them: no body at all, or an empty one, is read as {} (grpc-gateway does the same)."""
+    with httpx.Client(base_url=ksuite.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as http:
+        for path in ("/api/v1/agents/alfred/memory:fold-retrievals", "/api/v1/agents/alfred/memory:refresh"):
+            for content in (b"", b"  \n"):
+                response = http.post(path, content=content)
+                assert response.status_code == 200, (path, response.text)
+        assert http.post("/api/v1/agents/alfred/memory:refresh").json()["queued"] is True
+
+
 def test_kill_during_a_large_refresh_leaves_a_usable_index(ksuite: Suite) -> None:
     memory = workspace(ksuite, "alfred") / "memory" / "bulk"
     memory.mkdir()

@@ -192,6 +192,16 @@ def test_rest_routes_and_auth(ssuite: Suite) -> None:
         assert http.delete(f"{url}/stale__rest%20note", headers={"X-Api-Key": ADMIN_KEY}).json()["deleted"] is True
 
 
+def test_retire_and_restore_take_an_empty_body(ssuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    create(kb, "empty body note", "# E\n- retired without a body\n", confirm=True)
+    with httpx.Client(base_url=ssuite.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as http:
+        url = "/api/v1/agents/alfred/shared/notes/empty%20body%20note"
+        retired = http.post(f"{url}:retire")
+        assert retired.status_code == 200 and retired.json()["toName"] == "stale__empty body note", retired.text
+        restored = http.post(f"{url}:restore", content=b"")
+        assert restored.status_code == 200 and restored.json()["toName"] == "empty body note", restored.text
+
+
 def test_two_kb_processes_writing_one_vault_lose_nothing(ssuite: Suite, tmp_path: Path) -> None:
     """A second KB process (another home, same vault root) writes beside the first."""
     other = tmp_path / "other"
