@@ -135,6 +135,7 @@ class KnowledgeServicer:
 
         Fails on an exact-name collision (ALREADY_EXISTS). Returns content-similar
         notes instead of writing unless confirm is set; with confirm, links them.
+        Both outcomes are a success (200 over REST); created says which.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -149,6 +150,7 @@ class KnowledgeServicer:
     def UpdateSharedNote(self, request, context):
         """Replaces the full content; NOT_FOUND when the note does not exist. Warns
         and writes nothing when 50% or more of the lines would go, unless confirm.
+        Both outcomes are a success (200 over REST); updated says which.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
