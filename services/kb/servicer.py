@@ -21,7 +21,7 @@ from gateway.auth import Authenticator
 from gateway.rpc import authorize_call, unary
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
-from services.kb.archives import Archives, check_corpus
+from services.kb.archives import Archives, check_corpus, check_query
 from services.kb.retrieval_log import Retrieved
 from services.kb.search import SearchHit
 from services.kb.vault import NoteExists, NoteMissing
@@ -88,7 +88,7 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     async def Search(self, request: kb_pb2.SearchRequest, context: grpc.aio.ServicerContext) -> kb_pb2.SearchResponse:  # noqa: N802
         self._check(context, request.agent_id)
         corpus = check_corpus(request.corpus)
-        agent, query, limit, refresh = request.agent_id, request.query, request.limit, request.refresh
+        agent, query, limit, refresh = request.agent_id, check_query(request.query), request.limit, request.refresh
         if corpus == "memory":
             result, refreshed = await self._archives.search(agent, query, limit, refresh)
             hits = [_hit(h, "memory") for h in result.hits]
