@@ -134,6 +134,19 @@ def test_a_search_without_a_query_is_400_query_is_required(ksuite: Suite, kb: kb
         assert http.get("/api/v1/agents/alfred/memory:search", params={"query": "deploy"}).status_code == 200
 
 
+def test_snippets_never_show_the_frontmatter(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    (workspace(ksuite, "alfred") / "memory" / "walrus.md").write_text(
+        "---\nimportance: 8\ntags: [walrus, ops]\n---\n# Walrus\n\n- The walrus tank is cleaned on Thursdays.\n"
+    )
+    with httpx.Client(base_url=ksuite.base_url, timeout=30, headers={"X-Api-Key": READER_KEY}) as http:
+        params = {"query": "walrus tank", "refresh": "true"}
+        hits = http.get("/api/v1/agents/alfred/memory:search", params=params).json()["hits"]
+        assert [(h["path"], h["startLine"], h["snippet"], h["importance"]) for h in hits] == [
+            ("memory/walrus.md", 5, "# Walrus - The walrus tank is cleaned on Thursdays.", 8)
+        ]
+        assert http.get("/api/v1/agents/alfred/memory:search", params={"query": "tags"}).json()["hits"] == []
+
+
 def test_cjk_and_thai_are_found_under_unicode61(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
     memory = workspace(ksuite, "alfred") / "memory"
     (memory / "cjk.md").write_text("# 笔记\n\n我们明天在北京开会讨论知识库。\n\n東京の会議は来週の月曜日です。\n\nประชุมทีมวันจันทร์ที่กรุงเทพ\n")

@@ -253,6 +253,21 @@ def test_rest_answers_that_wrote_nothing_name_the_rest_route_and_confirm(ssuite:
             assert "memory_shared" not in reply.text  # MCP tool names stay in the MCP server
 
 
+def test_shared_snippets_never_show_the_frontmatter(ssuite: Suite) -> None:
+    note = "---\ntitle: Narwhal feeding\nconfidence: 0.9\n---\n# Narwhal feeding\n- Narwhals are fed herring at dawn by the keeper.\n"
+    again = "---\ntitle: Feeding narwhals\n---\n# Feeding narwhals\n- The keeper feeds the narwhals herring at dawn.\n"
+    url = "/api/v1/agents/alfred/shared/notes"
+    with httpx.Client(base_url=ssuite.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as http:
+        assert http.post(url, json={"name": "narwhal feeding", "content": note}).json()["created"] is True
+        params = {"query": "narwhal herring", "corpus": "shared"}
+        hits = http.get("/api/v1/agents/alfred/memory:search", params=params).json()["hits"]
+        assert hits and hits[0]["snippet"] == "# Narwhal feeding - Narwhals are fed herring at dawn by the keeper."
+        nudged = http.post(url, json={"name": "feeding narwhals", "content": again}).json()
+        assert [(r["name"], r["snippet"]) for r in nudged["related"]] == [
+            ("narwhal feeding", "# Narwhal feeding - Narwhals are fed herring at dawn by the keeper.")
+        ]
+
+
 def test_two_kb_processes_writing_one_vault_lose_nothing(ssuite: Suite, tmp_path: Path) -> None:
     """A second KB process (another home, same vault root) writes beside the first."""
     other = tmp_path / "other"
