@@ -23,6 +23,7 @@ from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
 from services.kb.archives import Archives, check_corpus, check_query
 from services.kb.retrieval_log import Retrieved
+from services.kb.hits import shown_score
 from services.kb.search import SearchHit
 from services.kb.vault import NoteExists, NoteMissing
 from services.kb.vault_index import merge_hits
@@ -60,8 +61,10 @@ def _report(r) -> kb_pb2.RefreshReport:  # type: ignore[no-untyped-def]
 
 
 def _hit(h: SearchHit, corpus: str) -> kb_pb2.SearchHit:
-    return pb.SearchHit(path=h.path, start_line=h.start_line, end_line=h.end_line, snippet=h.snippet, score=h.score,
-                        provenance=h.provenance, importance=h.importance, entry_hash=h.entry_hash or "", corpus=corpus)
+    """A hit as the reply shows it; its score rounded (``shown_score``) once every sort and merge is done."""
+    return pb.SearchHit(path=h.path, start_line=h.start_line, end_line=h.end_line, snippet=h.snippet,
+                        score=shown_score(h.score), provenance=h.provenance, importance=h.importance,
+                        entry_hash=h.entry_hash or "", corpus=corpus)
 
 
 class Knowledge(kb_pb2_grpc.KnowledgeServicer):

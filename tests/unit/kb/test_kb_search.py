@@ -277,7 +277,7 @@ def all_or_reference(conn: apsw.Connection, query: str, limit: int) -> list[tupl
         relevance = x / (1.0 + x) * (0.8 + 0.02 * rows[rowid][3])
         ranked.append((relevance + (1.0 if all(rowid in ids for ids in required) else 0.0), rowid))
     ranked.sort(key=lambda item: (-item[0], item[1]))
-    return [(*rows[rowid][:3], round(score, 6)) for score, rowid in ranked[:limit]]
+    return [(*rows[rowid][:3], score) for score, rowid in ranked[:limit]]
 
 
 def small_corpus(workspace: Path, seed: int = 7) -> None:
