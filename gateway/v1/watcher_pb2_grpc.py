@@ -85,7 +85,8 @@ class SessionsServicer:
         raise NotImplementedError('Method not implemented!')
 
     def EndSession(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The session is over: forget it and any directive it had pending.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
