@@ -40,9 +40,9 @@ Method
    indexer has ``reindex_paths`` (the targeted variant for a caller that knows
    which file changed), the same kind of edit is also timed through it
    (informational).
-3. **Floor**: every source is read and chunked with ``services.kb.chunking``
-   exactly as the indexer does (decode, ``split_lines``, ``chunk_lines`` with
-   the configured 400/80), outside the clock; then, timed, ``BEGIN`` +
+3. **Floor**: every source is read and chunked exactly as the indexer does
+   (decode, ``split_lines``, ``indexer_parse.body_chunks``: the lines after the
+   frontmatter, with the configured 400/80), outside the clock; then, timed, ``BEGIN`` +
    ``executemany(INSERT)`` of those chunk texts into a plain
    ``fts5(text, tokenize='unicode61')`` table (regular, not external-content)
    in a fresh database file (default pragmas) + ``COMMIT``. MB/s for both the
@@ -753,12 +753,15 @@ def read_sources(workspace: Path) -> list[tuple[str, bytes]]:
 
 
 def chunk_corpus(sources: list[tuple[str, bytes]], settings: Any) -> list[str]:
-    from services.kb.chunking import chunk_lines, split_lines
+    from services.kb.chunking import split_lines
+    from services.kb.entries import parse_frontmatter
+    from services.kb.indexer_parse import body_chunks
 
     texts: list[str] = []
     for _, data in sources:
-        text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
-        texts.extend(c.text for c in chunk_lines(split_lines(text), settings.chunk_tokens, settings.chunk_overlap))
+        lines = split_lines(data.decode("utf-8", errors="replace").removeprefix("\ufeff"))
+        chunks = body_chunks(lines, parse_frontmatter(lines), settings.chunk_tokens, settings.chunk_overlap)
+        texts.extend(c.text for c in chunks)
     return texts
 
 
@@ -780,9 +783,10 @@ def floor_insert(db: Path, chunks: list[str]) -> float:
 
 def python_work(sources: list[tuple[str, bytes]], settings: Any) -> float:
     """Seconds of the indexer's per-file Python work, without SQLite."""
-    from services.kb.chunking import chunk_lines, split_lines
+    from services.kb.chunking import split_lines
     from services.kb.entries import DEFAULT_IMPORTANCE, parse_entries, parse_frontmatter
     from services.kb.indexer_parse import attribute as _attribute
+    from services.kb.indexer_parse import body_chunks
     from services.kb.provenance import classify
     from services.kb.query import has_unsegmented
 
@@ -793,7 +797,7 @@ def python_work(sources: list[tuple[str, bytes]], settings: Any) -> float:
         frontmatter = parse_frontmatter(lines)
         classify(rel, frontmatter.provenance)
         entries = parse_entries(lines, frontmatter)
-        chunks = chunk_lines(lines, settings.chunk_tokens, settings.chunk_overlap)
+        chunks = body_chunks(lines, frontmatter, settings.chunk_tokens, settings.chunk_overlap)
         default = frontmatter.importance if frontmatter.importance is not None else DEFAULT_IMPORTANCE
         _attribute(chunks, entries, default)
         for c in chunks:

@@ -1,12 +1,22 @@
-"""OpenAPI 3 document generated from the same routes the shim serves."""
+"""OpenAPI 3 document generated from the same routes the shim serves.
+
+Operation summaries and descriptions, and the descriptions of fields and
+parameters, are the protos' comments (``proto_docs``); a field marked
+``(google.api.field_behavior) = REQUIRED`` is a required property or query
+parameter, as grpc-gateway's generator marks it. Path parameters are
+named by their JSON names (``{agentId}``), as the README writes them; the shim
+matches the same segments whatever the name.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from google.api import field_behavior_pb2
 from google.protobuf import descriptor
 
 from gateway_http.descriptors import Route
+from gateway_http.proto_docs import comments
 
 FD = descriptor.FieldDescriptor
 
@@ -42,6 +52,17 @@ ERROR_SCHEMA = {
 }
 
 
+def _required(field: descriptor.FieldDescriptor) -> bool:
+    """Whether the proto marks ``field`` as REQUIRED (google.api.field_behavior)."""
+    behaviors = field.GetOptions().Extensions[field_behavior_pb2.field_behavior]
+    return field_behavior_pb2.REQUIRED in behaviors
+
+
+def _text(full_name: str) -> str:
+    """The comment of a proto element as one string, paragraphs separated by blank lines ("" if none)."""
+    return "\n\n".join(comments().get(full_name, []))
+
+
 def _field_schema(field: descriptor.FieldDescriptor, schemas: dict[str, Any]) -> dict[str, Any]:
     if field.type == FD.TYPE_MESSAGE:
         _message_schema(field.message_type, schemas)
@@ -50,9 +71,12 @@ def _field_schema(field: descriptor.FieldDescriptor, schemas: dict[str, Any]) ->
         item = {"type": "string", "enum": [v.name for v in field.enum_type.values]}
     else:
         item = dict(_SCALARS[field.type])
-    if field.is_repeated:
-        return {"type": "array", "items": item}
-    return item
+    schema = {"type": "array", "items": item} if field.is_repeated else item
+    about = _text(field.full_name)
+    if about:
+        # OpenAPI 3.0 ignores siblings of $ref: a described reference is wrapped in allOf.
+        schema = {"allOf": [schema], "description": about} if "$ref" in schema else {**schema, "description": about}
+    return schema
 
 
 def _message_schema(message: descriptor.Descriptor, schemas: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
@@ -60,9 +84,46 @@ def _message_schema(message: descriptor.Descriptor, schemas: dict[str, Any], ski
     if name in schemas:
         return name
     schemas[name] = {}  # placeholder against recursion
-    props = {f.json_name: _field_schema(f, schemas) for f in message.fields if f.name not in skip}
-    schemas[name] = {"type": "object", "properties": props}
+    fields = [f for f in message.fields if f.name not in skip]
+    schemas[name] = {"type": "object", "properties": {f.json_name: _field_schema(f, schemas) for f in fields}}
+    if required := [f.json_name for f in fields if _required(f)]:
+        schemas[name]["required"] = required
+    if about := _text(message.full_name):
+        schemas[name]["description"] = about
     return name
+
+
+def openapi_path(route: Route) -> str:
+    """The route's path template with each variable named by its field's JSON name (``{agentId}``);
+    ``{field=**}`` becomes ``{field}`` and a ``:verb`` stays as written, like grpc-gateway."""
+    fields = route.method.input_type.fields_by_name
+    parts = []
+    for seg in route.segments:
+        if seg.literal is not None:
+            parts.append(seg.literal)
+        else:
+            parts.append("{" + fields[seg.field or ""].json_name + "}" + (f":{seg.verb}" if seg.verb else ""))
+    return "/" + "/".join(parts)
+
+
+def _parameter(field: descriptor.FieldDescriptor, where: str, schemas: dict[str, Any]) -> dict[str, Any]:
+    schema = _field_schema(field, schemas)
+    about = schema.pop("description", "") if "allOf" not in schema else ""
+    required = where == "path" or _required(field)
+    out: dict[str, Any] = {"name": field.json_name, "in": where, "required": required, "schema": schema}
+    if about:
+        out["description"] = about
+    return out
+
+
+def _documented(operation: dict[str, Any], method: descriptor.MethodDescriptor) -> dict[str, Any]:
+    """``operation`` with the RPC's comment: its first paragraph as summary, the rest as description."""
+    paragraphs = comments().get(method.full_name, [])
+    if paragraphs:
+        operation = {"summary": paragraphs[0], **operation}
+    if len(paragraphs) > 1:
+        operation["description"] = "\n\n".join(paragraphs[1:])
+    return operation
 
 
 def openapi_document(routes: tuple[Route, ...]) -> dict[str, Any]:
@@ -71,13 +132,11 @@ def openapi_document(routes: tuple[Route, ...]) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for route in routes:
         method = route.method
-        path = route.template.replace("=**}", "}")  # {name}:verb stays as written, like grpc-gateway
+        inputs = method.input_type.fields_by_name
         operation: dict[str, Any] = {
             "operationId": f"{method.containing_service.name}_{method.name}",
             "tags": [method.containing_service.name],
-            "parameters": [
-                {"name": f, "in": "path", "required": True, "schema": {"type": "string"}} for f in route.path_fields
-            ],
+            "parameters": [_parameter(inputs[f], "path", schemas) for f in route.path_fields],
             "responses": {
                 "200": {
                     "description": "OK",
@@ -96,20 +155,20 @@ def openapi_document(routes: tuple[Route, ...]) -> dict[str, Any]:
         if route.body == "*":
             body_name = _message_schema(method.input_type, schemas, skip=route.path_fields)
             operation["requestBody"] = {
-                "required": True,
+                # The shim reads a missing body as {}, like grpc-gateway: it is needed only for a required field.
+                "required": bool(schemas[body_name].get("required")),
                 "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body_name}"}}},
             }
         elif not route.body:
             for field in method.input_type.fields:
                 if field.name in route.path_fields or field.type == FD.TYPE_MESSAGE:
                     continue
-                operation["parameters"].append(
-                    {"name": field.json_name, "in": "query", "required": False, "schema": _field_schema(field, schemas)}
-                )
-        paths.setdefault(path, {})[route.http_method.lower()] = operation
+                operation["parameters"].append(_parameter(field, "query", schemas))
+        paths.setdefault(openapi_path(route), {})[route.http_method.lower()] = _documented(operation, method)
     return {
         "openapi": "3.0.3",
         "info": {"title": "Claude gateway REST API", "version": "v1"},
+        "servers": [{"url": "/", "description": "the REST shim that serves this document"}],
         "paths": paths,
         "components": {
             "schemas": schemas,

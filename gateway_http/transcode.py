@@ -1,4 +1,8 @@
-"""JSON ⇄ protobuf with protojson semantics (camelCase out, unknown fields ignored)."""
+"""JSON ⇄ protobuf with protojson semantics (camelCase out, unknown fields ignored).
+
+What the shim refuses on the way in (near-miss keys, bodies with no known
+field, unknown enum names) is in ``fields``.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,9 @@ from google.protobuf import descriptor, json_format
 from google.protobuf.message import Message
 
 from gateway_http.descriptors import Route
+from gateway_http.fields import BadRequest, check_known_keys, check_object, enum_number, field_for, json_kind
+
+__all__ = ["BadRequest", "build_request", "parse_body", "render"]
 
 FD = descriptor.FieldDescriptor
 
@@ -25,28 +32,10 @@ _JSON_TYPES: dict[int, tuple[type, ...]] = {
 _TYPE_NAMES = {FD.CPPTYPE_STRING: "a string", FD.CPPTYPE_BOOL: "true or false"}
 
 
-class BadRequest(ValueError):
-    """The request cannot be turned into the RPC's message; the text says why."""
-
-
-def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
 def _check_scalars(message_descriptor: descriptor.Descriptor, body: dict[str, Any]) -> None:
     """Name the field when a top-level scalar has the wrong JSON type."""
     for key, value in body.items():
-        field = message_descriptor.fields_by_camelcase_name.get(key) or message_descriptor.fields_by_name.get(key)
+        field = field_for(message_descriptor, key)
         if field is None or value is None or field.is_repeated:
             continue
         expected = _JSON_TYPES.get(field.cpp_type)
@@ -54,13 +43,16 @@ def _check_scalars(message_descriptor: descriptor.Descriptor, body: dict[str, An
             continue
         if isinstance(value, bool) and field.cpp_type != FD.CPPTYPE_BOOL or not isinstance(value, expected):
             wanted = _TYPE_NAMES.get(field.cpp_type, "a number")
-            raise BadRequest(f"{key}: must be {wanted}, got {_json_kind(value)}")
+            raise BadRequest(f"{key}: must be {wanted}, got {json_kind(value)}")
 
 
 def parse_body(raw: bytes) -> Any:
-    """Decode a JSON request body. Raises BadRequest naming the problem."""
+    """Decode a JSON request body; an empty (or all-whitespace) body is ``{}``, as grpc-gateway reads it.
+
+    Raises BadRequest naming the problem.
+    """
     if not raw.strip():
-        raise BadRequest("request body is empty; expected a JSON object")
+        return {}
     try:
         return json.loads(raw)
     except UnicodeDecodeError:
@@ -70,7 +62,7 @@ def parse_body(raw: bytes) -> Any:
 
 
 def _set_scalar(message: Message, name: str, value: str) -> None:
-    field = message.DESCRIPTOR.fields_by_name.get(name) or message.DESCRIPTOR.fields_by_camelcase_name.get(name)
+    field = field_for(message.DESCRIPTOR, name)
     if field is None or field.is_repeated or field.message_type is not None:
         return  # unknown query parameters are ignored, like unknown body fields
     try:
@@ -83,10 +75,11 @@ def _set_scalar(message: Message, name: str, value: str) -> None:
         elif field.cpp_type in (FD.CPPTYPE_FLOAT, FD.CPPTYPE_DOUBLE):
             setattr(message, field.name, float(value))
         elif field.cpp_type == FD.CPPTYPE_ENUM:
-            enum_value = field.enum_type.values_by_name.get(value.upper())
-            setattr(message, field.name, enum_value.number if enum_value else int(value))
+            setattr(message, field.name, enum_number(field, value, name, digits=True))
         else:
             setattr(message, field.name, int(value))
+    except BadRequest:
+        raise
     except ValueError:
         raise BadRequest(f"{name}: {value[:40]!r} is not a valid value for this parameter") from None
 
@@ -102,9 +95,9 @@ def _set_flat_strings(message: Message, body: dict[str, Any]) -> bool:
     desc = message.DESCRIPTOR
     plan = []
     for key, value in body.items():
-        field = desc.fields_by_camelcase_name.get(key) or desc.fields_by_name.get(key)
+        field = field_for(desc, key)
         if field is None:
-            continue  # unknown fields are ignored
+            continue  # unknown fields are ignored (check_object refused the near misses)
         if field.is_repeated or field.cpp_type != FD.CPPTYPE_STRING or not isinstance(value, str):
             return False
         plan.append((field.name, value))
@@ -127,7 +120,9 @@ def build_request(route: Route, params: dict[str, str], body: Any, query: list[t
     if route.body:
         target = message if route.body == "*" else getattr(message, route.body)
         if not isinstance(body, dict):
-            raise BadRequest(f"request body must be a JSON object, got {_json_kind(body)}")
+            raise BadRequest(f"request body must be a JSON object, got {json_kind(body)}")
+        check_known_keys(target.DESCRIPTOR, body, route.path_fields if route.body == "*" else ())
+        check_object(target.DESCRIPTOR, body)
         _check_scalars(target.DESCRIPTOR, body)
         if not _set_flat_strings(target, body):
             try:

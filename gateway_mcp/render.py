@@ -4,7 +4,9 @@ The text is what a model reads, so it is compact and says what to do next:
 one ``path:start-end (score, provenance, importance)`` line per hit, the
 snippet indented under it, and a line on index freshness. Shared-note replies
 that wrote nothing (the near-duplicate nudge, the line-drop warning) say so in
-their first words and list the ways forward.
+their first words and list the ways forward. Those replies, and a name clash
+or a missing note, are worded here in terms of the tools: the KB's own
+messages for them name REST routes, and are not passed on.
 """
 
 from __future__ import annotations
@@ -213,16 +215,45 @@ class SharedDeleteOut(BaseModel):
     deleted: bool
 
 
+def create_held_back(related: list[str]) -> str:
+    """The MCP wording of a create that found similar notes and wrote nothing (the KB's names REST routes)."""
+    names = ", ".join(_q(name) for name in related)
+    return (
+        f"nothing was written: {len(related)} similar shared note(s) exist ({names}). Update one with "
+        "memory_shared_update, or call memory_shared_create again with confirm=true to create this note linked to them."
+    )
+
+
+def update_held_back(dropped: int, total: int) -> str:
+    """The MCP wording of an update the line-drop guard held back (the KB's names REST routes)."""
+    return (
+        f"nothing was written: this update would drop {dropped} of the note's {total} non-blank lines (50% or more). "
+        "Edit the note rather than replacing it (memory_shared_get, then memory_shared_update with the full edited "
+        "content), or call memory_shared_update again with confirm=true."
+    )
+
+
+def shared_error(tool: str, code: str, name: str, message: str) -> str:
+    """The text of a KB error for a shared-note tool: a name clash and a missing note point to the other
+    tool (the KB's message names REST routes there); any other error is the KB's message as is."""
+    if tool == "memory_shared_create" and code == "ALREADY_EXISTS":
+        return f"a shared note named {name.strip()!r} already exists; use memory_shared_update to change it"
+    if tool == "memory_shared_update" and code == "NOT_FOUND":
+        return f"no shared note named {name.strip()!r}; use memory_shared_create to create it"
+    return message
+
+
 def shared_create_out(requested: str, reply: kb_pb2.CreateSharedNoteResponse) -> SharedCreateOut:
     name = reply.name or requested
+    related = [RelatedNoteOut(name=r.name, score=r.score, snippet=r.snippet) for r in reply.related]
     return SharedCreateOut(
         name=name,
         path=shared_note_path(name),
         created=reply.created,
-        related=[RelatedNoteOut(name=r.name, score=r.score, snippet=r.snippet) for r in reply.related],
+        related=related,
         linked=list(reply.linked),
         folded=reply.folded,
-        message=reply.message,
+        message=reply.message if reply.created or not related else create_held_back([r.name for r in related]),
     )
 
 
@@ -282,15 +313,18 @@ def shared_note_text(out: SharedNoteOut) -> str:
 
 def shared_update_out(requested: str, reply: kb_pb2.UpdateSharedNoteResponse) -> SharedUpdateOut:
     name = reply.name or requested
+    warning = reply.warning
+    if warning and reply.total_lines:
+        warning = update_held_back(reply.dropped_lines, reply.total_lines)
     return SharedUpdateOut(
         name=name,
         path=shared_note_path(name),
         updated=reply.updated,
         dropped_lines=reply.dropped_lines,
         total_lines=reply.total_lines,
-        warning=reply.warning,
+        warning=warning,
         folded=reply.folded,
-        message=reply.message,
+        message=warning or reply.message,
     )
 
 

@@ -7,8 +7,9 @@ shared vault's notes are created, read, updated and deleted on demand with
 thin client of the KB service (DESIGN.md "Processes"): each tool call is one
 ``gateway.v1.Knowledge`` RPC for the one agent it was started for, presenting
 the home's internal token (DESIGN.md "Auth"). KB errors become MCP tool errors
-carrying the KB's message; a create or update the KB held back (similar notes,
-the line-drop guard) is a normal result that says nothing was written.
+carrying the KB's message (a name clash and a missing note are worded in terms
+of the tools instead); a create or update the KB held back (similar notes, the
+line-drop guard) is a normal result that says nothing was written.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from gateway_mcp.render import (
     shared_create_text,
     shared_delete_out,
     shared_delete_text,
+    shared_error,
     shared_note_out,
     shared_note_text,
     shared_update_out,
@@ -195,14 +197,14 @@ def record_retrievals(env: Mapping[str, str]) -> bool:
     return env.get(RECORD_RETRIEVALS_ENV, "").strip().lower() not in ("0", "false", "no", "off")
 
 
-def tool_error(tool: str, err: KnowledgeError) -> CallToolResult:
-    """An MCP tool error carrying the KB's message as is.
+def tool_error(tool: str, err: KnowledgeError, text: str | None = None) -> CallToolResult:
+    """An MCP tool error carrying ``text``, by default the KB's message as is.
 
     Returned rather than raised: the SDK would prefix a raised ToolError with
     "Error executing tool ...", and the model reads this text.
     """
     log.info("%s failed: %s %r", tool, err.code, err.message)
-    return CallToolResult(content=[TextContent(type="text", text=err.message)], is_error=True)
+    return CallToolResult(content=[TextContent(type="text", text=text or err.message)], is_error=True)
 
 
 def build_server(client: KnowledgeClient) -> MCPServer:
@@ -252,7 +254,8 @@ def build_server(client: KnowledgeClient) -> MCPServer:
         try:
             reply = await client.create_shared(name, content, confirm)
         except KnowledgeError as err:
-            return tool_error("memory_shared_create", err)
+            text = shared_error("memory_shared_create", err.code, name, err.message)
+            return tool_error("memory_shared_create", err, text)
         out = shared_create_out(name, reply)
         return CallToolResult(
             content=[TextContent(type="text", text=shared_create_text(out))],
@@ -280,7 +283,8 @@ def build_server(client: KnowledgeClient) -> MCPServer:
         try:
             reply = await client.update_shared(name, content, confirm)
         except KnowledgeError as err:
-            return tool_error("memory_shared_update", err)
+            text = shared_error("memory_shared_update", err.code, name, err.message)
+            return tool_error("memory_shared_update", err, text)
         out = shared_update_out(name, reply)
         return CallToolResult(
             content=[TextContent(type="text", text=shared_update_text(out))],

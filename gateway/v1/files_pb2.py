@@ -23,30 +23,33 @@ _sym_db = _symbol_database.Default()
 
 
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from gateway.v1 import options_pb2 as gateway_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16gateway/v1/files.proto\x12\ngateway.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x18gateway/v1/options.proto\"4\n\x0eGetFileRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\"4\n\x0fGetFileResponse\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"V\n\x0ePutFileRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x14\n\x07\x63ontent\x18\x03 \x01(\tH\x00\x88\x01\x01\x42\n\n\x08_content\"4\n\x0fPutFileResponse\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t2\x91\x02\n\x0eWorkspaceFiles\x12v\n\x07GetFile\x12\x1a.gateway.v1.GetFileRequest\x1a\x1b.gateway.v1.GetFileResponse\"2\x82\xd3\xe4\x93\x02,\x12*/api/v1/agents/{agent_id}/files/{filename}\x12y\n\x07PutFile\x12\x1a.gateway.v1.PutFileRequest\x1a\x1b.gateway.v1.PutFileResponse\"5\x82\xd3\xe4\x93\x02/\x1a*/api/v1/agents/{agent_id}/files/{filename}:\x01*\x1a\x0c\x8a\xb5\x18\x08\x66ile_apib\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16gateway/v1/files.proto\x12\ngateway.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x18gateway/v1/options.proto\"4\n\x0eGetFileRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\"4\n\x0fGetFileResponse\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\\\n\x0ePutFileRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x1a\n\x07\x63ontent\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02H\x00\x88\x01\x01\x42\n\n\x08_content\"4\n\x0fPutFileResponse\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t2\x91\x02\n\x0eWorkspaceFiles\x12v\n\x07GetFile\x12\x1a.gateway.v1.GetFileRequest\x1a\x1b.gateway.v1.GetFileResponse\"2\x82\xd3\xe4\x93\x02,\x12*/api/v1/agents/{agent_id}/files/{filename}\x12y\n\x07PutFile\x12\x1a.gateway.v1.PutFileRequest\x1a\x1b.gateway.v1.PutFileResponse\"5\x82\xd3\xe4\x93\x02/\x1a*/api/v1/agents/{agent_id}/files/{filename}:\x01*\x1a\x0c\x8a\xb5\x18\x08\x66ile_apib\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gateway.v1.files_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_PUTFILEREQUEST'].fields_by_name['content']._loaded_options = None
+  _globals['_PUTFILEREQUEST'].fields_by_name['content']._serialized_options = b'\342A\001\002'
   _globals['_WORKSPACEFILES']._loaded_options = None
   _globals['_WORKSPACEFILES']._serialized_options = b'\212\265\030\010file_api'
   _globals['_WORKSPACEFILES'].methods_by_name['GetFile']._loaded_options = None
   _globals['_WORKSPACEFILES'].methods_by_name['GetFile']._serialized_options = b'\202\323\344\223\002,\022*/api/v1/agents/{agent_id}/files/{filename}'
   _globals['_WORKSPACEFILES'].methods_by_name['PutFile']._loaded_options = None
   _globals['_WORKSPACEFILES'].methods_by_name['PutFile']._serialized_options = b'\202\323\344\223\002/\032*/api/v1/agents/{agent_id}/files/{filename}:\001*'
-  _globals['_GETFILEREQUEST']._serialized_start=94
-  _globals['_GETFILEREQUEST']._serialized_end=146
-  _globals['_GETFILERESPONSE']._serialized_start=148
-  _globals['_GETFILERESPONSE']._serialized_end=200
-  _globals['_PUTFILEREQUEST']._serialized_start=202
-  _globals['_PUTFILEREQUEST']._serialized_end=288
-  _globals['_PUTFILERESPONSE']._serialized_start=290
-  _globals['_PUTFILERESPONSE']._serialized_end=342
-  _globals['_WORKSPACEFILES']._serialized_start=345
-  _globals['_WORKSPACEFILES']._serialized_end=618
+  _globals['_GETFILEREQUEST']._serialized_start=127
+  _globals['_GETFILEREQUEST']._serialized_end=179
+  _globals['_GETFILERESPONSE']._serialized_start=181
+  _globals['_GETFILERESPONSE']._serialized_end=233
+  _globals['_PUTFILEREQUEST']._serialized_start=235
+  _globals['_PUTFILEREQUEST']._serialized_end=327
+  _globals['_PUTFILERESPONSE']._serialized_start=329
+  _globals['_PUTFILERESPONSE']._serialized_end=381
+  _globals['_WORKSPACEFILES']._serialized_start=384
+  _globals['_WORKSPACEFILES']._serialized_end=657
 # @@protoc_insertion_point(module_scope)

@@ -23,16 +23,23 @@ _sym_db = _symbol_database.Default()
 
 
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from gateway.v1 import options_pb2 as gateway_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13gateway/v1/kb.proto\x12\ngateway.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x18gateway/v1/options.proto\";\n\x0bRelatedNote\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07snippet\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\"[\n\x17\x43reateSharedNoteRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x0f\n\x07\x63onfirm\x18\x04 \x01(\x08\"\x94\x01\n\x18\x43reateSharedNoteResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\x12(\n\x07related\x18\x03 \x03(\x0b\x32\x17.gateway.v1.RelatedNote\x12\x0e\n\x06linked\x18\x04 \x03(\t\x12\x0e\n\x06\x66olded\x18\x05 \x01(\x08\x12\x0f\n\x07message\x18\x06 \x01(\t\"6\n\x14GetSharedNoteRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"P\n\nSharedNote\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\x0f\n\x07retired\x18\x04 \x01(\x08\"[\n\x17UpdateSharedNoteRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x0f\n\x07\x63onfirm\x18\x04 \x01(\x08\"\x97\x01\n\x18UpdateSharedNoteResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07updated\x18\x02 \x01(\x08\x12\x15\n\rdropped_lines\x18\x03 \x01(\x03\x12\x13\n\x0btotal_lines\x18\x04 \x01(\x03\x12\x0f\n\x07warning\x18\x05 \x01(\t\x12\x0e\n\x06\x66olded\x18\x06 \x01(\x08\x12\x0f\n\x07message\x18\x07 \x01(\t\"9\n\x17\x44\x65leteSharedNoteRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"9\n\x18\x44\x65leteSharedNoteResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\"I\n\x17RetireSharedNoteRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\":\n\x18RestoreSharedNoteRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"5\n\x0fSharedNoteMoved\x12\x11\n\tfrom_name\x18\x01 \x01(\t\x12\x0f\n\x07to_name\x18\x02 \x01(\t\"0\n\x0eRefreshRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04wait\x18\x02 \x01(\x08\"s\n\rRefreshReport\x12\x0f\n\x07indexed\x18\x01 \x01(\x03\x12\x0f\n\x07skipped\x18\x02 \x01(\x03\x12\x0e\n\x06pruned\x18\x03 \x01(\x03\x12\x0e\n\x06\x65rrors\x18\x04 \x03(\t\x12\x0f\n\x07seconds\x18\x05 \x01(\x01\x12\x0f\n\x07rebuilt\x18\x06 \x01(\x08\"r\n\x0fRefreshResponse\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x0e\n\x06queued\x18\x03 \x01(\x08\x12)\n\x06report\x18\x04 \x01(\x0b\x32\x19.gateway.v1.RefreshReport\"`\n\rSearchRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0e\n\x06\x63orpus\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x0f\n\x07refresh\x18\x05 \x01(\x08\"\xab\x01\n\tSearchHit\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x03 \x01(\x05\x12\x0f\n\x07snippet\x18\x04 \x01(\t\x12\r\n\x05score\x18\x05 \x01(\x01\x12\x12\n\nprovenance\x18\x06 \x01(\t\x12\x12\n\nimportance\x18\x07 \x01(\x05\x12\x12\n\nentry_hash\x18\x08 \x01(\t\x12\x0e\n\x06\x63orpus\x18\t \x01(\t\"k\n\x0eSearchResponse\x12#\n\x04hits\x18\x01 \x03(\x0b\x32\x15.gateway.v1.SearchHit\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\r\n\x05stale\x18\x03 \x01(\x08\x12\x11\n\trefreshed\x18\x04 \x01(\x08\"N\n\nGetRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\tfrom_line\x18\x03 \x01(\x05\x12\r\n\x05lines\x18\x04 \x01(\x05\"u\n\x0bGetResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x11\n\tfrom_line\x18\x03 \x01(\x05\x12\x0f\n\x07to_line\x18\x04 \x01(\x05\x12\x13\n\x0btotal_lines\x18\x05 \x01(\x05\x12\x11\n\ttruncated\x18\x06 \x01(\x08\")\n\x15\x46oldRetrievalsRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"9\n\x16\x46oldRetrievalsResponse\x12\x0e\n\x06\x66olded\x18\x01 \x01(\x03\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\x03\")\n\x15GetIndexStatusRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x97\x01\n\x0bIndexStatus\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\x0e\n\x06\x65xists\x18\x03 \x01(\x08\x12\x12\n\ngeneration\x18\x04 \x01(\x03\x12\x0f\n\x07sources\x18\x05 \x01(\x03\x12\x0e\n\x06\x63hunks\x18\x06 \x01(\x03\x12\r\n\x05stale\x18\x07 \x01(\x08\x12\x11\n\ttokenizer\x18\x08 \x01(\t2\xf4\x0b\n\tKnowledge\x12w\n\x07Refresh\x12\x1a.gateway.v1.RefreshRequest\x1a\x1b.gateway.v1.RefreshResponse\"3\x82\xd3\xe4\x93\x02-\"(/api/v1/agents/{agent_id}/memory:refresh:\x01*\x12p\n\x06Search\x12\x19.gateway.v1.SearchRequest\x1a\x1a.gateway.v1.SearchResponse\"/\x82\xd3\xe4\x93\x02)\x12\'/api/v1/agents/{agent_id}/memory:search\x12\x64\n\x03Get\x12\x16.gateway.v1.GetRequest\x1a\x17.gateway.v1.GetResponse\",\x82\xd3\xe4\x93\x02&\x12$/api/v1/agents/{agent_id}/memory:get\x12\x94\x01\n\x0e\x46oldRetrievals\x12!.gateway.v1.FoldRetrievalsRequest\x1a\".gateway.v1.FoldRetrievalsResponse\";\x82\xd3\xe4\x93\x02\x35\"0/api/v1/agents/{agent_id}/memory:fold-retrievals:\x01*\x12}\n\x0eGetIndexStatus\x12!.gateway.v1.GetIndexStatusRequest\x1a\x17.gateway.v1.IndexStatus\"/\x82\xd3\xe4\x93\x02)\x12\'/api/v1/agents/{agent_id}/memory:status\x12\x90\x01\n\x10\x43reateSharedNote\x12#.gateway.v1.CreateSharedNoteRequest\x1a$.gateway.v1.CreateSharedNoteResponse\"1\x82\xd3\xe4\x93\x02+\"&/api/v1/agents/{agent_id}/shared/notes:\x01*\x12\x80\x01\n\rGetSharedNote\x12 .gateway.v1.GetSharedNoteRequest\x1a\x16.gateway.v1.SharedNote\"5\x82\xd3\xe4\x93\x02/\x12-/api/v1/agents/{agent_id}/shared/notes/{name}\x12\x97\x01\n\x10UpdateSharedNote\x12#.gateway.v1.UpdateSharedNoteRequest\x1a$.gateway.v1.UpdateSharedNoteResponse\"8\x82\xd3\xe4\x93\x02\x32\x1a-/api/v1/agents/{agent_id}/shared/notes/{name}:\x01*\x12\x94\x01\n\x10\x44\x65leteSharedNote\x12#.gateway.v1.DeleteSharedNoteRequest\x1a$.gateway.v1.DeleteSharedNoteResponse\"5\x82\xd3\xe4\x93\x02/*-/api/v1/agents/{agent_id}/shared/notes/{name}\x12\x95\x01\n\x10RetireSharedNote\x12#.gateway.v1.RetireSharedNoteRequest\x1a\x1b.gateway.v1.SharedNoteMoved\"?\x82\xd3\xe4\x93\x02\x39\"4/api/v1/agents/{agent_id}/shared/notes/{name}:retire:\x01*\x12\x98\x01\n\x11RestoreSharedNote\x12$.gateway.v1.RestoreSharedNoteRequest\x1a\x1b.gateway.v1.SharedNoteMoved\"@\x82\xd3\xe4\x93\x02:\"5/api/v1/agents/{agent_id}/shared/notes/{name}:restore:\x01*\x1a\x06\x8a\xb5\x18\x02kbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13gateway/v1/kb.proto\x12\ngateway.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x18gateway/v1/options.proto\";\n\x0bRelatedNote\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07snippet\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x01\"a\n\x17\x43reateSharedNoteRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\x04name\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x0f\n\x07\x63onfirm\x18\x04 \x01(\x08\"\x94\x01\n\x18\x43reateSharedNoteResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\x12(\n\x07related\x18\x03 \x03(\x0b\x32\x17.gateway.v1.RelatedNote\x12\x0e\n\x06linked\x18\x04 \x03(\t\x12\x0e\n\x06\x66olded\x18\x05 \x01(\x08\x12\x0f\n\x07message\x18\x06 \x01(\t\"6\n\x14GetSharedNoteRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"P\n\nSharedNote\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\x0f\n\x07retired\x18\x04 \x01(\x08\"[\n\x17UpdateSharedNoteRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x0f\n\x07\x63onfirm\x18\x04 \x01(\x08\"\x97\x01\n\x18UpdateSharedNoteResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07updated\x18\x02 \x01(\x08\x12\x15\n\rdropped_lines\x18\x03 \x01(\x03\x12\x13\n\x0btotal_lines\x18\x04 \x01(\x03\x12\x0f\n\x07warning\x18\x05 \x01(\t\x12\x0e\n\x06\x66olded\x18\x06 \x01(\x08\x12\x0f\n\x07message\x18\x07 \x01(\t\"9\n\x17\x44\x65leteSharedNoteRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"9\n\x18\x44\x65leteSharedNoteResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\"I\n\x17RetireSharedNoteRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\":\n\x18RestoreSharedNoteRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"5\n\x0fSharedNoteMoved\x12\x11\n\tfrom_name\x18\x01 \x01(\t\x12\x0f\n\x07to_name\x18\x02 \x01(\t\"0\n\x0eRefreshRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0c\n\x04wait\x18\x02 \x01(\x08\"s\n\rRefreshReport\x12\x0f\n\x07indexed\x18\x01 \x01(\x03\x12\x0f\n\x07skipped\x18\x02 \x01(\x03\x12\x0e\n\x06pruned\x18\x03 \x01(\x03\x12\x0e\n\x06\x65rrors\x18\x04 \x03(\t\x12\x0f\n\x07seconds\x18\x05 \x01(\x01\x12\x0f\n\x07rebuilt\x18\x06 \x01(\x08\"r\n\x0fRefreshResponse\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x0e\n\x06queued\x18\x03 \x01(\x08\x12)\n\x06report\x18\x04 \x01(\x0b\x32\x19.gateway.v1.RefreshReport\"f\n\rSearchRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x13\n\x05query\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0e\n\x06\x63orpus\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x0f\n\x07refresh\x18\x05 \x01(\x08\"\xab\x01\n\tSearchHit\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x03 \x01(\x05\x12\x0f\n\x07snippet\x18\x04 \x01(\t\x12\r\n\x05score\x18\x05 \x01(\x01\x12\x12\n\nprovenance\x18\x06 \x01(\t\x12\x12\n\nimportance\x18\x07 \x01(\x05\x12\x12\n\nentry_hash\x18\x08 \x01(\t\x12\x0e\n\x06\x63orpus\x18\t \x01(\t\"k\n\x0eSearchResponse\x12#\n\x04hits\x18\x01 \x03(\x0b\x32\x15.gateway.v1.SearchHit\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\r\n\x05stale\x18\x03 \x01(\x08\x12\x11\n\trefreshed\x18\x04 \x01(\x08\"T\n\nGetRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\x04path\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x11\n\tfrom_line\x18\x03 \x01(\x05\x12\r\n\x05lines\x18\x04 \x01(\x05\"u\n\x0bGetResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x11\n\tfrom_line\x18\x03 \x01(\x05\x12\x0f\n\x07to_line\x18\x04 \x01(\x05\x12\x13\n\x0btotal_lines\x18\x05 \x01(\x05\x12\x11\n\ttruncated\x18\x06 \x01(\x08\")\n\x15\x46oldRetrievalsRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"9\n\x16\x46oldRetrievalsResponse\x12\x0e\n\x06\x66olded\x18\x01 \x01(\x03\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\x03\")\n\x15GetIndexStatusRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x97\x01\n\x0bIndexStatus\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\x0e\n\x06\x65xists\x18\x03 \x01(\x08\x12\x12\n\ngeneration\x18\x04 \x01(\x03\x12\x0f\n\x07sources\x18\x05 \x01(\x03\x12\x0e\n\x06\x63hunks\x18\x06 \x01(\x03\x12\r\n\x05stale\x18\x07 \x01(\x08\x12\x11\n\ttokenizer\x18\x08 \x01(\t2\xf4\x0b\n\tKnowledge\x12w\n\x07Refresh\x12\x1a.gateway.v1.RefreshRequest\x1a\x1b.gateway.v1.RefreshResponse\"3\x82\xd3\xe4\x93\x02-\"(/api/v1/agents/{agent_id}/memory:refresh:\x01*\x12p\n\x06Search\x12\x19.gateway.v1.SearchRequest\x1a\x1a.gateway.v1.SearchResponse\"/\x82\xd3\xe4\x93\x02)\x12\'/api/v1/agents/{agent_id}/memory:search\x12\x64\n\x03Get\x12\x16.gateway.v1.GetRequest\x1a\x17.gateway.v1.GetResponse\",\x82\xd3\xe4\x93\x02&\x12$/api/v1/agents/{agent_id}/memory:get\x12\x94\x01\n\x0e\x46oldRetrievals\x12!.gateway.v1.FoldRetrievalsRequest\x1a\".gateway.v1.FoldRetrievalsResponse\";\x82\xd3\xe4\x93\x02\x35\"0/api/v1/agents/{agent_id}/memory:fold-retrievals:\x01*\x12}\n\x0eGetIndexStatus\x12!.gateway.v1.GetIndexStatusRequest\x1a\x17.gateway.v1.IndexStatus\"/\x82\xd3\xe4\x93\x02)\x12\'/api/v1/agents/{agent_id}/memory:status\x12\x90\x01\n\x10\x43reateSharedNote\x12#.gateway.v1.CreateSharedNoteRequest\x1a$.gateway.v1.CreateSharedNoteResponse\"1\x82\xd3\xe4\x93\x02+\"&/api/v1/agents/{agent_id}/shared/notes:\x01*\x12\x80\x01\n\rGetSharedNote\x12 .gateway.v1.GetSharedNoteRequest\x1a\x16.gateway.v1.SharedNote\"5\x82\xd3\xe4\x93\x02/\x12-/api/v1/agents/{agent_id}/shared/notes/{name}\x12\x97\x01\n\x10UpdateSharedNote\x12#.gateway.v1.UpdateSharedNoteRequest\x1a$.gateway.v1.UpdateSharedNoteResponse\"8\x82\xd3\xe4\x93\x02\x32\x1a-/api/v1/agents/{agent_id}/shared/notes/{name}:\x01*\x12\x94\x01\n\x10\x44\x65leteSharedNote\x12#.gateway.v1.DeleteSharedNoteRequest\x1a$.gateway.v1.DeleteSharedNoteResponse\"5\x82\xd3\xe4\x93\x02/*-/api/v1/agents/{agent_id}/shared/notes/{name}\x12\x95\x01\n\x10RetireSharedNote\x12#.gateway.v1.RetireSharedNoteRequest\x1a\x1b.gateway.v1.SharedNoteMoved\"?\x82\xd3\xe4\x93\x02\x39\"4/api/v1/agents/{agent_id}/shared/notes/{name}:retire:\x01*\x12\x98\x01\n\x11RestoreSharedNote\x12$.gateway.v1.RestoreSharedNoteRequest\x1a\x1b.gateway.v1.SharedNoteMoved\"@\x82\xd3\xe4\x93\x02:\"5/api/v1/agents/{agent_id}/shared/notes/{name}:restore:\x01*\x1a\x06\x8a\xb5\x18\x02kbb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gateway.v1.kb_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_CREATESHAREDNOTEREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_CREATESHAREDNOTEREQUEST'].fields_by_name['name']._serialized_options = b'\342A\001\002'
+  _globals['_SEARCHREQUEST'].fields_by_name['query']._loaded_options = None
+  _globals['_SEARCHREQUEST'].fields_by_name['query']._serialized_options = b'\342A\001\002'
+  _globals['_GETREQUEST'].fields_by_name['path']._loaded_options = None
+  _globals['_GETREQUEST'].fields_by_name['path']._serialized_options = b'\342A\001\002'
   _globals['_KNOWLEDGE']._loaded_options = None
   _globals['_KNOWLEDGE']._serialized_options = b'\212\265\030\002kb'
   _globals['_KNOWLEDGE'].methods_by_name['Refresh']._loaded_options = None
@@ -57,54 +64,54 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_KNOWLEDGE'].methods_by_name['RetireSharedNote']._serialized_options = b'\202\323\344\223\0029\"4/api/v1/agents/{agent_id}/shared/notes/{name}:retire:\001*'
   _globals['_KNOWLEDGE'].methods_by_name['RestoreSharedNote']._loaded_options = None
   _globals['_KNOWLEDGE'].methods_by_name['RestoreSharedNote']._serialized_options = b'\202\323\344\223\002:\"5/api/v1/agents/{agent_id}/shared/notes/{name}:restore:\001*'
-  _globals['_RELATEDNOTE']._serialized_start=91
-  _globals['_RELATEDNOTE']._serialized_end=150
-  _globals['_CREATESHAREDNOTEREQUEST']._serialized_start=152
-  _globals['_CREATESHAREDNOTEREQUEST']._serialized_end=243
-  _globals['_CREATESHAREDNOTERESPONSE']._serialized_start=246
-  _globals['_CREATESHAREDNOTERESPONSE']._serialized_end=394
-  _globals['_GETSHAREDNOTEREQUEST']._serialized_start=396
-  _globals['_GETSHAREDNOTEREQUEST']._serialized_end=450
-  _globals['_SHAREDNOTE']._serialized_start=452
-  _globals['_SHAREDNOTE']._serialized_end=532
-  _globals['_UPDATESHAREDNOTEREQUEST']._serialized_start=534
-  _globals['_UPDATESHAREDNOTEREQUEST']._serialized_end=625
-  _globals['_UPDATESHAREDNOTERESPONSE']._serialized_start=628
-  _globals['_UPDATESHAREDNOTERESPONSE']._serialized_end=779
-  _globals['_DELETESHAREDNOTEREQUEST']._serialized_start=781
-  _globals['_DELETESHAREDNOTEREQUEST']._serialized_end=838
-  _globals['_DELETESHAREDNOTERESPONSE']._serialized_start=840
-  _globals['_DELETESHAREDNOTERESPONSE']._serialized_end=897
-  _globals['_RETIRESHAREDNOTEREQUEST']._serialized_start=899
-  _globals['_RETIRESHAREDNOTEREQUEST']._serialized_end=972
-  _globals['_RESTORESHAREDNOTEREQUEST']._serialized_start=974
-  _globals['_RESTORESHAREDNOTEREQUEST']._serialized_end=1032
-  _globals['_SHAREDNOTEMOVED']._serialized_start=1034
-  _globals['_SHAREDNOTEMOVED']._serialized_end=1087
-  _globals['_REFRESHREQUEST']._serialized_start=1089
-  _globals['_REFRESHREQUEST']._serialized_end=1137
-  _globals['_REFRESHREPORT']._serialized_start=1139
-  _globals['_REFRESHREPORT']._serialized_end=1254
-  _globals['_REFRESHRESPONSE']._serialized_start=1256
-  _globals['_REFRESHRESPONSE']._serialized_end=1370
-  _globals['_SEARCHREQUEST']._serialized_start=1372
-  _globals['_SEARCHREQUEST']._serialized_end=1468
-  _globals['_SEARCHHIT']._serialized_start=1471
-  _globals['_SEARCHHIT']._serialized_end=1642
-  _globals['_SEARCHRESPONSE']._serialized_start=1644
-  _globals['_SEARCHRESPONSE']._serialized_end=1751
-  _globals['_GETREQUEST']._serialized_start=1753
-  _globals['_GETREQUEST']._serialized_end=1831
-  _globals['_GETRESPONSE']._serialized_start=1833
-  _globals['_GETRESPONSE']._serialized_end=1950
-  _globals['_FOLDRETRIEVALSREQUEST']._serialized_start=1952
-  _globals['_FOLDRETRIEVALSREQUEST']._serialized_end=1993
-  _globals['_FOLDRETRIEVALSRESPONSE']._serialized_start=1995
-  _globals['_FOLDRETRIEVALSRESPONSE']._serialized_end=2052
-  _globals['_GETINDEXSTATUSREQUEST']._serialized_start=2054
-  _globals['_GETINDEXSTATUSREQUEST']._serialized_end=2095
-  _globals['_INDEXSTATUS']._serialized_start=2098
-  _globals['_INDEXSTATUS']._serialized_end=2249
-  _globals['_KNOWLEDGE']._serialized_start=2252
-  _globals['_KNOWLEDGE']._serialized_end=3776
+  _globals['_RELATEDNOTE']._serialized_start=124
+  _globals['_RELATEDNOTE']._serialized_end=183
+  _globals['_CREATESHAREDNOTEREQUEST']._serialized_start=185
+  _globals['_CREATESHAREDNOTEREQUEST']._serialized_end=282
+  _globals['_CREATESHAREDNOTERESPONSE']._serialized_start=285
+  _globals['_CREATESHAREDNOTERESPONSE']._serialized_end=433
+  _globals['_GETSHAREDNOTEREQUEST']._serialized_start=435
+  _globals['_GETSHAREDNOTEREQUEST']._serialized_end=489
+  _globals['_SHAREDNOTE']._serialized_start=491
+  _globals['_SHAREDNOTE']._serialized_end=571
+  _globals['_UPDATESHAREDNOTEREQUEST']._serialized_start=573
+  _globals['_UPDATESHAREDNOTEREQUEST']._serialized_end=664
+  _globals['_UPDATESHAREDNOTERESPONSE']._serialized_start=667
+  _globals['_UPDATESHAREDNOTERESPONSE']._serialized_end=818
+  _globals['_DELETESHAREDNOTEREQUEST']._serialized_start=820
+  _globals['_DELETESHAREDNOTEREQUEST']._serialized_end=877
+  _globals['_DELETESHAREDNOTERESPONSE']._serialized_start=879
+  _globals['_DELETESHAREDNOTERESPONSE']._serialized_end=936
+  _globals['_RETIRESHAREDNOTEREQUEST']._serialized_start=938
+  _globals['_RETIRESHAREDNOTEREQUEST']._serialized_end=1011
+  _globals['_RESTORESHAREDNOTEREQUEST']._serialized_start=1013
+  _globals['_RESTORESHAREDNOTEREQUEST']._serialized_end=1071
+  _globals['_SHAREDNOTEMOVED']._serialized_start=1073
+  _globals['_SHAREDNOTEMOVED']._serialized_end=1126
+  _globals['_REFRESHREQUEST']._serialized_start=1128
+  _globals['_REFRESHREQUEST']._serialized_end=1176
+  _globals['_REFRESHREPORT']._serialized_start=1178
+  _globals['_REFRESHREPORT']._serialized_end=1293
+  _globals['_REFRESHRESPONSE']._serialized_start=1295
+  _globals['_REFRESHRESPONSE']._serialized_end=1409
+  _globals['_SEARCHREQUEST']._serialized_start=1411
+  _globals['_SEARCHREQUEST']._serialized_end=1513
+  _globals['_SEARCHHIT']._serialized_start=1516
+  _globals['_SEARCHHIT']._serialized_end=1687
+  _globals['_SEARCHRESPONSE']._serialized_start=1689
+  _globals['_SEARCHRESPONSE']._serialized_end=1796
+  _globals['_GETREQUEST']._serialized_start=1798
+  _globals['_GETREQUEST']._serialized_end=1882
+  _globals['_GETRESPONSE']._serialized_start=1884
+  _globals['_GETRESPONSE']._serialized_end=2001
+  _globals['_FOLDRETRIEVALSREQUEST']._serialized_start=2003
+  _globals['_FOLDRETRIEVALSREQUEST']._serialized_end=2044
+  _globals['_FOLDRETRIEVALSRESPONSE']._serialized_start=2046
+  _globals['_FOLDRETRIEVALSRESPONSE']._serialized_end=2103
+  _globals['_GETINDEXSTATUSREQUEST']._serialized_start=2105
+  _globals['_GETINDEXSTATUSREQUEST']._serialized_end=2146
+  _globals['_INDEXSTATUS']._serialized_start=2149
+  _globals['_INDEXSTATUS']._serialized_end=2300
+  _globals['_KNOWLEDGE']._serialized_start=2303
+  _globals['_KNOWLEDGE']._serialized_end=3827
 # @@protoc_insertion_point(module_scope)

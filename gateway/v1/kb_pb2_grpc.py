@@ -133,29 +133,37 @@ class KnowledgeServicer:
     def CreateSharedNote(self, request, context):
         """--- the shared vault of the agent's project (memory_shared_*) ---
 
+        Create a shared note, unless similar notes exist.
+
         Fails on an exact-name collision (ALREADY_EXISTS). Returns content-similar
         notes instead of writing unless confirm is set; with confirm, links them.
+        Both outcomes are a success (200 over REST); created says which.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetSharedNote(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The full current content of a note; a retired one is read as stale__<name>.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def UpdateSharedNote(self, request, context):
-        """Replaces the full content; NOT_FOUND when the note does not exist. Warns
-        and writes nothing when 50% or more of the lines would go, unless confirm.
+        """Replace a shared note's full content, unless half its lines would go.
+
+        NOT_FOUND when the note does not exist. Warns and writes nothing when 50%
+        or more of the lines would go, unless confirm. Both outcomes are a
+        success (200 over REST); updated says which.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteSharedNote(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Remove a note and its index rows, for every agent of the project.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')

@@ -23,16 +23,21 @@ _sym_db = _symbol_database.Default()
 
 
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from gateway.v1 import options_pb2 as gateway_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18gateway/v1/watcher.proto\x12\ngateway.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x18gateway/v1/options.proto\"\xc4\x01\n\tDirective\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\'\n\x04kind\x18\x03 \x01(\x0e\x32\x19.gateway.v1.DirectiveKind\x12-\n\x0c\x63hange_class\x18\x04 \x01(\x0e\x32\x17.gateway.v1.ChangeClass\x12\x15\n\rchanged_files\x18\x05 \x03(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x12\n\ngeneration\x18\x07 \x01(\x03\"\xb1\x01\n\x07Session\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x18.gateway.v1.SessionState\x12\x15\n\rstarted_at_ms\x18\x04 \x01(\x03\x12\x18\n\x10last_activity_ms\x18\x05 \x01(\x03\x12&\n\x07pending\x18\x06 \x01(\x0b\x32\x15.gateway.v1.Directive\"g\n\x16RegisterSessionRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x18.gateway.v1.SessionState\"c\n\x12ReportStateRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x18.gateway.v1.SessionState\"9\n\x11\x45ndSessionRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\"#\n\x12\x45ndSessionResponse\x12\r\n\x05\x65nded\x18\x01 \x01(\x08\"*\n\x16WatchDirectivesRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"&\n\x12GetActivityRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"]\n\x08\x41\x63tivity\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x18\n\x10last_activity_ms\x18\x02 \x01(\x03\x12%\n\x08sessions\x18\x03 \x03(\x0b\x32\x13.gateway.v1.Session\"*\n\x16PreviewClaudeMdRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x93\x01\n\nFileBudget\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x63hars\x18\x02 \x01(\x03\x12\x0e\n\x06\x62udget\x18\x03 \x01(\x03\x12\x13\n\x0bover_budget\x18\x04 \x01(\x08\x12\x11\n\ttruncated\x18\x05 \x01(\x08\x12\x0e\n\x06shrunk\x18\x06 \x01(\x08\x12\x0f\n\x07problem\x18\x07 \x01(\t\x12\x0f\n\x07present\x18\x08 \x01(\x08\"z\n\x17PreviewClaudeMdResponse\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12%\n\x05\x66iles\x18\x03 \x03(\x0b\x32\x16.gateway.v1.FileBudget\x12\x15\n\rbudget_report\x18\x04 \x01(\t*]\n\x0cSessionState\x12\x1d\n\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12SESSION_STATE_IDLE\x10\x01\x12\x16\n\x12SESSION_STATE_BUSY\x10\x02*\xa1\x01\n\rDirectiveKind\x12\x1e\n\x1a\x44IRECTIVE_KIND_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x44IRECTIVE_KIND_RESTART_NOW\x10\x01\x12$\n DIRECTIVE_KIND_RESTART_WHEN_IDLE\x10\x02\x12*\n&DIRECTIVE_KIND_RESPAWN_ON_NEXT_MESSAGE\x10\x03*w\n\x0b\x43hangeClass\x12\x1c\n\x18\x43HANGE_CLASS_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43HANGE_CLASS_MEMORY\x10\x01\x12\x19\n\x15\x43HANGE_CLASS_IDENTITY\x10\x02\x12\x16\n\x12\x43HANGE_CLASS_OTHER\x10\x03\x32\xeb\x05\n\x08Sessions\x12y\n\x0fRegisterSession\x12\".gateway.v1.RegisterSessionRequest\x1a\x13.gateway.v1.Session\"-\x82\xd3\xe4\x93\x02\'\"\"/api/v1/agents/{agent_id}/sessions:\x01*\x12\x84\x01\n\x0bReportState\x12\x1e.gateway.v1.ReportStateRequest\x1a\x13.gateway.v1.Session\"@\x82\xd3\xe4\x93\x02:\"5/api/v1/agents/{agent_id}/sessions/{session_id}/state:\x01*\x12\x84\x01\n\nEndSession\x12\x1d.gateway.v1.EndSessionRequest\x1a\x1e.gateway.v1.EndSessionResponse\"7\x82\xd3\xe4\x93\x02\x31*//api/v1/agents/{agent_id}/sessions/{session_id}\x12N\n\x0fWatchDirectives\x12\".gateway.v1.WatchDirectivesRequest\x1a\x15.gateway.v1.Directive0\x01\x12o\n\x0bGetActivity\x12\x1e.gateway.v1.GetActivityRequest\x1a\x14.gateway.v1.Activity\"*\x82\xd3\xe4\x93\x02$\x12\"/api/v1/agents/{agent_id}/activity\x12\x87\x01\n\x0fPreviewClaudeMd\x12\".gateway.v1.PreviewClaudeMdRequest\x1a#.gateway.v1.PreviewClaudeMdResponse\"+\x82\xd3\xe4\x93\x02%\x12#/api/v1/agents/{agent_id}/claude-md\x1a\x0b\x8a\xb5\x18\x07watcherb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18gateway/v1/watcher.proto\x12\ngateway.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x18gateway/v1/options.proto\"\xc4\x01\n\tDirective\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\'\n\x04kind\x18\x03 \x01(\x0e\x32\x19.gateway.v1.DirectiveKind\x12-\n\x0c\x63hange_class\x18\x04 \x01(\x0e\x32\x17.gateway.v1.ChangeClass\x12\x15\n\rchanged_files\x18\x05 \x03(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x12\n\ngeneration\x18\x07 \x01(\x03\"\xb1\x01\n\x07Session\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x18.gateway.v1.SessionState\x12\x15\n\rstarted_at_ms\x18\x04 \x01(\x03\x12\x18\n\x10last_activity_ms\x18\x05 \x01(\x03\x12&\n\x07pending\x18\x06 \x01(\x0b\x32\x15.gateway.v1.Directive\"m\n\x16RegisterSessionRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12-\n\x05state\x18\x03 \x01(\x0e\x32\x18.gateway.v1.SessionStateB\x04\xe2\x41\x01\x02\"i\n\x12ReportStateRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12-\n\x05state\x18\x03 \x01(\x0e\x32\x18.gateway.v1.SessionStateB\x04\xe2\x41\x01\x02\"9\n\x11\x45ndSessionRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\"#\n\x12\x45ndSessionResponse\x12\r\n\x05\x65nded\x18\x01 \x01(\x08\"*\n\x16WatchDirectivesRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"&\n\x12GetActivityRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"]\n\x08\x41\x63tivity\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x18\n\x10last_activity_ms\x18\x02 \x01(\x03\x12%\n\x08sessions\x18\x03 \x03(\x0b\x32\x13.gateway.v1.Session\"*\n\x16PreviewClaudeMdRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x93\x01\n\nFileBudget\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x63hars\x18\x02 \x01(\x03\x12\x0e\n\x06\x62udget\x18\x03 \x01(\x03\x12\x13\n\x0bover_budget\x18\x04 \x01(\x08\x12\x11\n\ttruncated\x18\x05 \x01(\x08\x12\x0e\n\x06shrunk\x18\x06 \x01(\x08\x12\x0f\n\x07problem\x18\x07 \x01(\t\x12\x0f\n\x07present\x18\x08 \x01(\x08\"z\n\x17PreviewClaudeMdResponse\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12%\n\x05\x66iles\x18\x03 \x03(\x0b\x32\x16.gateway.v1.FileBudget\x12\x15\n\rbudget_report\x18\x04 \x01(\t*]\n\x0cSessionState\x12\x1d\n\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12SESSION_STATE_IDLE\x10\x01\x12\x16\n\x12SESSION_STATE_BUSY\x10\x02*\xa1\x01\n\rDirectiveKind\x12\x1e\n\x1a\x44IRECTIVE_KIND_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x44IRECTIVE_KIND_RESTART_NOW\x10\x01\x12$\n DIRECTIVE_KIND_RESTART_WHEN_IDLE\x10\x02\x12*\n&DIRECTIVE_KIND_RESPAWN_ON_NEXT_MESSAGE\x10\x03*w\n\x0b\x43hangeClass\x12\x1c\n\x18\x43HANGE_CLASS_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43HANGE_CLASS_MEMORY\x10\x01\x12\x19\n\x15\x43HANGE_CLASS_IDENTITY\x10\x02\x12\x16\n\x12\x43HANGE_CLASS_OTHER\x10\x03\x32\xeb\x05\n\x08Sessions\x12y\n\x0fRegisterSession\x12\".gateway.v1.RegisterSessionRequest\x1a\x13.gateway.v1.Session\"-\x82\xd3\xe4\x93\x02\'\"\"/api/v1/agents/{agent_id}/sessions:\x01*\x12\x84\x01\n\x0bReportState\x12\x1e.gateway.v1.ReportStateRequest\x1a\x13.gateway.v1.Session\"@\x82\xd3\xe4\x93\x02:\"5/api/v1/agents/{agent_id}/sessions/{session_id}/state:\x01*\x12\x84\x01\n\nEndSession\x12\x1d.gateway.v1.EndSessionRequest\x1a\x1e.gateway.v1.EndSessionResponse\"7\x82\xd3\xe4\x93\x02\x31*//api/v1/agents/{agent_id}/sessions/{session_id}\x12N\n\x0fWatchDirectives\x12\".gateway.v1.WatchDirectivesRequest\x1a\x15.gateway.v1.Directive0\x01\x12o\n\x0bGetActivity\x12\x1e.gateway.v1.GetActivityRequest\x1a\x14.gateway.v1.Activity\"*\x82\xd3\xe4\x93\x02$\x12\"/api/v1/agents/{agent_id}/activity\x12\x87\x01\n\x0fPreviewClaudeMd\x12\".gateway.v1.PreviewClaudeMdRequest\x1a#.gateway.v1.PreviewClaudeMdResponse\"+\x82\xd3\xe4\x93\x02%\x12#/api/v1/agents/{agent_id}/claude-md\x1a\x0b\x8a\xb5\x18\x07watcherb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gateway.v1.watcher_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_REGISTERSESSIONREQUEST'].fields_by_name['state']._loaded_options = None
+  _globals['_REGISTERSESSIONREQUEST'].fields_by_name['state']._serialized_options = b'\342A\001\002'
+  _globals['_REPORTSTATEREQUEST'].fields_by_name['state']._loaded_options = None
+  _globals['_REPORTSTATEREQUEST'].fields_by_name['state']._serialized_options = b'\342A\001\002'
   _globals['_SESSIONS']._loaded_options = None
   _globals['_SESSIONS']._serialized_options = b'\212\265\030\007watcher'
   _globals['_SESSIONS'].methods_by_name['RegisterSession']._loaded_options = None
@@ -45,36 +50,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SESSIONS'].methods_by_name['GetActivity']._serialized_options = b'\202\323\344\223\002$\022\"/api/v1/agents/{agent_id}/activity'
   _globals['_SESSIONS'].methods_by_name['PreviewClaudeMd']._loaded_options = None
   _globals['_SESSIONS'].methods_by_name['PreviewClaudeMd']._serialized_options = b'\202\323\344\223\002%\022#/api/v1/agents/{agent_id}/claude-md'
-  _globals['_SESSIONSTATE']._serialized_start=1274
-  _globals['_SESSIONSTATE']._serialized_end=1367
-  _globals['_DIRECTIVEKIND']._serialized_start=1370
-  _globals['_DIRECTIVEKIND']._serialized_end=1531
-  _globals['_CHANGECLASS']._serialized_start=1533
-  _globals['_CHANGECLASS']._serialized_end=1652
-  _globals['_DIRECTIVE']._serialized_start=97
-  _globals['_DIRECTIVE']._serialized_end=293
-  _globals['_SESSION']._serialized_start=296
-  _globals['_SESSION']._serialized_end=473
-  _globals['_REGISTERSESSIONREQUEST']._serialized_start=475
-  _globals['_REGISTERSESSIONREQUEST']._serialized_end=578
-  _globals['_REPORTSTATEREQUEST']._serialized_start=580
-  _globals['_REPORTSTATEREQUEST']._serialized_end=679
-  _globals['_ENDSESSIONREQUEST']._serialized_start=681
-  _globals['_ENDSESSIONREQUEST']._serialized_end=738
-  _globals['_ENDSESSIONRESPONSE']._serialized_start=740
-  _globals['_ENDSESSIONRESPONSE']._serialized_end=775
-  _globals['_WATCHDIRECTIVESREQUEST']._serialized_start=777
-  _globals['_WATCHDIRECTIVESREQUEST']._serialized_end=819
-  _globals['_GETACTIVITYREQUEST']._serialized_start=821
-  _globals['_GETACTIVITYREQUEST']._serialized_end=859
-  _globals['_ACTIVITY']._serialized_start=861
-  _globals['_ACTIVITY']._serialized_end=954
-  _globals['_PREVIEWCLAUDEMDREQUEST']._serialized_start=956
-  _globals['_PREVIEWCLAUDEMDREQUEST']._serialized_end=998
-  _globals['_FILEBUDGET']._serialized_start=1001
-  _globals['_FILEBUDGET']._serialized_end=1148
-  _globals['_PREVIEWCLAUDEMDRESPONSE']._serialized_start=1150
-  _globals['_PREVIEWCLAUDEMDRESPONSE']._serialized_end=1272
-  _globals['_SESSIONS']._serialized_start=1655
-  _globals['_SESSIONS']._serialized_end=2402
+  _globals['_SESSIONSTATE']._serialized_start=1319
+  _globals['_SESSIONSTATE']._serialized_end=1412
+  _globals['_DIRECTIVEKIND']._serialized_start=1415
+  _globals['_DIRECTIVEKIND']._serialized_end=1576
+  _globals['_CHANGECLASS']._serialized_start=1578
+  _globals['_CHANGECLASS']._serialized_end=1697
+  _globals['_DIRECTIVE']._serialized_start=130
+  _globals['_DIRECTIVE']._serialized_end=326
+  _globals['_SESSION']._serialized_start=329
+  _globals['_SESSION']._serialized_end=506
+  _globals['_REGISTERSESSIONREQUEST']._serialized_start=508
+  _globals['_REGISTERSESSIONREQUEST']._serialized_end=617
+  _globals['_REPORTSTATEREQUEST']._serialized_start=619
+  _globals['_REPORTSTATEREQUEST']._serialized_end=724
+  _globals['_ENDSESSIONREQUEST']._serialized_start=726
+  _globals['_ENDSESSIONREQUEST']._serialized_end=783
+  _globals['_ENDSESSIONRESPONSE']._serialized_start=785
+  _globals['_ENDSESSIONRESPONSE']._serialized_end=820
+  _globals['_WATCHDIRECTIVESREQUEST']._serialized_start=822
+  _globals['_WATCHDIRECTIVESREQUEST']._serialized_end=864
+  _globals['_GETACTIVITYREQUEST']._serialized_start=866
+  _globals['_GETACTIVITYREQUEST']._serialized_end=904
+  _globals['_ACTIVITY']._serialized_start=906
+  _globals['_ACTIVITY']._serialized_end=999
+  _globals['_PREVIEWCLAUDEMDREQUEST']._serialized_start=1001
+  _globals['_PREVIEWCLAUDEMDREQUEST']._serialized_end=1043
+  _globals['_FILEBUDGET']._serialized_start=1046
+  _globals['_FILEBUDGET']._serialized_end=1193
+  _globals['_PREVIEWCLAUDEMDRESPONSE']._serialized_start=1195
+  _globals['_PREVIEWCLAUDEMDRESPONSE']._serialized_end=1317
+  _globals['_SESSIONS']._serialized_start=1700
+  _globals['_SESSIONS']._serialized_end=2447
 # @@protoc_insertion_point(module_scope)

@@ -70,8 +70,8 @@ class SessionsServicer:
     """Missing associated documentation comment in .proto file."""
 
     def RegisterSession(self, request, context):
-        """An agent runtime announces a live session. Triggers a KB refresh for the
-        agent, off the request path.
+        """An agent runtime announces a live session (its id is optional, its state
+        required). Triggers a KB refresh for the agent, off the request path.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -85,7 +85,8 @@ class SessionsServicer:
         raise NotImplementedError('Method not implemented!')
 
     def EndSession(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The session is over: forget it and any directive it had pending.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')

@@ -56,6 +56,17 @@ def check_corpus(corpus: str) -> str:
     return corpus
 
 
+def check_query(query: str) -> str:
+    """The query as given. Raises InvalidArgument when it is empty or only whitespace.
+
+    Any other string is searchable: one that yields no term (``*``, an emoji)
+    simply finds nothing (``query``).
+    """
+    if not query.strip():
+        raise InvalidArgument("query is required")
+    return query
+
+
 @dataclass
 class _State:
     agent: AgentConfig

@@ -24,10 +24,10 @@ class Chunk(NamedTuple):
     text: str
 
 
-def _pieces(lines: list[str], max_chars: int) -> list[tuple[int, str]]:
+def _pieces(lines: list[str], max_chars: int, first_line: int) -> list[tuple[int, str]]:
     pieces: list[tuple[int, str]] = []
     for index, line in enumerate(lines):
-        number = index + 1
+        number = index + first_line
         if len(line) <= max_chars:
             pieces.append((number, line))
             continue
@@ -36,16 +36,18 @@ def _pieces(lines: list[str], max_chars: int) -> list[tuple[int, str]]:
     return pieces
 
 
-def chunk_lines(lines: list[str], chunk_tokens: int, chunk_overlap: int) -> list[Chunk]:
+def chunk_lines(lines: list[str], chunk_tokens: int, chunk_overlap: int, first_line: int = 1) -> list[Chunk]:
     """Split a file's lines (without newlines) into overlapping line-aligned chunks.
 
-    ``chunk_tokens`` below 1 is treated as 1. Returns no chunk for an empty file.
+    ``lines[0]`` is line ``first_line`` of the file (the indexer passes the lines
+    after the frontmatter). ``chunk_tokens`` below 1 is treated as 1. Returns no
+    chunk for an empty file.
     """
     max_chars = max(1, chunk_tokens) * CHARS_PER_TOKEN
     overlap_chars = max(0, min(chunk_overlap, max(1, chunk_tokens) - 1)) * CHARS_PER_TOKEN
-    if lines and (whole := _chunk_whole_lines(lines, max_chars, overlap_chars)) is not None:
+    if lines and (whole := _chunk_whole_lines(lines, max_chars, overlap_chars, first_line)) is not None:
         return whole
-    pieces = _pieces(lines, max_chars)
+    pieces = _pieces(lines, max_chars, first_line)
     chunks: list[Chunk] = []
     start = 0
     while start < len(pieces):
@@ -72,7 +74,7 @@ def chunk_lines(lines: list[str], chunk_tokens: int, chunk_overlap: int) -> list
     return chunks
 
 
-def _chunk_whole_lines(lines: list[str], max_chars: int, overlap_chars: int) -> list[Chunk] | None:
+def _chunk_whole_lines(lines: list[str], max_chars: int, overlap_chars: int, first_line: int) -> list[Chunk] | None:
     """``chunk_lines`` when no line needs splitting (the common case), or None when one does.
 
     It works on the text (the lines joined by newlines) with a few searches per chunk
@@ -89,9 +91,9 @@ def _chunk_whole_lines(lines: list[str], max_chars: int, overlap_chars: int) -> 
     new = tuple.__new__  # Chunk(...) without the generated __new__
     find, rfind, count = text.find, text.rfind, text.count
     start = 0  # offset of the chunk's first line
-    number = 1  # its line number
+    number = first_line  # its line number
     counted = 0  # the newlines before this offset are counted: it starts line counted_line
-    counted_line = 1
+    counted_line = first_line
     while size - start > max_chars:
         end = rfind("\n", start, start + max_chars + 1)  # the newline after the chunk's last line
         if end < 0:
@@ -102,7 +104,7 @@ def _chunk_whole_lines(lines: list[str], max_chars: int, overlap_chars: int) -> 
         start = find("\n", max(end - overlap_chars, start), end + 1) + 1
         number = counted_line - count("\n", start, counted)
     last = counted_line + count("\n", counted, size)  # the rest fits
-    if last != len(lines):
+    if last != len(lines) + first_line - 1:
         return None  # a "line" holding a newline (not from split_lines): the general path
     chunks.append(new(Chunk, (number, last, text[start:])))
     return chunks

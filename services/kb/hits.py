@@ -17,6 +17,7 @@ from typing import Final, TypeVar
 import apsw
 
 SNIPPET_CHARS: Final = 200
+SCORE_DECIMALS: Final = 4  # a hit's score as shown (``shown_score``)
 MEMO_CHUNKS: Final = 4096  # chunks whose entries one connection's memo keeps
 
 Entry = tuple[int, int, str]  # start_line, end_line, entry_hash
@@ -30,9 +31,21 @@ DETAIL_COLUMNS: Final = (
 )
 
 
+def shown_score(score: float) -> float:
+    """``score`` as a reply shows it: rounded to ``SCORE_DECIMALS`` (4) decimals.
+
+    Rounding happens only here, after every sort and merge, so the order is
+    that of the exact scores; a shown value is 0 or at least 0.0001, so it never
+    prints in exponent notation (an exact partial-match score can be 0.000001,
+    see ``search``).
+    """
+    return round(score, SCORE_DECIMALS)
+
+
 @dataclass(frozen=True)
 class SearchHit:
-    """One ranked chunk. Lines are 1-based and inclusive; ``path`` is workspace-relative."""
+    """One ranked chunk. Lines are 1-based and inclusive; ``path`` is workspace-relative;
+    ``score`` is exact (``shown_score`` rounds it for a reply)."""
 
     path: str
     start_line: int
@@ -93,7 +106,7 @@ def make_hits(
                 start_line=row.start_line,
                 end_line=row.end_line,
                 snippet=snippet(row.text, folded, words, SNIPPET_CHARS),
-                score=round(score, 6),
+                score=score,
                 provenance=row.provenance,
                 importance=row.importance,
                 entry_hash=best_entry(row, entries[rowid], words, folded),

@@ -1,8 +1,8 @@
 """The CPU half of a refresh: one source's bytes turned into index rows, without SQLite.
 
 ``parse_source`` decodes a source (UTF-8 with replacement characters, a BOM
-dropped), reads its frontmatter, entries and chunks, and attributes each chunk
-its importance (the highest among the entries it touches) and its dominant entry
+dropped), reads its frontmatter, entries and chunks (of the lines after the
+frontmatter only: ``body_chunks``), and attributes each chunk its importance (the highest among the entries it touches) and its dominant entry
 (the one covering most of its lines, earliest on a tie). ``parse_batches`` does
 that for a run of sources, hash guard included, in groups of about a given
 number of chunks: the bulk path runs it on a producer thread, or in a worker
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from services.kb.chunking import Chunk, chunk_lines, split_lines
-from services.kb.entries import DEFAULT_IMPORTANCE, Entry, parse_entries, parse_frontmatter
+from services.kb.entries import DEFAULT_IMPORTANCE, Entry, Frontmatter, parse_entries, parse_frontmatter
 from services.kb.query import has_unsegmented
 
 ChunkRow = tuple[int, int, str, int, str | None, int]  # start, end, text, importance, dominant entry hash, has_cjk
@@ -83,13 +83,24 @@ def read_source(path: Path | str) -> bytes:
 _READ_BYTES = 1 << 20
 
 
+def body_chunks(lines: list[str], frontmatter: Frontmatter, chunk_tokens: int, chunk_overlap: int) -> list[Chunk]:
+    """The chunks of a source split into ``lines``: its lines after the frontmatter, numbered as in the file.
+
+    The frontmatter is metadata, read for importance and provenance only: kept
+    out of the index, it never matches a query nor shows in a snippet.
+    """
+    if not frontmatter.end_line:
+        return chunk_lines(lines, chunk_tokens, chunk_overlap)
+    return chunk_lines(lines[frontmatter.end_line :], chunk_tokens, chunk_overlap, frontmatter.end_line + 1)
+
+
 def parse_source(data: bytes, chunk_tokens: int, chunk_overlap: int) -> Parsed:
     """Decode, split and parse one source (rules in the module docstring)."""
     text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
     lines = split_lines(text)
     frontmatter = parse_frontmatter(lines)
     entries = parse_entries(lines, frontmatter)
-    chunks = chunk_lines(lines, chunk_tokens, chunk_overlap)
+    chunks = body_chunks(lines, frontmatter, chunk_tokens, chunk_overlap)
     default = frontmatter.importance if frontmatter.importance is not None else DEFAULT_IMPORTANCE
     # One check for the whole file: most files hold no CJK/Thai, so their chunks need none.
     cjk = not text.isascii() and has_unsegmented(text)

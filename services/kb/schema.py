@@ -48,8 +48,9 @@ from gateway.config import ArchiveSettings
 from gateway.errors import InvalidArgument, NotFound
 
 # 2: kb_entries keyed by (source_id, start_line), WITHOUT ROWID; 3: entries packed per source
-# (kb_source_entries, the kb_entries view), FTS hashsize.
-SCHEMA_VERSION: Final = 3
+# (kb_source_entries, the kb_entries view), FTS hashsize; 4: chunks hold no frontmatter
+# (indexer_parse.body_chunks), so older indexes are rebuilt.
+SCHEMA_VERSION: Final = 4
 FTS_HASH_BYTES: Final = 16 * 1024 * 1024
 BUSY_TIMEOUT_MS: Final = 5000
 

@@ -28,7 +28,11 @@ transaction, so the generation it reports and the rows it read belong to the
 same snapshot.
 
 Scores are bounded and dimension-free, so a caller merging two indexes (the
-agent archive and the shared vault) can sort their hits together.
+agent archive and the shared vault) can sort their hits together. FTS5's
+bm25 floors the idf of a term found in half or more of the chunks at 1e-6, so
+a partial match on such terms has an exact score near 0.000001; hits keep the
+exact score, and a reply shows it rounded (``hits.shown_score``) once every
+sort and merge is done.
 
 The best chunks become hits in ``hits`` (snippets, and the entry each most
 likely answers; text and entries are read for those chunks only). Every

@@ -1,5 +1,9 @@
 """gRPC servicer of gateway.v1.Knowledge: parse, authorize, call the archives.
 
+A shared-note write that wrote nothing, and a name clash, are worded for the
+caller here (``rest_hints``: the REST route and the ``confirm`` field); the
+vault's own messages name no transport.
+
 Recall recording (``Archives.record``) is fire-and-forget: Search and Get hand
 it to the event loop's next turn (``call_soon``), so the reply does not wait
 for it, and a failure there is logged, never turned into an error of the read.
@@ -16,9 +20,12 @@ import structlog
 from gateway.auth import Authenticator
 from gateway.rpc import authorize_call, unary
 from gateway.v1 import kb_pb2, kb_pb2_grpc
-from services.kb.archives import Archives, check_corpus
+from services.kb import rest_hints
+from services.kb.archives import Archives, check_corpus, check_query
 from services.kb.retrieval_log import Retrieved
+from services.kb.hits import shown_score
 from services.kb.search import SearchHit
+from services.kb.vault import NoteExists, NoteMissing
 from services.kb.vault_index import merge_hits
 from services.kb.vaults import Vaults
 
@@ -54,8 +61,10 @@ def _report(r) -> kb_pb2.RefreshReport:  # type: ignore[no-untyped-def]
 
 
 def _hit(h: SearchHit, corpus: str) -> kb_pb2.SearchHit:
-    return pb.SearchHit(path=h.path, start_line=h.start_line, end_line=h.end_line, snippet=h.snippet, score=h.score,
-                        provenance=h.provenance, importance=h.importance, entry_hash=h.entry_hash or "", corpus=corpus)
+    """A hit as the reply shows it; its score rounded (``shown_score``) once every sort and merge is done."""
+    return pb.SearchHit(path=h.path, start_line=h.start_line, end_line=h.end_line, snippet=h.snippet,
+                        score=shown_score(h.score), provenance=h.provenance, importance=h.importance,
+                        entry_hash=h.entry_hash or "", corpus=corpus)
 
 
 class Knowledge(kb_pb2_grpc.KnowledgeServicer):
@@ -83,7 +92,7 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     async def Search(self, request: kb_pb2.SearchRequest, context: grpc.aio.ServicerContext) -> kb_pb2.SearchResponse:  # noqa: N802
         self._check(context, request.agent_id)
         corpus = check_corpus(request.corpus)
-        agent, query, limit, refresh = request.agent_id, request.query, request.limit, request.refresh
+        agent, query, limit, refresh = request.agent_id, check_query(request.query), request.limit, request.refresh
         if corpus == "memory":
             result, refreshed = await self._archives.search(agent, query, limit, refresh)
             hits = [_hit(h, "memory") for h in result.hits]
@@ -129,9 +138,14 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def CreateSharedNote(self, request: kb_pb2.CreateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CreateSharedNoteResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
-        r = await self._vaults.create(request.agent_id, request.name, request.content, request.confirm)
+        try:
+            r = await self._vaults.create(request.agent_id, request.name, request.content, request.confirm)
+        except NoteExists as exc:
+            raise NoteExists(exc.name, rest_hints.note_exists(request.agent_id, exc.message, exc.name)) from None
+        related = [n.name for n in r.related]
+        message = r.message if r.created else rest_hints.create_held_back(request.agent_id, r.message, related)
         return pb.CreateSharedNoteResponse(
-            name=r.name, created=r.created, linked=list(r.linked), folded=r.folded, message=r.message,
+            name=r.name, created=r.created, linked=list(r.linked), folded=r.folded, message=message,
             related=[pb.RelatedNote(name=n.name, snippet=n.snippet, score=n.score) for n in r.related],
         )
 
@@ -144,10 +158,14 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def UpdateSharedNote(self, request: kb_pb2.UpdateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.UpdateSharedNoteResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
-        r = await self._vaults.update(request.agent_id, request.name, request.content, request.confirm)
+        try:
+            r = await self._vaults.update(request.agent_id, request.name, request.content, request.confirm)
+        except NoteMissing as exc:
+            raise NoteMissing(exc.name, rest_hints.note_missing(request.agent_id, exc.message)) from None
+        warning = rest_hints.update_held_back(request.agent_id, r.name, r.warning) if r.warning else ""
         return pb.UpdateSharedNoteResponse(
             name=r.name, updated=r.updated, dropped_lines=r.dropped_lines, total_lines=r.total_lines,
-            warning=r.warning or "", folded=r.folded, message=r.message,
+            warning=warning, folded=r.folded, message=warning or r.message,
         )
 
     @unary

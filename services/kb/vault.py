@@ -11,14 +11,14 @@ Rules:
 - **Size cap.** A note's content is at most ``MAX_NOTE_BYTES`` = 102,400 bytes
   of UTF-8 (DESIGN.md: 100 KB); more is InvalidArgument. The cap applies to the
   caller's content and to the note as written with its ``Related:`` links.
-- **create** fails with AlreadyExists on an exact-name collision (pointing to
-  memory_shared_update). Then it runs the near-duplicate check; when related
-  notes are found and ``confirm`` is false it writes nothing and returns them
+- **create** fails with ``NoteExists`` (AlreadyExists) on an exact-name
+  collision. Then it runs the near-duplicate check; when related notes are
+  found and ``confirm`` is false it writes nothing and returns them
   (``created=False``). With ``confirm`` it writes, ending the note with one
   ``Related: [[a]], [[b]]`` line naming each related note the content does not
   already link (``[[a]]`` or ``[[a|…]]``).
-- **update** fails with NotFound when the note is missing (pointing to
-  memory_shared_create) and replaces the full content. Line-drop guard: the old
+- **update** fails with ``NoteMissing`` (NotFound) when the note is missing,
+  and replaces the full content. Line-drop guard: the old
   content's non-blank lines are counted, and one is *dropped* when no line of
   the new content equals it (both compared with surrounding whitespace
   trimmed; each old occurrence counts). When ``2 * dropped >= total`` (50% or
@@ -41,6 +41,10 @@ Rules:
   twin stays); NotFound when missing.
 - Every write and delete reindexes the touched notes at once (one short
   transaction), so the next search sees the change.
+
+Messages are transport-neutral: they say what happened, never which tool,
+route or field to use next. Each transport words that itself from the
+structured fields (the KB servicer for gRPC and REST, ``gateway_mcp`` for MCP).
 """
 
 from __future__ import annotations
@@ -76,6 +80,22 @@ backoff: Callable[[int], None] = _jittered_sleep
 Random jitter breaks the lockstep of writers that keep conflicting."""
 
 log = structlog.get_logger()
+
+
+class NoteExists(AlreadyExists):
+    """create: a note named ``name`` exists already. ``message`` defaults to the plain fact."""
+
+    def __init__(self, name: str, message: str | None = None) -> None:
+        super().__init__(message or f"a shared note named {name!r} already exists")
+        self.name = name
+
+
+class NoteMissing(NotFound):
+    """update: no note is named ``name``. ``message`` defaults to the plain fact."""
+
+    def __init__(self, name: str, message: str | None = None) -> None:
+        super().__init__(message or f"no shared note named {name!r}")
+        self.name = name
 
 
 @dataclass(frozen=True)
@@ -173,24 +193,21 @@ def _land(conn: apsw.Connection, vault_dir: Path, name: str, folded: bool) -> No
 def create(conn: apsw.Connection, vault_dir: Path, name: str, content: str, *, confirm: bool = False) -> CreateResult:
     """Create note ``name`` (rules in the module docstring).
 
-    Raises InvalidArgument (name, size), AlreadyExists (collision, also when a
+    Raises InvalidArgument (name, size), NoteExists (collision, also when a
     concurrent writer created it first).
     """
     name = validate_name(name)
     check_size(content)
     path = note_file(vault_dir, name)
-    exists = f"a shared note named {name!r} already exists; use memory_shared_update to change it"
     if path.exists():
-        raise AlreadyExists(exists)
+        raise NoteExists(name)
     related = tuple(find_similar(conn, vault_dir, content, exclude={name}))
     path.parent.mkdir(parents=True, exist_ok=True)
     if related and not confirm:
-        names = ", ".join(r.name for r in related)
+        names = ", ".join(repr(r.name) for r in related)
         return CreateResult(
             name, False, related, (), False, False,
-            f"nothing was written: {len(related)} similar shared note(s) exist ({names}). "
-            "Update one with memory_shared_update, or call memory_shared_create again with confirm: true "
-            "to create this note linked to them.",
+            f"nothing was written: {len(related)} similar shared note(s) exist ({names})",
         )
     text, linked = with_links(content, [r.name for r in related])
     check_size(text, "the note with its Related: links")
@@ -198,7 +215,7 @@ def create(conn: apsw.Connection, vault_dir: Path, name: str, content: str, *, c
     try:
         write_atomic(path, text.encode("utf-8"), expected=None)
     except WriteConflict:
-        raise AlreadyExists(exists) from None
+        raise NoteExists(name) from None
     _land(conn, vault_dir, name, folded)
     message = f"created shared note {name!r}" + (f", linked to {', '.join(linked)}" if linked else "")
     message += ", folding its retired twin back in" if folded else ""
@@ -224,7 +241,7 @@ def get(vault_dir: Path, name: str) -> Note:
 def update(conn: apsw.Connection, vault_dir: Path, name: str, content: str, *, confirm: bool = False) -> UpdateResult:
     """Replace the full content of note ``name`` (rules in the module docstring).
 
-    Raises InvalidArgument (name, size, a retired name), NotFound (missing),
+    Raises InvalidArgument (name, size, a retired name), NoteMissing (missing),
     FailedPrecondition (the note changed on disk while being updated).
     """
     name = validate_name(name, allow_retired=True)
@@ -238,12 +255,12 @@ def update(conn: apsw.Connection, vault_dir: Path, name: str, content: str, *, c
         try:
             old_bytes = path.read_bytes()
         except (FileNotFoundError, IsADirectoryError):
-            raise NotFound(f"no shared note named {name!r}; use memory_shared_create to create it") from None
+            raise NoteMissing(name) from None
         dropped, total = line_drop(old_bytes.decode("utf-8", errors="replace"), content)
         if total and 2 * dropped >= total and not confirm:
             warning = (
-                f"this update would drop {dropped} of the note's {total} non-blank lines (50% or more); nothing was "
-                "written. Edit the note rather than replacing it, or call memory_shared_update again with confirm: true."
+                f"nothing was written: this update would drop {dropped} of the note's {total} non-blank lines "
+                "(50% or more)"
             )
             return UpdateResult(name, False, dropped, total, warning, False, False, warning)
         text, folded, twin_kept = _fold_twin(vault_dir, name, content)

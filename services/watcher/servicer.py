@@ -43,11 +43,18 @@ def session_pb(r: SessionRecord) -> watcher_pb2.Session:
 
 
 def _busy(state: int) -> bool:
+    """BUSY or IDLE; anything else, SESSION_STATE_UNSPECIFIED (a missing state) included, is InvalidArgument.
+
+    A runtime that forgets its state must not be taken for idle: an idle
+    session can be told RESTART_NOW in the middle of a message.
+    """
     if state == pb.SESSION_STATE_BUSY:
         return True
-    if state in (pb.SESSION_STATE_IDLE, pb.SESSION_STATE_UNSPECIFIED):
+    if state == pb.SESSION_STATE_IDLE:
         return False
-    raise InvalidArgument(f"state must be SESSION_STATE_BUSY or SESSION_STATE_IDLE, got {state}")
+    if state == pb.SESSION_STATE_UNSPECIFIED:
+        raise InvalidArgument("state is required: send SESSION_STATE_IDLE or SESSION_STATE_BUSY")
+    raise InvalidArgument(f"state must be SESSION_STATE_IDLE or SESSION_STATE_BUSY, got {state}")
 
 
 class Sessions(watcher_pb2_grpc.SessionsServicer):

@@ -11,7 +11,11 @@ import threading
 
 import httpx
 import pytest
+from openapi_spec_validator import OpenAPIV30SpecValidator, validate
 from suite_support import ADMIN_KEY, BOB_WRITER_KEY, CAROL_KEY, READER_KEY, Suite, wait_until, workspace
+
+from gateway_http.descriptors import all_routes
+from gateway_http.openapi import openapi_document
 
 pytestmark = pytest.mark.integration
 
@@ -102,9 +106,12 @@ def test_content_not_a_string_is_400(http: httpx.Client, content: object) -> Non
 
 
 def test_missing_or_null_content_is_400(http: httpx.Client) -> None:
-    for body in ({}, {"content": None}, {"other": "x"}):
+    for body in ({}, {"content": None}):
         response = http.put(url(), headers={"X-Api-Key": ADMIN_KEY}, json=body)
         assert_error(response, 400, 3, "content is required")
+    # a body with no known field at all names the field it lacks
+    response = http.put(url(), headers={"X-Api-Key": ADMIN_KEY}, json={"other": "x"})
+    assert_error(response, 400, 3, "request body has no field of PutFileRequest (got: other); accepted: content")
 
 
 def test_empty_content_is_a_valid_write(http: httpx.Client, suite: Suite) -> None:
@@ -274,11 +281,16 @@ def test_healthz_reports_backends(http: httpx.Client) -> None:
 
 
 def test_openapi_is_generated_from_the_protos(http: httpx.Client) -> None:
-    doc = http.get("/openapi.json").json()
-    assert doc["openapi"].startswith("3.")
-    ops = doc["paths"]["/api/v1/agents/{agent_id}/files/{filename}"]
+    served = http.get("/openapi.json")
+    assert served.status_code == 200 and served.headers["content-type"] == "application/json"
+    doc = served.json()
+    validate(doc, cls=OpenAPIV30SpecValidator)  # what is really served is valid OpenAPI 3.0
+    assert doc == openapi_document(all_routes())
+    assert doc["openapi"].startswith("3.") and doc["servers"][0]["url"] == "/"
+    ops = doc["paths"]["/api/v1/agents/{agentId}/files/{filename}"]
     assert set(ops) == {"get", "put"}
     assert ops["get"]["operationId"] == "WorkspaceFiles_GetFile"
+    assert ops["get"]["summary"] == 'Read a workspace file. A file that does not exist yet reads as "".'
     body_ref = ops["put"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     body_schema = doc["components"]["schemas"][body_ref.rsplit("/", 1)[-1]]
     assert set(body_schema["properties"]) == {"content"}

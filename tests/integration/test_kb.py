@@ -103,7 +103,7 @@ def test_an_unreadable_source_is_kept(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeSt
 @pytest.mark.parametrize(
     "query",
     ['"', '""', "AND", "OR NOT", "NOT", "foo AND", "(", ")", "a:b", "col:umn:", "deploy-key", "*", "**", "deploy*",
-     "NEAR(a b)", "🚀🚀", "🦄 deploy", "'; DROP TABLE kb_chunks; --", "\\", "^start", "   ", "", "a" * 5000, "{x}", "[x]", "+-=/"],
+     "NEAR(a b)", "🚀🚀", "🦄 deploy", "'; DROP TABLE kb_chunks; --", "\\", "^start", "a" * 5000, "{x}", "[x]", "+-=/", "\x00"],
 )
 def test_hostile_queries_never_break(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub, query: str) -> None:
     response = search(kb, query)
@@ -118,6 +118,33 @@ def test_hostile_queries_over_rest(ksuite: Suite) -> None:
             response = http.get("/api/v1/agents/alfred/memory:search", params={"query": query}, headers={"X-Api-Key": READER_KEY})
             assert response.status_code == 200, response.text
             assert "hits" in response.json()
+
+
+def test_a_search_without_a_query_is_400_query_is_required(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    for corpus in ("memory", "shared", "all"):
+        for query in ("", "   ", "\t\n"):
+            with pytest.raises(grpc.RpcError) as info:
+                search(kb, query, corpus=corpus)
+            assert (info.value.code(), info.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, "query is required")
+    with httpx.Client(base_url=ksuite.base_url, timeout=30, headers={"X-Api-Key": READER_KEY}) as http:
+        for params in ({}, {"q": "deploy"}, {"query": ""}, {"query": "  "}, {"query": " ", "corpus": "all"}):
+            response = http.get("/api/v1/agents/alfred/memory:search", params=params)
+            assert response.status_code == 400, (params, response.text)
+            assert response.json()["message"] == "query is required"
+        assert http.get("/api/v1/agents/alfred/memory:search", params={"query": "deploy"}).status_code == 200
+
+
+def test_snippets_never_show_the_frontmatter(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    (workspace(ksuite, "alfred") / "memory" / "walrus.md").write_text(
+        "---\nimportance: 8\ntags: [walrus, ops]\n---\n# Walrus\n\n- The walrus tank is cleaned on Thursdays.\n"
+    )
+    with httpx.Client(base_url=ksuite.base_url, timeout=30, headers={"X-Api-Key": READER_KEY}) as http:
+        params = {"query": "walrus tank", "refresh": "true"}
+        hits = http.get("/api/v1/agents/alfred/memory:search", params=params).json()["hits"]
+        assert [(h["path"], h["startLine"], h["snippet"], h["importance"]) for h in hits] == [
+            ("memory/walrus.md", 5, "# Walrus - The walrus tank is cleaned on Thursdays.", 8)
+        ]
+        assert http.get("/api/v1/agents/alfred/memory:search", params={"query": "tags"}).json()["hits"] == []
 
 
 def test_cjk_and_thai_are_found_under_unicode61(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
@@ -242,6 +269,16 @@ def test_auth_and_rest_routes(ksuite: Suite) -> None:
         assert bad.status_code == 400
         status = http.get("/api/v1/agents/alfred/memory:status", headers={"X-Api-Key": READER_KEY}).json()
         assert status["enabled"] is True and int(status["sources"]) >= 3
+
+
+def test_posts_with_no_required_field_take_an_empty_body(ksuite: Suite) -> None:
+    """As the README shows them: no body at all, or an empty one, is read as {} (grpc-gateway does the same)."""
+    with httpx.Client(base_url=ksuite.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as http:
+        for path in ("/api/v1/agents/alfred/memory:fold-retrievals", "/api/v1/agents/alfred/memory:refresh"):
+            for content in (b"", b"  \n"):
+                response = http.post(path, content=content)
+                assert response.status_code == 200, (path, response.text)
+        assert http.post("/api/v1/agents/alfred/memory:refresh").json()["queued"] is True
 
 
 def test_kill_during_a_large_refresh_leaves_a_usable_index(ksuite: Suite) -> None:

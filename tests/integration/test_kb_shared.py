@@ -192,6 +192,82 @@ def test_rest_routes_and_auth(ssuite: Suite) -> None:
         assert http.delete(f"{url}/stale__rest%20note", headers={"X-Api-Key": ADMIN_KEY}).json()["deleted"] is True
 
 
+def test_retire_and_restore_take_an_empty_body(ssuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    create(kb, "empty body note", "# E\n- retired without a body\n", confirm=True)
+    with httpx.Client(base_url=ssuite.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as http:
+        url = "/api/v1/agents/alfred/shared/notes/empty%20body%20note"
+        retired = http.post(f"{url}:retire")
+        assert retired.status_code == 200 and retired.json()["toName"] == "stale__empty body note", retired.text
+        restored = http.post(f"{url}:restore", content=b"")
+        assert restored.status_code == 200 and restored.json()["toName"] == "empty body note", restored.text
+
+
+SIMILAR = """# Lighthouse rota
+- The lighthouse keeper rota changes every Monday at noon.
+- Keepers swap lantern duty with the harbour master.
+"""
+SIMILAR_REWORDED = """# Who keeps the lighthouse
+- Every Monday at noon the lighthouse keeper rota changes.
+- Lantern duty is swapped between keepers and the harbour master.
+"""
+
+
+def test_rest_answers_that_wrote_nothing_name_the_rest_route_and_confirm(ssuite: Suite) -> None:
+    url = "/api/v1/agents/alfred/shared/notes"
+    with httpx.Client(base_url=ssuite.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as http:
+        first = http.post(url, json={"name": "lighthouse rota", "content": SIMILAR})
+        assert first.status_code == 200 and first.json()["created"] is True  # 200, as grpc-gateway answers a write
+        nudged = http.post(url, json={"name": "lighthouse keepers", "content": SIMILAR_REWORDED})
+        assert nudged.status_code == 200, nudged.text
+        body = nudged.json()
+        assert body["created"] is False and [r["name"] for r in body["related"]] == ["lighthouse rota"]
+        assert body["message"] == (
+            "nothing was written: 1 similar shared note(s) exist ('lighthouse rota'). Update it with "
+            "PUT /api/v1/agents/alfred/shared/notes/lighthouse%20rota, or send POST /api/v1/agents/alfred/shared/notes "
+            'again with "confirm": true to create this note linked to it.'
+        )
+        assert not (vault(ssuite) / "notes" / "lighthouse keepers.md").exists()
+
+        held = http.put(f"{url}/lighthouse%20rota", json={"content": "- only this line\n"})
+        assert held.status_code == 200, held.text
+        body = held.json()
+        assert body["updated"] is False and (body["droppedLines"], body["totalLines"]) == ("3", "3")
+        assert body["warning"] == body["message"] == (
+            "nothing was written: this update would drop 3 of the note's 3 non-blank lines (50% or more). Edit the "
+            "note rather than replacing it (GET /api/v1/agents/alfred/shared/notes/lighthouse%20rota gives its current "
+            "content), or send the same PUT /api/v1/agents/alfred/shared/notes/lighthouse%20rota again with "
+            '"confirm": true.'
+        )
+        assert (vault(ssuite) / "notes" / "lighthouse rota.md").read_text() == SIMILAR
+
+        clash = http.post(url, json={"name": "lighthouse rota", "content": "x", "confirm": True})
+        assert clash.status_code == 409 and clash.json()["message"] == (
+            "a shared note named 'lighthouse rota' already exists; update it with "
+            "PUT /api/v1/agents/alfred/shared/notes/lighthouse%20rota"
+        )
+        missing = http.put(f"{url}/no%20such%20note", json={"content": "x"})
+        assert missing.status_code == 404 and missing.json()["message"] == (
+            "no shared note named 'no such note'; create it with POST /api/v1/agents/alfred/shared/notes"
+        )
+        for reply in (nudged, held, clash, missing):
+            assert "memory_shared" not in reply.text  # MCP tool names stay in the MCP server
+
+
+def test_shared_snippets_never_show_the_frontmatter(ssuite: Suite) -> None:
+    note = "---\ntitle: Narwhal feeding\nconfidence: 0.9\n---\n# Narwhal feeding\n- Narwhals are fed herring at dawn by the keeper.\n"
+    again = "---\ntitle: Feeding narwhals\n---\n# Feeding narwhals\n- The keeper feeds the narwhals herring at dawn.\n"
+    url = "/api/v1/agents/alfred/shared/notes"
+    with httpx.Client(base_url=ssuite.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as http:
+        assert http.post(url, json={"name": "narwhal feeding", "content": note}).json()["created"] is True
+        params = {"query": "narwhal herring", "corpus": "shared"}
+        hits = http.get("/api/v1/agents/alfred/memory:search", params=params).json()["hits"]
+        assert hits and hits[0]["snippet"] == "# Narwhal feeding - Narwhals are fed herring at dawn by the keeper."
+        nudged = http.post(url, json={"name": "feeding narwhals", "content": again}).json()
+        assert [(r["name"], r["snippet"]) for r in nudged["related"]] == [
+            ("narwhal feeding", "# Narwhal feeding - Narwhals are fed herring at dawn by the keeper.")
+        ]
+
+
 def test_two_kb_processes_writing_one_vault_lose_nothing(ssuite: Suite, tmp_path: Path) -> None:
     """A second KB process (another home, same vault root) writes beside the first."""
     other = tmp_path / "other"

@@ -51,6 +51,7 @@ SHARED_HIT = kb_pb2.SearchHit(
 )
 CHECKLIST = "# Staging deploy checklist\n\n1. freeze merges\n2. run migrations\n3. flip blue-green\n4. smoke test\n"
 DISABLED = "shared KB disabled for agent 'alfred' (knowledge.shared.enabled is false)"
+NOTES_ROUTE = "/api/v1/agents/alfred/shared/notes"
 
 
 class FakeKnowledge(kb_pb2_grpc.KnowledgeServicer):
@@ -99,9 +100,9 @@ class FakeKnowledge(kb_pb2_grpc.KnowledgeServicer):
     ) -> kb_pb2.CreateSharedNoteResponse:
         self._shared("CreateSharedNote", request, context)
         if request.name in self.notes:
-            context.abort(
+            context.abort(  # worded for REST, as the real KB words it
                 grpc.StatusCode.ALREADY_EXISTS,
-                f"a shared note named {request.name!r} already exists; use memory_shared_update to change it",
+                f"a shared note named {request.name!r} already exists; update it with PUT {NOTES_ROUTE}/{request.name}",
             )
         related = [
             kb_pb2.RelatedNote(name=name, snippet=text.splitlines()[0], score=0.75)
@@ -110,7 +111,8 @@ class FakeKnowledge(kb_pb2_grpc.KnowledgeServicer):
         ]
         if related and not request.confirm:
             return kb_pb2.CreateSharedNoteResponse(
-                name=request.name, created=False, related=related, message="nothing was written: similar notes exist"
+                name=request.name, created=False, related=related,
+                message=f'nothing was written: similar notes exist; send POST {NOTES_ROUTE} again with "confirm": true',
             )
         linked = [r.name for r in related]
         content = request.content + ("\n\nRelated: " + ", ".join(f"[[{n}]]" for n in linked) if linked else "")
@@ -134,13 +136,13 @@ class FakeKnowledge(kb_pb2_grpc.KnowledgeServicer):
         self._shared("UpdateSharedNote", request, context)
         if request.name not in self.notes:
             context.abort(
-                grpc.StatusCode.NOT_FOUND, f"no shared note named {request.name!r}; use memory_shared_create to create it"
+                grpc.StatusCode.NOT_FOUND, f"no shared note named {request.name!r}; create it with POST {NOTES_ROUTE}"
             )
         kept = {line.strip() for line in request.content.splitlines()}
         old = [line.strip() for line in self.notes[request.name].splitlines() if line.strip()]
         dropped = sum(1 for line in old if line not in kept)
         if old and 2 * dropped >= len(old) and not request.confirm:
-            warning = f"this update would drop {dropped} of the note's {len(old)} non-blank lines"
+            warning = f"this update would drop {dropped} of the note's {len(old)} lines; send PUT {NOTES_ROUTE} again"
             return kb_pb2.UpdateSharedNoteResponse(
                 name=request.name, updated=False, dropped_lines=dropped, total_lines=len(old), warning=warning,
                 message=warning,
@@ -412,7 +414,13 @@ async def test_memory_shared_create_creates_nudges_and_refuses_collisions(home: 
     assert nudged.structured_content["related"] == [
         {"name": "staging deploy checklist", "score": 0.75, "snippet": "# Staging deploy checklist"}
     ]
+    assert nudged.structured_content["message"] == (
+        'nothing was written: 1 similar shared note(s) exist ("staging deploy checklist"). Update one with '
+        "memory_shared_update, or call memory_shared_create again with confirm=true to create this note linked to them."
+    )
     assert not written_by_nudge
+    for result in (taken, nudged):  # the KB's REST wording is not passed on
+        assert "/api/v1" not in text_of(result) and "/api/v1" not in json.dumps(result.structured_content)
 
     assert not forced.is_error
     assert 'Created shared note "staging deploys"' in text_of(forced)
@@ -465,7 +473,13 @@ async def test_memory_shared_get_update_delete(home: Path, kb: Kb) -> None:
     assert warned.structured_content is not None
     assert warned.structured_content["updated"] is False
     assert (warned.structured_content["dropped_lines"], warned.structured_content["total_lines"]) == (6, 6)
-    assert warned.structured_content["warning"]
+    assert warned.structured_content["warning"] == warned.structured_content["message"] == (
+        "nothing was written: this update would drop 6 of the note's 6 non-blank lines (50% or more). Edit the note "
+        "rather than replacing it (memory_shared_get, then memory_shared_update with the full edited content), or "
+        "call memory_shared_update again with confirm=true."
+    )
+    for result in (warned, missing):  # the KB's REST wording is not passed on
+        assert "/api/v1" not in text_of(result) and "/api/v1" not in json.dumps(result.structured_content)
     assert after_warning == edited
 
     assert not confirmed.is_error and "dropping 6 of its 6 previous non-blank lines" in text_of(confirmed)

@@ -49,6 +49,8 @@ async def test_search_then_get_through_mcp_and_the_real_kb(real_kb: Suite) -> No
         refused = await session.call_tool("memory_get", {"path": "../config.json"})
         assert refused.is_error
         assert "oolong" in text(await session.call_tool("memory_search", {"query": "oolong"}))
+        blank = await session.call_tool("memory_search", {"query": "  \t "})
+        assert blank.is_error and text(blank) == "query is required"
 
 
 CHECKLIST = (

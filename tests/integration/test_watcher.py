@@ -274,3 +274,55 @@ def test_gateway_compose_prints_a_dry_run(wsuite: Suite) -> None:
     assert "budget report for cleo" in result.stderr and "MEMORY.md" in result.stderr
     missing = subprocess.run([sys.executable, "-m", "gateway.cli", "compose", "ghost", "--home", str(wsuite.home)], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "no agent 'ghost'" in missing.stderr
+
+
+def test_unknown_session_states_are_400_not_idle(wsuite: Suite, sessions: watcher_pb2_grpc.SessionsStub) -> None:
+    accepted = "accepted: SESSION_STATE_IDLE, SESSION_STATE_BUSY"
+    with httpx.Client(base_url=wsuite.base_url, timeout=10, headers={"X-Api-Key": ADMIN_KEY}) as http:
+        for state in ("busy", "SESSION_STATE_BSUY", "BUSY", 7):
+            refused = http.post("/api/v1/agents/alfred/sessions", json={"state": state})
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["message"] == f"state: {state!r} is not a valid SessionState; {accepted}"  # 7 shows as 7
+        register(sessions, "alfred", "rest-state", busy=True)
+        try:
+            refused = http.post("/api/v1/agents/alfred/sessions/rest-state/state", json={"state": "BUSY"})
+            assert refused.status_code == 400 and refused.json()["message"] == f"state: 'BUSY' is not a valid SessionState; {accepted}"
+            missing = http.post("/api/v1/agents/alfred/sessions/rest-state/state", json={})
+            assert missing.status_code == 400 and "state is required" in missing.json()["message"]
+            live = http.get("/api/v1/agents/alfred/activity").json()["sessions"]
+            assert [(s["sessionId"], s["state"]) for s in live] == [("rest-state", "SESSION_STATE_BUSY")]  # nothing registered, still busy
+        finally:
+            sessions.EndSession(pb.EndSessionRequest(agent_id="alfred", session_id="rest-state"), metadata=AUTH, timeout=5)
+
+
+def test_a_missing_state_is_refused_over_grpc_and_rest(wsuite: Suite, sessions: watcher_pb2_grpc.SessionsStub) -> None:
+    for call in (
+        lambda: sessions.RegisterSession(pb.RegisterSessionRequest(agent_id="alfred", session_id="no-state"), metadata=AUTH, timeout=5),
+        lambda: sessions.ReportState(pb.ReportStateRequest(agent_id="alfred", session_id="no-state"), metadata=AUTH, timeout=5),
+    ):
+        with pytest.raises(grpc.RpcError) as info:
+            call()
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert info.value.details() == "state is required: send SESSION_STATE_IDLE or SESSION_STATE_BUSY"
+    with httpx.Client(base_url=wsuite.base_url, timeout=10, headers={"X-Api-Key": ADMIN_KEY}) as http:
+        for body in ({}, {"state": "SESSION_STATE_UNSPECIFIED"}, {"state": 0}):
+            refused = http.post("/api/v1/agents/alfred/sessions", json=body)
+            assert refused.status_code == 400 and "state is required" in refused.json()["message"], refused.text
+        assert http.get("/api/v1/agents/alfred/activity").json().get("sessions", []) == []
+
+
+def test_mistyped_session_fields_never_mint_a_random_id(wsuite: Suite) -> None:
+    with httpx.Client(base_url=wsuite.base_url, timeout=10, headers={"X-Api-Key": ADMIN_KEY}) as http:
+        typo = http.post("/api/v1/agents/alfred/sessions", json={"sessionID": "abc", "state": "SESSION_STATE_BUSY"})
+        assert typo.status_code == 400 and typo.json()["message"] == "sessionID: unknown field; did you mean sessionId?"
+        nothing = http.post("/api/v1/agents/alfred/sessions", json={"id": "abc", "status": "busy"})
+        assert nothing.status_code == 400
+        assert nothing.json()["message"] == "request body has no field of RegisterSessionRequest (got: id, status); accepted: sessionId, state"
+        assert http.get("/api/v1/agents/alfred/activity").json().get("sessions", []) == []
+        # The id is optional (documented): without one, the reply carries the generated id.
+        minted = http.post("/api/v1/agents/alfred/sessions", json={"state": "SESSION_STATE_IDLE", "mood": "ignored"})
+        assert minted.status_code == 200 and minted.json()["sessionId"]
+        chosen = http.post("/api/v1/agents/alfred/sessions", json={"session_id": "abc", "state": "SESSION_STATE_BUSY"})
+        assert chosen.status_code == 200 and chosen.json()["sessionId"] == "abc"
+        for sid in (minted.json()["sessionId"], "abc"):
+            assert http.delete(f"/api/v1/agents/alfred/sessions/{sid}").json() == {"ended": True}

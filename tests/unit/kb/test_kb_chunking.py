@@ -63,3 +63,16 @@ def test_split_lines_drops_trailing_newline_and_cr() -> None:
     assert split_lines("a\n\nb") == ["a", "", "b"]
     assert split_lines("") == []
     assert split_lines("\n") == [""]
+
+
+def test_first_line_numbers_the_chunks_as_in_the_file() -> None:
+    """The indexer chunks the lines after the frontmatter: same chunks, shifted numbers (both chunking paths)."""
+    cases = [
+        ["# Title", "", "- a", "- b"],
+        [f"line {n} " + "x" * (n % 17) for n in range(40)],
+        ["before", "y" * 95, "after"],  # a giant line takes the general path
+    ]
+    for lines in cases:
+        plain = chunk_lines(lines, 10, 3)
+        shifted = chunk_lines(lines, 10, 3, first_line=6)
+        assert shifted == [(start + 5, end + 5, text) for start, end, text in plain]

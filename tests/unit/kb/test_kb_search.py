@@ -106,6 +106,22 @@ def test_all_terms_rank_above_some_terms(indexed: apsw.Connection, workspace: Pa
     assert hits[0].provenance == "untrusted"
 
 
+def test_frontmatter_is_kept_out_of_chunks_snippets_and_matches(conn: apsw.Connection, workspace: Path) -> None:
+    """The frontmatter is metadata: it still sets importance and lowers provenance, but is never indexed or shown."""
+    write(workspace, "memory/fm.md", "---\nimportance: 9\nprovenance: untrusted\ntitle: Quokka plan\n---\n# Plan\n\n- The quokka census starts in May.\n")
+    write(workspace, "memory/only-fm.md", "---\ntitle: nothing else\n---\n")
+    refresh(conn, workspace, settings())
+    [hit] = search(conn, workspace, "quokka census").hits
+    assert (hit.path, hit.start_line, hit.end_line) == ("memory/fm.md", 6, 8)  # line numbers stay the file's
+    assert (hit.importance, hit.provenance) == (9, "untrusted")
+    assert hit.snippet == "# Plan - The quokka census starts in May."
+    assert hit.entry_hash == entry_hash("- The quokka census starts in May.")
+    for frontmatter_only in ("importance", "provenance", "title", "nothing else"):
+        assert search(conn, workspace, frontmatter_only).hits == []
+    texts = [str(row[0]) for row in conn.execute("SELECT text FROM kb_chunks")]
+    assert texts == ["# Plan\n\n- The quokka census starts in May."]  # the frontmatter-only file has no chunk
+
+
 def test_entry_hash_names_the_matching_entry(indexed: apsw.Connection, workspace: Path) -> None:
     hit = search(indexed, workspace, "coffee black").hits[0]
     assert hit.entry_hash == entry_hash("- Coffee is black.")
@@ -261,7 +277,7 @@ def all_or_reference(conn: apsw.Connection, query: str, limit: int) -> list[tupl
         relevance = x / (1.0 + x) * (0.8 + 0.02 * rows[rowid][3])
         ranked.append((relevance + (1.0 if all(rowid in ids for ids in required) else 0.0), rowid))
     ranked.sort(key=lambda item: (-item[0], item[1]))
-    return [(*rows[rowid][:3], round(score, 6)) for score, rowid in ranked[:limit]]
+    return [(*rows[rowid][:3], score) for score, rowid in ranked[:limit]]
 
 
 def small_corpus(workspace: Path, seed: int = 7) -> None:

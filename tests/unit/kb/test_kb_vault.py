@@ -10,7 +10,7 @@ import pytest
 from gateway.atomic import WriteConflict
 from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from services.kb import vault
-from services.kb.vault import MAX_NOTE_BYTES, create, delete, get, line_drop, update
+from services.kb.vault import MAX_NOTE_BYTES, NoteExists, NoteMissing, create, delete, get, line_drop, update
 from services.kb.vault_index import search_vault
 
 STAGING = (
@@ -70,7 +70,8 @@ def test_create_refuses_an_exact_name_collision_pointing_to_update(vconn: apsw.C
     create(vconn, vault_dir, "frontend", FRONTEND)
     with pytest.raises(AlreadyExists) as caught:
         create(vconn, vault_dir, "frontend", "something else entirely", confirm=True)
-    assert "memory_shared_update" in caught.value.message
+    assert caught.value.message == "a shared note named 'frontend' already exists"  # transports add the next step
+    assert isinstance(caught.value, NoteExists) and caught.value.name == "frontend"
     assert note_file(vault_dir, "frontend").read_text(encoding="utf-8") == FRONTEND
 
 
@@ -110,7 +111,7 @@ def test_create_returns_a_reworded_near_duplicate_instead_of_writing(
     assert [r.name for r in result.related] == ["original"]
     assert 0.4 <= result.related[0].score <= 1.0
     assert result.related[0].snippet
-    assert "confirm" in result.message
+    assert result.message == "nothing was written: 1 similar shared note(s) exist ('original')"
     assert not note_file(vault_dir, "new-name").exists()
 
 
@@ -209,7 +210,8 @@ def test_get_missing_is_not_found(vconn: apsw.Connection, vault_dir: Path) -> No
 def test_update_missing_is_not_found_pointing_to_create(vconn: apsw.Connection, vault_dir: Path) -> None:
     with pytest.raises(NotFound) as caught:
         update(vconn, vault_dir, "nothing", "content", confirm=True)
-    assert "memory_shared_create" in caught.value.message
+    assert caught.value.message == "no shared note named 'nothing'"
+    assert isinstance(caught.value, NoteMissing) and caught.value.name == "nothing"
     assert not note_file(vault_dir, "nothing").exists()
 
 
@@ -243,7 +245,9 @@ def test_the_line_drop_guard_warns_at_half(
     assert (result.warning is not None) is warns
     assert get(vault_dir, "facts").content == (old if warns else new)
     if warns:
-        assert "confirm" in (result.warning or "")
+        assert result.warning == (
+            f"nothing was written: this update would drop {drop} of the note's {total} non-blank lines (50% or more)"
+        )
         assert hit_names(vconn, "brand") == []
         confirmed = update(vconn, vault_dir, "facts", new, confirm=True)
         assert confirmed.updated and get(vault_dir, "facts").content == new

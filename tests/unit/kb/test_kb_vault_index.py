@@ -8,6 +8,7 @@ from pathlib import Path
 import apsw
 from kb_helpers import settings, write
 
+from services.kb.hits import shown_score
 from services.kb.indexer import refresh
 from services.kb.schema import open_index
 from services.kb.search import SearchHit, search
@@ -131,6 +132,16 @@ def test_merge_hits_is_by_relevance_not_interleaved() -> None:
     ]
     assert len(merge_hits(memory, shared, None)) == 6
     assert len(merge_hits(memory * 10, shared * 10, 100)) == 20
+
+
+def test_merge_orders_by_exact_scores_that_show_alike() -> None:
+    """Scores are rounded for the reply only after the merge: 0.0000032 and 0.0000021 both show as 0.0,
+    yet the shared hit that scored higher comes first (a merge of rounded scores would put memory first)."""
+    memory = [hit("memory/a.md", 1.0000041), hit("memory/b.md", 0.0000021)]
+    shared = [hit("notes/x.md", 1.0000052), hit("notes/y.md", 0.0000032)]
+    merged = merge_hits(memory, shared, 6)
+    assert [c.hit.path for c in merged] == ["notes/x.md", "memory/a.md", "notes/y.md", "memory/b.md"]
+    assert [shown_score(c.hit.score) for c in merged] == [1.0, 1.0, 0.0, 0.0]
 
 
 def test_merge_of_real_archive_and_vault_hits(vconn: apsw.Connection, vault_dir: Path, workspace: Path, db_path: Path) -> None:
