@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -293,9 +294,22 @@ def port_clashes(raw: Raw) -> list[str]:
     return problems
 
 
+def _whole_pattern(validator: Any, pattern: str, instance: Any, schema: Raw) -> Any:
+    """``pattern`` as JSON Schema means it: ``$`` ends the string. (Python's ``re.search`` also lets
+    ``$`` match before a final newline, so ``"alfred\\n"`` would pass as an agent id.)"""
+    if not isinstance(instance, str):
+        return
+    strict = pattern[:-1] + r"\Z" if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
+    if not re.search(strict, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"pattern": _whole_pattern})
+
+
 def validate(raw: Raw) -> list[str]:
     """One line per problem with ``raw`` (``key: reason``); empty when valid."""
-    validator = jsonschema.Draft202012Validator(schema())
+    validator = _Validator(schema())
     problems = [f"{_where(e)}: {_reason(e)}" for e in validator.iter_errors(raw)]
     problems.sort()
     seen: set[str] = set()

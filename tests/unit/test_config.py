@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import build, load_config
+from gateway.config import build, load_config, validate
 from gateway.cli import main
 from gateway.config_migrations import CURRENT_VERSION, migrate
 from gateway.errors import ConfigError
@@ -239,3 +239,10 @@ def test_home_resolution_order(tmp_path: Path) -> None:
     assert resolve_home(str(tmp_path / "a"), {"GATEWAY_HOME": str(tmp_path / "b")}) == tmp_path / "a"
     assert resolve_home(None, {"GATEWAY_HOME": str(tmp_path / "b")}) == tmp_path / "b"
     assert resolve_home(None, {}) == Path("~/.claude-gateway").expanduser()
+
+
+@pytest.mark.parametrize("bad", ["alfred\n", "alfred\n\n"])
+def test_a_pattern_matches_the_whole_value_not_up_to_a_final_newline(bad: str) -> None:
+    problems = validate({"agents": [{"id": bad}]})
+    assert any(p.startswith("agents[0].id:") for p in problems), problems
+    assert validate({"agents": [{"id": "alfred"}]}) == []
