@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -158,3 +160,26 @@ def test_a_port_change_waits_for_a_restart_and_says_so(suite: Suite) -> None:
     finally:
         edit(suite, move_back)
 
+
+
+def test_agents_and_keys_added_with_the_cli_work_at_once_on_every_service(suite: Suite) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gateway.cli", *args, "--home", str(suite.home)],
+                              capture_output=True, text=True, timeout=60, check=True)
+
+    cli("agents", "add", "erin")
+    key = cli("keys", "add", "erin-writer", "--agents", "erin", "--write").stdout.strip()
+    erin = {"X-Api-Key": key}
+    with httpx.Client(base_url=suite.base_url, timeout=10) as http:
+        checks = {
+            "file_api": lambda: http.put("/api/v1/agents/erin/files/USER.md", headers=erin, json={"content": "- Erin likes kites\n"}),
+            "watcher": lambda: http.get("/api/v1/agents/erin/activity", headers=erin),
+            "kb": lambda: http.get("/api/v1/agents/erin/memory:search", headers=erin, params={"query": "kites", "refresh": "true"}),
+        }
+        for name, call in checks.items():
+            wait_until(lambda c=call: status(c()) == 200, 15, f"{name} to accept the key made by gateway keys add")
+        assert [h["path"] for h in checks["kb"]().json()["hits"]] == ["USER.md"]
+        cli("keys", "revoke", "erin-writer")
+        for name, call in checks.items():
+            wait_until(lambda c=call: status(c()) == 401, 15, f"{name} to refuse the revoked key")
+    assert (suite.home / "config.json").stat().st_mode & 0o777 == 0o600
