@@ -72,6 +72,7 @@ CORRUPT_SUFFIX = ".corrupt-"
 FORMAT = 1
 RUNNING = "running"
 INTERRUPTED = "interrupted"
+_DIED = "its process ended mid-run"
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # the config schema's rule: one safe segment
 
 
@@ -212,6 +213,9 @@ class StateStore:
         """A snapshot without the lock, for planning and status. Never writes.
 
         A missing file is the empty state; an unusable one is ``State(corrupt=True)``.
+        A ``running`` last run whose lock nobody holds is reported ``interrupted``
+        (the probe takes a shared lock for an instant: a run starting at that
+        very instant gets Busy and is retried).
         """
         try:
             data = (self.agent_dir(agent_id) / STATE_FILE).read_bytes()
@@ -221,9 +225,28 @@ class StateStore:
             log.warning("dreaming_state_unreadable", agent=agent_id, error=str(exc))
             return State(corrupt=True)
         try:
-            return _parse(data)
+            state = _parse(data)
         except CorruptState:
             return State(corrupt=True)
+        run = state.last_run
+        if run is not None and run.status == RUNNING and self._lock_free(agent_id):
+            # "running" with nobody holding the lock: its process died (the next holder rewrites it).
+            return replace(state, last_run=replace(run, status=INTERRUPTED, reason=run.reason or _DIED))
+        return state
+
+    def _lock_free(self, agent_id: str) -> bool:
+        """Whether no run holds the agent's lock (probed with a shared, non-blocking flock)."""
+        try:
+            fd = os.open(self.agent_dir(agent_id) / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+        return True
 
     def lock(self, agent_id: str) -> RunLock:
         """The run lock of ``agent_id``, not yet acquired (``acquire`` or ``with``)."""
@@ -352,7 +375,7 @@ class RunLock:
         if repair and run is not None and run.status == RUNNING:
             # We hold the lock, so whoever wrote "running" is gone.
             log.warning("dreaming_run_interrupted", agent=self.agent_id, run_id=run.run_id, night=run.night)
-            state = replace(state, last_run=replace(run, status=INTERRUPTED, reason=run.reason or "process ended mid-run"))
+            state = replace(state, last_run=replace(run, status=INTERRUPTED, reason=run.reason or _DIED))
             self._write(state)
         return state
 

@@ -17,5 +17,5 @@ def settings(**overrides: Any) -> DreamingSettings:
     return dataclasses.replace(config.agents[0].dreaming, **overrides)
 
 
-def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)

@@ -135,8 +135,9 @@ def test_the_lock_excludes_other_threads(tmp_path: Path) -> None:
 
 def test_the_lock_excludes_another_process_and_dies_with_it(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
-    held, release = ctx.Event(), ctx.Event()
-    child = ctx.Process(target=hold_run_lock, args=(str(tmp_path), "alfred", held, release))
+    held = ctx.Event()
+    until, release = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=hold_run_lock, args=(str(tmp_path), "alfred", held, until))
     child.start()
     try:
         assert held.wait(WAIT), "the child never took the lock"
@@ -150,8 +151,11 @@ def test_the_lock_excludes_another_process_and_dies_with_it(tmp_path: Path) -> N
             assert run.state.last_run is not None and run.state.last_run.status == INTERRUPTED
             assert run.claim_night(N1) is False
     finally:
-        release.set()
+        if child.is_alive():
+            release.send(b"done")
         child.join(WAIT)
+        release.close()
+        until.close()
 
 
 def test_a_stale_running_record_is_only_repaired_by_a_new_holder(tmp_path: Path) -> None:
@@ -228,3 +232,14 @@ def test_an_unknown_key_of_this_format_is_tolerated(tmp_path: Path) -> None:
 def test_an_agent_id_that_is_not_one_segment_is_refused(tmp_path: Path, agent: str) -> None:
     with pytest.raises(ValueError, match="segment"):
         StateStore(tmp_path).lock(agent)
+
+
+def test_a_plain_read_reports_a_dead_run_as_interrupted_and_a_live_one_as_running(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    with store.lock("alfred") as run:
+        run.claim_night(N1, summary("r1", RUNNING))
+        live = store.read("alfred").last_run
+    dead = store.read("alfred").last_run
+    assert live is not None and live.status == RUNNING
+    assert dead is not None and dead.status == INTERRUPTED
+    assert json.loads(state_file(tmp_path).read_text())["lastRun"]["status"] == RUNNING  # the read wrote nothing
