@@ -4,7 +4,7 @@ process or the clock, catch-up and quiet-window retries, the concurrency limit, 
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
+import select
 from collections.abc import Coroutine
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from dreaming_fakes import FakeRunner, Harness
 from dreaming_helpers import settings, utc
-from dreaming_procs import WAIT, run_scheduler
+from dreaming_procs import WAIT, reap, spawn
 
 from services.dreaming.scheduler import CATCH_UP, Readiness, SystemClock
 from services.dreaming.schedule import slot
@@ -62,44 +62,43 @@ def test_a_restart_during_the_night_does_not_run_it_again(tmp_path: Path) -> Non
 
 
 def test_a_process_that_dies_mid_run_never_gets_a_second_run(tmp_path: Path) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    log, out = tmp_path / "runs.log", ctx.Queue()
-    crashed = ctx.Process(target=run_scheduler, args=(str(tmp_path), "2024-06-01T03:00:00+00:00", str(log), out),
-                          kwargs={"crash": True})
-    crashed.start()
-    crashed.join(WAIT)
-    assert crashed.exitcode == 3 and len(log.read_text().splitlines()) == 1
+    log = tmp_path / "runs.log"
+    crashed = spawn("schedule", str(tmp_path), "2024-06-01T03:00:00+00:00", str(log), "crash")
+    try:
+        assert crashed.wait(WAIT) == 3 and len(log.read_text().splitlines()) == 1
+    finally:
+        reap(crashed)
     # Restarted (a crash loop would do this again and again) within the catch-up window.
     for minute in (1, 10, 59):
-        again = ctx.Process(target=run_scheduler,
-                            args=(str(tmp_path), f"2024-06-01T03:{minute:02d}:00+00:00", str(log), out))
-        again.start()
-        assert out.get(timeout=WAIT)[1] == 0
-        again.join(WAIT)
+        again = spawn("schedule", str(tmp_path), f"2024-06-01T03:{minute:02d}:00+00:00", str(log))
+        try:
+            assert again.stdout is not None and again.stdout.readline() == "runs 0\n"
+        finally:
+            reap(again)
     assert len(log.read_text().splitlines()) == 1
     state = StateStore(tmp_path).read("alfred")
     assert state.last_night == N1 and state.last_run is not None and state.last_run.status == INTERRUPTED
 
 
 def test_two_scheduler_processes_on_one_home_run_the_night_once(tmp_path: Path) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    log, out, release = tmp_path / "runs.log", ctx.Queue(), ctx.Event()
-    procs = [
-        ctx.Process(target=run_scheduler, args=(str(tmp_path), "2024-06-01T03:00:30+00:00", str(log), out, release))
-        for _ in range(2)
-    ]
-    for proc in procs:
-        proc.start()
+    log = tmp_path / "runs.log"
+    procs = [spawn("schedule", str(tmp_path), "2024-06-01T03:00:30+00:00", str(log), "hold") for _ in range(2)]
     try:
-        # The winner holds its run until released, so the first to report is the one that
+        outs = {proc.stdout: proc for proc in procs if proc.stdout is not None}
+        # The winner holds its run until told, so the first to report is the one that
         # found the lock taken (or the night claimed) while the other was running.
-        assert out.get(timeout=WAIT)[1] == 0
-        release.set()
-        assert out.get(timeout=WAIT)[1] == 1
+        ready, _, _ = select.select(list(outs), [], [], WAIT)
+        assert ready, "neither scheduler reported"
+        loser = outs[ready[0]]
+        winner = next(proc for proc in procs if proc is not loser)
+        assert ready[0].readline() == "runs 0\n"
+        assert winner.stdin is not None and winner.stdout is not None
+        winner.stdin.write("go\n")
+        winner.stdin.flush()
+        assert winner.stdout.readline() == "runs 1\n"
     finally:
-        release.set()
         for proc in procs:
-            proc.join(WAIT)
+            reap(proc)
     assert len(log.read_text().splitlines()) == 1
     assert StateStore(tmp_path).read("alfred").runs_total == 1
 

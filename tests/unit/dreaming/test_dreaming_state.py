@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 import stat
 import threading
 from datetime import date
 from pathlib import Path
 
 import pytest
-from dreaming_procs import WAIT, hold_run_lock
+from dreaming_procs import WAIT, reap, spawn
 
 from services.dreaming.model import RunReport
 from services.dreaming.state import (
@@ -134,28 +133,20 @@ def test_the_lock_excludes_other_threads(tmp_path: Path) -> None:
 
 
 def test_the_lock_excludes_another_process_and_dies_with_it(tmp_path: Path) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    held = ctx.Event()
-    until, release = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=hold_run_lock, args=(str(tmp_path), "alfred", held, until))
-    child.start()
+    child = spawn("hold", str(tmp_path), "alfred")
     try:
-        assert held.wait(WAIT), "the child never took the lock"
+        assert child.stdout is not None and child.stdout.readline() == "held\n", "the child never took the lock"
         store = StateStore(tmp_path)
         with pytest.raises(Busy):
             store.lock("alfred").acquire()
         child.kill()  # SIGKILL: no cleanup runs in the child; the kernel drops the flock
-        child.join(WAIT)
+        child.wait(WAIT)
         with store.lock("alfred") as run:
             # The dead holder's "running" record is repaired, and its claim stands.
             assert run.state.last_run is not None and run.state.last_run.status == INTERRUPTED
             assert run.claim_night(N1) is False
     finally:
-        if child.is_alive():
-            release.send(b"done")
-        child.join(WAIT)
-        release.close()
-        until.close()
+        reap(child)
 
 
 def test_a_stale_running_record_is_only_repaired_by_a_new_holder(tmp_path: Path) -> None:
