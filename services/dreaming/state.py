@@ -44,6 +44,10 @@ task that holds it, until ``release``::
             await asyncio.to_thread(run.record_run, RunSummary.from_report(report, night))
     finally:
         run.release()
+
+A task cancelled while such a thread still runs must wait for the thread before
+``release`` (the scheduler's ``_in_thread`` does), or the write would finish
+after the lock was dropped.
 """
 
 from __future__ import annotations
