@@ -1,61 +1,62 @@
 """Many processes race one create and one compare-and-swap update: exactly one of each wins.
 
-Real processes (spawned interpreters), released together by a barrier before
-every round, so the writers collide between a check and a rename as two
-services of the suite would.
+Real processes (fresh interpreters over pipes, no multiprocessing helpers left
+behind), released together before every round, so the writers collide between
+a check and a rename as two services of the suite would.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-from multiprocessing.synchronize import Barrier
+import subprocess
+import sys
 from pathlib import Path
-
-from gateway.atomic import WriteConflict, write_atomic
 
 PROCESSES = 6
 ROUNDS = 40
 BASE = b"base content read by every writer\n"
 
+WRITER = r"""
+import sys
+from pathlib import Path
+from gateway.atomic import WriteConflict, write_atomic
 
-def _race(index: int, folder: str, barrier: Barrier, results: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
-    root = Path(folder)
-    for round_ in range(ROUNDS):
-        data = f"writer {index} round {round_}\n".encode()
-        barrier.wait()
-        try:
-            write_atomic(root / f"create-{round_}.md", data, expected=None)
-            results.put(("create", round_, index))
-        except WriteConflict:
-            pass
-        barrier.wait()
-        try:
-            write_atomic(root / f"update-{round_}.md", data, expected=BASE)
-            results.put(("update", round_, index))
-        except WriteConflict:
-            pass
+index, root = int(sys.argv[1]), Path(sys.argv[2])
+for line in sys.stdin:  # one line per race: "<kind> <round>"
+    kind, round_ = line.split()
+    data = f"writer {index} round {round_}\n".encode()
+    expected = None if kind == "create" else b"base content read by every writer\n"
+    try:
+        write_atomic(root / f"{kind}-{round_}.md", data, expected=expected)
+        print("won", flush=True)
+    except WriteConflict:
+        print("lost", flush=True)
+"""
 
 
 def test_exactly_one_creator_and_one_cas_updater_win_each_race(tmp_path: Path) -> None:
     for round_ in range(ROUNDS):
         (tmp_path / f"update-{round_}.md").write_bytes(BASE)
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(PROCESSES)
-    results = ctx.Queue()
-    workers = [ctx.Process(target=_race, args=(i, str(tmp_path), barrier, results)) for i in range(PROCESSES)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=90)
-        assert worker.exitcode == 0
-    winners: dict[tuple[str, int], list[int]] = {}
-    while not results.empty():
-        kind, round_, index = results.get()
-        winners.setdefault((kind, round_), []).append(index)
-    for kind in ("create", "update"):
-        for round_ in range(ROUNDS):
-            won = winners.get((kind, round_), [])
-            assert len(won) == 1, f"{kind} round {round_}: winners {won}"
-            content = (tmp_path / f"{kind}-{round_}.md").read_bytes()
-            assert content == f"writer {won[0]} round {round_}\n".encode()
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(i), str(tmp_path)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+        for i in range(PROCESSES)
+    ]
+    try:
+        for kind in ("create", "update"):
+            for round_ in range(ROUNDS):
+                for w in writers:  # every writer gets the go before any answers
+                    assert w.stdin is not None
+                    w.stdin.write(f"{kind} {round_}\n")
+                    w.stdin.flush()
+                answers = [w.stdout.readline().strip() for w in writers if w.stdout is not None]
+                won = [i for i, a in enumerate(answers) if a == "won"]
+                assert len(won) == 1, f"{kind} round {round_}: winners {won} ({answers})"
+                content = (tmp_path / f"{kind}-{round_}.md").read_bytes()
+                assert content == f"writer {won[0]} round {round_}\n".encode()
+    finally:
+        for w in writers:
+            for stream in (w.stdin, w.stdout):
+                if stream is not None:
+                    stream.close()
+            w.wait(timeout=30)
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
