@@ -235,6 +235,21 @@ def _proposal(item: object) -> Proposal:
                     reason=reason, score=score, recall_count=recall, topic=topic, tier=DURABLE)
 
 
+def _top_object(stdout: str) -> dict[str, object]:
+    """The object the reply is read from: the whole output when it is one JSON value, else the
+    first balanced object in it. An array is Claude's ``--verbose`` event list: its last
+    ``result`` event is the envelope."""
+    with contextlib.suppress(ValueError, RecursionError):
+        whole = json.loads(stdout)
+        if isinstance(whole, dict):
+            return whole
+        if isinstance(whole, list):
+            results = [e for e in whole if isinstance(e, dict) and e.get("type") == "result"]
+            if results:
+                return results[-1]
+    return first_json_object(stdout)
+
+
 def _unwrap(obj: dict[str, object]) -> dict[str, object]:
     """The reply inside Claude's ``--output-format json`` envelope, or ``obj`` itself."""
     if obj.get("is_error") is True:
@@ -254,8 +269,9 @@ def _unwrap(obj: dict[str, object]) -> dict[str, object]:
 def parse_reply(stdout: str) -> ReviewerReply:
     """The validated reply in the reviewer's ``stdout``.
 
-    Takes the first balanced JSON object (``first_json_object``), unwraps a
-    Claude envelope (``"is_error": true`` is a failure), then validates:
+    Takes the first balanced JSON object (``first_json_object``; an output that
+    is a JSON array of Claude events gives its last ``result`` event), unwraps
+    a Claude envelope (``"is_error": true`` is a failure), then validates:
     ``summary`` a string (one line, cut at ``FIELD_CAP``); ``proposals`` a list,
     of which the first ``MAX_PROPOSALS`` are read. Each proposal: ``op`` add,
     replace or remove; ``tier`` durable (default) or episodic. Durable needs
@@ -272,7 +288,7 @@ def parse_reply(stdout: str) -> ReviewerReply:
     """
     if not stdout.strip():
         raise ReplyError("no output")
-    obj = _unwrap(first_json_object(stdout))
+    obj = _unwrap(_top_object(stdout))
     summary = obj.get("summary", "")
     if summary is None:
         summary = ""

@@ -52,6 +52,12 @@ def test_an_envelope_result_may_wrap_the_reply_in_prose() -> None:
     assert len(parse_reply(json.dumps({"type": "result", "is_error": False, "result": result})).proposals) == 1
 
 
+def test_a_verbose_event_list_gives_its_result_event() -> None:
+    events = [{"type": "system", "subtype": "init"}, {"type": "assistant", "message": {"content": []}},
+              {"type": "result", "is_error": False, "result": reply(ADD)}]
+    assert len(parse_reply(json.dumps(events)).proposals) == 1
+
+
 def test_an_envelope_with_is_error_is_a_failure() -> None:
     with pytest.raises(ReplyError, match="reported an error: API Error: overloaded"):
         parse_reply(json.dumps({"type": "result", "is_error": True, "result": "API Error: overloaded"}))
