@@ -1,14 +1,20 @@
-"""Helpers shared by the dreaming tests (imported by name: the test dir is on sys.path)."""
+"""Helpers shared by the dreaming unit tests (imported by name: the test dir is on sys.path):
+default settings, transcript records and files, a fixed clock."""
 
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
+import json
+import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from gateway.config import DreamingSettings, build
 from gateway.config_migrations import CURRENT_VERSION
+
+NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
+REVIEWERS = Path(__file__).resolve().parents[2] / "reviewers"
 
 
 def settings(**overrides: Any) -> DreamingSettings:
@@ -19,3 +25,39 @@ def settings(**overrides: Any) -> DreamingSettings:
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:
     return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+
+
+def iso(when: datetime) -> str:
+    """Claude Code's timestamp form: milliseconds and a Z."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def record(kind: str, content: object, *, at: datetime | None = None, **extra: object) -> dict[str, object]:
+    """A transcript record of type ``kind`` (user, assistant, ...) whose message content is ``content``."""
+    out: dict[str, object] = {"type": kind, "message": {"role": kind, "content": content}, **extra}
+    if at is not None:
+        out["timestamp"] = iso(at)
+    return out
+
+
+def write_session(
+    folder: Path, name: str, lines: list[object], *, age: timedelta = timedelta(hours=1)
+) -> Path:
+    """Write ``lines`` (records as JSON, or raw bytes/str as they are) to ``folder/name``, mtime ``NOW - age``."""
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        for line in lines:
+            if isinstance(line, bytes):
+                handle.write(line + b"\n")
+            elif isinstance(line, str):
+                handle.write(line.encode("utf-8") + b"\n")
+            else:
+                handle.write(json.dumps(line).encode("utf-8") + b"\n")
+    set_age(path, age)
+    return path
+
+
+def set_age(path: Path, age: timedelta) -> None:
+    stamp = (NOW - age).timestamp()
+    os.utime(path, (stamp, stamp), follow_symlinks=False)
