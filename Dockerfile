@@ -24,8 +24,8 @@ RUN groupadd --system --gid 10001 gateway \
 USER gateway
 WORKDIR /data
 
-# 50051 file API (gRPC), 10850 REST shim. Later services: 50052 watcher, 50053 kb, 50054 dreaming.
-EXPOSE 50051 10850
+# 50051 file API, 50052 watcher, 50053 kb, 50054 dreaming (gRPC), 10850 REST shim.
+EXPOSE 50051 50052 50053 50054 10850
 
 ENTRYPOINT ["gateway"]
 # Default: the whole suite in one container. compose.yaml runs one process per service instead.

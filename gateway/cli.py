@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway import admin_cli
+from gateway import admin_cli, dream_cli
 from gateway.errors import CommandError, ConfigError, ConfigNotFound, InvalidEdit
 from gateway.home import admin_key_notice, ensure_home, resolve_home, tighten_config_mode
 
 if TYPE_CHECKING:
     from gateway.config import Config
 
-SERVE_NAMES = ("file_api", "watcher", "kb", "http")
+SERVE_NAMES = ("file_api", "watcher", "kb", "dreaming", "http")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     compose = sub.add_parser("compose", help="print what an agent's CLAUDE.md would be now (dry run) and its budget report")
     compose.add_argument("agent", help="agent id")
     compose.add_argument("--home", help="gateway home")
+
+    dream_cli.add_parser(sub)
 
     mcp = sub.add_parser("mcp", help="serve the memory tools (memory_search, memory_get, memory_shared_*) over stdio (MCP) for one agent")
     mcp.add_argument("--agent", required=True, help="agent id the tools act for")
@@ -103,6 +105,11 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None)
             from services.kb.main import run as run_kb
 
             asyncio.run(run_kb(live, instance))
+        elif name == "dreaming":
+            from services.dreaming.main import run as run_dreaming
+            from services.dreaming.reviewer import reviewer_environment
+
+            asyncio.run(run_dreaming(live, instance, reviewer_environment(os.environ)))
     except BindError as exc:  # one clear line, not a traceback
         print(f"gateway: {exc}", file=sys.stderr)
         return 1
@@ -173,6 +180,8 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         return run_mcp(_config(home, dict(os.environ)), args.agent, dict(os.environ))
     if args.command in ("keys", "agents"):
         return admin_cli.run(args, home)
+    if args.command == "dream":
+        return dream_cli.run(args, home, _config(home, dict(os.environ)))
     if args.command == "config":
         if args.action == "check":
             return _config_check(home)

@@ -44,6 +44,12 @@ class AlreadyExists(GatewayError):
     code = "ALREADY_EXISTS"
 
 
+class Aborted(GatewayError):
+    """A concurrent operation is in the way (e.g. a run of the same agent); try again later."""
+
+    code = "ABORTED"
+
+
 class FailedPrecondition(GatewayError):
     code = "FAILED_PRECONDITION"
 

@@ -35,8 +35,8 @@ from gateway.grpc_server import instance_service
 from gateway.home import admin_key_notice
 from gateway.ports import listen_problem
 
-# The processes that exist so far, in start order. Later services join here.
-GRPC_SERVICES: tuple[str, ...] = ("file_api", "watcher", "kb")
+# Every process of the suite, in start order.
+GRPC_SERVICES: tuple[str, ...] = ("file_api", "watcher", "kb", "dreaming")
 SERVICES: tuple[str, ...] = (*GRPC_SERVICES, "http")
 
 PR_SET_PDEATHSIG = 1

@@ -115,7 +115,8 @@ def append_text(path: Path, block: str) -> tuple[str, str]:
 def pruned_block(edit: Edit, run_id: str, date: str) -> str:
     where = " › ".join((edit.file, *edit.heading_path))
     body = edit.removed if edit.removed.endswith("\n") else edit.removed + "\n"
-    return f"\n## Removed from {where} · {date} · run {run_id} · op {edit.op_id} ({edit.kind})\n\n{body}"
+    number = edit.op_id.rsplit("/", 1)[-1]
+    return f"\n## Removed from {where} · {date} · run {run_id} op {number} ({edit.kind})\n\n{body}"
 
 
 def _backup(workspace: Path, name: str, text: str, run_id: str) -> None:

@@ -65,7 +65,7 @@ from typing import Any
 import structlog
 
 from gateway.atomic import write_atomic
-from gateway.errors import FailedPrecondition
+from gateway.errors import Aborted
 from services.dreaming.model import RunReport
 
 log = structlog.get_logger()
@@ -80,7 +80,7 @@ _DIED = "its process ended mid-run"
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # the config schema's rule: one safe segment
 
 
-class Busy(FailedPrecondition):
+class Busy(Aborted):
     """Another run of this agent holds its run lock (in this process or another one)."""
 
     def __init__(self, agent_id: str) -> None:

@@ -104,6 +104,9 @@ def suite_config(ports: dict[str, int], http_port: int, agents: list[dict[str, A
         },
         "agents": agents if agents is not None else [{"id": "alfred"}, {"id": "bob"}],
     }
+    # Scheduled dreaming off unless a test turns it on: a test run inside the nightly catch-up
+    # window would otherwise see each suite's first start dream (and write .dreaming/).
+    config["gateway"]["dreaming"] = {"enabled": False}
     config["gateway"].update(gateway_extra)
     return config
 

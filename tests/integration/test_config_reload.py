@@ -21,7 +21,7 @@ from suite_support import ADMIN_KEY, Suite, claude, make_home, wait_until
 
 pytestmark = pytest.mark.integration
 
-PROCESSES = ("file_api", "watcher", "kb", "http")
+PROCESSES = ("file_api", "watcher", "kb", "dreaming", "http")
 DAVE_KEY = "dave-key-0123456789"
 
 

@@ -277,7 +277,7 @@ def test_wrong_method_is_405_with_allow(http: httpx.Client) -> None:
 def test_healthz_reports_backends(http: httpx.Client) -> None:
     response = http.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "backends": {"file_api": "SERVING", "kb": "SERVING", "watcher": "SERVING"}}
+    assert response.json() == {"status": "ok", "backends": {"dreaming": "SERVING", "file_api": "SERVING", "kb": "SERVING", "watcher": "SERVING"}}
 
 
 def test_openapi_is_generated_from_the_protos(http: httpx.Client) -> None:

@@ -81,7 +81,7 @@ def test_health_checks_only_accept_this_starts_own_children(tmp_path: Path) -> N
     suite = Suite(home, http_port, ports)
     nonce = "0123456789abcdef"
     try:
-        for name in ("file_api", "watcher", "kb", "http"):
+        for name in ("file_api", "watcher", "kb", "dreaming", "http"):
             cmd = [sys.executable, "-m", "gateway.cli", "serve", name, "--home", str(home), "--instance", nonce]
             log = open(suite.log_path(name), "ab")  # noqa: SIM115 - owned by the child
             suite.procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

@@ -72,7 +72,8 @@ def test_every_config_key_is_described_and_documented_in_the_readme() -> None:
 
 def test_every_generated_rpc_is_implemented() -> None:
     """protoc's servicer base classes answer UNIMPLEMENTED; each of ours overrides every RPC."""
-    from gateway.v1 import files_pb2_grpc, kb_pb2_grpc, watcher_pb2_grpc
+    from gateway.v1 import dreaming_pb2_grpc, files_pb2_grpc, kb_pb2_grpc, watcher_pb2_grpc
+    from services.dreaming.servicer import Dreaming
     from services.file_api.servicer import WorkspaceFiles
     from services.kb.servicer import Knowledge
     from services.watcher.servicer import Sessions
@@ -81,6 +82,7 @@ def test_every_generated_rpc_is_implemented() -> None:
         (files_pb2_grpc.WorkspaceFilesServicer, WorkspaceFiles),
         (kb_pb2_grpc.KnowledgeServicer, Knowledge),
         (watcher_pb2_grpc.SessionsServicer, Sessions),
+        (dreaming_pb2_grpc.DreamingServicer, Dreaming),
     ]
     for base, implementation in pairs:
         rpcs = [name for name in vars(base) if not name.startswith("_")]

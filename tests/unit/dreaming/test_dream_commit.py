@@ -44,7 +44,7 @@ def test_commit_archives_first_backs_up_writes_and_journals(ws: Path) -> None:
     new = read(ws, "MEMORY.md")
     assert "Ticket 41" not in new and "ships in April ($1)" in new
     pruned = read(ws, PRUNED)
-    assert "## Removed from MEMORY.md › Memory › Work · 2026-12-01 · run run1 · op run1/1 (remove)" in pruned
+    assert "## Removed from MEMORY.md › Memory › Work · 2026-12-01 · run run1 op 1 (remove)" in pruned
     assert "- Ticket 41 is closed\n" in pruned and "March" in pruned  # the old side of the replace too
     assert read(ws, f"{BACKUPS}/MEMORY.md.run1") == MEMORY
     records = journal.read(ws)

@@ -90,7 +90,7 @@ def test_a_second_lock_on_one_agent_is_busy_even_in_one_process(tmp_path: Path) 
     with store.lock("alfred"):
         with pytest.raises(Busy, match="alfred") as caught:
             store.lock("alfred").acquire()
-        assert caught.value.agent_id == "alfred" and caught.value.code == "FAILED_PRECONDITION"
+        assert caught.value.agent_id == "alfred" and caught.value.code == "ABORTED"
         with store.lock("bertha"):  # other agents are independent
             pass
     with store.lock("alfred"):  # released at the end of the block

@@ -1,0 +1,182 @@
+from google.api import annotations_pb2 as _annotations_pb2
+from google.api import field_behavior_pb2 as _field_behavior_pb2
+from gateway.v1 import options_pb2 as _options_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RunNowRequest(_message.Message):
+    __slots__ = ("agent_id", "mode")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    mode: str
+    def __init__(self, agent_id: _Optional[str] = ..., mode: _Optional[str] = ...) -> None: ...
+
+class ReviewerResult(_message.Message):
+    __slots__ = ("ok", "reason", "seconds", "proposals", "dropped", "summary")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PROPOSALS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    reason: str
+    seconds: float
+    proposals: int
+    dropped: _containers.RepeatedScalarFieldContainer[str]
+    summary: str
+    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., seconds: _Optional[float] = ..., proposals: _Optional[int] = ..., dropped: _Optional[_Iterable[str]] = ..., summary: _Optional[str] = ...) -> None: ...
+
+class DreamOp(_message.Message):
+    __slots__ = ("op_id", "proposal_id", "op", "file", "tier", "topic", "status", "reason", "target", "content", "chars_removed", "chars_inserted", "proposal_reason")
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    PROPOSAL_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    CHARS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    CHARS_INSERTED_FIELD_NUMBER: _ClassVar[int]
+    PROPOSAL_REASON_FIELD_NUMBER: _ClassVar[int]
+    op_id: str
+    proposal_id: str
+    op: str
+    file: str
+    tier: str
+    topic: str
+    status: str
+    reason: str
+    target: str
+    content: str
+    chars_removed: int
+    chars_inserted: int
+    proposal_reason: str
+    def __init__(self, op_id: _Optional[str] = ..., proposal_id: _Optional[str] = ..., op: _Optional[str] = ..., file: _Optional[str] = ..., tier: _Optional[str] = ..., topic: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., target: _Optional[str] = ..., content: _Optional[str] = ..., chars_removed: _Optional[int] = ..., chars_inserted: _Optional[int] = ..., proposal_reason: _Optional[str] = ...) -> None: ...
+
+class DreamFile(_message.Message):
+    __slots__ = ("file", "chars_before", "chars_after")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    CHARS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    CHARS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    file: str
+    chars_before: int
+    chars_after: int
+    def __init__(self, file: _Optional[str] = ..., chars_before: _Optional[int] = ..., chars_after: _Optional[int] = ...) -> None: ...
+
+class DreamReport(_message.Message):
+    __slots__ = ("run_id", "agent_id", "mode", "trigger", "status", "reason", "started_at", "finished_at", "reviewer", "ops", "files", "notes", "text")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    REVIEWER_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    agent_id: str
+    mode: str
+    trigger: str
+    status: str
+    reason: str
+    started_at: str
+    finished_at: str
+    reviewer: ReviewerResult
+    ops: _containers.RepeatedCompositeFieldContainer[DreamOp]
+    files: _containers.RepeatedCompositeFieldContainer[DreamFile]
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    text: str
+    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., mode: _Optional[str] = ..., trigger: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., started_at: _Optional[str] = ..., finished_at: _Optional[str] = ..., reviewer: _Optional[_Union[ReviewerResult, _Mapping]] = ..., ops: _Optional[_Iterable[_Union[DreamOp, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[DreamFile, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ..., text: _Optional[str] = ...) -> None: ...
+
+class GetDreamStatusRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class LastRun(_message.Message):
+    __slots__ = ("run_id", "trigger", "mode", "status", "reason", "started_at", "finished_at")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    trigger: str
+    mode: str
+    status: str
+    reason: str
+    started_at: str
+    finished_at: str
+    def __init__(self, run_id: _Optional[str] = ..., trigger: _Optional[str] = ..., mode: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., started_at: _Optional[str] = ..., finished_at: _Optional[str] = ...) -> None: ...
+
+class DreamStatus(_message.Message):
+    __slots__ = ("agent_id", "scheduled", "mode", "next_run_at", "last_run", "pending", "last_night", "text")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RUN_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_RUN_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    LAST_NIGHT_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    scheduled: bool
+    mode: str
+    next_run_at: str
+    last_run: LastRun
+    pending: _containers.RepeatedCompositeFieldContainer[DreamOp]
+    last_night: str
+    text: str
+    def __init__(self, agent_id: _Optional[str] = ..., scheduled: _Optional[bool] = ..., mode: _Optional[str] = ..., next_run_at: _Optional[str] = ..., last_run: _Optional[_Union[LastRun, _Mapping]] = ..., pending: _Optional[_Iterable[_Union[DreamOp, _Mapping]]] = ..., last_night: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class AcceptProposalsRequest(_message.Message):
+    __slots__ = ("agent_id", "ids")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent_id: _Optional[str] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RevertDreamRequest(_message.Message):
+    __slots__ = ("agent_id", "run_id", "op_id")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    run_id: str
+    op_id: str
+    def __init__(self, agent_id: _Optional[str] = ..., run_id: _Optional[str] = ..., op_id: _Optional[str] = ...) -> None: ...
+
+class RevertReport(_message.Message):
+    __slots__ = ("agent_id", "run_id", "reverted", "already", "files", "message")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REVERTED_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    run_id: str
+    reverted: _containers.RepeatedScalarFieldContainer[str]
+    already: _containers.RepeatedScalarFieldContainer[str]
+    files: _containers.RepeatedCompositeFieldContainer[DreamFile]
+    message: str
+    def __init__(self, agent_id: _Optional[str] = ..., run_id: _Optional[str] = ..., reverted: _Optional[_Iterable[str]] = ..., already: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[DreamFile, _Mapping]]] = ..., message: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,63 @@
+"""Entry point of the dreaming process: the nightly scheduler and the Dreaming service."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+import grpc
+
+from gateway.config import AgentConfig
+from gateway.grpc_server import serve
+from gateway.home import read_internal_token
+from gateway.live_config import LiveConfig
+from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
+from services.dreaming import nightly
+from services.dreaming.dreamer import MAX_CONCURRENT_RUNS, Dreamer
+from services.dreaming.model import ReviewerOutcome
+from services.dreaming.peer_client import KbIndex, WatcherActivity
+from services.dreaming.reviewer import run_reviewer
+from services.dreaming.scheduler import Scheduler, SystemClock
+from services.dreaming.servicer import Dreaming
+from services.dreaming.state import StateStore
+
+
+async def run(live: LiveConfig, instance: str | None = None, reviewer_env: Mapping[str, str] | None = None) -> None:
+    """Serve gateway.v1.Dreaming and run every agent's nightly dream until SIGTERM, following config.json.
+
+    ``reviewer_env``: the environment the reviewer command gets (the entry point builds it with
+    ``reviewer.reviewer_environment``; nothing below it reads the process environment)."""
+    config = live.current
+    token = read_internal_token(config.home)
+    index = KbIndex(config.grpc.address("kb"), token)
+    activity = WatcherActivity(config.grpc.address("watcher"), token)
+
+    async def review(agent: AgentConfig, prompt: str) -> ReviewerOutcome:
+        # The reviewer works in the agent's own folder of the home (outside its workspace), so
+        # a reviewer that looks for project files finds none of the workspace's.
+        folder = agent.home / "agents" / agent.id
+        folder.mkdir(parents=True, exist_ok=True)
+        return await run_reviewer(agent.dreaming.reviewer_command, prompt, agent.dreaming.reviewer_timeout_seconds,
+                                  cwd=folder, env=reviewer_env)
+
+    store = StateStore(config.home)
+    deps = nightly.Deps(index=index, review=review, now=lambda: datetime.now(UTC))
+    dreamer = Dreamer(lambda: live.current, store, deps, activity)
+    scheduler = Scheduler(lambda: {a.id: a.dreaming for a in live.current.agents}, dreamer, store, SystemClock(),
+                          max_concurrent=MAX_CONCURRENT_RUNS)
+    dreamer.scheduler = scheduler
+    live.subscribe(lambda _config, _change: scheduler.replan())
+
+    async def background(stop: asyncio.Event) -> None:
+        try:
+            await asyncio.gather(scheduler.serve(stop), live.follow(stop))
+        finally:
+            await index.close()
+            await activity.close()
+
+    def register(server: grpc.aio.Server) -> list[str]:
+        dreaming_pb2_grpc.add_DreamingServicer_to_server(Dreaming(dreamer, live.snapshot), server)
+        return [dreaming_pb2.DESCRIPTOR.services_by_name["Dreaming"].full_name]
+
+    await serve("dreaming", config.grpc.bind_address("dreaming"), register, background=background, instance=instance)

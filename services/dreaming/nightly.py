@@ -1,0 +1,202 @@
+"""One dreaming run of one agent, in the nightly order.
+
+The order (README "Dreaming"):
+
+1. quiet-window check — scheduled runs only, done by the caller (``dreamer.py``)
+   before the night is claimed;
+2. read MEMORY.md and USER.md and note which are over budget;
+3. the deterministic passes come here: the terminal compactor, the staleness
+   GC and the route-out of episodic blocks when over budget (not built yet:
+   each will write through ``commit.py`` and the journal like the applier);
+4. gather the agent's transcripts of the lookback window;
+5. the reviewer (zero proposals on any failure; the run goes on);
+6. selection (``maxChangesPerRun``; more shrink ops over budget);
+7. the applier: ``plan`` (pure), then, in auto mode, ``commit`` (pruned
+   archive, backup, CAS, journal); in propose mode nothing is written but the
+   audit, and each proposal says what the applier would do with it now;
+8. the recall check: every removed entry must be found by Search, else the
+   file's pre-image is restored;
+9. shared promotion of applied durable adds comes here (not built yet);
+10. the audit: one DREAMS.md entry and the audit.jsonl records.
+
+Writing memory restarts no session: MEMORY.md and USER.md are memory files to
+the watcher, and memory/ and .dreaming/ are not composed at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+
+import structlog
+
+from gateway.config import AgentConfig
+from services.dreaming import audit, journal, recall
+from services.dreaming.applier import Budgets, over_budget, plan
+from services.dreaming.commit import PRUNED, CommitOutcome, Unsafe, append_text, commit, confined, read_text, restore
+from services.dreaming.model import (
+    ACCEPT,
+    MEMORY_FILES,
+    PROPOSE,
+    SCHEDULE,
+    FileChange,
+    OpResult,
+    Proposal,
+    ReviewerOutcome,
+    RunReport,
+)
+from services.dreaming.prompt import MemoryFile, build_prompt
+from services.dreaming.scheduler import new_run_id
+from services.dreaming.selection import select
+from services.dreaming.transcripts import gather, read_bounded
+
+log = structlog.get_logger()
+
+PROMPT_FILE_CHARS = 60_000  # of MEMORY.md / USER.md shown to the reviewer
+
+Review = Callable[[AgentConfig, str], Awaitable[ReviewerOutcome]]
+
+
+@dataclass(frozen=True)
+class Deps:
+    """What a run needs from outside: the KB (recall), the reviewer, and the time."""
+
+    index: recall.Index
+    review: Review
+    now: Callable[[], datetime]
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _budgets(agent: AgentConfig) -> Budgets:
+    m = agent.memory
+    return Budgets(m.memory_budget_chars, m.user_budget_chars, m.write_routing, m.episodic_archive_dir)
+
+
+def _proposed(results: Sequence[OpResult]) -> list[OpResult]:
+    """Propose mode: each op as a proposal, with what the applier would say now."""
+    out = []
+    for r in results:
+        reason = "" if r.status == "applied" else f"the applier would skip it now: {r.reason}"
+        out.append(replace(r, status="proposed", reason=reason, chars_removed=0, chars_inserted=0))
+    return out
+
+
+async def _recall(agent: AgentConfig, deps: Deps, run_id: str, at: str, done: CommitOutcome, notes: list[str]) -> list[OpResult]:
+    """Check recall of what ``done`` removed; restore files whose removals Search cannot find."""
+    results = done.results
+    if not done.pruned:
+        return results
+    if not agent.knowledge.archive.enabled:
+        notes.append(f"Recall not checked: the knowledge archive is off for this agent; removed text is in {PRUNED}.")
+        return results
+    try:
+        missing = await recall.check(deps.index, agent.id, agent.workspace, done.pruned)
+        why = {m.file: f"the recall check could not find a removed entry by Search ({m.query!r}): {m.entry[:120]!r}" for m in missing}
+    except Exception as exc:  # the KB could not answer: nothing removed is known to be findable
+        why = {p.file: f"the recall check could not run ({exc})" for p in done.pruned}
+    if not why:
+        notes.append(f"Recall checked: every removed entry ({sum(len(p.text) for p in done.pruned):,} chars) is found by Search.")
+        return results
+    undo: list[journal.Record] = []
+    for name, reason in sorted(why.items()):
+        pre_image, written = done.written[name]
+        if restore(agent.workspace, name, pre_image, written):
+            ops = [r.op_id for r in results if r.file == name and r.status == "applied"]
+            notes.append(f"{name} restored to its pre-image: {reason}.")
+            undo += [journal.undo_record("restore", run_id, op, at, by="recall check") for op in ops]
+            results = [replace(r, status="restored", reason=reason) if r.op_id in ops else r for r in results]
+            archive = confined(agent.workspace, PRUNED)
+            append_text(archive, f"\n(Run {run_id}: {name} was restored after the recall check; {', '.join(ops)} are undone.)\n")
+        else:
+            notes.append(f"{name}: {reason}, but {name} changed since the run wrote it, so it was kept; the removed text is in {PRUNED}.")
+    journal.append(agent.workspace, undo)
+    return results
+
+
+async def run(
+    agent: AgentConfig,
+    deps: Deps,
+    *,
+    mode: str,
+    trigger: str,
+    accepted: Sequence[Proposal] | None = None,
+    run_id: str | None = None,
+) -> RunReport:
+    """One run (module docstring). ``accepted``: apply these proposals instead of asking the reviewer
+    (``gateway dream accept``). ``run_id``: the id the scheduler claimed the night under (else a new
+    one). Never raises for a reviewer's or a file's trouble: the report says it."""
+    started = deps.now()
+    run_id, at = run_id or new_run_id(started), iso(started)
+    workspace = agent.workspace
+    notes: list[str] = []
+    base = RunReport(run_id=run_id, agent_id=agent.id, mode=mode, trigger=trigger, status="failed", started_at=at)
+    try:
+        texts = {name: read_text(workspace, name) for name in MEMORY_FILES}
+    except (Unsafe, OSError) as exc:
+        return _finish(agent, replace(base, reason=str(exc)), deps)
+    budgets = _budgets(agent)
+    over = [name for name in MEMORY_FILES if over_budget(texts[name], budgets.of(name))]
+    # (3) the compactor, staleness GC and route-out will run here, before the reviewer.
+    outcome: ReviewerOutcome | None = None
+    if accepted is None:
+        settings = agent.dreaming
+        gathered = gather(agent.transcripts_dir, started, settings.lookback_days)
+        if trigger == SCHEDULE and not gathered.sessions and not over:
+            reason = f"no session transcripts in the last {settings.lookback_days} days and nothing over budget; the reviewer was not called"
+            return _finish(agent, replace(base, status="nothing", reason=reason), deps)
+        memory_file, user_file = (
+            MemoryFile(name, read_bounded(workspace / name, PROMPT_FILE_CHARS), len(texts[name]), budgets.of(name), name in over)
+            for name in MEMORY_FILES
+        )
+        prompt = build_prompt(
+            agent_id=agent.id, memory=memory_file, user=user_file, write_routing=budgets.write_routing,
+            episodic_dir=budgets.episodic_dir, max_changes=settings.max_changes_per_run, transcripts=gathered,
+        )
+        outcome = await deps.review(agent, prompt)
+        proposals: Sequence[Proposal] = outcome.reply.proposals
+        chosen, left = select(proposals, settings.max_changes_per_run, over)
+    else:
+        outcome = None
+        proposals, chosen, left = accepted, list(accepted), []
+    numbered = {id(p): f"{run_id}/{i + 1}" for i, p in enumerate(proposals)}
+    result = plan(texts, [(numbered[id(p)], p) for p in chosen], budgets)
+    left_out = [OpResult(numbered[id(p)], p, "skipped", why, file=p.file) for p, why in left]
+    if mode == PROPOSE:
+        results = _proposed(result.results) + left_out
+        status = "proposed" if results else "nothing"
+        files: list[FileChange] = []
+    else:
+        done = commit(workspace, result, run_id, at)
+        notes += [f"{name} left alone: {why}" for name, why in done.aborted.items()]
+        results = await _recall(agent, deps, run_id, at, done, notes) + left_out
+        status = "applied" if any(r.status == "applied" for r in results) else "nothing"
+        files = [FileChange(name, len(texts[name]), len(read_text(workspace, name))) for name in done.written]
+    results.sort(key=lambda r: int(r.op_id.rsplit("/", 1)[1]))
+    reason = outcome.reason if outcome is not None and not outcome.ok else ""
+    report = replace(
+        base, status=status, reason=reason, summary=outcome.reply.summary if outcome else "",
+        reviewer=outcome, ops=tuple(results), files=tuple(files), notes=tuple(notes),
+    )
+    return _finish(agent, report, deps)
+
+
+def _finish(agent: AgentConfig, report: RunReport, deps: Deps) -> RunReport:
+    report = replace(report, finished_at=iso(deps.now()))
+    try:
+        audit.write_entry(agent.workspace, audit.render(report))
+        records = audit.run_records(report)
+        if report.trigger == ACCEPT:
+            records += [{"kind": "accepted", "run": report.run_id, "id": r.proposal.id} for r in report.ops if r.status == "applied"]
+        audit.append_records(agent.workspace, records)
+    except OSError as exc:  # the run's outcome stands; say so loudly
+        log.error("dream_audit_failed", agent=agent.id, run=report.run_id, error=str(exc))
+    log.info("dream_run", agent=agent.id, run=report.run_id, mode=report.mode, trigger=report.trigger,
+             status=report.status, reason=report.reason or None,
+             applied=sum(1 for r in report.ops if r.status == "applied"), ops=len(report.ops))
+    return report
+
+

@@ -1,0 +1,76 @@
+"""Plain-text renderings that ``gateway dream …`` prints (the RPC replies carry them as ``text``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from services.dreaming.model import OpResult, RunReport
+
+if TYPE_CHECKING:
+    from services.dreaming.dreamer import RevertResult, Status
+
+
+def _quote(text: str, limit: int = 70) -> str:
+    flat = " ".join(text.split())
+    return '"' + (flat if len(flat) <= limit else flat[: limit - 1] + "…") + '"'
+
+
+def op_line(r: OpResult) -> str:
+    p = r.proposal
+    what = p.op + (" (episodic)" if p.tier == "episodic" else "")
+    line = f"  {r.op_id}  {r.status:<8} {what} {r.file or p.file}  {_quote(p.target or p.content)}  [{p.id}]"
+    if r.reason:
+        line += f"\n      {r.reason}"
+    return line
+
+
+def report_text(report: RunReport) -> str:
+    run = f"dream {report.run_id}" if report.run_id else "dream"
+    head = f"{run} for {report.agent_id} ({report.mode}, {report.trigger}): {report.status}"
+    lines = [head + (f": {report.reason}" if report.reason else "")]
+    rv = report.reviewer
+    if rv is not None:
+        how = f"ok in {rv.seconds:.1f} s" if rv.ok else f"failed after {rv.seconds:.1f} s ({rv.reason})"
+        lines.append(f"  reviewer: {how}; {len(rv.reply.proposals)} proposals, {len(rv.reply.dropped)} dropped"
+                     + (f"; {_quote(rv.reply.summary, 120)}" if rv.reply.summary else ""))
+        lines += [f"    dropped: {d}" for d in rv.reply.dropped]
+    lines += [f"  {f.file}: {f.chars_before:,} -> {f.chars_after:,} chars" for f in report.files]
+    lines += [op_line(r) for r in report.ops]
+    lines += [f"  note: {n}" for n in report.notes]
+    return "\n".join(lines) + "\n"
+
+
+def status_text(status: Status) -> str:
+    lines = [f"dreaming for {status.agent_id}: {'scheduled' if status.scheduled else 'not scheduled'} ({status.mode} mode)"]
+    if status.scheduled:
+        lines.append(f"  next run: {status.next_run_at or 'unknown'}")
+    elif status.why_not:
+        lines.append(f"  {status.why_not}")
+    if status.last_night:
+        lines.append(f"  last scheduled night claimed: {status.last_night}")
+    last = status.last_run
+    if last is not None:
+        lines.append(f"  last run: {last.run_id} ({last.trigger}, {last.mode}) {last.status} at {last.started_at}"
+                     + (f": {last.reason}" if last.reason else ""))
+    else:
+        lines.append("  last run: none yet")
+    if status.pending:
+        lines.append(f"  pending proposals ({len(status.pending)}): accept with `gateway dream accept {status.agent_id} ID…`")
+        for r in status.pending:
+            p = r.proposal
+            line = f"  {p.id}  {p.op}{' (episodic)' if p.tier == 'episodic' else ''} {r.file or p.file}  {_quote(p.target or p.content)}"
+            line += f"  (run {r.op_id.rsplit('/', 1)[0]})"
+            if r.reason:
+                line += f"\n      {r.reason}"
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def revert_text(result: RevertResult) -> str:
+    if not result.reverted and result.already:
+        return f"nothing to revert in {result.run_id}: {', '.join(result.already)} already undone\n"
+    lines = [f"reverted {', '.join(result.reverted)} of {result.run_id}"]
+    if result.already:
+        lines.append(f"  already undone before: {', '.join(result.already)}")
+    lines += [f"  {f.file}: {f.chars_before:,} -> {f.chars_after:,} chars" for f in result.files]
+    return "\n".join(lines) + "\n"

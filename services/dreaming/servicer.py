@@ -1,0 +1,109 @@
+"""gRPC servicer of gateway.v1.Dreaming: parse, authorize, call the dreamer, map the result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import grpc
+
+from gateway.auth import Authenticator
+from gateway.config import AgentConfig, Config
+from gateway.errors import InvalidArgument
+from gateway.rpc import authorize_call, unary
+from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
+from services.dreaming.dreamer import Dreamer, RevertResult, Status
+from services.dreaming.model import AUTO, PROPOSE, OpResult, RunReport
+from services.dreaming.render import report_text, revert_text, status_text
+
+pb = dreaming_pb2
+
+
+def check_mode(mode: str) -> str:
+    """``auto``, ``propose`` or "" (the agent's configured mode). Raises InvalidArgument."""
+    if mode not in ("", AUTO, PROPOSE):
+        raise InvalidArgument(f"mode: {mode[:40]!r} is not a mode; accepted: auto, propose (or empty for the configured mode)")
+    return mode
+
+
+def op_pb(r: OpResult) -> dreaming_pb2.DreamOp:
+    p = r.proposal
+    return pb.DreamOp(
+        op_id=r.op_id, proposal_id=p.id, op=p.op, file=r.file or p.file, tier=p.tier, topic=p.topic, status=r.status,
+        reason=r.reason, target=p.target, content=p.content, chars_removed=r.chars_removed,
+        chars_inserted=r.chars_inserted, proposal_reason=p.reason,
+    )
+
+
+def report_pb(report: RunReport) -> dreaming_pb2.DreamReport:
+    out = pb.DreamReport(
+        run_id=report.run_id, agent_id=report.agent_id, mode=report.mode, trigger=report.trigger, status=report.status,
+        reason=report.reason, started_at=report.started_at, finished_at=report.finished_at,
+        ops=[op_pb(r) for r in report.ops],
+        files=[pb.DreamFile(file=f.file, chars_before=f.chars_before, chars_after=f.chars_after) for f in report.files],
+        notes=list(report.notes), text=report_text(report),
+    )
+    rv = report.reviewer
+    if rv is not None:
+        out.reviewer.CopyFrom(pb.ReviewerResult(
+            ok=rv.ok, reason=rv.reason, seconds=rv.seconds, proposals=len(rv.reply.proposals),
+            dropped=list(rv.reply.dropped), summary=rv.reply.summary,
+        ))
+    return out
+
+
+def status_pb(status: Status) -> dreaming_pb2.DreamStatus:
+    last = status.last_run
+    last_pb = pb.LastRun() if last is None else pb.LastRun(
+        run_id=last.run_id, trigger=last.trigger, mode=last.mode, status=last.status, reason=last.reason,
+        started_at=last.started_at, finished_at=last.finished_at,
+    )
+    return pb.DreamStatus(
+        agent_id=status.agent_id, scheduled=status.scheduled, mode=status.mode, next_run_at=status.next_run_at,
+        last_run=last_pb,
+        pending=[op_pb(r) for r in status.pending], last_night=status.last_night, text=status_text(status),
+    )
+
+
+def revert_pb(result: RevertResult) -> dreaming_pb2.RevertReport:
+    return pb.RevertReport(
+        agent_id=result.agent_id, run_id=result.run_id, reverted=list(result.reverted), already=list(result.already),
+        files=[pb.DreamFile(file=f.file, chars_before=f.chars_before, chars_after=f.chars_after) for f in result.files],
+        message=revert_text(result),
+    )
+
+
+class Dreaming(dreaming_pb2_grpc.DreamingServicer):
+    def __init__(self, dreamer: Dreamer, snapshot: Callable[[], tuple[Config, Authenticator]]) -> None:
+        self._dreamer = dreamer
+        self._snapshot = snapshot
+
+    def _agent(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> AgentConfig:
+        config, auth = self._snapshot()
+        agent = config.agent(agent_id)
+        authorize_call(auth, context, agent_id, agent_exists=agent is not None, write=write)
+        assert agent is not None
+        return agent
+
+    @unary
+    async def RunNow(self, request: dreaming_pb2.RunNowRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamReport:  # noqa: N802
+        agent = self._agent(context, request.agent_id, write=True)
+        return report_pb(await self._dreamer.run_now(agent, check_mode(request.mode)))
+
+    @unary
+    async def GetDreamStatus(self, request: dreaming_pb2.GetDreamStatusRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamStatus:  # noqa: N802
+        agent = self._agent(context, request.agent_id, write=False)
+        return status_pb(self._dreamer.status(agent))
+
+    @unary
+    async def AcceptProposals(self, request: dreaming_pb2.AcceptProposalsRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamReport:  # noqa: N802
+        agent = self._agent(context, request.agent_id, write=True)
+        if not request.ids:
+            raise InvalidArgument("ids is required: the proposal ids (p-…) to accept, from DREAMS.md or the dream status")
+        return report_pb(await self._dreamer.accept(agent, list(request.ids)))
+
+    @unary
+    async def RevertDream(self, request: dreaming_pb2.RevertDreamRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.RevertReport:  # noqa: N802
+        agent = self._agent(context, request.agent_id, write=True)
+        if not request.run_id:
+            raise InvalidArgument("run_id (runId) is required: the run to revert, from DREAMS.md or the dream status")
+        return revert_pb(await self._dreamer.revert(agent, request.run_id, request.op_id or None))
