@@ -17,7 +17,9 @@ them (backups, the pruned archive, compare-and-swap, the journal) is
    or remove whose span touches one is skipped. An add may land in one.
 3. **Over budget** (the file was over its soft budget when the run began):
    the run is net-shrink, so a durable add, or a replace whose new text is
-   longer than its anchor, is skipped.
+   longer than its anchor, is skipped. **Under budget**, an add or a replace
+   that would take the file over its budget is skipped too: once a file fits,
+   dreaming never makes it overflow again.
 4. **Bounded loss.** Each file's *gross* deletion is counted: every char a
    remove cuts and every char of a replace's anchor, whatever is inserted, so
    an add can never mask a delete. An op that would take the total past 25%
@@ -161,6 +163,7 @@ class _File:
         self.name = name
         self.original = original
         self.text = original
+        self.budget = budget
         self.over = over_budget(original, budget)
         self.cap = int(len(original) * (LOSS_OVER_BUDGET if self.over else LOSS_UNDER_BUDGET))
         self.deleted = 0  # gross chars of the original deleted so far
@@ -178,6 +181,8 @@ class _File:
         new = self.text[:start] + inserted + self.text[end:]
         if self.text.strip() and not new.strip():
             raise _Skip("this op would leave the file empty; a non-empty file is never emptied")
+        if not self.over and len(new) > len(self.text) and over_budget(new, self.budget):
+            raise _Skip(f"this op would take {self.name} over its soft budget ({len(new):,} of {self.budget:,} chars)")
         return new
 
 

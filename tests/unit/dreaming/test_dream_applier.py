@@ -114,6 +114,10 @@ def test_over_budget_adds_and_growing_replaces_are_skipped_shrinking_ones_apply(
     assert [s for s, _ in results] == ["skipped", "skipped", "applied"]
     assert "net-shrink" in results[0][1] and "grow" in results[1][1]
     _, results = run(text, add("- new"), replace("- delta", "- delta and more"), budgets=at)
+    assert [s for s, _ in results] == ["skipped", "skipped"]  # not over budget, but no room to grow
+    assert all("over its soft budget" in r for _, r in results)
+    room = Budgets(memory_chars=len(text) + 100, user_chars=0, write_routing=False)
+    _, results = run(text, add("- new"), replace("- delta", "- delta and more"), budgets=room)
     assert [s for s, _ in results] == ["applied", "applied"]
 
 
@@ -206,3 +210,13 @@ def test_an_unknown_file_is_skipped() -> None:
     p = Proposal(op="remove", file="SOUL.md", target="x", reason="y")
     result = plan({"MEMORY.md": "x\n"}, [("r/1", p)], NO_BUDGET)
     assert result.results[0].status == "skipped" and "not a memory file" in result.results[0].reason
+
+
+def test_under_budget_an_op_that_would_overflow_the_budget_is_skipped() -> None:
+    text = "- one\n" + FILLER
+    exact = Budgets(memory_chars=len(text) + len("- two\n"), user_chars=0, write_routing=False)
+    new, results = run(text, add("- two"), add("- three"), budgets=exact)
+    assert [s for s, _ in results] == ["applied", "skipped"]  # to exactly the budget, then no further
+    assert "over its soft budget" in results[1][1] and len(new) == exact.memory_chars
+    _, results = run(text, replace("- one", "- one, and much longer now"), budgets=exact)
+    assert results[0][0] == "skipped"
