@@ -7,12 +7,13 @@ longest words, stop words and one- or two-letter words left out. The entry is
 *found* when a hit's file holds the entry's text (whitespace aside) in the
 hit's lines or, for an entry that straddles two chunks, anywhere in that file.
 An entry with no searchable word (a rule, a lone symbol) has nothing to find
-and passes. The caller restores the pre-image of a file whose removals are not
+and passes. The searches run concurrently. The caller restores the pre-image of a file whose removals are not
 all found.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -89,14 +90,11 @@ async def check(index: Index, agent_id: str, workspace: Path, pruned: Sequence[P
     if not pruned:
         return []
     await index.refresh(agent_id)
+    wanted = [(block, entry, query) for block in pruned for entry in sections.entries(block.text) if (query := query_for(entry))]
+    answers = await asyncio.gather(*(index.search(agent_id, query, SEARCH_LIMIT) for _, _, query in wanted))
     missing = []
-    for block in pruned:
-        for entry in sections.entries(block.text):
-            query = query_for(entry)
-            if not query:
-                continue
-            hits = await index.search(agent_id, query, SEARCH_LIMIT)
-            wanted = _normalized(entry)
-            if not any(_holds(workspace, hit, wanted) for hit in hits):
-                missing.append(Missing(block.op_id, block.file, entry, query))
+    for (block, entry, query), hits in zip(wanted, answers, strict=True):
+        text = _normalized(entry)
+        if not any(_holds(workspace, hit, text) for hit in hits):
+            missing.append(Missing(block.op_id, block.file, entry, query))
     return missing
