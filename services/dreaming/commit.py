@@ -153,8 +153,8 @@ def _commit_file(workspace: Path, plan: Plan, name: str, run_id: str, now: str, 
         return
     archive = confined(workspace, PRUNED)
     blocks = [e for e in edits if e.removed]
-    for edit in blocks:
-        append_text(archive, pruned_block(edit, run_id, now[:10]))
+    if blocks:  # one append for the file's blocks: pruned.md is rewritten once, not once per block
+        append_text(archive, "".join(pruned_block(edit, run_id, now[:10]) for edit in blocks))
     _backup(workspace, name, original, run_id)
     try:
         write_atomic(path, new.encode("utf-8"), expected=original.encode("utf-8"))

@@ -189,19 +189,21 @@ class Dreamer:
             lock.release()
 
     async def accept(self, agent: AgentConfig, ids: list[str]) -> RunReport:
-        """Apply chosen proposals of propose mode through the applier. Raises NotFound when none is known."""
-        records = audit.read_records(agent.workspace)
-        waiting = audit.pending(records)
-        accepted_before = {str(r.get("id")) for r in records if r.get("kind") == "accepted"}
-        chosen = [waiting[i][0] for i in dict.fromkeys(ids) if i in waiting]
-        unknown = [i for i in ids if i not in waiting and i not in accepted_before]
-        already = [i for i in ids if i not in waiting and i in accepted_before]
-        if not chosen and unknown:
-            raise NotFound(f"no pending proposal {', '.join(unknown)} for agent {agent.id!r} (see `gateway dream status {agent.id}`)")
-        if not chosen:
-            return self._noop(agent, AUTO, ACCEPT, f"already accepted: {', '.join(already)}; nothing changed")
+        """Apply chosen proposals of propose mode through the applier. Raises NotFound when none is
+        known, Aborted when a run of the agent is in progress."""
         lock = await self._locked(agent)
         try:
+            records = audit.read_records(agent.workspace)
+            waiting = audit.pending(records)
+            accepted_before = {str(r.get("id")) for r in records if r.get("kind") == "accepted"}
+            chosen = [waiting[i][0] for i in dict.fromkeys(ids) if i in waiting]
+            unknown = [i for i in ids if i not in waiting and i not in accepted_before]
+            already = [i for i in ids if i not in waiting and i in accepted_before]
+            if not chosen and unknown:
+                raise NotFound(f"no pending proposal {', '.join(unknown)} for agent {agent.id!r} "
+                               f"(see `gateway dream status {agent.id}`)")
+            if not chosen:
+                return self._noop(agent, AUTO, ACCEPT, f"already accepted: {', '.join(already)}; nothing changed")
             report = await nightly.run(agent, self._deps, mode=AUTO, trigger=ACCEPT, accepted=chosen)
             await asyncio.to_thread(lock.record_run, RunSummary.from_report(report))
         finally:
