@@ -18,13 +18,11 @@ proposed, not yet accepted, one per id.
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 from gateway.atomic import write_atomic
-from services.dreaming.journal import trim_jsonl
+from services.dreaming import jsonl
 from services.dreaming.model import OpResult, Proposal, RunReport
 
 DREAMS = ".dreaming/DREAMS.md"
@@ -38,7 +36,7 @@ _HEADER = (
     "`audit.jsonl` beside this file has the full records, `journal.jsonl` every applied op).\n"
 )
 
-Record = dict[str, Any]
+Record = jsonl.Record
 
 
 def _one_line(text: str, limit: int = 100) -> str:
@@ -101,19 +99,7 @@ def write_entry(workspace: Path, entry: str) -> None:
 
 def append_records(workspace: Path, records: list[Record]) -> None:
     """Append JSON lines to audit.jsonl (capped)."""
-    if not records:
-        return
-    path = workspace / AUDIT
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records).encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, data)
-        size = os.fstat(fd).st_size
-    finally:
-        os.close(fd)
-    if size > AUDIT_MAX_BYTES:
-        trim_jsonl(path, AUDIT_KEEP_BYTES)
+    jsonl.append(workspace / AUDIT, records, max_bytes=AUDIT_MAX_BYTES, keep_bytes=AUDIT_KEEP_BYTES, durable=False)
 
 
 def run_records(report: RunReport) -> list[Record]:
@@ -140,19 +126,7 @@ def run_records(report: RunReport) -> list[Record]:
 
 
 def read_records(workspace: Path) -> list[Record]:
-    try:
-        raw = (workspace / AUDIT).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in raw.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return out
+    return jsonl.read(workspace / AUDIT)
 
 
 def proposal_from_json(raw: dict[str, Any]) -> Proposal:

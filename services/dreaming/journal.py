@@ -26,20 +26,18 @@ by op (their backups may still hold the pre-images).
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from services.dreaming import jsonl
 from services.dreaming.applier import Edit
 
 JOURNAL = ".dreaming/journal.jsonl"
 MAX_BYTES = 8 * 1024 * 1024
 KEEP_BYTES = 4 * 1024 * 1024
 
-Record = dict[str, Any]
+Record = jsonl.Record
 
 
 def edit_record(run_id: str, edit: Edit, at: str) -> Record:
@@ -58,50 +56,13 @@ def undo_record(kind: str, run_id: str, op_id: str, at: str, by: str = "") -> Re
 
 
 def append(workspace: Path, records: Iterable[Record], *, durable: bool = True) -> None:
-    """Append ``records`` as JSON lines (one write, fsynced), then cap the file."""
-    lines = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
-    if not lines:
-        return
-    path = workspace / JOURNAL
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, lines.encode("utf-8"))
-        if durable:
-            os.fsync(fd)
-        size = os.fstat(fd).st_size
-    finally:
-        os.close(fd)
-    if size > MAX_BYTES:
-        trim_jsonl(path, KEEP_BYTES)
-
-
-def trim_jsonl(path: Path, keep_bytes: int) -> None:
-    """Keep the newest whole lines of ``path`` that fit in ``keep_bytes`` (atomic rewrite)."""
-    from gateway.atomic import write_atomic
-
-    data = path.read_bytes()
-    if len(data) <= keep_bytes:
-        return
-    cut = data.find(b"\n", len(data) - keep_bytes)
-    write_atomic(path, data[cut + 1 :] if cut >= 0 else b"", mode=0o600)
+    """Append ``records`` (one write, fsynced), then cap the journal."""
+    jsonl.append(workspace / JOURNAL, records, max_bytes=MAX_BYTES, keep_bytes=KEEP_BYTES, durable=durable)
 
 
 def read(workspace: Path) -> list[Record]:
     """Every journal record, oldest first; broken lines are skipped."""
-    try:
-        raw = (workspace / JOURNAL).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in raw.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return out
+    return jsonl.read(workspace / JOURNAL)
 
 
 class RevertRefused(Exception):

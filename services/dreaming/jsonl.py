@@ -1,0 +1,58 @@
+"""JSON-lines files of dreaming (the audit and the journal): append, read back, cap."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from gateway.atomic import write_atomic
+
+Record = dict[str, Any]
+
+
+def append(path: Path, records: Iterable[Record], *, max_bytes: int, keep_bytes: int, durable: bool = True) -> None:
+    """Append ``records`` as one write (mode 0600; fsynced when ``durable``); past ``max_bytes``,
+    keep only the newest whole lines that fit in ``keep_bytes``."""
+    data = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records).encode("utf-8")
+    if not data:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, data)
+        if durable:
+            os.fsync(fd)
+        size = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    if size > max_bytes:
+        trim(path, keep_bytes)
+
+
+def trim(path: Path, keep_bytes: int) -> None:
+    """Keep the newest whole lines of ``path`` that fit in ``keep_bytes`` (atomic rewrite)."""
+    data = path.read_bytes()
+    if len(data) <= keep_bytes:
+        return
+    cut = data.find(b"\n", len(data) - keep_bytes)
+    write_atomic(path, data[cut + 1 :] if cut >= 0 else b"", mode=0o600)
+
+
+def read(path: Path) -> list[Record]:
+    """Every record of ``path``, oldest first ([] when missing); broken lines are skipped."""
+    try:
+        raw = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in raw.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
