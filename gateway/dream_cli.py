@@ -4,7 +4,7 @@ Each command is one call to the dreaming service over gRPC with the home's
 internal token, and prints the text the service renders. Exit codes: 0 when
 the call happened (a run that changed nothing included), 1 when it could not
 (the service is down, a run of the agent is in progress, a revert is refused),
-2 for bad usage (an unknown agent or proposal).
+2 for bad usage (an unknown agent, proposal, run or op).
 
 ``gateway dream AGENT [--mode auto|propose]`` runs; ``status``, ``accept`` and
 ``revert`` followed by an agent id are the subcommands (so an agent named
