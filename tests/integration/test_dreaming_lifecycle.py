@@ -190,6 +190,12 @@ def test_revert_one_op_then_the_run_by_cli_and_rest_twice_is_nothing(lsuite: Sui
     assert [r["kind"] for r in audit(lsuite, "rita")].count("revert") == 2  # two reverts did something
     unknown = rest_revert(lsuite, "rita", "20000101T000000Z-000000")
     assert unknown.status_code == 404, unknown.text
+    # An op the run does not have is unknown too: 404, exit 2 (bad usage), and nothing changes.
+    no_op = rest_revert(lsuite, "rita", run_id, "9")
+    assert no_op.status_code == 404 and f"{run_id}/9" in no_op.json()["message"], no_op.text
+    by_cli = cli(lsuite, "revert", "rita", f"{run_id}/9")
+    assert by_cli.returncode == 2 and f"{run_id}/9" in by_cli.stderr, by_cli.stderr
+    assert read(lsuite, "rita", "MEMORY.md") == MEMORY
 
 
 def test_a_revert_is_refused_when_the_text_around_the_op_changed(lsuite: Suite) -> None:
