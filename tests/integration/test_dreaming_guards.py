@@ -86,6 +86,21 @@ MALLORY_MEMORY = (
     "- The coffee machine on floor two is broken.\n"
     "- Lunch orders close at eleven sharp.\n"
 )
+PINNED_MEMORY = (
+    "# Memory\n\n"
+    "## Projects\n"
+    "- The gateway listens on port 10850.\n"
+    "- The staging host is named hermes.\n"
+    "- The billing service is written in Kotlin.\n"
+    "- Nightly builds are kept for fourteen days.\n\n"
+    "## Feedback\n"
+    "- Never reformat unrelated code in a diff.\n"
+    "- Ask before deleting any branch.\n"
+    "- Keep commit messages honest and short.\n\n"
+    "## Notes\n"
+    "- The coffee machine on floor two is broken.\n"
+    "- Lunch orders close at eleven sharp.\n"
+)
 MALLORY_USER = (
     "# About the user\n\n"
     "## Profile\n"
@@ -114,6 +129,7 @@ def gsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         reply_agent("olga", memory={"memoryBudgetChars": 300}),
         {"id": "envy", "dreaming": dreaming(reviewer("envelope.py", answers / "envy.json"))},
         reply_agent("newbie"),  # no MEMORY.md, no USER.md yet
+        reply_agent("pinny"),
         {"id": "slow", "dreaming": dreaming(reviewer("reply.py", "--delay", str(DEFAULT_DEADLINE_S + 1), answers / "slow.json"))},
         {"id": "mallory", "dreaming": dreaming(reviewer("obedient.py", tmp / "mallory-prompt.txt"), maxChangesPerRun=50)},
     ]
@@ -122,6 +138,7 @@ def gsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         agents.append({"id": agent_id, "dreaming": dreaming(reviewer(script, *args), reviewerTimeoutSeconds=1)})
     files = {a["id"]: {"MEMORY.md": "# Memory\n\n- The gateway listens on port 10850.\n"} for a in agents if a["id"] != "newbie"}
     files["mallory"] = {"MEMORY.md": MALLORY_MEMORY, "USER.md": MALLORY_USER}
+    files["pinny"] = {"MEMORY.md": PINNED_MEMORY}
     running = start_suite(tmp, agents, files=files)
     try:
         yield running
@@ -177,6 +194,30 @@ def test_anchor_pinned_and_literal_guards(gsuite: Suite) -> None:
     assert "- Pricing is $5 per seat.\n" in read(gsuite, "alfred", PRUNED)
     assert backups(gsuite, "alfred") == [f"MEMORY.md.{report['runId']}"]
     assert (ws / ".dreaming" / "backups" / f"MEMORY.md.{report['runId']}").read_text() == GUARDS_MEMORY
+
+
+def test_a_pinned_section_cannot_be_split_or_fenced_away_then_cut(gsuite: Suite) -> None:
+    # Adds may land in a pinned section, but not ones that end it early (a heading of its level)
+    # or hide its heading (a code fence opened above it): its lines would no longer be pinned,
+    # and the next op of the same run could remove them.
+    write_reply(answers(gsuite) / "pinny.json", [
+        add("## Scratch", target="## Feedback"),
+        remove("- Never reformat unrelated code in a diff."),
+        add("```", target="- Nightly builds are kept for fourteen days."),
+        remove("- Ask before deleting any branch."),
+        remove("## Notes"),  # legal: the Notes lines join the pinned section, which only grows
+        add("- Say which tests ran.", target="- Keep commit messages honest and short."),  # legal: an add inside it
+    ])
+    report = run_ok(gsuite, "pinny")
+    statuses = [op["status"] for op in report["ops"]]
+    assert statuses == ["skipped"] * 4 + ["applied"] * 2, report["text"]
+    assert all("pinned section" in op["reason"] for op in report["ops"][:4]), report["text"]
+    after = read(gsuite, "pinny", "MEMORY.md")
+    feedback = "## Feedback\n- Never reformat unrelated code in a diff.\n- Ask before deleting any branch.\n"
+    assert feedback in after and "```" not in after and "## Scratch" not in after
+    assert after == PINNED_MEMORY.replace("## Notes\n", "").replace(
+        "- Keep commit messages honest and short.\n", "- Keep commit messages honest and short.\n- Say which tests ran.\n")
+    check_audit(gsuite, "pinny", report)
 
 
 def test_bounded_loss_caps_a_run_at_a_quarter(gsuite: Suite) -> None:
