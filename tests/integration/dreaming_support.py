@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from suite_support import ADMIN_KEY, Suite, make_home, wait_until, workspace
 REVIEWERS = Path(__file__).resolve().parents[1] / "reviewers"
 PRUNED = "memory/archive/pruned.md"
 CLI_TIMEOUT_S = 90.0
-RUN_TIMEOUT_S = 30.0  # what the test waits for a REST reply (the shim has its own deadline)
+RUN_TIMEOUT_S = 30.0  # what a test waits for a REST reply (the slowest run here takes about 11 s)
 
 
 def reviewer(script: str, *args: str | Path) -> list[str]:
@@ -292,7 +292,3 @@ def process_gone(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return True
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
-
-
-def lines_of(text: str) -> Iterator[str]:
-    return (line for line in text.splitlines() if line.strip())

@@ -1,7 +1,7 @@
 """Scheduled dreaming against real processes: a night run once at its slot (the catch-up at
 start), the quiet window (a busy session; a fresh transcript after the watcher forgot its
-sessions; a watcher that cannot answer), restarts that never run a night twice, and agents
-that are not scheduled at all.
+sessions; a watcher that cannot answer), restarts (after a run, and in the middle of one)
+that never run a night twice, and agents that are not scheduled at all.
 
 Every scheduled agent's slot is the current UTC minute less one, with no stagger, so the
 dreaming process finds tonight's night due (inside the 6 h catch-up window) when it starts.
@@ -113,7 +113,7 @@ def night(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Night]:
     running = start_suite(tmp, agents, services=("file_api", "watcher", "kb", "http"),
                           files={a["id"]: {"MEMORY.md": MEMORY} for a in agents})
     try:
-        # sam talked two hours ago: inside the lookback window, outside the quiet window.
+        # sam and mid talked two hours ago: inside the lookback window, outside the quiet window.
         for agent in ("sam", "mid"):
             write_transcript(sessions_dir(running, agent), f"s-{agent}.jsonl", [("user", "Remember the port."), ("assistant", "Noted.")],
                              age=timedelta(hours=2))
