@@ -13,6 +13,9 @@ from gateway.grpc_server import MAX_MESSAGE_BYTES
 
 DEFAULT_DEADLINE_S = 10.0
 HEALTH_DEADLINE_S = 1.0
+# A dreaming run (RunNow, AcceptProposals) waits for its reviewer (reviewerTimeoutSeconds,
+# 120 s by default), the KB's refresh and a free place among the runs.
+DREAM_RUN_DEADLINE_S = 3600.0
 
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

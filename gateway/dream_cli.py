@@ -4,7 +4,7 @@ Each command is one call to the dreaming service over gRPC with the home's
 internal token, and prints the text the service renders. Exit codes: 0 when
 the call happened (a run that changed nothing included), 1 when it could not
 (the service is down, a run of the agent is in progress, a revert is refused),
-2 for bad usage (an unknown agent or proposal).
+2 for bad usage (an unknown agent, proposal, run or op).
 
 ``gateway dream AGENT [--mode auto|propose]`` runs; ``status``, ``accept`` and
 ``revert`` followed by an agent id are the subcommands (so an agent named
@@ -20,14 +20,14 @@ from pathlib import Path
 import grpc
 
 from gateway.auth import INTERNAL_TOKEN_HEADER
-from gateway.channels import sync_channel
+from gateway.channels import DREAM_RUN_DEADLINE_S, sync_channel
 from gateway.config import Config
 from gateway.errors import CommandError
 from gateway.home import read_internal_token
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
 
 SUBCOMMANDS = ("status", "accept", "revert")
-RUN_DEADLINE_S = 3600.0  # a run waits for the reviewer (reviewerTimeoutSeconds) and a free place
+RUN_DEADLINE_S = DREAM_RUN_DEADLINE_S  # a run waits for the reviewer (reviewerTimeoutSeconds) and a free place
 CALL_DEADLINE_S = 60.0
 USAGE = (
     "usage: gateway dream AGENT [--mode auto|propose] | dream status AGENT | dream accept AGENT ID... "

@@ -59,6 +59,9 @@ def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
         except grpc.aio.AbortError:
             code = str(context.code() or "ABORTED").rsplit(".", 1)[-1]
             raise
+        except asyncio.CancelledError:  # the caller went away or its deadline passed
+            code = "CANCELLED"
+            raise
         except Exception:
             code = "INTERNAL"
             log.exception("rpc_failed", method=method)

@@ -19,7 +19,7 @@ import grpc
 import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gateway.channels import DEFAULT_DEADLINE_S, HEALTH_DEADLINE_S, aio_channel
+from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S, HEALTH_DEADLINE_S, aio_channel
 from gateway.files_limits import MAX_BODY_BYTES
 from gateway_http.descriptors import Route, all_routes
 from gateway_http.errors import error_body, http_status
@@ -34,6 +34,17 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
+# RPCs that last as long as a dreaming run (they wait for a reviewer, a model); the shim gives
+# them the deadline `gateway dream` uses. Every other call gets DEFAULT_DEADLINE_S.
+LONG_DEADLINES: dict[str, float] = {
+    "/gateway.v1.Dreaming/RunNow": DREAM_RUN_DEADLINE_S,
+    "/gateway.v1.Dreaming/AcceptProposals": DREAM_RUN_DEADLINE_S,
+}
+
+
+def deadline(route: Route) -> float:
+    """The deadline, in seconds, of the gRPC call behind ``route``."""
+    return LONG_DEADLINES.get(route.grpc_path, DEFAULT_DEADLINE_S)
 
 
 class HttpError(Exception):
@@ -162,7 +173,7 @@ class ShimApp:
     async def _invoke(self, route: Route, request: Any, scope: Scope) -> tuple[int, bytes]:
         metadata = _auth_metadata(scope)
         try:
-            reply = await self._callable(route)(request, timeout=DEFAULT_DEADLINE_S, metadata=metadata)
+            reply = await self._callable(route)(request, timeout=deadline(route), metadata=metadata)
         except grpc.aio.AioRpcError as err:
             code = err.code()
             message = err.details() or code.name

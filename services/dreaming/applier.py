@@ -14,7 +14,11 @@ them (backups, the pruned archive, compare-and-swap, the journal) is
    already in the file (whitespace aside) is skipped.
 2. **Pinned sections** (``sections.py``: ``## User``, ``## Feedback``,
    ``## Preference(s)``, ``## Profile``) are never removed or shrunk: a replace
-   or remove whose span touches one is skipped. An add may land in one.
+   or remove whose span touches one is skipped. An add may land in one, but
+   no op may leave a pinned line outside its section (an added heading that
+   ends the section early, a code fence opened or closed so that its heading
+   is no longer one): such an op is skipped too, or a later op of the run
+   could remove those lines.
 3. **Over budget** (the file was over its soft budget when the run began):
    the run is net-shrink, so a durable add, or a replace whose new text is
    longer than its anchor, is skipped. **Under budget**, an add or a replace
@@ -225,6 +229,9 @@ def _durable(op_id: str, p: Proposal, f: _File) -> tuple[Edit, OpResult]:
                 raise _Skip("over budget: this replace would grow the file")
         new = f.splice(start, end, inserted)
         edit = _edit(op_id, f, p.op, start, end, inserted, new, p.reason)
+    if sections.unpins(text, new):
+        raise _Skip("this op would leave lines of a pinned section outside it (a heading or a code fence that "
+                    "splits or hides the section); pinned sections are never removed or shrunk")
     f.deleted += len(edit.removed)
     f.text = new
     result = OpResult(op_id, p, "applied", file=f.name, chars_removed=len(edit.removed), chars_inserted=len(edit.inserted))

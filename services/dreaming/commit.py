@@ -4,7 +4,8 @@ For each memory file the plan changed (MEMORY.md, then USER.md):
 
 1. The file is read again. If it differs from the text the plan started from
    (an agent or the file API wrote it during the run), the file is left alone
-   and its ops are recorded as aborted.
+   and its ops are recorded as aborted. A file that does not exist yet reads
+   as "" and is created by step 4 (unless someone else creates it first).
 2. Every block the ops take out of it (a remove's text, a replace's old text)
    is appended to ``memory/archive/pruned.md`` under a heading naming the file,
    the section it stood in, the date, the run and the op, so it stays
@@ -12,8 +13,9 @@ For each memory file the plan changed (MEMORY.md, then USER.md):
 3. The pre-image goes to ``.dreaming/backups/<file>.<run id>`` (newest
    ``BACKUPS_KEPT`` per file), only now that a change is about to commit.
 4. The new text replaces the file through ``gateway.atomic.write_atomic``
-   with the text read in step 1 as the expected content (a real CAS among the
-   suite's writers; see gateway/atomic.py for the window that remains). A
+   with the text read in step 1 as the expected content, or "must not exist"
+   for a new file (a real CAS among the suite's writers; see
+   gateway/atomic.py for the window that remains). A
    conflict aborts the file, and pruned.md gets a line saying those blocks were
    not removed after all.
 5. The applied ops are appended to the journal.
@@ -144,10 +146,13 @@ def _commit_file(workspace: Path, plan: Plan, name: str, run_id: str, now: str, 
     original, new = plan.originals[name], plan.texts[name]
     try:
         path = confined(workspace, name)
-        current = read_text(workspace, name)
+        raw: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        raw = None  # not written yet: the write creates it (and fails if someone else did meanwhile)
     except Unsafe as exc:
         _abort(out, plan, name, str(exc))
         return
+    current = "" if raw is None else raw.decode("utf-8", errors="replace")
     if current != original:
         _abort(out, plan, name, f"{name} changed on disk during the run (compare-and-swap); nothing written to it")
         return
@@ -157,7 +162,7 @@ def _commit_file(workspace: Path, plan: Plan, name: str, run_id: str, now: str, 
         append_text(archive, "".join(pruned_block(edit, run_id, now[:10]) for edit in blocks))
     _backup(workspace, name, original, run_id)
     try:
-        write_atomic(path, new.encode("utf-8"), expected=original.encode("utf-8"))
+        write_atomic(path, new.encode("utf-8"), expected=None if raw is None else original.encode("utf-8"))
     except WriteConflict:
         if blocks:
             ops = ", ".join(e.op_id for e in blocks)

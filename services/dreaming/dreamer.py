@@ -226,8 +226,12 @@ class Dreamer:
     def _revert(self, agent: AgentConfig, run_id: str, op_id: str | None) -> RevertResult:
         ws = agent.workspace
         records = journal.read(ws)
-        if not any(r.get("run") == run_id for r in records if r.get("kind") == "edit"):
+        edits = [r for r in records if r.get("kind") == "edit" and r.get("run") == run_id]
+        if not edits:
             raise NotFound(f"no applied op of run {run_id!r} in the journal of agent {agent.id!r}")
+        if op_id is not None and not any(r.get("op") == op_id for r in edits):
+            raise NotFound(f"{op_id}: no applied op with this id in run {run_id!r} of agent {agent.id!r} "
+                           "(see DREAMS.md for the run's ops)")
         try:
             planned = journal.plan_revert(records, run_id, op_id, lambda rel: read_text(ws, rel))
         except (journal.RevertRefused, Unsafe) as exc:

@@ -122,7 +122,7 @@ class RunReport:
     agent_id: str
     mode: str
     trigger: str
-    status: str  # applied | proposed | nothing | skipped | failed
+    status: str  # applied | proposed | nothing | skipped | failed | interrupted (audit only: cancelled mid-run)
     reason: str = ""
     started_at: str = ""
     finished_at: str = ""

@@ -15,7 +15,8 @@ The order (README "Dreaming"):
    archive, backup, CAS, journal); in propose mode nothing is written but the
    audit, and each proposal says what the applier would do with it now;
 8. the recall check: every removed entry must be found by Search, else the
-   file's pre-image is restored;
+   file's pre-image is restored (also when the run is cancelled during the
+   check: the run is then audited ``interrupted`` before the cancellation goes on);
 9. shared promotion of applied durable adds comes here (not built yet);
 10. the audit: one DREAMS.md entry and the audit.jsonl records.
 
@@ -25,6 +26,7 @@ the watcher, and memory/ and .dreaming/ are not composed at all.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -49,6 +51,7 @@ from services.dreaming.model import (
 from services.dreaming.prompt import MemoryFile, build_prompt
 from services.dreaming.scheduler import new_run_id
 from services.dreaming.selection import select
+from services.dreaming.state import INTERRUPTED
 from services.dreaming.transcripts import gather, read_bounded
 
 log = structlog.get_logger()
@@ -101,6 +104,13 @@ async def _recall(agent: AgentConfig, deps: Deps, run_id: str, at: str, done: Co
     if not why:
         notes.append(f"Recall checked: every removed entry ({sum(len(p.text) for p in done.pruned):,} chars) is found by Search.")
         return results
+    return _restore(agent, run_id, at, done, results, why, notes)
+
+
+def _restore(agent: AgentConfig, run_id: str, at: str, done: CommitOutcome, results: list[OpResult],
+             why: dict[str, str], notes: list[str]) -> list[OpResult]:
+    """Put back the pre-image of each file in ``why`` (file → reason) that still holds what the run
+    wrote; its applied ops become ``restored``. Synchronous: it also runs while the run is cancelled."""
     undo: list[journal.Record] = []
     for name, reason in sorted(why.items()):
         pre_image, written = done.written[name]
@@ -172,7 +182,20 @@ async def run(
     else:
         done = commit(workspace, result, run_id, at)
         notes += [f"{name} left alone: {why}" for name, why in done.aborted.items()]
-        results = await _recall(agent, deps, run_id, at, done, notes) + left_out
+        try:
+            results = await _recall(agent, deps, run_id, at, done, notes) + left_out
+        except asyncio.CancelledError:
+            # The caller went away (or the service stops) while the KB was asked: what the run
+            # removed was never found by Search, so it is put back, as when the KB cannot answer.
+            why = {p.file: "the run was cancelled before its recall check finished" for p in done.pruned}
+            results = _restore(agent, run_id, at, done, list(done.results), why, notes) + left_out
+            results.sort(key=lambda r: int(r.op_id.rsplit("/", 1)[1]))
+            _finish(agent, replace(
+                base, status=INTERRUPTED, reason="cancelled during the recall check (its caller went away or the service stopped)",
+                summary=outcome.reply.summary if outcome else "", reviewer=outcome, ops=tuple(results), notes=tuple(notes),
+                files=tuple(FileChange(name, len(texts[name]), len(read_text(workspace, name))) for name in done.written),
+            ), deps)
+            raise
         status = "applied" if any(r.status == "applied" for r in results) else "nothing"
         files = [FileChange(name, len(texts[name]), len(read_text(workspace, name))) for name in done.written]
     results.sort(key=lambda r: int(r.op_id.rsplit("/", 1)[1]))

@@ -8,7 +8,9 @@
   ``Profile`` (any level, any letter case, an optional trailing colon) and
   everything under it up to the next heading of the same or a higher level
   (fewer or as many ``#``), or the end of the file. A pinned heading nested
-  inside another section pins only its own part.
+  inside another section pins only its own part. ``unpins`` tells whether an
+  edit took a pinned line out of its section, directly or by adding a heading
+  that ends the section early or a code fence that hides its heading.
 - **Entries** (the unit the recall check searches for) are top-level list
   items with their continuation lines (nested items included), and
   paragraphs; a heading is an entry of its own, and so is the content of each
@@ -18,6 +20,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 PINNED_NAMES = ("user", "feedback", "preference", "preferences", "profile")
@@ -107,6 +110,20 @@ def pinned_spans(text: str) -> list[Span]:
                 break
         spans.append(Span(heading.start, end))
     return spans
+
+
+def pinned_lines(text: str) -> Counter[str]:
+    """The non-blank lines inside pinned sections (headings included), counted."""
+    out: Counter[str] = Counter()
+    for span in pinned_spans(text):
+        out.update(line for line in text[span.start : span.end].splitlines() if line.strip())
+    return out
+
+
+def unpins(before: str, after: str) -> bool:
+    """Whether a line pinned in ``before`` is no longer in a pinned section of ``after`` (taken
+    out, or left outside when a heading or a code fence splits or hides its section)."""
+    return bool(pinned_lines(before) - pinned_lines(after))
 
 
 def touches_pinned(text: str, start: int, end: int) -> bool:

@@ -7,8 +7,10 @@ import json
 import pytest
 from google.api import annotations_pb2
 
+from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S
 from gateway.files_limits import MAX_BODY_BYTES, MAX_CONTENT_BYTES
 from gateway.v1 import files_pb2
+from gateway_http.app import LONG_DEADLINES, deadline
 from gateway_http.descriptors import all_routes, proto_modules
 from gateway_http.errors import HTTP_STATUS, error_body
 from gateway_http.openapi import openapi_document, openapi_path
@@ -40,6 +42,14 @@ def test_file_routes_come_from_the_annotations() -> None:
     assert (get.http_method, get.template, get.body) == ("GET", "/api/v1/agents/{agent_id}/files/{filename}", "")
     assert (put.http_method, put.body, put.backend) == ("PUT", "*", "file_api")
     assert put.grpc_path == "/gateway.v1.WorkspaceFiles/PutFile"
+
+
+def test_a_dreaming_run_gets_the_deadline_of_a_run_and_other_calls_the_default() -> None:
+    # RunNow waits for the reviewer (120 s by default): the default deadline would cut it short.
+    assert deadline(route("RunNow")) == deadline(route("AcceptProposals")) == DREAM_RUN_DEADLINE_S
+    assert deadline(route("RevertDream")) == deadline(route("GetDreamStatus")) == DEFAULT_DEADLINE_S
+    assert deadline(route("PutFile")) == DEFAULT_DEADLINE_S
+    assert set(LONG_DEADLINES) <= {r.grpc_path for r in all_routes()}  # no typo in the table
 
 
 def test_router_matches_and_reports_allowed_methods() -> None:

@@ -164,6 +164,35 @@ def test_a_pinned_top_level_section_holds_its_subsections() -> None:
     assert [s for s, _ in results] == ["skipped", "applied"]
 
 
+@pytest.mark.parametrize("unpin", [
+    add("## Scratch", target="## User"),  # a heading of its level ends the section early
+    add("# Aside", target="- Prefers short answers"),  # so does a higher one
+    add("```", target="- Old ticket 41 is closed"),  # an open fence above it hides its heading
+    replace("Project Kestrel ships in March", "Project Kestrel ships in March\n```"),
+])
+def test_no_op_may_leave_pinned_lines_outside_their_section(unpin: Proposal) -> None:
+    # Otherwise the next op of the run could remove them: the pinned section would shrink.
+    new, results = run(PINNED + FILLER, unpin, remove("- Lives in Lisbon"), remove("- Tea, not coffee"))
+    assert new == PINNED + FILLER
+    assert [s for s, _ in results] == ["skipped"] * 3
+    assert "would leave lines of a pinned section outside it" in results[0][1]
+
+
+def test_closing_a_fence_that_hides_a_pinned_heading_is_refused_too() -> None:
+    text = "## Notes\n```\nsome code\n```\n## Feedback\n- Keep diffs small\n" + FILLER
+    new, results = run(text, remove("```\n## Feedback"), remove("some code"))
+    assert results[0][0] == "skipped" and "pinned section" in results[0][1]
+    text = "## Notes\n- a\n```\n## Feedback\n- inside a fence, so not pinned\n```\n" + FILLER
+    _, results = run(text, remove("```\n## Feedback"))  # opening the fence earlier was never pinned: free
+    assert results[0][0] == "applied"
+
+
+def test_adds_that_keep_pinned_lines_pinned_apply() -> None:
+    new, results = run(PINNED + FILLER, add("### Detail", target="## User"), remove("## Work"), add("## Later"))
+    assert [s for s, _ in results] == ["applied"] * 3, results  # a deeper heading; a section joining; an add at the end
+    assert "## User\n### Detail\n- Prefers short answers\n" in new
+
+
 def test_a_heading_inside_a_code_fence_pins_nothing() -> None:
     text = "## Notes\n```\n## User\n- code line\n```\n- free line\n- other\n- more\n- and more\n"
     _, results = run(text, remove("- code line"))

@@ -62,6 +62,24 @@ def test_a_concurrent_edit_aborts_the_file_and_writes_nothing_to_it(ws: Path) ->
     assert not (ws / BACKUPS).exists() and journal.read(ws) == []
 
 
+def test_a_memory_file_that_does_not_exist_yet_is_created(tmp_path: Path) -> None:
+    add = Proposal(op="add", file="USER.md", content="- Name: Ada", reason="said so")
+    p = plan({"MEMORY.md": "", "USER.md": ""}, [("run1/1", add)], BUDGETS)
+    done = commit(tmp_path, p, "run1", "2026-12-01T03:00:00Z")
+    assert done.aborted == {} and done.results[0].status == "applied"
+    assert read(tmp_path, "USER.md") == "- Name: Ada\n"
+    assert [r["op"] for r in journal.read(tmp_path)] == ["run1/1"]
+
+
+def test_a_memory_file_created_by_someone_else_during_the_run_aborts_it(tmp_path: Path) -> None:
+    add = Proposal(op="add", file="USER.md", content="- Name: Ada", reason="said so")
+    p = plan({"MEMORY.md": "", "USER.md": ""}, [("run1/1", add)], BUDGETS)
+    (tmp_path / "USER.md").write_text("- written by the agent\n")
+    done = commit(tmp_path, p, "run1", "2026-12-01T03:00:00Z")
+    assert "changed on disk" in done.aborted["USER.md"]
+    assert read(tmp_path, "USER.md") == "- written by the agent\n"
+
+
 def test_backups_only_when_something_commits_and_the_newest_20_are_kept(ws: Path) -> None:
     nothing = plan({"MEMORY.md": MEMORY}, ops(remove("- not there")), BUDGETS)
     commit(ws, nothing, "run0", "2026-12-01T03:00:00Z")
