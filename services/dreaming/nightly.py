@@ -166,7 +166,12 @@ async def run(
             agent_id=agent.id, memory=memory_file, user=user_file, write_routing=budgets.write_routing,
             episodic_dir=budgets.episodic_dir, max_changes=settings.max_changes_per_run, transcripts=gathered,
         )
-        outcome = await deps.review(agent, prompt)
+        try:
+            outcome = await deps.review(agent, prompt)
+        except asyncio.CancelledError:  # nothing was written yet: say so in the audit, then go on
+            _finish(agent, replace(base, status=INTERRUPTED, reason="cancelled while the reviewer ran (its caller "
+                                   "went away or the service stopped); nothing was changed"), deps)
+            raise
         proposals: Sequence[Proposal] = outcome.reply.proposals
         chosen, left = select(proposals, settings.max_changes_per_run, over)
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import grpc
@@ -23,6 +24,42 @@ def check_mode(mode: str) -> str:
     if mode not in ("", AUTO, PROPOSE):
         raise InvalidArgument(f"mode: {mode[:40]!r} is not a mode; accepted: auto, propose (or empty for the configured mode)")
     return mode
+
+
+RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,8}$")
+OP_NUMBER = re.compile(r"^[0-9]{1,6}$")
+PROPOSAL_ID = re.compile(r"^p-[0-9a-f]{12}$")
+MAX_IDS = 100
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 40 else value[:40] + "…")
+
+
+def check_run(run_id: str, op_id: str) -> tuple[str, str | None]:
+    """``(run id, op id or None)`` from a revert request. Raises InvalidArgument naming the field."""
+    if not run_id:
+        raise InvalidArgument("run_id (runId) is required: the run to revert, from DREAMS.md or the dream status")
+    if not RUN_ID.match(run_id):
+        raise InvalidArgument(f"run_id: {_shown(run_id)} is not a run id (like 20261201T030000Z-1a2b3c)")
+    if not op_id:
+        return run_id, None
+    number = op_id[len(run_id) + 1 :] if op_id.startswith(run_id + "/") else op_id
+    if not OP_NUMBER.match(number):
+        raise InvalidArgument(f"op_id: {_shown(op_id)} is not an op of run {run_id} (give its number, or {run_id}/N)")
+    return run_id, f"{run_id}/{int(number)}"
+
+
+def check_ids(ids: list[str]) -> list[str]:
+    """Proposal ids of an accept. Raises InvalidArgument for none, too many, or a malformed one."""
+    if not ids:
+        raise InvalidArgument("ids is required: the proposal ids (p-…) to accept, from DREAMS.md or the dream status")
+    if len(ids) > MAX_IDS:
+        raise InvalidArgument(f"ids: {len(ids)} ids; at most {MAX_IDS} in one accept")
+    bad = [i for i in ids if not PROPOSAL_ID.match(i)]
+    if bad:
+        raise InvalidArgument(f"ids: {_shown(bad[0])} is not a proposal id (p- and 12 hex digits)")
+    return ids
 
 
 def op_pb(r: OpResult) -> dreaming_pb2.DreamOp:
@@ -97,13 +134,10 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
     @unary
     async def AcceptProposals(self, request: dreaming_pb2.AcceptProposalsRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamReport:  # noqa: N802
         agent = self._agent(context, request.agent_id, write=True)
-        if not request.ids:
-            raise InvalidArgument("ids is required: the proposal ids (p-…) to accept, from DREAMS.md or the dream status")
-        return report_pb(await self._dreamer.accept(agent, list(request.ids)))
+        return report_pb(await self._dreamer.accept(agent, check_ids(list(request.ids))))
 
     @unary
     async def RevertDream(self, request: dreaming_pb2.RevertDreamRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.RevertReport:  # noqa: N802
         agent = self._agent(context, request.agent_id, write=True)
-        if not request.run_id:
-            raise InvalidArgument("run_id (runId) is required: the run to revert, from DREAMS.md or the dream status")
-        return revert_pb(await self._dreamer.revert(agent, request.run_id, request.op_id or None))
+        run_id, op_id = check_run(request.run_id, request.op_id)
+        return revert_pb(await self._dreamer.revert(agent, run_id, op_id))

@@ -80,3 +80,27 @@ def test_a_run_cancelled_during_the_recall_check_restores_and_is_audited(tmp_pat
     assert "run r1 (auto, manual)" in (ws / ".dreaming" / "DREAMS.md").read_text()
     assert "(Run r1: MEMORY.md was restored" in (ws / "memory" / "archive" / "pruned.md").read_text()
     assert datetime.fromisoformat(str(run["finishedAt"]).replace("Z", "+00:00")) == NOW
+
+
+def test_a_run_cancelled_while_the_reviewer_runs_changes_nothing_and_is_audited(tmp_path: Path) -> None:
+    agent = agent_in(tmp_path)
+    asked = asyncio.Event()
+
+    async def review(agent: AgentConfig, prompt: str) -> ReviewerOutcome:
+        asked.set()
+        await asyncio.Event().wait()  # a reviewer that is still thinking
+        raise AssertionError("unreachable")
+
+    async def main() -> None:
+        deps = nightly.Deps(index=StuckIndex(), review=review, now=lambda: NOW.astimezone(UTC))
+        task = asyncio.ensure_future(nightly.run(agent, deps, mode="auto", trigger=MANUAL))
+        await asyncio.wait_for(asked.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert (agent.workspace / "MEMORY.md").read_text() == MEMORY
+    [run] = [r for r in records(agent.workspace / ".dreaming" / "audit.jsonl") if r["kind"] == "run"]
+    assert run["status"] == "interrupted" and "nothing was changed" in str(run["reason"])
+    assert "interrupted" in (agent.workspace / ".dreaming" / "DREAMS.md").read_text()
