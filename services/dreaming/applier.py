@@ -14,7 +14,11 @@ them (backups, the pruned archive, compare-and-swap, the journal) is
    already in the file (whitespace aside) is skipped.
 2. **Pinned sections** (``sections.py``: ``## User``, ``## Feedback``,
    ``## Preference(s)``, ``## Profile``) are never removed or shrunk: a replace
-   or remove whose span touches one is skipped. An add may land in one.
+   or remove whose span touches one is skipped. An add may land in one. Nor
+   may an op take the pin off text it does not touch: an op after which some
+   text of a pinned section no longer stands in one (a heading added inside
+   ``## User`` ends it early, a code fence opened above it makes it no heading
+   at all) is skipped, so a later op cannot remove what was pinned.
 3. **Over budget** (the file was over its soft budget when the run began):
    the run is net-shrink, so a durable add, or a replace whose new text is
    longer than its anchor, is skipped. **Under budget**, an add or a replace
@@ -186,6 +190,32 @@ class _File:
         return new
 
 
+def _covered(start: int, end: int, spans: Sequence[sections.Span]) -> bool:
+    """Whether [start, end) lies inside the union of ``spans`` (sorted by start)."""
+    at = start
+    for span in spans:
+        if span.start <= at < span.end:
+            at = span.end
+            if at >= end:
+                return True
+    return at >= end
+
+
+def _unpins(old: str, new: str, start: int, end: int, inserted: int) -> bool:
+    """Whether splicing ``inserted`` chars over [start, end) of ``old`` (giving ``new``) leaves some
+    pinned text of ``old`` outside it outside every pinned section of ``new``."""
+    before = sections.pinned_spans(old)
+    if not before:
+        return False
+    after = sections.pinned_spans(new)
+    shift = inserted - (end - start)
+    for span in before:
+        kept = [(span.start, min(span.end, start)), (max(span.start, end) + shift, span.end + shift)]
+        if any(a < b and not _covered(a, b, after) for a, b in kept):
+            return True
+    return False
+
+
 def _edit(op_id: str, f: _File, kind: str, start: int, end: int, inserted: str, new: str, reason: str) -> Edit:
     tail = start + len(inserted)
     return Edit(
@@ -225,6 +255,9 @@ def _durable(op_id: str, p: Proposal, f: _File) -> tuple[Edit, OpResult]:
                 raise _Skip("over budget: this replace would grow the file")
         new = f.splice(start, end, inserted)
         edit = _edit(op_id, f, p.op, start, end, inserted, new, p.reason)
+    if _unpins(text, new, edit.offset, edit.offset + len(edit.removed), len(edit.inserted)):
+        raise _Skip("this op would take the pin off text of a pinned section (User, Feedback, Preferences, Profile): "
+                    "after it, that text would stand outside any pinned section")
     f.deleted += len(edit.removed)
     f.text = new
     result = OpResult(op_id, p, "applied", file=f.name, chars_removed=len(edit.removed), chars_inserted=len(edit.inserted))
