@@ -11,7 +11,8 @@ For each memory file the plan changed (MEMORY.md, then USER.md):
    searchable. The block is the whole lines the removed text stood in, as they
    were: a replace of part of a line ("every 90 days" → "every 30 days")
    archives the line it changed, so the old fact is found in its own words, not
-   only the fragment. Nothing is cut before it is archived.
+   only the fragment. All of a file's blocks go in one append (one durable
+   write). Nothing is cut before it is archived.
 3. The pre-image goes to ``.dreaming/backups/<file>.<run id>`` (newest
    ``BACKUPS_KEPT`` per file), only now that a change is about to commit.
 4. The new text replaces the file through ``gateway.atomic.write_atomic``
@@ -163,8 +164,8 @@ def _commit_file(workspace: Path, plan: Plan, name: str, run_id: str, now: str, 
         return
     archive = confined(workspace, PRUNED)
     blocks = [e for e in edits if e.removed]
-    for edit in blocks:
-        append_text(archive, pruned_block(edit, run_id, now[:10]))
+    if blocks:  # one append for all of them: one durable write of pruned.md per file and run
+        append_text(archive, "".join(pruned_block(edit, run_id, now[:10]) for edit in blocks))
     _backup(workspace, name, original, run_id)
     try:
         write_atomic(path, new.encode("utf-8"), expected=original.encode("utf-8"))
