@@ -205,9 +205,18 @@ def _covered(start: int, end: int, spans: Sequence[sections.Span]) -> bool:
     return at >= end
 
 
+def _around(text: str, start: int, end: int) -> str:
+    """The whole lines of ``text`` that [start, end) touches (the line holding ``start`` when empty)."""
+    return text[text.rfind("\n", 0, start) + 1 : _line_end(text, max(start, end - 1))]
+
+
 def _unpins(old: str, new: str, start: int, end: int, inserted: int) -> bool:
     """Whether splicing ``inserted`` chars over [start, end) of ``old`` (giving ``new``) leaves some
     pinned text of ``old`` outside it outside every pinned section of ``new``."""
+    # Lines outside the splice are the same in both texts; if no line it rewrote is (or becomes) a
+    # heading or a fence line, every section is where it was, shifted, and nothing is unpinned.
+    if not sections.structural(_around(old, start, end)) and not sections.structural(_around(new, start, start + inserted)):
+        return False
     before = sections.pinned_spans(old)
     if not before:
         return False
