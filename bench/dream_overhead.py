@@ -657,7 +657,8 @@ def build_report(args: argparse.Namespace, setup: dict[str, Any], res: dict[str,
                  meta: dict[str, str], note: str) -> tuple[str, list[str]]:  # fmt: skip
     figs = ka.Figures()
     figs.add("Setup", f"{setup['agents']:,} agents (+{WARMUP} warm-up), MEMORY.md {setup['mem_min']:,}-{setup['mem_max']:,} chars "
-             f"(budget {BUDGET_CHARS:,}), written in {setup['write_s']:.1f} s; KB first index of every agent {setup['index_s']:.1f} s")  # fmt: skip
+             f"(budget {BUDGET_CHARS:,}), written in {setup['write_s']:.1f} s; KB first index of every agent {setup['index_s']:.1f} s, "
+             f"KB RSS then {setup.get('kb_rss', float('nan')):.0f} MB")  # fmt: skip
     if res is None:
         figs.add("In-process passes", f"n/a ({note})", "p99 <= 20 ms", None)
     else:
@@ -781,12 +782,13 @@ def main(argv: list[str] | None = None) -> int:
         except RuntimeError as exc:
             note = f"the KB service failed: {str(exc).splitlines()[0]}"
             say(str(exc))
-            index_s = float("nan")
+            index_s = kb_rss = float("nan")
         else:
             t0 = time.perf_counter()
             asyncio.run(first_index(warm + agents, kb_address, token))
             index_s = time.perf_counter() - t0
-            say(f"KB (pid {kb_pid}) indexed {len(warm) + len(agents):,} agents in {index_s:.1f} s; RSS {dc.rss_mb(kb_pid):.0f} MB")
+            kb_rss = dc.rss_mb(kb_pid)
+            say(f"KB (pid {kb_pid}) indexed {len(warm) + len(agents):,} agents in {index_s:.1f} s; RSS {kb_rss:.0f} MB")
             res = asyncio.run(in_process(home, warm, agents, kb_address, token))
             try:
                 grpc_res = grpc_phase(home, ports, agents[: args.grpc_agents], children)
@@ -794,7 +796,7 @@ def main(argv: list[str] | None = None) -> int:
             except RuntimeError as exc:
                 note = f"the dreaming service failed: {str(exc).splitlines()[0]}"
                 say(str(exc))
-        setup.update(agents=len(agents), mem_min=min(sizes), mem_max=max(sizes), write_s=write_s, index_s=index_s)
+        setup.update(agents=len(agents), mem_min=min(sizes), mem_max=max(sizes), write_s=write_s, index_s=index_s, kb_rss=kb_rss)
     except KeyboardInterrupt:
         say("interrupted; stopping the children")
         return 130
