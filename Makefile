@@ -46,6 +46,8 @@ bench: install
 	$(PY) bench/watcher_latency.py
 	$(PY) bench/kb_archive.py
 	$(PY) bench/kb_shared.py
+	$(PY) bench/dream_overhead.py
+	$(PY) bench/dream_fidelity.py
 
 protos: install
 	$(PY) -m gateway.protogen

@@ -62,7 +62,10 @@ class Edit:
     ``offset`` is where the splice starts in the text as it was when the op ran;
     ``before`` / ``after`` are up to CONTEXT_CHARS of the text around the
     inserted part once the op was made; ``at_start`` / ``at_end`` say that the
-    context reached the start / end of the file (a revert then finds it there)."""
+    context reached the start / end of the file (a revert then finds it there).
+    ``lines`` are the whole lines of that text the removed part stood in (""
+    when nothing was removed): what the pruned archive keeps, so a fact whose
+    value a replace changed stays findable in its own words."""
 
     op_id: str
     file: str
@@ -78,6 +81,7 @@ class Edit:
     heading_path: tuple[str, ...] = ()
     at_start: bool = False
     at_end: bool = False
+    lines: str = ""
 
 
 @dataclass(frozen=True)
@@ -190,14 +194,27 @@ class _File:
         return new
 
 
+def _around(text: str, start: int, end: int) -> str:
+    """The whole lines of ``text`` that [start, end) touches (the line holding ``start`` when empty)."""
+    return text[text.rfind("\n", 0, start) + 1 : _line_end(text, max(start, end - 1))]
+
+
+def _moves_sections(old: str, new: str, start: int, end: int, inserted: int) -> bool:
+    """Whether splicing ``inserted`` chars over [start, end) of ``old`` (giving ``new``) may move a
+    section's bounds: only when a line it rewrote is, or becomes, a heading or a fence line (the
+    other lines are the same in both texts). The full pinned-lines comparison runs only then."""
+    return sections.structural(_around(old, start, end)) or sections.structural(_around(new, start, start + inserted))
+
+
 def _edit(op_id: str, f: _File, kind: str, start: int, end: int, inserted: str, new: str, reason: str) -> Edit:
     tail = start + len(inserted)
+    lines = f.text[f.text.rfind("\n", 0, start) + 1 : _line_end(f.text, end - 1)] if end > start else ""
     return Edit(
         op_id=op_id, file=f.name, kind=kind, offset=start, removed=f.text[start:end], inserted=inserted,
         before=new[max(0, start - CONTEXT_CHARS) : start], after=new[tail : tail + CONTEXT_CHARS],
         hash_before=sha256(f.text), hash_after=sha256(new), reason=reason,
         heading_path=sections.heading_path(f.text, start),
-        at_start=start <= CONTEXT_CHARS, at_end=tail + CONTEXT_CHARS >= len(new),
+        at_start=start <= CONTEXT_CHARS, at_end=tail + CONTEXT_CHARS >= len(new), lines=lines,
     )
 
 
@@ -229,7 +246,7 @@ def _durable(op_id: str, p: Proposal, f: _File) -> tuple[Edit, OpResult]:
                 raise _Skip("over budget: this replace would grow the file")
         new = f.splice(start, end, inserted)
         edit = _edit(op_id, f, p.op, start, end, inserted, new, p.reason)
-    if sections.unpins(text, new):
+    if _moves_sections(text, new, edit.offset, edit.offset + len(edit.removed), len(edit.inserted)) and sections.unpins(text, new):
         raise _Skip("this op would leave lines of a pinned section outside it (a heading or a code fence that "
                     "splits or hides the section); pinned sections are never removed or shrunk")
     f.deleted += len(edit.removed)

@@ -9,7 +9,11 @@ For each memory file the plan changed (MEMORY.md, then USER.md):
 2. Every block the ops take out of it (a remove's text, a replace's old text)
    is appended to ``memory/archive/pruned.md`` under a heading naming the file,
    the section it stood in, the date, the run and the op, so it stays
-   searchable. Nothing is cut before it is archived.
+   searchable. The block is the whole lines the removed text stood in, as they
+   were: a replace of part of a line ("every 90 days" → "every 30 days")
+   archives the line it changed, so the old fact is found in its own words, not
+   only the fragment. All of a file's blocks go in one append (one durable
+   write). Nothing is cut before it is archived.
 3. The pre-image goes to ``.dreaming/backups/<file>.<run id>`` (newest
    ``BACKUPS_KEPT`` per file), only now that a change is about to commit.
 4. The new text replaces the file through ``gateway.atomic.write_atomic``
@@ -114,11 +118,18 @@ def append_text(path: Path, block: str) -> tuple[str, str]:
     raise WriteConflict(f"{path.name} kept changing; could not append")
 
 
+def archived(edit: Edit) -> str:
+    """What the pruned archive keeps of ``edit``: the whole lines its removed text stood in."""
+    return edit.lines or edit.removed
+
+
 def pruned_block(edit: Edit, run_id: str, date: str) -> str:
     where = " › ".join((edit.file, *edit.heading_path))
-    body = edit.removed if edit.removed.endswith("\n") else edit.removed + "\n"
+    text = archived(edit)
+    body = text if text.endswith("\n") else text + "\n"
     number = edit.op_id.rsplit("/", 1)[-1]
-    return f"\n## Removed from {where} · {date} · run {run_id} op {number} ({edit.kind})\n\n{body}"
+    kind = edit.kind if text.rstrip("\r\n") == edit.removed.rstrip("\r\n") else f"{edit.kind} of part of this text"
+    return f"\n## Removed from {where} · {date} · run {run_id} op {number} ({kind})\n\n{body}"
 
 
 def _backup(workspace: Path, name: str, text: str, run_id: str) -> None:
@@ -170,7 +181,7 @@ def _commit_file(workspace: Path, plan: Plan, name: str, run_id: str, now: str, 
         _abort(out, plan, name, f"{name} changed on disk just before the write (compare-and-swap); nothing written to it")
         return
     out.written[name] = (original, new)
-    out.pruned += [Pruned(e.op_id, name, e.removed) for e in blocks]
+    out.pruned += [Pruned(e.op_id, name, archived(e)) for e in blocks]
     out.records += [journal.edit_record(run_id, e, now) for e in edits]
 
 

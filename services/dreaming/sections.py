@@ -79,6 +79,12 @@ def fenced_lines(text: str) -> list[bool]:
     return flags
 
 
+def structural(text: str) -> bool:
+    """Whether some line of ``text`` could be a heading or a fence line (either may change where
+    sections begin and end; any other line cannot)."""
+    return any(_HEADING.match(line) or _FENCE.match(line) for line in text.splitlines())
+
+
 def headings(text: str) -> list[Heading]:
     """Every heading outside fenced code, in order."""
     out = []

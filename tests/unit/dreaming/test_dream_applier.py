@@ -150,6 +150,37 @@ def test_outside_pinned_sections_and_adds_into_them_apply() -> None:
     assert "Old ticket" not in new
 
 
+@pytest.mark.parametrize("unpin", [
+    add("## Older notes", target="- Prefers short answers"),  # a heading inside ## User ends it early
+    add("```", target="# Memory"),  # a fence opened above it: ## User is no heading any more
+    replace("- Old ticket 41 is closed", "- Old ticket 41 is closed\n```"),  # a fence opened above ## Preferences
+    replace("- Project", "```\n- Project"),  # the same from a replace of part of a line
+])
+def test_an_op_that_would_take_the_pin_off_a_section_is_skipped_so_its_lines_stay(unpin: Proposal) -> None:
+    new, results = run(PINNED + FILLER, unpin, remove("- Lives in Lisbon"), remove("- Tea, not coffee"))
+    assert results[0][0] == "skipped" and "outside it" in results[0][1]
+    assert [s for s, _ in results[1:]] == ["skipped", "skipped"]
+    assert new == PINNED + FILLER
+
+
+def test_ops_that_change_no_heading_or_fence_line_keep_every_section_where_it_was() -> None:
+    from services.dreaming.applier import _moves_sections
+
+    for old, start, end, inserted in ((PINNED, PINNED.index("March"), PINNED.index("March") + 5, "April # not a heading"),
+                                      (PINNED, PINNED.index("- Old"), PINNED.index("- Old") + 2, "")):
+        new = old[:start] + inserted + old[end:]
+        assert not _moves_sections(old, new, start, end, len(inserted))
+    at = PINNED.index("- Lives in Lisbon")
+    assert _moves_sections(PINNED, PINNED[:at] + "## Split\n" + PINNED[at:], at, at, len("## Split\n"))
+
+
+def test_adds_into_a_pinned_section_that_keep_it_whole_still_apply() -> None:
+    new, results = run(PINNED + FILLER, add("### Habits", target="- Prefers short answers"), add("- Walks to work", target="### Habits"),
+                       remove("- Old ticket 41 is closed"), add("## Later\n- a new section at the end"))
+    assert [s for s, _ in results] == ["applied"] * 4
+    assert "- Prefers short answers\n### Habits\n- Walks to work\n- Lives in Lisbon\n" in new
+
+
 @pytest.mark.parametrize("heading", ["## feedback", "### Profile", "## Preference:", "# USER"])
 def test_pinned_headings_any_case_and_level(heading: str) -> None:
     other = heading.split()[0] + " Other"  # the next heading of the same level ends the section

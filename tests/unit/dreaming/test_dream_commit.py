@@ -52,6 +52,37 @@ def test_commit_archives_first_backs_up_writes_and_journals(ws: Path) -> None:
     assert records[0]["removed"] == "- Ticket 41 is closed\n"
 
 
+def test_a_replace_of_part_of_a_line_archives_the_whole_line_as_it_was(ws: Path) -> None:
+    p = plan({"MEMORY.md": MEMORY}, ops(Proposal(op="replace", file="MEMORY.md", target="March", content="April", reason="moved"),
+                                        remove("- Ticket 41 is closed")), BUDGETS)  # fmt: skip
+    done = commit(ws, p, "run1", "2026-12-01T03:00:00Z")
+    pruned = read(ws, PRUNED)
+    assert "run run1 op 1 (replace of part of this text)\n\n- Project Kestrel ships in March\n" in pruned
+    assert "run run1 op 2 (remove)\n\n- Ticket 41 is closed\n" in pruned
+    # The recall check looks for the same text: the old fact in its own words.
+    assert [b.text for b in done.pruned] == ["- Project Kestrel ships in March\n", "- Ticket 41 is closed\n"]
+    assert journal.read(ws)[0]["removed"] == "March"  # the journal keeps the exact splice (reverts need it)
+
+
+def test_all_blocks_of_a_file_are_archived_in_one_append_in_op_order(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.dreaming import commit as commit_module
+
+    appends: list[str] = []
+    real = commit_module.append_text
+
+    def counting(path: Path, block: str) -> tuple[str, str]:
+        appends.append(block)
+        return real(path, block)
+
+    monkeypatch.setattr(commit_module, "append_text", counting)
+    p = plan({"MEMORY.md": MEMORY}, ops(*(remove(f"+ filler line {i:02d}") for i in range(5))), BUDGETS)
+    commit(ws, p, "run1", "2026-12-01T03:00:00Z")
+    assert len(appends) == 1
+    pruned = read(ws, PRUNED)
+    assert [pruned.index(f"+ filler line {i:02d}") for i in range(5)] == sorted(pruned.index(f"+ filler line {i:02d}") for i in range(5))
+    assert pruned.count("## Removed from MEMORY.md") == 5
+
+
 def test_a_concurrent_edit_aborts_the_file_and_writes_nothing_to_it(ws: Path) -> None:
     p = plan({"MEMORY.md": MEMORY}, ops(remove("- Ticket 41 is closed")), BUDGETS)
     (ws / "MEMORY.md").write_text(MEMORY + "- the agent wrote this meanwhile\n")
