@@ -279,9 +279,9 @@ class TimedIndex:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
-    async def refresh(self, agent_id: str) -> None:
+    async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
         t0 = time.perf_counter()
-        await self.inner.refresh(agent_id)
+        await self.inner.refresh(agent_id, paths)
         STEPS.add("kb refresh", time.perf_counter() - t0)
 
     async def search(self, agent_id: str, query: str, limit: int) -> Any:
@@ -541,7 +541,7 @@ async def in_process(home: Path, warm: list[Agent], agents: list[Agent], kb_addr
             t0 = time.perf_counter()
             before = bare_writes_before(home, agent)
             t1 = time.perf_counter()
-            await kb.refresh(agent.id)
+            await kb.refresh(agent.id, ["MEMORY.md", "memory/archive/pruned.md"])  # as the pass names what it wrote
             t2 = time.perf_counter()
             hits = await asyncio.gather(*(kb.search(agent.id, q, 20) for q in agent.queries))
             t3 = time.perf_counter()

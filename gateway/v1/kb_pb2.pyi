@@ -140,12 +140,14 @@ class SharedNoteMoved(_message.Message):
     def __init__(self, from_name: _Optional[str] = ..., to_name: _Optional[str] = ...) -> None: ...
 
 class RefreshRequest(_message.Message):
-    __slots__ = ("agent_id", "wait")
+    __slots__ = ("agent_id", "wait", "paths")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     wait: bool
-    def __init__(self, agent_id: _Optional[str] = ..., wait: _Optional[bool] = ...) -> None: ...
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent_id: _Optional[str] = ..., wait: _Optional[bool] = ..., paths: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RefreshReport(_message.Message):
     __slots__ = ("indexed", "skipped", "pruned", "errors", "seconds", "rebuilt")

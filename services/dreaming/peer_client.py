@@ -45,10 +45,10 @@ class KbIndex:
         self._stub = kb_pb2_grpc.KnowledgeStub(self._channel)
         self._metadata = ((INTERNAL_TOKEN_HEADER, internal_token), ("x-gateway-record-retrievals", "0"))
 
-    async def refresh(self, agent_id: str) -> None:
+    async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
         try:
-            await self._stub.Refresh(kb_pb2.RefreshRequest(agent_id=agent_id, wait=True), timeout=REFRESH_DEADLINE_S,
-                                     metadata=self._metadata)
+            await self._stub.Refresh(kb_pb2.RefreshRequest(agent_id=agent_id, wait=True, paths=list(paths)),
+                                     timeout=REFRESH_DEADLINE_S, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:
             raise _unavailable("kb", err) from None
 

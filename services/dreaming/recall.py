@@ -1,6 +1,7 @@
 """The recall check: every entry a run removed must still be found by Search.
 
-After a run that changed anything, the KB refreshes the agent's archive; then
+After a run that changed anything, the KB reindexes the files the run wrote (it
+names them, so the KB need not wait for its file watch); then
 each removed block is split into entries (``sections.entries``) and each entry
 is searched for with its own distinctive words: up to ``QUERY_WORDS`` of its
 longest words, stop words and one- or two-letter words left out. The entry is
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from services.dreaming import sections
-from services.dreaming.commit import Pruned, Unsafe, read_text
+from services.dreaming.commit import PRUNED, Pruned, Unsafe, read_text
 
 QUERY_WORDS = 6
 SEARCH_LIMIT = 20
@@ -44,7 +45,10 @@ class Hit:
 class Index(Protocol):
     """The agent's archive as dreaming sees it (the KB over gRPC)."""
 
-    async def refresh(self, agent_id: str) -> None: ...
+    async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
+        """Bring the archive up to date; ``paths``: the sources the caller wrote (the KB then need not
+        wait for its file watch to see them)."""
+        ...
 
     async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]: ...
 
@@ -89,7 +93,8 @@ async def check(index: Index, agent_id: str, workspace: Path, pruned: Sequence[P
     Raises whatever ``index`` raises when the KB cannot answer (the caller treats that as not found)."""
     if not pruned:
         return []
-    await index.refresh(agent_id)
+    written = sorted({PRUNED, *(block.file for block in pruned)})
+    await index.refresh(agent_id, written)
     wanted = [(block, entry, query) for block in pruned for entry in sections.entries(block.text) if (query := query_for(entry))]
     answers = await asyncio.gather(*(index.search(agent_id, query, SEARCH_LIMIT) for _, _, query in wanted))
     missing = []

@@ -48,6 +48,26 @@ log = structlog.get_logger()
 CORPORA = ("memory", "shared", "all")
 
 
+MAX_NAMED_SOURCES = 100
+
+
+def check_sources(paths: Iterable[str]) -> list[str]:
+    """Workspace-relative sources a refresh may be told about: MEMORY.md, USER.md or memory/**.md,
+    no empty, dot or ``..`` parts; at most MAX_NAMED_SOURCES. Raises InvalidArgument naming the first bad one."""
+    out = list(paths)
+    if len(out) > MAX_NAMED_SOURCES:
+        raise InvalidArgument(f"paths: {len(out)} paths; at most {MAX_NAMED_SOURCES}")
+    for rel in out:
+        parts = rel.split("/")
+        if rel in ("MEMORY.md", "USER.md") or (
+            parts[0] == "memory" and len(parts) > 1 and rel.endswith(".md") and all(p and not p.startswith(".") for p in parts)
+        ):
+            continue
+        shown = rel if len(rel) <= 60 else rel[:60] + "…"
+        raise InvalidArgument(f"paths: {shown!r} is not a source of the archive (MEMORY.md, USER.md or memory/**.md)")
+    return out
+
+
 def check_corpus(corpus: str) -> str:
     """The corpus name, ``memory`` when empty. Raises InvalidArgument for anything else."""
     corpus = corpus or "memory"
@@ -82,6 +102,8 @@ class _State:
     last_report: indexer.RefreshReport | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reopen: bool = False  # the archive settings changed: the writer reopens before the next refresh
+    barrier: bool = False  # a waiter of the next refresh wants every earlier change (the watch's barrier)
+    named: set[str] = field(default_factory=set)  # sources callers of the next refresh said they wrote
 
 
 class Archives:
@@ -170,9 +192,17 @@ class Archives:
 
     # --- refresh --------------------------------------------------------------
 
-    def refresh(self, agent_id: str) -> asyncio.Future[indexer.RefreshReport]:
-        """Schedule a refresh; the future resolves with its report (coalesced per agent)."""
+    def refresh(self, agent_id: str, paths: Iterable[str] | None = None) -> asyncio.Future[indexer.RefreshReport]:
+        """Schedule a refresh; the future resolves with its report (coalesced per agent).
+
+        ``paths``: sources the caller just wrote (``check_sources``). A refresh asked for only
+        with named sources reindexes them (and what the watch reported so far) without waiting
+        for the watch's barrier; one that any caller asked for without paths passes the barrier."""
         state = self._state(agent_id)
+        if paths is None:
+            state.barrier = True
+        else:
+            state.named.update(paths)
         if state.next_run is None:
             state.next_run = asyncio.get_running_loop().create_future()
             if state.drain is None or state.drain.done():
@@ -183,7 +213,9 @@ class Archives:
         loop = asyncio.get_running_loop()
         while state.next_run is not None:
             future, state.next_run = state.next_run, None
-            paths = await self._targets(state)
+            barrier, named = state.barrier, state.named
+            state.barrier, state.named = False, set()
+            paths = await self._targets(state, barrier, named)
             state.dirty = False  # events from now on mark it again
             try:
                 report, targeted = await loop.run_in_executor(self._executor, self._refresh_sync, state, paths)
@@ -207,18 +239,24 @@ class Archives:
             if not future.done():
                 future.set_result(report)
 
-    async def _targets(self, state: _State) -> list[str] | None:
+    async def _targets(self, state: _State, barrier: bool, named: set[str]) -> list[str] | None:
         """The sources this refresh may limit itself to, or None to walk the tree (module docstring).
 
         Called as the refresh begins: after the barrier, the events of every change made
-        before the refresh was asked for are in ``state.changed``."""
+        before the refresh was asked for are in ``state.changed``. Without ``barrier`` (every
+        waiter named what it wrote) and with the index open and trusted, the named sources
+        and the events seen so far are enough: no wait for the watch."""
+        if not barrier and not state.rescan and state.writer is not None and self._sync is not None:
+            paths = sorted({rel.replace(os.sep, "/") for rel in state.changed} | named)
+            state.changed.clear()
+            return paths
         synced = self._sync is not None and await self._sync()
         if not synced or state.rescan:
             # Only a walk that starts after the barrier proved the watch live makes events trustworthy.
             state.rescan = not synced
             state.changed.clear()
             return None
-        paths = sorted(rel.replace(os.sep, "/") for rel in state.changed)
+        paths = sorted({rel.replace(os.sep, "/") for rel in state.changed} | named)
         state.changed.clear()
         return paths
 

@@ -21,7 +21,7 @@ from gateway.auth import Authenticator
 from gateway.rpc import authorize_call, unary
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
-from services.kb.archives import Archives, check_corpus, check_query
+from services.kb.archives import Archives, check_corpus, check_sources, check_query
 from services.kb.retrieval_log import Retrieved
 from services.kb.hits import shown_score
 from services.kb.search import SearchHit
@@ -80,7 +80,8 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def Refresh(self, request: kb_pb2.RefreshRequest, context: grpc.aio.ServicerContext) -> kb_pb2.RefreshResponse:  # noqa: N802
         self._check(context, request.agent_id)
-        future = self._archives.refresh(request.agent_id)
+        named = check_sources(request.paths) if request.paths else None
+        future = self._archives.refresh(request.agent_id, named)
         if not request.wait:
             # nobody awaits it: a failure is logged by the drain, not left unretrieved
             future.add_done_callback(lambda f: f.cancelled() or f.exception())

@@ -28,7 +28,7 @@ class StuckIndex:
     def __init__(self) -> None:
         self.waiting = asyncio.Event()
 
-    async def refresh(self, agent_id: str) -> None:
+    async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
         self.waiting.set()
         await asyncio.Event().wait()
 

@@ -18,7 +18,7 @@ class GrepIndex:
         self.refreshed = 0
         self.queries: list[str] = []
 
-    async def refresh(self, agent_id: str) -> None:
+    async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
         self.refreshed += 1
 
     async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]:

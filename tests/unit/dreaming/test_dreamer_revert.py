@@ -26,7 +26,7 @@ MEMORY = "# Memory\n\n" + "".join(f"- Fact number {n} stays.\n" for n in range(8
 
 
 class NoKb:
-    async def refresh(self, agent_id: str) -> None:
+    async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
         raise AssertionError("not called")
 
     async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]:

@@ -111,3 +111,48 @@ def test_recorded_retrievals_are_folded_and_flushed_on_close(tmp_path: Path) -> 
         assert conn.execute("SELECT count(*) FROM kb_retrieval_log").fetchall() == [(4,)]
     finally:
         conn.close()
+
+
+def test_a_refresh_that_names_its_sources_does_not_wait_for_the_barrier(tmp_path: Path) -> None:
+    """The caller says what it wrote: those sources are reindexed at once (targeted), with no
+    wait for the watch; a refresh without names still passes the barrier."""
+    config = build({"agents": [{"id": "a"}]}, tmp_path)
+    workspace = tmp_path / "agents" / "a" / "workspace"
+    (workspace / "memory" / "archive").mkdir(parents=True)
+    barriers: list[int] = []
+    held = asyncio.Event()
+
+    async def slow_sync() -> bool:
+        barriers.append(1)
+        await held.wait()  # a barrier that does not come back until the test lets it
+        return True
+
+    archives = Archives(config.agents, sync=slow_sync)
+
+    async def scenario() -> tuple[int, int, int]:
+        held.set()
+        await archives.refresh("a")  # the first refresh walks (and passes the barrier)
+        held.clear()
+        (workspace / "memory" / "archive" / "pruned.md").write_text("- the lighthouse keeper is Ines\n")
+        report = await asyncio.wait_for(archives.refresh("a", ["memory/archive/pruned.md"]), 5)
+        result, _ = await archives.search("a", "lighthouse keeper", 5, False)
+        waited = len(barriers)
+        held.set()
+        await archives.refresh("a")
+        return report.indexed, len(result.hits), waited
+
+    try:
+        indexed, hits, barriers_before = asyncio.run(scenario())
+    finally:
+        archives.close()
+    assert (indexed, hits) == (1, 1)
+    assert barriers_before == 1 and len(barriers) == 2  # the named refresh took none; the plain one did
+
+
+@pytest.mark.parametrize("bad", ["SOUL.md", "../MEMORY.md", "memory/../x.md", "memory/.hidden/x.md", "memory/x.txt", "memory//x.md", "/etc/passwd"])
+def test_named_sources_must_be_sources_of_the_archive(bad: str) -> None:
+    from services.kb.archives import check_sources
+
+    with pytest.raises(InvalidArgument, match="not a source"):
+        check_sources([bad])
+    assert check_sources(["MEMORY.md", "memory/a/b.md"]) == ["MEMORY.md", "memory/a/b.md"]
