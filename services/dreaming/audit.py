@@ -94,7 +94,7 @@ def write_entry(workspace: Path, entry: str) -> None:
         old = ""
     kept = old.split(ENTRY_MARK)[1:][-(DREAMS_KEPT - 1) :] if DREAMS_KEPT > 1 else []
     text = _HEADER.format(kept=DREAMS_KEPT) + "".join(ENTRY_MARK + p for p in kept) + "\n" + entry
-    write_atomic(path, text.encode("utf-8"), mode=0o600)
+    write_atomic(path, text.encode("utf-8"), mode=0o600, durable=False)  # a readable log; audit.jsonl and the journal are the records
 
 
 def append_records(workspace: Path, records: list[Record]) -> None:
