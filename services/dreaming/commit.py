@@ -32,6 +32,7 @@ Memory files that are links are never written through: the run skips them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from dataclasses import dataclass, field
@@ -82,10 +83,11 @@ def confined(workspace: Path, rel: str) -> Path:
     if os.path.commonpath([real_ws, os.path.realpath(os.path.dirname(target))]) != real_ws:
         raise Unsafe(f"{rel} resolves outside the workspace")
     try:
-        if stat.S_ISLNK(os.lstat(target).st_mode):
-            raise Unsafe(f"{rel} is a link; dreaming never writes through links")
+        is_link = stat.S_ISLNK(os.lstat(target).st_mode)
     except FileNotFoundError:
-        pass
+        is_link = False
+    if is_link:
+        raise Unsafe(f"{rel} is a link; dreaming never writes through links")
     return Path(target)
 
 
@@ -138,10 +140,8 @@ def _backup(workspace: Path, name: str, text: str, run_id: str) -> None:
     write_atomic(folder / f"{name}.{run_id}", text.encode("utf-8"), mode=0o600)
     kept = sorted(p for p in os.listdir(folder) if p.startswith(f"{name}.") and not p.startswith("."))
     for old in kept[:-BACKUPS_KEPT]:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(folder / old)
-        except FileNotFoundError:
-            pass
 
 
 def _abort(out: CommitOutcome, plan: Plan, name: str, reason: str) -> None:

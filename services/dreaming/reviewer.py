@@ -320,7 +320,7 @@ def parse_reply(stdout: str) -> ReviewerReply:
 
 
 class _TooMuchOutput(Exception):
-    pass
+    """The reviewer wrote more than the stdout cap."""
 
 
 def _size(n: int) -> str:
@@ -372,7 +372,7 @@ async def _exchange(proc: asyncio.subprocess.Process, data: bytes, limit: int, o
 
 async def _discard(stream: asyncio.StreamReader) -> None:
     while await stream.read(_CHUNK):
-        pass
+        continue  # read and dropped: a full pipe would block the reviewer
 
 
 async def _settle(proc: asyncio.subprocess.Process, drainer: asyncio.Task[None]) -> None:

@@ -91,10 +91,10 @@ def test_a_second_lock_on_one_agent_is_busy_even_in_one_process(tmp_path: Path) 
         with pytest.raises(Busy, match="alfred") as caught:
             store.lock("alfred").acquire()
         assert caught.value.agent_id == "alfred" and caught.value.code == "ABORTED"
-        with store.lock("bertha"):  # other agents are independent
-            pass
-    with store.lock("alfred"):  # released at the end of the block
-        pass
+        with store.lock("bertha") as other:  # other agents are independent
+            assert other.held
+    with store.lock("alfred") as again:  # released at the end of the block
+        assert again.held
 
 
 def test_claims_need_the_lock(tmp_path: Path) -> None:
@@ -196,8 +196,8 @@ def test_a_second_corruption_keeps_both_copies(tmp_path: Path) -> None:
     store = StateStore(tmp_path)
     for content in (b"one", b"two"):
         path.write_bytes(content)
-        with store.lock("alfred"):
-            pass
+        with store.lock("alfred") as held:
+            assert held.held
     assert path.with_name("dreaming.json.corrupt-1").read_bytes() == b"one"
     assert path.with_name("dreaming.json.corrupt-2").read_bytes() == b"two"
 
@@ -206,8 +206,8 @@ def test_a_fence_survives_a_restart(tmp_path: Path) -> None:
     path = state_file(tmp_path)
     path.parent.mkdir(parents=True)
     path.write_bytes(b"garbage")
-    with StateStore(tmp_path).lock("alfred"):
-        pass  # fenced, then the process "ends" before any claim
+    with StateStore(tmp_path).lock("alfred") as held:  # fenced, then the process "ends" before any claim
+        assert held.held
     with StateStore(tmp_path).lock("alfred") as run:
         assert run.claim_night(N1) is False
 
