@@ -16,6 +16,7 @@ from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
 from services.dreaming import nightly
 from services.dreaming.dreamer import MAX_CONCURRENT_RUNS, Dreamer
 from services.dreaming.model import ReviewerOutcome
+from services.dreaming.orphans import kill_orphans, owner_marker
 from services.dreaming.peer_client import KbIndex, WatcherActivity
 from services.dreaming.reviewer import run_reviewer
 from services.dreaming.scheduler import Scheduler, SystemClock
@@ -29,6 +30,8 @@ async def run(live: LiveConfig, instance: str | None = None, reviewer_env: Mappi
     ``reviewer_env``: the environment the reviewer command gets (the entry point builds it with
     ``reviewer.reviewer_environment``; nothing below it reads the process environment)."""
     config = live.current
+    kill_orphans(config.home)  # reviewers a dreaming process of this home left behind when it died
+    reviewer_env = {**(reviewer_env or {}), **owner_marker(config.home)}
     token = read_internal_token(config.home)
     index = KbIndex(config.grpc.address("kb"), token)
     activity = WatcherActivity(config.grpc.address("watcher"), token)
