@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway import admin_cli, dream_cli
+from gateway import admin_cli, dream_cli, migrate_cli
 from gateway.errors import CommandError, ConfigError, ConfigNotFound, InvalidEdit
 from gateway.home import admin_key_notice, ensure_home, resolve_home, tighten_config_mode
 
@@ -38,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     compose.add_argument("--home", help="gateway home")
 
     dream_cli.add_parser(sub)
+    migrate_cli.add_parser(sub)
 
     mcp = sub.add_parser("mcp", help="serve the memory tools (memory_search, memory_get, memory_shared_*) over stdio (MCP) for one agent")
     mcp.add_argument("--agent", required=True, help="agent id the tools act for")
@@ -180,6 +181,8 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         return run_mcp(_config(home, dict(os.environ)), args.agent, dict(os.environ))
     if args.command in ("keys", "agents"):
         return admin_cli.run(args, home)
+    if args.command == "migrate-memory":
+        return migrate_cli.run(args, home)
     if args.command == "dream":
         return dream_cli.run(args, home, _config(home, dict(os.environ)))
     if args.command == "config":

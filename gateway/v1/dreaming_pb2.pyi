@@ -74,7 +74,7 @@ class DreamFile(_message.Message):
     def __init__(self, file: _Optional[str] = ..., chars_before: _Optional[int] = ..., chars_after: _Optional[int] = ...) -> None: ...
 
 class DreamReport(_message.Message):
-    __slots__ = ("run_id", "agent_id", "mode", "trigger", "status", "reason", "started_at", "finished_at", "reviewer", "ops", "files", "notes", "text")
+    __slots__ = ("run_id", "agent_id", "mode", "trigger", "status", "reason", "started_at", "finished_at", "reviewer", "ops", "files", "notes", "text", "steps")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +88,7 @@ class DreamReport(_message.Message):
     FILES_FIELD_NUMBER: _ClassVar[int]
     NOTES_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     agent_id: str
     mode: str
@@ -101,7 +102,8 @@ class DreamReport(_message.Message):
     files: _containers.RepeatedCompositeFieldContainer[DreamFile]
     notes: _containers.RepeatedScalarFieldContainer[str]
     text: str
-    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., mode: _Optional[str] = ..., trigger: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., started_at: _Optional[str] = ..., finished_at: _Optional[str] = ..., reviewer: _Optional[_Union[ReviewerResult, _Mapping]] = ..., ops: _Optional[_Iterable[_Union[DreamOp, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[DreamFile, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ..., text: _Optional[str] = ...) -> None: ...
+    steps: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, run_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., mode: _Optional[str] = ..., trigger: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., started_at: _Optional[str] = ..., finished_at: _Optional[str] = ..., reviewer: _Optional[_Union[ReviewerResult, _Mapping]] = ..., ops: _Optional[_Iterable[_Union[DreamOp, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[DreamFile, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ..., text: _Optional[str] = ..., steps: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetDreamStatusRequest(_message.Message):
     __slots__ = ("agent_id",)

@@ -79,6 +79,8 @@ def render(report: RunReport) -> str:
     if report.ops:
         lines.append("- **Ops:**")
         lines += [_op_line(r) for r in report.ops]
+    if report.steps:
+        lines.append(f"- **Steps:** {' → '.join(report.steps)}")
     for note in report.notes:
         lines.append(f"- {note}")
     return "\n".join(lines) + "\n"
@@ -114,7 +116,7 @@ def run_records(report: RunReport) -> list[Record]:
             "proposals": len(rv.reply.proposals), "dropped": list(rv.reply.dropped),
         },
         "files": [{"file": f.file, "charsBefore": f.chars_before, "charsAfter": f.chars_after} for f in report.files],
-        "notes": list(report.notes),
+        "notes": list(report.notes), "steps": list(report.steps),
     }]
     for r in report.ops:
         out.append({

@@ -131,3 +131,4 @@ class RunReport:
     ops: tuple[OpResult, ...] = ()
     files: tuple[FileChange, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)  # other facts worth auditing (recall, CAS aborts)
+    steps: tuple[str, ...] = ()  # the steps of the nightly order this run went through, in order

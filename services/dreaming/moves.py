@@ -52,16 +52,25 @@ def take(text: str, moves: Sequence[Move]) -> str:
     return out
 
 
-def archive_block(moves: Sequence[Move], run_id: str, date: str) -> str:
-    """What is appended to the moves' (common) target: one heading per heading path, then the
-    entries of that path in their order, verbatim."""
-    out = []
+def archive_pieces(moves: Sequence[Move], run_id: str, date: str) -> list[tuple[Move, str]]:
+    """What is appended to the moves' (common) target, piece by piece, in order: the moves grouped
+    by heading path (in order of first appearance), each group under one heading naming where its
+    entries stood, then each entry verbatim. Each move's piece is its entry, preceded by the
+    group's heading for the first move of a group, so undoing one move takes off exactly its part."""
     groups: dict[tuple[str, ...], list[Move]] = {}
     for move in moves:
         groups.setdefault(move.heading_path, []).append(move)
+    out = []
     for path, group in groups.items():
         where = " › ".join((group[0].source, *path))
         verb = "Completed in" if group[0].kind == COMPACT else "Moved from"
-        body = "".join(m.text if m.text.endswith("\n") else m.text + "\n" for m in group)
-        out.append(f"\n## {verb} {where} · {date} · run {run_id}\n\n{body}")
-    return "".join(out)
+        heading = f"\n## {verb} {where} · {date} · run {run_id}\n\n"
+        for i, move in enumerate(group):
+            body = move.text if move.text.endswith("\n") else move.text + "\n"
+            out.append((move, (heading if i == 0 else "") + body))
+    return out
+
+
+def archive_block(moves: Sequence[Move], run_id: str, date: str) -> str:
+    """All of ``archive_pieces`` as one text."""
+    return "".join(piece for _, piece in archive_pieces(moves, run_id, date))

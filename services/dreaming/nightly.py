@@ -39,6 +39,7 @@ from services.dreaming.applier import Budgets, over_budget, plan
 from services.dreaming.commit import PRUNED, CommitOutcome, Unsafe, append_text, commit, confined, read_text, restore
 from services.dreaming.model import (
     ACCEPT,
+    MEMORY_FILE,
     MEMORY_FILES,
     PROPOSE,
     SCHEDULE,
@@ -48,6 +49,7 @@ from services.dreaming.model import (
     ReviewerOutcome,
     RunReport,
 )
+from services.dreaming.passes import run_passes
 from services.dreaming.prompt import MemoryFile, build_prompt
 from services.dreaming.scheduler import new_run_id
 from services.dreaming.selection import select
@@ -148,16 +150,35 @@ async def run(
         texts = {name: read_text(workspace, name) for name in MEMORY_FILES}
     except (Unsafe, OSError) as exc:
         return _finish(agent, replace(base, reason=str(exc)), deps)
+    originals = dict(texts)
     budgets = _budgets(agent)
+    steps = ["quiet-window"] if trigger == SCHEDULE else []
+    moved: list[OpResult] = []
+    first_op = 1
+    if accepted is None:  # (3) the deterministic passes; an accept applies chosen proposals only
+        try:
+            passes = await run_passes(agent, deps.index, run_id, at, texts[MEMORY_FILE], mode)
+        except asyncio.CancelledError:
+            _finish(agent, replace(base, status=INTERRUPTED, reason="cancelled during the recall check of the "
+                                   "deterministic passes (MEMORY.md was put back)"), deps)
+            raise
+        texts[MEMORY_FILE] = passes.text
+        notes += passes.notes
+        steps += passes.steps
+        moved, first_op = passes.results, passes.ops + 1
     over = [name for name in MEMORY_FILES if over_budget(texts[name], budgets.of(name))]
-    # (3) the compactor, staleness GC and route-out will run here, before the reviewer.
     outcome: ReviewerOutcome | None = None
+    quiet_night = ""
     if accepted is None:
         settings = agent.dreaming
         gathered = gather(agent.transcripts_dir, started, settings.lookback_days)
         if trigger == SCHEDULE and not gathered.sessions and not over:
-            reason = f"no session transcripts in the last {settings.lookback_days} days and nothing over budget; the reviewer was not called"
-            return _finish(agent, replace(base, status="nothing", reason=reason), deps)
+            quiet_night = f"no session transcripts in the last {settings.lookback_days} days and nothing over budget; the reviewer was not called"
+    if accepted is None and quiet_night:
+        proposals: Sequence[Proposal] = ()
+        chosen, left = [], []
+    elif accepted is None:
+        steps += ["reviewer", "selection"]
         memory_file, user_file = (
             MemoryFile(name, read_bounded(workspace / name, PROMPT_FILE_CHARS), len(texts[name]), budgets.of(name), name in over)
             for name in MEMORY_FILES
@@ -172,20 +193,23 @@ async def run(
             _finish(agent, replace(base, status=INTERRUPTED, reason="cancelled while the reviewer ran (its caller "
                                    "went away or the service stopped); nothing was changed"), deps)
             raise
-        proposals: Sequence[Proposal] = outcome.reply.proposals
+        proposals = outcome.reply.proposals
         chosen, left = select(proposals, settings.max_changes_per_run, over)
     else:
         outcome = None
         proposals, chosen, left = accepted, list(accepted), []
-    numbered = {id(p): f"{run_id}/{i + 1}" for i, p in enumerate(proposals)}
+    steps.append("applier")
+    numbered = {id(p): f"{run_id}/{first_op + i}" for i, p in enumerate(proposals)}
     result = plan(texts, [(numbered[id(p)], p) for p in chosen], budgets)
     left_out = [OpResult(numbered[id(p)], p, "skipped", why, file=p.file) for p, why in left]
     if mode == PROPOSE:
-        results = _proposed(result.results) + left_out
+        results = moved + _proposed(result.results) + left_out
         status = "proposed" if results else "nothing"
         files: list[FileChange] = []
     else:
         done = commit(workspace, result, run_id, at)
+        if done.pruned:
+            steps.append("recall-check")
         notes += [f"{name} left alone: {why}" for name, why in done.aborted.items()]
         try:
             results = await _recall(agent, deps, run_id, at, done, notes) + left_out
@@ -198,16 +222,19 @@ async def run(
             _finish(agent, replace(
                 base, status=INTERRUPTED, reason="cancelled during the recall check (its caller went away or the service stopped)",
                 summary=outcome.reply.summary if outcome else "", reviewer=outcome, ops=tuple(results), notes=tuple(notes),
-                files=tuple(FileChange(name, len(texts[name]), len(read_text(workspace, name))) for name in done.written),
+                files=tuple(FileChange(name, len(originals[name]), len(read_text(workspace, name))) for name in done.written),
             ), deps)
             raise
+        results = moved + results
         status = "applied" if any(r.status == "applied" for r in results) else "nothing"
-        files = [FileChange(name, len(texts[name]), len(read_text(workspace, name))) for name in done.written]
+        changed = set(done.written) | ({MEMORY_FILE} if any(r.status == "applied" for r in moved) else set())
+        files = [FileChange(name, len(originals[name]), len(read_text(workspace, name))) for name in MEMORY_FILES if name in changed]
     results.sort(key=lambda r: int(r.op_id.rsplit("/", 1)[1]))
-    reason = outcome.reason if outcome is not None and not outcome.ok else ""
+    reason = outcome.reason if outcome is not None and not outcome.ok else quiet_night
+    steps.append("audit")
     report = replace(
         base, status=status, reason=reason, summary=outcome.reply.summary if outcome else "",
-        reviewer=outcome, ops=tuple(results), files=tuple(files), notes=tuple(notes),
+        reviewer=outcome, ops=tuple(results), files=tuple(files), notes=tuple(notes), steps=tuple(steps),
     )
     return _finish(agent, report, deps)
 

@@ -88,12 +88,16 @@ def _holds(workspace: Path, hit: Hit, wanted: str) -> bool:
     return wanted in _normalized(text)
 
 
-async def check(index: Index, agent_id: str, workspace: Path, pruned: Sequence[Pruned]) -> list[Missing]:
-    """The removed entries Search cannot find (empty: recall holds). Refreshes the archive first.
+async def check(
+    index: Index, agent_id: str, workspace: Path, pruned: Sequence[Pruned], written: Sequence[str] | None = None
+) -> list[Missing]:
+    """The removed entries Search cannot find (empty: recall holds). Refreshes the archive first,
+    naming ``written`` (the files the caller wrote; by default the memory files and pruned.md).
     Raises whatever ``index`` raises when the KB cannot answer (the caller treats that as not found)."""
     if not pruned:
         return []
-    written = sorted({PRUNED, *(block.file for block in pruned)})
+    if written is None:  # the applier's case: the memory files and the pruned archive
+        written = sorted({PRUNED, *(block.file for block in pruned)})
     await index.refresh(agent_id, written)
     wanted = [(block, entry, query) for block in pruned for entry in sections.entries(block.text) if (query := query_for(entry))]
     answers = await asyncio.gather(*(index.search(agent_id, query, SEARCH_LIMIT) for _, _, query in wanted))

@@ -37,6 +37,8 @@ def report_text(report: RunReport) -> str:
     lines += [f"  {f.file}: {f.chars_before:,} -> {f.chars_after:,} chars" for f in report.files]
     lines += [op_line(r) for r in report.ops]
     lines += [f"  note: {n}" for n in report.notes]
+    if report.steps:
+        lines.append(f"  steps: {' -> '.join(report.steps)}")
     return "\n".join(lines) + "\n"
 
 

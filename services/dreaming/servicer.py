@@ -77,7 +77,7 @@ def report_pb(report: RunReport) -> dreaming_pb2.DreamReport:
         reason=report.reason, started_at=report.started_at, finished_at=report.finished_at,
         ops=[op_pb(r) for r in report.ops],
         files=[pb.DreamFile(file=f.file, chars_before=f.chars_before, chars_after=f.chars_after) for f in report.files],
-        notes=list(report.notes), text=report_text(report),
+        notes=list(report.notes), text=report_text(report), steps=list(report.steps),
     )
     rv = report.reviewer
     if rv is not None:

@@ -1,0 +1,135 @@
+"""The deterministic passes of a run, before the reviewer: the compactor, then the route-out.
+
+1. **Compactor** (``compactor.compact``): terminal entries of MEMORY.md move to
+   ``memory/archive/completed.md``.
+2. *The staleness GC comes here (not built yet).*
+3. **Route-out** (``routeout.route_out``), only when ``autoRouteOut`` is on
+   and MEMORY.md is still over its budget after the compactor: episodic blocks
+   move to ``<episodicArchiveDir>/<topic>.md``, oldest first, until it fits.
+
+Neither is limited by ``maxChangesPerRun``. Each pass writes through
+``relocate`` (destination first, backup, compare-and-swap, journal), so
+``gateway dream revert`` undoes it; each moved entry is one op of the run.
+Then the recall check: the KB reindexes what the passes wrote and every moved
+entry must be found by Search, else MEMORY.md gets its pre-image back (the
+copies in the destinations stay, with a line saying so). In propose mode
+nothing is written: the moves are listed as what a run in auto mode would
+do (they are not proposals to accept; an auto run or ``gateway
+migrate-memory --apply`` makes them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gateway.config import AgentConfig
+from services.dreaming import journal, recall
+from services.dreaming.applier import over_budget
+from services.dreaming.commit import Pruned, append_text, confined, restore
+from services.dreaming.compactor import compact
+from services.dreaming.model import DURABLE, EPISODIC, MEMORY_FILE, PROPOSE, OpResult, Proposal
+from services.dreaming.moves import COMPACT, Move, take
+from services.dreaming.relocate import Relocated, relocate
+from services.dreaming.routeout import route_out
+
+
+@dataclass
+class PassOutcome:
+    text: str  # MEMORY.md as the reviewer will see it
+    results: list[OpResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+    ops: int = 0  # op numbers used
+
+
+def as_op(op_id: str, move: Move, status: str, reason: str = "") -> OpResult:
+    """A move in the report: an op of kind ``compact`` or ``route`` whose file is its destination."""
+    first = move.text.strip().splitlines()[0] if move.text.strip() else move.text
+    topic = move.target.rsplit("/", 1)[-1].removesuffix(".md")
+    proposal = Proposal(op=move.kind, file=move.source, target=first, reason=move.reason, topic=topic,
+                        tier=DURABLE if move.kind == COMPACT else EPISODIC)
+    return OpResult(op_id, proposal, status, reason, file=move.target,
+                    chars_removed=len(move.text) if status == "applied" else 0,
+                    chars_inserted=len(move.text) if status == "applied" else 0)
+
+
+def _number(run_id: str, first: int, moves: Sequence[Move]) -> list[tuple[str, Move]]:
+    return [(f"{run_id}/{first + i}", move) for i, move in enumerate(moves)]
+
+
+async def run_passes(agent: AgentConfig, index: recall.Index, run_id: str, at: str, text: str, mode: str) -> PassOutcome:
+    """The passes over MEMORY.md ``text`` (module docstring); op numbers from 1."""
+    out = PassOutcome(text=text, steps=["compactor"])
+    compacted_moves = _number(run_id, 1, compact(text))
+    compacted = take(text, [m for _, m in compacted_moves])
+    routed_moves: list[tuple[str, Move]] = []
+    budget = agent.memory.memory_budget_chars
+    if agent.dreaming.auto_route_out and over_budget(compacted, budget):
+        out.steps.append("route-out")
+        routed_moves = _number(run_id, len(compacted_moves) + 1, route_out(compacted, budget, agent.memory.episodic_archive_dir))
+    out.ops = len(compacted_moves) + len(routed_moves)
+    if not out.ops:
+        return out
+    if mode == PROPOSE:
+        why = "would be moved by a run in auto mode (or gateway migrate-memory --apply); not a proposal to accept"
+        out.results = [as_op(op, m, "proposed", why) for op, m in compacted_moves + routed_moves]
+        return out
+    done: list[Relocated] = []
+    current = text
+    for numbered, planned_from in ((compacted_moves, text), (routed_moves, compacted)):
+        if not numbered:
+            continue
+        if current != planned_from:  # the compactor's write did not happen: plan nothing on top of it
+            out.results += [as_op(op, m, "skipped", "not moved: the compactor's moves before it were not written") for op, m in numbered]
+            continue
+        moved = relocate(agent.workspace, MEMORY_FILE, planned_from, numbered, run_id, at)
+        if moved.aborted:
+            out.notes.append(f"MEMORY.md left alone by the {numbered[0][1].kind} pass: {moved.aborted}")
+            out.results += [as_op(op, m, "skipped", f"aborted: {moved.aborted}") for op, m in numbered]
+            continue
+        done.append(moved)
+        current = moved.after
+        out.results += [as_op(op, m, "applied") for op, m in numbered]
+    out.text = current
+    if done:
+        await _recall(agent, index, run_id, at, text, done, out)
+    return out
+
+
+async def _recall(agent: AgentConfig, index: recall.Index, run_id: str, at: str, original: str,
+                  done: list[Relocated], out: PassOutcome) -> None:
+    """Every moved entry must be found by Search; else MEMORY.md goes back to ``original``."""
+    moved = [Pruned(op, MEMORY_FILE, m.text) for d in done for op, m in d.ops]
+    targets = sorted({m.target for d in done for _, m in d.ops})
+    if not agent.knowledge.archive.enabled:
+        out.notes.append("Moves not recall-checked: the knowledge archive is off for this agent; the entries are in " + ", ".join(targets) + ".")
+        return
+    try:
+        missing = await recall.check(index, agent.id, agent.workspace, moved, [MEMORY_FILE, *targets])
+        reason = "" if not missing else (
+            f"the recall check could not find a moved entry by Search ({missing[0].query!r}): {missing[0].entry[:120]!r}")
+    except asyncio.CancelledError:
+        _put_back(agent, run_id, at, original, done, out, "the run was cancelled before the moves' recall check finished")
+        raise
+    except Exception as exc:  # the KB could not answer: nothing moved is known to be findable
+        reason = f"the recall check of the moves could not run ({exc})"
+    if not reason:
+        out.notes.append(f"Moves recall-checked: all {len(moved)} moved entries are found by Search.")
+        return
+    _put_back(agent, run_id, at, original, done, out, reason)
+
+
+def _put_back(agent: AgentConfig, run_id: str, at: str, original: str, done: list[Relocated], out: PassOutcome, reason: str) -> None:
+    ops = [op for d in done for op, _ in d.ops]
+    if not restore(agent.workspace, MEMORY_FILE, original, done[-1].after):
+        out.notes.append(f"MEMORY.md: {reason}, but it changed since the passes wrote it, so it was kept; the moved entries are in their destinations.")
+        return
+    out.text = original
+    out.notes.append(f"MEMORY.md restored to its pre-image: {reason}.")
+    out.results = [OpResult(r.op_id, r.proposal, "restored", reason, file=r.file) if r.op_id in ops else r for r in out.results]
+    journal.append(agent.workspace, [journal.undo_record("restore", run_id, op, at, by="recall check") for op in ops])
+    for target in sorted({m.target for d in done for _, m in d.ops}):
+        append_text(confined(agent.workspace, target),
+                    f"\n(Run {run_id}: MEMORY.md was restored after the recall check; the entries above are back in it.)\n")

@@ -1,0 +1,115 @@
+"""Writing the moves of a deterministic pass: archive first, then backup, compare-and-swap, journal.
+
+For a source file (MEMORY.md) and the moves planned from its text:
+
+1. The source is read again; if it changed since the text the moves were
+   planned from, nothing is written (the run records why).
+2. Each destination gets its moves appended (``moves.archive_block``: a heading
+   naming the file, the heading path, the date and the run, then the entries
+   byte for byte), one compare-and-swap append per destination, confined to the
+   workspace. Nothing leaves the source before it stands in its destination.
+3. The source's pre-image goes to the backups; the source is replaced by
+   compare-and-swap with the moved spans taken out.
+4. The journal gets, per move (one op id each), an ``append`` record for its
+   piece of the destination and a ``move`` record for the span taken out of
+   the source (with its offset and context in the text as it was when that
+   span went, in order). So ``gateway dream revert`` undoes a pass like any
+   other run, and one op alone too: its entry goes back where it stood and its
+   piece comes off the destination, together or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gateway.atomic import WriteConflict, write_atomic
+from services.dreaming import journal
+from services.dreaming.applier import CONTEXT_CHARS, Edit, sha256
+from services.dreaming.commit import Unsafe, _backup, append_text, confined, read_text
+from services.dreaming.moves import Move, archive_pieces, take
+
+
+@dataclass
+class Relocated:
+    """What a pass wrote: the source's pre-image and new text, the moves per op id, the journal records."""
+
+    source: str
+    before: str = ""
+    after: str = ""
+    aborted: str = ""  # why nothing was written ("" when it was)
+    ops: list[tuple[str, Move]] = field(default_factory=list)
+    records: list[journal.Record] = field(default_factory=list)
+
+
+def _removals(text: str, numbered: Sequence[tuple[str, Move]], source: str, at: str, run_id: str) -> list[journal.Record]:
+    """One journal ``move`` record per span, taken out in order (offsets in the text as it was then)."""
+    out = []
+    current = text
+    shift = 0
+    for op_id, move in sorted(numbered, key=lambda item: item[1].start):
+        start = move.start - shift
+        new = current[:start] + current[start + len(move.text) :]
+        edit = Edit(
+            op_id=op_id, file=source, kind="move", offset=start, removed=move.text, inserted="",
+            before=new[max(0, start - CONTEXT_CHARS) : start], after=new[start : start + CONTEXT_CHARS],
+            hash_before=sha256(current), hash_after=sha256(new), reason=f"{move.reason} → {move.target}",
+            heading_path=move.heading_path, at_start=start <= CONTEXT_CHARS, at_end=start + CONTEXT_CHARS >= len(new),
+        )
+        out.append(journal.edit_record(run_id, edit, at))
+        current, shift = new, shift + len(move.text)
+    return out
+
+
+def relocate(workspace: Path, source: str, planned_from: str, numbered: Sequence[tuple[str, Move]], run_id: str, at: str) -> Relocated:
+    """Write ``numbered`` moves (``(op id, move)``, planned from ``planned_from``) of ``source``
+    (module docstring). Never raises for a changed or unsafe file: ``aborted`` says why."""
+    out = Relocated(source=source, before=planned_from)
+    if not numbered:
+        return out
+    try:
+        path = confined(workspace, source)
+        current = read_text(workspace, source)
+        targets = {move.target: confined(workspace, move.target) for _, move in numbered}
+    except (Unsafe, OSError) as exc:
+        out.aborted = str(exc)
+        return out
+    if current != planned_from:
+        out.aborted = f"{source} changed on disk during the run; nothing was moved"
+        return out
+    new = take(planned_from, [move for _, move in numbered])
+    op_of = {id(move): op_id for op_id, move in numbered}
+    for target, target_path in targets.items():
+        pieces = archive_pieces([m for _, m in numbered if m.target == target], run_id, at[:10])
+        before, inserted = append_text(target_path, "".join(piece for _, piece in pieces))
+        after = before + inserted
+        offset = len(after) - sum(len(piece) for _, piece in pieces)
+        lead = inserted[: offset - len(before)]  # a newline append_text put first, if the file lacked one
+        for i, (move, piece) in enumerate(pieces):
+            text = (lead + piece) if i == 0 else piece
+            start = offset - (len(lead) if i == 0 else 0)
+            end = start + len(text)
+            edit = Edit(
+                op_id=op_of[id(move)], file=target, kind="append", offset=start, removed="", inserted=text,
+                # as each piece was when it went in: at the end (later pieces and appends follow it)
+                before=after[max(0, start - CONTEXT_CHARS) : start], after="",
+                hash_before=sha256(after[:start]), hash_after=sha256(after[:end]), reason=f"from {source}: {move.reason}",
+                heading_path=move.heading_path, at_start=start <= CONTEXT_CHARS, at_end=False,
+            )
+            out.records.append(journal.edit_record(run_id, edit, at))
+            offset = end
+    _backup(workspace, source, planned_from, run_id)
+    try:
+        write_atomic(path, new.encode("utf-8"), expected=planned_from.encode("utf-8"))
+    except WriteConflict:
+        for target, target_path in targets.items():
+            append_text(target_path, f"\n(Run {run_id}: {source} changed during the run, so the entries above were not taken out of it; they are still there.)\n")
+        out.aborted = f"{source} changed on disk just before the write (compare-and-swap); nothing was moved"
+        out.records = []
+        return out
+    out.after = new
+    out.ops = list(numbered)
+    out.records += _removals(planned_from, numbered, source, at, run_id)
+    journal.append(workspace, out.records)
+    return out
