@@ -50,6 +50,19 @@ class Span:
         return start < self.end and self.start < end
 
 
+def lines(text: str) -> list[tuple[int, str]]:
+    """(offset, line without its line end) for each line of ``text``, split as ``str.splitlines``
+    splits (``\\n``, ``\\r\\n``, ``\\r`` and the other Unicode line ends): the line model of every rule here."""
+    return _lines(text)
+
+
+def list_marker(line: str) -> str:
+    """The bullet that opens a top-level list item (``-``, ``*``, ``+``, ``1.`` or ``1)`` at the
+    start of the line) with the blank after it, or "" when ``line`` is not a list item."""
+    match = _LIST_ITEM.match(line)
+    return match.group(0) if match else ""
+
+
 def _lines(text: str) -> list[tuple[int, str]]:
     """(offset, line without its newline) for each line of ``text``."""
     out = []
@@ -137,15 +150,26 @@ def touches_pinned(text: str, start: int, end: int) -> bool:
     return any(span.overlaps(start, end) for span in pinned_spans(text))
 
 
-def heading_path(text: str, offset: int) -> tuple[str, ...]:
-    """The headings above ``offset`` (outermost first): where an entry stood."""
+def heading_chains(text: str) -> list[tuple[Heading, ...]]:
+    """For each heading outside fenced code, in order: the headings whose sections hold it, then
+    itself (outermost first). A line below a heading and above the next one stands under that chain."""
+    chains = []
     path: list[Heading] = []
     for heading in headings(text):
-        if heading.start > offset:
-            break
         while path and path[-1].level >= heading.level:
             path.pop()
         path.append(heading)
+        chains.append(tuple(path))
+    return chains
+
+
+def heading_path(text: str, offset: int) -> tuple[str, ...]:
+    """The headings above ``offset`` (outermost first): where an entry stood."""
+    path: tuple[Heading, ...] = ()
+    for chain in heading_chains(text):
+        if chain[-1].start > offset:
+            break
+        path = chain
     return tuple(h.text for h in path)
 
 
