@@ -16,14 +16,16 @@ code fences and pinned sections), so a pass and the guards read a file the same 
 - **An entry stays where it is** (``Entry.movable`` is false) when it stands in a pinned section,
   or when the next non-blank line after it is an indented fence line: the fenced block under it
   never moves, and moving the entry alone would leave that code under the entry above.
-- **Its span** is whole lines, the last one's line end included. The blank lines right after it
-  go with it when the entry opens its block (the line above it is blank or a heading, or it is
-  the first line of the file), so that removing it leaves one separation where there were two,
-  and never joins the blocks around it; and they go with it when they run to the end of the
-  file. ``close_end``: when the last move of a pass ends the file, the blank lines just above it
-  go too (unless another move or a pinned section holds them). No other blank line moves, and a
-  blank line that moves is in the move's text, so the
-  text a pass leaves and its moves' texts together hold every character of the original, once.
+- **Its span** is whole lines, the last one's line end included, and the blank lines right after
+  it when the entry opens its block (the line above it is blank or a heading, or it is the first
+  line of the file) or when they run to the end of the file. ``tidy`` applies the same rule to a
+  run of moves that touch (each ends where the next starts): the blank lines after the run go
+  with its last move when the run opens its block. So removing an entry, or a whole list, leaves
+  one separation where there were two, and never joins the blocks around it. And when the last
+  move ends the file, the blank lines just above it go too (unless another move or a pinned
+  section holds them). No other blank line moves, and a blank line that moves is in the move's
+  text, so the text a pass leaves and its moves' texts together hold every character of the
+  original, exactly once.
 
 These rules make a pass idempotent: removing entries joins no two blocks, so every entry that is
 left keeps its first line, its heading path and whether it may move.
@@ -168,8 +170,7 @@ def entries(lay: Layout) -> list[Entry]:
                 continue
             break
         after = _blank_run(lay, last + 1)
-        opens = first == 0 or kinds[first - 1] in (Kind.BLANK, Kind.HEADING)
-        takes_blanks = after == total or opens
+        takes_blanks = after == total or _opens(lay, first)
         end_line = after if takes_blanks else last + 1
         held_code = after < total and kinds[after] is Kind.FENCED and _indented(lines[after])
         line = lines[first]
@@ -184,11 +185,26 @@ def entries(lay: Layout) -> list[Entry]:
     return out
 
 
-def close_end(lay: Layout, moves: Sequence[Move]) -> list[Move]:
-    """``moves`` in file order; when the last one ends the text, it also takes the blank lines just
-    above it (not another move's, not a pinned section's), so the file does not end in blank lines
-    its last entry left."""
+def _opens(lay: Layout, number: int) -> bool:
+    """Whether line ``number`` opens a block: the first line, or one right under a blank line or a heading."""
+    return number == 0 or lay.kinds[number - 1] in (Kind.BLANK, Kind.HEADING)
+
+
+def tidy(lay: Layout, moves: Sequence[Move]) -> list[Move]:
+    """``moves`` in file order, with the blank lines of the module docstring added: after a run
+    of touching moves that opens its block, and above a last move that ends the text."""
     ordered = sorted(moves, key=lambda m: m.start)
+    run_opens = False
+    for index, move in enumerate(ordered):
+        if index == 0 or ordered[index - 1].end != move.start:
+            run_opens = _opens(lay, lay.line_at(move.start))
+        if index + 1 < len(ordered) and ordered[index + 1].start == move.end:
+            continue
+        if run_opens and move.end < len(lay.text):
+            after = _blank_run(lay, lay.line_at(move.end))
+            end = lay.ends[after - 1] if after > lay.line_at(move.end) else move.end
+            if end != move.end and not lay.pinned[after - 1]:
+                ordered[index] = move = dataclasses.replace(move, end=end, text=lay.text[move.start : end])
     if not ordered or ordered[-1].end != len(lay.text):
         return ordered
     last = ordered[-1]
@@ -198,7 +214,6 @@ def close_end(lay: Layout, moves: Sequence[Move]) -> list[Move]:
     while number > 0 and lay.kinds[number - 1] is Kind.BLANK and not lay.pinned[number - 1] and lay.starts[number - 1] >= floor:
         number -= 1
         start = lay.starts[number]
-    if start == last.start:
-        return ordered
-    ordered[-1] = dataclasses.replace(last, start=start, text=lay.text[start : last.end])
+    if start != last.start:
+        ordered[-1] = dataclasses.replace(last, start=start, text=lay.text[start : last.end])
     return ordered

@@ -16,7 +16,9 @@ the entries under it that carry no marker of their own.
 
 **The first line read.** For a list item, the text after its bullet (``-``, ``*``, ``+``, ``1.``,
 ``1)``), with a task box ``[ ]``, ``[x]`` or ``[X]`` in front taken off; for a paragraph, its
-first line; leading and trailing blanks aside. Call it the *head*.
+first line; leading and trailing blanks aside. Call it the *head*. A list item is top-level only
+when its bullet is at the start of the line (as ``sections.py`` reads it): a list indented as a
+whole is one paragraph whose head starts with a bullet, so no marker matches it.
 
 **The markers** (an entry is terminal when one holds; the move's ``reason`` names it):
 
@@ -43,12 +45,14 @@ first line; leading and trailing blanks aside. Call it the *head*.
    deploy nightly``, ``HALF-DONE`` and ``Legend: ✅ passed, ❌ failed`` stay, while ``✅ Ship``,
    ``Ship ✅``, ``[DONE] Ship``, ``DONE: Ship``, ``Ship (MERGED)`` and ``Ship — DONE`` move.
 
-**Spans and blank lines** (``blocks.py``): whole lines, the last one's line end included; the
-blank lines right after an entry go with it when the line above it is blank or a heading (or it is
-the first line), and when they run to the end of the file; the last move of a file also takes the
-blank lines just above it. Blank lines that move are in the move's text: the text left and the
-moves' texts together are the original, character for character. Moves come in file order and
-never overlap; CRLF and lone CR line ends are kept as they are.
+**Spans and blank lines** (``blocks.py``): whole lines, the last one's line end included. The
+blank lines after an entry, or after a run of moved entries that touch, go with it when the line
+above it is blank or a heading (or it is the first line), and when they run to the end of the
+file; the last move of a file also takes the blank lines just above it. So a removal leaves one
+separation where there were two and never joins two blocks. Blank lines that move are in the
+move's text: the text left and the moves' texts together are the original, character for
+character. Moves come in file order and never overlap; CRLF and lone CR line ends are kept as
+they are.
 """
 
 from __future__ import annotations
@@ -118,4 +122,4 @@ def compact(text: str) -> list[Move]:
                 kind=COMPACT, start=entry.start, end=entry.take_end, text=text[entry.start : entry.take_end],
                 target=COMPLETED, heading_path=entry.path, reason=reason,
             ))
-    return blocks.close_end(lay, found)
+    return blocks.tidy(lay, found)

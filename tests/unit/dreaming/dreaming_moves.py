@@ -3,6 +3,7 @@ sys.path): every pass is run twice, and what it moved is accounted for byte for 
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -79,3 +80,20 @@ def big_memory(size: int = 164 * 1024) -> str:
         )
         day += 1
     return "".join(parts)
+
+
+_PIECES = (
+    "", "", "  ", "# Memory", "## User", "## Tasks", "### Preferences", "## Session log", "## 2026-11-30",
+    "### 2026-11-29 evening", "## Feedback", "# Top", "#### 2026-01-01", "- [x] done", "- [ ] open", "- ✅ shipped",
+    "- durable fact", "  - nested [x]", "  - [x] nested", "    deeper", "DONE: para", "para line", "Today we did",
+    "- 2026-11-28: did", "- Yesterday: x", "```", "  ```", "~~~", "    code", "1. [x] numbered", "- ~~struck~~",
+    "lazy line", "- Ship — DONE", "\tindented tab",
+)
+
+
+def random_memory(rng: random.Random) -> str:
+    """A small file of random lines drawn from the shapes the passes care about (headings pinned or
+    dated, items marked or not, nesting, fences, blank lines), with LF, CRLF or CR line ends."""
+    end = rng.choice(["\n", "\r\n", "\r"])
+    text = end.join(rng.choice(_PIECES) for _ in range(rng.randint(0, 30)))
+    return text + end if text and rng.random() < 0.7 else text

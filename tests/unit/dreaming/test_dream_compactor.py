@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import random
 import time
 
 import pytest
-from dreaming_moves import big_memory, settle
+from dreaming_moves import big_memory, random_memory, settle
 
-from services.dreaming import sections
+from services.dreaming import blocks, sections
 from services.dreaming.compactor import compact, terminal_reason
 from services.dreaming.moves import COMPACT, COMPLETED, archive_block, take
 
@@ -81,7 +82,7 @@ def test_a_marker_where_it_may_stand_makes_the_entry_terminal(line: str, reason:
     "- ~Ship~",
     "- ~~ ~~",
     "- Ship ✅ and more",
-    "  - [x] an indented line is never an entry's first line",
+    "  - [x] an indented list is a paragraph: its bullet is text",
     "",
 ])
 def test_no_marker_or_one_in_the_middle_is_not_terminal(line: str) -> None:
@@ -138,6 +139,15 @@ def test_items_inside_a_list_take_no_blank_line() -> None:
     left, moved = left_and_moved(text)
     assert moved == ["- [x] b\n"]
     assert left == "## H\n\n- a\n- c\n\n## Next\n"
+
+
+def test_a_whole_list_that_goes_leaves_one_separation() -> None:
+    left, moved = left_and_moved("Intro.\n\n- [x] a\n- ✅ b\n  - child\n\nOutro.\n")
+    assert (left, moved) == ("Intro.\n\nOutro.\n", ["- [x] a\n", "- ✅ b\n  - child\n\n"])
+    left, moved = left_and_moved("Intro.\n\n- [x] a\n- b\n- ✅ c\n\nOutro.\n")  # not a run: nothing to tidy
+    assert (left, moved) == ("Intro.\n\n- b\n\nOutro.\n", ["- [x] a\n", "- ✅ c\n"])
+    left, moved = left_and_moved("## H\n- [x] a\n- [x] b\n\n## I\n")
+    assert (left, moved) == ("## H\n## I\n", ["- [x] a\n", "- [x] b\n\n"])
 
 
 def test_the_last_entry_of_the_file_takes_the_blank_lines_above_it_and_those_to_the_end() -> None:
@@ -269,3 +279,14 @@ def test_a_164_kb_file_compacts_in_one_linear_pass() -> None:
     assert "[x] Set up CI" not in left and "✅ Rotated" not in left
     assert left.count("The DONE column of board") == text.count("The DONE column of board")
     assert left.count("# [x] DONE\n```") == text.count("# [x] DONE\n```")
+
+
+def test_random_files_settle_and_never_move_a_heading_fenced_or_pinned_line() -> None:
+    rng = random.Random(12)
+    for _ in range(400):
+        text = random_memory(rng)
+        moves, _ = settle(compact, text)
+        lay = blocks.layout(text)
+        for move in moves:
+            lines = range(lay.line_at(move.start), lay.line_at(move.end - 1) + 1)
+            assert all(lay.kinds[n] not in (blocks.Kind.HEADING, blocks.Kind.FENCED) and not lay.pinned[n] for n in lines), text
