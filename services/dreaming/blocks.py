@@ -21,9 +21,9 @@ code fences and pinned sections), so a pass and the guards read a file the same 
   line of the file) or when they run to the end of the file. ``tidy`` applies the same rule to a
   run of moves that touch (each ends where the next starts): the blank lines after the run go
   with its last move when the run opens its block. So removing an entry, or a whole list, leaves
-  one separation where there were two, and never joins the blocks around it. And when the last
-  move ends the file, the blank lines just above it go too (unless another move or a pinned
-  section holds them). No other blank line moves, and a blank line that moves is in the move's
+  one separation where there were two, and never joins the blocks around it. And when the moves
+  end the file, the blank lines just above the run that ends it go too (unless another move or a
+  pinned section holds them). No other blank line moves, and a blank line that moves is in the move's
   text, so the text a pass leaves and its moves' texts together hold every character of the
   original, exactly once.
 
@@ -192,7 +192,7 @@ def _opens(lay: Layout, number: int) -> bool:
 
 def tidy(lay: Layout, moves: Sequence[Move]) -> list[Move]:
     """``moves`` in file order, with the blank lines of the module docstring added: after a run
-    of touching moves that opens its block, and above a last move that ends the text."""
+    of touching moves that opens its block, and above the run of moves that ends the text."""
     ordered = sorted(moves, key=lambda m: m.start)
     run_opens = False
     for index, move in enumerate(ordered):
@@ -207,13 +207,16 @@ def tidy(lay: Layout, moves: Sequence[Move]) -> list[Move]:
                 ordered[index] = move = dataclasses.replace(move, end=end, text=lay.text[move.start : end])
     if not ordered or ordered[-1].end != len(lay.text):
         return ordered
-    last = ordered[-1]
-    floor = ordered[-2].end if len(ordered) > 1 else 0
-    number = lay.line_at(last.start)
-    start = last.start
+    first = len(ordered) - 1  # the first move of the run that ends the text
+    while first > 0 and ordered[first - 1].end == ordered[first].start:
+        first -= 1
+    head = ordered[first]
+    floor = ordered[first - 1].end if first > 0 else 0
+    number = lay.line_at(head.start)
+    start = head.start
     while number > 0 and lay.kinds[number - 1] is Kind.BLANK and not lay.pinned[number - 1] and lay.starts[number - 1] >= floor:
         number -= 1
         start = lay.starts[number]
-    if start != last.start:
-        ordered[-1] = dataclasses.replace(last, start=start, text=lay.text[start : last.end])
+    if start != head.start:
+        ordered[first] = dataclasses.replace(head, start=start, text=lay.text[start : head.end])
     return ordered

@@ -48,7 +48,7 @@ whole is one paragraph whose head starts with a bullet, so no marker matches it.
 **Spans and blank lines** (``blocks.py``): whole lines, the last one's line end included. The
 blank lines after an entry, or after a run of moved entries that touch, go with it when the line
 above it is blank or a heading (or it is the first line), and when they run to the end of the
-file; the last move of a file also takes the blank lines just above it. So a removal leaves one
+file; moves that end the file also take the blank lines just above them. So a removal leaves one
 separation where there were two and never joins two blocks. Blank lines that move are in the
 move's text: the text left and the moves' texts together are the original, character for
 character. Moves come in file order and never overlap; CRLF and lone CR line ends are kept as

@@ -157,6 +157,8 @@ def test_the_last_entry_of_the_file_takes_the_blank_lines_above_it_and_those_to_
     assert (left, moved) == ("Fact.\n", ["\n  \n~~old~~"])
     left, moved = left_and_moved("- [x] a\n\n- [x] b\n")
     assert (left, moved) == ("", ["- [x] a\n\n", "- [x] b\n"])
+    left, moved = left_and_moved("Fact.\n\n- [x] a\n- [x] b\n\n")  # a run that ends the file
+    assert (left, moved) == ("Fact.\n", ["\n- [x] a\n", "- [x] b\n\n"])
 
 
 def test_markers_inside_code_fences_never_count_and_fenced_code_never_moves() -> None:
