@@ -25,7 +25,9 @@ from dataclasses import dataclass
 
 PINNED_NAMES = ("user", "feedback", "preference", "preferences", "profile")
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+# The closing run of blanks and ``#`` is stripped in ``headings``, not matched here: a lazy group
+# before ``[ \t#]*$`` backtracks over a long run of blanks (a 20 KB heading line took seconds).
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*)$")
 _FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})")
 _LIST_ITEM = re.compile(r"^(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 
@@ -107,7 +109,7 @@ def headings(text: str) -> list[Heading]:
             continue
         match = _HEADING.match(line)
         if match:
-            out.append(Heading(len(match.group(1)), match.group(2).strip(), offset, number))
+            out.append(Heading(len(match.group(1)), match.group(2).rstrip(" \t#").strip(), offset, number))
     return out
 
 
