@@ -108,7 +108,8 @@ def layout(text: str) -> Layout:
     ends = [*starts[1:], len(text)]
     lines = [line for _, line in numbered]
     fenced = sections.fenced_lines(text)
-    heading_lines = {h.line for h in sections.headings(text)}
+    found = sections.headings(text)
+    heading_lines = {h.line for h in found}
     kinds = []
     for number, line in enumerate(lines):
         if fenced[number]:
@@ -133,7 +134,7 @@ def layout(text: str) -> Layout:
             pinned[number] = True
     section_ends: dict[int, int] = {}
     open_sections: list[sections.Heading] = []
-    for heading in sections.headings(text):
+    for heading in found:
         while open_sections and open_sections[-1].level >= heading.level:
             section_ends[open_sections.pop().line] = heading.line
         open_sections.append(heading)
@@ -204,7 +205,7 @@ def tidy(lay: Layout, moves: Sequence[Move]) -> list[Move]:
             after = _blank_run(lay, lay.line_at(move.end))
             end = lay.ends[after - 1] if after > lay.line_at(move.end) else move.end
             if end != move.end and not lay.pinned[after - 1]:
-                ordered[index] = move = dataclasses.replace(move, end=end, text=lay.text[move.start : end])
+                ordered[index] = dataclasses.replace(move, end=end, text=lay.text[move.start : end])
     if not ordered or ordered[-1].end != len(lay.text):
         return ordered
     first = len(ordered) - 1  # the first move of the run that ends the text

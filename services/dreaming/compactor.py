@@ -80,7 +80,6 @@ _LEAD = re.compile(rf"^(?:{_TAG}|{_WORD}(?=\s*(?:$|{_SEP}|-(?:\s|$))))")
 _SUFFIX = r"(?:\s*[.!])?(?:\s*(?:\([^()]*\)|\[[^\[\]]*\]|\d{4}-\d{2}-\d{2}))?"
 _TRAIL = re.compile(rf"(?:{_TAG}|(?:^|{_SEP}(?:\*\*|__)?|\s-)\s*{_WORD}){_SUFFIX}\s*$")
 _BOX = re.compile(r"^\[([ xX])\](?=\s|$)")
-_STRUCK = re.compile(r"^~~(?:(?!~~).)*[^~\s](?:(?!~~).)*~~$")
 _MARKER = re.compile(f"{_CHECK}|{_WORD}")
 
 
@@ -91,6 +90,13 @@ def _named(matched: str) -> str:
     return "✅" if name.startswith("\u2705") else name
 
 
+def _struck(head: str) -> bool:
+    """Whether ``head`` is one strikethrough as a whole (string tests: a regex would backtrack)."""
+    inner = head[2:-2]
+    return (len(head) > 4 and head.startswith("~~") and head.endswith("~~") and bool(inner.strip())
+            and "~~" not in inner and not inner.startswith("~") and not inner.endswith("~"))
+
+
 def terminal_reason(line: str) -> str | None:
     """Why the entry whose first line is ``line`` is terminal (module docstring), or None."""
     marker = sections.list_marker(line)
@@ -99,7 +105,7 @@ def terminal_reason(line: str) -> str | None:
         if box.group(1) in "xX":
             return f"checked task box [{box.group(1)}]"
         head = head[box.end() :].strip()
-    if _STRUCK.match(head):
+    if _struck(head):
         return "struck through"
     if lead := _LEAD.match(head):
         return f"{_named(lead.group(0))} at the start"

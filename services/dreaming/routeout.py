@@ -107,7 +107,6 @@ LOG_NAMES = (
 _LOG_NAME = re.compile(
     r"(?:^|[^a-z0-9])(?:" + "|".join(re.escape(n).replace(r"\ ", r"\s+") for n in LOG_NAMES) + r")$"
 )
-_TRAILING_GROUP = re.compile(r"\s*(?:\([^()]*\)|\[[^\[\]]*\])\s*$")
 _FILE_TITLES = frozenset({"memory", "memories", "memory-md", "long-term-memory"})
 TOPIC = re.compile(r"^[a-z0-9-]{1,64}$")
 
@@ -146,13 +145,24 @@ def opens_with_time_word(text: str) -> bool:
     return bool(_TIME.match(text, len(text) - len(text.lstrip(_WRAPPERS))))
 
 
+def _without_trailing_groups(text: str) -> str:
+    """``text`` without the bracketed groups, punctuation and symbols that end it; scanned from
+    the end, so a long heading costs its length, not its square."""
+    end = len(text)
+    unopened: set[str] = set()  # closers with no opener left of them: none further left either
+    while end and not text[end - 1].isalnum():
+        closer = text[end - 1]
+        opener = {")": "(", "]": "["}.get(closer)
+        start = -1 if opener is None or closer in unopened else text.rfind(opener, 0, end - 1)
+        if opener is not None and start < 0:
+            unopened.add(closer)
+        end = start if start > 0 else end - 1
+    return text[:end]
+
+
 def is_log_heading(text: str) -> bool:
     """Whether a heading's text names a log (module docstring)."""
-    rest = _DATE.sub(" ", text)
-    while (group := _TRAILING_GROUP.search(rest)) and group.start() > 0:
-        rest = rest[: group.start()]
-    rest = re.sub(r"[\W_]+$", "", rest.strip()).lower()
-    return bool(_LOG_NAME.search(rest))
+    return bool(_LOG_NAME.search(_without_trailing_groups(_DATE.sub(" ", text)).lower()))
 
 
 def _time_label(text: str) -> bool:

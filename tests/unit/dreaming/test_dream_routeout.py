@@ -322,3 +322,12 @@ def test_random_files_settle_after_the_compactor_and_never_move_a_pinned_line() 
             lay = blocks.layout(text)
             for move in moves:
                 assert not any(lay.pinned[lay.line_at(move.start) : lay.line_at(move.end - 1) + 1]), text
+
+
+def test_long_headings_cost_their_length() -> None:
+    """Headings a regex would backtrack over (seconds at 20 KB before): read in one pass."""
+    assert is_log_heading("Session log" + " (a)" * 50_000)
+    assert not is_log_heading("Log " + ")" * 100_000 + "x")
+    assert is_log_heading("Daily" + " " * 100_000 + "notes")
+    text = "## Log" + " " * 200_000 + "\n- a\n"
+    assert [m.text for m in route_out(text, 1, "memory")] == ["- a\n"]
