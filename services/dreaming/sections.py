@@ -25,7 +25,9 @@ from dataclasses import dataclass
 
 PINNED_NAMES = ("user", "feedback", "preference", "preferences", "profile")
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+# The closing run of blanks and ``#`` is stripped in ``headings``, not matched here: a lazy group
+# before ``[ \t#]*$`` backtracks over a long run of blanks (a 20 KB heading line took seconds).
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*)$")
 _FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})")
 _LIST_ITEM = re.compile(r"^(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 
@@ -48,6 +50,19 @@ class Span:
         if start == end:
             return self.start <= start < self.end
         return start < self.end and self.start < end
+
+
+def lines(text: str) -> list[tuple[int, str]]:
+    """(offset, line without its line end) for each line of ``text``, split as ``str.splitlines``
+    splits (``\\n``, ``\\r\\n``, ``\\r`` and the other Unicode line ends): the line model of every rule here."""
+    return _lines(text)
+
+
+def list_marker(line: str) -> str:
+    """The bullet that opens a top-level list item (``-``, ``*``, ``+``, ``1.`` or ``1)`` at the
+    start of the line) with the blank after it, or "" when ``line`` is not a list item."""
+    match = _LIST_ITEM.match(line)
+    return match.group(0) if match else ""
 
 
 def _lines(text: str) -> list[tuple[int, str]]:
@@ -94,7 +109,7 @@ def headings(text: str) -> list[Heading]:
             continue
         match = _HEADING.match(line)
         if match:
-            out.append(Heading(len(match.group(1)), match.group(2).strip(), offset, number))
+            out.append(Heading(len(match.group(1)), match.group(2).rstrip(" \t#").strip(), offset, number))
     return out
 
 
@@ -137,15 +152,26 @@ def touches_pinned(text: str, start: int, end: int) -> bool:
     return any(span.overlaps(start, end) for span in pinned_spans(text))
 
 
-def heading_path(text: str, offset: int) -> tuple[str, ...]:
-    """The headings above ``offset`` (outermost first): where an entry stood."""
+def heading_chains(text: str) -> list[tuple[Heading, ...]]:
+    """For each heading outside fenced code, in order: the headings whose sections hold it, then
+    itself (outermost first). A line below a heading and above the next one stands under that chain."""
+    chains = []
     path: list[Heading] = []
     for heading in headings(text):
-        if heading.start > offset:
-            break
         while path and path[-1].level >= heading.level:
             path.pop()
         path.append(heading)
+        chains.append(tuple(path))
+    return chains
+
+
+def heading_path(text: str, offset: int) -> tuple[str, ...]:
+    """The headings above ``offset`` (outermost first): where an entry stood."""
+    path: tuple[Heading, ...] = ()
+    for chain in heading_chains(text):
+        if chain[-1].start > offset:
+            break
+        path = chain
     return tuple(h.text for h in path)
 
 
