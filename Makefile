@@ -48,6 +48,7 @@ bench: install
 	$(PY) bench/kb_shared.py
 	$(PY) bench/dream_overhead.py
 	$(PY) bench/dream_fidelity.py
+	$(PY) bench/dream_migrate.py
 
 protos: install
 	$(PY) -m gateway.protogen

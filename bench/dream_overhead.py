@@ -284,6 +284,9 @@ class TimedIndex:
         await self.inner.refresh(agent_id, paths)
         STEPS.add("kb refresh", time.perf_counter() - t0)
 
+    async def probe(self, agent_id: str, probes: Any) -> Any:
+        return await self.inner.probe(agent_id, probes)
+
     async def search(self, agent_id: str, query: str, limit: int) -> Any:
         t0 = time.perf_counter()
         hits = await self.inner.search(agent_id, query, limit)

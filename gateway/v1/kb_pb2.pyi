@@ -292,3 +292,29 @@ class IndexStatus(_message.Message):
     stale: bool
     tokenizer: str
     def __init__(self, agent_id: _Optional[str] = ..., enabled: _Optional[bool] = ..., exists: _Optional[bool] = ..., generation: _Optional[int] = ..., sources: _Optional[int] = ..., chunks: _Optional[int] = ..., stale: _Optional[bool] = ..., tokenizer: _Optional[str] = ...) -> None: ...
+
+class RecallProbe(_message.Message):
+    __slots__ = ("path", "query", "text")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    query: str
+    text: str
+    def __init__(self, path: _Optional[str] = ..., query: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class ProbeRecallRequest(_message.Message):
+    __slots__ = ("agent_id", "probes")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PROBES_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    probes: _containers.RepeatedCompositeFieldContainer[RecallProbe]
+    def __init__(self, agent_id: _Optional[str] = ..., probes: _Optional[_Iterable[_Union[RecallProbe, _Mapping]]] = ...) -> None: ...
+
+class ProbeRecallResponse(_message.Message):
+    __slots__ = ("found", "generation")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    found: _containers.RepeatedScalarFieldContainer[bool]
+    generation: int
+    def __init__(self, found: _Optional[_Iterable[bool]] = ..., generation: _Optional[int] = ...) -> None: ...

@@ -54,6 +54,11 @@ class KnowledgeStub:
                 request_serializer=gateway_dot_v1_dot_kb__pb2.FoldRetrievalsRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_kb__pb2.FoldRetrievalsResponse.FromString,
                 _registered_method=True)
+        self.ProbeRecall = channel.unary_unary(
+                '/gateway.v1.Knowledge/ProbeRecall',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.ProbeRecallRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.ProbeRecallResponse.FromString,
+                _registered_method=True)
         self.GetIndexStatus = channel.unary_unary(
                 '/gateway.v1.Knowledge/GetIndexStatus',
                 request_serializer=gateway_dot_v1_dot_kb__pb2.GetIndexStatusRequest.SerializeToString,
@@ -118,6 +123,16 @@ class KnowledgeServicer:
 
     def FoldRetrievals(self, request, context):
         """Fold kb_retrieval_log into kb_entry_lifecycle (for the staleness GC).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ProbeRecall(self, request, context):
+        """Many recall probes in one call (dreaming's check that moved entries are
+        still found): for each, whether the index finds the entry in the file it
+        stands in, by a query built with Search's rules whose every term matches
+        one chunk of that file holding the entry. Internal: no REST route.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -204,6 +219,11 @@ def add_KnowledgeServicer_to_server(servicer, server):
                     servicer.FoldRetrievals,
                     request_deserializer=gateway_dot_v1_dot_kb__pb2.FoldRetrievalsRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_kb__pb2.FoldRetrievalsResponse.SerializeToString,
+            ),
+            'ProbeRecall': grpc.unary_unary_rpc_method_handler(
+                    servicer.ProbeRecall,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.ProbeRecallRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.ProbeRecallResponse.SerializeToString,
             ),
             'GetIndexStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetIndexStatus,
@@ -349,6 +369,33 @@ class Knowledge:
             '/gateway.v1.Knowledge/FoldRetrievals',
             gateway_dot_v1_dot_kb__pb2.FoldRetrievalsRequest.SerializeToString,
             gateway_dot_v1_dot_kb__pb2.FoldRetrievalsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProbeRecall(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/ProbeRecall',
+            gateway_dot_v1_dot_kb__pb2.ProbeRecallRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.ProbeRecallResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -30,7 +30,7 @@ from services.dreaming import audit
 from services.dreaming.applier import over_budget, sha256
 from services.dreaming.commit import read_text
 from services.dreaming.compactor import compact
-from services.dreaming.model import MEMORY_FILE, FileChange, RunReport
+from services.dreaming.model import MEMORY_FILE, FileChange, OpResult, RunReport
 from services.dreaming.moves import Move, take
 from services.dreaming.passes import as_op
 from services.dreaming.relocate import relocate
@@ -125,7 +125,7 @@ class Refused(Exception):
 def apply(workspace: Path, plan: Plan, run_id: str, now: datetime, progress: Callable[[str], None]) -> RunReport:
     """Make ``plan``'s moves (module docstring). Raises Refused, with nothing lost."""
     at = now.isoformat(timespec="seconds").replace("+00:00", "Z")
-    results = []
+    results: list[OpResult] = []
     number = 0
     for moves, planned_from in ((plan.compacted, plan.before), (plan.routed, take(plan.before, plan.compacted))):
         if not moves:

@@ -174,9 +174,10 @@ async def run(
         gathered = gather(agent.transcripts_dir, started, settings.lookback_days)
         if trigger == SCHEDULE and not gathered.sessions and not over:
             quiet_night = f"no session transcripts in the last {settings.lookback_days} days and nothing over budget; the reviewer was not called"
+    chosen: list[Proposal] = []
+    left: list[tuple[Proposal, str]] = []
     if accepted is None and quiet_night:
         proposals: Sequence[Proposal] = ()
-        chosen, left = [], []
     elif accepted is None:
         steps += ["reviewer", "selection"]
         memory_file, user_file = (

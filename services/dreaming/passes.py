@@ -11,7 +11,9 @@ Neither is limited by ``maxChangesPerRun``. Each pass writes through
 ``relocate`` (destination first, backup, compare-and-swap, journal), so
 ``gateway dream revert`` undoes it; each moved entry is one op of the run.
 Then the recall check: the KB reindexes what the passes wrote and every moved
-entry must be found by Search, else MEMORY.md gets its pre-image back (the
+entry must be found through the index in its destination (one ``ProbeRecall``
+call for all of them: Search's query rules, so thousands of moves cost a
+second, not a Search each), else MEMORY.md gets its pre-image back (the
 copies in the destinations stay, with a line saying so). In propose mode
 nothing is written: the moves are listed as what a run in auto mode would
 do (they are not proposals to accept; an auto run or ``gateway
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from gateway.config import AgentConfig
 from services.dreaming import journal, recall
 from services.dreaming.applier import over_budget
-from services.dreaming.commit import Pruned, append_text, confined, restore
+from services.dreaming.commit import append_text, confined, restore
 from services.dreaming.compactor import compact
 from services.dreaming.model import DURABLE, EPISODIC, MEMORY_FILE, PROPOSE, OpResult, Proposal
 from services.dreaming.moves import COMPACT, Move, take
@@ -94,6 +96,7 @@ async def run_passes(agent: AgentConfig, index: recall.Index, run_id: str, at: s
         out.results += [as_op(op, m, "applied") for op, m in numbered]
     out.text = current
     if done:
+        out.steps.append("recall-check")
         await _recall(agent, index, run_id, at, text, done, out)
     return out
 
@@ -101,13 +104,13 @@ async def run_passes(agent: AgentConfig, index: recall.Index, run_id: str, at: s
 async def _recall(agent: AgentConfig, index: recall.Index, run_id: str, at: str, original: str,
                   done: list[Relocated], out: PassOutcome) -> None:
     """Every moved entry must be found by Search; else MEMORY.md goes back to ``original``."""
-    moved = [Pruned(op, MEMORY_FILE, m.text) for d in done for op, m in d.ops]
+    moved = [(op, m.target, m.text) for d in done for op, m in d.ops]
     targets = sorted({m.target for d in done for _, m in d.ops})
     if not agent.knowledge.archive.enabled:
         out.notes.append("Moves not recall-checked: the knowledge archive is off for this agent; the entries are in " + ", ".join(targets) + ".")
         return
     try:
-        missing = await recall.check(index, agent.id, agent.workspace, moved, [MEMORY_FILE, *targets])
+        missing = await recall.check_moves(index, agent.id, moved, [MEMORY_FILE, *targets])
         reason = "" if not missing else (
             f"the recall check could not find a moved entry by Search ({missing[0].query!r}): {missing[0].entry[:120]!r}")
     except asyncio.CancelledError:
@@ -116,7 +119,7 @@ async def _recall(agent: AgentConfig, index: recall.Index, run_id: str, at: str,
     except Exception as exc:  # the KB could not answer: nothing moved is known to be findable
         reason = f"the recall check of the moves could not run ({exc})"
     if not reason:
-        out.notes.append(f"Moves recall-checked: all {len(moved)} moved entries are found by Search.")
+        out.notes.append(f"Moves recall-checked: all {len(moved)} moved entries are found through the index in their destinations.")
         return
     _put_back(agent, run_id, at, original, done, out, reason)
 

@@ -20,6 +20,7 @@ from services.dreaming.recall import Hit
 REFRESH_DEADLINE_S = 120.0  # a first index of a large archive takes a while
 SEARCH_DEADLINE_S = 10.0
 ACTIVITY_DEADLINE_S = 5.0
+PROBE_BATCH = 1000  # probes per ProbeRecall call (entries are small; well under the 8 MiB message cap)
 
 
 class PeerUnavailable(Exception):
@@ -59,6 +60,19 @@ class KbIndex:
         except grpc.aio.AioRpcError as err:
             raise _unavailable("kb", err) from None
         return [Hit(h.path, h.start_line, h.end_line) for h in reply.hits if h.corpus in ("", "memory")]
+
+    async def probe(self, agent_id: str, probes: Sequence[tuple[str, str, str]]) -> list[bool]:
+        """``ProbeRecall`` for ``(path, query, text)`` probes, PROBE_BATCH at a time."""
+        found: list[bool] = []
+        for start in range(0, len(probes), PROBE_BATCH):
+            batch = [kb_pb2.RecallProbe(path=p, query=q, text=t) for p, q, t in probes[start : start + PROBE_BATCH]]
+            try:
+                reply = await self._stub.ProbeRecall(kb_pb2.ProbeRecallRequest(agent_id=agent_id, probes=batch),
+                                                     timeout=REFRESH_DEADLINE_S, metadata=self._metadata)
+            except grpc.aio.AioRpcError as err:
+                raise _unavailable("kb", err) from None
+            found += list(reply.found)
+        return found
 
     async def close(self) -> None:
         await self._channel.close()

@@ -8,7 +8,7 @@ longest words, stop words and one- or two-letter words left out. The entry is
 *found* when a hit's file holds the entry's text (whitespace aside) in the
 hit's lines or, for an entry that straddles two chunks, anywhere in that file.
 An entry with no searchable word (a rule, a lone symbol) has nothing to find
-and passes. The searches run concurrently. The caller restores the pre-image of a file whose removals are not
+and passes. The searches run concurrently, at most SEARCHES_AT_ONCE in flight. The caller restores the pre-image of a file whose removals are not
 all found.
 """
 
@@ -26,6 +26,7 @@ from services.dreaming.commit import PRUNED, Pruned, Unsafe, read_text
 
 QUERY_WORDS = 6
 SEARCH_LIMIT = 20
+SEARCHES_AT_ONCE = 8  # in flight to the KB at once (a pass may move thousands of entries)
 _WORD = re.compile(r"\w+")
 STOP_WORDS = frozenset(
     "the and for are but not you all any can had her was one our out has him his how its may new now old see two who "
@@ -51,6 +52,10 @@ class Index(Protocol):
         ...
 
     async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]: ...
+
+    async def probe(self, agent_id: str, probes: Sequence[tuple[str, str, str]]) -> list[bool]:
+        """For each ``(path, query, text)``: whether the index finds the entry in that file."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -100,10 +105,28 @@ async def check(
         written = sorted({PRUNED, *(block.file for block in pruned)})
     await index.refresh(agent_id, written)
     wanted = [(block, entry, query) for block in pruned for entry in sections.entries(block.text) if (query := query_for(entry))]
-    answers = await asyncio.gather(*(index.search(agent_id, query, SEARCH_LIMIT) for _, _, query in wanted))
+    slots = asyncio.Semaphore(SEARCHES_AT_ONCE)
+
+    async def one(query: str) -> Sequence[Hit]:
+        async with slots:
+            return await index.search(agent_id, query, SEARCH_LIMIT)
+
+    answers = await asyncio.gather(*(one(query) for _, _, query in wanted))
     missing = []
     for (block, entry, query), hits in zip(wanted, answers, strict=True):
         text = _normalized(entry)
         if not any(_holds(workspace, hit, text) for hit in hits):
             missing.append(Missing(block.op_id, block.file, entry, query))
     return missing
+
+
+async def check_moves(index: Index, agent_id: str, moved: Sequence[tuple[str, str, str]], written: Sequence[str]) -> list[Missing]:
+    """The recall check of the deterministic passes: ``moved`` is ``(op id, destination, text)``. The
+    KB reindexes ``written``, then one probe per entry asks whether it is found in its destination
+    (``ProbeRecall``: Search's query rules, many entries in one call; thousands can move at once)."""
+    if not moved:
+        return []
+    await index.refresh(agent_id, written)
+    wanted = [(op_id, path, entry, query) for op_id, path, text in moved for entry in sections.entries(text) if (query := query_for(entry))]
+    found = await index.probe(agent_id, [(path, query, entry) for _, path, entry, query in wanted])
+    return [Missing(op_id, path, entry, query) for (op_id, path, entry, query), ok in zip(wanted, found, strict=True) if not ok]

@@ -13,7 +13,8 @@ For a source file (MEMORY.md) and the moves planned from its text:
 4. The journal gets, per move (one op id each), an ``append`` record for its
    piece of the destination and a ``move`` record for the span taken out of
    the source (with its offset and context in the text as it was when that
-   span went, in order). So ``gateway dream revert`` undoes a pass like any
+   span went, in order; the hashes of a pass's records are of the files before
+   and after the whole pass, which may move thousands of entries). So ``gateway dream revert`` undoes a pass like any
    other run, and one op alone too: its entry goes back where it stood and its
    piece comes off the destination, together or not at all.
 """
@@ -43,22 +44,27 @@ class Relocated:
     records: list[journal.Record] = field(default_factory=list)
 
 
-def _removals(text: str, numbered: Sequence[tuple[str, Move]], source: str, at: str, run_id: str) -> list[journal.Record]:
-    """One journal ``move`` record per span, taken out in order (offsets in the text as it was then)."""
+def _removals(text: str, numbered: Sequence[tuple[str, Move]], source: str, at: str, run_id: str, after_all: str) -> list[journal.Record]:
+    """One journal ``move`` record per span, taken out in order: its offset and context in the text as
+    it was when that span went. Built in one pass without rebuilding the text per move (a pass can
+    move thousands of entries); the hashes are the file's before and after the whole pass."""
     out = []
-    current = text
-    shift = 0
+    shift = 0  # chars taken out before the current span
+    kept_end = 0  # where the kept text before the current span resumes in ``text``
+    tail = ""  # the last CONTEXT_CHARS chars of what is kept so far
+    before_hash, after_hash = sha256(text), sha256(after_all)
     for op_id, move in sorted(numbered, key=lambda item: item[1].start):
-        start = move.start - shift
-        new = current[:start] + current[start + len(move.text) :]
+        before = (tail + text[kept_end : move.start])[-CONTEXT_CHARS:]
+        offset = move.start - shift
+        remaining = len(text) - shift - len(move.text)  # the text's length once this span is out
         edit = Edit(
-            op_id=op_id, file=source, kind="move", offset=start, removed=move.text, inserted="",
-            before=new[max(0, start - CONTEXT_CHARS) : start], after=new[start : start + CONTEXT_CHARS],
-            hash_before=sha256(current), hash_after=sha256(new), reason=f"{move.reason} → {move.target}",
-            heading_path=move.heading_path, at_start=start <= CONTEXT_CHARS, at_end=start + CONTEXT_CHARS >= len(new),
+            op_id=op_id, file=source, kind="move", offset=offset, removed=move.text, inserted="",
+            before=before, after=text[move.end : move.end + CONTEXT_CHARS],
+            hash_before=before_hash, hash_after=after_hash, reason=f"{move.reason} → {move.target}",
+            heading_path=move.heading_path, at_start=offset <= CONTEXT_CHARS, at_end=offset + CONTEXT_CHARS >= remaining,
         )
         out.append(journal.edit_record(run_id, edit, at))
-        current, shift = new, shift + len(move.text)
+        tail, kept_end, shift = before, move.end, shift + len(move.text)
     return out
 
 
@@ -86,6 +92,7 @@ def relocate(workspace: Path, source: str, planned_from: str, numbered: Sequence
         after = before + inserted
         offset = len(after) - sum(len(piece) for _, piece in pieces)
         lead = inserted[: offset - len(before)]  # a newline append_text put first, if the file lacked one
+        target_before, target_after = sha256(before), sha256(after)  # the destination before and after the pass
         for i, (move, piece) in enumerate(pieces):
             text = (lead + piece) if i == 0 else piece
             start = offset - (len(lead) if i == 0 else 0)
@@ -94,7 +101,7 @@ def relocate(workspace: Path, source: str, planned_from: str, numbered: Sequence
                 op_id=op_of[id(move)], file=target, kind="append", offset=start, removed="", inserted=text,
                 # as each piece was when it went in: at the end (later pieces and appends follow it)
                 before=after[max(0, start - CONTEXT_CHARS) : start], after="",
-                hash_before=sha256(after[:start]), hash_after=sha256(after[:end]), reason=f"from {source}: {move.reason}",
+                hash_before=target_before, hash_after=target_after, reason=f"from {source}: {move.reason}",
                 heading_path=move.heading_path, at_start=start <= CONTEXT_CHARS, at_end=False,
             )
             out.records.append(journal.edit_record(run_id, edit, at))
@@ -110,6 +117,6 @@ def relocate(workspace: Path, source: str, planned_from: str, numbered: Sequence
         return out
     out.after = new
     out.ops = list(numbered)
-    out.records += _removals(planned_from, numbered, source, at, run_id)
+    out.records += _removals(planned_from, numbered, source, at, run_id, new)
     journal.append(workspace, out.records)
     return out

@@ -39,7 +39,7 @@ import structlog
 
 from gateway.config import AgentConfig
 from gateway.errors import FailedPrecondition, InvalidArgument
-from services.kb import excerpt, indexer, retrieval_log, schema
+from services.kb import excerpt, indexer, recall_probe, retrieval_log, schema
 from services.kb.freshness import index_matches_file
 from services.kb.search import SearchResult, is_stale, search, tune_reader
 
@@ -322,6 +322,27 @@ class Archives:
         return await asyncio.get_running_loop().run_in_executor(
             self._executor, excerpt.get_excerpt, agent.workspace, path, from_line or 1, lines or excerpt.DEFAULT_LINES
         )
+
+    async def probe_recall(self, agent_id: str, probes: list[tuple[str, str, str]]) -> tuple[list[bool], int]:
+        """``recall_probe.probe`` over the agent's archive, in a worker thread with a read connection
+        of its own; ``(found per probe, generation)``. Raises FailedPrecondition when the archive is off."""
+        agent = self._state(agent_id).agent
+        self._require_enabled(agent)
+        if not agent.kb_path.exists():
+            return [False] * len(probes), 0
+
+        def run() -> tuple[list[bool], int]:
+            conn = schema.open_reader(agent.kb_path)
+            try:
+                conn.execute("BEGIN")
+                try:
+                    return recall_probe.probe(conn, agent.workspace, probes), schema.generation(conn)
+                finally:
+                    conn.execute("COMMIT")
+            finally:
+                conn.close()
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, run)
 
     def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
         """Fire-and-forget append to kb_retrieval_log through its own write handle (queued, written in batches)."""

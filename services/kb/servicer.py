@@ -18,10 +18,12 @@ import grpc
 import structlog
 
 from gateway.auth import Authenticator
+from gateway.errors import InvalidArgument
 from gateway.rpc import authorize_call, unary
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
-from services.kb.archives import Archives, check_corpus, check_sources, check_query
+from services.kb.archives import Archives, check_corpus, check_query, check_sources
+from services.kb.recall_probe import MAX_PROBES
 from services.kb.retrieval_log import Retrieved
 from services.kb.hits import shown_score
 from services.kb.search import SearchHit
@@ -128,6 +130,16 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
         self._check(context, request.agent_id, write=True)
         report = await self._archives.fold(request.agent_id)
         return pb.FoldRetrievalsResponse(folded=report.folded, entries=report.entries)
+
+    @unary
+    async def ProbeRecall(self, request: kb_pb2.ProbeRecallRequest, context: grpc.aio.ServicerContext) -> kb_pb2.ProbeRecallResponse:  # noqa: N802
+        self._check(context, request.agent_id)
+        if len(request.probes) > MAX_PROBES:
+            raise InvalidArgument(f"probes: {len(request.probes)}; at most {MAX_PROBES} in one call")
+        probes = [(p.path, p.query, p.text) for p in request.probes]
+        check_sources(sorted({path for path, _, _ in probes}))
+        found, generation = await self._archives.probe_recall(request.agent_id, probes)
+        return pb.ProbeRecallResponse(found=found, generation=generation)
 
     @unary
     async def GetIndexStatus(self, request: kb_pb2.GetIndexStatusRequest, context: grpc.aio.ServicerContext) -> kb_pb2.IndexStatus:  # noqa: N802

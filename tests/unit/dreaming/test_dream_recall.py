@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from services.dreaming.commit import Pruned
-from services.dreaming.recall import Hit, check, query_for
+from services.dreaming.recall import Hit, check, check_moves, query_for
 
 
 class GrepIndex:
@@ -20,6 +20,13 @@ class GrepIndex:
 
     async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
         self.refreshed += 1
+
+    async def probe(self, agent_id: str, probes: Sequence[tuple[str, str, str]]) -> list[bool]:
+        self.queries += [q for _, q, _ in probes]
+        return [path in self.files() and entry in (self.workspace / path).read_text() for path, _, entry in probes]
+
+    def files(self) -> set[str]:
+        return {str(p.relative_to(self.workspace)) for p in self.workspace.rglob("*.md")}
 
     async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]:
         self.queries.append(query)
@@ -61,3 +68,14 @@ def test_a_hit_that_does_not_hold_the_entry_is_not_enough(tmp_path: Path) -> Non
 def test_nothing_pruned_asks_nothing(tmp_path: Path) -> None:
     index = GrepIndex(tmp_path)
     assert asyncio.run(check(index, "alfred", tmp_path, [])) == [] and index.refreshed == 0
+
+
+def test_moves_are_probed_in_their_destination_in_one_call(tmp_path: Path) -> None:
+    (tmp_path / "memory" / "archive").mkdir(parents=True)
+    (tmp_path / "memory" / "archive" / "completed.md").write_text("- [x] shipped the Osprey build\n")
+    index = GrepIndex(tmp_path)
+    moved = [("r/1", "memory/archive/completed.md", "- [x] shipped the Osprey build\n"),
+             ("r/2", "memory/log.md", "- 2026-11-30 met Ada at the pier\n")]
+    missing = asyncio.run(check_moves(index, "alfred", moved, ["MEMORY.md", "memory/archive/completed.md"]))
+    assert index.refreshed == 1
+    assert [(m.op_id, m.file) for m in missing] == [("r/2", "memory/log.md")]
