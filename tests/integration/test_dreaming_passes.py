@@ -36,7 +36,7 @@ from services.dreaming.recall import query_for
 
 pytestmark = pytest.mark.integration
 
-AGENTS = ("ada", "ben", "cyd")
+AGENTS = ("ada", "ben", "cyd", "eve")
 PINNED = "## User\n- [x] likes the window seat (checked, but pinned: it stays)\n\n"
 FACTS = "## Facts\n" + "".join(f"- The Osprey relay {i} answers on channel {40 + i}.\n" for i in range(15))
 TASKS = "## Tasks\n" + "".join(f"- [x] calibrated gauge {i} on the north pier\n" for i in range(12)) + "- [ ] order spare fuses\n"
@@ -54,7 +54,10 @@ def psuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         {"id": a, "memory": {"memoryBudgetChars": BUDGET}, "dreaming": dreaming(reviewer("reply.py", answers / f"{a}.json"))}
         for a in AGENTS
     ]
-    running = start_suite(tmp, agents, files={a: {"MEMORY.md": MEMORY} for a in AGENTS})
+    files = {a: {"MEMORY.md": MEMORY} for a in AGENTS}
+    durable = "## Facts\n" + "".join(f"- The Heron relay {i} answers on channel {100 + i}.\n" for i in range(80))
+    files["eve"] = {"MEMORY.md": "# Memory\n\n" + durable}  # durable only: over budget, nothing to route out
+    running = start_suite(tmp, agents, files=files)
     for a in AGENTS:
         write_reply(answers / f"{a}.json", [])
     try:
@@ -136,3 +139,17 @@ def test_migrate_memory_without_a_running_dreaming_service_and_the_kb_finds_the_
                 assert any(text.strip() in (ws / h.path).read_text() for h in reply.hits), text
     finally:
         running.stop_all()
+
+
+def test_over_budget_a_reviewer_remove_is_archived_in_pruned_md_before_the_cut(psuite: Suite) -> None:
+    before = read(psuite, "eve", "MEMORY.md")
+    assert len(before) > BUDGET
+    block = "".join(f"- The Heron relay {i} answers on channel {100 + i}.\n" for i in (10, 11, 12))
+    assert block in before
+    answer(psuite, "eve", [remove(block.rstrip("\n"))])
+    report = run_ok(psuite, "eve")
+    assert [o["op"] for o in report["ops"] if o["status"] == "applied"] == ["remove"], report["ops"]
+    assert "route-out" in run_record(psuite, "eve", report["runId"])["steps"]  # it ran and found nothing episodic
+    assert block in read(psuite, "eve", "memory/archive/pruned.md")
+    assert block not in read(psuite, "eve", "MEMORY.md")
+    assert any(h["path"] == "memory/archive/pruned.md" for h in search(psuite, "eve", "Heron relay answers channel 111"))
