@@ -64,7 +64,8 @@ def run(args: argparse.Namespace, home: Path) -> int:
         try:
             text = read_text(workspace, "MEMORY.md")
         except Unsafe as exc:
-            raise CommandError(str(exc)) from None
+            print(f"gateway: migrate-memory refused: {exc}", file=sys.stderr)
+            return 1
         plan = migration.make_plan(text, settings)
         now = datetime.now(UTC)
         summary = (f"{len(plan.compacted):,} terminal entries to compact, {len(plan.routed):,} episodic entries to route out; "

@@ -92,12 +92,18 @@ def confined(workspace: Path, rel: str) -> Path:
 
 
 def read_text(workspace: Path, rel: str) -> str:
-    """A workspace file's text ("" when missing). Raises Unsafe for a link or a path outside."""
+    """A workspace file's text ("" when missing). Raises Unsafe for a link, a path outside, or bytes
+    that are not UTF-8: such a file is never rewritten, since decoding it would replace the bytes
+    it cannot read and a rewrite would lose them."""
     path = confined(workspace, rel)
     try:
-        return path.read_bytes().decode("utf-8", errors="replace")
+        data = path.read_bytes()
     except FileNotFoundError:
         return ""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Unsafe(f"{rel} is not valid UTF-8 (byte {exc.start}); dreaming does not rewrite it (fix it on disk)") from None
 
 
 def append_text(path: Path, block: str) -> tuple[str, str]:
@@ -110,10 +116,10 @@ def append_text(path: Path, block: str) -> tuple[str, str]:
             current: bytes | None = path.read_bytes()
         except FileNotFoundError:
             current = None
-        before = (current or b"").decode("utf-8", errors="replace")
-        inserted = ("\n" if before and not before.endswith("\n") else "") + block
-        try:
-            write_atomic(path, (before + inserted).encode("utf-8"), expected=current)
+        before = (current or b"").decode("utf-8", errors="replace")  # for the journal's context only
+        inserted = ("\n" if current and not current.endswith(b"\n") else "") + block
+        try:  # the file's own bytes are kept as they are, readable or not
+            write_atomic(path, (current or b"") + inserted.encode("utf-8"), expected=current)
         except WriteConflict:
             continue
         return before, inserted
@@ -163,7 +169,11 @@ def _commit_file(workspace: Path, plan: Plan, name: str, run_id: str, now: str, 
     except Unsafe as exc:
         _abort(out, plan, name, str(exc))
         return
-    current = "" if raw is None else raw.decode("utf-8", errors="replace")
+    try:
+        current = "" if raw is None else raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _abort(out, plan, name, f"{name} is not valid UTF-8 (byte {exc.start}); dreaming does not rewrite it (fix it on disk)")
+        return
     if current != original:
         _abort(out, plan, name, f"{name} changed on disk during the run (compare-and-swap); nothing written to it")
         return

@@ -201,3 +201,12 @@ def test_the_journal_is_capped_keeping_whole_recent_lines(ws: Path, monkeypatch:
     records = journal.read(ws)
     assert (ws / journal.JOURNAL).stat().st_size <= 2000
     assert records[-1]["run"] == "run49" and all(isinstance(r, dict) for r in records)
+
+
+def test_a_memory_file_that_is_not_utf8_is_left_alone_byte_for_byte(ws: Path) -> None:
+    raw = MEMORY.encode() + b"- caf\xe9 in latin-1\n"
+    (ws / "MEMORY.md").write_bytes(raw)
+    p = plan({"MEMORY.md": MEMORY}, ops(remove("- Ticket 41 is closed")), BUDGETS)
+    done = commit(ws, p, "run1", "2026-12-01T03:00:00Z")
+    assert "not valid UTF-8" in done.aborted["MEMORY.md"]
+    assert (ws / "MEMORY.md").read_bytes() == raw

@@ -105,3 +105,11 @@ def test_an_agents_workspace_uses_the_agents_budget(tmp_path: Path) -> None:
     after = (ws / "MEMORY.md").read_text()
     assert "shipped build 3 of the beta" not in after  # compacted
     assert "berth 12" in after  # under a 100,000-char budget nothing is routed out
+
+
+def test_a_memory_md_that_is_not_utf8_is_never_rewritten(ws: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = MEMORY.encode() + b"- a line with a broken byte \xff here\n"
+    (ws / "MEMORY.md").write_bytes(raw)
+    assert cli(str(ws), "--apply", home=tmp_path / "no-home") == 1
+    assert "not valid UTF-8" in capsys.readouterr().err
+    assert (ws / "MEMORY.md").read_bytes() == raw
