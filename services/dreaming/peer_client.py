@@ -64,7 +64,7 @@ class KbIndex:
                                             timeout=SEARCH_DEADLINE_S, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:
             raise _unavailable("kb", err) from None
-        return [Hit(h.path, h.start_line, h.end_line) for h in reply.hits if h.corpus in ("", "memory")]
+        return [Hit(h.path, h.start_line, h.end_line, h.entry_hash) for h in reply.hits if h.corpus in ("", "memory")]
 
     async def probe(self, agent_id: str, probes: Sequence[tuple[str, str, str]]) -> list[bool]:
         """``ProbeRecall`` for ``(path, query, text)`` probes, PROBE_BATCH at a time."""

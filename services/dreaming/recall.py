@@ -42,6 +42,7 @@ class Hit:
     path: str
     start_line: int
     end_line: int
+    entry_hash: str = ""  # the entry the hit most likely answers, when the KB says
 
 
 class Index(Protocol):

@@ -38,7 +38,7 @@ class LocalKb:
         indexer.refresh(self.conn, self.agent.workspace, self.agent.knowledge.archive)
 
     async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]:
-        return [Hit(h.path, h.start_line, h.end_line) for h in search(self.conn, self.agent.workspace, query, limit).hits]
+        return [Hit(h.path, h.start_line, h.end_line, h.entry_hash or "") for h in search(self.conn, self.agent.workspace, query, limit).hits]
 
     async def probe(self, agent_id: str, probes: Sequence[tuple[str, str, str]]) -> list[bool]:
         self.calls.append("probe")
