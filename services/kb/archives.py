@@ -221,7 +221,8 @@ class Archives:
             paths = await self._targets(state, barrier, named)
             state.dirty = False  # events from now on mark it again
             try:
-                report, targeted = await loop.run_in_executor(self._executor, self._refresh_sync, state, paths)
+                async with state.lock:  # the writer is one connection: a fold or an update waits for it
+                    report, targeted = await loop.run_in_executor(self._executor, self._refresh_sync, state, paths)
             except Exception as exc:  # report to every waiter; the next run may succeed
                 log.exception("kb_refresh_failed", agent=state.agent.id)
                 state.dirty = True
