@@ -22,6 +22,11 @@ the watch not live yet, a timeout), when the watch asked for a rescan (it
 (re)started, a folder appeared or vanished, an event burst), when a named path
 is not a plain source inside the workspace (a symlink, a folder), when a
 lifecycle backfill is due, and at the first refresh after start. Without a barrier every refresh walks the tree.
+
+The writer is one connection per agent: a refresh, a fold and a lifecycle
+update (the staleness GC's ``UpdateEntryLifecycle``) each hold the agent's lock
+while they use it, so none begins a transaction inside another's. The GC's
+listing (``entries``, ``lifecycle``) reads through a connection of its own.
 """
 
 from __future__ import annotations
