@@ -182,3 +182,81 @@ class RevertReport(_message.Message):
     files: _containers.RepeatedCompositeFieldContainer[DreamFile]
     message: str
     def __init__(self, agent_id: _Optional[str] = ..., run_id: _Optional[str] = ..., reverted: _Optional[_Iterable[str]] = ..., already: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[DreamFile, _Mapping]]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ExplainEntryRequest(_message.Message):
+    __slots__ = ("agent_id", "query", "limit")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    query: str
+    limit: int
+    def __init__(self, agent_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class EntryPlace(_message.Message):
+    __slots__ = ("path", "start_line", "end_line", "state")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    START_LINE_FIELD_NUMBER: _ClassVar[int]
+    END_LINE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    start_line: int
+    end_line: int
+    state: str
+    def __init__(self, path: _Optional[str] = ..., start_line: _Optional[int] = ..., end_line: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+
+class EntryEvent(_message.Message):
+    __slots__ = ("at", "kind", "detail", "run_id", "op_id", "file", "to_file")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    TO_FILE_FIELD_NUMBER: _ClassVar[int]
+    at: str
+    kind: str
+    detail: str
+    run_id: str
+    op_id: str
+    file: str
+    to_file: str
+    def __init__(self, at: _Optional[str] = ..., kind: _Optional[str] = ..., detail: _Optional[str] = ..., run_id: _Optional[str] = ..., op_id: _Optional[str] = ..., file: _Optional[str] = ..., to_file: _Optional[str] = ...) -> None: ...
+
+class ExplainedEntry(_message.Message):
+    __slots__ = ("entry_hash", "text", "places", "first_seen", "first_path", "retrieval_count", "last_retrieved", "invalid_at", "restored_at", "supersedes_key", "events")
+    ENTRY_HASH_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    PLACES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    FIRST_PATH_FIELD_NUMBER: _ClassVar[int]
+    RETRIEVAL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LAST_RETRIEVED_FIELD_NUMBER: _ClassVar[int]
+    INVALID_AT_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_AT_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDES_KEY_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    entry_hash: str
+    text: str
+    places: _containers.RepeatedCompositeFieldContainer[EntryPlace]
+    first_seen: str
+    first_path: str
+    retrieval_count: int
+    last_retrieved: str
+    invalid_at: str
+    restored_at: str
+    supersedes_key: str
+    events: _containers.RepeatedCompositeFieldContainer[EntryEvent]
+    def __init__(self, entry_hash: _Optional[str] = ..., text: _Optional[str] = ..., places: _Optional[_Iterable[_Union[EntryPlace, _Mapping]]] = ..., first_seen: _Optional[str] = ..., first_path: _Optional[str] = ..., retrieval_count: _Optional[int] = ..., last_retrieved: _Optional[str] = ..., invalid_at: _Optional[str] = ..., restored_at: _Optional[str] = ..., supersedes_key: _Optional[str] = ..., events: _Optional[_Iterable[_Union[EntryEvent, _Mapping]]] = ...) -> None: ...
+
+class EntryExplanation(_message.Message):
+    __slots__ = ("agent_id", "query", "entries", "text")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    query: str
+    entries: _containers.RepeatedCompositeFieldContainer[ExplainedEntry]
+    text: str
+    def __init__(self, agent_id: _Optional[str] = ..., query: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[ExplainedEntry, _Mapping]]] = ..., text: _Optional[str] = ...) -> None: ...

@@ -54,6 +54,11 @@ class DreamingStub:
                 request_serializer=gateway_dot_v1_dot_dreaming__pb2.RevertDreamRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_dreaming__pb2.RevertReport.FromString,
                 _registered_method=True)
+        self.ExplainEntry = channel.unary_unary(
+                '/gateway.v1.Dreaming/ExplainEntry',
+                request_serializer=gateway_dot_v1_dot_dreaming__pb2.ExplainEntryRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_dreaming__pb2.EntryExplanation.FromString,
+                _registered_method=True)
 
 
 class DreamingServicer:
@@ -94,6 +99,18 @@ class DreamingServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExplainEntry(self, request, context):
+        """An entry's history (`gateway dream explain AGENT QUERY`): the entries the
+        query finds in the agent's archive (live, stale, pruned or archived), each
+        with where it stands now, its lifecycle row (first seen, retrievals,
+        invalid_at, restored_at, supersedes_key) and its moves and edits from the
+        journal (which run and op, from where to where, and why). Read-only; no
+        retrieval is recorded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DreamingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -116,6 +133,11 @@ def add_DreamingServicer_to_server(servicer, server):
                     servicer.RevertDream,
                     request_deserializer=gateway_dot_v1_dot_dreaming__pb2.RevertDreamRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_dreaming__pb2.RevertReport.SerializeToString,
+            ),
+            'ExplainEntry': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainEntry,
+                    request_deserializer=gateway_dot_v1_dot_dreaming__pb2.ExplainEntryRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_dreaming__pb2.EntryExplanation.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -226,6 +248,33 @@ class Dreaming:
             '/gateway.v1.Dreaming/RevertDream',
             gateway_dot_v1_dot_dreaming__pb2.RevertDreamRequest.SerializeToString,
             gateway_dot_v1_dot_dreaming__pb2.RevertReport.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainEntry(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Dreaming/ExplainEntry',
+            gateway_dot_v1_dot_dreaming__pb2.ExplainEntryRequest.SerializeToString,
+            gateway_dot_v1_dot_dreaming__pb2.EntryExplanation.FromString,
             options,
             channel_credentials,
             insecure,

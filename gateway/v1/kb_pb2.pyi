@@ -318,3 +318,103 @@ class ProbeRecallResponse(_message.Message):
     found: _containers.RepeatedScalarFieldContainer[bool]
     generation: int
     def __init__(self, found: _Optional[_Iterable[bool]] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class ListArchiveEntriesRequest(_message.Message):
+    __slots__ = ("agent_id", "page_size", "page_token", "entry_hashes")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_HASHES_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    page_size: int
+    page_token: str
+    entry_hashes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., entry_hashes: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class EntryLifecycle(_message.Message):
+    __slots__ = ("entry_hash", "first_path", "first_seen", "last_retrieved", "retrieval_count", "supersedes_key", "invalid_at", "restored_at")
+    ENTRY_HASH_FIELD_NUMBER: _ClassVar[int]
+    FIRST_PATH_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    LAST_RETRIEVED_FIELD_NUMBER: _ClassVar[int]
+    RETRIEVAL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDES_KEY_FIELD_NUMBER: _ClassVar[int]
+    INVALID_AT_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_AT_FIELD_NUMBER: _ClassVar[int]
+    entry_hash: str
+    first_path: str
+    first_seen: float
+    last_retrieved: float
+    retrieval_count: int
+    supersedes_key: str
+    invalid_at: float
+    restored_at: float
+    def __init__(self, entry_hash: _Optional[str] = ..., first_path: _Optional[str] = ..., first_seen: _Optional[float] = ..., last_retrieved: _Optional[float] = ..., retrieval_count: _Optional[int] = ..., supersedes_key: _Optional[str] = ..., invalid_at: _Optional[float] = ..., restored_at: _Optional[float] = ...) -> None: ...
+
+class ArchiveEntry(_message.Message):
+    __slots__ = ("path", "start_line", "end_line", "importance", "provenance", "lifecycle")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    START_LINE_FIELD_NUMBER: _ClassVar[int]
+    END_LINE_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    LIFECYCLE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    start_line: int
+    end_line: int
+    importance: int
+    provenance: str
+    lifecycle: EntryLifecycle
+    def __init__(self, path: _Optional[str] = ..., start_line: _Optional[int] = ..., end_line: _Optional[int] = ..., importance: _Optional[int] = ..., provenance: _Optional[str] = ..., lifecycle: _Optional[_Union[EntryLifecycle, _Mapping]] = ...) -> None: ...
+
+class ArchiveSource(_message.Message):
+    __slots__ = ("path", "content_hash", "provenance")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    content_hash: str
+    provenance: str
+    def __init__(self, path: _Optional[str] = ..., content_hash: _Optional[str] = ..., provenance: _Optional[str] = ...) -> None: ...
+
+class ListArchiveEntriesResponse(_message.Message):
+    __slots__ = ("entries", "sources", "next_page_token", "lifecycle")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LIFECYCLE_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[ArchiveEntry]
+    sources: _containers.RepeatedCompositeFieldContainer[ArchiveSource]
+    next_page_token: str
+    lifecycle: _containers.RepeatedCompositeFieldContainer[EntryLifecycle]
+    def __init__(self, entries: _Optional[_Iterable[_Union[ArchiveEntry, _Mapping]]] = ..., sources: _Optional[_Iterable[_Union[ArchiveSource, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., lifecycle: _Optional[_Iterable[_Union[EntryLifecycle, _Mapping]]] = ...) -> None: ...
+
+class LifecycleUpdate(_message.Message):
+    __slots__ = ("entry_hash", "supersedes_key", "invalid_at", "clear_invalid", "restored_at")
+    ENTRY_HASH_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDES_KEY_FIELD_NUMBER: _ClassVar[int]
+    INVALID_AT_FIELD_NUMBER: _ClassVar[int]
+    CLEAR_INVALID_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_AT_FIELD_NUMBER: _ClassVar[int]
+    entry_hash: str
+    supersedes_key: str
+    invalid_at: float
+    clear_invalid: bool
+    restored_at: float
+    def __init__(self, entry_hash: _Optional[str] = ..., supersedes_key: _Optional[str] = ..., invalid_at: _Optional[float] = ..., clear_invalid: _Optional[bool] = ..., restored_at: _Optional[float] = ...) -> None: ...
+
+class UpdateEntryLifecycleRequest(_message.Message):
+    __slots__ = ("agent_id", "updates")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    updates: _containers.RepeatedCompositeFieldContainer[LifecycleUpdate]
+    def __init__(self, agent_id: _Optional[str] = ..., updates: _Optional[_Iterable[_Union[LifecycleUpdate, _Mapping]]] = ...) -> None: ...
+
+class UpdateEntryLifecycleResponse(_message.Message):
+    __slots__ = ("updated", "missing")
+    UPDATED_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    updated: int
+    missing: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, updated: _Optional[int] = ..., missing: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -59,6 +59,16 @@ class KnowledgeStub:
                 request_serializer=gateway_dot_v1_dot_kb__pb2.ProbeRecallRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_kb__pb2.ProbeRecallResponse.FromString,
                 _registered_method=True)
+        self.ListArchiveEntries = channel.unary_unary(
+                '/gateway.v1.Knowledge/ListArchiveEntries',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.ListArchiveEntriesRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.ListArchiveEntriesResponse.FromString,
+                _registered_method=True)
+        self.UpdateEntryLifecycle = channel.unary_unary(
+                '/gateway.v1.Knowledge/UpdateEntryLifecycle',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.UpdateEntryLifecycleRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.UpdateEntryLifecycleResponse.FromString,
+                _registered_method=True)
         self.GetIndexStatus = channel.unary_unary(
                 '/gateway.v1.Knowledge/GetIndexStatus',
                 request_serializer=gateway_dot_v1_dot_kb__pb2.GetIndexStatusRequest.SerializeToString,
@@ -133,6 +143,30 @@ class KnowledgeServicer:
         still found): for each, whether the index finds the entry in the file it
         stands in, by a query built with Search's rules whose every term matches
         one chunk of that file holding the entry. Internal: no REST route.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListArchiveEntries(self, request, context):
+        """The archive's entries with their lifecycle rows, for the staleness GC and
+        `gateway dream explain`: every entry of every indexed source (MEMORY.md,
+        USER.md, memory/**) where it stands now (path, lines as the index numbers
+        them), its hash, importance and provenance, first seen, last retrieved,
+        retrieval count, supersedes_key, invalid_at and restored_at. Paged by whole
+        sources in path order. With entry_hashes: only those entries, wherever they
+        stand, and their lifecycle rows even when they stand in no source now.
+        Read-only; fold the retrieval log first (FoldRetrievals) for fresh counts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateEntryLifecycle(self, request, context):
+        """Record what the staleness GC decided on entries' lifecycle rows:
+        supersedes_key, invalid_at (moved to memory/archive/stale.md), and on a
+        restore invalid_at cleared and restored_at set. Never touches ages
+        (first_seen, last_retrieved, retrieval_count). Internal: no REST route.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -224,6 +258,16 @@ def add_KnowledgeServicer_to_server(servicer, server):
                     servicer.ProbeRecall,
                     request_deserializer=gateway_dot_v1_dot_kb__pb2.ProbeRecallRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_kb__pb2.ProbeRecallResponse.SerializeToString,
+            ),
+            'ListArchiveEntries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListArchiveEntries,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.ListArchiveEntriesRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.ListArchiveEntriesResponse.SerializeToString,
+            ),
+            'UpdateEntryLifecycle': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateEntryLifecycle,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.UpdateEntryLifecycleRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.UpdateEntryLifecycleResponse.SerializeToString,
             ),
             'GetIndexStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetIndexStatus,
@@ -396,6 +440,60 @@ class Knowledge:
             '/gateway.v1.Knowledge/ProbeRecall',
             gateway_dot_v1_dot_kb__pb2.ProbeRecallRequest.SerializeToString,
             gateway_dot_v1_dot_kb__pb2.ProbeRecallResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListArchiveEntries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/ListArchiveEntries',
+            gateway_dot_v1_dot_kb__pb2.ListArchiveEntriesRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.ListArchiveEntriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateEntryLifecycle(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/UpdateEntryLifecycle',
+            gateway_dot_v1_dot_kb__pb2.UpdateEntryLifecycleRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.UpdateEntryLifecycleResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -141,10 +141,14 @@ def pruned_block(edit: Edit, run_id: str, date: str) -> str:
 
 
 def _backup(workspace: Path, name: str, text: str, run_id: str) -> None:
-    folder = workspace / BACKUPS
+    """The pre-image of ``name`` (workspace-relative: ``memory/x.md`` goes to
+    ``.dreaming/backups/memory/x.md.<run>``), keeping the newest BACKUPS_KEPT per file."""
+    rel = Path(name)
+    folder = workspace / BACKUPS / rel.parent
+    base = rel.name
     folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / f"{name}.{run_id}", text.encode("utf-8"), mode=0o600)
-    kept = sorted(p for p in os.listdir(folder) if p.startswith(f"{name}.") and not p.startswith("."))
+    write_atomic(folder / f"{base}.{run_id}", text.encode("utf-8"), mode=0o600)
+    kept = sorted(p for p in os.listdir(folder) if p.startswith(f"{base}.") and not p.startswith("."))
     for old in kept[:-BACKUPS_KEPT]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(folder / old)

@@ -32,11 +32,11 @@ import structlog
 
 from gateway.atomic import WriteConflict, write_atomic
 from gateway.config import AgentConfig, Config
-from gateway.errors import Aborted, FailedPrecondition, NotFound
-from services.dreaming import audit, journal, nightly
+from gateway.errors import Aborted, FailedPrecondition, NotFound, Unavailable
+from services.dreaming import audit, explain, journal, nightly
 from services.dreaming.commit import BACKUPS, Unsafe, confined, read_text
 from services.dreaming.model import ACCEPT, AUTO, MANUAL, SCHEDULE, FileChange, OpResult, RunReport
-from services.dreaming.peer_client import Activity
+from services.dreaming.peer_client import Activity, PeerUnavailable
 from services.dreaming.scheduler import Readiness, Scheduler, new_run_id, schedulable
 from services.dreaming.state import Busy, RunSummary, StateStore
 
@@ -268,6 +268,14 @@ class Dreamer:
                                    "already": result.already}])
         log.info("dream_reverted", agent=agent.id, run=run_id, ops=ops)
         return result
+
+    async def explain(self, agent: AgentConfig, query: str, limit: int) -> list[explain.Explained]:
+        """An entry's history (``explain.explain``): read-only, no lock. Raises Unavailable when the KB
+        cannot answer."""
+        try:
+            return await explain.explain(agent, self._deps.index, query, limit)
+        except PeerUnavailable as exc:
+            raise Unavailable(str(exc)) from None
 
     def status(self, agent: AgentConfig) -> Status:
         state = self._store.read(agent.id)

@@ -5,9 +5,11 @@ The order (README "Dreaming"):
 1. quiet-window check — scheduled runs only, done by the caller (``dreamer.py``)
    before the night is claimed;
 2. read MEMORY.md and USER.md and note which are over budget;
-3. the deterministic passes come here: the terminal compactor, the staleness
-   GC and the route-out of episodic blocks when over budget (not built yet:
-   each will write through ``commit.py`` and the journal like the applier);
+3. the deterministic passes (``passes.py``): the terminal compactor, the
+   staleness GC (``staleness_run.py``: superseded and aged-out ``memory/**``
+   entries to ``memory/archive/stale.md``, retrieved stale entries back) and the
+   route-out of episodic blocks when over budget, each written through
+   ``relocate`` and the journal and recall-checked;
 4. gather the agent's transcripts of the lookback window;
 5. the reviewer (zero proposals on any failure; the run goes on);
 6. selection (``maxChangesPerRun``; more shrink ops over budget);
@@ -157,7 +159,7 @@ async def run(
     first_op = 1
     if accepted is None:  # (3) the deterministic passes; an accept applies chosen proposals only
         try:
-            passes = await run_passes(agent, deps.index, run_id, at, texts[MEMORY_FILE], mode)
+            passes = await run_passes(agent, deps.index, run_id, at, texts[MEMORY_FILE], mode, now=lambda: deps.now().timestamp())
         except asyncio.CancelledError:
             _finish(agent, replace(base, status=INTERRUPTED, reason="cancelled during the recall check of the "
                                    "deterministic passes (MEMORY.md was put back)"), deps)

@@ -1,29 +1,34 @@
-"""The deterministic passes of a run, before the reviewer: the compactor, then the route-out.
+"""The deterministic passes of a run, before the reviewer: the compactor, the staleness GC, the route-out.
 
 1. **Compactor** (``compactor.compact``): terminal entries of MEMORY.md move to
    ``memory/archive/completed.md``.
-2. *The staleness GC comes here (not built yet).*
+2. **Staleness GC** (``staleness_run.run_gc``, when ``dreaming.staleness.enabled``):
+   superseded and aged-out entries of ``memory/**`` move to
+   ``memory/archive/stale.md``, and stale entries retrieved since go back; it
+   asks the KB for the archive's entries and lifecycle rows, and checks the
+   recall of its own moves.
 3. **Route-out** (``routeout.route_out``), only when ``autoRouteOut`` is on
    and MEMORY.md is still over its budget after the compactor: episodic blocks
    move to ``<episodicArchiveDir>/<topic>.md``, oldest first, until it fits.
 
-Neither is limited by ``maxChangesPerRun``. Each pass writes through
+None is limited by ``maxChangesPerRun``. Each pass writes through
 ``relocate`` (destination first, backup, compare-and-swap, journal), so
 ``gateway dream revert`` undoes it; each moved entry is one op of the run.
-Then the recall check: the KB reindexes what the passes wrote and every moved
-entry must be found through the index in its destination (one ``ProbeRecall``
-call for all of them: Search's query rules, so thousands of moves cost a
-second, not a Search each), else MEMORY.md gets its pre-image back (the
-copies in the destinations stay, with a line saying so). In propose mode
-nothing is written: the moves are listed as what a run in auto mode would
-do (they are not proposals to accept; an auto run or ``gateway
-migrate-memory --apply`` makes them).
+Then the recall check of the compactor's and the route-out's moves: the KB
+reindexes what the passes wrote and every moved entry must be found through
+the index in its destination (one ``ProbeRecall`` call for all of them:
+Search's query rules, so thousands of moves cost a second, not a Search
+each), else MEMORY.md gets its pre-image back (the copies in the destinations
+stay, with a line saying so). In propose mode nothing is written: the moves
+are listed as what a run in auto mode would do (they are not proposals to
+accept; an auto run or ``gateway migrate-memory --apply`` makes them).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.config import AgentConfig
@@ -35,6 +40,7 @@ from services.dreaming.model import DURABLE, EPISODIC, MEMORY_FILE, PROPOSE, OpR
 from services.dreaming.moves import COMPACT, Move, take
 from services.dreaming.relocate import Relocated, relocate
 from services.dreaming.routeout import route_out
+from services.dreaming.staleness_run import run_gc
 
 
 @dataclass
@@ -61,44 +67,58 @@ def _number(run_id: str, first: int, moves: Sequence[Move]) -> list[tuple[str, M
     return [(f"{run_id}/{first + i}", move) for i, move in enumerate(moves)]
 
 
-async def run_passes(agent: AgentConfig, index: recall.Index, run_id: str, at: str, text: str, mode: str) -> PassOutcome:
-    """The passes over MEMORY.md ``text`` (module docstring); op numbers from 1."""
+async def run_passes(agent: AgentConfig, index: recall.Index, run_id: str, at: str, text: str, mode: str,
+                     now: Callable[[], float] = time.time) -> PassOutcome:
+    """The passes over MEMORY.md ``text`` and the archive (module docstring); op numbers from 1.
+    ``now``: the time the staleness GC ages entries against (Unix seconds)."""
     out = PassOutcome(text=text, steps=["compactor"])
     compacted_moves = _number(run_id, 1, compact(text))
     compacted = take(text, [m for _, m in compacted_moves])
+    done: list[Relocated] = []
+    current = text
+    if compacted_moves and mode == PROPOSE:
+        out.results += [as_op(op, m, "proposed", _WOULD) for op, m in compacted_moves]
+    elif compacted_moves:
+        current = _write(agent, text, compacted_moves, run_id, at, done, out)
+    gc = await run_gc(agent, index, run_id, at, mode, len(compacted_moves) + 1, now)
+    if gc.ran:
+        out.steps.append("staleness-gc")
+    out.results += gc.results
+    out.notes += gc.notes
     routed_moves: list[tuple[str, Move]] = []
     budget = agent.memory.memory_budget_chars
     if agent.dreaming.auto_route_out and over_budget(compacted, budget):
         out.steps.append("route-out")
-        routed_moves = _number(run_id, len(compacted_moves) + 1, route_out(compacted, budget, agent.memory.episodic_archive_dir))
-    out.ops = len(compacted_moves) + len(routed_moves)
-    if not out.ops:
-        return out
-    if mode == PROPOSE:
-        why = "would be moved by a run in auto mode (or gateway migrate-memory --apply); not a proposal to accept"
-        out.results = [as_op(op, m, "proposed", why) for op, m in compacted_moves + routed_moves]
-        return out
-    done: list[Relocated] = []
-    current = text
-    for numbered, planned_from in ((compacted_moves, text), (routed_moves, compacted)):
-        if not numbered:
-            continue
-        if current != planned_from:  # the compactor's write did not happen: plan nothing on top of it
-            out.results += [as_op(op, m, "skipped", "not moved: the compactor's moves before it were not written") for op, m in numbered]
-            continue
-        moved = relocate(agent.workspace, MEMORY_FILE, planned_from, numbered, run_id, at)
-        if moved.aborted:
-            out.notes.append(f"MEMORY.md left alone by the {numbered[0][1].kind} pass: {moved.aborted}")
-            out.results += [as_op(op, m, "skipped", f"aborted: {moved.aborted}") for op, m in numbered]
-            continue
-        done.append(moved)
-        current = moved.after
-        out.results += [as_op(op, m, "applied") for op, m in numbered]
+        first = len(compacted_moves) + gc.ops + 1
+        routed_moves = _number(run_id, first, route_out(compacted, budget, agent.memory.episodic_archive_dir))
+    out.ops = len(compacted_moves) + gc.ops + len(routed_moves)
+    if routed_moves and mode == PROPOSE:
+        out.results += [as_op(op, m, "proposed", _WOULD) for op, m in routed_moves]
+    elif routed_moves and current != compacted:  # the compactor's write did not happen: plan nothing on top of it
+        out.results += [as_op(op, m, "skipped", "not moved: the compactor's moves before it were not written") for op, m in routed_moves]
+    elif routed_moves:
+        current = _write(agent, compacted, routed_moves, run_id, at, done, out)
     out.text = current
     if done:
         out.steps.append("recall-check")
         await _recall(agent, index, run_id, at, text, done, out)
     return out
+
+
+_WOULD = "would be moved by a run in auto mode (or gateway migrate-memory --apply); not a proposal to accept"
+
+
+def _write(agent: AgentConfig, planned_from: str, numbered: list[tuple[str, Move]], run_id: str, at: str,
+           done: list[Relocated], out: PassOutcome) -> str:
+    """Relocate one pass's moves of MEMORY.md; the text MEMORY.md has after it."""
+    moved = relocate(agent.workspace, MEMORY_FILE, planned_from, numbered, run_id, at)
+    if moved.aborted:
+        out.notes.append(f"MEMORY.md left alone by the {numbered[0][1].kind} pass: {moved.aborted}")
+        out.results += [as_op(op, m, "skipped", f"aborted: {moved.aborted}") for op, m in numbered]
+        return planned_from
+    done.append(moved)
+    out.results += [as_op(op, m, "applied") for op, m in numbered]
+    return moved.after
 
 
 async def _recall(agent: AgentConfig, index: recall.Index, run_id: str, at: str, original: str,

@@ -1,7 +1,9 @@
 """Dreaming's calls to its peers over gRPC, with the internal token and deadlines.
 
-- The KB: ``Refresh`` (waited for) and ``Search``, for the recall check. The
-  dreaming process never opens a ``kb.sqlite``.
+- The KB: ``Refresh`` (waited for), ``Search`` and ``ProbeRecall`` for the recall
+  check; ``FoldRetrievals``, ``ListArchiveEntries`` and ``UpdateEntryLifecycle`` for
+  the staleness GC and ``explain``. The dreaming process never opens a ``kb.sqlite``,
+  and none of its reads counts as a retrieval.
 - The watcher: ``GetActivity``, for the quiet window.
 """
 
@@ -15,11 +17,14 @@ import grpc
 from gateway.auth import INTERNAL_TOKEN_HEADER
 from gateway.channels import aio_channel
 from gateway.v1 import kb_pb2, kb_pb2_grpc, watcher_pb2, watcher_pb2_grpc
+from services.dreaming.archive_view import IndexedEntry, IndexedSource, LifecycleUpdate, Listing
 from services.dreaming.recall import Hit
 
 REFRESH_DEADLINE_S = 120.0  # a first index of a large archive takes a while
 SEARCH_DEADLINE_S = 10.0
 ACTIVITY_DEADLINE_S = 5.0
+ENTRIES_PAGE = 20_000  # entries per ListArchiveEntries page (whole sources; well under the message cap)
+UPDATE_BATCH = 5000
 PROBE_BATCH = 1000  # probes per ProbeRecall call (entries are small; well under the 8 MiB message cap)
 
 
@@ -59,7 +64,7 @@ class KbIndex:
                                             timeout=SEARCH_DEADLINE_S, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:
             raise _unavailable("kb", err) from None
-        return [Hit(h.path, h.start_line, h.end_line) for h in reply.hits if h.corpus in ("", "memory")]
+        return [Hit(h.path, h.start_line, h.end_line, h.entry_hash) for h in reply.hits if h.corpus in ("", "memory")]
 
     async def probe(self, agent_id: str, probes: Sequence[tuple[str, str, str]]) -> list[bool]:
         """``ProbeRecall`` for ``(path, query, text)`` probes, PROBE_BATCH at a time."""
@@ -74,8 +79,68 @@ class KbIndex:
             found += list(reply.found)
         return found
 
+    async def fold(self, agent_id: str) -> None:
+        try:
+            await self._stub.FoldRetrievals(kb_pb2.FoldRetrievalsRequest(agent_id=agent_id),
+                                            timeout=REFRESH_DEADLINE_S, metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            raise _unavailable("kb", err) from None
+
+    async def entries(self, agent_id: str) -> Listing:
+        """Every page of ``ListArchiveEntries``."""
+        entries: list[IndexedEntry] = []
+        sources: dict[str, IndexedSource] = {}
+        token = ""
+        while True:
+            try:
+                reply = await self._stub.ListArchiveEntries(
+                    kb_pb2.ListArchiveEntriesRequest(agent_id=agent_id, page_size=ENTRIES_PAGE, page_token=token),
+                    timeout=REFRESH_DEADLINE_S, metadata=self._metadata)
+            except grpc.aio.AioRpcError as err:
+                raise _unavailable("kb", err) from None
+            entries += [_indexed(e.path, e.start_line, e.end_line, e.importance, e.provenance, e.lifecycle) for e in reply.entries]
+            sources.update((s.path, IndexedSource(s.path, s.content_hash, s.provenance)) for s in reply.sources)
+            if not reply.next_page_token:
+                return Listing(entries, sources)
+            token = reply.next_page_token
+
+    async def lifecycle(self, agent_id: str, hashes: Sequence[str]) -> tuple[list[IndexedEntry], list[IndexedEntry]]:
+        try:
+            reply = await self._stub.ListArchiveEntries(
+                kb_pb2.ListArchiveEntriesRequest(agent_id=agent_id, entry_hashes=list(hashes)),
+                timeout=SEARCH_DEADLINE_S, metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            raise _unavailable("kb", err) from None
+        places = [_indexed(e.path, e.start_line, e.end_line, e.importance, e.provenance, e.lifecycle) for e in reply.entries]
+        return places, [_indexed("", 0, 0, 0, "", life) for life in reply.lifecycle]
+
+    async def update_lifecycle(self, agent_id: str, updates: Sequence[LifecycleUpdate]) -> list[str]:
+        missing: list[str] = []
+        for start in range(0, len(updates), UPDATE_BATCH):
+            batch = [
+                kb_pb2.LifecycleUpdate(entry_hash=u.entry_hash, invalid_at=u.invalid_at or 0.0, clear_invalid=u.clear_invalid,
+                                       restored_at=u.restored_at or 0.0, **({"supersedes_key": u.supersedes_key} if u.supersedes_key is not None else {}))
+                for u in updates[start : start + UPDATE_BATCH]
+            ]
+            try:
+                reply = await self._stub.UpdateEntryLifecycle(kb_pb2.UpdateEntryLifecycleRequest(agent_id=agent_id, updates=batch),
+                                                              timeout=REFRESH_DEADLINE_S, metadata=self._metadata)
+            except grpc.aio.AioRpcError as err:
+                raise _unavailable("kb", err) from None
+            missing += list(reply.missing)
+        return missing
+
     async def close(self) -> None:
         await self._channel.close()
+
+
+def _indexed(path: str, start: int, end: int, importance: int, provenance: str, life: kb_pb2.EntryLifecycle) -> IndexedEntry:
+    return IndexedEntry(
+        path=path, start_line=start, end_line=end, entry_hash=life.entry_hash, importance=importance, provenance=provenance,
+        first_path=life.first_path, first_seen=life.first_seen, last_retrieved=life.last_retrieved or None,
+        retrieval_count=life.retrieval_count, supersedes_key=life.supersedes_key or None,
+        invalid_at=life.invalid_at or None, restored_at=life.restored_at or None,
+    )
 
 
 class WatcherActivity:

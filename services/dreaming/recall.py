@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from services.dreaming import sections
+from services.dreaming.archive_view import IndexedEntry, LifecycleUpdate, Listing
 from services.dreaming.commit import PRUNED, Pruned, Unsafe, read_text
 
 QUERY_WORDS = 6
@@ -41,6 +42,7 @@ class Hit:
     path: str
     start_line: int
     end_line: int
+    entry_hash: str = ""  # the entry the hit most likely answers, when the KB says
 
 
 class Index(Protocol):
@@ -55,6 +57,22 @@ class Index(Protocol):
 
     async def probe(self, agent_id: str, probes: Sequence[tuple[str, str, str]]) -> list[bool]:
         """For each ``(path, query, text)``: whether the index finds the entry in that file."""
+        ...
+
+    async def fold(self, agent_id: str) -> None:
+        """Fold the retrieval log into the lifecycle rows (the staleness GC reads fresh counts)."""
+        ...
+
+    async def entries(self, agent_id: str) -> Listing:
+        """Every entry of the archive with its lifecycle row (every page)."""
+        ...
+
+    async def lifecycle(self, agent_id: str, hashes: Sequence[str]) -> tuple[list[IndexedEntry], list[IndexedEntry]]:
+        """Where ``hashes`` stand now, and their lifecycle rows (``path`` "") wherever they stand."""
+        ...
+
+    async def update_lifecycle(self, agent_id: str, updates: Sequence[LifecycleUpdate]) -> list[str]:
+        """Record the staleness GC's decisions; the hashes that had no lifecycle row."""
         ...
 
 

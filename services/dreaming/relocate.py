@@ -21,7 +21,7 @@ For a source file (MEMORY.md) and the moves planned from its text:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,9 +68,15 @@ def _removals(text: str, numbered: Sequence[tuple[str, Move]], source: str, at: 
     return out
 
 
-def relocate(workspace: Path, source: str, planned_from: str, numbered: Sequence[tuple[str, Move]], run_id: str, at: str) -> Relocated:
+Render = Callable[[Sequence[Move], str, str], list[tuple[Move, str]]]
+
+
+def relocate(workspace: Path, source: str, planned_from: str, numbered: Sequence[tuple[str, Move]], run_id: str, at: str,
+             render: Render = archive_pieces) -> Relocated:
     """Write ``numbered`` moves (``(op id, move)``, planned from ``planned_from``) of ``source``
-    (module docstring). Never raises for a changed or unsafe file: ``aborted`` says why."""
+    (module docstring). ``render(moves, run id, date)`` gives what each destination gets, piece by
+    piece (``moves.archive_pieces`` by default; the staleness GC renders its own blocks). Never
+    raises for a changed or unsafe file: ``aborted`` says why."""
     out = Relocated(source=source, before=planned_from)
     if not numbered:
         return out
@@ -87,7 +93,7 @@ def relocate(workspace: Path, source: str, planned_from: str, numbered: Sequence
     new = take(planned_from, [move for _, move in numbered])
     op_of = {id(move): op_id for op_id, move in numbered}
     for target, target_path in targets.items():
-        pieces = archive_pieces([m for _, m in numbered if m.target == target], run_id, at[:10])
+        pieces = render([m for _, m in numbered if m.target == target], run_id, at[:10])
         before, inserted = append_text(target_path, "".join(piece for _, piece in pieces))
         after = before + inserted
         offset = len(after) - sum(len(piece) for _, piece in pieces)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import grpc
 
@@ -13,6 +14,7 @@ from gateway.errors import InvalidArgument
 from gateway.rpc import authorize_call, unary
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
 from services.dreaming.dreamer import Dreamer, RevertResult, Status
+from services.dreaming.explain import Explained, render
 from services.dreaming.model import AUTO, PROPOSE, OpResult, RunReport
 from services.dreaming.render import report_text, revert_text, status_text
 
@@ -109,6 +111,29 @@ def revert_pb(result: RevertResult) -> dreaming_pb2.RevertReport:
     )
 
 
+MAX_QUERY = 1000
+
+
+def explanation_pb(agent_id: str, query: str, found: list[Explained]) -> dreaming_pb2.EntryExplanation:
+    def iso(moment: float | None) -> str:
+        return datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds").replace("+00:00", "Z") if moment else ""
+
+    entries = []
+    for item in found:
+        life = item.life
+        entries.append(pb.ExplainedEntry(
+            entry_hash=item.entry_hash, text=item.text,
+            places=[pb.EntryPlace(path=p.path, start_line=p.start_line, end_line=p.end_line, state=p.state) for p in item.places],
+            first_seen=iso(life.first_seen) if life else "", first_path=life.first_path if life else "",
+            retrieval_count=life.retrieval_count if life else 0, last_retrieved=iso(life.last_retrieved) if life else "",
+            invalid_at=iso(life.invalid_at) if life else "", restored_at=iso(life.restored_at) if life else "",
+            supersedes_key=(life.supersedes_key or "") if life else "",
+            events=[pb.EntryEvent(at=e.at, kind=e.kind, detail=e.detail, run_id=e.run_id, op_id=e.op_id, file=e.file, to_file=e.to_file)
+                    for e in item.events],
+        ))
+    return pb.EntryExplanation(agent_id=agent_id, query=query, entries=entries, text=render(agent_id, query, found))
+
+
 class Dreaming(dreaming_pb2_grpc.DreamingServicer):
     def __init__(self, dreamer: Dreamer, snapshot: Callable[[], tuple[Config, Authenticator]]) -> None:
         self._dreamer = dreamer
@@ -141,3 +166,12 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
         agent = self._agent(context, request.agent_id, write=True)
         run_id, op_id = check_run(request.run_id, request.op_id)
         return revert_pb(await self._dreamer.revert(agent, run_id, op_id))
+
+    @unary
+    async def ExplainEntry(self, request: dreaming_pb2.ExplainEntryRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.EntryExplanation:  # noqa: N802
+        agent = self._agent(context, request.agent_id, write=False)
+        query = request.query.strip()
+        if not query:
+            raise InvalidArgument("query is required: words of the entry to explain")
+        found = await self._dreamer.explain(agent, query[:MAX_QUERY], request.limit)
+        return explanation_pb(agent.id, query, found)

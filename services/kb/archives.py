@@ -22,6 +22,11 @@ the watch not live yet, a timeout), when the watch asked for a rescan (it
 (re)started, a folder appeared or vanished, an event burst), when a named path
 is not a plain source inside the workspace (a symlink, a folder), when a
 lifecycle backfill is due, and at the first refresh after start. Without a barrier every refresh walks the tree.
+
+The writer is one connection per agent: a refresh, a fold and a lifecycle
+update (the staleness GC's ``UpdateEntryLifecycle``) each hold the agent's lock
+while they use it, so none begins a transaction inside another's. The GC's
+listing (``entries``, ``lifecycle``) reads through a connection of its own.
 """
 
 from __future__ import annotations
@@ -29,23 +34,26 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 import apsw
 import structlog
 
 from gateway.config import AgentConfig
 from gateway.errors import FailedPrecondition, InvalidArgument
-from services.kb import excerpt, indexer, recall_probe, retrieval_log, schema
+from services.kb import excerpt, indexer, lifecycle_rows, recall_probe, retrieval_log, schema
 from services.kb.freshness import index_matches_file
 from services.kb.search import SearchResult, is_stale, search, tune_reader
 
 log = structlog.get_logger()
 
 CORPORA = ("memory", "shared", "all")
+_T = TypeVar("_T")
 
 
 MAX_NAMED_SOURCES = 100
@@ -218,7 +226,8 @@ class Archives:
             paths = await self._targets(state, barrier, named)
             state.dirty = False  # events from now on mark it again
             try:
-                report, targeted = await loop.run_in_executor(self._executor, self._refresh_sync, state, paths)
+                async with state.lock:  # the writer is one connection: a fold or an update waits for it
+                    report, targeted = await loop.run_in_executor(self._executor, self._refresh_sync, state, paths)
             except Exception as exc:  # report to every waiter; the next run may succeed
                 log.exception("kb_refresh_failed", agent=state.agent.id)
                 state.dirty = True
@@ -343,6 +352,48 @@ class Archives:
                 conn.close()
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+
+    async def _read_index(self, agent_id: str, work: Callable[[apsw.Connection], _T], empty: _T) -> _T:
+        """``work`` on a read connection of its own in a worker thread; ``empty`` before any index.
+        Raises FailedPrecondition when the archive is off."""
+        agent = self._state(agent_id).agent
+        self._require_enabled(agent)
+        if not agent.kb_path.exists():
+            return empty
+
+        def run() -> _T:
+            conn = schema.open_reader(agent.kb_path)
+            try:
+                return work(conn)
+            finally:
+                conn.close()
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+
+    async def entries(self, agent_id: str, after: str, page_size: int) -> lifecycle_rows.Page:
+        """One page of the archive's entries with their lifecycle rows (``lifecycle_rows.list_entries``)."""
+        return await self._read_index(agent_id, lambda c: lifecycle_rows.list_entries(c, after, page_size, time.time()),
+                                      lifecycle_rows.Page([], [], ""))
+
+    async def lifecycle(self, agent_id: str, hashes: list[str]) -> tuple[list[lifecycle_rows.EntryRow], list[lifecycle_rows.Lifecycle]]:
+        """Where ``hashes`` stand now and their lifecycle rows (``lifecycle_rows.lifecycle_of``)."""
+        return await self._read_index(agent_id, lambda c: lifecycle_rows.lifecycle_of(c, hashes, time.time()), ([], []))
+
+    async def update_lifecycle(self, agent_id: str, updates: list[lifecycle_rows.Update]) -> tuple[int, list[str]]:
+        """Record the staleness GC's decisions through the index's writer (``lifecycle_rows.update_lifecycle``):
+        ``(rows updated, hashes with no row)``. Raises FailedPrecondition when the archive is off."""
+        state = self._state(agent_id)
+        self._require_enabled(state.agent)
+        if not state.agent.kb_path.exists():
+            return 0, [u.entry_hash for u in updates]
+
+        def run() -> tuple[int, list[str]]:
+            if state.writer is None:
+                state.writer = schema.open_index(state.agent.kb_path, state.agent.knowledge.archive, create=True)
+            return lifecycle_rows.update_lifecycle(state.writer, updates)
+
+        async with state.lock:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, run)
 
     def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
         """Fire-and-forget append to kb_retrieval_log through its own write handle (queued, written in batches)."""

@@ -26,9 +26,12 @@ Tables (SPEC.md "Knowledge archive" and "Archive staleness GC"):
   Both buffer up to ``FTS_HASH_BYTES`` of postings in memory before they write a
   segment (FTS5's ``hashsize`` option, 1 MB by default): a bulk load of rows one by
   one writes fewer, larger segments and merges them less (a third less FTS5 work).
-- ``kb_entry_lifecycle``: entry_hash PRIMARY KEY, path, first_seen, last_retrieved,
-  retrieval_count, supersedes_key, invalid_at. Deliberately *not* a child of
-  chunks, entries or sources: ages survive re-chunking, edits and rebuilds.
+- ``kb_entry_lifecycle``: entry_hash PRIMARY KEY, path (where the entry was first
+  seen: never updated when its text moves to another file), first_seen,
+  last_retrieved, retrieval_count, supersedes_key, invalid_at, restored_at (the
+  staleness GC's, ``lifecycle_rows``; a table made before restored_at existed gets
+  the column added). Deliberately *not* a child of chunks, entries or sources:
+  ages survive re-chunking, edits and rebuilds.
 - ``kb_retrieval_log``: append-only (id, entry_hash, path, at, kind).
 
 Times in the lifecycle and log tables are Unix epoch seconds (REAL).
@@ -72,7 +75,8 @@ CREATE TABLE IF NOT EXISTS kb_entry_lifecycle(
     last_retrieved REAL,
     retrieval_count INTEGER NOT NULL DEFAULT 0,
     supersedes_key TEXT,
-    invalid_at REAL
+    invalid_at REAL,
+    restored_at REAL
 ) WITHOUT ROWID;
 """
 
@@ -223,9 +227,13 @@ def ensure_lifecycle(conn: apsw.Connection) -> None:
 
     The next refresh sees ``lifecycle_backfill`` in ``kb_meta`` and writes rows for
     every stored source, first seen at the source's stored mtime (issue #398).
-    Runs inside the caller's transaction.
+    A table made before ``restored_at`` existed gets that column. Runs inside the
+    caller's transaction.
     """
     if _table_exists(conn, "kb_entry_lifecycle"):
+        columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(kb_entry_lifecycle)")}
+        if "restored_at" not in columns:
+            conn.execute("ALTER TABLE kb_entry_lifecycle ADD COLUMN restored_at REAL")
         return
     conn.execute(LIFECYCLE_DDL)
     if _table_exists(conn, "kb_meta"):

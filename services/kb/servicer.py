@@ -23,6 +23,7 @@ from gateway.rpc import authorize_call, unary
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
 from services.kb.archives import Archives, check_corpus, check_query, check_sources
+from services.kb.lifecycle_rows import MAX_HASHES, MAX_UPDATES, EntryRow, Lifecycle, Update, check_hashes
 from services.kb.recall_probe import MAX_PROBES
 from services.kb.retrieval_log import Retrieved
 from services.kb.hits import shown_score
@@ -67,6 +68,19 @@ def _hit(h: SearchHit, corpus: str) -> kb_pb2.SearchHit:
     return pb.SearchHit(path=h.path, start_line=h.start_line, end_line=h.end_line, snippet=h.snippet,
                         score=shown_score(h.score), provenance=h.provenance, importance=h.importance,
                         entry_hash=h.entry_hash or "", corpus=corpus)
+
+
+def _life(r: Lifecycle) -> kb_pb2.EntryLifecycle:
+    return pb.EntryLifecycle(
+        entry_hash=r.entry_hash, first_path=r.first_path, first_seen=r.first_seen, last_retrieved=r.last_retrieved or 0.0,
+        retrieval_count=r.retrieval_count, supersedes_key=r.supersedes_key or "", invalid_at=r.invalid_at or 0.0,
+        restored_at=r.restored_at or 0.0,
+    )
+
+
+def _entry(e: EntryRow) -> kb_pb2.ArchiveEntry:
+    return pb.ArchiveEntry(path=e.path, start_line=e.start_line, end_line=e.end_line, importance=e.importance,
+                           provenance=e.provenance, lifecycle=_life(e.life))
 
 
 class Knowledge(kb_pb2_grpc.KnowledgeServicer):
@@ -140,6 +154,33 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
         check_sources(sorted({path for path, _, _ in probes}))
         found, generation = await self._archives.probe_recall(request.agent_id, probes)
         return pb.ProbeRecallResponse(found=found, generation=generation)
+
+    @unary
+    async def ListArchiveEntries(self, request: kb_pb2.ListArchiveEntriesRequest, context: grpc.aio.ServicerContext) -> kb_pb2.ListArchiveEntriesResponse:  # noqa: N802
+        self._check(context, request.agent_id)
+        if request.entry_hashes:
+            hashes = check_hashes(request.entry_hashes, MAX_HASHES, "entry_hashes")
+            places, rows = await self._archives.lifecycle(request.agent_id, hashes)
+            return pb.ListArchiveEntriesResponse(entries=[_entry(e) for e in places], lifecycle=[_life(r) for r in rows])
+        page = await self._archives.entries(request.agent_id, request.page_token, request.page_size)
+        return pb.ListArchiveEntriesResponse(
+            entries=[_entry(e) for e in page.entries], next_page_token=page.last_path,
+            sources=[pb.ArchiveSource(path=s.path, content_hash=s.content_hash, provenance=s.provenance) for s in page.sources],
+        )
+
+    @unary
+    async def UpdateEntryLifecycle(self, request: kb_pb2.UpdateEntryLifecycleRequest, context: grpc.aio.ServicerContext) -> kb_pb2.UpdateEntryLifecycleResponse:  # noqa: N802
+        self._check(context, request.agent_id, write=True)
+        if len(request.updates) > MAX_UPDATES:
+            raise InvalidArgument(f"updates: {len(request.updates)}; at most {MAX_UPDATES} in one call")
+        check_hashes([u.entry_hash for u in request.updates], MAX_UPDATES, "updates.entry_hash")
+        updates = [
+            Update(u.entry_hash, supersedes_key=u.supersedes_key if u.HasField("supersedes_key") else None,
+                   invalid_at=u.invalid_at or None, clear_invalid=u.clear_invalid, restored_at=u.restored_at or None)
+            for u in request.updates
+        ]
+        updated, missing = await self._archives.update_lifecycle(request.agent_id, updates)
+        return pb.UpdateEntryLifecycleResponse(updated=updated, missing=missing)
 
     @unary
     async def GetIndexStatus(self, request: kb_pb2.GetIndexStatusRequest, context: grpc.aio.ServicerContext) -> kb_pb2.IndexStatus:  # noqa: N802

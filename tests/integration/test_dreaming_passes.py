@@ -75,7 +75,7 @@ def test_one_run_goes_through_the_nightly_order_and_every_moved_entry_is_found(p
     report = run_ok(psuite, "ada")
     assert report["status"] == "applied", report
     record = run_record(psuite, "ada", report["runId"])
-    assert record["steps"] == ["compactor", "route-out", "recall-check", "reviewer", "selection", "applier", "recall-check", "audit"]
+    assert record["steps"] == ["compactor", "staleness-gc", "route-out", "recall-check", "reviewer", "selection", "applier", "recall-check", "audit"]
     ops = op_records(psuite, "ada", report["runId"])
     kinds = [r["proposal"]["op"] for r in sorted(ops, key=lambda r: int(r["op"].rsplit("/", 1)[1]))]
     assert kinds == ["compact"] * 12 + ["route"] * kinds.count("route") + ["remove"] and kinds.count("route") > 0

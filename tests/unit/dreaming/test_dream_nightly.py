@@ -37,7 +37,8 @@ class StuckIndex:
 
 
 def agent_in(home: Path) -> AgentConfig:
-    config = build({"configVersion": CURRENT_VERSION, "agents": [{"id": "alfred"}]}, home)
+    # The staleness GC (which asks the KB first) is off: these runs are about the applier's recall check.
+    config = build({"configVersion": CURRENT_VERSION, "agents": [{"id": "alfred", "dreaming": {"staleness": {"enabled": False}}}]}, home)
     agent = config.agents[0]
     agent.workspace.mkdir(parents=True)
     (agent.workspace / "MEMORY.md").write_text(MEMORY)

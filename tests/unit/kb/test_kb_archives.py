@@ -156,3 +156,50 @@ def test_named_sources_must_be_sources_of_the_archive(bad: str) -> None:
     with pytest.raises(InvalidArgument, match="not a source"):
         check_sources([bad])
     assert check_sources(["MEMORY.md", "memory/a/b.md"]) == ["MEMORY.md", "memory/a/b.md"]
+
+
+def test_a_fold_waits_for_a_refresh_running_on_the_same_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer is one connection: a fold (or a lifecycle update) issued while a refresh runs in a
+    worker thread would begin a transaction inside the refresh's. It waits for it instead."""
+    import threading
+
+    from services.kb import retrieval_log
+
+    archives = make(tmp_path)
+    (tmp_path / "agents" / "a" / "workspace" / "memory" / "n.md").write_text("- a fact\n")
+    release = threading.Event()
+    inside = threading.Event()
+    order: list[str] = []
+    real_refresh, real_fold = indexer.refresh, retrieval_log.fold_retrievals
+
+    def slow_refresh(*args, **kwargs):  # type: ignore[no-untyped-def]
+        inside.set()
+        assert release.wait(10)
+        order.append("refresh")
+        return real_refresh(*args, **kwargs)
+
+    def fold(conn):  # type: ignore[no-untyped-def]
+        order.append("fold")
+        return real_fold(conn)
+
+    async def scenario() -> None:
+        await archives.refresh("a")  # the writer exists
+        monkeypatch.setattr(indexer, "refresh", slow_refresh)
+        monkeypatch.setattr(retrieval_log, "fold_retrievals", fold)
+        archives.rescan("a")
+        refreshing = archives.refresh("a")
+        deadline = asyncio.get_running_loop().time() + 10
+        while not inside.is_set():  # the refresh is in its worker thread, held until released
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.01)
+        folding = asyncio.ensure_future(archives.fold("a"))
+        for _ in range(50):
+            await asyncio.sleep(0)  # the fold gets every chance to start (yields, no wait)
+        release.set()
+        await asyncio.gather(refreshing, folding)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        archives.close()
+    assert order == ["refresh", "fold"]
