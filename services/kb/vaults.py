@@ -13,6 +13,7 @@ meanwhile.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -32,6 +33,22 @@ from services.kb.search import SearchResult, tune_reader
 log = structlog.get_logger()
 
 T = TypeVar("T")
+
+
+async def until_done(work: asyncio.Future[T]) -> T:
+    """``work``'s result. When the awaiting task is cancelled (an RPC's deadline, its caller gone),
+    the cancellation goes on only once ``work`` has finished: a worker thread cannot be stopped,
+    and the vault's lock must stay held as long as the worker uses the writer connection (else the
+    next write would run on that connection beside it)."""
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        while not work.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([work])
+        if not work.cancelled():
+            work.exception()  # retrieved: its error is the cancelled caller's no more
+        raise
 
 
 @dataclass
@@ -95,7 +112,7 @@ class Vaults:
             return op(v.writer, v.directory, *args, **kwargs)
 
         async with v.lock:
-            result = await loop.run_in_executor(self._executor, run)
+            result = await until_done(loop.run_in_executor(self._executor, run))
         while v.recheck:
             self._check_note(v, v.recheck.pop())
         self._graph_soon(v)
