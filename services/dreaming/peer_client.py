@@ -1,7 +1,8 @@
 """Dreaming's calls to its peers over gRPC, with the internal token and deadlines.
 
-- The KB: ``Refresh`` (waited for) and ``Search``, for the recall check. The
-  dreaming process never opens a ``kb.sqlite``.
+- The KB: ``Refresh`` (waited for) and ``Search``, for the recall check;
+  ``CollectVault``, the shared vault's GC. The dreaming process never opens a
+  ``kb.sqlite``.
 - The watcher: ``GetActivity``, for the quiet window.
 """
 
@@ -20,6 +21,7 @@ from services.dreaming.recall import Hit
 REFRESH_DEADLINE_S = 120.0  # a first index of a large archive takes a while
 SEARCH_DEADLINE_S = 10.0
 ACTIVITY_DEADLINE_S = 5.0
+COLLECT_DEADLINE_S = 120.0  # a vault GC: a fold, then up to maxRetirementsPerRun moves and reindexes
 PROBE_BATCH = 1000  # probes per ProbeRecall call (entries are small; well under the 8 MiB message cap)
 
 
@@ -73,6 +75,15 @@ class KbIndex:
                 raise _unavailable("kb", err) from None
             found += list(reply.found)
         return found
+
+    async def collect_vault(self, agent_id: str) -> str:
+        """``CollectVault``: the KB's one-line answer (``vault_gc.Vault``). Raises PeerUnavailable."""
+        try:
+            reply = await self._stub.CollectVault(kb_pb2.CollectVaultRequest(agent_id=agent_id),
+                                                  timeout=COLLECT_DEADLINE_S, metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            raise _unavailable("kb", err) from None
+        return reply.message
 
     async def close(self) -> None:
         await self._channel.close()

@@ -387,8 +387,11 @@ def _names(names: tuple[str, ...], most: int = 10) -> str:
 
 def describe(r: GcReport) -> str:
     """One line saying what a run did, for the dream run's notes."""
-    parts = [f"retired {len(r.retired)} note(s) idle over {r.stale_days} days" + (f" ({_names(r.retired)})" if r.retired else "")]
-    parts.append(f"restored {len(r.restored)} retrieved again" + (f" ({_names(r.restored)})" if r.restored else ""))
+    parts = [f"retired {len(r.retired)} note(s) idle over {r.stale_days} days ({_names(r.retired)})" if r.retired
+             else f"no note to retire (none idle over {r.stale_days} days)" if not r.waiting and not r.skipped_count
+             else "retired none"]
+    if r.restored:
+        parts.append(f"restored {len(r.restored)} retrieved again ({_names(r.restored)})")
     if r.kept:
         parts.append(f"kept {len(r.kept)} retired beside a live note of the same name ({_names(r.kept)})")
     if r.waiting:
