@@ -32,7 +32,8 @@ decides whether it may run (``gc.enabled``). One run (``collect``):
    (``stale__<name>``, byte for byte plus the marker), so it stays indexed and
    searchable. A due note that cannot be retired (its ``stale__`` twin exists,
    a name the vault would not accept, the file changed meanwhile) is
-   ``skipped`` with the reason and does not use up the cap.
+   ``skipped`` with the reason and does not use up the cap. A note that is a
+   symlink is never retired (the move would replace the link with a copy).
 
 ``retired_at`` is written before the move and cleared when the move fails,
 so a crash between the two leaves a row whose twin is missing: the next run
@@ -187,7 +188,8 @@ def read_states(conn: apsw.Connection) -> dict[str, NoteState]:
 
 def scan(vault_dir: Path) -> tuple[dict[str, float], set[str]]:
     """``(live notes → mtime in seconds, live names that have a stale__ twin)``: the files directly in
-    ``notes/`` ending in ``.md``, not starting with ``.`` (as the index's sources)."""
+    ``notes/`` ending in ``.md``, not starting with ``.`` (as the index's sources). A live note that
+    is a symlink is left out: the GC never retires it."""
     live: dict[str, float] = {}
     twins: set[str] = set()
     with contextlib.suppress(FileNotFoundError), os.scandir(vault_dir / NOTES_DIR) as entries:
@@ -203,7 +205,7 @@ def scan(vault_dir: Path) -> tuple[dict[str, float], set[str]]:
             name = entry.name[: -len(NOTE_SUFFIX)]
             if is_retired(name):
                 twins.add(live_name(name))
-            else:
+            elif not entry.is_symlink():  # a linked note is someone else's file: retiring would replace the link
                 live[name] = st.st_mtime
     return live, twins
 

@@ -172,6 +172,16 @@ def test_a_due_note_whose_twin_exists_is_skipped_and_does_not_use_up_the_cap(vco
     assert report.skipped[1].startswith("twin: its retired twin 'stale__twin' exists")
 
 
+def test_a_note_that_is_a_symlink_is_never_retired(vconn: apsw.Connection, vault_dir: Path, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.md"
+    target.write_text("A linked note about quillfeather relays.\n")
+    stamp = NOW.timestamp() - 300 * DAY
+    os.utime(target, (stamp, stamp))
+    (vault_dir / "notes" / "linked.md").symlink_to(target)
+    assert run(vconn, vault_dir).retired == ()
+    assert (vault_dir / "notes" / "linked.md").is_symlink() and target.exists()
+
+
 def test_a_zero_cap_retires_nothing_and_still_restores(vconn: apsw.Connection, vault_dir: Path) -> None:
     put(vconn, vault_dir, "relay", idle_s=300 * DAY)
     run(vconn, vault_dir)
