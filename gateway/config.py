@@ -114,12 +114,22 @@ class ArchiveSettings:
 
 
 @dataclass(frozen=True)
+class VaultGcSettings:
+    """``knowledge.shared.gc``: the vault's own nightly GC (README "Shared vault")."""
+
+    enabled: bool
+    stale_days: int
+    max_retirements_per_run: int
+
+
+@dataclass(frozen=True)
 class SharedSettings:
     enabled: bool
     project: str
     root: Path
     mode: str
     graph: bool
+    gc: VaultGcSettings
 
     @property
     def vault_dir(self) -> Path:
@@ -381,6 +391,11 @@ def _knowledge(raw: Raw, home: Path) -> KnowledgeSettings:
             root=home / Path(sh["root"]).expanduser(),
             mode=sh["mode"],
             graph=sh["graph"],
+            gc=VaultGcSettings(
+                enabled=sh["gc"]["enabled"],
+                stale_days=sh["gc"]["staleDays"],
+                max_retirements_per_run=sh["gc"]["maxRetirementsPerRun"],
+            ),
         ),
     )
 

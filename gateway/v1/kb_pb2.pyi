@@ -2,12 +2,62 @@ from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from gateway.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class VaultGcOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VAULT_GC_OUTCOME_UNSPECIFIED: _ClassVar[VaultGcOutcome]
+    VAULT_GC_OUTCOME_RAN: _ClassVar[VaultGcOutcome]
+    VAULT_GC_OUTCOME_ALREADY_RAN: _ClassVar[VaultGcOutcome]
+    VAULT_GC_OUTCOME_DISABLED: _ClassVar[VaultGcOutcome]
+VAULT_GC_OUTCOME_UNSPECIFIED: VaultGcOutcome
+VAULT_GC_OUTCOME_RAN: VaultGcOutcome
+VAULT_GC_OUTCOME_ALREADY_RAN: VaultGcOutcome
+VAULT_GC_OUTCOME_DISABLED: VaultGcOutcome
+
+class CollectVaultRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class CollectVaultResponse(_message.Message):
+    __slots__ = ("outcome", "project", "day", "ran_for", "stale_days", "max_retirements_per_run", "folded", "retired", "restored", "kept", "waiting", "skipped", "skipped_count", "message")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    DAY_FIELD_NUMBER: _ClassVar[int]
+    RAN_FOR_FIELD_NUMBER: _ClassVar[int]
+    STALE_DAYS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RETIREMENTS_PER_RUN_FIELD_NUMBER: _ClassVar[int]
+    FOLDED_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    outcome: VaultGcOutcome
+    project: str
+    day: str
+    ran_for: str
+    stale_days: int
+    max_retirements_per_run: int
+    folded: int
+    retired: _containers.RepeatedScalarFieldContainer[str]
+    restored: _containers.RepeatedScalarFieldContainer[str]
+    kept: _containers.RepeatedScalarFieldContainer[str]
+    waiting: int
+    skipped: _containers.RepeatedScalarFieldContainer[str]
+    skipped_count: int
+    message: str
+    def __init__(self, outcome: _Optional[_Union[VaultGcOutcome, str]] = ..., project: _Optional[str] = ..., day: _Optional[str] = ..., ran_for: _Optional[str] = ..., stale_days: _Optional[int] = ..., max_retirements_per_run: _Optional[int] = ..., folded: _Optional[int] = ..., retired: _Optional[_Iterable[str]] = ..., restored: _Optional[_Iterable[str]] = ..., kept: _Optional[_Iterable[str]] = ..., waiting: _Optional[int] = ..., skipped: _Optional[_Iterable[str]] = ..., skipped_count: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class RelatedNote(_message.Message):
     __slots__ = ("name", "snippet", "score")

@@ -104,6 +104,11 @@ class KnowledgeStub:
                 request_serializer=gateway_dot_v1_dot_kb__pb2.RestoreSharedNoteRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_kb__pb2.SharedNoteMoved.FromString,
                 _registered_method=True)
+        self.CollectVault = channel.unary_unary(
+                '/gateway.v1.Knowledge/CollectVault',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.CollectVaultRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.CollectVaultResponse.FromString,
+                _registered_method=True)
 
 
 class KnowledgeServicer:
@@ -231,6 +236,20 @@ class KnowledgeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CollectVault(self, request, context):
+        """The GC of the agent's vault (knowledge.shared.gc), once per vault per day:
+        restores the notes it retired that were retrieved since, then retires
+        notes idle for staleDays (oldest first, at most maxRetirementsPerRun).
+        The day is claimed before anything moves: any later call that day, for
+        any agent of the vault, does nothing and answers ALREADY_RAN. Dreaming
+        calls it during each agent's scheduled nightly run. Needs write access;
+        FAILED_PRECONDITION when the shared KB is off for the agent. Internal: no
+        REST route.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KnowledgeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -303,6 +322,11 @@ def add_KnowledgeServicer_to_server(servicer, server):
                     servicer.RestoreSharedNote,
                     request_deserializer=gateway_dot_v1_dot_kb__pb2.RestoreSharedNoteRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_kb__pb2.SharedNoteMoved.SerializeToString,
+            ),
+            'CollectVault': grpc.unary_unary_rpc_method_handler(
+                    servicer.CollectVault,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.CollectVaultRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.CollectVaultResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -683,6 +707,33 @@ class Knowledge:
             '/gateway.v1.Knowledge/RestoreSharedNote',
             gateway_dot_v1_dot_kb__pb2.RestoreSharedNoteRequest.SerializeToString,
             gateway_dot_v1_dot_kb__pb2.SharedNoteMoved.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CollectVault(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/CollectVault',
+            gateway_dot_v1_dot_kb__pb2.CollectVaultRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.CollectVaultResponse.FromString,
             options,
             channel_credentials,
             insecure,

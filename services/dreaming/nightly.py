@@ -20,7 +20,9 @@ The order (README "Dreaming"):
    file's pre-image is restored (also when the run is cancelled during the
    check: the run is then audited ``interrupted`` before the cancellation goes on);
 9. shared promotion of applied durable adds comes here (not built yet);
-10. the audit: one DREAMS.md entry and the audit.jsonl records.
+10. the shared vault's GC: a scheduled run in auto mode asks the KB, which
+    runs it once per vault per day (``vault_gc.py``); one note of the run;
+11. the audit: one DREAMS.md entry and the audit.jsonl records.
 
 Writing memory restarts no session: MEMORY.md and USER.md are memory files to
 the watcher, and memory/ and .dreaming/ are not composed at all.
@@ -36,7 +38,7 @@ from datetime import datetime, timezone
 import structlog
 
 from gateway.config import AgentConfig
-from services.dreaming import audit, journal, recall
+from services.dreaming import audit, journal, recall, vault_gc
 from services.dreaming.applier import Budgets, over_budget, plan
 from services.dreaming.commit import PRUNED, CommitOutcome, Unsafe, append_text, commit, confined, read_text, restore
 from services.dreaming.model import (
@@ -67,11 +69,13 @@ Review = Callable[[AgentConfig, str], Awaitable[ReviewerOutcome]]
 
 @dataclass(frozen=True)
 class Deps:
-    """What a run needs from outside: the KB (recall), the reviewer, and the time."""
+    """What a run needs from outside: the KB (recall; ``vault``: the shared vault's GC, none to
+    skip it), the reviewer, and the time."""
 
     index: recall.Index
     review: Review
     now: Callable[[], datetime]
+    vault: vault_gc.Vault | None = None
 
 
 def iso(moment: datetime) -> str:
@@ -239,6 +243,7 @@ async def run(
         base, status=status, reason=reason, summary=outcome.reply.summary if outcome else "",
         reviewer=outcome, ops=tuple(results), files=tuple(files), notes=tuple(notes), steps=tuple(steps),
     )
+    report = await vault_gc.after_run(deps.vault, agent, report, lambda cut: _finish(agent, cut, deps))  # (10)
     return _finish(agent, report, deps)
 
 

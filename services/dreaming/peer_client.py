@@ -2,8 +2,9 @@
 
 - The KB: ``Refresh`` (waited for), ``Search`` and ``ProbeRecall`` for the recall
   check; ``FoldRetrievals``, ``ListArchiveEntries`` and ``UpdateEntryLifecycle`` for
-  the staleness GC and ``explain``. The dreaming process never opens a ``kb.sqlite``,
-  and none of its reads counts as a retrieval.
+  the staleness GC and ``explain``; ``CollectVault``, the shared vault's GC. The
+  dreaming process never opens a ``kb.sqlite``, and none of its reads counts as a
+  retrieval.
 - The watcher: ``GetActivity``, for the quiet window.
 """
 
@@ -25,6 +26,7 @@ SEARCH_DEADLINE_S = 10.0
 ACTIVITY_DEADLINE_S = 5.0
 ENTRIES_PAGE = 20_000  # entries per ListArchiveEntries page (whole sources; well under the message cap)
 UPDATE_BATCH = 5000
+COLLECT_DEADLINE_S = 120.0  # a vault GC: a fold, then up to maxRetirementsPerRun moves and reindexes
 PROBE_BATCH = 1000  # probes per ProbeRecall call (entries are small; well under the 8 MiB message cap)
 
 
@@ -129,6 +131,14 @@ class KbIndex:
                 raise _unavailable("kb", err) from None
             missing += list(reply.missing)
         return missing
+    async def collect_vault(self, agent_id: str) -> str:
+        """``CollectVault``: the KB's one-line answer (``vault_gc.Vault``). Raises PeerUnavailable."""
+        try:
+            reply = await self._stub.CollectVault(kb_pb2.CollectVaultRequest(agent_id=agent_id),
+                                                  timeout=COLLECT_DEADLINE_S, metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            raise _unavailable("kb", err) from None
+        return reply.message
 
     async def close(self) -> None:
         await self._channel.close()

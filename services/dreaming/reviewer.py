@@ -424,18 +424,28 @@ async def run_reviewer(
 
     if not command:
         return outcome(False, "the reviewer command is empty")
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=cwd,
-            env=dict(env) if env is not None else dict(_DEFAULT_ENV),
-            start_new_session=True,  # its own process group, so a kill reaches its children
-        )
-    except OSError as exc:
-        return outcome(False, f"cannot start the reviewer {command[0]!r}: {exc.strerror or exc}")
+    spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
+        *command,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=cwd,
+        env=dict(env) if env is not None else dict(_DEFAULT_ENV),
+        start_new_session=True,  # its own process group, so a kill reaches its children
+    ))
+    cancelled = False
+    while True:
+        # The child runs before asyncio has connected its pipes: a cancel in between must wait
+        # for the spawn, so that the group is killed below (not left running, nor waited for).
+        try:
+            proc = await asyncio.shield(spawn)
+            break
+        except asyncio.CancelledError:
+            cancelled = True
+        except OSError as exc:
+            if cancelled:
+                raise asyncio.CancelledError from None
+            return outcome(False, f"cannot start the reviewer {command[0]!r}: {exc.strerror or exc}")
 
     assert proc.stderr is not None
     out = bytearray()
@@ -444,6 +454,8 @@ async def run_reviewer(
     failure = ""
     code: int | None = None
     try:
+        if cancelled:
+            raise asyncio.CancelledError  # cancelled while spawning: the group goes at once
         data = prompt.encode("utf-8", errors="replace")
         code = await asyncio.wait_for(_exchange(proc, data, max_stdout, out), timeout_s)
     except TimeoutError:

@@ -4,7 +4,8 @@ A shared-note write that wrote nothing, and a name clash, are worded for the
 caller here (``rest_hints``: the REST route and the ``confirm`` field); the
 vault's own messages name no transport.
 
-Recall recording (``Archives.record``) is fire-and-forget: Search and Get hand
+Recall recording (``Archives.record``, and ``Vaults.record`` for the shared
+corpus's Search hits and GetSharedNote) is fire-and-forget: the handler hands
 it to the event loop's next turn (``call_soon``), so the reply does not wait
 for it, and a failure there is logged, never turned into an error of the read.
 """
@@ -12,7 +13,8 @@ for it, and a failure there is logged, never turned into an error of the read.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 import grpc
 import structlog
@@ -29,6 +31,7 @@ from services.kb.retrieval_log import Retrieved
 from services.kb.hits import shown_score
 from services.kb.search import SearchHit
 from services.kb.vault import NoteExists, NoteMissing
+from services.kb.vault_gc import GcReport, note_ref
 from services.kb.vault_index import merge_hits
 from services.kb.vaults import Vaults
 
@@ -46,14 +49,20 @@ def _recording_allowed(context: grpc.aio.ServicerContext) -> bool:
     return True
 
 
-def _record_later(archives: Archives, agent_id: str, hits: Sequence[Retrieved], kind: str) -> None:
+class Recording(Protocol):
+    """Where retrievals go: the agent's archive (``Archives``) or its shared vault (``Vaults``)."""
+
+    def record(self, agent_id: str, hits: Iterable[Retrieved], kind: str) -> None: ...
+
+
+def _record_later(store: Recording, agent_id: str, hits: Sequence[Retrieved], kind: str) -> None:
     """Queue ``hits`` for the retrieval log once this handler has returned (module docstring)."""
-    asyncio.get_running_loop().call_soon(_record, archives, agent_id, hits, kind)
+    asyncio.get_running_loop().call_soon(_record, store, agent_id, hits, kind)
 
 
-def _record(archives: Archives, agent_id: str, hits: Sequence[Retrieved], kind: str) -> None:
+def _record(store: Recording, agent_id: str, hits: Sequence[Retrieved], kind: str) -> None:
     try:
-        archives.record(agent_id, hits, kind)
+        store.record(agent_id, hits, kind)
     except Exception as exc:  # fire-and-forget: never an error of the read
         log.warning("kb_retrieval_log_failed", kind=kind, error=f"{type(exc).__name__}: {exc}")
 
@@ -110,6 +119,7 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
         self._check(context, request.agent_id)
         corpus = check_corpus(request.corpus)
         agent, query, limit, refresh = request.agent_id, check_query(request.query), request.limit, request.refresh
+        shared_hits: list[SearchHit] = []
         if corpus == "memory":
             result, refreshed = await self._archives.search(agent, query, limit, refresh)
             hits = [_hit(h, "memory") for h in result.hits]
@@ -117,17 +127,19 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
         elif corpus == "shared":
             result, refreshed = await self._vaults.search(agent, query, limit, refresh)
             hits = [_hit(h, "shared") for h in result.hits]
-            memory_hits = []
+            memory_hits, shared_hits = [], result.hits
         else:  # all: both indexes score on the same bounded scale; merged by score
             result, refreshed = await self._archives.search(agent, query, limit, refresh)
             shared, shared_refreshed = await self._vaults.search(agent, query, limit, refresh)
             merged = merge_hits(result.hits, shared.hits, limit)
             hits = [_hit(c.hit, c.corpus) for c in merged]
             memory_hits = [c.hit for c in merged if c.corpus == "memory"]
+            shared_hits = [c.hit for c in merged if c.corpus == "shared"]
             refreshed = refreshed or shared_refreshed
             result = type(result)(result.hits, result.generation, result.stale or shared.stale)
-        if memory_hits and _recording_allowed(context):
-            _record_later(self._archives, request.agent_id, memory_hits, "search")
+        for store, retrieved in ((self._archives, memory_hits), (self._vaults, shared_hits)):
+            if retrieved and _recording_allowed(context):
+                _record_later(store, request.agent_id, retrieved, "search")
         return pb.SearchResponse(hits=hits, generation=result.generation, stale=result.stale, refreshed=refreshed)
 
     @unary
@@ -207,6 +219,8 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     async def GetSharedNote(self, request: kb_pb2.GetSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.SharedNote:  # noqa: N802
         self._check(context, request.agent_id)
         note = await self._vaults.get(request.agent_id, request.name)
+        if _recording_allowed(context):
+            _record_later(self._vaults, request.agent_id, [note_ref(note.name, note.content)], "get")
         return pb.SharedNote(name=note.name, content=note.content, size_bytes=note.size_bytes, retired=note.retired)
 
     @unary
@@ -239,3 +253,23 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
         self._check(context, request.agent_id, write=True)
         r = await self._vaults.restore(request.agent_id, request.name)
         return pb.SharedNoteMoved(from_name=r.retired_name, to_name=r.name)
+
+    @unary
+    async def CollectVault(self, request: kb_pb2.CollectVaultRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CollectVaultResponse:  # noqa: N802
+        self._check(context, request.agent_id, write=True)
+        return _collected(await self._vaults.collect(request.agent_id))
+
+
+_OUTCOMES = {
+    "ran": pb.VAULT_GC_OUTCOME_RAN,
+    "already-ran": pb.VAULT_GC_OUTCOME_ALREADY_RAN,
+    "disabled": pb.VAULT_GC_OUTCOME_DISABLED,
+}
+
+
+def _collected(r: GcReport) -> kb_pb2.CollectVaultResponse:
+    return pb.CollectVaultResponse(
+        outcome=_OUTCOMES[r.outcome], project=r.project, day=r.day, ran_for=r.by, stale_days=r.stale_days,
+        max_retirements_per_run=r.max_retirements, folded=r.folded, retired=list(r.retired), restored=list(r.restored),
+        kept=list(r.kept), waiting=r.waiting, skipped=list(r.skipped), skipped_count=r.skipped_count, message=r.message,
+    )

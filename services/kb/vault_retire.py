@@ -45,7 +45,7 @@ from services.kb.vault_names import NOTES_DIR, NOTE_SUFFIX, live_name, retired_n
 
 MAX_REASON_CHARS: Final = 200
 FOLD_MARKER: Final = "<!-- folded: retired body -->"
-_MARKER = re.compile(rb"<!-- retired: \S+ reason: [^>]*-->(?:\r\n|\n)?")
+_MARKER = re.compile(rb"<!-- retired: (\S+) reason: ([^>]*)-->(?:\r\n|\n)?")
 _REASON_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029>]")
 
 
@@ -99,15 +99,43 @@ def add_marker(data: bytes, marker: str) -> bytes:
     return data[:at] + marker.encode("utf-8") + eol + data[at:]
 
 
-def strip_marker(data: bytes) -> tuple[bytes, bool]:
-    """``data`` without its retirement marker line, and whether one was found."""
+def _find_marker(data: bytes) -> re.Match[bytes] | None:
+    """The marker line where ``add_marker`` puts it: first, or right after the frontmatter."""
     for at in (0, _frontmatter_offset(data)):
         if at is None:
             continue
         match = _MARKER.match(data, at)
         if match is not None:
-            return data[:at] + data[match.end() :], True
-    return data, False
+            return match
+    return None
+
+
+def strip_marker(data: bytes) -> tuple[bytes, bool]:
+    """``data`` without its retirement marker line, and whether one was found."""
+    match = _find_marker(data)
+    if match is None:
+        return data, False
+    return data[: match.start()] + data[match.end() :], True
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A retired note's marker: when (None if the stamp does not parse) and why."""
+
+    at: datetime | None
+    reason: str
+
+
+def read_marker(data: bytes) -> Marker | None:
+    """The retirement marker of a retired note's bytes, or None when it has none."""
+    match = _find_marker(data)
+    if match is None:
+        return None
+    try:
+        at: datetime | None = datetime.strptime(match.group(1).decode("ascii"), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except (UnicodeDecodeError, ValueError):
+        at = None
+    return Marker(at, match.group(2).decode("utf-8", errors="replace").strip())
 
 
 def fold(content: str, retired: bytes) -> str:

@@ -8,30 +8,55 @@ kept safe by temp-then-rename note files and the index's busy timeout
 ``graph: true`` the graph reports are rebuilt after shared writes,
 coalesced: one build runs at a time and one more follows if writes landed
 meanwhile.
+
+Recall: Search hits from the shared corpus and GetSharedNote are appended to
+the vault's own ``kb_retrieval_log`` by a ``retrieval_log.Recorder``
+(fire-and-forget, batched, never slowing a read), unless the calling agent
+has ``recordRetrievals`` off. ``collect`` runs the vault's GC
+(``vault_gc``) for the day, once per vault: with the most cautious of the GC
+settings of the agents that share the vault (on only when every one of them
+has it on, the largest ``staleDays``, the smallest cap).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Any, TypeVar
 
 import apsw
 import structlog
 
-from gateway.config import AgentConfig, SharedSettings
+from gateway.config import AgentConfig, SharedSettings, VaultGcSettings
 from gateway.errors import FailedPrecondition
-from services.kb import schema, vault, vault_index, vault_retire
+from services.kb import retrieval_log, schema, vault, vault_gc, vault_index, vault_retire
 from services.kb.freshness import index_matches_file
 from services.kb.search import SearchResult, tune_reader
 
 log = structlog.get_logger()
 
 T = TypeVar("T")
+
+
+async def until_done(work: asyncio.Future[T]) -> T:
+    """``work``'s result. When the awaiting task is cancelled (an RPC's deadline, its caller gone),
+    the cancellation goes on only once ``work`` has finished: a worker thread cannot be stopped,
+    and the vault's lock must stay held as long as the worker uses the writer connection (else the
+    next write would run on that connection beside it)."""
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        while not work.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([work])
+        if not work.cancelled():
+            work.exception()  # retrieved: its error is the cancelled caller's no more
+        raise
 
 
 @dataclass
@@ -54,17 +79,26 @@ class Vaults:
         executor: ThreadPoolExecutor,
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        day_zone: tzinfo | None = None,
+        recorder: retrieval_log.Recorder | None = None,
     ) -> None:
+        """``clock``: aware datetimes. ``day_zone``: where the GC's day is a date (None: this
+        process's local time zone). ``recorder``: the recall writer (one of its own by default)."""
         self._settings: dict[str, SharedSettings] = {}
+        self._records: dict[str, bool] = {}
         self._vaults: dict[Path, _Vault] = {}
         self._executor = executor
         self._clock = clock
+        self._day_zone = day_zone
+        self._recorder = recorder or retrieval_log.Recorder(clock=lambda: self._clock().timestamp())
         self.update_agents(agents)
 
     def update_agents(self, agents: Iterable[AgentConfig]) -> None:
         """Take the agents' shared settings (at start and on a config reload). A vault no agent
         uses any more stays open until shutdown; its graph reports follow the agents that use it."""
+        agents = list(agents)
         self._settings = {a.id: a.knowledge.shared for a in agents}
+        self._records = {a.id: a.dreaming.staleness.record_retrievals for a in agents}
         graphs: dict[Path, bool] = {}
         for shared in self._settings.values():
             if shared.enabled:
@@ -95,7 +129,7 @@ class Vaults:
             return op(v.writer, v.directory, *args, **kwargs)
 
         async with v.lock:
-            result = await loop.run_in_executor(self._executor, run)
+            result = await until_done(loop.run_in_executor(self._executor, run))
         while v.recheck:
             self._check_note(v, v.recheck.pop())
         self._graph_soon(v)
@@ -121,6 +155,53 @@ class Vaults:
 
     async def restore(self, agent_id: str, name: str) -> vault_retire.RestoreResult:
         return await self._write(self._vault(agent_id), vault_retire.restore, name)
+
+    # --- recall and the GC --------------------------------------------------------------
+
+    def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
+        """Fire-and-forget: queue ``hits`` (vault notes retrieved by ``agent_id``) for the vault's log."""
+        shared = self._settings.get(agent_id)
+        if shared is None or not shared.enabled or not self._records.get(agent_id, True):
+            return
+        index = shared.vault_dir / vault_index.INDEX_FILE
+        if index.exists():  # a note read before any index: nothing to append to (never created here)
+            self._recorder.submit(index, hits, kind)
+
+    def gc_settings(self, directory: Path) -> tuple[VaultGcSettings, list[str]]:
+        """The vault's GC settings, the most cautious of its agents' (module docstring), and the
+        agents that have it off."""
+        mine = [(agent_id, s.gc) for agent_id, s in self._settings.items() if s.enabled and s.vault_dir == directory]
+        off = [agent_id for agent_id, gc in mine if not gc.enabled]
+        if not mine:
+            return VaultGcSettings(False, 0, 0), off
+        return VaultGcSettings(
+            enabled=not off,
+            stale_days=max(gc.stale_days for _, gc in mine),
+            max_retirements_per_run=min(gc.max_retirements_per_run for _, gc in mine),
+        ), off
+
+    async def collect(self, agent_id: str) -> vault_gc.GcReport:
+        """The vault GC of ``agent_id``'s vault for today, unless it ran today (``vault_gc``).
+        Raises FailedPrecondition when the shared KB is off for the agent."""
+        v = self._vault(agent_id)
+        settings, off = self.gc_settings(v.directory)
+        now = self._clock()
+        day = now.astimezone(self._day_zone).date().isoformat()
+        project = v.directory.name
+        if not settings.enabled:
+            return vault_gc.disabled(project, day, agent_id, off)
+        if not (v.directory / "notes").is_dir():
+            return vault_gc.empty(project, day, agent_id)
+
+        def run(conn: apsw.Connection, directory: Path) -> vault_gc.GcReport:
+            self._recorder.flush(timeout=5.0)  # retrievals made before this call count tonight
+            return vault_gc.collect(conn, directory, settings, now, day, by=agent_id)
+
+        report = await self._write(v, run)
+        log.info("kb_vault_gc", vault=str(v.directory), agent=agent_id, outcome=report.outcome, day=day,
+                 retired=len(report.retired), restored=len(report.restored), kept=len(report.kept),
+                 waiting=report.waiting, skipped=report.skipped_count, folded=report.folded)
+        return report
 
     # --- search -------------------------------------------------------------------
 
@@ -196,6 +277,7 @@ class Vaults:
                 await v.graph_task
 
     def close(self) -> None:
+        self._recorder.close()
         for v in self._vaults.values():
             for conn in (v.writer, v.reader):
                 if conn is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -55,6 +56,18 @@ def test_agent_overrides_merge_over_gateway_settings() -> None:
     assert alfred.workspace == Path("/h/agents/alfred/workspace")
     assert bob.workspace == Path("/srv/bob") and bob.memory.user_budget_chars == 3000
     assert config.agent("bob") is bob and config.agent("nobody") is None
+
+
+def test_the_vault_gc_settings_default_safely_and_merge_per_agent() -> None:
+    """New keys with defaults: an older file needs no migration step to get them."""
+    config = build({"configVersion": "1.0.26", "agents": [
+        {"id": "alfred"}, {"id": "bob", "knowledge": {"shared": {"gc": {"enabled": False}}}}]}, Path("/h"))
+    gc = config.knowledge.shared.gc
+    assert (gc.enabled, gc.stale_days, gc.max_retirements_per_run) == (True, 180, 50)
+    assert config.agents[0].knowledge.shared.gc == gc
+    assert config.agents[1].knowledge.shared.gc == dataclasses.replace(gc, enabled=False)
+    assert any("staleDays" in p for p in problems_of({"gateway": {"knowledge": {"shared": {"gc": {"staleDays": 0}}}}}))
+    assert any("gc" in p for p in problems_of({"gateway": {"knowledge": {"shared": {"gc": {"ttl": 3}}}}}))
 
 
 def test_clamps_and_normalisations() -> None:

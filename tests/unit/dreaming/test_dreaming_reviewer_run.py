@@ -10,12 +10,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dreaming_helpers import NOW, REVIEWERS, record, write_session
 
 from services.dreaming.model import ReviewerOutcome
 from services.dreaming.prompt import MemoryFile, build_prompt
+from services.dreaming import reviewer as reviewer_module
 from services.dreaming.reviewer import reviewer_environment, run_reviewer
 from services.dreaming.transcripts import gather
 
@@ -216,6 +218,37 @@ def test_cancelling_the_call_kills_the_group(pidfile: Path) -> None:
         while not pidfile.exists() and time.monotonic() < deadline:
             await asyncio.sleep(0.02)  # polling a deadline for the sleeper to report its pids
         task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    leader, child = map(int, pidfile.read_text().split())
+    assert wait_gone([leader, child])
+
+
+def test_a_cancel_that_comes_while_the_reviewer_is_being_spawned_still_kills_the_group(
+    pidfile: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process runs before asyncio has connected its pipes: a cancel in between (a loaded
+    machine) must not leave the group behind, nor wait for it to exit on its own."""
+    real_spawn = asyncio.create_subprocess_exec
+    connected = asyncio.Event()
+
+    async def slow_spawn(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        proc = await real_spawn(*args, **kwargs)
+        await connected.wait()  # the pipes are still being connected
+        return proc
+
+    monkeypatch.setattr(reviewer_module.asyncio, "create_subprocess_exec", slow_spawn)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(run_reviewer(script("sleeper.py", "--pidfile", str(pidfile), "120"), "", 60.0))
+        deadline = time.monotonic() + 20
+        while not pidfile.exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)  # polling a deadline for the sleeper to report its pids
+        task.cancel()
+        await asyncio.sleep(0)  # a yield: the cancellation reaches the spawn
+        connected.set()
         with pytest.raises(asyncio.CancelledError):
             await task
 

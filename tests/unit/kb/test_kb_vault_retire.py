@@ -12,7 +12,7 @@ from gateway.errors import FailedPrecondition, InvalidArgument, NotFound
 from services.kb import vault
 from services.kb.vault import MAX_NOTE_BYTES, create, get, update
 from services.kb.vault_index import reindex_notes, search_vault
-from services.kb.vault_retire import FOLD_MARKER, add_marker, marker_line, restore, retire, strip_marker
+from services.kb.vault_retire import FOLD_MARKER, Marker, add_marker, marker_line, read_marker, restore, retire, strip_marker
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 BODY = "Redis runs on cache-01 with maxmemory 4gb and the allkeys-lru policy.\n"
@@ -60,6 +60,14 @@ def test_add_then_strip_marker_is_byte_for_byte(data: bytes) -> None:
     marked = add_marker(data, marker_line(NOW, "why"))
     assert marked != data
     assert strip_marker(marked) == (data, True)
+
+
+@pytest.mark.parametrize("data", ODD_BYTES)
+def test_read_marker_gives_the_time_and_reason_of_the_marker_retire_added(data: bytes) -> None:
+    marker = read_marker(add_marker(data, marker_line(NOW, "vault GC: not retrieved --> in 200 days")))
+    assert marker == Marker(NOW, "vault GC: not retrieved -- in 200 days")  # ">" cannot end the comment
+    assert read_marker(b"plain body\n") is None
+    assert read_marker(b"<!-- retired: yesterday reason: by hand -->\nbody\n") == Marker(None, "by hand")
 
 
 @pytest.mark.parametrize("data", ODD_BYTES)
