@@ -17,7 +17,8 @@ The order (README "Dreaming"):
 8. the recall check: every removed entry must be found by Search, else the
    file's pre-image is restored (also when the run is cancelled during the
    check: the run is then audited ``interrupted`` before the cancellation goes on);
-9. shared promotion of applied durable adds comes here (not built yet);
+9. shared promotion of the applied durable adds (``promotion.py``; only when
+   the agent's shared KB is on and in ``auto`` mode; it never fails the run);
 10. the audit: one DREAMS.md entry and the audit.jsonl records.
 
 Writing memory restarts no session: MEMORY.md and USER.md are memory files to
@@ -34,7 +35,7 @@ from datetime import datetime, timezone
 import structlog
 
 from gateway.config import AgentConfig
-from services.dreaming import audit, journal, recall
+from services.dreaming import audit, journal, promotion, recall
 from services.dreaming.applier import Budgets, over_budget, plan
 from services.dreaming.commit import PRUNED, CommitOutcome, Unsafe, append_text, commit, confined, read_text, restore
 from services.dreaming.model import (
@@ -65,11 +66,13 @@ Review = Callable[[AgentConfig, str], Awaitable[ReviewerOutcome]]
 
 @dataclass(frozen=True)
 class Deps:
-    """What a run needs from outside: the KB (recall), the reviewer, and the time."""
+    """What a run needs from outside: the KB (recall; ``promoter``: shared promotion, none: never
+    promoted), the reviewer, and the time."""
 
     index: recall.Index
     review: Review
     now: Callable[[], datetime]
+    promoter: promotion.Promoter | None = None
 
 
 def iso(moment: datetime) -> str:
@@ -231,13 +234,18 @@ async def run(
         changed = set(done.written) | ({MEMORY_FILE} if any(r.status == "applied" for r in moved) else set())
         files = [FileChange(name, len(originals[name]), len(read_text(workspace, name))) for name in MEMORY_FILES if name in changed]
     results.sort(key=lambda r: int(r.op_id.rsplit("/", 1)[1]))
+    promoted = await promotion.promote_applied(agent, deps.promoter, run_id, results)  # (9)
     reason = outcome.reason if outcome is not None and not outcome.ok else quiet_night
-    steps.append("audit")
+    steps += [*promoted.steps, "audit"]
     report = replace(
         base, status=status, reason=reason, summary=outcome.reply.summary if outcome else "",
-        reviewer=outcome, ops=tuple(results), files=tuple(files), notes=tuple(notes), steps=tuple(steps),
+        reviewer=outcome, ops=tuple(results), files=tuple(files), notes=tuple(notes + promoted.notes), steps=tuple(steps),
+        promotions=tuple(promoted.promotions),
     )
-    return _finish(agent, report, deps)
+    report = _finish(agent, report, deps)
+    if promoted.cancelled:  # audited above; now the cancellation goes on
+        raise asyncio.CancelledError
+    return report
 
 
 def _finish(agent: AgentConfig, report: RunReport, deps: Deps) -> RunReport:
