@@ -154,7 +154,7 @@ class PromoteFactRequest(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., topic: _Optional[str] = ..., reason: _Optional[str] = ..., content: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class PromoteFactResponse(_message.Message):
-    __slots__ = ("outcome", "name", "name_from", "passed_over", "linked", "folded", "twin_kept", "held", "seed", "reason", "message")
+    __slots__ = ("outcome", "name", "name_from", "passed_over", "linked", "folded", "twin_kept", "held", "seed", "reason", "message", "weight")
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NAME_FROM_FIELD_NUMBER: _ClassVar[int]
@@ -166,6 +166,7 @@ class PromoteFactResponse(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
     outcome: str
     name: str
     name_from: str
@@ -177,7 +178,8 @@ class PromoteFactResponse(_message.Message):
     seed: int
     reason: str
     message: str
-    def __init__(self, outcome: _Optional[str] = ..., name: _Optional[str] = ..., name_from: _Optional[str] = ..., passed_over: _Optional[str] = ..., linked: _Optional[_Iterable[str]] = ..., folded: _Optional[bool] = ..., twin_kept: _Optional[bool] = ..., held: _Optional[int] = ..., seed: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    weight: float
+    def __init__(self, outcome: _Optional[str] = ..., name: _Optional[str] = ..., name_from: _Optional[str] = ..., passed_over: _Optional[str] = ..., linked: _Optional[_Iterable[str]] = ..., folded: _Optional[bool] = ..., twin_kept: _Optional[bool] = ..., held: _Optional[int] = ..., seed: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class RefreshRequest(_message.Message):
     __slots__ = ("agent_id", "wait", "paths")

@@ -200,6 +200,7 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
         return pb.PromoteFactResponse(
             outcome=r.outcome, name=r.name, name_from=r.name_from, passed_over=r.passed_over, linked=list(r.linked),
             folded=r.folded, twin_kept=r.twin_kept, held=r.held, seed=r.seed, reason=r.reason, message=r.message,
+            weight=r.weight,
         )
 
     @unary

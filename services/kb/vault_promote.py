@@ -18,23 +18,31 @@ is logged), only for a malformed request (InvalidArgument). The rules, in order:
    is written as the live note ``<name>`` (``created``) with the retired body
    folded back in (rule 8); it is never merged into another note.
 5. **No collision**: the near-duplicate search (``vault_similar.score_candidates``:
-   the capped seed of at most ``SEED_TERM_BUDGET`` leading topic words, the
-   OR-match recall, retired notes never candidates) is recall only. Each
-   candidate's *containment* is how many seed words its full note body holds.
-   A candidate clears the **merge bar** when it holds at least
-   ``MERGE_CONTAINMENT`` (half) of the seed and at least ``MERGE_MIN_TERMS``
-   (3) seed words (so a fact with a seed under 3 words never merges); the best
-   one (most seed words held, then name) gets the fact appended (``merged``;
-   ``unchanged`` when it is present there). Below that bar the fact is written
-   as its own note ``<name>`` (``created``).
+   the capped seed of at most ``SEED_TERM_BUDGET`` (12) leading topic words,
+   the OR-match recall, retired notes never candidates) is recall only. Each
+   candidate's *containment* is the set of seed words its full note body holds
+   (not the chunk that matched). Each seed word also has a *weight*, its
+   specificity in the vault (``seed_weights``: ``ln(1 + chunks / (1 + chunks
+   holding a word that starts with it))``), so a word found all over the vault
+   weighs little. A candidate clears the **merge bar** when it holds at least
+   ``MERGE_CONTAINMENT`` (half) of the seed words and at least
+   ``MERGE_MIN_TERMS`` (3) of them (so a fact with a seed under 3 words never
+   merges), *and* the words it holds carry at least ``MERGE_WEIGHT`` (60%) of
+   the seed's weight: half of the fact's topic words, not just the common
+   ones, which a long note holds whatever its subject. The best candidate
+   clearing it (largest weight share, then most words, then name) gets the
+   fact appended (``merged``; ``unchanged`` when it is present there). Below
+   that bar the fact is written as its own note ``<name>`` (``created``): two
+   notes are a recoverable tidy-up, two unrelated facts fused into one are not.
 6. **Links**: every other candidate holding at least ``LINK_CONTAINMENT``
-   (30%) of the seed and at least ``LINK_MIN_TERMS`` (2) seed words (the
-   **link bar**, lower than the merge bar: a link is an additive claim, a
-   merge is not), best first, at most ``MAX_LINKS`` (5), is linked as
-   ``[[name]]`` on one ``Related:`` line after the fact, whether the fact
-   merged (the links go into the note it merged into) or became a new note
-   (rules 4 and 5). A note already linked (``[[name]]`` or ``[[name|``) is not
-   linked again, and a note never links itself.
+   (30%) of the seed words, at least ``LINK_MIN_TERMS`` (2) of them, and at
+   least ``LINK_WEIGHT`` (30%) of the seed's weight (the **link bar**, lower
+   than the merge bar: a link is an additive claim, a merge is not), in the
+   same order, at most ``MAX_LINKS`` (5), is linked as ``[[name]]`` on one
+   ``Related:`` line after the fact, whether the fact merged (the links go
+   into the note it merged into) or became a new note (rules 4 and 5). A note
+   already linked (``[[name]]`` or ``[[name|``) is not linked again, and a
+   note never links itself.
 7. **What is written**: a block of one marker line, the fact, and the
    ``Related:`` line when there are links::
 
@@ -80,12 +88,14 @@ from services.kb.vault_index import reindex_notes
 from services.kb.vault_names import retired_name
 from services.kb.vault_promote_names import Naming, choose_name
 from services.kb.vault_retire import fold, note_file
-from services.kb.vault_similar import score_candidates
+from services.kb.vault_similar import Scored, document_counts, score_candidates
 
 MERGE_CONTAINMENT: Final = 0.5
 MERGE_MIN_TERMS: Final = 3
+MERGE_WEIGHT: Final = 0.6
 LINK_CONTAINMENT: Final = 0.3
 LINK_MIN_TERMS: Final = 2
+LINK_WEIGHT: Final = 0.3
 MAX_LINKS: Final = 5
 PROMOTE_ATTEMPTS: Final = 8
 MARKER_FIELD_CHARS: Final = 80
@@ -112,8 +122,9 @@ class PromoteResult:
     fact. ``passed_over``: a reason passed over as an editing instruction.
     ``linked``: the names the ``Related:`` line added. ``folded``: a retired
     twin was folded in and deleted; ``twin_kept``: it had to stay (the cap; the
-    reason says so). ``held``/``seed``: the merge target's seed words held, of
-    the seed's size (0 when there was no merge). ``reason``: why this outcome."""
+    reason says so). ``held``/``seed``/``weight``: the merge target's seed words
+    held, of the seed's size, and the share of the seed's weight they carry (0
+    when there was no merge). ``reason``: why this outcome."""
 
     outcome: str
     name: str
@@ -125,6 +136,7 @@ class PromoteResult:
     twin_kept: bool = False
     held: int = 0
     seed: int = 0
+    weight: float = 0.0
 
     @property
     def message(self) -> str:
@@ -186,6 +198,26 @@ class _Plan:
     links: tuple[str, ...] = ()
     held: int = 0
     seed: int = 0
+    weight: float = 0.0
+
+
+def seed_weights(conn: apsw.Connection, seed: list[str]) -> dict[str, float]:
+    """Each seed word's weight: its specificity in the vault, ``ln(1 + chunks / (1 + chunks holding a
+    word that starts with it))`` over the vault index (rule 5). Equal weights when the index cannot say."""
+    counts = document_counts(conn, seed)
+    try:
+        chunks = int(next(conn.execute("SELECT count(*) FROM kb_chunks"))[0])
+    except apsw.Error:
+        counts = None
+    if counts is None:
+        return {term: 1.0 for term in seed}
+    return {term: math.log1p(chunks / (1 + counts.get(term, 0))) for term in seed}
+
+
+def _share(held: frozenset[str], weights: dict[str, float]) -> float:
+    """The share of the seed's weight that ``held`` carries (0-1)."""
+    total = sum(weights.values())
+    return sum(weights[t] for t in held) / total if total > 0 else 0.0
 
 
 def _search(conn: apsw.Connection, vault_dir: Path, name: str, fact: str, *, may_merge: bool) -> _Plan:
@@ -193,20 +225,27 @@ def _search(conn: apsw.Connection, vault_dir: Path, name: str, fact: str, *, may
     bar (when ``may_merge``), else create; link the others over the link bar."""
     seed, scored = score_candidates(conn, vault_dir, fact, exclude={name})
     size = len(seed)
+    weights = seed_weights(conn, seed)
     merge_need = required_terms(size, MERGE_CONTAINMENT, MERGE_MIN_TERMS)
     link_need = required_terms(size, LINK_CONTAINMENT, LINK_MIN_TERMS)
-    ranked = sorted(scored, key=lambda c: (-c.shared, c.name))
-    best = ranked[0] if ranked else None
-    merge = may_merge and best is not None and merge_need is not None and best.shared >= merge_need
-    target = best if merge else None
-    links = tuple(c.name for c in ranked if c is not target and link_need is not None and c.shared >= link_need)[:MAX_LINKS]
+    share = {c.name: _share(c.held, weights) for c in scored}
+    ranked = sorted(scored, key=lambda c: (-share[c.name], -c.shared, c.name))
+
+    def clears(c: Scored, need: int | None, weight: float) -> bool:
+        return need is not None and c.shared >= need and share[c.name] >= weight - 1e-9
+
+    target = next((c for c in ranked if clears(c, merge_need, MERGE_WEIGHT)), None) if may_merge else None
+    links = tuple(c.name for c in ranked if c is not target and clears(c, link_need, LINK_WEIGHT))[:MAX_LINKS]
+    bar = f"a merge needs {merge_need} and {MERGE_WEIGHT:.0%}"
     if target is not None:
         try:
             old = note_file(vault_dir, target.name).read_bytes()
         except (FileNotFoundError, IsADirectoryError):
             raise WriteConflict(f"{target.name!r} went away while the fact was being merged into it") from None
-        why = f"{target.name!r} holds {target.shared} of the fact's {size} leading topic words (a merge needs {merge_need})"
-        return _Plan(target.name, MERGED, why, old, links, target.shared, size)
+        why = (f"{target.name!r} holds {target.shared} of the fact's {size} leading topic words, "
+               f"{share[target.name]:.0%} of their weight ({bar})")
+        return _Plan(target.name, MERGED, why, old, links, target.shared, size, share[target.name])
+    best = ranked[0] if ranked else None
     if not may_merge:
         why = f"a recurrence of the retired note {retired_name(name)!r}"
     elif best is None:
@@ -214,8 +253,8 @@ def _search(conn: apsw.Connection, vault_dir: Path, name: str, fact: str, *, may
     elif merge_need is None:
         why = f"the fact has {size} leading topic word(s); a merge needs at least {MERGE_MIN_TERMS}"
     else:
-        why = (f"the closest note {best.name!r} holds {best.shared} of the fact's {size} leading topic words; "
-               f"a merge needs {merge_need}")
+        why = (f"the closest note {best.name!r} holds {best.shared} of the fact's {size} leading topic words, "
+               f"{share[best.name]:.0%} of their weight; {bar}")
     return _Plan(name, CREATED, why, None, links)
 
 
@@ -250,7 +289,7 @@ def _attempt(conn: apsw.Connection, vault_dir: Path, naming: Naming, fact: str, 
     def result(outcome: str, reason: str, linked: tuple[str, ...] = (), folded: bool = False, kept: str = "") -> PromoteResult:
         reason += f"; {kept}" if kept else ""
         return PromoteResult(outcome, plan.target, naming.source, reason, naming.passed_over, linked, folded,
-                             bool(kept), plan.held, plan.seed)
+                             bool(kept), plan.held, plan.seed, plan.weight)
 
     old_text = "" if plan.old is None else plan.old.decode("utf-8", errors="replace")
     present = plan.old is not None and _collapsed(fact) in _collapsed(old_text)

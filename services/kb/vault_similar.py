@@ -122,8 +122,9 @@ def seed_terms(content: str, budget: int = SEED_TERM_BUDGET) -> list[str]:
     return list(seen)
 
 
-def _document_counts(conn: apsw.Connection, terms: list[str]) -> dict[str, int] | None:
-    """Chunks holding a word that starts with each term, from a per-connection fts5vocab table."""
+def document_counts(conn: apsw.Connection, terms: list[str]) -> dict[str, int] | None:
+    """Chunks holding a word that starts with each term, from a per-connection fts5vocab table;
+    None when the index cannot say (no index yet)."""
     try:
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_vocab_rows USING fts5vocab(main, kb_chunks_fts, row)")
         counts = {}
@@ -142,7 +143,7 @@ def choose_seed(conn: apsw.Connection, content: str) -> list[str]:
     leading = seed_terms(content, LEADING_TERMS)
     if len(leading) <= SEED_TERM_BUDGET:
         return leading
-    counts = _document_counts(conn, leading)
+    counts = document_counts(conn, leading)
     if counts is None:
         return leading[:SEED_TERM_BUDGET]
     rank = {term: i for i, term in enumerate(leading)}
@@ -183,11 +184,16 @@ def _candidates(conn: apsw.Connection, seed: list[str], exclude: set[str]) -> li
 
 @dataclass(frozen=True)
 class Scored:
-    """A recalled candidate: its name, the chunk that matched, and how many seed stems its full body holds."""
+    """A recalled candidate: its name, the chunk that matched, and the seed stems its full body holds."""
 
     name: str
     chunk: str
-    shared: int
+    held: frozenset[str]
+
+    @property
+    def shared(self) -> int:
+        """How many seed stems the candidate holds."""
+        return len(self.held)
 
 
 def score_candidates(
@@ -196,13 +202,14 @@ def score_candidates(
     content: str,
     *,
     exclude: set[str] | None = None,
+    seed: list[str] | None = None,
 ) -> tuple[list[str], list[Scored]]:
-    """``(seed, candidates)``: the capped seed of ``content`` (step 1) and every note the recall
-    query finds (step 2, at most CANDIDATE_POOL, retired notes and ``exclude`` left out), each
-    with the number of seed stems found among the stems of its *full* note file (step 3's
-    measure, no bar). An unreadable candidate file is judged on the chunk that matched. Never
-    raises for user content."""
-    seed = choose_seed(conn, content)
+    """``(seed, candidates)``: the capped seed of ``content`` (step 1; or ``seed`` when given) and
+    every note the recall query finds (step 2, at most CANDIDATE_POOL, retired notes and
+    ``exclude`` left out), each with the number of seed stems found among the stems of its
+    *full* note file (step 3's measure, no bar). An unreadable candidate file is judged on the
+    chunk that matched. Never raises for user content."""
+    seed = choose_seed(conn, content) if seed is None else seed
     if not seed:
         return [], []
     scored: list[Scored] = []
@@ -212,7 +219,7 @@ def score_candidates(
         except OSError:
             full = chunk
         held = stems(body_text(full))
-        scored.append(Scored(name, chunk, sum(1 for term in seed if term in held)))
+        scored.append(Scored(name, chunk, frozenset(term for term in seed if term in held)))
     return seed, scored
 
 

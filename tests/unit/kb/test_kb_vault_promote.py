@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -19,8 +20,10 @@ from services.kb.vault_promote import (
     DECLINED,
     LINK_CONTAINMENT,
     LINK_MIN_TERMS,
+    LINK_WEIGHT,
     MERGE_CONTAINMENT,
     MERGE_MIN_TERMS,
+    MERGE_WEIGHT,
     MERGED,
     UNCHANGED,
     UPDATED,
@@ -39,7 +42,7 @@ ONCALL = (
 )
 FRONTEND = "The frontend is built with Vite and published to Cloudflare Pages on every merge to main.\n"
 BACKUPS_REWORDED = "- Nightly backups of the Postgres staging DB go to the acme-backups S3 bucket at 2am UTC."
-PASSWORD = "- The staging database password rotates every 90 days; the PostgreSQL admin is the Platform team."
+PASSWORD = "- The staging database password rotates every 90 days; the PostgreSQL admin on port 5433 is the Platform team."
 PREVIEWS = "- Cloudflare Pages preview builds expire after 30 days."
 MARKER = "<!-- promoted: agent alfred run r1 -->"
 
@@ -67,6 +70,7 @@ def seeded(vconn: apsw.Connection, vault_dir: Path) -> apsw.Connection:
 
 
 def test_the_bars_in_seed_words() -> None:
+    assert (MERGE_WEIGHT, LINK_WEIGHT) == (0.6, 0.3)
     merge = [required_terms(n, MERGE_CONTAINMENT, MERGE_MIN_TERMS) for n in range(0, 13)]
     link = [required_terms(n, LINK_CONTAINMENT, LINK_MIN_TERMS) for n in range(0, 13)]
     assert merge == [None, None, None, 3, 3, 3, 3, 4, 4, 5, 5, 6, 6]  # half, at least 3: a tiny seed never merges
@@ -132,6 +136,7 @@ def test_a_reworded_fact_over_the_merge_bar_merges_into_the_note_that_holds_its_
     result = run(seeded, vault_dir, BACKUPS_REWORDED, reason="backup schedule")
     assert (result.outcome, result.name, result.name_from) == (MERGED, "staging-db", "reason")
     assert (result.held, result.seed) == (6, 8) and "holds 6 of the fact's 8 leading topic words" in result.reason
+    assert result.weight > 0.6
     assert note(vault_dir, "staging-db").read_text() == STAGING + f"\n{MARKER}\n{BACKUPS_REWORDED}\n"
     assert not note(vault_dir, "backup-schedule").exists()
     again = run(seeded, vault_dir, BACKUPS_REWORDED, reason="backup schedule")
@@ -140,9 +145,10 @@ def test_a_reworded_fact_over_the_merge_bar_merges_into_the_note_that_holds_its_
 
 def test_below_the_merge_bar_the_fact_is_its_own_note_linked_to_the_related_one(seeded: apsw.Connection, vault_dir: Path) -> None:
     result = run(seeded, vault_dir, PASSWORD, topic="staging-db-password")
-    # 3 of its 9 seed words are in staging-db: over the link bar (3), under the merge bar (5)
+    # 5 of its 11 seed words are in staging-db, 38% of their weight: over the link bar (4 words, 30%),
+    # under the merge bar (6 words, 60%)
     assert (result.outcome, result.name, result.linked) == (CREATED, "staging-db-password", ("staging-db",))
-    assert "holds 3 of the fact's 9 leading topic words; a merge needs 5" in result.reason
+    assert "holds 5 of the fact's 11 leading topic words, 38% of their weight; a merge needs 6 and 60%" in result.reason
     assert note(vault_dir, "staging-db-password").read_text() == f"{MARKER}\n{PASSWORD}\n\nRelated: [[staging-db]]\n"
     assert note(vault_dir, "staging-db").read_text() == STAGING
 
@@ -158,6 +164,21 @@ def test_a_merge_links_the_other_related_notes_into_the_note_it_merged_into(seed
     # a later merge does not link a note the target already links
     more = run(seeded, vault_dir, fact.replace("on call", "on call, restores take an hour"), reason="restores")
     assert (more.outcome, more.name, more.linked) == (MERGED, "staging-db", ())
+
+
+def test_a_note_holding_only_the_facts_common_words_never_takes_it(vconn: apsw.Connection, vault_dir: Path) -> None:
+    for i in range(40):  # friday, office, manager and floor are everywhere in this vault
+        create(vconn, vault_dir, f"filler {i}", f"Filler {i}: the office manager on floor {i} plans Friday.\n", confirm=True)
+    create(vconn, vault_dir, "soup", "A long note about the office, its manager, every floor and Friday drinks.\n", confirm=True)
+    fact = "- The coffee machine on the third floor is descaled every Friday by the office manager."
+    result = run(vconn, vault_dir, fact, topic="office-coffee")
+    # 4 of its 8 seed words are in "soup" and in each filler (the word bar, 4, is met), but they carry
+    # about a sixth of the weight: they are the vault's common words
+    assert (result.outcome, result.name) == (CREATED, "office-coffee"), result.reason
+    assert re.search(r"holds 4 of the fact's 8 leading topic words, 1\d% of their weight; a merge needs 4 and 60%$", result.reason)
+    again = run(vconn, vault_dir, "- Every Friday the office manager descales the third-floor coffee machine.", reason="coffee")
+    assert (again.outcome, again.name, again.held, again.seed) == (MERGED, "office-coffee", 7, 8)  # "descales": a stem of its own
+    assert again.weight > 0.75
 
 
 def test_a_short_fact_never_merges_on_a_word_or_two(seeded: apsw.Connection, vault_dir: Path) -> None:
