@@ -66,7 +66,9 @@ is logged), only for a malformed request (InvalidArgument). The rules, in order:
    find the file (``expected=None``), an append must find the bytes it read.
    On a conflict the whole decision is made again from the new state, up to
    ``PROMOTE_ATTEMPTS`` (8) times, then ``declined``. An I/O error is
-   ``declined`` with the error. Every write reindexes the touched notes at once.
+   ``declined`` with the error, and so is a note to append to that is not
+   valid UTF-8 (decoding it would replace the bytes it cannot read). Every
+   write reindexes the touched notes at once.
 """
 
 from __future__ import annotations
@@ -291,7 +293,11 @@ def _attempt(conn: apsw.Connection, vault_dir: Path, naming: Naming, fact: str, 
         return PromoteResult(outcome, plan.target, naming.source, reason, naming.passed_over, linked, folded,
                              bool(kept), plan.held, plan.seed, plan.weight)
 
-    old_text = "" if plan.old is None else plan.old.decode("utf-8", errors="replace")
+    try:
+        old_text = "" if plan.old is None else plan.old.decode("utf-8")
+    except UnicodeDecodeError:  # decoding it would replace the bytes it cannot read
+        return result(DECLINED, f"{plan.target!r} is not valid UTF-8; a promotion never rewrites a note it cannot "
+                                "read exactly; nothing was written")
     present = plan.old is not None and _collapsed(fact) in _collapsed(old_text)
     links: tuple[str, ...] = ()
     if present:

@@ -262,6 +262,14 @@ def test_a_merge_the_size_cap_refuses_leaves_everything_in_place(seeded: apsw.Co
     assert not note(vault_dir, "backup-schedule").exists()
 
 
+def test_a_note_that_is_not_valid_utf8_is_never_rewritten(vconn: apsw.Connection, vault_dir: Path) -> None:
+    raw = b"Latin-1 notes: caf\xe9 opens at 7\n"
+    note(vault_dir, "cafe").write_bytes(raw)
+    result = run(vconn, vault_dir, "- The cafe closes at 16:00.", topic="cafe")
+    assert (result.outcome, result.name) == (DECLINED, "cafe") and "not valid UTF-8" in result.reason
+    assert note(vault_dir, "cafe").read_bytes() == raw
+
+
 def test_a_concurrent_write_is_seen_and_the_decision_made_again(monkeypatch: pytest.MonkeyPatch, vconn: apsw.Connection,
                                                                  vault_dir: Path) -> None:
     run(vconn, vault_dir, "- The staging host is named hermes.", topic="staging-host")
