@@ -59,9 +59,9 @@ is logged), only for a malformed request (InvalidArgument). The rules, in order:
    **Twins**: a write to ``<name>`` while ``stale__<name>`` exists (rules 3,
    4 and 5, merge targets included) folds the retired body in
    (``vault_retire.fold``) and deletes the twin only once the write landed.
-   When the folded note would exceed the cap, the unfolded write goes ahead,
-   the twin is kept (the search twin rule hides it) and the outcome says why
-   (``twin_kept``).
+   When the folded note would exceed the cap, or the twin is not valid UTF-8,
+   the unfolded write goes ahead, the twin is kept (the search twin rule hides
+   it) and the outcome says why (``twin_kept``).
 9. **Writes** go through ``gateway.atomic.write_atomic``: a create must not
    find the file (``expected=None``), an append must find the bytes it read.
    On a conflict the whole decision is made again from the new state, up to
@@ -274,6 +274,12 @@ def _fold(vault_dir: Path, name: str, text: str) -> tuple[str, bool, str]:
         retired = note_file(vault_dir, retired_name(name)).read_bytes()
     except (FileNotFoundError, IsADirectoryError):
         return text, False, ""
+    try:
+        retired.decode("utf-8")
+    except UnicodeDecodeError:
+        why = f"the retired twin {retired_name(name)!r} was kept: it is not valid UTF-8, so it is never folded in"
+        log.warning("vault_promotion_twin_kept", note=name, reason=why)
+        return text, False, why
     merged = fold(text, retired)
     size = len(merged.encode("utf-8"))
     if size > vault.MAX_NOTE_BYTES:

@@ -239,6 +239,14 @@ def test_a_fold_the_size_cap_refuses_keeps_the_twin_and_says_why(seeded: apsw.Co
     assert note(vault_dir, "kestrel").read_text() == f"{MARKER}\n- Kestrel ships in March.\n"
 
 
+def test_a_twin_that_is_not_valid_utf8_is_kept(seeded: apsw.Connection, vault_dir: Path) -> None:
+    raw = b"<!-- retired: 2026-01-01T00:00:00Z reason: idle -->\nOld: caf\xe9 kestrel\n"
+    note(vault_dir, "stale__kestrel").write_bytes(raw)
+    result = run(seeded, vault_dir, "- Kestrel ships in March.", topic="kestrel")
+    assert (result.outcome, result.folded, result.twin_kept) == (CREATED, False, True) and "not valid UTF-8" in result.reason
+    assert note(vault_dir, "stale__kestrel").read_bytes() == raw
+
+
 # --- the size cap, conflicts, failures --------------------------------------------------------
 
 
