@@ -50,6 +50,7 @@ bench: install
 	$(PY) bench/dream_fidelity.py
 	$(PY) bench/dream_migrate.py
 	$(PY) bench/dream_staleness.py
+	$(PY) bench/dream_promotion.py
 
 protos: install
 	$(PY) -m gateway.protogen

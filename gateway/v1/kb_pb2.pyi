@@ -189,6 +189,48 @@ class SharedNoteMoved(_message.Message):
     to_name: str
     def __init__(self, from_name: _Optional[str] = ..., to_name: _Optional[str] = ...) -> None: ...
 
+class PromoteFactRequest(_message.Message):
+    __slots__ = ("agent_id", "topic", "reason", "content", "run_id")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    topic: str
+    reason: str
+    content: str
+    run_id: str
+    def __init__(self, agent_id: _Optional[str] = ..., topic: _Optional[str] = ..., reason: _Optional[str] = ..., content: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class PromoteFactResponse(_message.Message):
+    __slots__ = ("outcome", "name", "name_from", "passed_over", "linked", "folded", "twin_kept", "held", "seed", "reason", "message", "weight")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NAME_FROM_FIELD_NUMBER: _ClassVar[int]
+    PASSED_OVER_FIELD_NUMBER: _ClassVar[int]
+    LINKED_FIELD_NUMBER: _ClassVar[int]
+    FOLDED_FIELD_NUMBER: _ClassVar[int]
+    TWIN_KEPT_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    outcome: str
+    name: str
+    name_from: str
+    passed_over: str
+    linked: _containers.RepeatedScalarFieldContainer[str]
+    folded: bool
+    twin_kept: bool
+    held: int
+    seed: int
+    reason: str
+    message: str
+    weight: float
+    def __init__(self, outcome: _Optional[str] = ..., name: _Optional[str] = ..., name_from: _Optional[str] = ..., passed_over: _Optional[str] = ..., linked: _Optional[_Iterable[str]] = ..., folded: _Optional[bool] = ..., twin_kept: _Optional[bool] = ..., held: _Optional[int] = ..., seed: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., weight: _Optional[float] = ...) -> None: ...
+
 class RefreshRequest(_message.Message):
     __slots__ = ("agent_id", "wait", "paths")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]

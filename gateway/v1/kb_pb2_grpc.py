@@ -109,6 +109,11 @@ class KnowledgeStub:
                 request_serializer=gateway_dot_v1_dot_kb__pb2.CollectVaultRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_kb__pb2.CollectVaultResponse.FromString,
                 _registered_method=True)
+        self.PromoteFact = channel.unary_unary(
+                '/gateway.v1.Knowledge/PromoteFact',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.PromoteFactRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.PromoteFactResponse.FromString,
+                _registered_method=True)
 
 
 class KnowledgeServicer:
@@ -250,6 +255,22 @@ class KnowledgeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PromoteFact(self, request, context):
+        """Promote one durable dreamed fact into the agent's vault (nightly
+        promotion; dreaming calls it for each add it wrote when the agent's
+        knowledge.shared.mode is auto). The note is named by the topic, else the
+        reason unless it is an editing instruction, else the fact's leading words.
+        An exact name is updated (the fact appended, never replaced); otherwise a
+        near-duplicate over the merge bar takes the fact, else it becomes a new
+        note; related notes over the link bar are linked as [[wikilinks]]. A
+        refusal (the size cap, nothing nameable) is the outcome "declined" with
+        its reason, not an error. FAILED_PRECONDITION when the shared KB is off
+        or its mode is propose. Internal: no REST route.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KnowledgeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -327,6 +348,11 @@ def add_KnowledgeServicer_to_server(servicer, server):
                     servicer.CollectVault,
                     request_deserializer=gateway_dot_v1_dot_kb__pb2.CollectVaultRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_kb__pb2.CollectVaultResponse.SerializeToString,
+            ),
+            'PromoteFact': grpc.unary_unary_rpc_method_handler(
+                    servicer.PromoteFact,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.PromoteFactRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.PromoteFactResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -734,6 +760,33 @@ class Knowledge:
             '/gateway.v1.Knowledge/CollectVault',
             gateway_dot_v1_dot_kb__pb2.CollectVaultRequest.SerializeToString,
             gateway_dot_v1_dot_kb__pb2.CollectVaultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PromoteFact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/PromoteFact',
+            gateway_dot_v1_dot_kb__pb2.PromoteFactRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.PromoteFactResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -7,7 +7,9 @@
   written; audit.jsonl keeps more).
 - **audit.jsonl** gets one ``run`` record per run, one ``op`` record per
   proposal (applied, skipped, proposed or restored, with its reason and the
-  full proposal), ``accepted`` records for proposals accepted later, and
+  full proposal), one ``promotion`` record per applied durable add offered to
+  the shared vault (its outcome, the note, the reason, the links added),
+  ``accepted`` records for proposals accepted later, and
   ``skip`` records for scheduled runs that did not happen (the quiet window, a
   watcher that could not answer). Past ``AUDIT_MAX_BYTES`` the oldest records
   are dropped down to ``AUDIT_KEEP_BYTES`` (whole lines).
@@ -105,7 +107,7 @@ def append_records(workspace: Path, records: list[Record]) -> None:
 
 
 def run_records(report: RunReport) -> list[Record]:
-    """The audit.jsonl records of one run: the run, then one per op."""
+    """The audit.jsonl records of one run: the run, then one per op, then one per promotion."""
     rv = report.reviewer
     out: list[Record] = [{
         "kind": "run", "run": report.run_id, "agent": report.agent_id, "mode": report.mode, "trigger": report.trigger,
@@ -123,6 +125,12 @@ def run_records(report: RunReport) -> list[Record]:
             "kind": "op", "run": report.run_id, "op": r.op_id, "id": r.proposal.id, "status": r.status,
             "reason": r.reason, "file": r.file, "charsRemoved": r.chars_removed, "charsInserted": r.chars_inserted,
             "proposal": r.proposal.to_json(),
+        })
+    for m in report.promotions:
+        out.append({
+            "kind": "promotion", "run": report.run_id, "op": m.op_id, "id": m.proposal_id, "outcome": m.outcome,
+            "note": m.note, "reason": m.reason, "nameFrom": m.name_from, "passedOver": m.passed_over,
+            "linked": list(m.linked), "folded": m.folded, "twinKept": m.twin_kept,
         })
     return out
 

@@ -45,7 +45,7 @@ async def run(live: LiveConfig, instance: str | None = None, reviewer_env: Mappi
                                   cwd=folder, env=reviewer_env)
 
     store = StateStore(config.home)
-    deps = nightly.Deps(index=index, review=review, now=lambda: datetime.now(UTC), vault=index)
+    deps = nightly.Deps(index=index, review=review, now=lambda: datetime.now(UTC), vault=index, promoter=index)
     dreamer = Dreamer(lambda: live.current, store, deps, activity)
     scheduler = Scheduler(lambda: {a.id: a.dreaming for a in live.current.agents}, dreamer, store, SystemClock(),
                           max_concurrent=MAX_CONCURRENT_RUNS)

@@ -108,6 +108,26 @@ class OpResult:
 
 
 @dataclass(frozen=True)
+class Promotion:
+    """What became of one applied durable add offered to the shared vault (``promotion.py``).
+
+    ``outcome``: the KB's created, merged, updated, unchanged or declined, or
+    ``skipped`` (the add carried no fact and was never sent). ``note``: the
+    shared note that holds the fact now ("" when none). ``reason``: why."""
+
+    op_id: str
+    proposal_id: str
+    outcome: str
+    note: str
+    reason: str
+    name_from: str = ""
+    passed_over: str = ""
+    linked: tuple[str, ...] = ()
+    folded: bool = False
+    twin_kept: bool = False
+
+
+@dataclass(frozen=True)
 class FileChange:
     file: str
     chars_before: int
@@ -132,3 +152,4 @@ class RunReport:
     files: tuple[FileChange, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)  # other facts worth auditing (recall, CAS aborts)
     steps: tuple[str, ...] = ()  # the steps of the nightly order this run went through, in order
+    promotions: tuple[Promotion, ...] = ()  # step 9: the applied durable adds offered to the shared vault

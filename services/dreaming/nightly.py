@@ -19,7 +19,8 @@ The order (README "Dreaming"):
 8. the recall check: every removed entry must be found by Search, else the
    file's pre-image is restored (also when the run is cancelled during the
    check: the run is then audited ``interrupted`` before the cancellation goes on);
-9. shared promotion of applied durable adds comes here (not built yet);
+9. shared promotion of the applied durable adds (``promotion.py``; only when
+   the agent's shared KB is on and in ``auto`` mode; it never fails the run);
 10. the shared vault's GC: a scheduled run in auto mode asks the KB, which
     runs it once per vault per day (``vault_gc.py``); one note of the run;
 11. the audit: one DREAMS.md entry and the audit.jsonl records.
@@ -38,7 +39,7 @@ from datetime import datetime, timezone
 import structlog
 
 from gateway.config import AgentConfig
-from services.dreaming import audit, journal, recall, vault_gc
+from services.dreaming import audit, journal, promotion, recall, vault_gc
 from services.dreaming.applier import Budgets, over_budget, plan
 from services.dreaming.commit import PRUNED, CommitOutcome, Unsafe, append_text, commit, confined, read_text, restore
 from services.dreaming.model import (
@@ -69,12 +70,13 @@ Review = Callable[[AgentConfig, str], Awaitable[ReviewerOutcome]]
 
 @dataclass(frozen=True)
 class Deps:
-    """What a run needs from outside: the KB (recall; ``vault``: the shared vault's GC, none to
-    skip it), the reviewer, and the time."""
+    """What a run needs from outside: the KB (recall; ``promoter``: shared promotion, none: never
+    promoted; ``vault``: the shared vault's GC, none to skip it), the reviewer, and the time."""
 
     index: recall.Index
     review: Review
     now: Callable[[], datetime]
+    promoter: promotion.Promoter | None = None
     vault: vault_gc.Vault | None = None
 
 
@@ -237,12 +239,17 @@ async def run(
         changed = set(done.written) | ({MEMORY_FILE} if any(r.status == "applied" for r in moved) else set())
         files = [FileChange(name, len(originals[name]), len(read_text(workspace, name))) for name in MEMORY_FILES if name in changed]
     results.sort(key=lambda r: int(r.op_id.rsplit("/", 1)[1]))
+    promoted = await promotion.promote_applied(agent, deps.promoter, run_id, results)  # (9)
     reason = outcome.reason if outcome is not None and not outcome.ok else quiet_night
-    steps.append("audit")
+    steps += [*promoted.steps, "audit"]
     report = replace(
         base, status=status, reason=reason, summary=outcome.reply.summary if outcome else "",
-        reviewer=outcome, ops=tuple(results), files=tuple(files), notes=tuple(notes), steps=tuple(steps),
+        reviewer=outcome, ops=tuple(results), files=tuple(files), notes=tuple(notes + promoted.notes), steps=tuple(steps),
+        promotions=tuple(promoted.promotions),
     )
+    if promoted.cancelled:  # audited below; then the cancellation goes on
+        report = _finish(agent, report, deps)
+        raise asyncio.CancelledError
     report = await vault_gc.after_run(deps.vault, agent, report, lambda cut: _finish(agent, cut, deps))  # (10)
     return _finish(agent, report, deps)
 

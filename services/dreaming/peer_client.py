@@ -2,9 +2,9 @@
 
 - The KB: ``Refresh`` (waited for), ``Search`` and ``ProbeRecall`` for the recall
   check; ``FoldRetrievals``, ``ListArchiveEntries`` and ``UpdateEntryLifecycle`` for
-  the staleness GC and ``explain``; ``CollectVault``, the shared vault's GC. The
-  dreaming process never opens a ``kb.sqlite``, and none of its reads counts as a
-  retrieval.
+  the staleness GC and ``explain``; ``PromoteFact``, for shared promotion;
+  ``CollectVault``, the shared vault's GC. The dreaming process never opens a
+  ``kb.sqlite``, and none of its reads counts as a retrieval.
 - The watcher: ``GetActivity``, for the quiet window.
 """
 
@@ -19,10 +19,12 @@ from gateway.auth import INTERNAL_TOKEN_HEADER
 from gateway.channels import aio_channel
 from gateway.v1 import kb_pb2, kb_pb2_grpc, watcher_pb2, watcher_pb2_grpc
 from services.dreaming.archive_view import IndexedEntry, IndexedSource, LifecycleUpdate, Listing
+from services.dreaming.promotion import PromotionReply
 from services.dreaming.recall import Hit
 
 REFRESH_DEADLINE_S = 120.0  # a first index of a large archive takes a while
 SEARCH_DEADLINE_S = 10.0
+PROMOTE_DEADLINE_S = 30.0  # one vault write and its reindex; the vault index waits up to 10 s for a lock
 ACTIVITY_DEADLINE_S = 5.0
 ENTRIES_PAGE = 20_000  # entries per ListArchiveEntries page (whole sources; well under the message cap)
 UPDATE_BATCH = 5000
@@ -31,7 +33,12 @@ PROBE_BATCH = 1000  # probes per ProbeRecall call (entries are small; well under
 
 
 class PeerUnavailable(Exception):
-    """A peer could not answer; ``str()`` names the peer, the code and its detail."""
+    """A peer could not answer; ``str()`` names the peer, the code and its detail; ``code`` is the
+    gRPC status code's name (``UNAVAILABLE``, ``DEADLINE_EXCEEDED``…)."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,7 @@ class Activity:
 
 
 def _unavailable(peer: str, err: grpc.aio.AioRpcError) -> PeerUnavailable:
-    return PeerUnavailable(f"{peer}: {err.code().name}: {err.details() or 'no detail'}")
+    return PeerUnavailable(f"{peer}: {err.code().name}: {err.details() or 'no detail'}", err.code().name)
 
 
 class KbIndex:
@@ -131,6 +138,7 @@ class KbIndex:
                 raise _unavailable("kb", err) from None
             missing += list(reply.missing)
         return missing
+
     async def collect_vault(self, agent_id: str) -> str:
         """``CollectVault``: the KB's one-line answer (``vault_gc.Vault``). Raises PeerUnavailable."""
         try:
@@ -139,6 +147,16 @@ class KbIndex:
         except grpc.aio.AioRpcError as err:
             raise _unavailable("kb", err) from None
         return reply.message
+
+    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
+        """``PromoteFact``: one shared promotion (``promotion.Promoter``). Raises PeerUnavailable."""
+        request = kb_pb2.PromoteFactRequest(agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id)
+        try:
+            r = await self._stub.PromoteFact(request, timeout=PROMOTE_DEADLINE_S, metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            raise _unavailable("kb", err) from None
+        return PromotionReply(outcome=r.outcome, name=r.name, reason=r.reason, message=r.message, name_from=r.name_from,
+                              passed_over=r.passed_over, linked=tuple(r.linked), folded=r.folded, twin_kept=r.twin_kept)
 
     async def close(self) -> None:
         await self._channel.close()

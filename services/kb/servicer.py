@@ -249,6 +249,16 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
         return pb.SharedNoteMoved(from_name=r.name, to_name=r.retired_name)
 
     @unary
+    async def PromoteFact(self, request: kb_pb2.PromoteFactRequest, context: grpc.aio.ServicerContext) -> kb_pb2.PromoteFactResponse:  # noqa: N802
+        self._check(context, request.agent_id, write=True)
+        r = await self._vaults.promote(request.agent_id, request.topic, request.reason, request.content, request.run_id)
+        return pb.PromoteFactResponse(
+            outcome=r.outcome, name=r.name, name_from=r.name_from, passed_over=r.passed_over, linked=list(r.linked),
+            folded=r.folded, twin_kept=r.twin_kept, held=r.held, seed=r.seed, reason=r.reason, message=r.message,
+            weight=r.weight,
+        )
+
+    @unary
     async def RestoreSharedNote(self, request: kb_pb2.RestoreSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.SharedNoteMoved:  # noqa: N802
         self._check(context, request.agent_id, write=True)
         r = await self._vaults.restore(request.agent_id, request.name)

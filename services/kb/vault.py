@@ -33,9 +33,10 @@ Rules:
 - **Recurrence folding** (create and update): when ``stale__<name>`` exists,
   its body is folded into the new live note (``vault_retire.fold``) and the
   twin is deleted once the write landed. When the folded note would exceed the
-  cap, the caller's content is written unfolded, the twin is kept (the search
-  twin rule hides it) and a warning is logged; the result says ``folded=False,
-  twin_kept=True``.
+  cap, or the twin is not valid UTF-8 (folding would replace the bytes it cannot
+  read, and the twin would then be deleted), the caller's content is written
+  unfolded, the twin is kept (the search twin rule hides it) and a warning is
+  logged; the result says ``folded=False, twin_kept=True``.
 - **get** returns the full current content; a ``stale__<name>`` is readable.
 - **delete** removes the note file and its index rows (a live note's retired
   twin stays); NotFound when missing.
@@ -174,6 +175,11 @@ def _fold_twin(vault_dir: Path, name: str, content: str) -> tuple[str, bool, boo
         retired = twin.read_bytes()
     except FileNotFoundError:
         return content, False, False
+    try:
+        retired.decode("utf-8")
+    except UnicodeDecodeError:  # folding it in would replace the bytes it cannot read, then drop the twin
+        log.warning("vault_fold_refused", note=name, reason="the retired twin is not valid UTF-8; twin kept")
+        return content, False, True
     merged = fold(content, retired)
     if len(merged.encode("utf-8")) > MAX_NOTE_BYTES:
         log.warning("vault_fold_refused", note=name, reason="the folded note would exceed the size cap; twin kept")

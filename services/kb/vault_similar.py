@@ -26,6 +26,10 @@
    word or two and does not.
 4. At most ``MAX_RELATED`` (5) related notes are returned, best score first
    (then name), each with a snippet of the chunk that matched.
+
+Steps 1 and 2, and the containment of step 3 without its bar, are
+``score_candidates``: nightly promotion (``vault_promote``) puts its own, higher
+merge bar and lower link bar on the same measure.
 """
 
 from __future__ import annotations
@@ -118,8 +122,9 @@ def seed_terms(content: str, budget: int = SEED_TERM_BUDGET) -> list[str]:
     return list(seen)
 
 
-def _document_counts(conn: apsw.Connection, terms: list[str]) -> dict[str, int] | None:
-    """Chunks holding a word that starts with each term, from a per-connection fts5vocab table."""
+def document_counts(conn: apsw.Connection, terms: list[str]) -> dict[str, int] | None:
+    """Chunks holding a word that starts with each term, from a per-connection fts5vocab table;
+    None when the index cannot say (no index yet)."""
     try:
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_vocab_rows USING fts5vocab(main, kb_chunks_fts, row)")
         counts = {}
@@ -138,7 +143,7 @@ def choose_seed(conn: apsw.Connection, content: str) -> list[str]:
     leading = seed_terms(content, LEADING_TERMS)
     if len(leading) <= SEED_TERM_BUDGET:
         return leading
-    counts = _document_counts(conn, leading)
+    counts = document_counts(conn, leading)
     if counts is None:
         return leading[:SEED_TERM_BUDGET]
     rank = {term: i for i, term in enumerate(leading)}
@@ -177,6 +182,47 @@ def _candidates(conn: apsw.Connection, seed: list[str], exclude: set[str]) -> li
     return list(found.items())
 
 
+@dataclass(frozen=True)
+class Scored:
+    """A recalled candidate: its name, the chunk that matched, and the seed stems its full body holds."""
+
+    name: str
+    chunk: str
+    held: frozenset[str]
+
+    @property
+    def shared(self) -> int:
+        """How many seed stems the candidate holds."""
+        return len(self.held)
+
+
+def score_candidates(
+    conn: apsw.Connection,
+    vault_dir: Path,
+    content: str,
+    *,
+    exclude: set[str] | None = None,
+    seed: list[str] | None = None,
+) -> tuple[list[str], list[Scored]]:
+    """``(seed, candidates)``: the capped seed of ``content`` (step 1; or ``seed`` when given) and
+    every note the recall query finds (step 2, at most CANDIDATE_POOL, retired notes and
+    ``exclude`` left out), each with the number of seed stems found among the stems of its
+    *full* note file (step 3's measure, no bar). An unreadable candidate file is judged on the
+    chunk that matched. Never raises for user content."""
+    seed = choose_seed(conn, content) if seed is None else seed
+    if not seed:
+        return [], []
+    scored: list[Scored] = []
+    for name, chunk in _candidates(conn, seed, exclude or set()):
+        try:
+            full = (vault_dir / NOTES_DIR / f"{name}{NOTE_SUFFIX}").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            full = chunk
+        held = stems(body_text(full))
+        scored.append(Scored(name, chunk, frozenset(term for term in seed if term in held)))
+    return seed, scored
+
+
 def find_similar(
     conn: apsw.Connection,
     vault_dir: Path,
@@ -190,20 +236,14 @@ def find_similar(
     names never to return. An unreadable candidate file is judged on the
     chunk that matched. Never raises for user content.
     """
-    seed = choose_seed(conn, content)
+    seed, scored = score_candidates(conn, vault_dir, content, exclude=exclude)
     if not seed:
         return []
     need = required_shared(len(seed))
-    related: list[RelatedNote] = []
-    for name, chunk in _candidates(conn, seed, exclude or set()):
-        try:
-            full = (vault_dir / NOTES_DIR / f"{name}{NOTE_SUFFIX}").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            full = chunk
-        held = stems(body_text(full))
-        shared = sum(1 for term in seed if term in held)
-        if shared >= need:
-            snippet = make_snippet(chunk, tuple(seed))
-            related.append(RelatedNote(name, snippet, round(shared / len(seed), 3)))
+    related = [
+        RelatedNote(c.name, make_snippet(c.chunk, tuple(seed)), round(c.shared / len(seed), 3))
+        for c in scored
+        if c.shared >= need
+    ]
     related.sort(key=lambda r: (-r.score, r.name))
     return related[:MAX_RELATED]

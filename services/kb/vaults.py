@@ -34,7 +34,7 @@ import structlog
 
 from gateway.config import AgentConfig, SharedSettings, VaultGcSettings
 from gateway.errors import FailedPrecondition
-from services.kb import retrieval_log, schema, vault, vault_gc, vault_index, vault_retire
+from services.kb import retrieval_log, schema, vault, vault_gc, vault_index, vault_promote, vault_retire
 from services.kb.freshness import index_matches_file
 from services.kb.search import SearchResult, tune_reader
 
@@ -155,6 +155,19 @@ class Vaults:
 
     async def restore(self, agent_id: str, name: str) -> vault_retire.RestoreResult:
         return await self._write(self._vault(agent_id), vault_retire.restore, name)
+
+    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> vault_promote.PromoteResult:
+        """One nightly promotion (``vault_promote``). FailedPrecondition when the agent's shared KB is
+        off or its ``mode`` is ``propose`` (promotion is then never made)."""
+        v = self._vault(agent_id)
+        if self._settings[agent_id].mode != "auto":
+            raise FailedPrecondition(
+                f"shared promotion is off for agent {agent_id!r} (gateway.knowledge.shared.mode is "
+                f"{self._settings[agent_id].mode!r}, not 'auto')"
+            )
+        vault_promote.check_request(topic, content)
+        return await self._write(v, lambda conn, directory: vault_promote.promote(
+            conn, directory, agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id))
 
     # --- recall and the GC --------------------------------------------------------------
 

@@ -200,6 +200,15 @@ def test_a_fold_over_the_cap_writes_unfolded_and_keeps_the_twin(vconn: apsw.Conn
     assert paths(vconn, "allkeys") == []
 
 
+def test_a_twin_that_is_not_valid_utf8_is_kept_byte_for_byte_not_folded(vconn: apsw.Connection, vault_dir: Path) -> None:
+    raw = b"<!-- retired: 2026-01-01T00:00:00Z reason: idle -->\nLatin-1: caf\xe9 allkeys\n"
+    note_file(vault_dir, "stale__cache").write_bytes(raw)
+    result = create(vconn, vault_dir, "cache", "Cache hit ratio target is 95 percent.\n", confirm=True)
+    assert result.created and not result.folded and result.twin_kept
+    assert note_file(vault_dir, "stale__cache").read_bytes() == raw
+    assert "\ufffd" not in get(vault_dir, "cache").content
+
+
 def test_a_refused_write_leaves_the_twin_in_place(vconn: apsw.Connection, vault_dir: Path) -> None:
     create(vconn, vault_dir, "cache", BODY)
     retire(vconn, vault_dir, "cache", "idle", NOW)
