@@ -133,7 +133,9 @@ def _rules(max_changes: int, write_routing: bool, episodic_dir: str) -> list[str
             f"- Every field is at most {FIELD_CAP:,} characters; a longer target or content is dropped.",
             "- `reason`: one short line saying why, citing the session that shows it. `score`: your "
             "confidence from 0.0 to 1.0. `recallCount`: how many of the sessions shown rely on or "
-            "restate the fact (0 if none). `topic`: an optional kebab-case slug naming the fact.",
+            "restate the fact (0 if none). `topic`: a kebab-case slug naming the fact (give one on every "
+            "`add`: a durable add may be shared with the other agents under that name, so the same fact "
+            "should get the same topic every time it comes up).",
             f"- Pinned sections ({pinned}) must never be removed or shrunk: you may add to them, never "
             "delete or shorten their lines.",
         ]),
