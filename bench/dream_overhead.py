@@ -274,10 +274,13 @@ def timed_async(name: str, fn: Callable[..., Awaitable[T]]) -> Callable[..., Awa
 
 
 class TimedIndex:
-    """``recall.Index`` over a KbIndex, timing its calls into STEPS."""
+    """``recall.Index`` over a KbIndex, timing its calls into STEPS (the other calls go straight through)."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:  # fold, entries, promote, collect_vault…: untimed
+        return getattr(self.inner, name)
 
     async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
         t0 = time.perf_counter()

@@ -48,6 +48,7 @@ from gateway.config import AgentConfig
 from gateway.errors import FailedPrecondition, InvalidArgument
 from services.kb import excerpt, indexer, lifecycle_rows, recall_probe, retrieval_log, schema
 from services.kb.freshness import index_matches_file
+from services.kb.threads import until_done
 from services.kb.search import SearchResult, is_stale, search, tune_reader
 
 log = structlog.get_logger()
@@ -227,7 +228,7 @@ class Archives:
             state.dirty = False  # events from now on mark it again
             try:
                 async with state.lock:  # the writer is one connection: a fold or an update waits for it
-                    report, targeted = await loop.run_in_executor(self._executor, self._refresh_sync, state, paths)
+                    report, targeted = await until_done(loop.run_in_executor(self._executor, self._refresh_sync, state, paths))
             except Exception as exc:  # report to every waiter; the next run may succeed
                 log.exception("kb_refresh_failed", agent=state.agent.id)
                 state.dirty = True
@@ -393,7 +394,7 @@ class Archives:
             return lifecycle_rows.update_lifecycle(state.writer, updates)
 
         async with state.lock:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+            return await until_done(asyncio.get_running_loop().run_in_executor(self._executor, run))
 
     def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
         """Fire-and-forget append to kb_retrieval_log through its own write handle (queued, written in batches)."""
@@ -417,7 +418,7 @@ class Archives:
             return retrieval_log.fold_retrievals(state.writer)
 
         async with state.lock:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+            return await until_done(asyncio.get_running_loop().run_in_executor(self._executor, run))
 
     def status(self, agent_id: str) -> dict[str, object]:
         state = self._state(agent_id)

@@ -21,7 +21,6 @@ has it on, the largest ``staleDays``, the smallest cap).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -37,26 +36,11 @@ from gateway.errors import FailedPrecondition
 from services.kb import retrieval_log, schema, vault, vault_gc, vault_index, vault_promote, vault_retire
 from services.kb.freshness import index_matches_file
 from services.kb.search import SearchResult, tune_reader
+from services.kb.threads import until_done
 
 log = structlog.get_logger()
 
 T = TypeVar("T")
-
-
-async def until_done(work: asyncio.Future[T]) -> T:
-    """``work``'s result. When the awaiting task is cancelled (an RPC's deadline, its caller gone),
-    the cancellation goes on only once ``work`` has finished: a worker thread cannot be stopped,
-    and the vault's lock must stay held as long as the worker uses the writer connection (else the
-    next write would run on that connection beside it)."""
-    try:
-        return await asyncio.shield(work)
-    except asyncio.CancelledError:
-        while not work.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait([work])
-        if not work.cancelled():
-            work.exception()  # retrieved: its error is the cancelled caller's no more
-        raise
 
 
 @dataclass

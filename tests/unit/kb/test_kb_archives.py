@@ -203,3 +203,51 @@ def test_a_fold_waits_for_a_refresh_running_on_the_same_writer(tmp_path: Path, m
     finally:
         archives.close()
     assert order == ["refresh", "fold"]
+
+
+def test_a_cancelled_fold_holds_the_writer_until_its_worker_is_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FoldRetrievals cancelled while its worker thread folds must not let a refresh use the same
+    writer connection beside it: the archive's lock is held until the worker returns."""
+    import threading
+
+    from services.kb import retrieval_log
+
+    archives = make(tmp_path)
+    entered, release = threading.Event(), threading.Event()
+    order: list[str] = []
+    real_fold, real_refresh = retrieval_log.fold_retrievals, indexer.refresh
+
+    def slow_fold(conn):  # type: ignore[no-untyped-def]
+        entered.set()
+        assert release.wait(30)
+        order.append("fold done")
+        return real_fold(conn)
+
+    def refresh(*args, **kwargs):  # type: ignore[no-untyped-def]
+        order.append("refresh ran")
+        return real_refresh(*args, **kwargs)
+
+    async def scenario() -> bool:
+        await archives.refresh("a")  # the index exists
+        monkeypatch.setattr(retrieval_log, "fold_retrievals", slow_fold)
+        monkeypatch.setattr(indexer, "refresh", refresh)
+        order.clear()
+        fold = asyncio.ensure_future(archives.fold("a"))
+        await asyncio.to_thread(entered.wait, 30)
+        fold.cancel()
+        await asyncio.sleep(0)
+        held = not fold.done()
+        archives.rescan("a")
+        follower = archives.refresh("a")
+        await asyncio.sleep(0.05)  # the follower gets every chance to run early (it must not)
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await fold
+        await follower
+        return held
+
+    try:
+        assert asyncio.run(scenario())
+    finally:
+        archives.close()
+    assert order == ["fold done", "refresh ran"]
