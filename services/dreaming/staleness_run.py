@@ -32,6 +32,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -271,12 +272,10 @@ def _write(agent: AgentConfig, planned: Sequence[_Planned], texts: dict[str, str
     applied: set[str] = set()
     ws = agent.workspace
     if any(p.move.target == STALE_UNTRUSTED for p in planned):
-        try:
+        with contextlib.suppress(Unsafe, OSError):  # its relocate then reports why it could not write
             path = confined(ws, STALE_UNTRUSTED)
             if not path.exists() or not path.read_bytes().strip():
                 append_text(path, UNTRUSTED_FRONTMATTER)
-        except (Unsafe, OSError):
-            pass  # its relocate then reports why it could not write
     order: dict[str, list[_Planned]] = {}
     for p in planned:
         order.setdefault(p.move.source, []).append(p)
