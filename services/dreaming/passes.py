@@ -80,7 +80,8 @@ async def run_passes(agent: AgentConfig, index: recall.Index, run_id: str, at: s
         out.results += [as_op(op, m, "proposed", _WOULD) for op, m in compacted_moves]
     elif compacted_moves:
         current = _write(agent, text, compacted_moves, run_id, at, done, out)
-    gc = await run_gc(agent, index, run_id, at, mode, len(compacted_moves) + 1, now)
+    written = sorted({MEMORY_FILE} | {d.source for d in done if not d.aborted} | {m.target for d in done for _, m in d.ops})
+    gc = await run_gc(agent, index, run_id, at, mode, len(compacted_moves) + 1, now, written)
     if gc.ran:
         out.steps.append("staleness-gc")
     out.results += gc.results

@@ -42,7 +42,7 @@ from gateway.config import AgentConfig
 from services.dreaming import journal, recall, sections, staleness
 from services.dreaming.archive_view import IndexedEntry, LifecycleUpdate
 from services.dreaming.commit import Unsafe, append_text, confined, read_text, restore
-from services.dreaming.model import PROPOSE, OpResult, Proposal
+from services.dreaming.model import MEMORY_FILE, PROPOSE, OpResult, Proposal
 from services.dreaming.moves import Move
 from services.dreaming.relocate import Relocated, relocate
 from services.dreaming.stale_blocks import (
@@ -158,9 +158,13 @@ def _settings_note(agent: AgentConfig) -> str:
 
 
 async def run_gc(agent: AgentConfig, index: recall.Index, run_id: str, at: str, mode: str, first_op: int,
-                 now: Callable[[], float]) -> GcOutcome:
+                 now: Callable[[], float], written: Sequence[str] = (MEMORY_FILE,)) -> GcOutcome:
     """The GC of one run (module docstring); op numbers from ``first_op``. Raises only
-    CancelledError: a KB that cannot answer is a note, and the run goes on."""
+    CancelledError: a KB that cannot answer is a note, and the run goes on.
+
+    ``written``: the sources this run wrote before the GC. The KB reindexes them and whatever its
+    file watch has already seen, without waiting for the watch's barrier: a source changed too
+    recently for the watch is not as indexed, and step 2 leaves it for a later run."""
     out = GcOutcome()
     settings = agent.dreaming.staleness
     if not settings.enabled:
@@ -170,7 +174,7 @@ async def run_gc(agent: AgentConfig, index: recall.Index, run_id: str, at: str, 
         out.notes.append("Staleness GC not run: the knowledge archive is off for this agent.")
         return out
     try:
-        await index.refresh(agent.id)
+        await index.refresh(agent.id, list(written)[:MAX_NAMED] or [MEMORY_FILE])
         await index.fold(agent.id)
         listing = await index.entries(agent.id)
     except asyncio.CancelledError:
