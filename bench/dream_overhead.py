@@ -279,8 +279,9 @@ class TimedIndex:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
-    def __getattr__(self, name: str) -> Any:  # fold, entries, promote, collect_vault…: untimed
-        return getattr(self.inner, name)
+    def __getattr__(self, name: str) -> Any:  # fold, entries, update_lifecycle, promote…: timed as "kb NAME"
+        attr = getattr(self.inner, name)
+        return timed_async(f"kb {name}", attr) if asyncio.iscoroutinefunction(attr) else attr
 
     async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
         t0 = time.perf_counter()
@@ -304,6 +305,8 @@ def instrument() -> None:
     for name in ("gather", "build_prompt", "select", "plan", "commit", "_finish"):
         setattr(nightly, name, timed_sync(name, getattr(nightly, name)))
     nightly._recall = timed_async("recall check", nightly._recall)  # type: ignore[method-assign]
+    nightly.run_passes = timed_async("passes (compactor, staleness GC, route-out)", nightly.run_passes)  # type: ignore[attr-defined]
+    nightly.promotion.promote_applied = timed_async("promotion", nightly.promotion.promote_applied)  # type: ignore[attr-defined]
 
 
 class Quiet:
