@@ -304,9 +304,9 @@ def instrument() -> None:
 
     for name in ("gather", "build_prompt", "select", "plan", "commit", "_finish"):
         setattr(nightly, name, timed_sync(name, getattr(nightly, name)))
-    nightly._recall = timed_async("recall check", nightly._recall)  # type: ignore[method-assign]
-    nightly.run_passes = timed_async("passes (compactor, staleness GC, route-out)", nightly.run_passes)  # type: ignore[attr-defined]
-    nightly.promotion.promote_applied = timed_async("promotion", nightly.promotion.promote_applied)  # type: ignore[attr-defined]
+    nightly._recall = timed_async("recall check", nightly._recall)  # type: ignore[assignment]
+    nightly.run_passes = timed_async("passes (compactor, staleness GC, route-out)", nightly.run_passes)  # type: ignore[assignment]
+    nightly.promotion.promote_applied = timed_async("promotion", nightly.promotion.promote_applied)  # type: ignore[assignment]
 
 
 class Quiet:
