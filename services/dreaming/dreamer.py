@@ -251,14 +251,14 @@ class Dreamer:
                     write_atomic(ws / BACKUPS / f"{name}.{revert_id}", before.encode("utf-8"), mode=0o600)
                 write_atomic(path, text.encode("utf-8"), expected=before.encode("utf-8"))
             except (WriteConflict, Unsafe) as exc:
-                reverted = [r["op"] for r in planned.undone if r["file"] in done]
+                reverted = list(dict.fromkeys(r["op"] for r in planned.undone if r["file"] in done))
                 journal.append(ws, [journal.undo_record("revert", run_id, op, at, by=revert_id) for op in reverted])
                 raise FailedPrecondition(
                     f"{name} changed while reverting ({exc}); reverted so far: {', '.join(reverted) or 'nothing'}"
                 ) from None
             done.add(name)
             result.files.append(FileChange(name, len(before), len(text)))
-        ops = [r["op"] for r in planned.undone]
+        ops = list(dict.fromkeys(r["op"] for r in planned.undone))  # a move has a record per file
         journal.append(ws, [journal.undo_record("revert", run_id, op, at, by=revert_id) for op in ops])
         result.reverted.extend(ops)
         entry = (f"## {at[:16].replace('T', ' ')} UTC · revert {revert_id} of run {run_id}\n\n"

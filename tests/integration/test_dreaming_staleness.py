@@ -120,6 +120,7 @@ def test_a_run_invalidates_with_why_and_a_revert_undoes_it(ssuite: Suite) -> Non
     assert lifecycle(ssuite, "jon", "#43: replaces").lifecycle.supersedes_key == "#42"
     undone = rest_revert(ssuite, "jon", report["runId"])
     assert undone.status_code == 200, undone.text
+    assert sorted(undone.json()["reverted"]) == sorted(o["opId"] for o in stale_ops)  # once each, though a move writes two files
     assert read(ssuite, "jon", "memory/notes.md") == OLD_NOTES and read(ssuite, "jon", STALE) == ""
 
 
