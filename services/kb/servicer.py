@@ -174,6 +174,8 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
             hashes = check_hashes(request.entry_hashes, MAX_HASHES, "entry_hashes")
             places, rows = await self._archives.lifecycle(request.agent_id, hashes)
             return pb.ListArchiveEntriesResponse(entries=[_entry(e) for e in places], lifecycle=[_life(r) for r in rows])
+        if request.page_size < 0:
+            raise InvalidArgument(f"page_size: {request.page_size} is negative; send 0 for the default page or a size up to the maximum")
         page = await self._archives.entries(request.agent_id, request.page_token, request.page_size)
         return pb.ListArchiveEntriesResponse(
             entries=[_entry(e) for e in page.entries], next_page_token=page.last_path,

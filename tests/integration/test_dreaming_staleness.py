@@ -97,6 +97,8 @@ def test_the_kb_lists_entries_with_their_lifecycle_and_records_decisions(ssuite:
         assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
     with client(ssuite) as http:
         listed = http.get("/api/v1/agents/ivy/memory:entries", params={"pageSize": 1})
+        negative = http.get("/api/v1/agents/ivy/memory:entries", params={"pageSize": -1})
+    assert negative.status_code == 400 and "page_size" in negative.json()["message"], negative.text
     assert listed.status_code == 200, listed.text
     body = listed.json()  # read-only over REST, one whole source a page
     assert (body["nextPageToken"], [s["path"] for s in body["sources"]]) == ("memory/decisions.md", ["memory/decisions.md"])
