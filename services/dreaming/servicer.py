@@ -170,8 +170,8 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
     @unary
     async def ExplainEntry(self, request: dreaming_pb2.ExplainEntryRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.EntryExplanation:  # noqa: N802
         agent = self._agent(context, request.agent_id, write=False)
-        query = request.query.strip()
+        query = request.query.strip()[:MAX_QUERY]  # like Search, a longer query is cut (and echoed cut)
         if not query:
             raise InvalidArgument("query is required: words of the entry to explain")
-        found = await self._dreamer.explain(agent, query[:MAX_QUERY], request.limit)
+        found = await self._dreamer.explain(agent, query, request.limit)
         return explanation_pb(agent.id, query, found)

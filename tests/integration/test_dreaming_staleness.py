@@ -152,7 +152,9 @@ def test_explain_prints_an_entrys_history_over_the_cli_and_rest(ssuite: Suite) -
     with client(ssuite) as http:
         reply = http.get("/api/v1/agents/lou/dream:explain", params={"query": "ferry Skerry"})
         empty = http.get("/api/v1/agents/lou/dream:explain", params={"query": " "})
+        long = http.get("/api/v1/agents/lou/dream:explain", params={"query": "ferry " * 2000})
     assert reply.status_code == 200, reply.text
+    assert long.status_code == 200 and len(long.json()["query"]) <= 1000 and len(long.json()["text"]) < 2000  # cut, like Search
     [entry] = [e for e in reply.json()["entries"] if "ferry" in e["text"]]
     assert entry["places"][0]["state"] == "stale" and entry["firstPath"] == "memory/notes.md"
     assert any(e["kind"] == "moved" and e["toFile"] == STALE and "aged out" in e["detail"] for e in entry["events"])
