@@ -80,10 +80,13 @@ class Authenticator:
 
         A key whose scope does not name the agent gets PermissionDenied whether
         or not the agent exists, so keys cannot probe for agent names; NotFound
-        is only for callers whose scope covers the id.
+        is only for callers whose scope covers every id (``"*"``, and internal
+        callers). A scoped key that names an agent not configured (kept for
+        pre-provisioning, or left from a removed agent) gets the same
+        PermissionDenied as for any agent it does not cover: DESIGN.md "Auth".
         """
         key = caller.key
-        if key is not None and not key.covers(agent_id):
+        if key is not None and (not key.covers(agent_id) or (not agent_exists and key.agents is not None)):
             raise PermissionDenied(f"this key has no access to agent {agent_id!r}")
         if not agent_exists:
             raise NotFound(f"agent {agent_id!r} not found")

@@ -48,7 +48,7 @@ from services.dreaming.model import EPISODIC, MEMORY_FILES, OpResult, Proposal
 LOSS_UNDER_BUDGET = 0.25
 LOSS_OVER_BUDGET = 0.90
 CONTEXT_CHARS = 48  # text kept on each side of a splice, to find it again for a revert
-_TOPIC = re.compile(r"^[a-z0-9-]{1,64}$")
+_TOPIC = re.compile(r"^[a-z0-9-]{1,64}$")  # fullmatch: "$" alone lets "deploys\n" through, a file name with a newline
 
 
 def sha256(text: str) -> str:
@@ -270,7 +270,7 @@ def plan(texts: Mapping[str, str], proposals: Sequence[tuple[str, Proposal]], bu
             if p.tier == EPISODIC:
                 if not budgets.write_routing:
                     raise _Skip("episodic ops need gateway.memory.writeRouting; it is off")
-                if p.op != "add" or not _TOPIC.match(p.topic):
+                if p.op != "add" or not _TOPIC.fullmatch(p.topic):
                     raise _Skip("an episodic op must be an add with a topic slug ^[a-z0-9-]{1,64}$")
                 path = episodic_path(budgets.episodic_dir, p.topic)
                 block = p.content if p.content.endswith("\n") else p.content + "\n"

@@ -65,7 +65,7 @@ SCAN_BUDGET: Final = 2_000_000
 SETTLE_S: Final = 2.0  # seconds to wait for the pipes' EOF once the group is dead
 _CHUNK: Final = 65536
 
-_TOPIC: Final = re.compile(TOPIC_PATTERN)
+_TOPIC: Final = re.compile(TOPIC_PATTERN)  # fullmatch: "$" alone lets "deploys\n" through, a file name with a newline
 _OUTSIDE: Final = re.compile(r'[{}"]')  # what matters to the scan outside a JSON string
 _INSIDE: Final = re.compile(r'["\\]')  # and inside one
 
@@ -213,7 +213,7 @@ def _proposal(item: object) -> Proposal:
         if len(value) > FIELD_CAP:  # cutting an anchor or a fact would change what it means
             raise _Malformed(f"{key} is over {FIELD_CAP} chars")
     raw_topic = item.get("topic")
-    topic = raw_topic if isinstance(raw_topic, str) and _TOPIC.match(raw_topic) else ""
+    topic = raw_topic if isinstance(raw_topic, str) and _TOPIC.fullmatch(raw_topic) else ""
     score, recall = _score(item), _recall_count(item)
     if tier == EPISODIC:
         if op != "add":

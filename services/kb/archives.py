@@ -44,6 +44,7 @@ from typing import TypeVar
 import apsw
 import structlog
 
+from gateway.bidi import refuse_bidi
 from gateway.config import AgentConfig
 from gateway.errors import FailedPrecondition, InvalidArgument
 from services.kb import excerpt, indexer, lifecycle_rows, recall_probe, retrieval_log, schema
@@ -62,11 +63,13 @@ MAX_NAMED_SOURCES = 100
 
 def check_sources(paths: Iterable[str]) -> list[str]:
     """Workspace-relative sources a refresh may be told about: MEMORY.md, USER.md or memory/**.md,
-    no empty, dot or ``..`` parts; at most MAX_NAMED_SOURCES. Raises InvalidArgument naming the first bad one."""
+    no empty, dot or ``..`` parts, no bidirectional control (``gateway.bidi``); at most
+    MAX_NAMED_SOURCES. Raises InvalidArgument naming the first bad one."""
     out = list(paths)
     if len(out) > MAX_NAMED_SOURCES:
         raise InvalidArgument(f"paths: {len(out)} paths; at most {MAX_NAMED_SOURCES}")
     for rel in out:
+        refuse_bidi(rel, "paths: a path")
         parts = rel.split("/")
         if rel in ("MEMORY.md", "USER.md") or (
             parts[0] == "memory" and len(parts) > 1 and rel.endswith(".md") and all(p and not p.startswith(".") for p in parts)

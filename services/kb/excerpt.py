@@ -2,8 +2,9 @@
 
 Scope: ``MEMORY.md``, ``USER.md`` and any file under ``memory/``, named by a
 workspace-relative POSIX path. Rejected with InvalidArgument: an empty path, NUL
-or a backslash, an absolute path, any ``.``/``..``/empty component, a path
-outside the scope, and a path whose *real* path (symlinks resolved) is outside
+or a backslash, a bidirectional control (``gateway.bidi``: the path is shown to
+the agent), an absolute path, any ``.``/``..``/empty component, a path outside
+the scope, and a path whose *real* path (symlinks resolved) is outside
 the scope of the real workspace (a link out of the workspace, or from
 ``memory/`` to ``SOUL.md``). A missing file is NotFound; a directory is
 InvalidArgument.
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from gateway.bidi import refuse_bidi
 from gateway.errors import InvalidArgument, NotFound
 from services.kb.chunking import split_lines
 from services.kb.entries import parse_entries
@@ -68,6 +70,7 @@ def validate_path(path: str) -> list[str]:
         raise InvalidArgument("path must not contain NUL")
     if "\\" in path:
         raise InvalidArgument("path must use '/' separators")
+    refuse_bidi(path, "path")
     if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
         raise InvalidArgument("path must be relative to the workspace")
     parts = path.split("/")

@@ -9,7 +9,9 @@ after trimming surrounding whitespace and Unicode NFC normalisation, it:
   file-name limit of common file systems;
 - holds no ``/`` or ``\\`` (no separators, so no traversal), no NUL, no control
   character (Unicode Cc: U+0000–U+001F, U+007F–U+009F) and no line/paragraph
-  separator (U+2028, U+2029);
+  separator (U+2028, U+2029), and no bidirectional control (U+061C, U+200E,
+  U+200F, U+202A–U+202E, U+2066–U+2069: they make a name display as another;
+  ``gateway.bidi``);
 - holds none of ``[ ] | # ^``: they would break a ``[[wikilink]]`` to the note
   (Obsidian reads ``#`` as a heading anchor, ``^`` as a block reference, ``|``
   as an alias);
@@ -34,6 +36,7 @@ import re
 import unicodedata
 from typing import Final
 
+from gateway.bidi import refuse_bidi
 from gateway.errors import InvalidArgument
 
 MAX_NAME_CHARS: Final = 120
@@ -64,6 +67,7 @@ def validate_name(raw: str, *, allow_retired: bool = False) -> str:
         raise InvalidArgument(
             f"a shared note name must not contain {shown!r} (no / \\ [ ] | # ^ or control characters)"
         )
+    refuse_bidi(name, "a shared note name")
     if name.startswith("."):
         raise InvalidArgument("a shared note name must not start with '.'")
     if name.startswith(RETIRED_PREFIX) and not allow_retired:

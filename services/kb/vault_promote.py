@@ -108,7 +108,7 @@ UPDATED: Final = "updated"
 UNCHANGED: Final = "unchanged"
 DECLINED: Final = "declined"
 
-_TOPIC: Final = re.compile(r"^[a-z0-9-]{1,64}$")
+_TOPIC: Final = re.compile(r"^[a-z0-9-]{1,64}$")  # fullmatch: "$" alone lets "deploys\n" through
 _UNSAFE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029>]")
 
 log = structlog.get_logger()
@@ -329,7 +329,7 @@ def _attempt(conn: apsw.Connection, vault_dir: Path, naming: Naming, fact: str, 
 
 def check_request(topic: str, content: str) -> None:
     """InvalidArgument for a malformed promotion: a topic that is not a kebab slug, or no content."""
-    if topic and not _TOPIC.match(topic):
+    if topic and not _TOPIC.fullmatch(topic):
         raise InvalidArgument(f"topic: {topic[:70]!r} is not a kebab slug ^[a-z0-9-]{{1,64}}$ (or empty)")
     if not content.strip():
         raise InvalidArgument("content is required: the fact to promote")

@@ -10,6 +10,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from gateway.bidi import refuse_bidi
 from gateway.errors import InvalidArgument, NotFound
 from services.watcher.restart_policy import REASONS, ChangeClass, DirectiveKind, decide
 
@@ -53,10 +54,13 @@ class SessionRegistry:
     def register(self, agent_id: str, session_id: str, busy: bool) -> SessionRecord:
         """Add (or re-register) a live session; a fresh id when ``session_id`` is empty.
 
-        Raises InvalidArgument for an over-long or non-printable id.
+        Raises InvalidArgument for an over-long or non-printable id; one holding a
+        bidirectional control is told which (``gateway.bidi``: the id is shown in
+        directives and logs).
         """
         if not session_id:
             session_id = secrets.token_hex(8)
+        refuse_bidi(session_id, "session_id")
         if len(session_id) > MAX_SESSION_ID or not session_id.isprintable():
             raise InvalidArgument(f"session_id must be 1-{MAX_SESSION_ID} printable characters")
         now = self._touch(agent_id)

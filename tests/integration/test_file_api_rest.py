@@ -128,8 +128,8 @@ def test_read_only_key_cannot_write_403(http: httpx.Client, suite: Suite) -> Non
 def test_unknown_agent_is_404_for_a_key_whose_scope_covers_it(http: httpx.Client) -> None:
     assert_error(http.get(url(agent="zed"), headers={"X-Api-Key": ADMIN_KEY}), 404, 5, "zed")
     assert_error(put(http, "x", agent="zed"), 404, 5, "not found")
-    # a key that names carol explicitly, but carol is not configured
-    assert_error(http.get(url(agent="carol"), headers={"X-Api-Key": CAROL_KEY}), 404, 5, "carol")
+    # a key that names carol explicitly, but carol is not configured: 403, as for any agent it does not cover
+    assert_error(http.get(url(agent="carol"), headers={"X-Api-Key": CAROL_KEY}), 403, 7, "no access to agent 'carol'")
 
 
 # --- the 401 / 403 / 404 matrix ---------------------------------------------

@@ -15,7 +15,10 @@ def key(secret: str, agents: list[str] | None, write: bool = False) -> ApiKey:
     return ApiKey(hashlib.sha256(secret.encode()).digest(), None if agents is None else frozenset(agents), write, secret[:3])
 
 
-AUTH = Authenticator([key("reader-key", ["alfred"]), key("admin-key", None, write=True), key("bob-key", ["bob"], True)], "internal-tok")
+AUTH = Authenticator(
+    [key("reader-key", ["alfred"]), key("admin-key", None, write=True), key("bob-key", ["bob"], True), key("carol-key", ["carol"], True)],
+    "internal-tok",
+)
 
 
 @pytest.mark.parametrize(
@@ -62,6 +65,9 @@ def test_internal_token_is_refused_when_the_home_has_none() -> None:
         ("reader-key", "bob", True, False, PermissionDenied),  # not in scope
         ("reader-key", "zed", False, False, PermissionDenied),  # not in scope: no probing
         ("admin-key", "zed", False, False, NotFound),  # scope covers it: 404
+        ("carol-key", "carol", False, False, PermissionDenied),  # named but not configured: 403, as for any agent
+        ("carol-key", "carol", False, True, PermissionDenied),
+        ("carol-key", "carol", True, True, None),  # once carol is configured, the key works
         ("admin-key", "bob", True, True, None),
         ("bob-key", "bob", True, True, None),
         ("bob-key", "alfred", True, False, PermissionDenied),
