@@ -42,12 +42,12 @@ def check_run(run_id: str, op_id: str) -> tuple[str, str | None]:
     """``(run id, op id or None)`` from a revert request. Raises InvalidArgument naming the field."""
     if not run_id:
         raise InvalidArgument("run_id (runId) is required: the run to revert, from DREAMS.md or the dream status")
-    if not RUN_ID.match(run_id):
+    if not RUN_ID.fullmatch(run_id):
         raise InvalidArgument(f"run_id: {_shown(run_id)} is not a run id (like 20261201T030000Z-1a2b3c)")
     if not op_id:
         return run_id, None
     number = op_id[len(run_id) + 1 :] if op_id.startswith(run_id + "/") else op_id
-    if not OP_NUMBER.match(number):
+    if not OP_NUMBER.fullmatch(number):
         raise InvalidArgument(f"op_id: {_shown(op_id)} is not an op of run {run_id} (give its number, or {run_id}/N)")
     return run_id, f"{run_id}/{int(number)}"
 
@@ -58,7 +58,7 @@ def check_ids(ids: list[str]) -> list[str]:
         raise InvalidArgument("ids is required: the proposal ids (p-…) to accept, from DREAMS.md or the dream status")
     if len(ids) > MAX_IDS:
         raise InvalidArgument(f"ids: {len(ids)} ids; at most {MAX_IDS} in one accept")
-    bad = [i for i in ids if not PROPOSAL_ID.match(i)]
+    bad = [i for i in ids if not PROPOSAL_ID.fullmatch(i)]
     if bad:
         raise InvalidArgument(f"ids: {_shown(bad[0])} is not a proposal id (p- and 12 hex digits)")
     return ids

@@ -209,7 +209,7 @@ class StateStore:
 
     def agent_dir(self, agent_id: str) -> Path:
         """``<home>/agents/<id>``. Raises ValueError for an id that is not one safe path segment."""
-        if not _AGENT_ID.match(agent_id):
+        if not _AGENT_ID.fullmatch(agent_id):
             raise ValueError(f"agent id {agent_id!r} is not one safe path segment")
         return self.home / "agents" / agent_id
 

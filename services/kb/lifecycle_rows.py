@@ -107,7 +107,7 @@ def check_hashes(hashes: Sequence[str], limit: int, name: str) -> list[str]:
     if len(out) > limit:
         raise InvalidArgument(f"{name}: {len(out)} hashes; at most {limit} in one call")
     for value in out:
-        if not _HASH.match(value):
+        if not _HASH.fullmatch(value):
             raise InvalidArgument(f"{name}: {value[:70]!r} is not an entry hash (64 hex digits)")
     return out
 
