@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from gateway.atomic import WriteConflict, write_atomic
+from gateway.atomic import WriteConflict, is_temp_name, write_atomic
 
 
 def leftovers(folder: Path) -> list[str]:
-    return [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+    return [p.name for p in folder.iterdir() if is_temp_name(p.name)]
 
 
 def test_creates_and_replaces(tmp_path: Path) -> None:
