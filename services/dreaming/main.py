@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 
 import grpc
 
-from gateway.config import AgentConfig
+from gateway.config import AgentConfig, Config
 from gateway.grpc_server import serve
 from gateway.home import read_internal_token
 from gateway.live_config import LiveConfig
+from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
 from services.dreaming import nightly
 from services.dreaming.dreamer import MAX_CONCURRENT_RUNS, Dreamer
@@ -24,12 +25,24 @@ from services.dreaming.servicer import Dreaming
 from services.dreaming.state import StateStore
 
 
+def temp_folders(config: Config) -> list[Folder]:
+    """Where dreaming writes: each workspace's top level (MEMORY.md, USER.md), memory/** and
+    .dreaming/** (never through a link), and the agent's state folder of the home. Swept at start."""
+    out = []
+    for agent in config.agents:
+        out.append(Folder(agent.workspace))
+        out.extend(Folder(agent.workspace / sub, recursive=True, follow=False) for sub in ("memory", ".dreaming"))
+        out.append(Folder(config.home / "agents" / agent.id))
+    return out
+
+
 async def run(live: LiveConfig, instance: str | None = None, reviewer_env: Mapping[str, str] | None = None) -> None:
     """Serve gateway.v1.Dreaming and run every agent's nightly dream until SIGTERM, following config.json.
 
     ``reviewer_env``: the environment the reviewer command gets (the entry point builds it with
     ``reviewer.reviewer_environment``; nothing below it reads the process environment)."""
     config = live.current
+    await asyncio.to_thread(sweep_at_start, temp_folders(config))  # before SERVING: no temp file a crash left
     kill_orphans(config.home)  # reviewers a dreaming process of this home left behind when it died
     reviewer_env = {**(reviewer_env or {}), **owner_marker(config.home)}
     token = read_internal_token(config.home)
