@@ -49,7 +49,7 @@ import fcntl
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gateway.errors import FailedPrecondition
@@ -122,6 +122,7 @@ def write_atomic(
     keep_mode: bool = True,
     durable: bool = True,
     locked: bool = False,
+    before_rename: Callable[[], None] | None = None,
 ) -> None:
     """Replace ``path`` with ``data`` atomically.
 
@@ -133,6 +134,12 @@ def write_atomic(
     it was before).
     ``locked``: the caller already holds ``folder_lock(path.parent)`` (a
     second flock on the folder from the same process would wait for itself).
+    ``before_rename``: called under the folder lock once the compare-and-swap
+    has passed, just before the rename (dreaming journals a commit's edits
+    there, so a crash right after the rename still finds them in its journal).
+    The rename may still fail after it (an I/O error; a creator that takes no
+    lock), so what it records must be checked against the file later. An
+    exception from it aborts the write.
     Raises OSError on I/O failure, with the old content left intact.
     """
     directory = path.parent
@@ -148,10 +155,15 @@ def write_atomic(
                 os.fchmod(fd, mode)
             with contextlib.nullcontext() if locked else folder_lock(directory):
                 if expected is None:
+                    if os.path.lexists(path):
+                        raise WriteConflict(f"{path.name} already exists; nothing was written")
+                elif expected is not ... and _read_or_none(path) != expected:
+                    raise WriteConflict(f"{path.name} changed on disk since it was read; nothing was written")
+                if before_rename is not None:
+                    before_rename()
+                if expected is None:
                     _create(tmp, path)
                 else:
-                    if expected is not ... and _read_or_none(path) != expected:
-                        raise WriteConflict(f"{path.name} changed on disk since it was read; nothing was written")
                     os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
