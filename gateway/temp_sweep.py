@@ -23,7 +23,7 @@ it sees ``st_nlink == 0`` once it holds the lock and makes another
 (``atomic.open_temp``), so even that race loses nothing.
 
 Young unlocked files found at start are a crash of moments ago: the sweep
-waits once, until the youngest reaches the bound (at most ``AGE_BOUND_S``),
+waits once, until the youngest reaches the bound (at most ``AGE_BOUND_S`` and a margin),
 and looks again, so that when the process reports SERVING no abandoned temp
 file of its folders remains. A file whose mtime is in the future (a clock
 stepped back) counts as old enough on that second look when nothing about it
@@ -59,6 +59,7 @@ from gateway.atomic import is_legacy_temp_name, is_temp_name
 AGE_BOUND_S = 1.0
 LEGACY_AGE_BOUND_S = 3600.0
 MAX_DEPTH = 32
+WAIT_MARGIN_S = 0.02  # slept beyond the bound, so a file the wait was for is past it on the second look
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _GONE = "gone"  # renamed or removed by someone else meanwhile: nothing to report
@@ -133,7 +134,7 @@ def sweep_at_start(
             log.warning("temp_sweep_failed", folder=str(folder.path), error=str(exc))
     if young:
         now = clock()
-        sleep(min(AGE_BOUND_S, max(AGE_BOUND_S - max(now - y.mtime, 0.0) for y in young)))
+        sleep(min(AGE_BOUND_S, max(AGE_BOUND_S - max(now - y.mtime, 0.0) for y in young)) + WAIT_MARGIN_S)
         for y in young:
             with contextlib.suppress(OSError):
                 _second_look(y, reports[y.folder], clock)

@@ -26,7 +26,7 @@ from gateway.atomic import (
     temp_name,
     write_atomic,
 )
-from gateway.temp_sweep import AGE_BOUND_S, LEGACY_AGE_BOUND_S, Folder, SweepReport, sweep_at_start
+from gateway.temp_sweep import AGE_BOUND_S, LEGACY_AGE_BOUND_S, WAIT_MARGIN_S, Folder, SweepReport, sweep_at_start
 
 T0 = 2_000_000_000.0  # the fake wall clock's start (2033)
 
@@ -146,7 +146,7 @@ def test_an_unlocked_young_temp_file_waits_for_the_bound_then_goes(tmp_path: Pat
     young = abandoned(tmp_path, age=0.25)
     clock = Clock()
     reports = sweep(clock, Folder(tmp_path))
-    assert clock.sleeps == [pytest.approx(AGE_BOUND_S - 0.25)]  # once, until it reaches the bound
+    assert clock.sleeps == [pytest.approx(AGE_BOUND_S - 0.25 + WAIT_MARGIN_S)]  # once, until it reaches the bound
     assert not young.exists()
     assert [r.name for r in reports[0].removed] == [young.name]
 
@@ -158,7 +158,7 @@ def test_the_wait_is_once_for_every_young_file_of_every_folder(tmp_path: Path) -
     files = [abandoned(a, age=0.5), abandoned(b, "USER.md", age=0.1), abandoned(b, age=0.9)]
     clock = Clock()
     sweep(clock, Folder(a), Folder(b))
-    assert clock.sleeps == [pytest.approx(AGE_BOUND_S - 0.1)]
+    assert clock.sleeps == [pytest.approx(AGE_BOUND_S - 0.1 + WAIT_MARGIN_S)]
     assert not any(f.exists() for f in files)
 
 
@@ -166,7 +166,7 @@ def test_a_temp_file_from_the_future_goes_when_it_did_not_change_while_the_sweep
     future = abandoned(tmp_path, age=-3600)  # the clock was stepped back after the crash
     clock = Clock()
     sweep(clock, Folder(tmp_path))
-    assert clock.sleeps == [pytest.approx(AGE_BOUND_S)]
+    assert clock.sleeps == [pytest.approx(AGE_BOUND_S + WAIT_MARGIN_S)]
     assert not future.exists()
 
 
