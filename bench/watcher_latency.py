@@ -431,15 +431,15 @@ class Burst:
 
 def staged_temp(folder: Path, data: bytes) -> Path:
     """A temp file beside the target holding ``data``, fsynced: write_atomic's steps before its rename."""
-    from gateway.atomic import TEMP_SUFFIX, temp_prefix
+    from gateway.atomic import temp_name
 
-    fd, name = tempfile.mkstemp(dir=folder, prefix=temp_prefix("MEMORY.md"), suffix=TEMP_SUFFIX)
+    name = folder / temp_name("MEMORY.md")
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
-    os.chmod(name, 0o644)
-    return Path(name)
+    return name
 
 
 def bursts(workspaces: list[Path], count: int, rng: random.Random, log: LogReader, staged: bool) -> list[Burst]:

@@ -22,6 +22,17 @@ beside each target: nothing extra is left in workspaces or vaults, and the
 writers of one folder wait for each other only across a re-read and a rename.
 The data itself is written and fsynced before the lock is taken.
 
+**Temp files a crash leaves behind.** Every temp file is named
+``.<name>.<10 hex>.gwtmp`` (``temp_name``; a dot file, so the watchers and the
+indexes skip it) and its writer holds an exclusive ``flock`` on its descriptor
+from just after creating it until the rename or the unlink. A writer killed
+mid-write leaves the file, but the kernel drops the lock with the process, so
+``gateway.temp_sweep`` can tell an abandoned temp file (unlocked) from a live
+writer's (locked) and remove only the former, at each process's start. A
+sweeper may win the race between a writer's create and its lock: the writer
+then sees its file unlinked (``st_nlink == 0``) and makes another, so a live
+write never loses its temp file.
+
 **The window that remains.** An agent editing its own files takes no lock. Its
 edit is caught by the re-read just before the rename, except when it lands in
 the microseconds between that re-read and the rename: then the rename replaces
@@ -36,19 +47,44 @@ import contextlib
 import errno
 import fcntl
 import os
-import tempfile
-from collections.abc import Iterator
+import re
+import secrets
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gateway.errors import FailedPrecondition
 
-TEMP_SUFFIX = ".tmp"
+TEMP_SUFFIX = ".gwtmp"
+NAME_MAX_BYTES = 255  # the file-name limit of common file systems (ext4, xfs, btrfs, tmpfs)
+_RANDOM_HEX = 10
+_TEMP_NAME = re.compile(r"\..+\.[0-9a-f]{10}\.gwtmp", re.DOTALL)  # "." name "." _RANDOM_HEX hex TEMP_SUFFIX
+# Earlier versions: mkstemp's ``.<name>.<8 of [a-z0-9_]>.tmp`` and home.py's ``.<name>.<12 hex>.tmp``,
+# written without a lock, so only their age can say they are abandoned (gateway.temp_sweep).
+_LEGACY_TEMP_NAME = re.compile(r"\..+\.(?:[a-z0-9_]{8}|[0-9a-f]{12})\.tmp", re.DOTALL)
 _NO_LINK = {errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK}  # file systems without hard links
+_TEMP_ATTEMPTS = 100
 
 
-def temp_prefix(name: str) -> str:
-    """Prefix of the temp files written next to ``name``; watchers ignore dot files."""
-    return f".{name}."
+def temp_name(name: str) -> str:
+    """A fresh temp file name for target ``name``: ``.<name>.<10 random hex>.gwtmp``.
+
+    At most NAME_MAX_BYTES bytes: the ``<name>`` part is cut short for a target
+    whose own name is near the limit (the pattern stays recognisable, and the
+    random part keeps it unique).
+    """
+    budget = NAME_MAX_BYTES - len(f"..{'0' * _RANDOM_HEX}{TEMP_SUFFIX}")
+    shown = os.fsdecode(os.fsencode(name)[:budget])
+    return f".{shown}.{secrets.token_hex(_RANDOM_HEX // 2)}{TEMP_SUFFIX}"
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is one of ``write_atomic``'s temp files (the current pattern)."""
+    return _TEMP_NAME.fullmatch(name) is not None
+
+
+def is_legacy_temp_name(name: str) -> bool:
+    """Whether ``name`` is a temp file of an earlier version (``.<name>.<random>.tmp``, no lock)."""
+    return _LEGACY_TEMP_NAME.fullmatch(name) is not None
 
 
 class WriteConflict(FailedPrecondition):
@@ -86,6 +122,7 @@ def write_atomic(
     keep_mode: bool = True,
     durable: bool = True,
     locked: bool = False,
+    before_rename: Callable[[], None] | None = None,
 ) -> None:
     """Replace ``path`` with ``data`` atomically.
 
@@ -97,34 +134,79 @@ def write_atomic(
     it was before).
     ``locked``: the caller already holds ``folder_lock(path.parent)`` (a
     second flock on the folder from the same process would wait for itself).
+    ``before_rename``: called under the folder lock once the compare-and-swap
+    has passed, just before the rename (dreaming journals a commit's edits
+    there, so a crash right after the rename still finds them in its journal).
+    The rename may still fail after it (an I/O error; a creator that takes no
+    lock), so what it records must be checked against the file later. An
+    exception from it aborts the write.
     Raises OSError on I/O failure, with the old content left intact.
     """
     directory = path.parent
-    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=temp_prefix(path.name), suffix=TEMP_SUFFIX)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
+    fd, tmp = open_temp(directory, path.name)
+    try:  # the temp file's lock (on fd) is held until the rename or the unlink, then closed
         try:
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777 if keep_mode else mode)
-        except FileNotFoundError:
-            os.chmod(tmp, mode)
-        with contextlib.nullcontext() if locked else folder_lock(directory):
-            if expected is None:
-                _create(tmp, path)
-            else:
-                if expected is not ... and _read_or_none(path) != expected:
+            _write_all(fd, data)
+            if durable:
+                os.fsync(fd)
+            try:
+                os.fchmod(fd, os.stat(path).st_mode & 0o7777 if keep_mode else mode)
+            except FileNotFoundError:
+                os.fchmod(fd, mode)
+            with contextlib.nullcontext() if locked else folder_lock(directory):
+                if expected is None:
+                    if os.path.lexists(path):
+                        raise WriteConflict(f"{path.name} already exists; nothing was written")
+                elif expected is not ... and _read_or_none(path) != expected:
                     raise WriteConflict(f"{path.name} changed on disk since it was read; nothing was written")
-                os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
+                if before_rename is not None:
+                    before_rename()
+                if expected is None:
+                    _create(tmp, path)
+                else:
+                    os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            raise
+    finally:
+        os.close(fd)
     if durable:
         _fsync_dir(directory)
+
+
+def open_temp(directory: Path, name: str) -> tuple[int, Path]:
+    """Create a new, empty temp file for target ``name`` in ``directory`` (mode 0600) and lock it.
+
+    Returns its descriptor, holding an exclusive ``flock``, and its path; the
+    caller keeps the descriptor open until it has renamed or unlinked the file,
+    so a sweep (gateway.temp_sweep) never removes it. Never follows a link.
+    Raises OSError when the folder refuses the file.
+    """
+    for _ in range(_TEMP_ATTEMPTS):
+        tmp = directory / temp_name(name)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_nlink > 0:
+                return fd, tmp
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            raise
+        # A sweep took it between our create and our lock (it was unlocked then): make another.
+        os.close(fd)
+    raise FileExistsError(errno.EEXIST, f"no free temp file name for {name} after {_TEMP_ATTEMPTS} tries", str(directory))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _create(tmp: Path, path: Path) -> None:

@@ -77,8 +77,11 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None)
     from gateway.grpc_server import BindError
     from gateway.live_config import LiveConfig, loader
     from gateway.logs import configure
+    from gateway.temp_sweep import Folder, sweep_at_start
 
     log = configure(name)
+    # The home's own files (config.json, admin-key.txt, .internal-token): every serve sweeps them.
+    sweep_at_start([Folder(home)])
     admin_key = ensure_home(home)
     if admin_key:
         log.warning("first_start", admin_key_shown_once=admin_key)

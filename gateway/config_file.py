@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.atomic import WriteConflict
+from gateway.atomic import WriteConflict, write_atomic
 from gateway.config import build, read_config_file
 from gateway.config_edit import CONFIG_MODE, write_config
 from gateway.config_lint import lint
@@ -49,22 +48,17 @@ def check(home: Path) -> CheckReport:
 
 def _write_backup(path: Path, data: bytes) -> Path:
     """``config.json.bak-<time>`` beside ``path`` holding ``data``, mode 0600 from the start
-    (it may hold plain keys); never overwrites an earlier backup. Returns its path."""
+    (it may hold plain keys), created whole through ``write_atomic`` (a crash leaves no torn
+    backup); never overwrites an earlier backup. Returns its path."""
     stamp = time.strftime("%Y%m%dT%H%M%S")
     for n in range(100):
         backup = path.with_name(f"config.json.bak-{stamp}" + (f"-{n}" if n else ""))
         try:
-            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, CONFIG_MODE)
-        except FileExistsError:
+            write_atomic(backup, data, expected=None, mode=CONFIG_MODE, keep_mode=False)
+        except WriteConflict:
             continue
-        break
-    else:
-        raise CommandError(f"{path.parent} already holds 100 config.json.bak-{stamp}* files; nothing was written")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    return backup
+        return backup
+    raise CommandError(f"{path.parent} already holds 100 config.json.bak-{stamp}* files; nothing was written")
 
 
 def migrate_file(home: Path) -> str:

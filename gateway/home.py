@@ -18,7 +18,7 @@ import secrets
 import time
 from pathlib import Path
 
-from gateway.atomic import folder_lock
+from gateway.atomic import WriteConflict, folder_lock, write_atomic
 from gateway.config_migrations import CURRENT_VERSION
 
 DEFAULT_HOME = "~/.claude-gateway"
@@ -73,27 +73,18 @@ def home_lock(home: Path) -> contextlib.AbstractContextManager[None]:
     return folder_lock(home)
 
 
-def _create_exclusive(path: Path, data: bytes, mode: int) -> bool:
+def _create_exclusive(path: Path, data: bytes, mode: int, *, locked: bool = False) -> bool:
     """Write ``path`` only if it does not exist yet; True when this call created it.
 
-    The content lands in a temp file first and is linked into place, so a
-    concurrent reader never sees a half-written file.
+    Through ``write_atomic`` (a temp file linked into place), so a concurrent
+    reader never sees a half-written file and a crash leaves only a temp file
+    that the next start sweeps. ``locked``: the caller holds ``home_lock``.
     """
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        return True
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+        write_atomic(path, data, expected=None, mode=mode, keep_mode=False, locked=locked)
+    except WriteConflict:
+        return False
+    return True
 
 
 def admin_key_text(home: Path, admin_key: str) -> str:
@@ -106,24 +97,11 @@ def admin_key_text(home: Path, admin_key: str) -> str:
     )
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """Put ``data`` at ``path`` atomically, mode 0600 from its creation, durably (file and folder)."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+def _write_private(path: Path, data: bytes, *, locked: bool) -> None:
+    """Put ``data`` at ``path`` atomically, mode 0600 from its creation, durably (file and folder).
+
+    ``locked``: the caller holds ``home_lock``."""
+    write_atomic(path, data, mode=0o600, keep_mode=False, locked=locked)
 
 
 def _first_start(home: Path) -> str | None:
@@ -133,9 +111,9 @@ def _first_start(home: Path) -> str | None:
     candidate = "gw_" + secrets.token_urlsafe(32)
     # The key file first: a crash in between leaves a key without a config (the next start makes
     # both again, replacing this file), never a config whose key nobody has.
-    _write_private(key_path, admin_key_text(home, candidate).encode())
+    _write_private(key_path, admin_key_text(home, candidate).encode(), locked=True)
     body = json.dumps(first_config(candidate), indent=2).encode() + b"\n"
-    if not _create_exclusive(config_path, body, 0o600):
+    if not _create_exclusive(config_path, body, 0o600, locked=True):
         # config.json appeared without the lock (a file system where flock does nothing): the
         # file's key is not the one in force, so it must not stay
         with contextlib.suppress(FileNotFoundError):

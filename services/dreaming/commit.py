@@ -22,7 +22,11 @@ For each memory file the plan changed (MEMORY.md, then USER.md):
    gateway/atomic.py for the window that remains). A
    conflict aborts the file, and pruned.md gets a line saying those blocks were
    not removed after all.
-5. The applied ops are appended to the journal.
+5. The file's ops are appended to the journal under the folder lock, once the
+   compare-and-swap has passed and just before the rename (``before_rename``),
+   so a crash right after the rename still finds them there; a crash before it
+   leaves them in the journal of a file still at their ``hashBefore``, which
+   ``journal.settle`` marks undone when dreaming starts again.
 
 Episodic adds are appended to their topic notes (confined to the workspace by
 real path, never through a link) the same way, one CAS append each.
@@ -186,8 +190,13 @@ def _commit_file(workspace: Path, plan: Plan, name: str, run_id: str, now: str, 
     if blocks:  # one append for the file's blocks: pruned.md is rewritten once, not once per block
         append_text(archive, "".join(pruned_block(edit, run_id, now[:10]) for edit in blocks))
     _backup(workspace, name, original, run_id)
+    records = [journal.edit_record(run_id, e, now) for e in edits]
     try:
-        write_atomic(path, new.encode("utf-8"), expected=None if raw is None else original.encode("utf-8"))
+        # Journaled under the folder lock once the compare-and-swap passed, just before the rename:
+        # a crash after the rename still finds the edits; one before it leaves them in the journal
+        # of a file still at their hashBefore, which journal.settle marks undone at the next start.
+        write_atomic(path, new.encode("utf-8"), expected=None if raw is None else original.encode("utf-8"),
+                     before_rename=lambda: journal.append(workspace, records))
     except WriteConflict:
         if blocks:
             ops = ", ".join(e.op_id for e in blocks)
@@ -196,7 +205,7 @@ def _commit_file(workspace: Path, plan: Plan, name: str, run_id: str, now: str, 
         return
     out.written[name] = (original, new)
     out.pruned += [Pruned(e.op_id, name, archived(e)) for e in blocks]
-    out.records += [journal.edit_record(run_id, e, now) for e in edits]
+    out.records += records
 
 
 def _append_episodic(workspace: Path, rel: str, block: str, result: OpResult, run_id: str, now: str, out: CommitOutcome) -> OpResult:
@@ -216,14 +225,15 @@ def _append_episodic(workspace: Path, rel: str, block: str, result: OpResult, ru
 
 def commit(workspace: Path, plan: Plan, run_id: str, now: str) -> CommitOutcome:
     """Write ``plan`` (module docstring). ``now``: the run's ISO time. Journal records are returned
-    in ``records`` and appended to the journal here too."""
+    in ``records`` and appended to the journal here too (a memory file's just before its rename)."""
     out = CommitOutcome(results=list(plan.results))
     for name in plan.changed():
         _commit_file(workspace, plan, name, run_id, now, out)
+    journaled = len(out.records)
     for rel, block, result in plan.appends:
         done = _append_episodic(workspace, rel, block, result, run_id, now, out)
         out.results = [done if r.op_id == result.op_id else r for r in out.results]
-    journal.append(workspace, out.records)
+    journal.append(workspace, out.records[journaled:])
     return out
 
 

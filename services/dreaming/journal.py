@@ -19,6 +19,15 @@ revert (``gateway dream revert AGENT RUN[/OP]``) undoes ops from these records:
   changes nothing the second time. Ops the recall check already undid
   (``restore`` records) count as undone.
 
+**After a crash.** A commit journals a memory file's edits just before its
+rename (``commit.py``), and the recall check restores a file before it journals
+the ``restore``: a process killed in between leaves edits in the journal that
+are not in their file, which is then still exactly as before them (its SHA-256
+is the first edit's ``hashBefore``). ``settle``, run when dreaming starts,
+finds such edits and appends a ``restore`` record for each (by ``SETTLED_BY``),
+so the journal matches the files again and a revert has nothing to undo there.
+An op is settled only when every file it touched is in that state.
+
 The journal is capped (``MAX_BYTES``): past it, the oldest records are dropped
 (whole lines) down to ``KEEP_BYTES``, and runs that old can no longer be reverted
 by op (their backups may still hold the pre-images).
@@ -31,9 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.dreaming import jsonl
-from services.dreaming.applier import Edit
+from services.dreaming.applier import Edit, sha256
 
 JOURNAL = ".dreaming/journal.jsonl"
+SETTLED_BY = "start-up: the process ended before the write"
 MAX_BYTES = 8 * 1024 * 1024
 KEEP_BYTES = 4 * 1024 * 1024
 
@@ -134,3 +144,29 @@ def plan_revert(records: list[Record], run_id: str, op_id: str | None, read_file
         out.texts[name] = undo(out.texts[name], record)
         out.undone.append(record)
     return out
+
+
+def settle(workspace: Path, read_file: Callable[[str], str | None], at: str) -> list[str]:
+    """Mark undone the journaled edits that never reached their file (module docstring).
+
+    ``read_file(path)`` gives a workspace file's current text ("" when it does
+    not exist), or None when it cannot be read (then its edits are left as
+    they are). Appends one ``restore`` record per op settled; returns their ids.
+    """
+    records = read(workspace)
+    undone = {(r.get("run"), r.get("op")) for r in records if r.get("kind") in ("revert", "restore")}
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for r in records:
+        if r.get("kind") == "edit" and (r.get("run"), r.get("op")) not in undone:
+            groups.setdefault((str(r.get("run")), str(r.get("file"))), []).append(r)
+    absent: dict[tuple[str, str], bool] = {}  # (run, op) -> every file of it lacks its edits
+    for (run, name), group in groups.items():
+        text = read_file(name)
+        current = None if text is None else sha256(text)
+        not_there = current is not None and current == group[0].get("hashBefore") and current != group[-1].get("hashAfter")
+        for r in group:
+            key = (run, str(r.get("op")))
+            absent[key] = absent.get(key, True) and not_there
+    settled = [key for key, yes in absent.items() if yes]
+    append(workspace, [undo_record("restore", run, op, at, by=SETTLED_BY) for run, op in settled])
+    return [op for _, op in settled]

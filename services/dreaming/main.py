@@ -5,15 +5,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 
 import grpc
+import structlog
 
-from gateway.config import AgentConfig
+from gateway.config import AgentConfig, Config
 from gateway.grpc_server import serve
 from gateway.home import read_internal_token
 from gateway.live_config import LiveConfig
+from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
-from services.dreaming import nightly
+from services.dreaming import journal, nightly
+from services.dreaming.commit import Unsafe, read_text
 from services.dreaming.dreamer import MAX_CONCURRENT_RUNS, Dreamer
 from services.dreaming.model import ReviewerOutcome
 from services.dreaming.orphans import kill_orphans, owner_marker
@@ -21,7 +25,46 @@ from services.dreaming.peer_client import KbIndex, WatcherActivity
 from services.dreaming.reviewer import run_reviewer
 from services.dreaming.scheduler import Scheduler, SystemClock
 from services.dreaming.servicer import Dreaming
-from services.dreaming.state import StateStore
+from services.dreaming.state import Busy, StateStore
+
+log = structlog.get_logger()
+
+
+def temp_folders(config: Config) -> list[Folder]:
+    """Where dreaming writes: each workspace's top level (MEMORY.md, USER.md), memory/** and
+    .dreaming/** (never through a link), and the agent's state folder of the home. Swept at start."""
+    out = []
+    for agent in config.agents:
+        out.append(Folder(agent.workspace))
+        out.extend(Folder(agent.workspace / sub, recursive=True, follow=False) for sub in ("memory", ".dreaming"))
+        out.append(Folder(config.home / "agents" / agent.id))
+    return out
+
+
+def settle_journals(config: Config, store: StateStore) -> None:
+    """At start, before SERVING: mark undone the journaled edits a killed process never wrote
+    (journal.settle), each agent under its run lock (an agent whose lock another process holds
+    is mid-run there and left alone)."""
+    at = nightly.iso(datetime.now(UTC))
+    for agent in config.agents:
+        if not (agent.workspace / journal.JOURNAL).exists():
+            continue
+        workspace = agent.workspace
+        try:
+            with store.lock(agent.id):
+                settled = journal.settle(workspace, lambda rel: _text_or_none(workspace, rel), at)
+        except (Busy, OSError) as exc:
+            log.warning("dream_journal_not_settled", agent=agent.id, error=str(exc))
+            continue
+        if settled:
+            log.warning("dream_journal_settled", agent=agent.id, ops=settled, why=journal.SETTLED_BY)
+
+
+def _text_or_none(workspace: Path, rel: str) -> str | None:
+    try:
+        return read_text(workspace, rel)
+    except (Unsafe, OSError):
+        return None
 
 
 async def run(live: LiveConfig, instance: str | None = None, reviewer_env: Mapping[str, str] | None = None) -> None:
@@ -30,6 +73,7 @@ async def run(live: LiveConfig, instance: str | None = None, reviewer_env: Mappi
     ``reviewer_env``: the environment the reviewer command gets (the entry point builds it with
     ``reviewer.reviewer_environment``; nothing below it reads the process environment)."""
     config = live.current
+    await asyncio.to_thread(sweep_at_start, temp_folders(config))  # before SERVING: no temp file a crash left
     kill_orphans(config.home)  # reviewers a dreaming process of this home left behind when it died
     reviewer_env = {**(reviewer_env or {}), **owner_marker(config.home)}
     token = read_internal_token(config.home)
@@ -45,6 +89,7 @@ async def run(live: LiveConfig, instance: str | None = None, reviewer_env: Mappi
                                   cwd=folder, env=reviewer_env)
 
     store = StateStore(config.home)
+    await asyncio.to_thread(settle_journals, config, store)
     deps = nightly.Deps(index=index, review=review, now=lambda: datetime.now(UTC), vault=index, promoter=index)
     dreamer = Dreamer(lambda: live.current, store, deps, activity)
     scheduler = Scheduler(lambda: {a.id: a.dreaming for a in live.current.agents}, dreamer, store, SystemClock(),

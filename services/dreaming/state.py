@@ -64,7 +64,7 @@ from typing import Any
 
 import structlog
 
-from gateway.atomic import write_atomic
+from gateway.atomic import WriteConflict, write_atomic
 from gateway.errors import Aborted
 from services.dreaming.model import RunReport
 
@@ -401,16 +401,13 @@ def _with_run(state: State, summary: RunSummary) -> State:
 
 
 def _keep_copy(path: Path, data: bytes) -> Path:
-    """Write ``data`` to the first free ``<name>.corrupt-N`` beside ``path``. Raises OSError."""
+    """Write ``data`` to the first free ``<name>.corrupt-N`` beside ``path`` (whole, through
+    ``write_atomic``: a crash leaves no torn copy). Raises OSError."""
     for n in range(1, 1000):
         candidate = path.with_name(f"{path.name}{CORRUPT_SUFFIX}{n}")
         try:
-            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
+            write_atomic(candidate, data, expected=None, mode=0o600, keep_mode=False)
+        except WriteConflict:
             continue
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
         return candidate
     raise OSError(f"no free name to keep the corrupt {path.name} aside (clean up {path.name}{CORRUPT_SUFFIX}*)")

@@ -6,14 +6,22 @@ import asyncio
 
 import grpc
 
+from gateway.config import Config
 from gateway.grpc_server import serve
 from gateway.live_config import LiveConfig
+from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import files_pb2, files_pb2_grpc
 from services.file_api.servicer import WorkspaceFiles
 
 
+def temp_folders(config: Config) -> list[Folder]:
+    """Where the file API writes (each workspace's top level): swept at start (gateway.temp_sweep)."""
+    return [Folder(agent.workspace) for agent in config.agents]
+
+
 async def run(live: LiveConfig, instance: str | None = None) -> None:
     """Serve gateway.v1.WorkspaceFiles on the configured address until SIGTERM, following config.json."""
+    await asyncio.to_thread(sweep_at_start, temp_folders(live.current))  # before SERVING: no temp file a crash left
 
     def register(server: grpc.aio.Server) -> list[str]:
         files_pb2_grpc.add_WorkspaceFilesServicer_to_server(WorkspaceFiles(live), server)

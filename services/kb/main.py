@@ -9,18 +9,29 @@ import grpc
 from gateway.config import Config
 from gateway.grpc_server import serve
 from gateway.live_config import ConfigChange, LiveConfig
+from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb.archives import Archives
 from services.kb.freshness import Root, SourceWatch, archive_folder, archive_source, vault_source
 from services.kb.servicer import Knowledge
+from services.kb.vault_index import REPORTS_DIR
+from services.kb.vault_names import NOTES_DIR
 from services.kb.vaults import Vaults
 
 SYNC_DIR = ".kb-sync"  # under the home: the file watch's barrier markers (freshness.SourceWatch)
 
 
+def temp_folders(config: Config) -> list[Folder]:
+    """Where the KB writes files (each shared vault's notes/ and the graph's reports/; the
+    kb.sqlite files are SQLite's business): swept at start."""
+    vaults = dict.fromkeys(a.knowledge.shared.vault_dir for a in config.agents if a.knowledge.shared.enabled)
+    return [Folder(vault / sub) for vault in vaults for sub in (NOTES_DIR, REPORTS_DIR)]
+
+
 async def run(live: LiveConfig, instance: str | None = None) -> None:
     """Serve gateway.v1.Knowledge until SIGTERM, following config.json."""
     config = live.current
+    await asyncio.to_thread(sweep_at_start, temp_folders(config))  # before SERVING: no temp file a crash left
     roots: dict[str, Root] = {}
     watch = SourceWatch(lambda: roots, config.home / SYNC_DIR)
     archives = Archives(config.agents, sync=watch.sync)

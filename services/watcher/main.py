@@ -13,6 +13,7 @@ from gateway.config import AgentConfig, Config
 from gateway.grpc_server import serve
 from gateway.home import read_internal_token
 from gateway.live_config import ConfigChange, LiveConfig
+from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import watcher_pb2, watcher_pb2_grpc
 from services.watcher.directive_hub import DirectiveHub
 from services.watcher.kb_client import KbRefresher
@@ -61,9 +62,15 @@ class Workspaces:
         return {str(Path(agent.workspace).resolve()): agent.id for agent in config.agents}
 
 
+def temp_folders(config: Config) -> list[Folder]:
+    """Where the watcher writes (CLAUDE.md, each workspace's top level): swept at start."""
+    return [Folder(agent.workspace) for agent in config.agents]
+
+
 async def run(live: LiveConfig, instance: str | None = None) -> None:
     """Serve gateway.v1.Sessions and keep every agent's CLAUDE.md composed until SIGTERM."""
     config = live.current
+    await asyncio.to_thread(sweep_at_start, temp_folders(config))  # before SERVING: no temp file a crash left
     workspaces = Workspaces(live)
     registry = SessionRegistry(clock=wall_clock_ms)
     hub = DirectiveHub()

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from gateway.atomic import WriteConflict, write_atomic
+from gateway.atomic import WriteConflict, is_temp_name, write_atomic
 
 
 def leftovers(folder: Path) -> list[str]:
-    return [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+    return [p.name for p in folder.iterdir() if is_temp_name(p.name)]
 
 
 def test_creates_and_replaces(tmp_path: Path) -> None:
@@ -84,3 +84,43 @@ def test_keep_mode_false_sets_the_given_mode_even_over_an_existing_file(tmp_path
     write_atomic(target, b"{ }", mode=0o600, keep_mode=False)
     assert target.read_bytes() == b"{ }"
     assert target.stat().st_mode & 0o777 == 0o600
+
+
+def test_before_rename_runs_under_the_folder_lock_once_the_cas_passed(tmp_path: Path) -> None:
+    import fcntl
+
+    target = tmp_path / "MEMORY.md"
+    target.write_bytes(b"old")
+    seen: list[tuple[bytes, bool]] = []
+
+    def hook() -> None:
+        probe = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = False
+        except BlockingIOError:
+            locked = True
+        finally:
+            os.close(probe)
+        seen.append((target.read_bytes(), locked))
+
+    write_atomic(target, b"new", expected=b"old", before_rename=hook)
+    assert seen == [(b"old", True)] and target.read_bytes() == b"new"
+    with pytest.raises(WriteConflict):
+        write_atomic(target, b"newer", expected=b"old", before_rename=hook)
+    with pytest.raises(WriteConflict):
+        write_atomic(target, b"created", expected=None, before_rename=hook)
+    assert len(seen) == 1  # not called when the compare-and-swap fails
+
+
+def test_an_exception_in_before_rename_aborts_the_write(tmp_path: Path) -> None:
+    target = tmp_path / "MEMORY.md"
+    target.write_bytes(b"old")
+
+    def hook() -> None:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space"):
+        write_atomic(target, b"new", before_rename=hook)
+    assert target.read_bytes() == b"old"
+    assert leftovers(tmp_path) == []

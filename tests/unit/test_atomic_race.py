@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gateway.atomic import is_temp_name
+
 PROCESSES = 6
 ROUNDS = 40
 BASE = b"base content read by every writer\n"
@@ -59,4 +61,4 @@ def test_exactly_one_creator_and_one_cas_updater_win_each_race(tmp_path: Path) -
                 if stream is not None:
                     stream.close()
             w.wait(timeout=30)
-    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert not [p.name for p in tmp_path.iterdir() if is_temp_name(p.name)]

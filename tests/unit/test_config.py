@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.atomic import is_temp_name
 from gateway.config import build, load_config, validate
 from gateway.cli import main
 from gateway.config_migrations import CURRENT_VERSION, migrate
@@ -217,7 +218,7 @@ def test_concurrent_first_runs_make_exactly_one_key(tmp_path: Path) -> None:
     assert len(keys) == 1
     assert load_config(tmp_path).api.keys[0].digest == hashlib.sha256(keys[0].encode()).digest()
     assert (tmp_path / "admin-key.txt").read_text().splitlines()[1] == keys[0]  # the file holds the key in force
-    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert not [p for p in tmp_path.iterdir() if is_temp_name(p.name) or p.name.endswith(".tmp")]
 
 
 def test_processes_starting_at_once_on_an_empty_home_agree_on_one_config_and_one_key(tmp_path: Path) -> None:

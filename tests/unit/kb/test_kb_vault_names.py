@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.atomic import temp_name
 from gateway.errors import InvalidArgument
 from services.kb.vault_names import (
     MAX_NAME_BYTES,
@@ -93,6 +94,7 @@ def test_paths_outside_notes_are_not_names() -> None:
 
 def test_byte_bound_keeps_the_retired_temp_file_name_under_255_bytes() -> None:
     name = validate_name("é" * (MAX_NAME_BYTES // 2))
-    # write_atomic's temp file: "." + file name + "." + 8 random chars + ".tmp"
-    temp = "." + retired_name(name) + ".md" + ".xxxxxxxx" + ".tmp"
+    file_name = retired_name(name) + ".md"
+    temp = temp_name(file_name)  # write_atomic's temp file: "." + file name + "." + random + ".gwtmp"
+    assert temp.startswith("." + file_name + ".")  # whole: no need to cut the name short
     assert len(temp.encode("utf-8")) <= 255
