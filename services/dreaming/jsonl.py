@@ -15,14 +15,22 @@ Record = dict[str, Any]
 
 def append(path: Path, records: Iterable[Record], *, max_bytes: int, keep_bytes: int, durable: bool = True) -> None:
     """Append ``records`` as one write (mode 0600; fsynced when ``durable``); past ``max_bytes``,
-    keep only the newest whole lines that fit in ``keep_bytes``."""
+    keep only the newest whole lines that fit in ``keep_bytes``.
+
+    A process killed mid-append can leave a torn last line; the next append starts on a line of its
+    own, so only the torn line is lost (``read`` skips it), never the record after it."""
     data = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records).encode("utf-8")
     if not data:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, data)
+        end = os.fstat(fd).st_size
+        if end and os.pread(fd, 1, end - 1) != b"\n":
+            data = b"\n" + data
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
         if durable:
             os.fsync(fd)
         size = os.fstat(fd).st_size
