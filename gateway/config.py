@@ -48,6 +48,13 @@ class GrpcSettings:
         return f"{self.bind_host or self.host}:{getattr(self, service)}"
 
 
+# What a key can be (config_schema.json's ``key`` says the same; a test holds them together): it
+# travels in an HTTP header and in gRPC metadata, which carry printable ASCII only, and two of
+# them must fit gRPC's 8 KiB of metadata. The REST shim refuses any other X-Api-Key with 401.
+MAX_KEY_CHARS = 1024
+KEY_CHARS = "printable ASCII (space to ~)"
+
+
 @dataclass(frozen=True)
 class ApiKey:
     """One API key. Only its SHA-256 digest is held, never the key itself."""
@@ -240,7 +247,10 @@ _BOUNDS = {
 
 def _reason(error: jsonschema.ValidationError) -> str:
     secret = bool(error.absolute_path) and error.absolute_path[-1] in SECRET_FIELDS
-    shown = f"the {'key' if error.absolute_path[-1] == 'key' else 'value'} (not shown)" if secret else repr(error.instance)
+    is_key = secret and error.absolute_path[-1] == "key"
+    shown = f"the {'key' if is_key else 'value'} (not shown)" if secret else repr(error.instance)
+    if is_key and error.validator == "pattern":
+        return f"{shown} has a character a key cannot have: a key is {KEY_CHARS}"
     if secret and error.validator == "pattern":
         return f"{shown} is not a SHA-256 in hex (64 characters 0-9, a-f)"
     if error.validator == "additionalProperties":
