@@ -12,8 +12,8 @@ import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gateway.config import ApiKey
-from gateway.errors import NotFound, PermissionDenied, Unauthenticated
+from gateway.config import ApiKey, is_agent_id
+from gateway.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 
 INTERNAL_TOKEN_HEADER = "x-gateway-internal-token"
 API_KEY_HEADER = "x-api-key"
@@ -80,12 +80,18 @@ class Authenticator:
 
         A key whose scope does not name the agent gets PermissionDenied whether
         or not the agent exists, so keys cannot probe for agent names; NotFound
-        is only for callers whose scope covers the id.
+        is only for callers whose scope covers the id, and InvalidArgument for
+        an id no agent can have (``../x``, ``a/b``: the name is bad, not absent).
         """
         key = caller.key
         if key is not None and not key.covers(agent_id):
             raise PermissionDenied(f"this key has no access to agent {agent_id!r}")
         if not agent_exists:
+            if not is_agent_id(agent_id):
+                raise InvalidArgument(
+                    f"{agent_id[:80]!r} is not an agent id: one path segment of letters, digits, '.', '_' or '-' "
+                    "(at most 64, starting with a letter or digit)"
+                )
             raise NotFound(f"agent {agent_id!r} not found")
         if write and key is not None and not key.write:
             raise PermissionDenied(f"this key has no write access to agent {agent_id!r}")

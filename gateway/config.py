@@ -192,6 +192,17 @@ def schema() -> Raw:
     return json.loads(text)
 
 
+@cache
+def _agent_id_rule() -> re.Pattern[str]:
+    return re.compile(schema()["properties"]["agents"]["items"]["properties"]["id"]["pattern"].removesuffix("$"))
+
+
+def is_agent_id(text: str) -> bool:
+    """Whether ``text`` can be an agent id at all (the schema's ``agents[].id`` rule: one safe path
+    segment), whether or not such an agent is configured."""
+    return _agent_id_rule().fullmatch(text) is not None
+
+
 def _resolve(node: Raw) -> Raw:
     while "$ref" in node:
         name = node["$ref"].rsplit("/", 1)[-1]
