@@ -69,10 +69,29 @@ class ApiKey:
 
 
 @dataclass(frozen=True)
+class HttpLimits:
+    """How long the REST shim waits for a client, and how many it holds (``gateway.api``).
+
+    A connection must send its request line and headers within
+    ``header_timeout_seconds`` of opening (or of its first byte after a
+    keep-alive wait), and the body within ``body_timeout_seconds`` of the
+    headers; an idle keep-alive connection is closed after
+    ``keep_alive_seconds``; connections beyond ``max_connections`` are
+    answered 503 and closed at once.
+    """
+
+    header_timeout_seconds: int = 10
+    body_timeout_seconds: int = 60
+    keep_alive_seconds: int = 5
+    max_connections: int = 512
+
+
+@dataclass(frozen=True)
 class ApiSettings:
     host: str
     port: int
     keys: tuple[ApiKey, ...]
+    limits: HttpLimits = HttpLimits()
 
 
 @dataclass(frozen=True)
@@ -435,6 +454,15 @@ def _key(index: int, raw: Raw) -> ApiKey:
     )
 
 
+def _limits(api: Raw) -> HttpLimits:
+    return HttpLimits(
+        header_timeout_seconds=api["headerTimeoutSeconds"],
+        body_timeout_seconds=api["bodyTimeoutSeconds"],
+        keep_alive_seconds=api["keepAliveSeconds"],
+        max_connections=api["maxConnections"],
+    )
+
+
 def build(raw: Raw, home: Path) -> Config:
     """Typed settings from a migrated config dict. Raises ConfigError when invalid."""
     problems = validate(raw)
@@ -466,6 +494,7 @@ def build(raw: Raw, home: Path) -> Config:
             host=gw["api"]["host"],
             port=gw["api"]["port"],
             keys=tuple(_key(i, k) for i, k in enumerate(gw["api"]["keys"])),
+            limits=_limits(gw["api"]),
         ),
         memory=_memory(gw["memory"]),
         dreaming=_dreaming(gw["dreaming"]),
