@@ -20,6 +20,7 @@ import jsonschema
 
 from gateway.config_migrations import migrate
 from gateway.errors import ConfigError, ConfigNotFound
+from gateway.http_limits import KEY_CHARS, HttpLimits
 
 Raw = dict[str, Any]
 
@@ -48,13 +49,6 @@ class GrpcSettings:
         return f"{self.bind_host or self.host}:{getattr(self, service)}"
 
 
-# What a key can be (config_schema.json's ``key`` says the same; a test holds them together): it
-# travels in an HTTP header and in gRPC metadata, which carry printable ASCII only, and two of
-# them must fit gRPC's 8 KiB of metadata. The REST shim refuses any other X-Api-Key with 401.
-MAX_KEY_CHARS = 1024
-KEY_CHARS = "printable ASCII (space to ~)"
-
-
 @dataclass(frozen=True)
 class ApiKey:
     """One API key. Only its SHA-256 digest is held, never the key itself."""
@@ -66,24 +60,6 @@ class ApiKey:
 
     def covers(self, agent_id: str) -> bool:
         return self.agents is None or agent_id in self.agents
-
-
-@dataclass(frozen=True)
-class HttpLimits:
-    """How long the REST shim waits for a client, and how many it holds (``gateway.api``).
-
-    A connection must send its request line and headers within
-    ``header_timeout_seconds`` of opening (or of its first byte after a
-    keep-alive wait), and the body within ``body_timeout_seconds`` of the
-    headers; an idle keep-alive connection is closed after
-    ``keep_alive_seconds``; connections beyond ``max_connections`` are
-    answered 503 and closed at once.
-    """
-
-    header_timeout_seconds: int = 10
-    body_timeout_seconds: int = 60
-    keep_alive_seconds: int = 5
-    max_connections: int = 512
 
 
 @dataclass(frozen=True)
@@ -454,15 +430,6 @@ def _key(index: int, raw: Raw) -> ApiKey:
     )
 
 
-def _limits(api: Raw) -> HttpLimits:
-    return HttpLimits(
-        header_timeout_seconds=api["headerTimeoutSeconds"],
-        body_timeout_seconds=api["bodyTimeoutSeconds"],
-        keep_alive_seconds=api["keepAliveSeconds"],
-        max_connections=api["maxConnections"],
-    )
-
-
 def build(raw: Raw, home: Path) -> Config:
     """Typed settings from a migrated config dict. Raises ConfigError when invalid."""
     problems = validate(raw)
@@ -494,7 +461,7 @@ def build(raw: Raw, home: Path) -> Config:
             host=gw["api"]["host"],
             port=gw["api"]["port"],
             keys=tuple(_key(i, k) for i, k in enumerate(gw["api"]["keys"])),
-            limits=_limits(gw["api"]),
+            limits=HttpLimits.from_api(gw["api"]),
         ),
         memory=_memory(gw["memory"]),
         dreaming=_dreaming(gw["dreaming"]),

@@ -4,7 +4,7 @@ uvicorn (httptools) waits for a client as long as it likes: no deadline for
 the headers (a connection that sends nothing, or trickles its headers, is
 held for good), none for the body, and ``limit_concurrency`` only answers
 503 once a request's headers are in. This subclass of its protocol adds, per
-connection (``gateway.config.HttpLimits``, read from the config in force
+connection (``gateway.http_limits.HttpLimits``, read from the config in force
 when the connection opens, so a reload applies to new connections):
 
 - **header deadline**: the request line and headers must be in within
@@ -40,7 +40,7 @@ import grpc
 import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from gateway.config import HttpLimits
+from gateway.http_limits import HttpLimits
 from gateway_http.errors import error_body
 
 log = structlog.get_logger()

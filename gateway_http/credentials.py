@@ -8,9 +8,9 @@ the key: a TAB or a non-ASCII byte is not allowed in gRPC metadata (an
 error, formerly a 500), and a 64 KB value passes the channel's metadata
 limit (a 429).
 
-What a key can be is ``gateway.config``'s rule for the keys it stores:
-printable ASCII (space to ``~``), at most ``MAX_KEY_CHARS`` characters. The
-values are never echoed.
+What a key can be is ``gateway.http_limits``' rule, which config.json's
+plain keys follow too: printable ASCII (space to ``~``), at most
+``MAX_KEY_CHARS`` characters. The values are never echoed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from gateway.config import MAX_KEY_CHARS
+from gateway.http_limits import MAX_KEY_CHARS
 
 FORWARDED = {b"x-api-key": ("x-api-key", "X-Api-Key"), b"authorization": ("authorization", "Authorization")}
 BEARER_PREFIX_CHARS = len("Bearer ")

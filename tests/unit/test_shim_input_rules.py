@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 import gateway_http.app as shim_app
 from gateway.auth import Authenticator
-from gateway.config import KEY_CHARS, MAX_KEY_CHARS, ApiKey, HttpLimits, build, is_agent_id, schema, validate
+from gateway.config import ApiKey, build, is_agent_id, schema, validate
+from gateway.http_limits import KEY_CHARS, MAX_KEY_CHARS, HttpLimits
 from gateway.errors import InvalidArgument, NotFound, PermissionDenied
 from gateway.live_config import diff
 from gateway_http.credentials import BadCredential, credential_metadata
