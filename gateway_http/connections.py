@@ -126,8 +126,16 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     # --- answers written by the protocol
 
     def _answer_and_close(self, status: int, code: grpc.StatusCode, message: str) -> None:
-        """Write ``status`` with the error body, then half-close and drain (see the module)."""
+        """Write ``status`` with the error body, then half-close and drain (see the module).
+
+        Halfway through another answer (a pipelined request stalled behind a
+        response the client reads slowly) nothing can be written: just close.
+        """
         cycle = self.cycle
+        if cycle is not None and cycle.response_started and not cycle.response_complete:
+            self._disarm()
+            self.transport.close()
+            return
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True  # the application's receive() ends, its send() is dropped
             cycle.message_event.set()
