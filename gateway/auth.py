@@ -12,8 +12,8 @@ import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gateway.config import ApiKey
-from gateway.errors import NotFound, PermissionDenied, Unauthenticated
+from gateway.config import ApiKey, is_agent_id
+from gateway.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 
 INTERNAL_TOKEN_HEADER = "x-gateway-internal-token"
 API_KEY_HEADER = "x-api-key"
@@ -84,11 +84,18 @@ class Authenticator:
         callers). A scoped key that names an agent not configured (kept for
         pre-provisioning, or left from a removed agent) gets the same
         PermissionDenied as for any agent it does not cover: DESIGN.md "Auth".
+        InvalidArgument is for an id no agent can have (``../x``, ``a/b``: the name
+        is bad, not absent), answered to callers whose scope covers every id.
         """
         key = caller.key
         if key is not None and (not key.covers(agent_id) or (not agent_exists and key.agents is not None)):
             raise PermissionDenied(f"this key has no access to agent {agent_id!r}")
         if not agent_exists:
+            if not is_agent_id(agent_id):
+                raise InvalidArgument(
+                    f"{agent_id[:80]!r} is not an agent id: one path segment of letters, digits, '.', '_' or '-' "
+                    "(at most 64, starting with a letter or digit)"
+                )
             raise NotFound(f"agent {agent_id!r} not found")
         if write and key is not None and not key.write:
             raise PermissionDenied(f"this key has no write access to agent {agent_id!r}")

@@ -20,6 +20,7 @@ import jsonschema
 
 from gateway.config_migrations import migrate
 from gateway.errors import ConfigError, ConfigNotFound
+from gateway.http_limits import KEY_CHARS, HttpLimits
 
 Raw = dict[str, Any]
 
@@ -66,6 +67,7 @@ class ApiSettings:
     host: str
     port: int
     keys: tuple[ApiKey, ...]
+    limits: HttpLimits = HttpLimits()
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,17 @@ def schema() -> Raw:
     return json.loads(text)
 
 
+@cache
+def _agent_id_rule() -> re.Pattern[str]:
+    return re.compile(schema()["properties"]["agents"]["items"]["properties"]["id"]["pattern"].removesuffix("$"))
+
+
+def is_agent_id(text: str) -> bool:
+    """Whether ``text`` can be an agent id at all (the schema's ``agents[].id`` rule: one safe path
+    segment), whether or not such an agent is configured."""
+    return _agent_id_rule().fullmatch(text) is not None
+
+
 def _resolve(node: Raw) -> Raw:
     while "$ref" in node:
         name = node["$ref"].rsplit("/", 1)[-1]
@@ -240,7 +253,10 @@ _BOUNDS = {
 
 def _reason(error: jsonschema.ValidationError) -> str:
     secret = bool(error.absolute_path) and error.absolute_path[-1] in SECRET_FIELDS
-    shown = f"the {'key' if error.absolute_path[-1] == 'key' else 'value'} (not shown)" if secret else repr(error.instance)
+    is_key = secret and error.absolute_path[-1] == "key"
+    shown = f"the {'key' if is_key else 'value'} (not shown)" if secret else repr(error.instance)
+    if is_key and error.validator == "pattern":
+        return f"{shown} has a character a key cannot have: a key is {KEY_CHARS}"
     if secret and error.validator == "pattern":
         return f"{shown} is not a SHA-256 in hex (64 characters 0-9, a-f)"
     if error.validator == "additionalProperties":
@@ -445,6 +461,7 @@ def build(raw: Raw, home: Path) -> Config:
             host=gw["api"]["host"],
             port=gw["api"]["port"],
             keys=tuple(_key(i, k) for i, k in enumerate(gw["api"]["keys"])),
+            limits=HttpLimits.from_api(gw["api"]),
         ),
         memory=_memory(gw["memory"]),
         dreaming=_dreaming(gw["dreaming"]),

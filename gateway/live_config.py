@@ -20,7 +20,9 @@ mechanism:
 - **Addresses need a restart.** Where a process listens and how it reaches its
   peers (``gateway.grpc.*``, ``gateway.api.host`` / ``port``) cannot change
   under a running server; those keep their running values, and the log line
-  lists them under ``needs_restart``.
+  lists them under ``needs_restart``. The shim's client limits
+  (``gateway.api`` timeouts and ``maxConnections``) need none: each new
+  connection reads the ones in force.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class ConfigChange:
     keys_removed: tuple[str, ...] = ()
     keys_changed: tuple[str, ...] = ()
     needs_restart: tuple[str, ...] = ()  # settings that keep their running value until a restart
-    other: bool = False  # gateway-wide settings changed (budgets, dreaming, knowledge)
+    other: bool = False  # gateway-wide settings changed (budgets, dreaming, knowledge, the shim's limits)
 
     @property
     def empty(self) -> bool:
@@ -111,7 +113,8 @@ def diff(old: Config, new: Config) -> ConfigChange:
         keys_removed=tuple(sorted(set(old_keys) - set(new_keys))),
         keys_changed=tuple(sorted(n for n in set(old_keys) & set(new_keys) if old_keys[n] != new_keys[n])),
         needs_restart=tuple(_address_fields(old, new)),
-        other=(old.memory, old.dreaming, old.knowledge) != (new.memory, new.dreaming, new.knowledge),
+        other=(old.memory, old.dreaming, old.knowledge, old.api.limits)
+        != (new.memory, new.dreaming, new.knowledge, new.api.limits),
     )
 
 

@@ -3,6 +3,15 @@
 Every request is matched against the routes built from the protos, turned
 into the RPC's message, sent to the backend that serves the RPC with the
 caller's key as metadata and a deadline, and the reply rendered as protojson.
+
+The rule for errors (issue 14): input never gets a 5xx from the shim. Bad
+input is refused where it enters (``credentials`` for the key headers,
+``json_body`` for the body, ``router`` for the path, ``fields`` and
+``transcode`` for the message) with a 4xx naming it; 5xx comes only from a
+backend's answer (its own status) or from a bug here, which is logged as
+``http_bug`` with the route and where it happened (never the key, the body
+or the exception's text, which may quote either) and answered 500 with the
+error body.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
@@ -21,6 +31,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S, HEALTH_DEADLINE_S, aio_channel
 from gateway.files_limits import MAX_BODY_BYTES
+from gateway_http.credentials import BadCredential, credential_metadata
 from gateway_http.descriptors import Route, all_routes
 from gateway_http.errors import error_body, http_status
 from gateway_http.openapi import openapi_document
@@ -54,6 +65,20 @@ class HttpError(Exception):
         self.code = code
         self.message = message
         self.headers = headers or []
+
+
+class _Reply:
+    """``send`` for one request, remembering the route matched (for the log) and whether the
+    answer has started (a bug after that cannot answer 500)."""
+
+    def __init__(self, send: Send, path: str) -> None:
+        self._send = send
+        self.started = False
+        self.route = path  # the route's template once matched
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        self.started = True
+        await self._send(message)
 
 
 class ShimApp:
@@ -130,6 +155,16 @@ class ShimApp:
         return call
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> tuple[int, str]:
+        reply = _Reply(send, scope["path"])
+        try:
+            return await self._serve(scope, receive, reply)
+        except Exception as exc:  # a bug: input is refused with a 4xx before this (module docstring)
+            log.error("http_bug", method=scope["method"], route=reply.route, error=type(exc).__name__, at=_frames(exc))
+            if not reply.started:
+                await _respond(send, 500, error_body(grpc.StatusCode.INTERNAL, "internal error in the REST shim"))
+            return 500, reply.route
+
+    async def _serve(self, scope: Scope, receive: Receive, send: _Reply) -> tuple[int, str]:
         method = scope["method"]
         path = scope["path"]
         try:
@@ -155,12 +190,17 @@ class ShimApp:
                     )
                 raise HttpError(404, grpc.StatusCode.NOT_FOUND, f"no route for {method} {path}")
             route = match.route
+            send.route = route.template
+            try:
+                metadata = credential_metadata(scope["headers"])
+            except BadCredential as exc:
+                raise HttpError(401, grpc.StatusCode.UNAUTHENTICATED, str(exc)) from None
             body: Any = None
             if route.body:
                 body = parse_body(await _read_body(scope, receive))
             query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
             request = build_request(route, match.params, body, query)
-            status, payload = await self._invoke(route, request, scope)
+            status, payload = await self._invoke(route, request, metadata)
             await _respond(send, status, payload)
             return status, route.template
         except BadRequest as exc:
@@ -170,8 +210,7 @@ class ShimApp:
             await _respond(send, exc.status, error_body(exc.code, exc.message), exc.headers)
             return exc.status, path
 
-    async def _invoke(self, route: Route, request: Any, scope: Scope) -> tuple[int, bytes]:
-        metadata = _auth_metadata(scope)
+    async def _invoke(self, route: Route, request: Any, metadata: tuple[tuple[str, str], ...]) -> tuple[int, bytes]:
         try:
             reply = await self._callable(route)(request, timeout=deadline(route), metadata=metadata)
         except grpc.aio.AioRpcError as err:
@@ -198,15 +237,9 @@ class ShimApp:
         return (200 if ok else 503), json.dumps(body).encode()
 
 
-def _auth_metadata(scope: Scope) -> tuple[tuple[str, str], ...]:
-    """The caller's credentials as gRPC metadata: X-Api-Key and Authorization only."""
-    out = []
-    for name, value in scope["headers"]:
-        if name == b"x-api-key":
-            out.append(("x-api-key", value.decode("latin-1")))
-        elif name == b"authorization":
-            out.append(("authorization", value.decode("latin-1")))
-    return tuple(out)
+def _frames(exc: BaseException) -> list[str]:
+    """Where ``exc`` was raised, as ``file:line function`` (the code, never the data)."""
+    return [f"{frame.filename}:{frame.lineno} {frame.name}" for frame in traceback.extract_tb(exc.__traceback__)[-8:]]
 
 
 async def _read_body(scope: Scope, receive: Receive) -> bytes:
@@ -223,8 +256,8 @@ async def _read_body(scope: Scope, receive: Receive) -> bytes:
     size = 0
     while True:
         message = await receive()
-        if message["type"] == "http.disconnect":
-            raise HttpError(400, grpc.StatusCode.CANCELLED, "client disconnected")
+        if message["type"] == "http.disconnect":  # gone, or cut by the body deadline (connections)
+            raise HttpError(499, grpc.StatusCode.CANCELLED, "client disconnected")
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:
@@ -235,10 +268,12 @@ async def _read_body(scope: Scope, receive: Receive) -> bytes:
 
 
 def _too_large() -> HttpError:
+    # The rest of the body is not read: the connection closes rather than drain it.
     return HttpError(
         413,
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         f"request body is larger than {MAX_BODY_BYTES} bytes; file content is limited to 1,048,576 bytes",
+        [(b"connection", b"close")],
     )
 
 

@@ -33,6 +33,12 @@ def http_status(code: grpc.StatusCode) -> int:
 
 
 def error_body(code: grpc.StatusCode, message: str) -> bytes:
-    """grpc-gateway's error body plus ``error`` for clients of the documented API."""
+    """grpc-gateway's error body plus ``error`` for clients of the documented API.
+
+    A message quoting input is always encodable: a code point UTF-8 cannot
+    carry (a lone surrogate) becomes ``?`` rather than failing the answer.
+    """
+    if not message.isascii():
+        message = message.encode("utf-8", "replace").decode("utf-8")
     body = {"code": code.value[0], "message": message, "details": [], "error": message}
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

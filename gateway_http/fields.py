@@ -96,7 +96,9 @@ def enum_number(field: descriptor.FieldDescriptor, value: Any, where: str, *, di
     enum = field.enum_type
     accepted = ", ".join(accepted_values(enum))
     if isinstance(value, str):
-        by_name = enum.values_by_name.get(value)
+        # Enum names are ASCII identifiers; anything else (a lone surrogate above all, which
+        # upb's lookup cannot even encode) is no name of the enum.
+        by_name = enum.values_by_name.get(value) if value.isascii() else None
         if by_name is not None:
             return int(by_name.number)
         if digits and value.strip().lstrip("-").isdigit():

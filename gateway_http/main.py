@@ -10,6 +10,7 @@ from gateway.grpc_server import BindError
 from gateway.live_config import LiveConfig
 from gateway.ports import listen_problem
 from gateway_http.app import ShimApp
+from gateway_http.connections import protocol_class
 
 BACKENDS = ("file_api", "watcher", "kb", "dreaming")
 
@@ -37,7 +38,8 @@ def listen(host: str, port: int) -> socket.socket:
 def run(live: LiveConfig, instance: str | None = None) -> None:
     """Serve the shim on ``api.host:api.port`` until SIGTERM/SIGINT (uvicorn handles both),
     following config.json. ``instance``: the launcher's start nonce, reported by /healthz.
-    Raises BindError when the port cannot be bound."""
+    Connections get the client limits of ``gateway.api`` in force when they open
+    (``connections``). Raises BindError when the port cannot be bound."""
     config = live.current
     sock = listen(config.api.host, config.api.port)
     app = ShimApp({name: config.grpc.address(name) for name in BACKENDS}, background=live.follow, instance=instance)
@@ -45,7 +47,8 @@ def run(live: LiveConfig, instance: str | None = None) -> None:
         uvicorn.Config(
             app,
             loop="asyncio",
-            http="httptools",
+            http=protocol_class(lambda: live.current.api.limits),
+            timeout_keep_alive=config.api.limits.keep_alive_seconds,  # each connection reads its own
             lifespan="on",
             access_log=False,
             log_level="warning",

@@ -1,12 +1,15 @@
 """JSON ⇄ protobuf with protojson semantics (camelCase out, unknown fields ignored).
 
-What the shim refuses on the way in (near-miss keys, bodies with no known
-field, unknown enum names) is in ``fields``.
+How a body's bytes become JSON (UTF-8 only, bounded depth and numbers, no
+NaN, no lone surrogates) is in ``json_body``; what the shim refuses once it
+meets the message (near-miss keys, bodies with no known field, unknown enum
+names) is in ``fields``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from google.protobuf import descriptor, json_format
@@ -14,6 +17,7 @@ from google.protobuf.message import Message
 
 from gateway_http.descriptors import Route
 from gateway_http.fields import BadRequest, check_known_keys, check_object, enum_number, field_for, json_kind
+from gateway_http.json_body import decode_json
 
 __all__ = ["BadRequest", "build_request", "parse_body", "render"]
 
@@ -49,16 +53,11 @@ def _check_scalars(message_descriptor: descriptor.Descriptor, body: dict[str, An
 def parse_body(raw: bytes) -> Any:
     """Decode a JSON request body; an empty (or all-whitespace) body is ``{}``, as grpc-gateway reads it.
 
-    Raises BadRequest naming the problem.
+    Raises BadRequest naming the problem (``json_body.decode_json``'s rules).
     """
     if not raw.strip():
         return {}
-    try:
-        return json.loads(raw)
-    except UnicodeDecodeError:
-        raise BadRequest("request body is not UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise BadRequest(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    return decode_json(raw)
 
 
 def _set_scalar(message: Message, name: str, value: str) -> None:
@@ -73,7 +72,10 @@ def _set_scalar(message: Message, name: str, value: str) -> None:
                 raise ValueError
             setattr(message, field.name, value.lower() in ("true", "1"))
         elif field.cpp_type in (FD.CPPTYPE_FLOAT, FD.CPPTYPE_DOUBLE):
-            setattr(message, field.name, float(value))
+            number = float(value)
+            if not math.isfinite(number):
+                raise ValueError  # NaN and infinities are no more a number here than in a body
+            setattr(message, field.name, number)
         elif field.cpp_type == FD.CPPTYPE_ENUM:
             setattr(message, field.name, enum_number(field, value, name, digits=True))
         else:
@@ -88,9 +90,9 @@ def _set_flat_strings(message: Message, body: dict[str, Any]) -> bool:
     """Fast path for bodies of plain string fields (the file API's PUT): set them directly.
 
     Returns False, having set nothing, when any known key is not a plain
-    string field; the caller then uses protojson's general parser. Strings
-    with lone surrogates (valid JSON, invalid UTF-8) are refused as protojson
-    would refuse them.
+    string field; the caller then uses protojson's general parser. The body
+    holds no lone surrogate (``json_body`` refused it), so every string fits
+    a protobuf string.
     """
     desc = message.DESCRIPTOR
     plan = []
@@ -102,10 +104,6 @@ def _set_flat_strings(message: Message, body: dict[str, Any]) -> bool:
             return False
         plan.append((field.name, value))
     for name, value in plan:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise BadRequest(f"{name}: the string is not valid Unicode (lone surrogate)") from None
         setattr(message, name, value)
     return True
 

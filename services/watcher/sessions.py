@@ -19,6 +19,22 @@ Clock = Callable[[], int]  # milliseconds since the epoch
 MAX_SESSION_ID = 128
 
 
+def check_session_id(session_id: str) -> None:
+    """Refuse an id that is not 1-MAX_SESSION_ID printable characters forming one path segment.
+
+    Ids are only keys here, but an agent runtime such as Claude Code names its
+    transcript after the session (``<session id>.jsonl`` in the sessions folder
+    dreaming reads), so ``/``, ``\\`` and ``.``/``..`` are refused as bad names
+    rather than looked up. One holding a bidirectional control is told which
+    (``gateway.bidi``: the id is shown in directives and logs). Raises InvalidArgument.
+    """
+    refuse_bidi(session_id, "session_id")
+    if not session_id or len(session_id) > MAX_SESSION_ID or not session_id.isprintable():
+        raise InvalidArgument(f"session_id must be 1-{MAX_SESSION_ID} printable characters")
+    if session_id in (".", "..") or "/" in session_id or "\\" in session_id:
+        raise InvalidArgument("session_id must be one path segment: no '/' or '\\', and not '.' or '..'")
+
+
 @dataclass(frozen=True)
 class Directive:
     agent_id: str
@@ -54,22 +70,19 @@ class SessionRegistry:
     def register(self, agent_id: str, session_id: str, busy: bool) -> SessionRecord:
         """Add (or re-register) a live session; a fresh id when ``session_id`` is empty.
 
-        Raises InvalidArgument for an over-long or non-printable id; one holding a
-        bidirectional control is told which (``gateway.bidi``: the id is shown in
-        directives and logs).
+        Raises InvalidArgument for an id ``check_session_id`` refuses.
         """
         if not session_id:
             session_id = secrets.token_hex(8)
-        refuse_bidi(session_id, "session_id")
-        if len(session_id) > MAX_SESSION_ID or not session_id.isprintable():
-            raise InvalidArgument(f"session_id must be 1-{MAX_SESSION_ID} printable characters")
+        check_session_id(session_id)
         now = self._touch(agent_id)
         record = SessionRecord(agent_id, session_id, busy, now, now)
         self._sessions.setdefault(agent_id, {})[session_id] = record
         return record
 
     def get(self, agent_id: str, session_id: str) -> SessionRecord:
-        """The live session. Raises NotFound."""
+        """The live session. Raises InvalidArgument for a bad id, NotFound for an unknown one."""
+        check_session_id(session_id)
         record = self._sessions.get(agent_id, {}).get(session_id)
         if record is None:
             raise NotFound(f"no live session {session_id!r} for agent {agent_id!r}; register it first")
@@ -94,7 +107,8 @@ class SessionRegistry:
         return record, None
 
     def end(self, agent_id: str, session_id: str) -> bool:
-        """Forget a session; False when it was not live."""
+        """Forget a session; False when it was not live. Raises InvalidArgument for a bad id."""
+        check_session_id(session_id)
         ended = self._sessions.get(agent_id, {}).pop(session_id, None) is not None
         if ended:
             self._touch(agent_id)

@@ -124,9 +124,8 @@ def test_openapi_covers_every_route() -> None:
 
 
 def test_lone_surrogates_are_refused_not_stored() -> None:
-    body = parse_body(b'{"content": "bad \\ud800 half"}')
-    with pytest.raises(BadRequest, match="lone surrogate"):
-        build_request(route("PutFile"), {"agent_id": "a", "filename": "SOUL.md"}, body, [])
+    with pytest.raises(BadRequest, match="lone surrogate"):  # by the decode step, before any message
+        parse_body(b'{"content": "bad \\ud800 half"}')
 
 
 def test_non_string_bodies_take_the_general_parser() -> None:

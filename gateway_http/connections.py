@@ -1,0 +1,234 @@
+"""The shim's HTTP connections: deadlines for slow clients and a cap on how many are held.
+
+uvicorn (httptools) waits for a client as long as it likes: no deadline for
+the headers (a connection that sends nothing, or trickles its headers, is
+held for good), none for the body, and ``limit_concurrency`` only answers
+503 once a request's headers are in. This subclass of its protocol adds, per
+connection (``gateway.http_limits.HttpLimits``, read from the config in force
+when the connection opens, so a reload applies to new connections):
+
+- **header deadline**: the request line and headers must be in within
+  ``header_timeout_seconds`` of the connection opening, or of the first byte
+  of the next request after a keep-alive wait. A request begun and not
+  finished gets 408; a connection that sent nothing is just closed (a
+  browser's spare pre-connected socket is not an error).
+- **body deadline**: the body must be in whole within
+  ``body_timeout_seconds`` of the headers: 408, or a plain close when the
+  shim has already answered.
+- **keep-alive**: uvicorn's own idle timer, set to ``keep_alive_seconds``.
+- **connection cap**: a connection beyond ``max_connections`` is answered 503
+  the moment it opens, never parsed nor queued.
+- **header size**: headers past ``MAX_HEADER_BYTES`` get 431 (httptools sets
+  no bound of its own; a key of 64 KB still reaches the key check's 401).
+
+An answer the protocol writes itself (408, 431, 503) has grpc-gateway's error
+body and ``connection: close``; the protocol then half-closes and discards
+what the client still sends for ``LINGER_SECONDS``, so the answer is read
+rather than lost to a reset. Every cut is logged; refusals at the cap at
+most once a second, with their count. Other connections are served
+meanwhile: all of this is timers on the event loop, never a blocking wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import grpc
+import structlog
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from gateway.http_limits import HttpLimits
+from gateway_http.errors import error_body
+
+log = structlog.get_logger()
+
+MAX_HEADER_BYTES = 256 * 1024  # request line and headers of one request
+LINGER_SECONDS = 1.0  # how long a refused or cut connection drains before it is closed
+REFUSAL_LOG_INTERVAL_S = 1.0
+
+_REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
+
+
+class _RefusalLog:
+    """Refusals at the cap, logged at most once per interval with how many there were."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last = 0.0
+
+    def note(self, limit: int) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if now - self.last >= REFUSAL_LOG_INTERVAL_S:
+            log.warning("http_connection_refused", reason="maxConnections", limit=limit, refused=self.count)
+            self.count = 0
+            self.last = now
+
+
+class LimitedHttpProtocol(HttpToolsProtocol):
+    """httptools protocol with the deadlines and the cap of the module docstring.
+
+    Use ``protocol_class(limits)``, which binds where the limits come from.
+    """
+
+    current_limits: ClassVar[Callable[[], HttpLimits]] = HttpLimits
+    refusals: ClassVar[_RefusalLog] = _RefusalLog()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.limits = type(self).current_limits()
+        self.timeout_keep_alive = self.limits.keep_alive_seconds
+        self._deadline: asyncio.TimerHandle | None = None
+        self._in_headers = False  # between the first byte of a request and the end of its headers
+        self._in_body = False  # between the end of a request's headers and the end of its body
+        self._header_bytes = 0
+        self._draining = False  # answered by the protocol itself; input is discarded until closed
+
+    # --- timers
+
+    def _arm(self, seconds: float, fire: Callable[[], None]) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, fire)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _header_timeout(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        seconds = self.limits.header_timeout_seconds
+        log.info("http_client_too_slow", phase="headers", seconds=seconds, started=self._in_headers)
+        if self._in_headers:
+            self._answer_and_close(408, grpc.StatusCode.DEADLINE_EXCEEDED,
+                                   f"request headers not received within {seconds} s; closing the connection")
+        else:
+            self.transport.close()
+
+    def _body_timeout(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        seconds = self.limits.body_timeout_seconds
+        answered = self.cycle is not None and self.cycle.response_started
+        log.info("http_client_too_slow", phase="body", seconds=seconds, answered=answered)
+        if answered:
+            self.transport.close()
+        else:
+            self._answer_and_close(408, grpc.StatusCode.DEADLINE_EXCEEDED,
+                                   f"request body not received within {seconds} s; closing the connection")
+
+    # --- answers written by the protocol
+
+    def _answer_and_close(self, status: int, code: grpc.StatusCode, message: str) -> None:
+        """Write ``status`` with the error body, then half-close and drain (see the module).
+
+        Halfway through another answer (a pipelined request stalled behind a
+        response the client reads slowly) nothing can be written: just close.
+        """
+        cycle = self.cycle
+        if cycle is not None and cycle.response_started and not cycle.response_complete:
+            self._disarm()
+            self.transport.close()
+            return
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True  # the application's receive() ends, its send() is dropped
+            cycle.message_event.set()
+        body = error_body(code, message)
+        head = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status])]
+        head.extend(name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers)
+        head.append(b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % len(body))
+        self._disarm()
+        self._draining = True
+        self.transport.write(b"".join(head) + body)
+        self.flow.resume_reading()
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self.loop.call_later(LINGER_SECONDS, self.transport.close)
+        else:
+            self.transport.close()
+
+    # --- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections:
+            self.connections.discard(self)  # the cap counts the connections being served
+            self.refusals.note(self.limits.max_connections)
+            self._answer_and_close(503, grpc.StatusCode.UNAVAILABLE,
+                                   f"the REST shim is serving its maximum of {self.limits.max_connections} "
+                                   "connections; try again shortly")
+            return
+        self._arm(self.limits.header_timeout_seconds, self._header_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        if self._draining:
+            return
+        super().data_received(data)
+        if self._draining or self.transport.is_closing():
+            return
+        if self._in_headers:
+            # An upper bound: the chunk that began this request may also hold the end of the last one.
+            self._header_bytes += len(data)
+            if self._header_bytes > MAX_HEADER_BYTES:
+                log.info("http_headers_too_large", limit=MAX_HEADER_BYTES)
+                self._answer_and_close(431, grpc.StatusCode.INVALID_ARGUMENT,
+                                       f"request headers are larger than {MAX_HEADER_BYTES:,} bytes")
+        elif self._deadline is None and self.timeout_keep_alive_task is None and self._between_requests():
+            # Bytes that began no request (blank lines between requests) stop uvicorn's keep-alive
+            # timer; the header deadline takes its place so they cannot hold the connection.
+            self._arm(self.limits.header_timeout_seconds, self._header_timeout)
+
+    def eof_received(self) -> None:
+        if self._draining:
+            self.transport.close()
+        super().eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _between_requests(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    # --- httptools callbacks
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_headers = True
+        self._header_bytes = 0
+        if self._deadline is None:  # a fresh connection keeps the deadline it opened with
+            self._arm(self.limits.header_timeout_seconds, self._header_timeout)
+
+    def on_headers_complete(self) -> None:
+        self._in_headers = False
+        self._in_body = True
+        self._disarm()
+        super().on_headers_complete()
+        if not self.pipeline:  # a pipelined request's body is read once it is its turn
+            self._arm(self.limits.body_timeout_seconds, self._body_timeout)
+
+    def on_message_complete(self) -> None:
+        self._in_body = False
+        self._disarm()
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        queued = bool(self.pipeline)
+        super().on_response_complete()
+        if queued and self._in_body and self._deadline is None:  # the queued request's turn has come
+            self._arm(self.limits.body_timeout_seconds, self._body_timeout)
+
+
+def protocol_class(limits: Callable[[], HttpLimits]) -> type[LimitedHttpProtocol]:
+    """The protocol for uvicorn's ``http=``, reading ``limits()`` at each new connection."""
+
+    class Bound(LimitedHttpProtocol):
+        current_limits = staticmethod(limits)
+
+    return Bound

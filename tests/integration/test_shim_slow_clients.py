@@ -1,0 +1,241 @@
+"""Slow and greedy clients of the REST shim, against the real processes (issue 14, item 4).
+
+With one-second limits in config.json: a connection that sends nothing is
+closed, trickled headers and a trickled body are cut (408, then closed),
+headers past their bound get 431, an idle keep-alive connection is closed, a
+connection past ``maxConnections`` is answered 503 at once, and a normal
+client is served all the while.
+Every wait is bounded; nothing asserts how long anything took.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from hardening_report import record
+from suite_support import ADMIN_KEY, Suite, make_home, wait_until
+
+pytestmark = pytest.mark.integration
+
+LIMITS = {"headerTimeoutSeconds": 1, "bodyTimeoutSeconds": 1, "keepAliveSeconds": 1, "maxConnections": 16}
+FILE = "/api/v1/agents/alfred/files/SOUL.md"
+DRIP_S = 0.5  # one byte every half second, as in the issue
+MAX_DRIPS = 120  # a minute of trickling: far past every limit, so an answer before the end is a cut
+READ_TIMEOUT_S = 30.0
+
+
+def set_api(home_config: str, **api: object) -> None:
+    with open(home_config, encoding="utf-8") as handle:
+        config = json.load(handle)
+    config["gateway"]["api"].update(api)
+    tmp = home_config + ".new"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(config, handle)
+    os.replace(tmp, home_config)
+
+
+@pytest.fixture(scope="module")
+def ssuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
+    home, ports, http_port = make_home(tmp_path_factory.mktemp("slow"))
+    set_api(str(home / "config.json"), **LIMITS)
+    running = Suite(home, http_port, ports)
+    try:
+        running.start("file_api")
+        running.start("http")
+        yield running
+    finally:
+        running.stop_all()
+
+
+def connect(suite: Suite) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", suite.http_port), timeout=READ_TIMEOUT_S)
+    sock.settimeout(READ_TIMEOUT_S)
+    return sock
+
+
+def read_to_end(sock: socket.socket) -> bytes:
+    """Everything the shim sends until it closes (a reset after its answer counts as the close)."""
+    out = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+def trickle(sock: socket.socket, first: bytes, drip: bytes) -> tuple[bytes, int]:
+    """Send ``first``, then ``drip`` one byte per DRIP_S until the shim answers or closes.
+
+    Returns what it sent back and how many drips went out first.
+    """
+    sock.sendall(first)
+    for sent in range(MAX_DRIPS):
+        readable, _, _ = select.select([sock], [], [], DRIP_S)
+        if readable:
+            return read_to_end(sock), sent
+        try:
+            sock.sendall(drip[sent % len(drip) : sent % len(drip) + 1])
+        except (BrokenPipeError, ConnectionResetError):
+            return read_to_end(sock), sent
+    return b"", MAX_DRIPS
+
+
+def status_of(reply: bytes) -> int | None:
+    return int(reply.split(b" ", 2)[1]) if reply.startswith(b"HTTP/1.1 ") else None
+
+
+def error_message(reply: bytes) -> str:
+    return str(json.loads(reply.split(b"\r\n\r\n", 1)[1])["message"])
+
+
+def head(method: str, path: str, *extra: str) -> bytes:
+    return "\r\n".join([f"{method} {path} HTTP/1.1", "Host: shim", f"X-Api-Key: {ADMIN_KEY}", *extra, ""]).encode()
+
+
+def test_a_connection_that_sends_nothing_is_closed(ssuite: Suite) -> None:
+    with connect(ssuite) as sock:
+        assert read_to_end(sock) == b""
+
+
+def test_trickled_headers_are_cut_with_408(ssuite: Suite) -> None:
+    with connect(ssuite) as sock:
+        reply, drips = trickle(sock, b"GET /healthz HTTP/1.1\r\nX-Pad: ", b"abcdefgh")
+    assert drips < MAX_DRIPS
+    assert status_of(reply) == 408, reply[:200]
+    assert "request headers not received within 1 s" in error_message(reply)
+
+
+def test_a_trickled_body_is_cut_with_408_and_nothing_is_written(ssuite: Suite) -> None:
+    soul = ssuite.home / "agents" / "alfred" / "workspace" / "SOUL.md"
+    before = soul.read_bytes() if soul.exists() else None
+    body = json.dumps({"content": "x" * 200}).encode()
+    with connect(ssuite) as sock:
+        first = head("PUT", FILE, "Content-Type: application/json", f"Content-Length: {len(body)}", "") + body[:1]
+        reply, drips = trickle(sock, first, body[1:])
+    assert drips < len(body) - 1  # cut before the body was whole
+    assert status_of(reply) == 408, reply[:200]
+    assert "request body not received within 1 s" in error_message(reply)
+    assert (soul.read_bytes() if soul.exists() else None) == before
+
+
+def test_headers_past_their_bound_get_431_and_a_64_kb_key_still_gets_its_401(ssuite: Suite) -> None:
+    with connect(ssuite) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: shim\r\n")
+        try:
+            for _ in range(64):  # 1 MiB of headers, sent as fast as the shim reads them
+                sock.sendall(b"X-Pad: " + b"p" * 16377 + b"\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        reply = read_to_end(sock)
+    assert status_of(reply) == 431, reply[:200]
+    with httpx.Client(base_url=ssuite.base_url, timeout=READ_TIMEOUT_S) as client:
+        refused = client.get(FILE, headers={"X-Api-Key": "k" * 65536})
+    assert refused.status_code == 401 and "X-Api-Key" in refused.json()["message"]
+
+
+def test_an_idle_keep_alive_connection_is_closed(ssuite: Suite) -> None:
+    with connect(ssuite) as sock:
+        sock.sendall(head("GET", FILE, ""))
+        reply = b""
+        while b"\r\n\r\n" not in reply or len(reply.split(b"\r\n\r\n", 1)[1]) < content_length(reply):
+            chunk = sock.recv(65536)
+            assert chunk, "closed before the answer was whole"
+            reply += chunk
+        assert status_of(reply) == 200
+        assert read_to_end(sock) == b""  # then nothing more: the shim closed the idle connection
+
+
+def content_length(reply: bytes) -> int:
+    for line in reply.split(b"\r\n\r\n", 1)[0].split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 0
+
+
+def test_normal_clients_are_served_while_others_trickle(ssuite: Suite) -> None:
+    outcomes: list[tuple[str, int | None]] = []
+
+    def attacker(kind: str) -> None:
+        with connect(ssuite) as sock:
+            if kind == "silent":
+                outcomes.append((kind, 0 if read_to_end(sock) == b"" else None))
+                return
+            if kind == "headers":
+                reply, _ = trickle(sock, b"GET /healthz HTTP/1.1\r\nX-Pad: ", b"zzzz")
+            else:
+                reply, _ = trickle(sock, head("PUT", FILE, "Content-Length: 500", "") + b"{", b'"')
+            outcomes.append((kind, status_of(reply)))
+
+    kinds = ["silent", "headers", "body"] * 3
+    threads = [threading.Thread(target=attacker, args=(kind,), daemon=True) for kind in kinds]
+    for thread in threads:
+        thread.start()
+    served, longest = [], 0.0
+    with httpx.Client(base_url=ssuite.base_url, headers={"X-Api-Key": ADMIN_KEY}, timeout=READ_TIMEOUT_S) as client:
+        i = 0
+        while any(t.is_alive() for t in threads) or i < 5:
+            start = time.perf_counter()
+            reply = client.put(FILE, json={"content": f"# Soul {i}\n"}) if i % 2 else client.get(FILE)
+            longest = max(longest, (time.perf_counter() - start) * 1000)
+            served.append(reply.status_code)
+            i += 1
+    for thread in threads:
+        thread.join(READ_TIMEOUT_S)
+    assert served and set(served) == {200}, served
+    assert sorted(outcomes) == sorted((k, {"silent": 0, "headers": 408, "body": 408}[k]) for k in kinds), outcomes
+    record(
+        "slow clients (REST)",
+        inputs=len(kinds),
+        errors_5xx=sum(1 for s in served if s >= 500),
+        longest_ms=round(longest, 1),
+        notes=f"{len(kinds)} silent/trickling connections cut (closed or 408) with 1 s limits while a normal client "
+        f"was served {len(served)} requests, all 200; longest = slowest normal request meanwhile",
+    )
+
+
+def test_connections_past_the_cap_are_refused_at_once(ssuite: Suite) -> None:
+    config = str(ssuite.home / "config.json")
+
+    def reloaded(count: int) -> bool:
+        return sum(1 for line in ssuite.log_lines("http") if line.get("event") == "config_reloaded") >= count
+
+    seen = sum(1 for line in ssuite.log_lines("http") if line.get("event") == "config_reloaded")
+    set_api(config, maxConnections=3, headerTimeoutSeconds=60, keepAliveSeconds=60)
+    wait_until(lambda: reloaded(seen + 1), 20, "the shim to reload its limits")
+    held: list[socket.socket] = []
+    try:
+        for _ in range(3):  # each proves it is being served with one answer, then stays idle
+            sock = connect(ssuite)
+            sock.sendall(head("GET", FILE, ""))
+            assert status_of(sock.recv(65536)) == 200
+            held.append(sock)
+        with connect(ssuite) as extra:
+            extra.sendall(head("GET", FILE, ""))
+            reply = read_to_end(extra)
+        assert status_of(reply) == 503, reply[:200]
+        assert "maximum of 3 connections" in error_message(reply)
+        held.pop().close()
+
+        def served_again() -> bool:
+            with connect(ssuite) as sock:
+                sock.sendall(head("GET", FILE, "Connection: close", ""))
+                return status_of(read_to_end(sock)) == 200
+
+        wait_until(served_again, 20, "a connection to be served once one of the held ones closed")
+    finally:
+        for sock in held:
+            sock.close()
+        set_api(config, **LIMITS)
+        wait_until(lambda: reloaded(seen + 2), 20, "the shim to reload the test's limits")
