@@ -64,7 +64,7 @@ from gateway.atomic import WriteConflict, write_atomic
 from gateway.errors import AlreadyExists, InvalidArgument, NotFound
 from services.kb.vault_index import reindex_notes
 from services.kb.vault_names import is_retired, live_name, retired_name, validate_name
-from services.kb.vault_retire import fold, note_file
+from services.kb.vault_retire import fold, note_file, read_note
 from services.kb.vault_similar import RelatedNote, find_similar
 
 MAX_NOTE_BYTES: Final = 102_400
@@ -172,7 +172,7 @@ def _fold_twin(vault_dir: Path, name: str, content: str) -> tuple[str, bool, boo
     """``(content to write, folded, twin_kept)`` for a write of ``content`` under ``name``."""
     twin = note_file(vault_dir, retired_name(name))
     try:
-        retired = twin.read_bytes()
+        retired = read_note(twin)
     except FileNotFoundError:
         return content, False, False
     try:
@@ -235,7 +235,7 @@ def get(vault_dir: Path, name: str) -> Note:
     """
     name = validate_name(name, allow_retired=True)
     try:
-        data = note_file(vault_dir, name).read_bytes()
+        data = read_note(note_file(vault_dir, name))
     except (FileNotFoundError, IsADirectoryError):
         hint = ""
         if not is_retired(name) and note_file(vault_dir, retired_name(name)).exists():
@@ -259,7 +259,7 @@ def update(conn: apsw.Connection, vault_dir: Path, name: str, content: str, *, c
     path = note_file(vault_dir, name)
     for attempt in range(1, UPDATE_ATTEMPTS + 1):
         try:
-            old_bytes = path.read_bytes()
+            old_bytes = read_note(path)
         except (FileNotFoundError, IsADirectoryError):
             raise NoteMissing(name) from None
         dropped, total = line_drop(old_bytes.decode("utf-8", errors="replace"), content)

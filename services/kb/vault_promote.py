@@ -89,7 +89,7 @@ from services.kb import vault
 from services.kb.vault_index import reindex_notes
 from services.kb.vault_names import retired_name
 from services.kb.vault_promote_names import Naming, choose_name
-from services.kb.vault_retire import fold, note_file
+from services.kb.vault_retire import fold, note_file, read_note
 from services.kb.vault_similar import Scored, document_counts, score_candidates
 
 MERGE_CONTAINMENT: Final = 0.5
@@ -241,7 +241,7 @@ def _search(conn: apsw.Connection, vault_dir: Path, name: str, fact: str, *, may
     bar = f"a merge needs {merge_need} and {MERGE_WEIGHT:.0%}"
     if target is not None:
         try:
-            old = note_file(vault_dir, target.name).read_bytes()
+            old = read_note(note_file(vault_dir, target.name))
         except (FileNotFoundError, IsADirectoryError):
             raise WriteConflict(f"{target.name!r} went away while the fact was being merged into it") from None
         why = (f"{target.name!r} holds {target.shared} of the fact's {size} leading topic words, "
@@ -263,7 +263,7 @@ def _search(conn: apsw.Connection, vault_dir: Path, name: str, fact: str, *, may
 def _decide(conn: apsw.Connection, vault_dir: Path, name: str, fact: str) -> _Plan:
     """Rule 3 (exact name), else rules 4-6."""
     with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-        return _Plan(name, UPDATED, "a shared note of this name exists", note_file(vault_dir, name).read_bytes())
+        return _Plan(name, UPDATED, "a shared note of this name exists", read_note(note_file(vault_dir, name)))
     recurrence = note_file(vault_dir, retired_name(name)).exists()
     return _search(conn, vault_dir, name, fact, may_merge=not recurrence)
 
@@ -271,7 +271,7 @@ def _decide(conn: apsw.Connection, vault_dir: Path, name: str, fact: str) -> _Pl
 def _fold(vault_dir: Path, name: str, text: str) -> tuple[str, bool, str]:
     """``(text to write, folded, why the twin stays or "")`` for a write of ``text`` under ``name`` (rule 8)."""
     try:
-        retired = note_file(vault_dir, retired_name(name)).read_bytes()
+        retired = read_note(note_file(vault_dir, retired_name(name)))
     except (FileNotFoundError, IsADirectoryError):
         return text, False, ""
     try:

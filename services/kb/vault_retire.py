@@ -28,6 +28,7 @@ it verbatim. The twin is deleted only after the live write landed.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -69,6 +70,20 @@ class RestoreResult:
 def note_file(vault_dir: Path, name: str) -> Path:
     """The file of a validated note name."""
     return vault_dir / NOTES_DIR / f"{name}{NOTE_SUFFIX}"
+
+
+def read_note(path: Path) -> bytes:
+    """The bytes of the note file ``path`` (``note_file``'s answer), as ``read_bytes`` gives them.
+
+    A symbolic link whose target leaves the vault is refused (FailedPrecondition), as the
+    index leaves it out: the vault's API reads, updates and retires notes, never files elsewhere
+    that a link in ``notes/`` points at. Raises FileNotFoundError when there is no such file.
+    """
+    if path.is_symlink():
+        vault_real = os.path.realpath(path.parent.parent)
+        if os.path.commonpath([os.path.realpath(path), vault_real]) != vault_real:
+            raise FailedPrecondition(f"{NOTES_DIR}/{path.name} is a link to a file outside the vault; the vault does not follow it")
+    return path.read_bytes()
 
 
 def marker_line(now: datetime, reason: str) -> str:
@@ -158,7 +173,7 @@ def retire(conn: apsw.Connection, vault_dir: Path, name: str, reason: str, now: 
     name = validate_name(name)
     live, twin = note_file(vault_dir, name), note_file(vault_dir, retired_name(name))
     try:
-        data = live.read_bytes()
+        data = read_note(live)
     except FileNotFoundError:
         raise NotFound(f"no shared note named {name!r}") from None
     if twin.exists():
@@ -184,7 +199,7 @@ def restore(conn: apsw.Connection, vault_dir: Path, name: str) -> RestoreResult:
     validate_name(name)
     live, twin = note_file(vault_dir, name), note_file(vault_dir, retired_name(name))
     try:
-        data = twin.read_bytes()
+        data = read_note(twin)
     except FileNotFoundError:
         raise NotFound(f"no retired shared note named {retired_name(name)!r}") from None
     refusal = f"a live shared note named {name!r} exists; update it instead of restoring"
@@ -201,5 +216,5 @@ def restore(conn: apsw.Connection, vault_dir: Path, name: str) -> RestoreResult:
 
 def _read_or_none(path: Path) -> bytes | None:
     with contextlib.suppress(FileNotFoundError):
-        return path.read_bytes()
+        return read_note(path)
     return None

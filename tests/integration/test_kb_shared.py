@@ -313,3 +313,20 @@ def test_two_kb_processes_writing_one_vault_lose_nothing(ssuite: Suite, tmp_path
     finally:
         conn.close()
     assert len(indexed) == 60
+
+
+def test_a_note_that_links_out_of_the_vault_is_never_followed(ssuite: Suite, tmp_path: Path) -> None:
+    outside = tmp_path / "secret.md"
+    outside.write_text("# Not the vault's\n- the outside file's words\n")
+    notes = vault(ssuite) / "notes"
+    notes.mkdir(parents=True, exist_ok=True)
+    (notes / "linked out.md").symlink_to(outside)
+    url = "/api/v1/agents/alfred/shared/notes"
+    with httpx.Client(base_url=ssuite.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as http:
+        got = http.get(f"{url}/linked%20out")
+        updated = http.put(f"{url}/linked%20out", json={"content": "# x\n", "confirm": True})
+        retired = http.post(f"{url}/linked%20out:retire", json={"reason": "test"})
+    for answer in (got, updated, retired):
+        assert answer.status_code == 400 and "outside the vault" in answer.json()["message"], answer.text
+        assert "outside file's words" not in answer.text
+    assert outside.read_text() == "# Not the vault's\n- the outside file's words\n" and (notes / "linked out.md").is_symlink()
