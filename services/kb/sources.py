@@ -138,14 +138,20 @@ def scan_sources(workspace: Path) -> Scan:
 
 
 def stat_source(workspace: Path, rel: str) -> FileStat | None:
-    """A fresh stat of one source; None when it is genuinely absent.
+    """A fresh stat of one source; None when it is genuinely absent, or when its real path
+    leaves ``workspace`` through a link (a walk leaves such a file out; a targeted refresh
+    must not index it either).
 
     Raises OSError for any other failure (permission, I/O), which callers read
     as "present but unreadable".
     """
+    root = os.fspath(workspace)
+    path = os.path.join(root, rel)
     try:
-        st = os.stat(os.path.join(os.fspath(workspace), rel))
+        st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not _inside(os.path.realpath(path), os.path.realpath(root)):
         return None
     return FileStat(st.st_size, st.st_mtime_ns)
 

@@ -165,6 +165,17 @@ def test_symlink_out_of_workspace_is_not_indexed(conn: apsw.Connection, workspac
     assert search(conn, workspace, "hunter2").hits == []
 
 
+def test_a_targeted_reindex_of_a_link_out_of_the_workspace_indexes_nothing(conn: apsw.Connection, workspace: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.md"
+    secret.write_text("password hunter2\n")
+    os.symlink(secret, workspace / "memory/leak.md")
+    write(workspace, "memory/inside.md", "inside\n")
+    os.symlink(workspace / "memory/inside.md", workspace / "memory/alias.md")
+    indexer.reindex_paths(conn, workspace, ["memory/leak.md", "memory/alias.md"], settings())
+    assert source_paths(conn) == ["memory/alias.md"]
+    assert search(conn, workspace, "hunter2").hits == []
+
+
 def test_invalid_utf8_is_decoded_with_replacement(conn: apsw.Connection, workspace: Path) -> None:
     path = workspace / "memory/bin.md"
     path.write_bytes(b"caf\xe9 latte\n")
