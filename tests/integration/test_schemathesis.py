@@ -195,7 +195,7 @@ def test_operation(api: Any, tally: Tally, method: str, path: str) -> None:
     for mode, examples in EXAMPLES.items():
         bounded = settings(
             max_examples=examples,
-            derandomize=True,  # the same requests on every run
+            derandomize=True,  # the same requests on every run of the same test selection
             database=None,
             deadline=None,  # the machine is noisy; the timings are recorded, not asserted
             phases=[Phase.explicit, Phase.generate],  # no shrinking: each step would be a request
