@@ -2,10 +2,10 @@
 
 Supported: block mappings and sequences (a sequence may sit at its key's
 indent), ``- key: value`` items, flow collections (``[a, b]``, ``{k: v}``, also
-over several lines), single- and double-quoted scalars (with YAML 1.2's
-escapes; a ``\\uD83D\\uDE00`` pair, as JSON writes one, is one character, and a
-lone surrogate becomes U+FFFD: a title must be writable as UTF-8), literal and folded
-block scalars (``|``, ``>``, with ``-``/``+`` chomping), comments, plain
+over several lines), single- and double-quoted scalars (YAML 1.2's escapes; a
+``\\uD83D\\uDE00`` pair, as JSON writes it, is one character, a lone surrogate
+U+FFFD: a title is written as UTF-8), literal and folded block scalars (``|``,
+``>``, with ``-``/``+`` chomping), comments, plain
 scalars continued on more-indented lines (folded into one string), and plain
 scalars resolved as null, booleans (``true``/``false``), integers and floats
 (YAML 1.2 core schema). Dates stay strings; so do numbers with a leading zero
@@ -34,8 +34,7 @@ _ESCAPES = {
     "n": "\n", "t": "\t", "\t": "\t", "r": "\r", "0": "\0", '"': '"', "\\": "\\", "/": "/", " ": " ", "e": "\x1b",
     "a": "\x07", "b": "\b", "v": "\x0b", "f": "\x0c", "N": "\x85", "_": "\xa0", "L": "\u2028", "P": "\u2029",
 }
-_HIGH = range(0xD800, 0xDC00)
-_LOW = range(0xDC00, 0xE000)
+_HIGH, _LOW, _HEX = range(0xD800, 0xDC00), range(0xDC00, 0xE000), re.compile("[0-9a-fA-F]{4}")
 
 
 class FrontmatterError(ValueError):
@@ -362,7 +361,7 @@ def _quoted(text: str, start: int) -> tuple[str | None, int]:
                 raise ValueError(f"bad escape \\{code} in a quoted string")
             point = int(digits, 16)
             i += 2 + len(digits)
-            if point in _HIGH and text[i:i + 2] == "\\u" and _is_hex(low := text[i + 2:i + 6]) and int(low, 16) in _LOW:
+            if point in _HIGH and text[i:i + 2] == "\\u" and _HEX.fullmatch(low := text[i + 2:i + 6]) and int(low, 16) in _LOW:
                 point = 0x10000 + ((point - 0xD800) << 10) + (int(low, 16) - 0xDC00)  # a UTF-16 pair, as JSON writes it
                 i += 6
             # A lone surrogate (or a point past Unicode) cannot be stored or written as UTF-8.
@@ -371,10 +370,6 @@ def _quoted(text: str, start: int) -> tuple[str | None, int]:
         out.append(char)
         i += 1
     return None, i
-
-
-def _is_hex(digits: str) -> bool:
-    return len(digits) == 4 and all(c in "0123456789abcdefABCDEF" for c in digits)
 
 
 def _flow_line(line: str) -> tuple[str, int]:
