@@ -15,6 +15,7 @@ from typing import Any
 from google.api import field_behavior_pb2
 from google.protobuf import descriptor
 
+from gateway.files_limits import MAX_BODY_BYTES
 from gateway_http.descriptors import Route
 from gateway_http.proto_docs import comments
 
@@ -52,6 +53,36 @@ ERROR_SCHEMA = {
 }
 
 
+# Every status the shim answers for a documented operation, and when (DESIGN.md "REST"; the
+# gRPC → HTTP table is gateway_http/errors.py). Listed one by one, rather than as a "default"
+# response, so that a client, and the schemathesis test, can tell an undocumented status.
+ERROR_RESPONSES: dict[str, str] = {
+    "400": "Invalid input (INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE): the message names what was wrong.",
+    "401": "No API key, or a key the gateway does not know (UNAUTHENTICATED).",
+    "403": "The key does not cover this agent, or is read-only and the call writes (PERMISSION_DENIED).",
+    "404": "No such agent, or no such thing of the agent's (NOT_FOUND).",
+    "409": "A name that exists already (ALREADY_EXISTS), or a concurrent operation in the way (ABORTED).",
+    "429": "A limit was reached (RESOURCE_EXHAUSTED).",
+    "500": "A bug in the gateway, never the input (INTERNAL, UNKNOWN, DATA_LOSS); the detail is in the service's log.",
+    "503": "The backend service is not reachable; try again shortly (UNAVAILABLE).",
+    "504": "The backend did not answer in time (DEADLINE_EXCEEDED).",
+}
+TOO_LARGE = (
+    "413",
+    f"The request body is larger than {MAX_BODY_BYTES} bytes (room for a 1 MB content, escaped); refused before it is read whole.",
+)
+
+
+def _error_responses(with_body: bool) -> dict[str, Any]:
+    """The documented error responses of an operation; 413 only where the route reads a body."""
+    texts = dict(ERROR_RESPONSES)
+    if with_body:
+        texts[TOO_LARGE[0]] = TOO_LARGE[1]
+    ref = {"$ref": "#/components/schemas/gateway.Error"}
+    return {status: {"description": texts[status], "content": {"application/json": {"schema": ref}}}
+            for status in sorted(texts)}
+
+
 def _required(field: descriptor.FieldDescriptor) -> bool:
     """Whether the proto marks ``field`` as REQUIRED (google.api.field_behavior)."""
     behaviors = field.GetOptions().Extensions[field_behavior_pb2.field_behavior]
@@ -79,13 +110,34 @@ def _field_schema(field: descriptor.FieldDescriptor, schemas: dict[str, Any]) ->
     return schema
 
 
-def _message_schema(message: descriptor.Descriptor, schemas: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
-    name = message.full_name if not skip else f"{message.full_name}.Body"
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` that also takes ``null``: protojson reads a ``null`` field as the field left out.
+
+    OpenAPI 3.0 has ``nullable``; an ``enum`` must list ``null`` itself for it to be valid.
+    """
+    out = {**schema, "nullable": True}
+    if "enum" in out:
+        out["enum"] = [*out["enum"], None]
+    return out
+
+
+def _message_schema(
+    message: descriptor.Descriptor, schemas: dict[str, Any], skip: tuple[str, ...] = (), *, request: bool = False
+) -> str:
+    """The component name of ``message``'s schema, added to ``schemas`` with the messages it uses.
+
+    ``request`` is a request body (``<message>.Body``, without the ``skip`` fields that come
+    from the path): there, every field may also be ``null``, which the shim reads as absent.
+    """
+    name = f"{message.full_name}.Body" if request else message.full_name
     if name in schemas:
         return name
     schemas[name] = {}  # placeholder against recursion
     fields = [f for f in message.fields if f.name not in skip]
-    schemas[name] = {"type": "object", "properties": {f.json_name: _field_schema(f, schemas) for f in fields}}
+    properties = {f.json_name: _field_schema(f, schemas) for f in fields}
+    if request:
+        properties = {key: _nullable(value) for key, value in properties.items()}
+    schemas[name] = {"type": "object", "properties": properties}
     if required := [f.json_name for f in fields if _required(f)]:
         schemas[name]["required"] = required
     if about := _text(message.full_name):
@@ -146,14 +198,11 @@ def openapi_document(routes: tuple[Route, ...]) -> dict[str, Any]:
                         }
                     },
                 },
-                "default": {
-                    "description": "Error",
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/gateway.Error"}}},
-                },
+                **_error_responses(bool(route.body)),
             },
         }
         if route.body == "*":
-            body_name = _message_schema(method.input_type, schemas, skip=route.path_fields)
+            body_name = _message_schema(method.input_type, schemas, skip=route.path_fields, request=True)
             operation["requestBody"] = {
                 # The shim reads a missing body as {}, like grpc-gateway: it is needed only for a required field.
                 "required": bool(schemas[body_name].get("required")),

@@ -68,6 +68,7 @@ _CHUNK: Final = 65536
 _TOPIC: Final = re.compile(TOPIC_PATTERN)  # fullmatch: "$" alone lets "deploys\n" through, a file name with a newline
 _OUTSIDE: Final = re.compile(r'[{}"]')  # what matters to the scan outside a JSON string
 _INSIDE: Final = re.compile(r'["\\]')  # and inside one
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 _PASSED_NAMES: Final = frozenset({
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
@@ -153,12 +154,18 @@ def first_json_object(text: str) -> dict[str, object]:
     raise ReplyError("no JSON object in the reviewer's output")
 
 
+def _valid(text: str) -> str:
+    """``text`` with each lone surrogate (JSON's ``"\\ud800"`` decodes to one) as U+FFFD: what the
+    reply explains is written to the audit and the journal, as UTF-8."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return " ".join(_valid(text).split())
 
 
 def _show(value: object) -> str:
-    shown = json.dumps(value, ensure_ascii=False)
+    shown = _valid(json.dumps(value, ensure_ascii=False))
     return shown if len(shown) <= 40 else shown[:39] + "…"
 
 
@@ -212,6 +219,8 @@ def _proposal(item: object) -> Proposal:
     for key, value in (("target", target), ("content", content)):
         if len(value) > FIELD_CAP:  # cutting an anchor or a fact would change what it means
             raise _Malformed(f"{key} is over {FIELD_CAP} chars")
+        if _SURROGATE.search(value):  # so would replacing it, and it cannot be written as UTF-8
+            raise _Malformed(f"{key} is not valid Unicode (a lone surrogate escape)")
     raw_topic = item.get("topic")
     topic = raw_topic if isinstance(raw_topic, str) and _TOPIC.fullmatch(raw_topic) else ""
     score, recall = _score(item), _recall_count(item)
@@ -280,8 +289,10 @@ def parse_reply(stdout: str) -> ReviewerReply:
     invalid optional ``topic`` is dropped from it. Episodic is an add only,
     needs a ``topic`` matching ``TOPIC_PATTERN`` and content; its file and
     target are ignored. ``score`` a finite number (0), ``recallCount`` a
-    non-negative integer (0). A target or content over ``FIELD_CAP`` drops the
-    proposal; a longer reason is cut. A repeat of an earlier proposal (same id)
+    non-negative integer (0). A target or content over ``FIELD_CAP``, or holding
+    a lone surrogate (an escape JSON allows and UTF-8 cannot carry), drops the
+    proposal; a longer reason is cut, and a lone surrogate in the summary, a
+    reason or a message is U+FFFD. A repeat of an earlier proposal (same id)
     is dropped. Unknown fields are ignored.
 
     Raises ReplyError when there is no object or it has the wrong shape.

@@ -5,8 +5,10 @@ A chunk is a run of whole lines of at most ``chunk_tokens * 4`` characters
 one that fit in ``chunk_overlap * 4`` characters, so context carries forward.
 Overlap is clamped to ``[0, chunk_tokens - 1]`` and the start always advances,
 so chunking terminates on any input. A single line longer than a chunk is split
-into chunk-sized segments that keep its line number (such a chunk has
-``start_line == end_line``); segments of one line never overlap.
+into chunk-sized segments that keep its line number; each segment is a chunk of
+its own (``start_line == end_line``), never joined to the lines around it nor
+carried into the next chunk, so every other chunk is whole lines. Segments of
+one line never overlap.
 """
 
 from __future__ import annotations
@@ -24,16 +26,20 @@ class Chunk(NamedTuple):
     text: str
 
 
-def _pieces(lines: list[str], max_chars: int, first_line: int) -> list[tuple[int, str]]:
+def _pieces(lines: list[str], max_chars: int, first_line: int) -> tuple[list[tuple[int, str]], set[int]]:
+    """The lines as pieces of at most ``max_chars`` (line number, text), and the indexes of the
+    pieces that are segments of a longer line."""
     pieces: list[tuple[int, str]] = []
+    segments: set[int] = set()
     for index, line in enumerate(lines):
         number = index + first_line
         if len(line) <= max_chars:
             pieces.append((number, line))
             continue
         for start in range(0, len(line), max_chars):
+            segments.add(len(pieces))
             pieces.append((number, line[start : start + max_chars]))
-    return pieces
+    return pieces, segments
 
 
 def chunk_lines(lines: list[str], chunk_tokens: int, chunk_overlap: int, first_line: int = 1) -> list[Chunk]:
@@ -47,18 +53,24 @@ def chunk_lines(lines: list[str], chunk_tokens: int, chunk_overlap: int, first_l
     overlap_chars = max(0, min(chunk_overlap, max(1, chunk_tokens) - 1)) * CHARS_PER_TOKEN
     if lines and (whole := _chunk_whole_lines(lines, max_chars, overlap_chars, first_line)) is not None:
         return whole
-    pieces = _pieces(lines, max_chars, first_line)
+    pieces, segments = _pieces(lines, max_chars, first_line)
     chunks: list[Chunk] = []
     start = 0
     while start < len(pieces):
         end = start
         size = len(pieces[start][1])
-        while end + 1 < len(pieces) and size + 1 + len(pieces[end + 1][1]) <= max_chars:
+        while (
+            start not in segments and end + 1 < len(pieces) and end + 1 not in segments
+            and size + 1 + len(pieces[end + 1][1]) <= max_chars
+        ):
             end += 1
             size += 1 + len(pieces[end][1])
         chunks.append(_make_chunk(pieces[start : end + 1]))
         if end + 1 >= len(pieces):
             break
+        if start in segments or end + 1 in segments:
+            start = end + 1  # a segment is a chunk of its own: nothing is carried into or out of it
+            continue
         # Carry forward the trailing whole lines that fit in the overlap budget.
         following = end + 1
         carried = 0

@@ -2,8 +2,10 @@
 
 Supported: block mappings and sequences (a sequence may sit at its key's
 indent), ``- key: value`` items, flow collections (``[a, b]``, ``{k: v}``, also
-over several lines), single- and double-quoted scalars, literal and folded
-block scalars (``|``, ``>``, with ``-``/``+`` chomping), comments, plain
+over several lines), single- and double-quoted scalars (YAML 1.2's escapes; a
+``\\uD83D\\uDE00`` pair, as JSON writes it, is one character, a lone surrogate
+U+FFFD: a title is written as UTF-8), literal and folded block scalars (``|``,
+``>``, with ``-``/``+`` chomping), comments, plain
 scalars continued on more-indented lines (folded into one string), and plain
 scalars resolved as null, booleans (``true``/``false``), integers and floats
 (YAML 1.2 core schema). Dates stay strings; so do numbers with a leading zero
@@ -27,7 +29,12 @@ _INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"[-+]?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 _NUMBER_START = frozenset("+-.0123456789")
 _SPECIAL_FLOATS = {".inf": float("inf"), "+.inf": float("inf"), "-.inf": float("-inf"), ".nan": float("nan")}
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", '"': '"', "\\": "\\", "/": "/", " ": " ", "e": "\x1b"}
+# YAML 1.2's escapes in double-quoted scalars (\x, \u and \U are read in _quoted).
+_ESCAPES = {
+    "n": "\n", "t": "\t", "\t": "\t", "r": "\r", "0": "\0", '"': '"', "\\": "\\", "/": "/", " ": " ", "e": "\x1b",
+    "a": "\x07", "b": "\b", "v": "\x0b", "f": "\x0c", "N": "\x85", "_": "\xa0", "L": "\u2028", "P": "\u2029",
+}
+_HIGH, _LOW, _HEX = range(0xD800, 0xDC00), range(0xDC00, 0xE000), re.compile("[0-9a-fA-F]{4}")
 
 
 class FrontmatterError(ValueError):
@@ -352,8 +359,13 @@ def _quoted(text: str, start: int) -> tuple[str | None, int]:
             digits = text[i + 2:i + 2 + width] if width else ""
             if not width or len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
                 raise ValueError(f"bad escape \\{code} in a quoted string")
-            out.append(chr(int(digits, 16)) if int(digits, 16) <= 0x10FFFF else "\ufffd")
+            point = int(digits, 16)
             i += 2 + len(digits)
+            if point in _HIGH and text[i:i + 2] == "\\u" and _HEX.fullmatch(low := text[i + 2:i + 6]) and int(low, 16) in _LOW:
+                point = 0x10000 + ((point - 0xD800) << 10) + (int(low, 16) - 0xDC00)  # a UTF-16 pair, as JSON writes it
+                i += 6
+            # A lone surrogate (or a point past Unicode) cannot be stored or written as UTF-8.
+            out.append("\ufffd" if point > 0x10FFFF or point in _HIGH or point in _LOW else chr(point))
             continue
         out.append(char)
         i += 1

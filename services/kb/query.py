@@ -3,13 +3,22 @@
 Rules:
 
 - The query (first 1,000 chars, NUL and control chars removed) is split on
-  whitespace into *pieces*. A piece's letters and digits form one FTS5 phrase
-  in double quotes (``well-known`` → ``"well known"``, ``foo:bar`` → ``"foo bar"``),
-  so quotes, ``AND``/``OR``/``NOT``/``NEAR``, hyphens, parentheses, colons and
-  ``^`` are plain text (``AND`` searches the word "and"). A piece ending in
-  ``*`` is a prefix query (``deploy*`` → ``"deploy"*``). A piece with no letter
-  or digit (``*``, ``()``, an emoji) is dropped; a query with no term left
-  returns no hit. At most 32 terms.
+  whitespace into *pieces*. Each piece that holds a letter or a digit is one
+  FTS5 phrase: its own text in double quotes (``well-known`` → ``"well-known"``,
+  ``foo:bar`` → ``"foo:bar"``, a ``"`` doubled), which FTS5 splits into tokens
+  with the very tokenizer that split the chunks. So quotes,
+  ``AND``/``OR``/``NOT``/``NEAR``, hyphens, parentheses, colons and ``^`` are
+  plain text (``AND`` searches the word "and"), and a piece's tokens are the
+  tokens its text has in a chunk, whatever the tokenizer keeps in a token:
+  combining marks (a decomposed ``Überprüfung``), private-use characters, the
+  characters unicode61's Unicode 6.1 tables do not know (``hmm🤔`` is one
+  token), every non-ASCII character under ``ascii`` (whose pieces are split
+  on ASCII whitespace only, as its tokens are). (Splitting the piece
+  into words here instead breaks on each of those: the phrase no longer
+  matches the text it was typed from.) A piece ending in ``*`` is a prefix
+  query (``deploy*`` → ``"deploy"*``). A piece with no letter or digit
+  (``*``, ``()``, an emoji) is dropped; a query with no term left returns no
+  hit. At most 32 terms.
 - Terms combine as AND with OR fallback: ``search`` ranks the chunks that match
   every term first, then those that match some, each group by bm25. The OR
   fallback only runs when fewer chunks than asked for match every term, and two
@@ -36,7 +45,9 @@ Rules:
   and routed to a second FTS5 table with the trigram tokenizer that holds only
   the chunks containing those scripts (``kb_chunks_cjk``): a run of 3+ chars is
   a trigram phrase; a run of 1–2 chars (below trigram's reach) is a ``LIKE``
-  substring scan over those chunks only. This works under every configured
+  substring scan over those chunks only. The text on either side of a run is
+  a phrase of its own (``foo-東京-bar`` → ``"foo-"``, ``"-bar"``: the chunk holds
+  ``東京`` between them). This works under every configured
   tokenizer, so a mixed query (``東京 deploy``) needs no special setting.
 - Under the ``trigram`` tokenizer every letter/digit token is its own term
   (trigram matches substrings, so ``"well known"`` would not find ``well-known``);
@@ -65,7 +76,12 @@ UNSEGMENTED: Final = re.compile(
     "]+"
 )
 OPERATOR_WORDS: Final = frozenset({"and", "or", "not", "near"})
-_WORD = re.compile(r"[^\W_]+")
+_LETTER = re.compile(r"[^\W_]")
+_ASCII_SPACE = re.compile(r"[\t\n\v\f\r ]+")
+# A word (for the trigram tokenizer's terms and for placing snippets): letters and digits, with the
+# combining marks inside it (a decomposed "é" stays in its word).
+_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+_WORD = re.compile(rf"[^\W_](?:[^\W_]|[{_MARKS}])*")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -132,10 +148,12 @@ def build_plan(query: str, tokenizer: str) -> QueryPlan:
         if term not in bucket:
             bucket.append(term)
 
-    for piece in cleaned.split():
+    # The ascii tokenizer keeps non-ASCII spaces in a token too: only ASCII whitespace parts pieces there.
+    pieces = [p for p in _ASCII_SPACE.split(cleaned) if p] if tokenizer == "ascii" else cleaned.split()
+    for piece in pieces:
         prefix = piece.endswith("*")
         if piece.isascii():  # no CJK/Thai run can be in it
-            tokens = _WORD.findall(piece)
+            parts = [piece]
         else:
             for run in UNSEGMENTED.findall(piece):
                 words.append(run.casefold())
@@ -143,18 +161,21 @@ def build_plan(query: str, tokenizer: str) -> QueryPlan:
                     add(trigram, _quote(run))
                 elif SubstringTerm(run, True) not in substrings:
                     substrings.append(SubstringTerm(run, True))
-            tokens = _WORD.findall(UNSEGMENTED.sub(" ", piece))
-        if not tokens:
-            continue
-        words.extend(token.casefold() for token in tokens)
-        if tokenizer == "trigram":
-            for token in tokens:
-                if len(token) >= 3:
-                    add(fts, _quote(token))
-                elif SubstringTerm(token, False) not in substrings:
-                    substrings.append(SubstringTerm(token, False))
-        else:
-            add(fts, _quote(" ".join(tokens)) + ("*" if prefix else ""))
+            parts = UNSEGMENTED.split(piece)  # the text on each side of a run is a phrase of its own
+        parts = [part for part in parts if _LETTER.search(part)]
+        for index, part in enumerate(parts):
+            tokens = _WORD.findall(part)
+            words.extend(token.casefold() for token in tokens)
+            if tokenizer == "trigram":
+                for token in tokens:
+                    if len(token) >= 3:
+                        add(fts, _quote(token))
+                    elif SubstringTerm(token, False) not in substrings:
+                        substrings.append(SubstringTerm(token, False))
+            elif index + 1 == len(parts) and prefix:
+                add(fts, _quote(part.rstrip("*")) + "*")
+            else:
+                add(fts, _quote(part))
     budget = MAX_TERMS
     fts = fts[:budget]
     trigram = trigram[: max(0, budget - len(fts))]

@@ -19,8 +19,10 @@ and the promotion is abandoned.
 
 **Slugs** (``slugify``): NFC, casefolded, the runs of letters and digits
 (any script; ``_`` is not one) joined by ``-``; at most ``NAME_MAX_CHARS``
-(64) characters, cut after the last whole word that fits (a first word longer
-than that is cut at 64). A slug is always a valid note name (vault_names):
+(64) characters and vault_names' ``MAX_NAME_BYTES`` (200) bytes of UTF-8 (64
+letters of four bytes each, CJK extension B say, would be 256), cut after the
+last whole word that fits (a first word longer than that is cut, at a
+character, to fit). A slug is always a valid note name (vault_names):
 no separator, no wikilink character, no leading dot, and never the reserved
 ``stale__`` prefix (it has no ``_``).
 
@@ -56,6 +58,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Final
 
+from services.kb.vault_names import MAX_NAME_BYTES
 from services.kb.vault_similar import STOPWORDS, body_text
 
 NAME_MAX_CHARS: Final = 64
@@ -106,13 +109,18 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(unicodedata.normalize("NFC", text).casefold())
 
 
+def _fits(name: str) -> bool:
+    return len(name) <= NAME_MAX_CHARS and len(name.encode("utf-8")) <= MAX_NAME_BYTES
+
+
 def _join(words: list[str]) -> str:
-    """``words`` joined by ``-``, cut after the last whole word within NAME_MAX_CHARS."""
+    """``words`` joined by ``-``, cut after the last whole word within NAME_MAX_CHARS and MAX_NAME_BYTES."""
     out = ""
     for word in words:
         longer = f"{out}-{word}" if out else word
-        if len(longer) > NAME_MAX_CHARS:
-            return out or word[:NAME_MAX_CHARS]
+        if not _fits(longer):
+            # A first word too long alone: cut at a character (a partial UTF-8 sequence is dropped).
+            return out or word[:NAME_MAX_CHARS].encode("utf-8")[:MAX_NAME_BYTES].decode("utf-8", "ignore")
         out = longer
     return out
 

@@ -94,7 +94,8 @@ def marker_line(now: datetime, reason: str) -> str:
 
 
 def _frontmatter_offset(data: bytes) -> int | None:
-    """Byte offset just after the frontmatter's closing line; None without a complete one."""
+    """Byte offset just after the frontmatter's closing line (its line end included; the end of
+    ``data`` when that line ends the note without one); None without a complete frontmatter."""
     end_line = parse_frontmatter(split_lines(data.decode("utf-8", errors="replace"))).end_line
     if end_line == 0:
         return None
@@ -102,7 +103,7 @@ def _frontmatter_offset(data: bytes) -> int | None:
     for _ in range(end_line):
         newline = data.find(b"\n", offset)
         if newline < 0:
-            return None
+            return len(data)  # the closing line is the last one, without a line end
         offset = newline + 1
     return offset
 
@@ -111,6 +112,10 @@ def add_marker(data: bytes, marker: str) -> bytes:
     """``data`` with the ``marker`` line inserted (rules in the module docstring)."""
     eol = b"\r\n" if data.split(b"\n", 1)[0].endswith(b"\r") else b"\n"
     at = _frontmatter_offset(data) or 0
+    if at and at == len(data) and not data.endswith(b"\n"):
+        # The note is its frontmatter, without a final line end: the marker goes on a line after it
+        # (strip_marker takes that line end off again).
+        return data + eol + marker.encode("utf-8")
     return data[:at] + marker.encode("utf-8") + eol + data[at:]
 
 
@@ -130,7 +135,11 @@ def strip_marker(data: bytes) -> tuple[bytes, bool]:
     match = _find_marker(data)
     if match is None:
         return data, False
-    return data[: match.start()] + data[match.end() :], True
+    start = match.start()
+    if start and match.end() == len(data) and not match.group().endswith(b"\n"):
+        # A last line with no line end: add_marker gave the line before it the one it lacked.
+        start -= 2 if data.startswith(b"\r\n", start - 2) else 1 if data.startswith(b"\n", start - 1) else 0
+    return data[:start] + data[match.end() :], True
 
 
 @dataclass(frozen=True)

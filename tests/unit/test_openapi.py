@@ -83,3 +83,32 @@ def test_comments_are_read_from_the_descriptor_set() -> None:
     assert notes["gateway.v1.DirectiveKind.DIRECTIVE_KIND_RESTART_NOW"] == [
         "Idle session: restart now so the next message sees the new CLAUDE.md."
     ]
+
+
+def test_every_status_the_shim_answers_is_documented_with_the_error_body() -> None:
+    """No "default" response: each status is listed, so an undocumented one is caught (test_schemathesis)."""
+    doc = document()
+    with_body = {(path, method) for path, method, op in operations(doc) if "requestBody" in op}
+    assert with_body and len(with_body) < len(operations(doc))
+    errors = {"400", "401", "403", "404", "409", "429", "500", "503", "504"}
+    for path, method, op in operations(doc):
+        expected = {"200"} | errors | ({"413"} if (path, method) in with_body else set())
+        assert set(op["responses"]) == expected, f"{method.upper()} {path}"
+        for status in expected - {"200"}:
+            response = op["responses"][status]
+            assert response["description"]
+            assert response["content"] == {"application/json": {"schema": {"$ref": "#/components/schemas/gateway.Error"}}}
+
+
+def test_request_body_fields_may_be_null_and_replies_are_not() -> None:
+    """protojson reads a null field as one left out, so the document says a body field may be null."""
+    schemas = document()["components"]["schemas"]
+    body = schemas["gateway.v1.RegisterSessionRequest.Body"]["properties"]
+    assert body["state"]["nullable"] is True and body["state"]["enum"][-1] is None
+    assert body["sessionId"]["nullable"] is True and body["sessionId"]["type"] == "string"
+    for name, schema in schemas.items():
+        nullable = [key for key, prop in schema.get("properties", {}).items() if prop.get("nullable")]
+        if name.endswith(".Body"):
+            assert nullable == list(schema["properties"]), name
+        else:
+            assert nullable == [], name

@@ -248,3 +248,26 @@ def test_a_huge_list_is_read_only_up_to_the_cap() -> None:
     got = only(*many)
     assert len(got.proposals) == MAX_PROPOSALS
     assert got.dropped == (f"proposals {MAX_PROPOSALS + 1}-{MAX_PROPOSALS + 50}: not read (at most {MAX_PROPOSALS})",)
+
+
+def test_lone_surrogate_escapes_never_reach_a_proposal_nor_break_the_reply() -> None:
+    """Issue 14 (property tests): JSON lets a reviewer write "\\ud800", which no UTF-8 file can hold.
+    In a content it made parse_reply raise UnicodeEncodeError (the proposal's id hashes it), so the
+    run failed; in a summary, a reason or a refused value it reached the audit, written as UTF-8."""
+    text = (
+        '{"summary": "sum \\ud800", "proposals": ['
+        '{"op": "add", "file": "MEMORY.md", "content": "- fact \\udfff"},'
+        '{"op": "replace", "file": "MEMORY.md", "target": "old \\ud800", "content": "new"},'
+        '{"op": "add", "file": "MEMORY.md", "content": "- kept", "reason": "why \\ud83d"},'
+        '{"op": "\\ud800"}]}'
+    )
+    got = parse_reply(text)
+    assert got.summary == "sum \ufffd"
+    assert [(p.content, p.reason) for p in got.proposals] == [("- kept", "why \ufffd")]
+    assert got.dropped == (
+        "proposal 1: content is not valid Unicode (a lone surrogate escape)",
+        "proposal 2: target is not valid Unicode (a lone surrogate escape)",
+        'proposal 4: op must be add, replace or remove (got "\ufffd")',
+    )
+    for line in (got.summary, *got.dropped, *(p.reason for p in got.proposals)):
+        line.encode("utf-8")

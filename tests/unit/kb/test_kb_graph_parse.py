@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import yaml
 
+from services.kb.graph import build_reports
 from services.kb.graph_parse import Claim, extract_links, parse_note, parse_timestamp
 from services.kb.graph_yaml import MAX_DEPTH, FrontmatterError, parse_frontmatter
 
@@ -70,6 +72,21 @@ def test_yaml_1_2_core_scalars() -> None:
     # a leading zero keeps an id as text.
     assert parse_frontmatter("id: 007\nupdatedAt: 2024-01-02\nn: 7\nswitch: off\nbig: 1e3\n") == {
         "id": "007", "updatedAt": "2024-01-02", "n": 7, "switch": "off", "big": 1000.0}
+
+
+def test_double_quoted_escapes_are_yaml_1_2s_and_always_valid_unicode(tmp_path: Path) -> None:
+    """Issue 14 (property tests): a JSON-style pair of escapes stayed two lone surrogates, and a lone
+    one stayed as it was: one such title made build_reports raise for the whole vault (it cannot be
+    written as UTF-8); \\f, \\b and the other YAML 1.2 escapes were refused."""
+    document = 'a: "\\ud83d\\ude00"\nb: "\\ud800 lone"\nc: "\\f\\b\\a\\v\\N\\_\\L\\P"\nd: "\\U0000DC00"\n'
+    assert parse_frontmatter(document) == yaml.safe_load(document.replace("\\ud800", "\\ufffd").replace(
+        "\\U0000DC00", "\\ufffd").replace("\\ud83d\\ude00", "\\U0001F600"))
+    assert parse_frontmatter(document)["a"] == "\U0001F600"
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "odd.md").write_text('---\ntitle: "\\ud800 x"\n---\nbody\n', encoding="utf-8")
+    report = build_reports(notes, tmp_path / "reports", datetime(2026, 1, 1))
+    assert [node.title for node in report.nodes] == ["\ufffd x"]
 
 
 def test_empty_frontmatter() -> None:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import unicodedata
+
+import apsw
+import pytest
+
 from services.kb.query import SubstringTerm, build_plan, has_unsegmented, like_pattern
+from services.kb.schema import TOKENIZERS
 
 
 def test_pieces_become_quoted_phrases() -> None:
     plan = build_plan('well-known "deploy AND foo:bar (x) NOT', "unicode61")
-    assert plan.fts_terms == ('"well known"', '"deploy"', '"AND"', '"foo bar"', '"x"', '"NOT"')
+    assert plan.fts_terms == ('"well-known"', '"""deploy"', '"AND"', '"foo:bar"', '"(x)"', '"NOT"')
 
 
 def test_prefix_and_dropped_pieces() -> None:
@@ -42,3 +48,29 @@ def test_term_count_is_capped() -> None:
 def test_helpers() -> None:
     assert has_unsegmented("abc 東") and has_unsegmented("ไทย") and not has_unsegmented("café")
     assert like_pattern("50%_a\\") == "%50\\%\\_a\\\\%"
+
+
+def _found(text: str, query: str, tokenizer: str) -> bool:
+    """Whether the AND of the query's terms finds a chunk holding ``text`` in a real FTS5 table."""
+    conn = apsw.Connection(":memory:")
+    conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(text, tokenize='{TOKENIZERS[tokenizer]}')")
+    conn.execute("INSERT INTO t(rowid, text) VALUES (1, ?)", (text,))
+    terms = build_plan(query, tokenizer).fts_terms
+    return bool(terms) and bool(list(conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (" AND ".join(terms),))))
+
+
+@pytest.mark.parametrize(
+    ("text", "tokenizer"),
+    [
+        (unicodedata.normalize("NFD", "Überprüfung der Server"), "unicode61"),  # was "U berpru fung": three tokens
+        ("q\u0301x notes", "unicode61"),  # a combining mark inside a word
+        ("hmm🤔 later", "unicode61"),  # unicode61 keeps characters newer than Unicode 6.1 in a token
+        ("tag\ue000x", "porter"),  # private use
+        ("foo-ぁ-bar", "unicode61"),  # was "foo bar": one phrase across the run cut out of it
+        ("résumé—draft", "ascii"),  # ascii keeps every non-ASCII character in a token
+        ("0\u00a0x", "ascii"),  # even a no-break space
+    ],
+)
+def test_a_chunk_is_found_by_the_text_it_holds(text: str, tokenizer: str) -> None:
+    """Issue 14 (property tests): a phrase built from words split here missed the chunk it was typed from."""
+    assert _found(text, text, tokenizer)

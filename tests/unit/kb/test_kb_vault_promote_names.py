@@ -103,6 +103,15 @@ def test_names_are_capped_at_whole_words() -> None:
     assert slugify("x" * 100) == "x" * NAME_MAX_CHARS
 
 
+def test_names_are_capped_in_bytes_too_so_four_byte_letters_still_make_a_valid_name() -> None:
+    """64 CJK extension B letters are 256 bytes: over the 200 a note name may have (issue 14, fuzzing)."""
+    wide = "\U00020000" * 70
+    assert slugify(wide) == "\U00020000" * 50 and validate_name(slugify(wide)) == slugify(wide)
+    words = " ".join(["\U00020001" * 20] * 4)  # 20 letters (80 bytes) a word
+    assert slugify(words) == "-".join(["\U00020001" * 20] * 2)  # a third would be 242 bytes
+    assert slugify("x" + "\U00020000" * 70) == "x" + "\U00020000" * 49
+
+
 def test_any_script_is_kept() -> None:
     assert slugify("Überprüfung der Server") == "überprüfung-der-server"
     assert fact_name("- 東京オフィス の Wi-Fi は 毎月 変わる") == "東京オフィス-毎月-変わる"  # two wide chars make a word

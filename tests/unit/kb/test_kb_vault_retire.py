@@ -80,11 +80,26 @@ def test_retire_and_restore_are_byte_for_byte(vconn: apsw.Connection, vault_dir:
     eol = b"\r\n" if data.startswith(b"crlf") else b"\n"
     line = result.marker.encode() + eol
     assert retired.count(result.marker.encode()) == 1
-    assert retired.replace(line, b"", 1) == data  # exactly one line added, nothing else changed
+    # exactly one line added, nothing else changed (after a last line without a line end, the marker
+    # line gives that line the one it lacked)
+    assert retired.replace(line, b"", 1) == data or retired == data + eol + result.marker.encode()
     restored = restore(vconn, vault_dir, "cache")
     assert restored.name == "cache"
     assert note_file(vault_dir, "cache").read_bytes() == data
     assert not note_file(vault_dir, "stale__cache").exists()
+
+
+def test_a_note_that_is_only_frontmatter_keeps_it_when_retired(vconn: apsw.Connection, vault_dir: Path) -> None:
+    """Issue 14 (property tests): without a final newline the marker went first, before the
+    ``---``, and the retired note's frontmatter (its provenance) stopped counting."""
+    data = b"---\nprovenance: untrusted\n---"
+    put(vconn, vault_dir, "bare", data)
+    retire(vconn, vault_dir, "bare", "r", NOW)
+    assert note_file(vault_dir, "stale__bare").read_bytes() == data + b"\n" + marker_line(NOW, "r").encode()
+    provenance = {str(r[0]): str(r[1]) for r in vconn.execute("SELECT path, provenance FROM kb_sources")}
+    assert provenance == {"notes/stale__bare.md": "untrusted"}
+    restore(vconn, vault_dir, "bare")
+    assert note_file(vault_dir, "bare").read_bytes() == data
 
 
 def test_the_marker_goes_after_frontmatter_and_is_first_line_otherwise(vconn: apsw.Connection, vault_dir: Path) -> None:
