@@ -71,7 +71,6 @@ CHECKS = [
     negative_data_rejection,
     ignored_auth,
 ]
-CREDENTIAL_HEADERS = ("x-api-key", "authorization")
 # The operations, from the routes the shim serves (test_the_served_document_is_built_from_the_routes).
 OPERATIONS = [(method.upper(), path) for path, methods in openapi_document(all_routes())["paths"].items() for method in methods]
 
@@ -86,7 +85,6 @@ class Tally:
     longest_ms: float = 0.0
     operations: set[str] = field(default_factory=set)
     statuses: dict[int, int] = field(default_factory=dict)
-    known: list[str] = field(default_factory=list)  # issue 14 item 2's cases, while they still give 500
 
     def count(self, response: requests.Response, *_: Any, **__: Any) -> None:
         self.requests += 1
@@ -137,31 +135,12 @@ def tally() -> Iterator[Tally]:
                 f"{len(OPERATIONS)} operations, {examples} positive/negative examples each; checks: no 5xx, "
                 "documented status, content type, headers and body schema, negative data refused, "
                 "auth enforced (its probes not counted)"
-                + (f"; {len(counts.known)} known 500s (issue 14 item 2)" if counts.known else "")
             ),
         )
 
 
 def test_the_served_document_is_built_from_the_routes(api: Any) -> None:
     assert api.raw_schema == json.loads(json.dumps(openapi_document(all_routes())))
-
-
-def _known_issue_14_item_2(response: Any) -> str | None:
-    """The request, when it is a 500 for a credential header holding a byte that gRPC metadata
-    cannot carry (TAB, ``é``…); else None.
-
-    Issue 14 item 2 (helper A fixes it in the shim). Only this exact case is
-    let through, and the test reports it as a skip; delete this once the shim
-    answers 401.
-    """
-    if response.status_code != 500:
-        return None
-    bad = []
-    for name, value in response.request.headers.items():
-        text = value.decode("latin-1") if isinstance(value, bytes) else value
-        if name.lower() in CREDENTIAL_HEADERS and any(not " " <= c <= "~" for c in text):
-            bad.append(f"{name}: {text!r}")
-    return f"{response.request.method} {response.request.url} with {'; '.join(bad)}" if bad else None
 
 
 def _cases(operation: Any, mode: GenerationMode) -> st.SearchStrategy[Any]:
@@ -182,14 +161,9 @@ def test_operation(api: Any, tally: Tally, method: str, path: str) -> None:
     operation = api[path][method]
     session = requests.Session()
     session.hooks["response"].append(tally.count)
-    known: list[str] = []
 
     def exchange(case: Any) -> None:
         response = case.call(session=session, timeout=30)
-        request = _known_issue_14_item_2(response)
-        if request is not None:
-            known.append(request)
-            return
         case.validate_response(response, checks=CHECKS, transport_kwargs={"session": session, "timeout": 30})
 
     for mode, examples in EXAMPLES.items():
@@ -204,9 +178,3 @@ def test_operation(api: Any, tally: Tally, method: str, path: str) -> None:
         bounded(given(case=_cases(operation, mode))(exchange))()
     session.close()
     tally.operations.add(f"{method} {path}")
-    if known:
-        tally.known.extend(known)
-        pytest.skip(
-            f"issue 14 item 2: {len(known)} request(s) with a control or non-ASCII byte in X-Api-Key or "
-            f"Authorization got 500 (every other example passed its checks); first: {known[0]}"
-        )
