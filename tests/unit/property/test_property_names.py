@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.atomic import TEMP_SUFFIX, temp_prefix, write_atomic
+from gateway.atomic import is_temp_name, temp_name, write_atomic
 from gateway.errors import InvalidArgument
 from services.file_api.names import ALLOWED_FILES, check_filename
 from services.kb.vault_names import (
@@ -34,7 +34,6 @@ from services.kb.vault_names import (
 from services.kb.vault_promote_names import slugify
 
 NAME_LIMIT = 255  # bytes in one file name: ext4, xfs, btrfs, tmpfs, APFS
-RANDOM_PART = 16  # room the temp name leaves for the writer's random part (mkstemp draws 8)
 
 # Text rich in what the rules are about: separators, dots, wikilink characters, controls,
 # whitespace, combining marks, the reserved prefix, and characters of 1 to 4 UTF-8 bytes.
@@ -71,8 +70,8 @@ def test_a_note_name_is_canonical_confined_and_reversible(raw: str) -> None:
     assert name not in (".", "..") and "/" not in name and "\x00" not in name
     twin = f"{retired_name(name)}{NOTE_SUFFIX}"
     assert len(twin.encode("utf-8")) <= NAME_LIMIT
-    temp = f"{temp_prefix(twin)}{'x' * RANDOM_PART}{TEMP_SUFFIX}"
-    assert len(temp.encode("utf-8")) <= NAME_LIMIT
+    temp = temp_name(twin)  # the longest note's temp file keeps the whole name, and fits
+    assert len(temp.encode("utf-8")) <= NAME_LIMIT and temp.startswith(f".{twin}.") and is_temp_name(temp)
 
 
 @given(raw=NAMES)
