@@ -174,11 +174,29 @@ class Suite:
             self.stop(name)
 
     def log_lines(self, name: str) -> list[dict[str, Any]]:
+        """Every JSON line of ``name``'s log, over all its starts. A process killed with
+        ``kill -9`` can leave its last line torn, and the next start's first line then follows
+        it on the same line: that line's whole objects are kept, the torn fragment dropped."""
         out = []
         for line in self.log_path(name).read_text().splitlines():
-            if line.startswith("{"):
+            if not line.startswith("{"):
+                continue
+            try:
                 out.append(json.loads(line))
+            except json.JSONDecodeError:
+                out.extend(_whole_objects(line))
         return out
+
+
+def _whole_objects(line: str) -> list[dict[str, Any]]:
+    """The JSON objects that parse to the end of ``line`` from some ``{"`` on (a torn line's tail)."""
+    start = line.find('{"', 1)
+    while start != -1:
+        try:
+            return [json.loads(line[start:])]
+        except json.JSONDecodeError:
+            start = line.find('{"', start + 1)
+    return []
 
 
 def make_home(tmp: Path, agents: list[dict[str, Any]] | None = None, **gateway_extra: Any) -> tuple[Path, dict[str, int], int]:
