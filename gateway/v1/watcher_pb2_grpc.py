@@ -92,7 +92,9 @@ class SessionsServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WatchDirectives(self, request, context):
-        """Directives for the agent's sessions: pending ones first, then live ones.
+        """Directives for the agent's sessions: pending ones first, then live ones. The
+        stream's headers (initial metadata) are sent once the subscription is live: a
+        client that waits for them misses no directive from then on.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

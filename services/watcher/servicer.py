@@ -131,6 +131,9 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
         key = caller_label()  # read now: the generator's finally may run in another context
         queue = self._hub.subscribe(request.agent_id)
         try:
+            # Headers go out once the subscription is live: a client that waits for them
+            # (initial_metadata()) knows no directive from then on can miss it.
+            await context.send_initial_metadata(())
             for record in self._registry.live(request.agent_id):
                 if record.pending is not None:
                     yield directive_pb(record.pending)

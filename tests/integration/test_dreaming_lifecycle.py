@@ -281,6 +281,7 @@ def test_a_dream_restarts_no_session(lsuite: Suite) -> None:
         sessions.RegisterSession(pb.RegisterSessionRequest(agent_id="nora", session_id="idle-nora", state=pb.SESSION_STATE_IDLE),
                                  metadata=metadata, timeout=5)
         stream = sessions.WatchDirectives(pb.WatchDirectivesRequest(agent_id="nora"), metadata=metadata, timeout=60)
+        stream.initial_metadata()  # subscribed: a directive from now on would arrive
         got: queue.Queue[watcher_pb2.Directive] = queue.Queue()
 
         def pump() -> None:

@@ -61,6 +61,7 @@ class DirectiveStream:
         self.channel = grpc.insecure_channel(suite.address("watcher"))
         stub = watcher_pb2_grpc.SessionsStub(self.channel)
         self.call = stub.WatchDirectives(pb.WatchDirectivesRequest(agent_id=agent), metadata=AUTH, timeout=60)
+        self.call.initial_metadata()  # the watcher sends it once the subscription is live
         self.items: queue.Queue[watcher_pb2.Directive] = queue.Queue()
         self.thread = threading.Thread(target=self._pump, daemon=True)
         self.thread.start()
