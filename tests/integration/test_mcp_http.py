@@ -11,8 +11,8 @@ Driven by the SDK's own streamable HTTP client (``streamable_http_client`` and
   tool (``memory_shared_create``): no key, a wrong key and the internal token
   header 401; a key out of its scope 403 (whether the agent exists or not);
   an unknown agent with a ``*`` key 404; a read key in scope reads, and its
-  write is the KB's refusal as a tool error, with nothing written; a write
-  key reads and writes. The status is what the shim answered (an httpx hook
+  writes (create, update, delete) are the KB's refusal as tool errors, with
+  nothing written; a write key reads and writes. The status is what the shim answered (an httpx hook
   records every response), and a refused client shows the refusal's text;
 - every request is checked on its own: a ``tools/call`` POSTed with no
   initialize gets the same answers, and a key removed from config.json is
@@ -51,6 +51,8 @@ ROUTE = "/mcp/agents/{agent}"
 NOTES = ("shared", "kb", "global", "notes")
 FORMS = ("x-api-key", "bearer")
 REVOKED_KEY = "revoked-key-555"
+KEPT = "lighthouse rota"  # a shared note the read key tries to update and delete
+KEPT_TEXT = "# Lighthouse rota\n\n- Ada: week 1\n- Grace: week 2\n"
 
 
 @pytest.fixture
@@ -66,6 +68,9 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     config["gateway"]["api"]["keys"].append({"name": "revoked", "key": REVOKED_KEY, "agents": ["alfred"], "write": False})
     (home / "config.json").write_text(json.dumps(config, indent=2))
     running = Suite(home, http_port, ports)
+    notes = home.joinpath(*NOTES)
+    notes.mkdir(parents=True)
+    (notes / f"{KEPT}.md").write_text(KEPT_TEXT)
     for agent, text in (("alfred", "- Ada drinks oolong\n- staging deploys need the blue-green switch\n"),
                         ("bob", "- bob keeps the zanzibar quokka protocol\n")):
         (workspace(running, agent) / "memory").mkdir(parents=True)
@@ -209,6 +214,12 @@ async def test_auth_matrix_over_the_sdk_client(suite: Suite) -> None:
                     wrote = await session.call_tool(
                         "memory_shared_create", {"name": name, "content": f"# {name}\n", "confirm": True}
                     )
+                    others = []
+                    if column.expect == "read":
+                        others = [
+                            await session.call_tool("memory_shared_update", {"name": KEPT, "content": "gone\n", "confirm": True}),
+                            await session.call_tool("memory_shared_delete", {"name": KEPT}),
+                        ]
                 if read.is_error or "memory/notes.md:" not in text_of(read):
                     mismatches.append(f"{column.name} ({form}): read {text_of(read)!r}")
                 if column.expect == "write" and (wrote.is_error or not (notes / f"{name}.md").is_file()):
@@ -219,6 +230,11 @@ async def test_auth_matrix_over_the_sdk_client(suite: Suite) -> None:
                     or (notes / f"{name}.md").exists()
                 ):
                     mismatches.append(f"{column.name} ({form}): the read key's write gave {text_of(wrote)!r}")
+                denied = f"this key has no write access to agent {column.agent!r}"
+                if any(not result.is_error or text_of(result) != denied for result in others):
+                    mismatches.append(f"{column.name} ({form}): update/delete gave {[text_of(r) for r in others]!r}")
+                if (notes / f"{KEPT}.md").read_text() != KEPT_TEXT:
+                    mismatches.append(f"{column.name} ({form}): {KEPT!r} changed")
                 if any(status >= 300 for status in statuses):
                     mismatches.append(f"{column.name} ({form}): statuses {statuses}")
             longest = max(longest, (time.perf_counter() - start) * 1000)
