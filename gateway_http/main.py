@@ -15,7 +15,6 @@ from gateway_http.app import ShimApp
 from gateway_http.connections import protocol_class
 from gateway_http.mcp_mount import PREFIX as MCP_PREFIX
 from gateway_http.mcp_mount import McpMount
-from gateway_mcp.streamable_http import AgentServers
 
 BACKENDS = ("file_api", "watcher", "kb", "dreaming")
 
@@ -48,7 +47,9 @@ def run(live: LiveConfig, instance: str | None = None) -> None:
     (``connections``). Raises BindError when the port cannot be bound."""
     config = live.current
     sock = listen(config.api.host, config.api.port)
-    mcp = AgentServers(config.grpc.address("kb"), max_body_bytes=MAX_BODY_BYTES, warm=[a.id for a in config.agents])
+    mcp = McpMount(
+        live.snapshot, config.grpc.address("kb"), max_body_bytes=MAX_BODY_BYTES, warm=[a.id for a in config.agents]
+    )
 
     async def background(stop: asyncio.Event) -> None:
         await asyncio.gather(live.follow(stop), mcp.serve(stop))
@@ -57,7 +58,7 @@ def run(live: LiveConfig, instance: str | None = None) -> None:
         {name: config.grpc.address(name) for name in BACKENDS},
         background=background,
         instance=instance,
-        mounts={MCP_PREFIX: McpMount(live.snapshot, mcp)},
+        mounts={MCP_PREFIX: mcp},
     )
     server = uvicorn.Server(
         uvicorn.Config(

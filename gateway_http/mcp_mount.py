@@ -10,9 +10,13 @@ Only ``X-Api-Key`` and ``Authorization`` count, as on the REST routes, so the
 internal token header is no credential here.
 
 Write access is not decided here: the request goes on with its checked key
-headers in the scope (``streamable_http.CREDENTIALS``), each tool call
-presents them to the KB, and the KB refuses a read key's ``memory_shared_*``
-write, which the tool returns as an error saying so.
+headers, each tool call presents them to the KB, and the KB refuses a read
+key's ``memory_shared_*`` write, which the tool returns as an error saying so.
+
+The MCP SDK takes about 0.7 s of CPU to import. ``serve`` imports it in a
+worker thread once the shim is up, so the shim answers /healthz and REST as
+soon as before; an MCP request that comes before the tools are ready waits
+for them (up to ``START_WAIT_S``, else 503).
 
 Refusals carry the DESIGN status and a JSON-RPC error body (``id`` null), the
 shape an MCP client reads and shows, rather than the REST routes'
@@ -24,11 +28,13 @@ with the key.
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import json
 import time
 import traceback
-from collections.abc import Callable
-from typing import Any, Final
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 import structlog
@@ -39,7 +45,9 @@ from gateway.errors import GatewayError
 from gateway_http.credentials import BadCredential, credential_metadata
 from gateway_http.errors import http_status
 from gateway_http.router import BadPath, split_path
-from gateway_mcp.streamable_http import CREDENTIALS, AgentServers, NotServing
+
+if TYPE_CHECKING:
+    from gateway_mcp.streamable_http import AgentServers
 
 log = structlog.get_logger()
 
@@ -47,6 +55,7 @@ PREFIX: Final = "/mcp/"
 ROUTE: Final = "/mcp/agents/{agentId}"
 INVALID_REQUEST: Final = -32600  # JSON-RPC's code for a request refused as a whole (the SDK's own, too)
 INTERNAL_ERROR: Final = -32603
+START_WAIT_S: Final = 30.0  # how long an MCP request waits for the SDK to load at the shim's start
 
 Snapshot = Callable[[], tuple[Config, Authenticator]]
 Scope = dict[str, Any]
@@ -61,11 +70,35 @@ class Refused(Exception):
 
 
 class McpMount:
-    """ASGI app for paths under ``/mcp/``: authorize, then hand the request to the agent's MCP server."""
+    """ASGI app for paths under ``/mcp/``: authorize, then hand the request to the agent's MCP server.
 
-    def __init__(self, snapshot: Snapshot, servers: AgentServers) -> None:
+    ``serve(stop)`` runs from the shim's start-up to its shutdown (its background): it loads the
+    SDK and hosts the agents' servers (``gateway_mcp.streamable_http.AgentServers``; ``warm``:
+    the agents whose servers start at once).
+    """
+
+    def __init__(self, snapshot: Snapshot, kb_address: str, *, max_body_bytes: int, warm: Iterable[str]) -> None:
         self._snapshot = snapshot
-        self._servers = servers
+        self._kb_address = kb_address
+        self._max_body_bytes = max_body_bytes
+        self._warm = tuple(warm)
+        self._servers: AgentServers | None = None
+        self._loaded = asyncio.Event()
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Import the SDK in a worker thread, then host the MCP servers until ``stop`` is set."""
+        try:
+            module = await asyncio.to_thread(importlib.import_module, "gateway_mcp.streamable_http")
+            servers: AgentServers = module.AgentServers(
+                self._kb_address, max_body_bytes=self._max_body_bytes, warm=self._warm
+            )
+            self._servers = servers
+            self._loaded.set()
+            await servers.serve(stop)
+        except Exception as exc:  # a bug: MCP requests then get 503, the REST routes are unaffected
+            log.error("mcp_http_failed", error=type(exc).__name__,
+                      at=[f"{f.filename}:{f.lineno} {f.name}" for f in traceback.extract_tb(exc.__traceback__)[-8:]])
+            raise
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         start = time.perf_counter()
@@ -77,12 +110,12 @@ class McpMount:
             await send(message)
 
         try:
-            agent_id = self._authorize(scope)
-            await self._servers.handle(agent_id, scope, receive, watched)
+            agent_id, credentials = self._authorize(scope)
+            if not await self._handle(agent_id, credentials, scope, receive, watched):
+                await _refuse(watched, 503, "the MCP tools are not being served right now (the shim is starting "
+                              "or stopping); try again shortly", INTERNAL_ERROR)
         except Refused as exc:
             await _refuse(watched, exc.status, exc.message, INVALID_REQUEST, exc.headers)
-        except NotServing as exc:
-            await _refuse(watched, 503, f"MCP is not being served right now ({exc}); try again shortly", INTERNAL_ERROR)
         except Exception as exc:  # a bug: input is refused with a 4xx before this
             frames = [f"{f.filename}:{f.lineno} {f.name}" for f in traceback.extract_tb(exc.__traceback__)[-8:]]
             log.error("http_bug", method=scope["method"], route=ROUTE, error=type(exc).__name__, at=frames)
@@ -91,8 +124,18 @@ class McpMount:
         log.info("http", method=scope["method"], route=ROUTE, status=status[0] if status else 0,
                  ms=round((time.perf_counter() - start) * 1000, 3))
 
-    def _authorize(self, scope: Scope) -> str:
-        """The agent of an allowed request; raises Refused otherwise (module docstring)."""
+    async def _handle(self, agent_id: str, credentials: tuple[tuple[str, str], ...], scope: Scope, receive: Any,
+                      send: Any) -> bool:
+        if self._servers is None:
+            try:
+                await asyncio.wait_for(self._loaded.wait(), START_WAIT_S)
+            except asyncio.TimeoutError:
+                return False
+        servers = self._servers
+        return servers is not None and await servers.handle(agent_id, credentials, scope, receive, send)
+
+    def _authorize(self, scope: Scope) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """The agent and the checked key headers of an allowed request; raises Refused otherwise."""
         try:
             segments = split_path(scope.get("raw_path") or scope["path"].encode())
         except BadPath as exc:
@@ -113,8 +156,7 @@ class McpMount:
             auth.authorize(caller, agent_id, agent_exists=config.agent(agent_id) is not None, write=False)
         except GatewayError as exc:
             raise Refused(http_status(grpc.StatusCode[exc.code]), exc.message) from None
-        scope[CREDENTIALS] = metadata
-        return agent_id
+        return agent_id, metadata
 
 
 async def _refuse(send: Any, status: int, message: str, code: int, headers: list[tuple[bytes, bytes]] | None = None) -> None:

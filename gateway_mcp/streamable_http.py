@@ -13,8 +13,8 @@ no client. The tools need no server-to-client requests, which is all a session
 would add.
 
 Each tool call presents the KB with the key headers of the very request that
-carried it (``CREDENTIALS``, put in the ASGI scope by the mount that checked
-them), never the internal token: the KB's own authorization decides, so a read
+carried it (checked by the mount, kept in the request's ASGI scope under
+``CREDENTIALS``), never the internal token: the KB's own authorization decides, so a read
 key's ``memory_shared_*`` write is the KB's PERMISSION_DENIED, returned as a
 tool error that says so. Whether a key may reach the agent at all is checked
 before a request gets here (``gateway_http.mcp_mount``).
@@ -45,17 +45,13 @@ from gateway_mcp.server import build_server
 
 log = structlog.get_logger()
 
-# ASGI scope key under which the mount leaves the checked key headers, as gRPC metadata.
+# ASGI scope key of a request's checked key headers, as gRPC metadata; the tools read it there.
 CREDENTIALS: Final = "gateway.mcp.credentials"
 START_WAIT_S: Final = 10.0  # how long a request waits for the host to start (the first moments of the shim)
 
 Scope = MutableMapping[str, Any]
 Receive = Any
 Send = Any
-
-
-class NotServing(Exception):
-    """The host is not running (not yet started within START_WAIT_S, or shut down)."""
 
 
 def caller_credentials(ctx: Context) -> tuple[tuple[str, str], ...]:
@@ -121,6 +117,8 @@ class AgentServers:
                 self._group = group
                 self._up.set()
                 for agent_id in self._warm:
+                    if stop.is_set():
+                        break
                     await self._manager(agent_id)
                 await stop.wait()
                 self._group = None
@@ -129,26 +127,34 @@ class AgentServers:
             self._group = None
             await self._channel.close()
 
-    async def handle(self, agent_id: str, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve one MCP request for ``agent_id``. Raises NotServing when the host is not running."""
+    async def handle(
+        self, agent_id: str, credentials: tuple[tuple[str, str], ...], scope: Scope, receive: Receive, send: Send
+    ) -> bool:
+        """Serve one MCP request for ``agent_id`` whose tool calls present ``credentials`` (the
+        request's checked key headers, as gRPC metadata). False, with nothing sent, when the host
+        is not running (not started within START_WAIT_S, or shutting down)."""
         manager = await self._manager(agent_id)
+        if manager is None:
+            return False
+        scope[CREDENTIALS] = credentials
         await manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
+        return True
 
-    async def _manager(self, agent_id: str) -> StreamableHTTPSessionManager:
+    async def _manager(self, agent_id: str) -> StreamableHTTPSessionManager | None:
         manager = self._managers.get(agent_id)
         if manager is not None:
             return manager
         try:
             await asyncio.wait_for(self._up.wait(), START_WAIT_S)
         except asyncio.TimeoutError:
-            raise NotServing("the MCP host did not start") from None
+            return None
         async with self._lock:
             manager = self._managers.get(agent_id)
             if manager is not None:
                 return manager
             group, channel = self._group, self._channel
             if group is None or channel is None:
-                raise NotServing("the MCP host is shutting down")
+                return None
             manager = self._build(agent_id, channel)
             await group.start(_host, manager)
             self._managers[agent_id] = manager

@@ -139,14 +139,16 @@ def post(suite: Suite, agent: str, headers: dict[str, str], method: str, params:
 
 @pytest.mark.anyio
 async def test_http_serves_the_stdio_servers_tools_and_they_work(suite: Suite) -> None:
-    async with mcp_session(suite.home) as stdio:
-        over_stdio = [tool.model_dump() for tool in (await stdio.list_tools()).tools]
+    # First in the module, right after the shim answered /healthz: the SDK may still be loading
+    # in its worker thread, and this session then waits for it rather than being refused.
     async with http_session(suite, "alfred", {"X-Api-Key": READER_KEY}) as session:
         listed = (await session.list_tools()).tools
         found = await session.call_tool("memory_search", {"query": "oolong", "refresh": True})
         got = await session.call_tool("memory_get", {"path": "memory/notes.md", "from_line": 3, "lines": 1})
         missing = await session.call_tool("memory_get", {"path": "memory/nope.md"})
         instructions = session.initialize_result.instructions if session.initialize_result else None
+    async with mcp_session(suite.home) as stdio:
+        over_stdio = [tool.model_dump() for tool in (await stdio.list_tools()).tools]
     assert [tool.name for tool in listed] == [
         "memory_search", "memory_get", "memory_shared_create", "memory_shared_get", "memory_shared_update",
         "memory_shared_delete",
