@@ -141,7 +141,7 @@ class McpMount:
         except BadPath as exc:
             raise Refused(400, str(exc)) from None
         if len(segments) != 3 or segments[:2] != ["mcp", "agents"]:
-            raise Refused(404, f"no MCP endpoint at {scope['path']}; the memory tools are at {ROUTE}")
+            raise Refused(404, f"no MCP endpoint at {scope['path'][:200]}; the memory tools are at {ROUTE}")
         agent_id = segments[2]
         if scope["method"] != "POST":
             raise Refused(405, f"method {scope['method']} not allowed here; MCP over streamable HTTP is POST only "
