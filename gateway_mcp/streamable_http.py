@@ -27,6 +27,7 @@ address already decides who can connect.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import Iterable, MutableMapping
 from typing import Any, Final
@@ -120,6 +121,10 @@ class AgentServers:
                     if stop.is_set():
                         break
                     await self._manager(agent_id)
+                # The SDK's import left about 100,000 long-lived objects (its pydantic models); a full
+                # collection scanning them paused the shim for 60-370 ms here, in the middle of
+                # requests. Frozen, the collector skips them (they live as long as the process anyway).
+                gc.freeze()
                 await stop.wait()
                 self._group = None
                 group.cancel_scope.cancel()
