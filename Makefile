@@ -51,6 +51,7 @@ bench: install
 	$(PY) bench/dream_migrate.py
 	$(PY) bench/dream_staleness.py
 	$(PY) bench/dream_promotion.py
+	$(PY) bench/mcp_ready.py
 
 protos: install
 	$(PY) -m gateway.protogen

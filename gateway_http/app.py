@@ -91,10 +91,14 @@ class ShimApp:
         *,
         background: Callable[[asyncio.Event], Awaitable[None]] | None = None,
         instance: str | None = None,
+        mounts: Mapping[str, Callable[[Scope, Receive, Send], Awaitable[None]]] | None = None,
     ) -> None:
         """``background(stop)`` runs from start-up to shutdown (the config follow); ``instance``
-        is the launcher's start nonce, reported by /healthz so it knows it reached this process."""
+        is the launcher's start nonce, reported by /healthz so it knows it reached this process.
+        ``mounts`` maps a path prefix to the ASGI app that serves every HTTP request under it
+        (MCP over streamable HTTP at ``/mcp/``); it logs its own requests."""
         self._backends = dict(backends)
+        self._mounts = tuple((mounts or {}).items())
         self._background = background
         self._instance = instance
         self._router = Router(routes if routes is not None else all_routes())
@@ -108,6 +112,10 @@ class ShimApp:
             return
         if scope["type"] != "http":
             return
+        for prefix, mounted in self._mounts:
+            if scope["path"].startswith(prefix):
+                await mounted(scope, receive, send)
+                return
         start = time.perf_counter()
         status, route = await self._handle(scope, receive, send)
         log.info(

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import uvicorn
 
+from gateway.files_limits import MAX_BODY_BYTES
 from gateway.grpc_server import BindError
 from gateway.live_config import LiveConfig
 from gateway.ports import listen_problem
 from gateway_http.app import ShimApp
 from gateway_http.connections import protocol_class
+from gateway_http.mcp_mount import PREFIX as MCP_PREFIX
+from gateway_http.mcp_mount import McpMount
 
 BACKENDS = ("file_api", "watcher", "kb", "dreaming")
 
@@ -37,12 +41,25 @@ def listen(host: str, port: int) -> socket.socket:
 
 def run(live: LiveConfig, instance: str | None = None) -> None:
     """Serve the shim on ``api.host:api.port`` until SIGTERM/SIGINT (uvicorn handles both),
-    following config.json. ``instance``: the launcher's start nonce, reported by /healthz.
+    following config.json, with the MCP tools over streamable HTTP mounted at ``/mcp/agents/{agentId}``
+    (``mcp_mount``). ``instance``: the launcher's start nonce, reported by /healthz.
     Connections get the client limits of ``gateway.api`` in force when they open
     (``connections``). Raises BindError when the port cannot be bound."""
     config = live.current
     sock = listen(config.api.host, config.api.port)
-    app = ShimApp({name: config.grpc.address(name) for name in BACKENDS}, background=live.follow, instance=instance)
+    mcp = McpMount(
+        live.snapshot, config.grpc.address("kb"), max_body_bytes=MAX_BODY_BYTES, warm=[a.id for a in config.agents]
+    )
+
+    async def background(stop: asyncio.Event) -> None:
+        await asyncio.gather(live.follow(stop), mcp.serve(stop))
+
+    app = ShimApp(
+        {name: config.grpc.address(name) for name in BACKENDS},
+        background=background,
+        instance=instance,
+        mounts={MCP_PREFIX: mcp},
+    )
     server = uvicorn.Server(
         uvicorn.Config(
             app,

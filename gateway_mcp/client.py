@@ -2,10 +2,17 @@
 
 gRPC failures are translated here, in one place, into ``KnowledgeError`` with
 a message a model can act on; nothing else in the package sees ``grpc`` errors.
+
+Two kinds of caller (DESIGN.md "Auth"): the stdio server presents the home's
+internal token and acts for its one agent; over HTTP each call presents the
+key of the request that carried it (``as_caller``), never the internal token,
+so the KB's own authorization decides what that key may do.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterable
 from typing import Final
 
 import grpc
@@ -41,11 +48,18 @@ class KnowledgeError(Exception):
         self.message = message
 
 
-def translate(err: grpc.aio.AioRpcError, address: str, deadline_s: float) -> KnowledgeError:
-    """The ``KnowledgeError`` for a failed call to the KB at ``address``."""
+def translate(err: grpc.aio.AioRpcError, address: str, deadline_s: float, *, caller_key: bool = False) -> KnowledgeError:
+    """The ``KnowledgeError`` for a failed call to the KB at ``address``.
+
+    ``caller_key``: the call presented a caller's API key, so an auth refusal is
+    about that key ("no write access to agent ...") and is passed on as the KB
+    words it; with the internal token it means a misconfigured home.
+    """
     code = err.code()
     details = (err.details() or "").strip()
     if code in _PASS_THROUGH and details:
+        message = details
+    elif caller_key and code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED) and details:
         message = details
     elif code == grpc.StatusCode.UNAVAILABLE:
         message = (
@@ -67,9 +81,13 @@ def translate(err: grpc.aio.AioRpcError, address: str, deadline_s: float) -> Kno
 
 
 class KnowledgeClient:
-    """``Search``, ``Get`` and the shared-note CRUD for one agent, with the internal token and a deadline on every call.
+    """``Search``, ``Get`` and the shared-note CRUD for one agent, with a credential and a deadline on every call.
 
-    Create it inside the running event loop (gRPC asyncio channels bind to it);
+    ``internal_token`` is the stdio server's credential; pass None for a client
+    whose every call goes through ``as_caller`` (a call without either is
+    refused by the KB as unauthenticated). ``channel``: a channel to share
+    (its owner closes it); by default the client opens its own. Create it
+    inside the running event loop (gRPC asyncio channels bind to it);
     ``close`` it when done.
     """
 
@@ -77,20 +95,39 @@ class KnowledgeClient:
         self,
         address: str,
         agent_id: str,
-        internal_token: str,
+        internal_token: str | None,
         *,
         record_retrievals: bool = True,
         deadline_s: float = DEFAULT_DEADLINE_S,
+        channel: grpc.aio.Channel | None = None,
     ) -> None:
         self.address = address
         self.agent_id = agent_id
         self._deadline_s = deadline_s
-        metadata = [(INTERNAL_TOKEN_HEADER, internal_token)]
+        metadata = [] if internal_token is None else [(INTERNAL_TOKEN_HEADER, internal_token)]
         if not record_retrievals:
             metadata.append((RECORD_RETRIEVALS_HEADER, "0"))
-        self._metadata = tuple(metadata)
-        self._channel = aio_channel(address)
+        self._metadata: tuple[tuple[str, str], ...] = tuple(metadata)
+        self._caller_key = False
+        self._own_channel = channel is None
+        self._channel = aio_channel(address) if channel is None else channel
         self._stub = kb_pb2_grpc.KnowledgeStub(self._channel)
+
+    def as_caller(self, credentials: Iterable[tuple[str, str]]) -> KnowledgeClient:
+        """This client for calls made with a caller's key headers (``x-api-key``, ``authorization``).
+
+        The view shares the channel and drops any internal token (the KB would
+        prefer it to the key); its auth refusals are the KB's own words.
+        """
+        view = copy.copy(self)
+        kept = tuple(item for item in self._metadata if item[0] != INTERNAL_TOKEN_HEADER)
+        view._metadata = (*kept, *credentials)
+        view._caller_key = True
+        view._own_channel = False
+        return view
+
+    def _error(self, err: grpc.aio.AioRpcError, deadline_s: float) -> KnowledgeError:
+        return translate(err, self.address, deadline_s, caller_key=self._caller_key)
 
     async def search(self, query: str, corpus: str, limit: int, refresh: bool) -> kb_pb2.SearchResponse:
         """``Knowledge.Search`` for this agent. Raises KnowledgeError."""
@@ -99,7 +136,7 @@ class KnowledgeClient:
         try:
             reply: kb_pb2.SearchResponse = await self._stub.Search(request, timeout=deadline, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:
-            raise translate(err, self.address, deadline) from None
+            raise self._error(err, deadline) from None
         return reply
 
     async def get(self, path: str, from_line: int, lines: int) -> kb_pb2.GetResponse:
@@ -108,7 +145,7 @@ class KnowledgeClient:
         try:
             reply: kb_pb2.GetResponse = await self._stub.Get(request, timeout=self._deadline_s, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:
-            raise translate(err, self.address, self._deadline_s) from None
+            raise self._error(err, self._deadline_s) from None
         return reply
 
     async def create_shared(self, name: str, content: str, confirm: bool) -> kb_pb2.CreateSharedNoteResponse:
@@ -119,7 +156,7 @@ class KnowledgeClient:
                 request, timeout=self._deadline_s, metadata=self._metadata
             )
         except grpc.aio.AioRpcError as err:
-            raise translate(err, self.address, self._deadline_s) from None
+            raise self._error(err, self._deadline_s) from None
         return reply
 
     async def get_shared(self, name: str) -> kb_pb2.SharedNote:
@@ -130,7 +167,7 @@ class KnowledgeClient:
                 request, timeout=self._deadline_s, metadata=self._metadata
             )
         except grpc.aio.AioRpcError as err:
-            raise translate(err, self.address, self._deadline_s) from None
+            raise self._error(err, self._deadline_s) from None
         return reply
 
     async def update_shared(self, name: str, content: str, confirm: bool) -> kb_pb2.UpdateSharedNoteResponse:
@@ -141,7 +178,7 @@ class KnowledgeClient:
                 request, timeout=self._deadline_s, metadata=self._metadata
             )
         except grpc.aio.AioRpcError as err:
-            raise translate(err, self.address, self._deadline_s) from None
+            raise self._error(err, self._deadline_s) from None
         return reply
 
     async def delete_shared(self, name: str) -> kb_pb2.DeleteSharedNoteResponse:
@@ -152,8 +189,10 @@ class KnowledgeClient:
                 request, timeout=self._deadline_s, metadata=self._metadata
             )
         except grpc.aio.AioRpcError as err:
-            raise translate(err, self.address, self._deadline_s) from None
+            raise self._error(err, self._deadline_s) from None
         return reply
 
     async def close(self) -> None:
-        await self._channel.close()
+        """Close the channel, when this client opened it."""
+        if self._own_channel:
+            await self._channel.close()

@@ -6,7 +6,9 @@ shared vault's notes are created, read, updated and deleted on demand with
 ``memory_shared_create``/``_get``/``_update``/``_delete``. This server is a
 thin client of the KB service (DESIGN.md "Processes"): each tool call is one
 ``gateway.v1.Knowledge`` RPC for the one agent it was started for, presenting
-the home's internal token (DESIGN.md "Auth"). KB errors become MCP tool errors
+the home's internal token (DESIGN.md "Auth"). ``build_server`` is the one
+implementation of the tools: MCP over streamable HTTP (``gateway_mcp.streamable_http``)
+serves the same server, each call presenting the caller's key instead. KB errors become MCP tool errors
 carrying the KB's message (a name clash and a missing note are worded in terms
 of the tools instead); a create or update the KB held back (similar notes, the
 line-drop guard) is a normal result that says nothing was written.
@@ -17,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Final, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
@@ -191,6 +193,10 @@ NoteName = Annotated[
 
 Corpus = Literal["memory", "shared", "all"]
 
+# The client one tool call goes through, given the call's context: the stdio server's one client,
+# or over HTTP the shared client acting with the key of the request that carried the call.
+ClientFor = Callable[[Context], KnowledgeClient]
+
 
 def record_retrievals(env: Mapping[str, str]) -> bool:
     """False when ``GATEWAY_RECORD_RETRIEVALS`` turns the read-path recorder off ("0", "false", "no", "off")."""
@@ -207,11 +213,16 @@ def tool_error(tool: str, err: KnowledgeError, text: str | None = None) -> CallT
     return CallToolResult(content=[TextContent(type="text", text=text or err.message)], is_error=True)
 
 
-def build_server(client: KnowledgeClient) -> MCPServer:
-    """An MCP server whose six tools call the KB through ``client``."""
-    server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS.format(agent=client.agent_id))
+def build_server(agent_id: str, client_for: ClientFor) -> MCPServer:
+    """An MCP server whose six tools act for ``agent_id``, each call through ``client_for(ctx)``.
+
+    The one implementation of the tools, behind both transports; ``ctx`` is the
+    SDK's per-call context, injected by the SDK and absent from the input schemas.
+    """
+    server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS.format(agent=agent_id))
 
     async def memory_search(
+        ctx: Context,
         query: Annotated[str, Field(min_length=1, description="Plain keywords; no operators or quoting needed.")],
         corpus: Annotated[
             Corpus, Field(description='"memory" = your archive, "shared" = the shared vault, "all" = both.')
@@ -222,7 +233,7 @@ def build_server(client: KnowledgeClient) -> MCPServer:
         ] = False,
     ) -> Annotated[CallToolResult, SearchOut]:
         try:
-            reply = await client.search(query, corpus, min(limit, MAX_LIMIT), refresh)
+            reply = await client_for(ctx).search(query, corpus, min(limit, MAX_LIMIT), refresh)
         except KnowledgeError as err:
             return tool_error("memory_search", err)
         out = search_out(query, corpus, reply)
@@ -231,12 +242,13 @@ def build_server(client: KnowledgeClient) -> MCPServer:
         )
 
     async def memory_get(
+        ctx: Context,
         path: Annotated[str, Field(min_length=1, description="MEMORY.md, USER.md or memory/..., as memory_search shows it.")],
         from_line: Annotated[int, Field(ge=1, description="First line, 1-based.")] = 1,
         lines: Annotated[int, Field(ge=1, description="How many lines; default 200, at most 2000.")] = 200,
     ) -> Annotated[CallToolResult, GetOut]:
         try:
-            reply = await client.get(path, from_line, min(lines, MAX_LINES))
+            reply = await client_for(ctx).get(path, from_line, min(lines, MAX_LINES))
         except KnowledgeError as err:
             return tool_error("memory_get", err)
         out = get_out(reply)
@@ -245,6 +257,7 @@ def build_server(client: KnowledgeClient) -> MCPServer:
         )
 
     async def memory_shared_create(
+        ctx: Context,
         name: NoteName,
         content: Annotated[str, Field(description="The whole note, Markdown, at most 100 KB.")],
         confirm: Annotated[
@@ -252,7 +265,7 @@ def build_server(client: KnowledgeClient) -> MCPServer:
         ] = False,
     ) -> Annotated[CallToolResult, SharedCreateOut]:
         try:
-            reply = await client.create_shared(name, content, confirm)
+            reply = await client_for(ctx).create_shared(name, content, confirm)
         except KnowledgeError as err:
             text = shared_error("memory_shared_create", err.code, name, err.message)
             return tool_error("memory_shared_create", err, text)
@@ -262,9 +275,9 @@ def build_server(client: KnowledgeClient) -> MCPServer:
             structured_content=out.model_dump(mode="json"),
         )
 
-    async def memory_shared_get(name: NoteName) -> Annotated[CallToolResult, SharedNoteOut]:
+    async def memory_shared_get(ctx: Context, name: NoteName) -> Annotated[CallToolResult, SharedNoteOut]:
         try:
-            reply = await client.get_shared(name)
+            reply = await client_for(ctx).get_shared(name)
         except KnowledgeError as err:
             return tool_error("memory_shared_get", err)
         out = shared_note_out(reply)
@@ -274,6 +287,7 @@ def build_server(client: KnowledgeClient) -> MCPServer:
         )
 
     async def memory_shared_update(
+        ctx: Context,
         name: NoteName,
         content: Annotated[str, Field(description="The complete new note (not a patch), at most 100 KB.")],
         confirm: Annotated[
@@ -281,7 +295,7 @@ def build_server(client: KnowledgeClient) -> MCPServer:
         ] = False,
     ) -> Annotated[CallToolResult, SharedUpdateOut]:
         try:
-            reply = await client.update_shared(name, content, confirm)
+            reply = await client_for(ctx).update_shared(name, content, confirm)
         except KnowledgeError as err:
             text = shared_error("memory_shared_update", err.code, name, err.message)
             return tool_error("memory_shared_update", err, text)
@@ -291,9 +305,9 @@ def build_server(client: KnowledgeClient) -> MCPServer:
             structured_content=out.model_dump(mode="json"),
         )
 
-    async def memory_shared_delete(name: NoteName) -> Annotated[CallToolResult, SharedDeleteOut]:
+    async def memory_shared_delete(ctx: Context, name: NoteName) -> Annotated[CallToolResult, SharedDeleteOut]:
         try:
-            reply = await client.delete_shared(name)
+            reply = await client_for(ctx).delete_shared(name)
         except KnowledgeError as err:
             return tool_error("memory_shared_delete", err)
         out = shared_delete_out(name, reply)
@@ -323,7 +337,7 @@ async def serve(address: str, agent_id: str, internal_token: str, *, record: boo
     """Serve the tools over stdin/stdout until the client closes stdin."""
     client = KnowledgeClient(address, agent_id, internal_token, record_retrievals=record)
     try:
-        await build_server(client).run_stdio_async()
+        await build_server(agent_id, lambda _ctx: client).run_stdio_async()
     finally:
         await client.close()
 

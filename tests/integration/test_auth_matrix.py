@@ -24,8 +24,8 @@ listed in the hardening table's notes.
 MCP: ``gateway mcp --agent alfred`` (stdio) acts for alfred alone: its tools
 cannot read or search bob's files (another agent's path, traversal, absolute
 paths, symlinks out of the workspace) while the shared vault tools, which are
-shared by design, work. MCP over HTTP is a later issue; it is not built, so
-not tested here.
+shared by design, work. MCP over HTTP (``/mcp/agents/{agentId}`` on the shim)
+has its own matrix, with the SDK's HTTP client: ``test_mcp_http.py``.
 
 Afterwards no log of the run holds a key, the internal token, the SHA-256 hex
 of either, or an 8-character prefix of any of them. Every mismatch is reported

@@ -1,0 +1,170 @@
+"""The shim's mount of MCP over streamable HTTP at ``/mcp/agents/{agentId}``.
+
+Every request is authorized here before the SDK sees it (DESIGN.md "Auth"):
+the key headers pass ``credentials`` (401 naming the header), the key must be
+known (401) and cover the agent (403, whether or not the agent exists; 404
+only for a ``*`` key and an agent not in the config; 400 for an id no agent
+can have). The decision is ``gateway.auth``'s, on the config in force
+(``LiveConfig.snapshot``): the code and the config.json the KB decides with.
+Only ``X-Api-Key`` and ``Authorization`` count, as on the REST routes, so the
+internal token header is no credential here.
+
+Write access is not decided here: the request goes on with its checked key
+headers, each tool call presents them to the KB, and the KB refuses a read
+key's ``memory_shared_*`` write, which the tool returns as an error saying so.
+
+The MCP SDK takes about 0.7 s of CPU to import. ``serve`` imports it in a
+worker thread once the shim is up, so the shim answers /healthz and REST as
+soon as before; an MCP request that comes before the tools are ready waits
+for them (up to ``START_WAIT_S``, else 503).
+
+Refusals carry the DESIGN status and a JSON-RPC error body (``id`` null), the
+shape an MCP client reads and shows, rather than the REST routes'
+grpc-gateway body. Only POST is served: the transport is stateless (no GET
+stream, no session to DELETE), so GET and DELETE get 405 as the MCP spec
+allows. One ``http`` log line per request, as the REST routes have, never
+with the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Final
+
+import grpc
+import structlog
+
+from gateway.auth import Authenticator
+from gateway.config import Config
+from gateway.errors import GatewayError
+from gateway_http.credentials import BadCredential, credential_metadata
+from gateway_http.errors import http_status
+from gateway_http.router import BadPath, split_path
+
+if TYPE_CHECKING:
+    from gateway_mcp.streamable_http import AgentServers
+
+log = structlog.get_logger()
+
+PREFIX: Final = "/mcp/"
+ROUTE: Final = "/mcp/agents/{agentId}"
+INVALID_REQUEST: Final = -32600  # JSON-RPC's code for a request refused as a whole (the SDK's own, too)
+INTERNAL_ERROR: Final = -32603
+START_WAIT_S: Final = 30.0  # how long an MCP request waits for the SDK to load at the shim's start
+
+Snapshot = Callable[[], tuple[Config, Authenticator]]
+Scope = dict[str, Any]
+
+
+class Refused(Exception):
+    def __init__(self, status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or []
+
+
+class McpMount:
+    """ASGI app for paths under ``/mcp/``: authorize, then hand the request to the agent's MCP server.
+
+    ``serve(stop)`` runs from the shim's start-up to its shutdown (its background): it loads the
+    SDK and hosts the agents' servers (``gateway_mcp.streamable_http.AgentServers``; ``warm``:
+    the agents whose servers start at once).
+    """
+
+    def __init__(self, snapshot: Snapshot, kb_address: str, *, max_body_bytes: int, warm: Iterable[str]) -> None:
+        self._snapshot = snapshot
+        self._kb_address = kb_address
+        self._max_body_bytes = max_body_bytes
+        self._warm = tuple(warm)
+        self._servers: AgentServers | None = None
+        self._loaded = asyncio.Event()
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Import the SDK in a worker thread, then host the MCP servers until ``stop`` is set."""
+        try:
+            module = await asyncio.to_thread(importlib.import_module, "gateway_mcp.streamable_http")
+            servers: AgentServers = module.AgentServers(
+                self._kb_address, max_body_bytes=self._max_body_bytes, warm=self._warm
+            )
+            self._servers = servers
+            self._loaded.set()
+            await servers.serve(stop)
+        except Exception as exc:  # a bug: MCP requests then get 503, the REST routes are unaffected
+            log.error("mcp_http_failed", error=type(exc).__name__,
+                      at=[f"{f.filename}:{f.lineno} {f.name}" for f in traceback.extract_tb(exc.__traceback__)[-8:]])
+            raise
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        start = time.perf_counter()
+        status: list[int] = []
+
+        async def watched(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        try:
+            agent_id, credentials = self._authorize(scope)
+            if not await self._handle(agent_id, credentials, scope, receive, watched):
+                await _refuse(watched, 503, "the MCP tools are not being served right now (the shim is starting "
+                              "or stopping); try again shortly", INTERNAL_ERROR)
+        except Refused as exc:
+            await _refuse(watched, exc.status, exc.message, INVALID_REQUEST, exc.headers)
+        except Exception as exc:  # a bug: input is refused with a 4xx before this
+            frames = [f"{f.filename}:{f.lineno} {f.name}" for f in traceback.extract_tb(exc.__traceback__)[-8:]]
+            log.error("http_bug", method=scope["method"], route=ROUTE, error=type(exc).__name__, at=frames)
+            if not status:
+                await _refuse(watched, 500, "internal error in the MCP endpoint", INTERNAL_ERROR)
+        log.info("http", method=scope["method"], route=ROUTE, status=status[0] if status else 0,
+                 ms=round((time.perf_counter() - start) * 1000, 3))
+
+    async def _handle(self, agent_id: str, credentials: tuple[tuple[str, str], ...], scope: Scope, receive: Any,
+                      send: Any) -> bool:
+        if self._servers is None:
+            try:
+                await asyncio.wait_for(self._loaded.wait(), START_WAIT_S)
+            except asyncio.TimeoutError:
+                return False
+        servers = self._servers
+        return servers is not None and await servers.handle(agent_id, credentials, scope, receive, send)
+
+    def _authorize(self, scope: Scope) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """The agent and the checked key headers of an allowed request; raises Refused otherwise."""
+        try:
+            segments = split_path(scope.get("raw_path") or scope["path"].encode())
+        except BadPath as exc:
+            raise Refused(400, str(exc)) from None
+        if len(segments) != 3 or segments[:2] != ["mcp", "agents"]:
+            raise Refused(404, f"no MCP endpoint at {scope['path'][:200]}; the memory tools are at {ROUTE}")
+        agent_id = segments[2]
+        if scope["method"] != "POST":
+            raise Refused(405, f"method {scope['method']} not allowed here; MCP over streamable HTTP is POST only "
+                          "(stateless: no GET stream, no session to delete)", [(b"allow", b"POST")])
+        try:
+            metadata = credential_metadata(scope["headers"])
+        except BadCredential as exc:
+            raise Refused(401, str(exc)) from None
+        config, auth = self._snapshot()
+        try:
+            caller = auth.identify(metadata)
+            auth.authorize(caller, agent_id, agent_exists=config.agent(agent_id) is not None, write=False)
+        except GatewayError as exc:
+            raise Refused(http_status(grpc.StatusCode[exc.code]), exc.message) from None
+        return agent_id, metadata
+
+
+async def _refuse(send: Any, status: int, message: str, code: int, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                    *(headers or [])],
+    })
+    await send({"type": "http.response.body", "body": body})
