@@ -37,6 +37,15 @@ Tables (SPEC.md "Knowledge archive" and "Archive staleness GC"):
 Times in the lifecycle and log tables are Unix epoch seconds (REAL).
 A schema-version change drops and rebuilds the index tables, never the
 lifecycle or log tables.
+
+Pages are ``PAGE_BYTES`` (16 KiB; SQLite's default is 4 KiB). A chunk row holds
+about 1.4 KB of text, so a 4 KiB page fits two and leaves a fifth of the table
+empty: on the 50 MB benchmark corpus ``kb_chunks`` took 77 MB of pages for 61 MB
+of rows at 4 KiB and 65 MB at 16 KiB (issue 15, "KB storage"). A new file gets
+them at creation; an older file is VACUUMed to them (``_repage``) while its index
+tables are empty, that is right after a schema-version change dropped them and
+before the refresh that fills them again, so the VACUUM copies only the
+lifecycle and log tables.
 """
 
 from __future__ import annotations
@@ -52,8 +61,10 @@ from gateway.errors import InvalidArgument, NotFound
 
 # 2: kb_entries keyed by (source_id, start_line), WITHOUT ROWID; 3: entries packed per source
 # (kb_source_entries, the kb_entries view), FTS hashsize; 4: chunks hold no frontmatter
-# (indexer_parse.body_chunks), so older indexes are rebuilt.
-SCHEMA_VERSION: Final = 4
+# (indexer_parse.body_chunks), so older indexes are rebuilt; 5: 16 KiB pages (``_repage`` VACUUMs the
+# file while the dropped index tables are empty).
+SCHEMA_VERSION: Final = 5
+PAGE_BYTES: Final = 16384
 FTS_HASH_BYTES: Final = 16 * 1024 * 1024
 BUSY_TIMEOUT_MS: Final = 5000
 
@@ -173,11 +184,39 @@ def open_index(
     except apsw.CantOpenError:
         raise NotFound("the knowledge archive has not been built yet") from None
     _configure(conn, busy_timeout_ms)
+    conn.execute(f"PRAGMA page_size={PAGE_BYTES}")  # takes effect only in a new, empty file (else: _repage)
     conn.execute("PRAGMA journal_mode=WAL").fetchall()
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: a full index inserts in random key order
     _ensure_schema(conn, settings)
+    _repage(conn)
     return conn
+
+
+def _repage(conn: apsw.Connection) -> None:
+    """VACUUM the file to ``PAGE_BYTES`` pages when it has other pages and its index tables are empty.
+
+    SQLite changes the page size of an existing file only by a VACUUM outside WAL
+    mode, which needs the file to itself: when another connection has it open the
+    journal mode stays WAL (or the switch is busy) and nothing changes; a later
+    open tries again while the index is still empty. Once the index holds chunks
+    the file keeps its page size: a VACUUM would then copy the whole index inside
+    ``open_index`` (seconds for 200 MB). The VACUUM is one transaction of a
+    rollback journal, so a crash in it leaves the file as it was.
+    """
+    if int(str(conn.execute("PRAGMA page_size").fetchall()[0][0])) == PAGE_BYTES:
+        return
+    if conn.execute("SELECT 1 FROM kb_chunks LIMIT 1").fetchone() is not None:
+        return
+    try:
+        if str(conn.execute("PRAGMA journal_mode=DELETE").fetchall()[0][0]).lower() != "delete":
+            return
+        conn.execute(f"PRAGMA page_size={PAGE_BYTES}")
+        conn.execute("VACUUM")
+    except apsw.BusyError:
+        return  # another connection: next time
+    finally:
+        conn.execute("PRAGMA journal_mode=WAL").fetchall()
 
 
 def open_reader(path: Path) -> apsw.Connection:
