@@ -52,7 +52,7 @@ a one-file refresh of 10,000 sources in 50 ms):
   (``indexer_worker``) from ``indexer_bulk.PROCESS_BYTES`` to read, else on a
   producer thread; lifecycle rows are written in key order, not batch by batch.
   Same rows, same ids as the one-by-one path (tests compare them).
-- Entries are stored one row per source (``kb_source_entries``, a JSON array),
+- Entries are stored one row per source (``kb_source_entries``, packed),
   not one per entry, and the FTS tables buffer ``schema.FTS_HASH_BYTES`` of
   postings before writing a segment; ``entries.parse_entries`` is a tuned line
   loop (a differential test holds it to the original).
@@ -433,7 +433,7 @@ def _index_source(
             "provenance = ?, generation = ? WHERE id = ?",
             (*values, source_id),
         )
-    conn.execute(INSERT_ENTRIES, (source_id, parsed.entries_json))
+    conn.execute(INSERT_ENTRIES, (source_id, parsed.entry_lines, parsed.entry_hashes))
     first_id = next_id(conn, "kb_chunks")
     rows = [
         (first_id + n, source_id, start, end, text, provenance, importance, dominant, cjk)

@@ -53,6 +53,7 @@ from gateway.config import ArchiveSettings
 from services.kb.indexer_parse import Indexed, Outcome, Unchanged, Unreadable, parse_batches, read_source
 from services.kb.indexer_worker import ParseWorker
 from services.kb.provenance import Provenance
+from services.kb.schema import ENTRY_FIRST_SQL, ENTRY_HASH_SQL, ENTRY_ROWS_SQL
 from services.kb.sources import FileStat
 
 BATCH_CHUNKS: Final = 1024  # about 1.4 MB of chunk text: 40 batches for 50 MB
@@ -222,7 +223,7 @@ class _Writer:
         sources: list[tuple[int, str, int, int, int, str, str, int]] = []
         replaced: list[int] = []
         rehashed: list[tuple[int, int, int, int]] = []
-        entries: list[tuple[int, str]] = []
+        entries: list[tuple[int, str, bytes]] = []
         chunks: list[tuple[int, int, int, int, str, str, int, str | None, int]] = []
         touched = self.touched
         for outcome in batch:
@@ -245,7 +246,7 @@ class _Writer:
                     replaced.append(source_id)
                 provenance = self.classify(rel, outcome.provenance)
                 sources.append((source_id, rel, st.size, st.mtime_ns, now, outcome.digest, provenance, gen))
-                entries.append((source_id, outcome.entries_json))
+                entries.append((source_id, outcome.entry_lines, outcome.entry_hashes))
                 first = self.next_chunk
                 chunks.extend(
                     [(first + n, source_id, start, end, text, provenance, importance, dominant, cjk)
@@ -288,7 +289,7 @@ INSERT_CHUNK: Final = (
     "INSERT INTO kb_chunks(id, source_id, start_line, end_line, text, provenance, importance, entry_hash, has_cjk) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-INSERT_ENTRIES: Final = "INSERT INTO kb_source_entries(source_id, entries) VALUES (?, ?)"
+INSERT_ENTRIES: Final = "INSERT INTO kb_source_entries(source_id, lines, hashes) VALUES (?, ?, ?)"
 
 
 def unreadable(rel: str, error: str, kept: bool) -> str:
@@ -317,10 +318,12 @@ def delete_rows(conn: apsw.Connection, source_id: int) -> None:
 
 
 _LIFECYCLE_INSERT: Final = (
-    "INSERT OR IGNORE INTO kb_entry_lifecycle(entry_hash, path, first_seen) "
-    "SELECT j.value ->> 2, s.path, min(s.mtime_ns, ?) / 1e9 "
+    f"INSERT OR IGNORE INTO kb_entry_lifecycle(entry_hash, path, first_seen) SELECT {ENTRY_HASH_SQL}, s.path, "
+    "min(s.mtime_ns, ?) / 1e9 "
 )
-_ENTRIES: Final = "CROSS JOIN kb_source_entries AS e ON e.source_id = s.id CROSS JOIN json_each(e.entries) AS j"
+_ENTRIES: Final = (
+    f"CROSS JOIN kb_source_entries AS e ON e.source_id = s.id CROSS JOIN {ENTRY_ROWS_SQL} WHERE {ENTRY_FIRST_SQL}"
+)
 
 
 def write_lifecycle(conn: apsw.Connection, now: int, sources: list[int] | None = None) -> None:

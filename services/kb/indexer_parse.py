@@ -9,9 +9,9 @@ number of chunks: the bulk path runs it on a producer thread, or in a worker
 process (``indexer_worker``). This module imports nothing heavy (no SQLite, no
 config) so that a spawned worker starts in well under a tenth of a second.
 
-A source's entries are stored packed, as the JSON array ``entries_json`` of
-``[start_line, end_line, entry_hash, importance]`` (``schema``: one row per
-source instead of one per entry).
+A source's entries are stored packed (``schema``: one row per source instead of
+one per entry): ``entry_lines``, the flat JSON array of ``start_line, end_line,
+importance`` per entry, and ``entry_hashes``, their raw 32-byte digests end to end.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ class Parsed(NamedTuple):
 
     provenance: str | None
     entries: list[Entry]
-    entries_json: str
+    entry_lines: str
+    entry_hashes: bytes
     chunks: list[ChunkRow]
 
 
@@ -61,7 +62,8 @@ class Indexed(NamedTuple):
     position: int
     digest: str
     provenance: str | None
-    entries_json: str
+    entry_lines: str
+    entry_hashes: bytes
     chunks: list[ChunkRow]
 
 
@@ -108,14 +110,16 @@ def parse_source(data: bytes, chunk_tokens: int, chunk_overlap: int) -> Parsed:
         (start, end, chunk, importance, dominant, int(cjk and has_unsegmented(chunk)))
         for (start, end, chunk), (importance, dominant) in zip(chunks, attribute(chunks, entries, default))
     ]
-    return Parsed(frontmatter.provenance, entries, entries_json(entries), rows)
+    lines_json, hashes = pack_entries(entries)
+    return Parsed(frontmatter.provenance, entries, lines_json, hashes, rows)
 
 
-def entries_json(entries: list[Entry]) -> str:
-    """``entries`` as stored: a JSON array of ``[start_line, end_line, entry_hash, importance]``
-    (hashes are hex, so no value needs escaping; an f-string per entry is faster than the
-    C JSON encoder here)."""
-    return "[" + ",".join([f'[{e[0]},{e[1]},"{e[3]}",{e[4]}]' for e in entries]) + "]"
+def pack_entries(entries: list[Entry]) -> tuple[str, bytes]:
+    """``entries`` as stored (module docstring): the JSON array of ``start_line, end_line,
+    importance`` per entry (an f-string per entry is faster than the C JSON encoder here)
+    and the digests as raw bytes, end to end."""
+    lines = "[" + ",".join([f"{e[0]},{e[1]},{e[4]}" for e in entries]) + "]"
+    return lines, bytes.fromhex("".join([e[3] for e in entries]))
 
 
 def attribute(chunks: list[Chunk], entries: list[Entry], default: int) -> list[tuple[int, str | None]]:
@@ -183,7 +187,7 @@ def parse_batches(
             batch.append(Unchanged(index))
             continue
         parsed = parse_source(data, chunk_tokens, chunk_overlap)
-        batch.append(Indexed(index, digest, parsed.provenance, parsed.entries_json, parsed.chunks))
+        batch.append(Indexed(index, digest, parsed.provenance, parsed.entry_lines, parsed.entry_hashes, parsed.chunks))
         if lifecycle is not None:
             # Each row is '["<hash>",<path>,<mtime_ns>]': the two concatenations run in C.
             hashes = list(map(itemgetter(3), parsed.entries))

@@ -37,6 +37,14 @@ from typing import Final
 import apsw
 
 from gateway.errors import InvalidArgument
+from services.kb.schema import (
+    ENTRY_END_SQL,
+    ENTRY_FIRST_SQL,
+    ENTRY_HASH_SQL,
+    ENTRY_IMPORTANCE_SQL,
+    ENTRY_ROWS_SQL,
+    ENTRY_START_SQL,
+)
 
 MAX_PAGE: Final = 20_000
 DEFAULT_PAGE: Final = 5_000
@@ -142,10 +150,10 @@ def _source_entries(conn: apsw.Connection, sql: str, params: tuple[object, ...],
         source = SourceRow(str(path), str(content_hash), str(provenance))
         seen = min(int(str(mtime_ns)) / 1e9, now)
         rows = conn.execute(
-            "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, " + columns + " "
-            "FROM kb_source_entries AS e CROSS JOIN json_each(e.entries) AS j "
-            "LEFT JOIN kb_entry_lifecycle AS l ON l.entry_hash = j.value ->> 2 "
-            "WHERE e.source_id = ? ORDER BY j.key",
+            f"SELECT {ENTRY_START_SQL}, {ENTRY_END_SQL}, {ENTRY_HASH_SQL} AS h, {ENTRY_IMPORTANCE_SQL}, {columns} "
+            f"FROM kb_source_entries AS e CROSS JOIN {ENTRY_ROWS_SQL} "
+            f"LEFT JOIN kb_entry_lifecycle AS l ON l.entry_hash = h "
+            f"WHERE e.source_id = ? AND {ENTRY_FIRST_SQL} ORDER BY j.key",
             (source_id,),
         ).fetchall()
         entries = [
@@ -185,9 +193,11 @@ def lifecycle_of(conn: apsw.Connection, hashes: Sequence[str], now: float) -> tu
         return [], []
     places: list[EntryRow] = []
     with conn:
+        # Candidates: the sources whose packed digests hold a wanted one anywhere (a match
+        # across two digests is a false candidate that the filter below drops).
         ids = conn.execute(
-            "SELECT DISTINCT e.source_id FROM kb_source_entries AS e CROSS JOIN json_each(e.entries) AS j "
-            "WHERE j.value ->> 2 IN (SELECT value FROM json_each(?))",
+            "SELECT DISTINCT e.source_id FROM kb_source_entries AS e CROSS JOIN json_each(?) AS w "
+            "WHERE instr(e.hashes, unhex(w.value)) > 0",
             (json.dumps(wanted),),
         ).fetchall()
         if ids:

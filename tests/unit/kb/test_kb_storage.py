@@ -1,7 +1,8 @@
-"""The archive's storage layout (issue 15, "KB storage"): 16 KiB pages and the version-5 migration.
+"""The archive's storage layout (issue 15, "KB storage"): packed entries, 16 KiB pages, the version-5 migration.
 
-A version-4 index (4 KiB pages) is made from a real one: VACUUMed back to 4 KiB
-pages and labelled version 4. Opening it drops the index tables, VACUUMs the
+A version-4 index is made from a real one: its entries rewritten as version 4
+stored them (one JSON array per source), the file VACUUMed back to 4 KiB pages
+and labelled version 4. Opening it drops the index tables, VACUUMs the
 file to ``PAGE_BYTES`` while they are empty and keeps the lifecycle and log
 tables; the refresh after it answers every search exactly as before (hits,
 order, snippets, shown scores) and the staleness GC's listing is unchanged.
@@ -62,10 +63,31 @@ def page_size(db: Path) -> int:
         conn.close()
 
 
+V4_ENTRIES = """
+CREATE TABLE v4_entries AS SELECT source_id, json_group_array(json_array(start_line, end_line, entry_hash, importance))
+    AS entries FROM (SELECT * FROM kb_entries ORDER BY source_id, start_line) GROUP BY source_id;
+DROP VIEW kb_entries;
+DROP TABLE kb_source_entries;
+CREATE TABLE kb_source_entries(
+    source_id INTEGER PRIMARY KEY REFERENCES kb_sources(id) ON DELETE CASCADE,
+    entries TEXT NOT NULL
+);
+INSERT INTO kb_source_entries SELECT * FROM v4_entries;
+DROP TABLE v4_entries;
+CREATE VIEW kb_entries(source_id, start_line, end_line, entry_hash, importance) AS
+    SELECT e.source_id, j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3
+    FROM kb_source_entries AS e, json_each(e.entries) AS j;
+"""
+
+
 def make_version_4(db: Path) -> None:
-    """Turn the index at ``db`` into what version 4 left: 4 KiB pages, ``schema_version`` 4."""
+    """Turn the index at ``db`` into what version 4 left: entries as one JSON array per source,
+    4 KiB pages, ``schema_version`` 4."""
     conn = apsw.Connection(str(db))
     try:
+        entries = conn.execute("SELECT * FROM kb_entries ORDER BY source_id, start_line").fetchall()
+        conn.execute(V4_ENTRIES)
+        assert conn.execute("SELECT * FROM kb_entries ORDER BY source_id, start_line").fetchall() == entries
         conn.execute("PRAGMA journal_mode=DELETE").fetchall()
         conn.execute("PRAGMA page_size=4096")
         conn.execute("VACUUM")
@@ -168,3 +190,25 @@ def test_a_filled_index_is_never_vacuumed_on_open(conn: apsw.Connection, workspa
         assert refresh(reopened, workspace, settings()).indexed == 0
     finally:
         reopened.close()
+
+
+def test_entries_are_packed(conn: apsw.Connection, workspace: Path) -> None:
+    """Line numbers as one flat JSON array, digests as 32 raw bytes each; the view and the listing unpack them."""
+    corpus(workspace)
+    refresh(conn, workspace, settings())
+    row = conn.execute(
+        "SELECT e.lines, e.hashes FROM kb_source_entries e JOIN kb_sources s ON s.id = e.source_id WHERE s.path = 'MEMORY.md'"
+    ).fetchone()
+    assert row is not None
+    lines, hashes = row
+    view = conn.execute(
+        "SELECT start_line, end_line, entry_hash, importance FROM kb_entries e JOIN kb_sources s ON s.id = e.source_id "
+        "WHERE s.path = 'MEMORY.md' ORDER BY start_line"
+    ).fetchall()
+    assert len(view) == 2 and len(hashes) == 64 and lines == "[3,3,5,4,4,5]"
+    assert [(a, b, c) for a, b, _, c in view] == [(3, 3, 5), (4, 4, 5)]
+    assert [h for _, _, h, _ in view] == [hashes[:32].hex(), hashes[32:].hex()]
+    listed = [(e.start_line, e.end_line, e.life.entry_hash, e.importance) for e in listing(conn).entries if e.path == "MEMORY.md"]
+    assert listed == view
+    places, lives = lifecycle_rows.lifecycle_of(conn, [view[1][2]], NOW)
+    assert [(p.path, p.start_line) for p in places] == [("MEMORY.md", 4)] and [x.entry_hash for x in lives] == [view[1][2]]
