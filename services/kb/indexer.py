@@ -98,7 +98,7 @@ from services.kb.indexer_bulk import (
     write_lifecycle,
 )
 from services.kb.indexer_parse import parse_source, read_source
-from services.kb.schema import create_fts, ensure_lifecycle, generation, get_meta, set_meta
+from services.kb.schema import create_fts, ensure_lifecycle, generation, get_meta, path_id, set_meta
 from services.kb.sources import ARCHIVE_PROFILE, FileStat, Scan, SourceProfile, stat_source
 
 __all__ = ["BULK_FILES", "RACY_WINDOW_NS", "RefreshReport", "read_source", "refresh", "reindex_paths"]
@@ -445,8 +445,10 @@ def _index_source(
     if cjk_rows:
         conn.executemany("INSERT INTO kb_chunks_cjk(rowid, text) VALUES (?, ?)", cjk_rows)
     first_seen = min(st.mtime_ns, now) / 1e9
-    conn.executemany(
-        "INSERT OR IGNORE INTO kb_entry_lifecycle(entry_hash, path, first_seen) VALUES (?, ?, ?)",
-        [(e.entry_hash, rel, first_seen) for e in parsed.entries],
-    )
+    if parsed.entries:
+        first_path = path_id(conn, rel)
+        conn.executemany(
+            "INSERT OR IGNORE INTO kb_lifecycle(entry_hash, path_id, first_seen) VALUES (?, ?, ?)",
+            [(bytes.fromhex(e.entry_hash), first_path, first_seen) for e in parsed.entries],
+        )
     return source_id

@@ -53,7 +53,7 @@ from gateway.config import ArchiveSettings
 from services.kb.indexer_parse import Indexed, Outcome, Unchanged, Unreadable, parse_batches, read_source
 from services.kb.indexer_worker import ParseWorker
 from services.kb.provenance import Provenance
-from services.kb.schema import ENTRY_FIRST_SQL, ENTRY_HASH_SQL, ENTRY_ROWS_SQL
+from services.kb.schema import ENTRY_DIGEST_SQL, ENTRY_FIRST_SQL, ENTRY_ROWS_SQL
 from services.kb.sources import FileStat
 
 BATCH_CHUNKS: Final = 1024  # about 1.4 MB of chunk text: 40 batches for 50 MB
@@ -204,10 +204,12 @@ class _Writer:
         if runs and not self.unchanged:
             # jsonb_each over jsonb(): its elements are read without parsing their text again
             # (about a third cheaper than json_each for 380,000 rows).
-            select = "SELECT value ->> 0, value ->> 1, min(value ->> 2, ?1) / 1e9 FROM jsonb_each(jsonb(?{}))"
+            select = "SELECT value ->> 0 AS h, value ->> 1 AS path, min(value ->> 2, ?1) / 1e9 AS seen FROM jsonb_each(jsonb(?{}))"
             merged = " UNION ALL ".join(select.format(n + 2) for n in range(len(runs)))
+            self.conn.execute("INSERT OR IGNORE INTO kb_paths(path) SELECT path FROM kb_sources ORDER BY path")
             self.conn.execute(
-                "INSERT OR IGNORE INTO kb_entry_lifecycle(entry_hash, path, first_seen) " + merged + " ORDER BY 1, 2",
+                "INSERT OR IGNORE INTO kb_lifecycle(entry_hash, path_id, first_seen) SELECT unhex(r.h), p.id, r.seen "
+                f"FROM ({merged}) AS r JOIN kb_paths AS p ON p.path = r.path ORDER BY r.h, r.path",
                 (self.now, *runs),
             )
         else:
@@ -318,10 +320,11 @@ def delete_rows(conn: apsw.Connection, source_id: int) -> None:
 
 
 _LIFECYCLE_INSERT: Final = (
-    f"INSERT OR IGNORE INTO kb_entry_lifecycle(entry_hash, path, first_seen) SELECT {ENTRY_HASH_SQL}, s.path, "
+    f"INSERT OR IGNORE INTO kb_lifecycle(entry_hash, path_id, first_seen) SELECT {ENTRY_DIGEST_SQL}, p.id, "
     "min(s.mtime_ns, ?) / 1e9 "
 )
 _ENTRIES: Final = (
+    "CROSS JOIN kb_paths AS p ON p.path = s.path "
     f"CROSS JOIN kb_source_entries AS e ON e.source_id = s.id CROSS JOIN {ENTRY_ROWS_SQL} WHERE {ENTRY_FIRST_SQL}"
 )
 
@@ -331,10 +334,12 @@ def write_lifecycle(conn: apsw.Connection, now: int, sources: list[int] | None =
     None, of every source, first seen at the source's stored mtime (never later than
     ``now``). Rows go in (entry_hash, path) order: cheap B-tree appends, and where
     several sources hold an entry the first path in sorted order wins."""
-    order = " ORDER BY 1, 2"
+    order = " ORDER BY 1, s.path"
     if sources is None:
+        conn.execute("INSERT OR IGNORE INTO kb_paths(path) SELECT path FROM kb_sources ORDER BY path")
         conn.execute(_LIFECYCLE_INSERT + "FROM kb_sources AS s " + _ENTRIES + order, (now,))
     elif sources:
-        # CROSS JOIN fixes the loop order: per listed source, its row, then its entries.
+        # CROSS JOIN fixes the loop order: per listed source, its row, its path id, then its entries.
         listed = "FROM json_each(?) AS ids CROSS JOIN kb_sources AS s ON s.id = ids.value "
+        conn.execute("INSERT OR IGNORE INTO kb_paths(path) SELECT s.path " + listed, (json.dumps(sources),))
         conn.execute(_LIFECYCLE_INSERT + listed + _ENTRIES + order, (now, json.dumps(sources)))

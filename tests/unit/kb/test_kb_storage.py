@@ -77,17 +77,35 @@ DROP TABLE v4_entries;
 CREATE VIEW kb_entries(source_id, start_line, end_line, entry_hash, importance) AS
     SELECT e.source_id, j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3
     FROM kb_source_entries AS e, json_each(e.entries) AS j;
+CREATE TABLE v4_life AS SELECT * FROM kb_entry_lifecycle;
+DROP VIEW kb_entry_lifecycle;
+DROP TABLE kb_lifecycle;
+DROP TABLE kb_paths;
+CREATE TABLE kb_entry_lifecycle(
+    entry_hash TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    first_seen REAL NOT NULL,
+    last_retrieved REAL,
+    retrieval_count INTEGER NOT NULL DEFAULT 0,
+    supersedes_key TEXT,
+    invalid_at REAL,
+    restored_at REAL
+) WITHOUT ROWID;
+INSERT INTO kb_entry_lifecycle SELECT * FROM v4_life;
+DROP TABLE v4_life;
 """
 
 
 def make_version_4(db: Path) -> None:
-    """Turn the index at ``db`` into what version 4 left: entries as one JSON array per source,
-    4 KiB pages, ``schema_version`` 4."""
+    """Turn the index at ``db`` into what version 4 left: entries as one JSON array per source, the
+    lifecycle table keyed by hex text with its paths, 4 KiB pages, ``schema_version`` 4."""
     conn = apsw.Connection(str(db))
     try:
         entries = conn.execute("SELECT * FROM kb_entries ORDER BY source_id, start_line").fetchall()
+        life = lifecycle_table(conn)
         conn.execute(V4_ENTRIES)
         assert conn.execute("SELECT * FROM kb_entries ORDER BY source_id, start_line").fetchall() == entries
+        assert lifecycle_table(conn) == life
         conn.execute("PRAGMA journal_mode=DELETE").fetchall()
         conn.execute("PRAGMA page_size=4096")
         conn.execute("VACUUM")
@@ -120,12 +138,14 @@ def test_version_4_index_migrates_with_the_same_answers(conn: apsw.Connection, w
     hits = search(conn, workspace, "zebra").hits
     record_retrievals(db_path, hits[:2], "search", clock=lambda: NOW + 5)
     record_retrievals(db_path, [EntryRef(hits[0].path, hits[0].entry_hash or "", 1, 1)], "get", clock=lambda: NOW + 9)
+    record_retrievals(db_path, [EntryRef("memory/gone.md", "not-a-digest", 1, 1)], "get", clock=lambda: NOW + 3)
     fold_retrievals(conn)
     marked = listing(conn).entries[0].life.entry_hash
     lifecycle_rows.update_lifecycle(conn, [lifecycle_rows.Update(marked, supersedes_key="k1", invalid_at=NOW + 1)])
     before_answers, before_listing, before_life = answers(conn, workspace), listing(conn), lifecycle_table(conn)
     log = conn.execute("SELECT * FROM kb_retrieval_log ORDER BY id").fetchall()
-    assert before_answers[0] and before_listing.entries and len(log) == 3
+    assert before_answers[0] and before_listing.entries and len(log) == 4
+    assert ("not-a-digest", "memory/gone.md", NOW + 3, NOW + 3, 1, None, None, None) in before_life
     conn.close()
     make_version_4(db_path)
 
@@ -136,6 +156,11 @@ def test_version_4_index_migrates_with_the_same_answers(conn: apsw.Connection, w
         assert get_meta(migrated, "schema_version") == "5"
         assert migrated.execute("SELECT count(*) FROM kb_chunks").fetchall()[0][0] == 0  # rebuilt from the sources
         assert lifecycle_table(migrated) == before_life  # ages, retrievals and the GC's marks survive
+        assert get_meta(migrated, "lifecycle_backfill") is None  # moved row for row: nothing to backfill
+        kind = migrated.execute("SELECT type FROM sqlite_master WHERE name = 'kb_entry_lifecycle'").fetchall()
+        assert kind == [("view",)]
+        keys = {type(r[0]) for r in migrated.execute("SELECT entry_hash FROM kb_lifecycle")}
+        assert keys == {bytes, str}  # raw digests, and the one value that is not a digest as its text
         assert migrated.execute("SELECT * FROM kb_retrieval_log ORDER BY id").fetchall() == log
         assert refresh(migrated, workspace, settings(), now_ns=lambda: int(NOW * 1e9) + 60).indexed == 5
         assert answers(migrated, workspace) == before_answers
