@@ -434,12 +434,12 @@ def _index_source(
             (*values, source_id),
         )
     conn.execute(INSERT_ENTRIES, (source_id, parsed.entry_lines, parsed.entry_hashes))
-    first_id = next_id(conn, "kb_chunks")
+    first_id = next_id(conn, "kb_chunk_rows")
     rows = [
-        (first_id + n, source_id, start, end, text, provenance, importance, dominant, cjk)
-        for n, (start, end, text, importance, dominant, cjk) in enumerate(parsed.chunks)
+        (first_id + n, source_id, start, end, text, provenance, importance, dominant, cjk, carried)
+        for n, (start, end, text, importance, dominant, cjk, carried) in enumerate(parsed.chunks)
     ]
-    conn.executemany(INSERT_CHUNK, rows)
+    conn.executemany(INSERT_CHUNK, [(*row[:4], row[4][row[9] :], *row[5:]) for row in rows])
     conn.executemany("INSERT INTO kb_chunks_fts(rowid, text) VALUES (?, ?)", [(row[0], row[4]) for row in rows])
     cjk_rows = [(row[0], row[4]) for row in rows if row[8]]
     if cjk_rows:

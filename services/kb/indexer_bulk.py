@@ -184,7 +184,7 @@ class _Writer:
     ) -> None:
         self.conn, self.to_read, self.gen, self.now, self.classify = conn, to_read, gen, now, classify
         self.next_source = next_id(conn, "kb_sources")
-        self.next_chunk = next_id(conn, "kb_chunks")
+        self.next_chunk = next_id(conn, "kb_chunk_rows")
         self.indexed = self.skipped = 0
         self.errors: list[str] = []
         self.touched: list[int] = []  # sources whose lifecycle rows are due
@@ -226,7 +226,7 @@ class _Writer:
         replaced: list[int] = []
         rehashed: list[tuple[int, int, int, int]] = []
         entries: list[tuple[int, str, bytes]] = []
-        chunks: list[tuple[int, int, int, int, str, str, int, str | None, int]] = []
+        chunks: list[tuple[int, int, int, int, str, str, int, str | None, int, int]] = []
         touched = self.touched
         for outcome in batch:
             rel, st, old = self.to_read[offset + outcome.position]
@@ -251,8 +251,8 @@ class _Writer:
                 entries.append((source_id, outcome.entry_lines, outcome.entry_hashes))
                 first = self.next_chunk
                 chunks.extend(
-                    [(first + n, source_id, start, end, text, provenance, importance, dominant, cjk)
-                     for n, (start, end, text, importance, dominant, cjk) in enumerate(outcome.chunks)]
+                    [(first + n, source_id, start, end, text, provenance, importance, dominant, cjk, carried)
+                     for n, (start, end, text, importance, dominant, cjk, carried) in enumerate(outcome.chunks)]
                 )  # fmt: skip
                 self.next_chunk += len(outcome.chunks)
                 touched.append(source_id)
@@ -268,7 +268,7 @@ class _Writer:
             sources,
         )
         conn.executemany(INSERT_ENTRIES, entries)
-        conn.executemany(INSERT_CHUNK, chunks)
+        conn.executemany(INSERT_CHUNK, [(*c[:4], c[4][c[9] :], *c[5:]) for c in chunks])
         cjk_rows = [(c[0], c[4]) for c in chunks if c[8]]  # few (3% of a typical corpus)
         if cjk_rows:
             conn.executemany("INSERT INTO kb_chunks_cjk(rowid, text) VALUES (?, ?)", cjk_rows)
@@ -288,8 +288,8 @@ class _Writer:
 
 
 INSERT_CHUNK: Final = (
-    "INSERT INTO kb_chunks(id, source_id, start_line, end_line, text, provenance, importance, entry_hash, has_cjk) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO kb_chunk_rows(id, source_id, start_line, end_line, text, provenance, importance, entry_hash, has_cjk, "
+    "carried) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 INSERT_ENTRIES: Final = "INSERT INTO kb_source_entries(source_id, lines, hashes) VALUES (?, ?, ?)"
 
@@ -315,7 +315,7 @@ def delete_rows(conn: apsw.Connection, source_id: int) -> None:
         "SELECT 'delete', id, text FROM kb_chunks WHERE source_id = ? AND has_cjk = 1",
         (source_id,),
     )
-    conn.execute("DELETE FROM kb_chunks WHERE source_id = ?", (source_id,))
+    conn.execute("DELETE FROM kb_chunk_rows WHERE source_id = ?", (source_id,))
     conn.execute("DELETE FROM kb_source_entries WHERE source_id = ?", (source_id,))
 
 

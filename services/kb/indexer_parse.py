@@ -29,7 +29,9 @@ from services.kb.chunking import Chunk, chunk_lines, split_lines
 from services.kb.entries import DEFAULT_IMPORTANCE, Entry, Frontmatter, parse_entries, parse_frontmatter
 from services.kb.query import has_unsegmented
 
-ChunkRow = tuple[int, int, str, int, str | None, int]  # start, end, text, importance, dominant entry hash, has_cjk
+# start, end, text, importance, dominant entry hash, has_cjk, carried (``carry``: the chunk's text is its
+# row's text[carried:] with the previous chunk's stored text supplying the first ``carried`` characters)
+ChunkRow = tuple[int, int, str, int, str | None, int, int]
 
 
 class Parsed(NamedTuple):
@@ -107,11 +109,41 @@ def parse_source(data: bytes, chunk_tokens: int, chunk_overlap: int) -> Parsed:
     # One check for the whole file: most files hold no CJK/Thai, so their chunks need none.
     cjk = not text.isascii() and has_unsegmented(text)
     rows = [
-        (start, end, chunk, importance, dominant, int(cjk and has_unsegmented(chunk)))
-        for (start, end, chunk), (importance, dominant) in zip(chunks, attribute(chunks, entries, default))
+        (start, end, chunk, importance, dominant, int(cjk and has_unsegmented(chunk)), carried)
+        for (start, end, chunk), (importance, dominant), carried in zip(
+            chunks, attribute(chunks, entries, default), carry(chunks)
+        )
     ]
     lines_json, hashes = pack_entries(entries)
     return Parsed(frontmatter.provenance, entries, lines_json, hashes, rows)
+
+
+def carry(chunks: list[Chunk]) -> list[int]:
+    """Per chunk, how many of its first characters the stored text of the chunk before it supplies (0: none).
+
+    A chunk that starts with lines of the previous one (``chunking``'s overlap) has
+    those lines, up to the newline after them, as its first characters; they are
+    the previous chunk's last characters. They are carried only when that
+    chunk's *stored* text (its text after its own carried part) ends with them,
+    so that a reader never needs more than one chunk back (``schema``'s
+    ``kb_chunks`` view); otherwise (a short chunk after a long overlap) the chunk
+    stores its whole text.
+    """
+    out = [0] * len(chunks)
+    for n in range(1, len(chunks)):
+        before, (start, _, text) = chunks[n - 1], chunks[n]
+        lines = before[1] - start + 1
+        if lines <= 0:
+            continue
+        at = -1
+        for _ in range(lines):
+            at = text.find("\n", at + 1)
+            if at < 0:
+                break
+        stored = len(before[2]) - out[n - 1]
+        if at > 0 and at <= stored and before[2].endswith(text[:at]):
+            out[n] = at
+    return out
 
 
 def pack_entries(entries: list[Entry]) -> tuple[str, bytes]:

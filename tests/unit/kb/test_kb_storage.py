@@ -1,7 +1,8 @@
-"""The archive's storage layout (issue 15, "KB storage"): packed entries, 16 KiB pages, the version-5 migration.
+"""The archive's storage layout (issue 15, "KB storage"): overlap stored once, packed entries, compact lifecycle
+rows, 16 KiB pages, and the version-5 migration.
 
-A version-4 index is made from a real one: its entries rewritten as version 4
-stored them (one JSON array per source), the file VACUUMed back to 4 KiB pages
+A version-4 index is made from a real one: its chunks, entries and lifecycle
+rows rewritten as version 4 stored them, the file VACUUMed back to 4 KiB pages
 and labelled version 4. Opening it drops the index tables, VACUUMs the
 file to ``PAGE_BYTES`` while they are empty and keeps the lifecycle and log
 tables; the refresh after it answers every search exactly as before (hits,
@@ -20,6 +21,7 @@ from services.kb import lifecycle_rows
 from services.kb.excerpt import EntryRef
 from services.kb.hits import shown_score
 from services.kb.indexer import refresh
+from services.kb.indexer_parse import parse_source, read_source
 from services.kb.retrieval_log import fold_retrievals, record_retrievals
 from services.kb.schema import PAGE_BYTES, SCHEMA_VERSION, get_meta, open_index
 from services.kb.search import search
@@ -63,7 +65,7 @@ def page_size(db: Path) -> int:
         conn.close()
 
 
-V4_ENTRIES = """
+V4_LAYOUT = """
 CREATE TABLE v4_entries AS SELECT source_id, json_group_array(json_array(start_line, end_line, entry_hash, importance))
     AS entries FROM (SELECT * FROM kb_entries ORDER BY source_id, start_line) GROUP BY source_id;
 DROP VIEW kb_entries;
@@ -93,19 +95,41 @@ CREATE TABLE kb_entry_lifecycle(
 ) WITHOUT ROWID;
 INSERT INTO kb_entry_lifecycle SELECT * FROM v4_life;
 DROP TABLE v4_life;
+CREATE TABLE v4_chunks AS SELECT * FROM kb_chunks;
+DROP VIEW kb_chunks;
+DROP TABLE kb_chunk_rows;
+CREATE TABLE kb_chunks(
+    id INTEGER PRIMARY KEY,
+    source_id INTEGER NOT NULL REFERENCES kb_sources(id) ON DELETE CASCADE,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    provenance TEXT NOT NULL,
+    importance INTEGER NOT NULL,
+    entry_hash TEXT,
+    has_cjk INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX kb_chunks_source ON kb_chunks(source_id);
+CREATE INDEX kb_chunks_cjk_ids ON kb_chunks(id) WHERE has_cjk = 1;
+INSERT INTO kb_chunks SELECT * FROM v4_chunks;
+DROP TABLE v4_chunks;
 """
 
 
 def make_version_4(db: Path) -> None:
-    """Turn the index at ``db`` into what version 4 left: entries as one JSON array per source, the
-    lifecycle table keyed by hex text with its paths, 4 KiB pages, ``schema_version`` 4."""
+    """Turn the index at ``db`` into what version 4 left: whole chunk texts in the ``kb_chunks`` table,
+    entries as one JSON array per source, the lifecycle table keyed by hex text with its paths,
+    4 KiB pages, ``schema_version`` 4."""
     conn = apsw.Connection(str(db))
     try:
         entries = conn.execute("SELECT * FROM kb_entries ORDER BY source_id, start_line").fetchall()
         life = lifecycle_table(conn)
-        conn.execute(V4_ENTRIES)
+        chunks = conn.execute("SELECT * FROM kb_chunks ORDER BY id").fetchall()
+        conn.execute(V4_LAYOUT)
         assert conn.execute("SELECT * FROM kb_entries ORDER BY source_id, start_line").fetchall() == entries
         assert lifecycle_table(conn) == life
+        assert conn.execute("SELECT * FROM kb_chunks ORDER BY id").fetchall() == chunks
+        assert integrity_problems(conn) == []
         conn.execute("PRAGMA journal_mode=DELETE").fetchall()
         conn.execute("PRAGMA page_size=4096")
         conn.execute("VACUUM")
@@ -237,3 +261,23 @@ def test_entries_are_packed(conn: apsw.Connection, workspace: Path) -> None:
     assert listed == view
     places, lives = lifecycle_rows.lifecycle_of(conn, [view[1][2]], NOW)
     assert [(p.path, p.start_line) for p in places] == [("MEMORY.md", 4)] and [x.entry_hash for x in lives] == [view[1][2]]
+
+
+def test_overlap_is_stored_once(conn: apsw.Connection, workspace: Path) -> None:
+    """A chunk's carried lines come from the row before it; the ``kb_chunks`` view gives every whole text back."""
+    corpus(workspace)
+    long = "\n".join(f"- {n:03d} " + "word " * (n % 40) for n in range(400))  # lines of many lengths
+    write(workspace, "memory/uneven.md", long + "\n")
+    refresh(conn, workspace, settings(chunk_tokens=60, chunk_overlap=30))
+    for rel in ("memory/log/2024/long.md", "memory/uneven.md", "MEMORY.md"):
+        parsed = parse_source(read_source(workspace / rel), 60, 30)
+        stored = conn.execute(
+            "SELECT c.start_line, c.end_line, c.text FROM kb_chunks c JOIN kb_sources s ON s.id = c.source_id "
+            "WHERE s.path = ? ORDER BY c.id", (rel,)
+        ).fetchall()
+        assert stored == [(row[0], row[1], row[2]) for row in parsed.chunks], rel
+    carried, rows, whole, kept = conn.execute(
+        "SELECT sum(carried), count(*), (SELECT sum(length(text)) FROM kb_chunks), sum(length(text)) FROM kb_chunk_rows"
+    ).fetchall()[0]
+    assert rows > 20 and carried > 0 and kept + carried == whole
+    assert integrity_problems(conn) == []
