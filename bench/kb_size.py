@@ -28,6 +28,7 @@ Goal: ``kb.sqlite`` <= 2.5x the corpus bytes. Exits 0 whatever the goal says.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shutil
@@ -134,7 +135,7 @@ def child(repo: Path, out: Path, seed: int, notes: int, mb: float, queries: int)
 def export_ref(ref: str, dest: Path) -> None:
     """``services`` and ``gateway`` of git ``ref`` under ``dest``."""
     archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "services", "gateway"], check=True, capture_output=True).stdout
-    with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(dest, filter="data")
 
 

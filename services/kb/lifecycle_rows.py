@@ -211,8 +211,13 @@ def lifecycle_of(conn: apsw.Connection, hashes: Sequence[str], now: float) -> tu
             f"WHERE l.entry_hash IN ({','.join('?' * len(keys))})",
             list(keys),
         ).fetchall()
-    lives = sorted((_life(keys[r[0]], str(r[1]), 0.0, r[1:]) for r in found), key=lambda life: life.entry_hash)  # type: ignore[index]
+    lives = sorted((_life(keys[_key(r[0])], str(r[1]), 0.0, r[1:]) for r in found), key=lambda life: life.entry_hash)
     return places, lives
+
+
+def _key(value: object) -> bytes | str:
+    """A ``kb_lifecycle.entry_hash`` as read back (``schema.lifecycle_key``: raw bytes or text)."""
+    return value if isinstance(value, bytes) else str(value)
 
 
 def update_lifecycle(conn: apsw.Connection, updates: Sequence[Update]) -> tuple[int, list[str]]:

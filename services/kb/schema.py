@@ -346,16 +346,15 @@ def ensure_lifecycle(conn: apsw.Connection) -> None:
     backfill. Runs inside the caller's transaction.
     """
     row = conn.execute("SELECT type FROM sqlite_master WHERE name = 'kb_entry_lifecycle'").fetchone()
-    if row is not None and row[0] == "table":
+    kind = None if row is None else str(row[0])
+    if kind == "table":
         _move_old_lifecycle(conn)
-    elif _table_exists(conn, "kb_lifecycle"):
-        if row is None:
-            conn.execute(_LIFECYCLE_VIEW)
-        return
-    elif _table_exists(conn, "kb_meta"):
+    elif not _table_exists(conn, "kb_lifecycle"):
         conn.execute(LIFECYCLE_DDL)
-        set_meta(conn, "lifecycle_backfill", "1")
-    conn.execute(LIFECYCLE_DDL)
+        if _table_exists(conn, "kb_meta"):
+            set_meta(conn, "lifecycle_backfill", "1")
+    elif kind == "view":
+        return
     conn.execute(_LIFECYCLE_VIEW)
 
 
