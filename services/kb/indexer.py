@@ -52,7 +52,7 @@ a one-file refresh of 10,000 sources in 50 ms):
   (``indexer_worker``) from ``indexer_bulk.PROCESS_BYTES`` to read, else on a
   producer thread; lifecycle rows are written in key order, not batch by batch.
   Same rows, same ids as the one-by-one path (tests compare them).
-- Entries are stored one row per source (``kb_source_entries``, a JSON array),
+- Entries are stored one row per source (``kb_source_entries``, packed),
   not one per entry, and the FTS tables buffer ``schema.FTS_HASH_BYTES`` of
   postings before writing a segment; ``entries.parse_entries`` is a tuned line
   loop (a differential test holds it to the original).
@@ -98,7 +98,7 @@ from services.kb.indexer_bulk import (
     write_lifecycle,
 )
 from services.kb.indexer_parse import parse_source, read_source
-from services.kb.schema import create_fts, ensure_lifecycle, generation, get_meta, set_meta
+from services.kb.schema import create_fts, ensure_lifecycle, generation, get_meta, path_id, set_meta
 from services.kb.sources import ARCHIVE_PROFILE, FileStat, Scan, SourceProfile, stat_source
 
 __all__ = ["BULK_FILES", "RACY_WINDOW_NS", "RefreshReport", "read_source", "refresh", "reindex_paths"]
@@ -433,20 +433,22 @@ def _index_source(
             "provenance = ?, generation = ? WHERE id = ?",
             (*values, source_id),
         )
-    conn.execute(INSERT_ENTRIES, (source_id, parsed.entries_json))
-    first_id = next_id(conn, "kb_chunks")
+    conn.execute(INSERT_ENTRIES, (source_id, parsed.entry_lines, parsed.entry_hashes))
+    first_id = next_id(conn, "kb_chunk_rows")
     rows = [
-        (first_id + n, source_id, start, end, text, provenance, importance, dominant, cjk)
-        for n, (start, end, text, importance, dominant, cjk) in enumerate(parsed.chunks)
+        (first_id + n, source_id, start, end, text, provenance, importance, dominant, cjk, carried)
+        for n, (start, end, text, importance, dominant, cjk, carried) in enumerate(parsed.chunks)
     ]
-    conn.executemany(INSERT_CHUNK, rows)
+    conn.executemany(INSERT_CHUNK, [(*row[:4], row[4][row[9] :], *row[5:]) for row in rows])
     conn.executemany("INSERT INTO kb_chunks_fts(rowid, text) VALUES (?, ?)", [(row[0], row[4]) for row in rows])
     cjk_rows = [(row[0], row[4]) for row in rows if row[8]]
     if cjk_rows:
         conn.executemany("INSERT INTO kb_chunks_cjk(rowid, text) VALUES (?, ?)", cjk_rows)
     first_seen = min(st.mtime_ns, now) / 1e9
-    conn.executemany(
-        "INSERT OR IGNORE INTO kb_entry_lifecycle(entry_hash, path, first_seen) VALUES (?, ?, ?)",
-        [(e.entry_hash, rel, first_seen) for e in parsed.entries],
-    )
+    if parsed.entries:
+        first_path = path_id(conn, rel)
+        conn.executemany(
+            "INSERT OR IGNORE INTO kb_lifecycle(entry_hash, path_id, first_seen) VALUES (?, ?, ?)",
+            [(bytes.fromhex(e.entry_hash), first_path, first_seen) for e in parsed.entries],
+        )
     return source_id

@@ -53,6 +53,7 @@ from gateway.config import ArchiveSettings
 from services.kb.indexer_parse import Indexed, Outcome, Unchanged, Unreadable, parse_batches, read_source
 from services.kb.indexer_worker import ParseWorker
 from services.kb.provenance import Provenance
+from services.kb.schema import ENTRY_DIGEST_SQL, ENTRY_FIRST_SQL, ENTRY_ROWS_SQL
 from services.kb.sources import FileStat
 
 BATCH_CHUNKS: Final = 1024  # about 1.4 MB of chunk text: 40 batches for 50 MB
@@ -183,7 +184,7 @@ class _Writer:
     ) -> None:
         self.conn, self.to_read, self.gen, self.now, self.classify = conn, to_read, gen, now, classify
         self.next_source = next_id(conn, "kb_sources")
-        self.next_chunk = next_id(conn, "kb_chunks")
+        self.next_chunk = next_id(conn, "kb_chunk_rows")
         self.indexed = self.skipped = 0
         self.errors: list[str] = []
         self.touched: list[int] = []  # sources whose lifecycle rows are due
@@ -203,10 +204,12 @@ class _Writer:
         if runs and not self.unchanged:
             # jsonb_each over jsonb(): its elements are read without parsing their text again
             # (about a third cheaper than json_each for 380,000 rows).
-            select = "SELECT value ->> 0, value ->> 1, min(value ->> 2, ?1) / 1e9 FROM jsonb_each(jsonb(?{}))"
+            select = "SELECT value ->> 0 AS h, value ->> 1 AS path, min(value ->> 2, ?1) / 1e9 AS seen FROM jsonb_each(jsonb(?{}))"
             merged = " UNION ALL ".join(select.format(n + 2) for n in range(len(runs)))
+            self.conn.execute("INSERT OR IGNORE INTO kb_paths(path) SELECT path FROM kb_sources ORDER BY path")
             self.conn.execute(
-                "INSERT OR IGNORE INTO kb_entry_lifecycle(entry_hash, path, first_seen) " + merged + " ORDER BY 1, 2",
+                "INSERT OR IGNORE INTO kb_lifecycle(entry_hash, path_id, first_seen) SELECT unhex(r.h), p.id, r.seen "
+                f"FROM ({merged}) AS r JOIN kb_paths AS p ON p.path = r.path ORDER BY r.h, r.path",
                 (self.now, *runs),
             )
         else:
@@ -222,8 +225,8 @@ class _Writer:
         sources: list[tuple[int, str, int, int, int, str, str, int]] = []
         replaced: list[int] = []
         rehashed: list[tuple[int, int, int, int]] = []
-        entries: list[tuple[int, str]] = []
-        chunks: list[tuple[int, int, int, int, str, str, int, str | None, int]] = []
+        entries: list[tuple[int, str, bytes]] = []
+        chunks: list[tuple[int, int, int, int, str, str, int, str | None, int, int]] = []
         touched = self.touched
         for outcome in batch:
             rel, st, old = self.to_read[offset + outcome.position]
@@ -245,11 +248,11 @@ class _Writer:
                     replaced.append(source_id)
                 provenance = self.classify(rel, outcome.provenance)
                 sources.append((source_id, rel, st.size, st.mtime_ns, now, outcome.digest, provenance, gen))
-                entries.append((source_id, outcome.entries_json))
+                entries.append((source_id, outcome.entry_lines, outcome.entry_hashes))
                 first = self.next_chunk
                 chunks.extend(
-                    [(first + n, source_id, start, end, text, provenance, importance, dominant, cjk)
-                     for n, (start, end, text, importance, dominant, cjk) in enumerate(outcome.chunks)]
+                    [(first + n, source_id, start, end, text, provenance, importance, dominant, cjk, carried)
+                     for n, (start, end, text, importance, dominant, cjk, carried) in enumerate(outcome.chunks)]
                 )  # fmt: skip
                 self.next_chunk += len(outcome.chunks)
                 touched.append(source_id)
@@ -265,7 +268,7 @@ class _Writer:
             sources,
         )
         conn.executemany(INSERT_ENTRIES, entries)
-        conn.executemany(INSERT_CHUNK, chunks)
+        conn.executemany(INSERT_CHUNK, [(*c[:4], c[4][c[9] :], *c[5:]) for c in chunks])
         cjk_rows = [(c[0], c[4]) for c in chunks if c[8]]  # few (3% of a typical corpus)
         if cjk_rows:
             conn.executemany("INSERT INTO kb_chunks_cjk(rowid, text) VALUES (?, ?)", cjk_rows)
@@ -285,10 +288,10 @@ class _Writer:
 
 
 INSERT_CHUNK: Final = (
-    "INSERT INTO kb_chunks(id, source_id, start_line, end_line, text, provenance, importance, entry_hash, has_cjk) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO kb_chunk_rows(id, source_id, start_line, end_line, text, provenance, importance, entry_hash, has_cjk, "
+    "carried) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-INSERT_ENTRIES: Final = "INSERT INTO kb_source_entries(source_id, entries) VALUES (?, ?)"
+INSERT_ENTRIES: Final = "INSERT INTO kb_source_entries(source_id, lines, hashes) VALUES (?, ?, ?)"
 
 
 def unreadable(rel: str, error: str, kept: bool) -> str:
@@ -312,15 +315,18 @@ def delete_rows(conn: apsw.Connection, source_id: int) -> None:
         "SELECT 'delete', id, text FROM kb_chunks WHERE source_id = ? AND has_cjk = 1",
         (source_id,),
     )
-    conn.execute("DELETE FROM kb_chunks WHERE source_id = ?", (source_id,))
+    conn.execute("DELETE FROM kb_chunk_rows WHERE source_id = ?", (source_id,))
     conn.execute("DELETE FROM kb_source_entries WHERE source_id = ?", (source_id,))
 
 
 _LIFECYCLE_INSERT: Final = (
-    "INSERT OR IGNORE INTO kb_entry_lifecycle(entry_hash, path, first_seen) "
-    "SELECT j.value ->> 2, s.path, min(s.mtime_ns, ?) / 1e9 "
+    f"INSERT OR IGNORE INTO kb_lifecycle(entry_hash, path_id, first_seen) SELECT {ENTRY_DIGEST_SQL}, p.id, "
+    "min(s.mtime_ns, ?) / 1e9 "
 )
-_ENTRIES: Final = "CROSS JOIN kb_source_entries AS e ON e.source_id = s.id CROSS JOIN json_each(e.entries) AS j"
+_ENTRIES: Final = (
+    "CROSS JOIN kb_paths AS p ON p.path = s.path "
+    f"CROSS JOIN kb_source_entries AS e ON e.source_id = s.id CROSS JOIN {ENTRY_ROWS_SQL} WHERE {ENTRY_FIRST_SQL}"
+)
 
 
 def write_lifecycle(conn: apsw.Connection, now: int, sources: list[int] | None = None) -> None:
@@ -328,10 +334,12 @@ def write_lifecycle(conn: apsw.Connection, now: int, sources: list[int] | None =
     None, of every source, first seen at the source's stored mtime (never later than
     ``now``). Rows go in (entry_hash, path) order: cheap B-tree appends, and where
     several sources hold an entry the first path in sorted order wins."""
-    order = " ORDER BY 1, 2"
+    order = " ORDER BY 1, s.path"
     if sources is None:
+        conn.execute("INSERT OR IGNORE INTO kb_paths(path) SELECT path FROM kb_sources ORDER BY path")
         conn.execute(_LIFECYCLE_INSERT + "FROM kb_sources AS s " + _ENTRIES + order, (now,))
     elif sources:
-        # CROSS JOIN fixes the loop order: per listed source, its row, then its entries.
+        # CROSS JOIN fixes the loop order: per listed source, its row, its path id, then its entries.
         listed = "FROM json_each(?) AS ids CROSS JOIN kb_sources AS s ON s.id = ids.value "
+        conn.execute("INSERT OR IGNORE INTO kb_paths(path) SELECT s.path " + listed, (json.dumps(sources),))
         conn.execute(_LIFECYCLE_INSERT + listed + _ENTRIES + order, (now, json.dumps(sources)))

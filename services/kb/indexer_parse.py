@@ -9,9 +9,9 @@ number of chunks: the bulk path runs it on a producer thread, or in a worker
 process (``indexer_worker``). This module imports nothing heavy (no SQLite, no
 config) so that a spawned worker starts in well under a tenth of a second.
 
-A source's entries are stored packed, as the JSON array ``entries_json`` of
-``[start_line, end_line, entry_hash, importance]`` (``schema``: one row per
-source instead of one per entry).
+A source's entries are stored packed (``schema``: one row per source instead of
+one per entry): ``entry_lines``, the flat JSON array of ``start_line, end_line,
+importance`` per entry, and ``entry_hashes``, their raw 32-byte digests end to end.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ from services.kb.chunking import Chunk, chunk_lines, split_lines
 from services.kb.entries import DEFAULT_IMPORTANCE, Entry, Frontmatter, parse_entries, parse_frontmatter
 from services.kb.query import has_unsegmented
 
-ChunkRow = tuple[int, int, str, int, str | None, int]  # start, end, text, importance, dominant entry hash, has_cjk
+# start, end, text, importance, dominant entry hash, has_cjk, carried (``carry``: the chunk's text is its
+# row's text[carried:] with the previous chunk's stored text supplying the first ``carried`` characters)
+ChunkRow = tuple[int, int, str, int, str | None, int, int]
 
 
 class Parsed(NamedTuple):
@@ -38,7 +40,8 @@ class Parsed(NamedTuple):
 
     provenance: str | None
     entries: list[Entry]
-    entries_json: str
+    entry_lines: str
+    entry_hashes: bytes
     chunks: list[ChunkRow]
 
 
@@ -61,7 +64,8 @@ class Indexed(NamedTuple):
     position: int
     digest: str
     provenance: str | None
-    entries_json: str
+    entry_lines: str
+    entry_hashes: bytes
     chunks: list[ChunkRow]
 
 
@@ -105,17 +109,49 @@ def parse_source(data: bytes, chunk_tokens: int, chunk_overlap: int) -> Parsed:
     # One check for the whole file: most files hold no CJK/Thai, so their chunks need none.
     cjk = not text.isascii() and has_unsegmented(text)
     rows = [
-        (start, end, chunk, importance, dominant, int(cjk and has_unsegmented(chunk)))
-        for (start, end, chunk), (importance, dominant) in zip(chunks, attribute(chunks, entries, default))
+        (start, end, chunk, importance, dominant, int(cjk and has_unsegmented(chunk)), carried)
+        for (start, end, chunk), (importance, dominant), carried in zip(
+            chunks, attribute(chunks, entries, default), carry(chunks)
+        )
     ]
-    return Parsed(frontmatter.provenance, entries, entries_json(entries), rows)
+    lines_json, hashes = pack_entries(entries)
+    return Parsed(frontmatter.provenance, entries, lines_json, hashes, rows)
 
 
-def entries_json(entries: list[Entry]) -> str:
-    """``entries`` as stored: a JSON array of ``[start_line, end_line, entry_hash, importance]``
-    (hashes are hex, so no value needs escaping; an f-string per entry is faster than the
-    C JSON encoder here)."""
-    return "[" + ",".join([f'[{e[0]},{e[1]},"{e[3]}",{e[4]}]' for e in entries]) + "]"
+def carry(chunks: list[Chunk]) -> list[int]:
+    """Per chunk, how many of its first characters the stored text of the chunk before it supplies (0: none).
+
+    A chunk that starts with lines of the previous one (``chunking``'s overlap) has
+    those lines, up to the newline after them, as its first characters; they are
+    the previous chunk's last characters. They are carried only when that
+    chunk's *stored* text (its text after its own carried part) ends with them,
+    so that a reader never needs more than one chunk back (``schema``'s
+    ``kb_chunks`` view); otherwise (a short chunk after a long overlap) the chunk
+    stores its whole text.
+    """
+    out = [0] * len(chunks)
+    for n in range(1, len(chunks)):
+        before, (start, _, text) = chunks[n - 1], chunks[n]
+        lines = before[1] - start + 1
+        if lines <= 0:
+            continue
+        at = -1
+        for _ in range(lines):
+            at = text.find("\n", at + 1)
+            if at < 0:
+                break
+        stored = len(before[2]) - out[n - 1]
+        if at > 0 and at <= stored and before[2].endswith(text[:at]):
+            out[n] = at
+    return out
+
+
+def pack_entries(entries: list[Entry]) -> tuple[str, bytes]:
+    """``entries`` as stored (module docstring): the JSON array of ``start_line, end_line,
+    importance`` per entry (an f-string per entry is faster than the C JSON encoder here)
+    and the digests as raw bytes, end to end."""
+    lines = "[" + ",".join([f"{e[0]},{e[1]},{e[4]}" for e in entries]) + "]"
+    return lines, bytes.fromhex("".join([e[3] for e in entries]))
 
 
 def attribute(chunks: list[Chunk], entries: list[Entry], default: int) -> list[tuple[int, str | None]]:
@@ -183,7 +219,7 @@ def parse_batches(
             batch.append(Unchanged(index))
             continue
         parsed = parse_source(data, chunk_tokens, chunk_overlap)
-        batch.append(Indexed(index, digest, parsed.provenance, parsed.entries_json, parsed.chunks))
+        batch.append(Indexed(index, digest, parsed.provenance, parsed.entry_lines, parsed.entry_hashes, parsed.chunks))
         if lifecycle is not None:
             # Each row is '["<hash>",<path>,<mtime_ns>]': the two concatenations run in C.
             hashes = list(map(itemgetter(3), parsed.entries))

@@ -37,6 +37,16 @@ from typing import Final
 import apsw
 
 from gateway.errors import InvalidArgument
+from services.kb.schema import (
+    ENTRY_DIGEST_SQL,
+    ENTRY_END_SQL,
+    ENTRY_FIRST_SQL,
+    ENTRY_HASH_SQL,
+    ENTRY_IMPORTANCE_SQL,
+    ENTRY_ROWS_SQL,
+    ENTRY_START_SQL,
+    lifecycle_key,
+)
 
 MAX_PAGE: Final = 20_000
 DEFAULT_PAGE: Final = 5_000
@@ -112,13 +122,8 @@ def check_hashes(hashes: Sequence[str], limit: int, name: str) -> list[str]:
     return out
 
 
-def _has_restored_column(conn: apsw.Connection) -> bool:
-    return any(str(row[1]) == "restored_at" for row in conn.execute("PRAGMA table_info(kb_entry_lifecycle)"))
-
-
-def _life_columns(conn: apsw.Connection) -> str:
-    restored = "l.restored_at" if _has_restored_column(conn) else "NULL"
-    return f"l.path, l.first_seen, l.last_retrieved, l.retrieval_count, l.supersedes_key, l.invalid_at, {restored}"
+# A ``kb_lifecycle AS l`` row and its first path (``LEFT JOIN kb_paths AS p ON p.id = l.path_id``), as ``_life`` reads them.
+_LIFE_COLUMNS: Final = "p.path, l.first_seen, l.last_retrieved, l.retrieval_count, l.supersedes_key, l.invalid_at, l.restored_at"
 
 
 def _life(entry_hash: str, fallback_path: str, fallback_seen: float, row: Sequence[object]) -> Lifecycle:
@@ -137,15 +142,14 @@ def _life(entry_hash: str, fallback_path: str, fallback_seen: float, row: Sequen
 
 def _source_entries(conn: apsw.Connection, sql: str, params: tuple[object, ...], now: float) -> Iterable[tuple[SourceRow, list[EntryRow]]]:
     """Per source selected by ``sql`` (id, path, content_hash, provenance, mtime_ns), its entries."""
-    columns = _life_columns(conn)
     for source_id, path, content_hash, provenance, mtime_ns in conn.execute(sql, params).fetchall():
         source = SourceRow(str(path), str(content_hash), str(provenance))
         seen = min(int(str(mtime_ns)) / 1e9, now)
         rows = conn.execute(
-            "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, " + columns + " "
-            "FROM kb_source_entries AS e CROSS JOIN json_each(e.entries) AS j "
-            "LEFT JOIN kb_entry_lifecycle AS l ON l.entry_hash = j.value ->> 2 "
-            "WHERE e.source_id = ? ORDER BY j.key",
+            f"SELECT {ENTRY_START_SQL}, {ENTRY_END_SQL}, {ENTRY_HASH_SQL}, {ENTRY_IMPORTANCE_SQL}, {_LIFE_COLUMNS} "
+            f"FROM kb_source_entries AS e CROSS JOIN {ENTRY_ROWS_SQL} "
+            f"LEFT JOIN kb_lifecycle AS l ON l.entry_hash = {ENTRY_DIGEST_SQL} LEFT JOIN kb_paths AS p ON p.id = l.path_id "
+            f"WHERE e.source_id = ? AND {ENTRY_FIRST_SQL} ORDER BY j.key",
             (source_id,),
         ).fetchall()
         entries = [
@@ -185,9 +189,11 @@ def lifecycle_of(conn: apsw.Connection, hashes: Sequence[str], now: float) -> tu
         return [], []
     places: list[EntryRow] = []
     with conn:
+        # Candidates: the sources whose packed digests hold a wanted one anywhere (a match
+        # across two digests is a false candidate that the filter below drops).
         ids = conn.execute(
-            "SELECT DISTINCT e.source_id FROM kb_source_entries AS e CROSS JOIN json_each(e.entries) AS j "
-            "WHERE j.value ->> 2 IN (SELECT value FROM json_each(?))",
+            "SELECT DISTINCT e.source_id FROM kb_source_entries AS e CROSS JOIN json_each(?) AS w "
+            "WHERE instr(e.hashes, unhex(w.value)) > 0",
             (json.dumps(wanted),),
         ).fetchall()
         if ids:
@@ -199,14 +205,19 @@ def lifecycle_of(conn: apsw.Connection, hashes: Sequence[str], now: float) -> tu
             keep = set(wanted)
             for _, rows in selected:
                 places += [row for row in rows if row.life.entry_hash in keep]
-        columns = _life_columns(conn)
+        keys = {lifecycle_key(h): h for h in wanted}
         found = conn.execute(
-            f"SELECT l.entry_hash, {columns} FROM kb_entry_lifecycle AS l "
-            "WHERE l.entry_hash IN (SELECT value FROM json_each(?)) ORDER BY l.entry_hash",
-            (json.dumps(wanted),),
+            f"SELECT l.entry_hash, {_LIFE_COLUMNS} FROM kb_lifecycle AS l JOIN kb_paths AS p ON p.id = l.path_id "
+            f"WHERE l.entry_hash IN ({','.join('?' * len(keys))})",
+            list(keys),
         ).fetchall()
-    lives = [_life(str(r[0]), str(r[1]), 0.0, r[1:]) for r in found]
+    lives = sorted((_life(keys[_key(r[0])], str(r[1]), 0.0, r[1:]) for r in found), key=lambda life: life.entry_hash)
     return places, lives
+
+
+def _key(value: object) -> bytes | str:
+    """A ``kb_lifecycle.entry_hash`` as read back (``schema.lifecycle_key``: raw bytes or text)."""
+    return value if isinstance(value, bytes) else str(value)
 
 
 def update_lifecycle(conn: apsw.Connection, updates: Sequence[Update]) -> tuple[int, list[str]]:
@@ -232,7 +243,7 @@ def update_lifecycle(conn: apsw.Connection, updates: Sequence[Update]) -> tuple[
                 params.append(u.restored_at)
             if not sets:
                 continue
-            conn.execute(f"UPDATE kb_entry_lifecycle SET {', '.join(sets)} WHERE entry_hash = ?", (*params, u.entry_hash))
+            conn.execute(f"UPDATE kb_lifecycle SET {', '.join(sets)} WHERE entry_hash = ?", (*params, lifecycle_key(u.entry_hash)))
             if conn.changes():
                 updated += 1
             else:

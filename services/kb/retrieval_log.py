@@ -42,7 +42,7 @@ from typing import Final, Protocol
 import apsw
 import structlog
 
-from services.kb.schema import get_meta, set_meta
+from services.kb.schema import get_meta, lifecycle_key, path_id, set_meta
 
 KINDS: Final = ("search", "get")
 RECORD_BUSY_TIMEOUT_MS: Final = 250
@@ -272,14 +272,15 @@ def fold_retrievals(conn: apsw.Connection) -> FoldReport:
         folded = 0
         newest = last
         for entry_hash, path, count, first_at, last_at, max_id in groups:
+            key = lifecycle_key(str(entry_hash))
             conn.execute(
-                "INSERT OR IGNORE INTO kb_entry_lifecycle(entry_hash, path, first_seen) VALUES (?, ?, ?)",
-                (entry_hash, path, first_at),
+                "INSERT OR IGNORE INTO kb_lifecycle(entry_hash, path_id, first_seen) VALUES (?, ?, ?)",
+                (key, path_id(conn, str(path)), first_at),
             )
             conn.execute(
-                "UPDATE kb_entry_lifecycle SET retrieval_count = retrieval_count + ?, "
+                "UPDATE kb_lifecycle SET retrieval_count = retrieval_count + ?, "
                 "last_retrieved = max(coalesce(last_retrieved, 0), ?) WHERE entry_hash = ?",
-                (count, last_at, entry_hash),
+                (count, last_at, key),
             )
             folded += int(str(count))
             newest = max(newest, int(str(max_id)))

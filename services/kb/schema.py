@@ -9,14 +9,28 @@ Tables (SPEC.md "Knowledge archive" and "Archive staleness GC"):
 - ``kb_sources``: one row per indexed file (workspace-relative path, size,
   mtime_ns, ``checked_ns`` = when its content was last hashed, SHA-256 of its
   bytes, provenance, the generation that last indexed it).
-- ``kb_chunks`` (child of a source): line range, text, provenance, importance,
-  the entry hash of the entry that covers most of the chunk, ``has_cjk``.
+- ``kb_chunk_rows`` (child of a source): line range, text, provenance, importance,
+  the entry hash of the entry that covers most of the chunk, ``has_cjk``. A chunk
+  begins with the last lines of the one before it (the overlap, ``chunking``);
+  those are stored once: ``carried`` > 0 says the chunk's text starts with the
+  last ``carried`` characters of the stored text of chunk ``id - 1`` (the one
+  before it in the same source: a source's chunks have consecutive ids and are
+  replaced together), and ``text`` holds the rest (``indexer_parse.carry``).
+  That was 7.9 MB of the 57.6 MB of chunk text of the 50 MB benchmark corpus.
+  ``kb_chunks`` is a view with every chunk's whole text, for reading (the FTS
+  tables' content too); writes go to ``kb_chunk_rows``.
 - ``kb_source_entries`` (child of a source): one row per source holding all its
-  entries as a JSON array of ``[start_line, end_line, entry_hash, importance]`` in
-  line order. It lets a refresh write lifecycle rows for skipped files without
-  reading them, and a search find the entries a hit overlaps. One row per source
-  rather than one per entry: a full index of 10,000 files writes 10,000 rows
-  instead of 380,000 (a fifth of its SQLite time). ``kb_entries`` is a view with
+  entries in line order, packed in two columns: ``lines``, a flat JSON array of
+  ``start_line, end_line, importance`` per entry, and ``hashes``, the entries'
+  SHA-256 digests as 32 raw bytes each, in the same order (entry ``k`` is
+  ``lines[3k..3k+2]`` and ``hashes[32k..32k+31]``). It lets a refresh write
+  lifecycle rows for skipped files without reading them, and a search find the
+  entries a hit overlaps. One row per source rather than one per entry: a full
+  index of 10,000 files writes 10,000 rows instead of 380,000 (a fifth of its
+  SQLite time). Until version 5 it was one JSON array of ``[start, end,
+  "<64 hex digits>", importance]``: 77 bytes an entry, 35 MB of the 50 MB
+  benchmark corpus's 377,000 entries, where the packed form takes about 45
+  (``ENTRY_HASH_SQL`` and the other ``ENTRY_*`` fragments unpack it in SQL). ``kb_entries`` is a view with
   the per-entry rows (source_id, start_line, end_line, entry_hash, importance),
   for reading only (it cannot use an index: look sources up in
   ``kb_source_entries`` by id).
@@ -26,22 +40,41 @@ Tables (SPEC.md "Knowledge archive" and "Archive staleness GC"):
   Both buffer up to ``FTS_HASH_BYTES`` of postings in memory before they write a
   segment (FTS5's ``hashsize`` option, 1 MB by default): a bulk load of rows one by
   one writes fewer, larger segments and merges them less (a third less FTS5 work).
-- ``kb_entry_lifecycle``: entry_hash PRIMARY KEY, path (where the entry was first
-  seen: never updated when its text moves to another file), first_seen,
-  last_retrieved, retrieval_count, supersedes_key, invalid_at, restored_at (the
-  staleness GC's, ``lifecycle_rows``; a table made before restored_at existed gets
-  the column added). Deliberately *not* a child of chunks, entries or sources:
-  ages survive re-chunking, edits and rebuilds.
+- ``kb_lifecycle``: entry_hash PRIMARY KEY (``lifecycle_key``: the 32 raw bytes of
+  a SHA-256 hex digest; any other value, as a retrieval log may hold, as its
+  text), path_id (``kb_paths``: where the entry was first seen, never updated when
+  its text moves to another file), first_seen, last_retrieved, retrieval_count,
+  supersedes_key, invalid_at, restored_at (the staleness GC's, ``lifecycle_rows``).
+  ``kb_paths(id, path)`` holds each path once and is never pruned (a lifecycle
+  row keeps its first path after the file is gone). ``kb_entry_lifecycle`` is a
+  view with the rows as they read (hex hash, path text), for reading only: its
+  hash is computed, so a lookup through it cannot use the key. Until version 5
+  ``kb_entry_lifecycle`` was the table itself, keyed by the hex text with the path
+  in every row: 52 MB for the 50 MB benchmark corpus's 377,000 entries, about
+  twice what this layout takes. Such a table (with or without restored_at) is
+  moved into this one, row for row, whatever the schema version
+  (``ensure_lifecycle``). Deliberately *not* a child of chunks, entries or
+  sources: ages survive re-chunking, edits and rebuilds.
 - ``kb_retrieval_log``: append-only (id, entry_hash, path, at, kind).
 
 Times in the lifecycle and log tables are Unix epoch seconds (REAL).
 A schema-version change drops and rebuilds the index tables, never the
 lifecycle or log tables.
+
+Pages are ``PAGE_BYTES`` (16 KiB; SQLite's default is 4 KiB). A chunk row holds
+about 1.4 KB of text, so a 4 KiB page fits two and leaves a fifth of the table
+empty: on the 50 MB benchmark corpus ``kb_chunks`` took 77 MB of pages for 61 MB
+of rows at 4 KiB and 65 MB at 16 KiB (issue 15, "KB storage"). A new file gets
+them at creation; an older file is VACUUMed to them (``_repage``) while its index
+tables are empty, that is right after a schema-version change dropped them and
+before the refresh that fills them again, so the VACUUM copies only the
+lifecycle and log tables.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Final
 
@@ -52,8 +85,22 @@ from gateway.errors import InvalidArgument, NotFound
 
 # 2: kb_entries keyed by (source_id, start_line), WITHOUT ROWID; 3: entries packed per source
 # (kb_source_entries, the kb_entries view), FTS hashsize; 4: chunks hold no frontmatter
-# (indexer_parse.body_chunks), so older indexes are rebuilt.
-SCHEMA_VERSION: Final = 4
+# (indexer_parse.body_chunks), so older indexes are rebuilt; 5: 16 KiB pages (``_repage`` VACUUMs the
+# file while the dropped index tables are empty), entries packed as line numbers and raw digests, chunk overlap
+# stored once (kb_chunk_rows.carried).
+SCHEMA_VERSION: Final = 5
+PAGE_BYTES: Final = 16384
+
+# SQL over one ``kb_source_entries AS e`` row's entries (``ENTRY_ROWS``, filtered by ``ENTRY_FIRST``: one
+# row per entry, ``j.key`` = 3 * its position): its start, end, hex hash and importance. The view
+# ``kb_entries`` is the same; statements that look a source up by id use these directly.
+ENTRY_ROWS_SQL: Final = "json_each(e.lines) AS j"
+ENTRY_FIRST_SQL: Final = "j.key % 3 = 0"
+ENTRY_START_SQL: Final = "j.value"
+ENTRY_END_SQL: Final = "e.lines ->> (j.key + 1)"
+ENTRY_DIGEST_SQL: Final = "substr(e.hashes, j.key / 3 * 32 + 1, 32)"  # raw: a ``kb_lifecycle`` key
+ENTRY_HASH_SQL: Final = f"lower(hex({ENTRY_DIGEST_SQL}))"
+ENTRY_IMPORTANCE_SQL: Final = "e.lines ->> (j.key + 2)"
 FTS_HASH_BYTES: Final = 16 * 1024 * 1024
 BUSY_TIMEOUT_MS: Final = 5000
 
@@ -65,12 +112,16 @@ TOKENIZERS: Final = {
 }
 
 # Dropped (in this order) when the schema version changes; kb_entries is a table before version 3.
-_INDEX_TABLES: Final = ("kb_chunks_fts", "kb_chunks_cjk", "kb_chunks", "kb_entries", "kb_source_entries", "kb_sources")
+# kb_chunks is a table before version 5.
+_INDEX_TABLES: Final = (
+    "kb_chunks_fts", "kb_chunks_cjk", "kb_chunks", "kb_chunk_rows", "kb_entries", "kb_source_entries", "kb_sources",
+)
 
 LIFECYCLE_DDL: Final = """
-CREATE TABLE IF NOT EXISTS kb_entry_lifecycle(
-    entry_hash TEXT PRIMARY KEY,
-    path TEXT NOT NULL,
+CREATE TABLE IF NOT EXISTS kb_paths(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS kb_lifecycle(
+    entry_hash BLOB PRIMARY KEY,
+    path_id INTEGER NOT NULL,
     first_seen REAL NOT NULL,
     last_retrieved REAL,
     retrieval_count INTEGER NOT NULL DEFAULT 0,
@@ -79,6 +130,32 @@ CREATE TABLE IF NOT EXISTS kb_entry_lifecycle(
     restored_at REAL
 ) WITHOUT ROWID;
 """
+
+# The hex text of a ``kb_lifecycle`` key ``{0}`` (``lifecycle_key`` undone).
+HASH_TEXT_SQL: Final = "CASE WHEN typeof({0}) = 'blob' THEN lower(hex({0})) ELSE {0} END"
+# ``lifecycle_key`` in SQL, of the text ``{0}``.
+HASH_KEY_SQL: Final = "CASE WHEN length({0}) = 64 AND {0} = lower({0}) AND unhex({0}) IS NOT NULL THEN unhex({0}) ELSE {0} END"
+
+_LIFECYCLE_VIEW: Final = (
+    "CREATE VIEW IF NOT EXISTS kb_entry_lifecycle(entry_hash, path, first_seen, last_retrieved, retrieval_count, "
+    "supersedes_key, invalid_at, restored_at) AS SELECT " + HASH_TEXT_SQL.format("l.entry_hash") + ", p.path, "
+    "l.first_seen, l.last_retrieved, l.retrieval_count, l.supersedes_key, l.invalid_at, l.restored_at "
+    "FROM kb_lifecycle AS l JOIN kb_paths AS p ON p.id = l.path_id"
+)
+_LIFECYCLE_COLUMNS: Final = "first_seen, last_retrieved, retrieval_count, supersedes_key, invalid_at"
+_HEX_DIGEST: Final = re.compile(r"[0-9a-f]{64}")
+
+
+def lifecycle_key(entry_hash: str) -> bytes | str:
+    """The ``kb_lifecycle`` key of ``entry_hash``: the raw digest of 64 lowercase hex digits, else the text."""
+    return bytes.fromhex(entry_hash) if _HEX_DIGEST.fullmatch(entry_hash) else entry_hash
+
+
+def path_id(conn: apsw.Connection, path: str) -> int:
+    """The ``kb_paths`` id of ``path``, added when new (inside the caller's transaction)."""
+    conn.execute("INSERT OR IGNORE INTO kb_paths(path) VALUES (?)", (path,))
+    return int(str(conn.execute("SELECT id FROM kb_paths WHERE path = ?", (path,)).fetchall()[0][0]))
+
 
 _DDL: Final = """
 CREATE TABLE IF NOT EXISTS kb_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -92,26 +169,35 @@ CREATE TABLE IF NOT EXISTS kb_sources(
     provenance TEXT NOT NULL,
     generation INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS kb_chunks(
+CREATE TABLE IF NOT EXISTS kb_chunk_rows(
     id INTEGER PRIMARY KEY,
     source_id INTEGER NOT NULL REFERENCES kb_sources(id) ON DELETE CASCADE,
     start_line INTEGER NOT NULL,
     end_line INTEGER NOT NULL,
     text TEXT NOT NULL,
+    carried INTEGER NOT NULL DEFAULT 0,
     provenance TEXT NOT NULL,
     importance INTEGER NOT NULL,
     entry_hash TEXT,
     has_cjk INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS kb_chunks_source ON kb_chunks(source_id);
-CREATE INDEX IF NOT EXISTS kb_chunks_cjk_ids ON kb_chunks(id) WHERE has_cjk = 1;
+CREATE INDEX IF NOT EXISTS kb_chunks_source ON kb_chunk_rows(source_id);
+CREATE INDEX IF NOT EXISTS kb_chunks_cjk_ids ON kb_chunk_rows(id) WHERE has_cjk = 1;
+CREATE VIEW IF NOT EXISTS kb_chunks(id, source_id, start_line, end_line, text, provenance, importance, entry_hash, has_cjk) AS
+    SELECT r.id, r.source_id, r.start_line, r.end_line,
+        CASE WHEN r.carried = 0 THEN r.text
+        ELSE (SELECT substr(p.text, -r.carried) FROM kb_chunk_rows AS p WHERE p.id = r.id - 1) || r.text END,
+        r.provenance, r.importance, r.entry_hash, r.has_cjk
+    FROM kb_chunk_rows AS r;
 CREATE TABLE IF NOT EXISTS kb_source_entries(
     source_id INTEGER PRIMARY KEY REFERENCES kb_sources(id) ON DELETE CASCADE,
-    entries TEXT NOT NULL
+    lines TEXT NOT NULL,
+    hashes BLOB NOT NULL
 );
 CREATE VIEW IF NOT EXISTS kb_entries(source_id, start_line, end_line, entry_hash, importance) AS
-    SELECT e.source_id, j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3
-    FROM kb_source_entries AS e, json_each(e.entries) AS j;
+    SELECT e.source_id, j.value, e.lines ->> (j.key + 1), lower(hex(substr(e.hashes, j.key / 3 * 32 + 1, 32))),
+        e.lines ->> (j.key + 2)
+    FROM kb_source_entries AS e, json_each(e.lines) AS j WHERE j.key % 3 = 0;
 CREATE VIRTUAL TABLE IF NOT EXISTS kb_chunks_cjk USING fts5(
     text, content='kb_chunks', content_rowid='id', tokenize='trigram');
 CREATE TABLE IF NOT EXISTS kb_retrieval_log(
@@ -173,11 +259,39 @@ def open_index(
     except apsw.CantOpenError:
         raise NotFound("the knowledge archive has not been built yet") from None
     _configure(conn, busy_timeout_ms)
+    conn.execute(f"PRAGMA page_size={PAGE_BYTES}")  # takes effect only in a new, empty file (else: _repage)
     conn.execute("PRAGMA journal_mode=WAL").fetchall()
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: a full index inserts in random key order
     _ensure_schema(conn, settings)
+    _repage(conn)
     return conn
+
+
+def _repage(conn: apsw.Connection) -> None:
+    """VACUUM the file to ``PAGE_BYTES`` pages when it has other pages and its index tables are empty.
+
+    SQLite changes the page size of an existing file only by a VACUUM outside WAL
+    mode, which needs the file to itself: when another connection has it open the
+    journal mode stays WAL (or the switch is busy) and nothing changes; a later
+    open tries again while the index is still empty. Once the index holds chunks
+    the file keeps its page size: a VACUUM would then copy the whole index inside
+    ``open_index`` (seconds for 200 MB). The VACUUM is one transaction of a
+    rollback journal, so a crash in it leaves the file as it was.
+    """
+    if int(str(conn.execute("PRAGMA page_size").fetchall()[0][0])) == PAGE_BYTES:
+        return
+    if conn.execute("SELECT 1 FROM kb_chunks LIMIT 1").fetchone() is not None:
+        return
+    try:
+        if str(conn.execute("PRAGMA journal_mode=DELETE").fetchall()[0][0]).lower() != "delete":
+            return
+        conn.execute(f"PRAGMA page_size={PAGE_BYTES}")
+        conn.execute("VACUUM")
+    except apsw.BusyError:
+        return  # another connection: next time
+    finally:
+        conn.execute("PRAGMA journal_mode=WAL").fetchall()
 
 
 def open_reader(path: Path) -> apsw.Connection:
@@ -223,21 +337,40 @@ def _ensure_schema(conn: apsw.Connection, settings: ArchiveSettings) -> None:
 
 
 def ensure_lifecycle(conn: apsw.Connection) -> None:
-    """Create ``kb_entry_lifecycle`` if it is missing, and then flag a backfill.
+    """Create ``kb_lifecycle`` if it is missing, and then flag a backfill.
 
     The next refresh sees ``lifecycle_backfill`` in ``kb_meta`` and writes rows for
     every stored source, first seen at the source's stored mtime (issue #398).
-    A table made before ``restored_at`` existed gets that column. Runs inside the
-    caller's transaction.
+    A ``kb_entry_lifecycle`` *table* (the layout before version 5) is first moved
+    into ``kb_lifecycle`` row for row (``_move_old_lifecycle``), so nothing needs a
+    backfill. Runs inside the caller's transaction.
     """
-    if _table_exists(conn, "kb_entry_lifecycle"):
-        columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(kb_entry_lifecycle)")}
-        if "restored_at" not in columns:
-            conn.execute("ALTER TABLE kb_entry_lifecycle ADD COLUMN restored_at REAL")
+    row = conn.execute("SELECT type FROM sqlite_master WHERE name = 'kb_entry_lifecycle'").fetchone()
+    kind = None if row is None else str(row[0])
+    if kind == "table":
+        _move_old_lifecycle(conn)
+    elif not _table_exists(conn, "kb_lifecycle"):
+        conn.execute(LIFECYCLE_DDL)
+        if _table_exists(conn, "kb_meta"):
+            set_meta(conn, "lifecycle_backfill", "1")
+    elif kind == "view":
         return
+    conn.execute(_LIFECYCLE_VIEW)
+
+
+def _move_old_lifecycle(conn: apsw.Connection) -> None:
+    """Copy the old ``kb_entry_lifecycle`` table into ``kb_paths`` and ``kb_lifecycle`` and drop it."""
+    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(kb_entry_lifecycle)")}
+    restored = "o.restored_at" if "restored_at" in columns else "NULL"
     conn.execute(LIFECYCLE_DDL)
-    if _table_exists(conn, "kb_meta"):
-        set_meta(conn, "lifecycle_backfill", "1")
+    conn.execute("INSERT OR IGNORE INTO kb_paths(path) SELECT DISTINCT path FROM kb_entry_lifecycle ORDER BY path")
+    conn.execute(
+        f"INSERT OR IGNORE INTO kb_lifecycle(entry_hash, path_id, {_LIFECYCLE_COLUMNS}, restored_at) "
+        f"SELECT {HASH_KEY_SQL.format('o.entry_hash')}, p.id, "
+        + ", ".join(f"o.{c}" for c in _LIFECYCLE_COLUMNS.split(", "))
+        + f", {restored} FROM kb_entry_lifecycle AS o JOIN kb_paths AS p ON p.path = o.path ORDER BY 1"
+    )
+    conn.execute("DROP TABLE kb_entry_lifecycle")
 
 
 def get_meta(conn: apsw.Connection, key: str) -> str | None:

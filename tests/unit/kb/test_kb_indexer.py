@@ -244,7 +244,7 @@ def test_lifecycle_backfill_uses_file_mtime(conn: apsw.Connection, workspace: Pa
     write(workspace, "memory/old.md", "- an old fact\n", mtime=OLD)
     write(workspace, "MEMORY.md", "- core fact\n", mtime=OLD + 7)
     refresh(conn, workspace, settings())
-    conn.execute("DROP TABLE kb_entry_lifecycle")  # as if indexed before the table existed
+    conn.execute("DROP TABLE kb_lifecycle")  # as if indexed before the table existed
     report = refresh(conn, workspace, settings())
     assert (report.indexed, report.skipped) == (0, 2)
     rows = sorted(conn.execute("SELECT path, first_seen FROM kb_entry_lifecycle").fetchall())
@@ -257,7 +257,7 @@ def test_lifecycle_backfill_on_reopen_of_pre_lifecycle_index(db_path: Path, work
     write(workspace, "memory/old.md", "- an old fact\n", mtime=OLD)
     conn = open_index(db_path, settings())
     refresh(conn, workspace, settings())
-    conn.execute("DROP TABLE kb_entry_lifecycle")
+    conn.execute("DROP TABLE kb_lifecycle")
     conn.close()
     conn = open_index(db_path, settings())
     assert get_meta(conn, "lifecycle_backfill") == "1"

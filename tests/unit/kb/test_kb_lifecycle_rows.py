@@ -15,7 +15,7 @@ from services.kb.entries import entry_hash
 from services.kb.indexer import refresh
 from services.kb.lifecycle_rows import Update, check_hashes, lifecycle_of, list_entries, update_lifecycle
 from services.kb.retrieval_log import fold_retrievals, record_retrievals
-from services.kb.schema import LIFECYCLE_DDL, open_index
+from services.kb.schema import open_index
 from services.kb.search import search
 
 NOW = 2_000_000_000.0
@@ -96,7 +96,10 @@ def test_updates_record_decisions_and_never_ages(conn: apsw.Connection, workspac
 def test_a_lifecycle_table_without_restored_at_gets_the_column(tmp_path: Path, workspace: Path) -> None:
     path = tmp_path / "kb.sqlite"
     raw = apsw.Connection(str(path))
-    raw.execute(LIFECYCLE_DDL.replace(",\n    restored_at REAL", ""))
+    raw.execute(  # the table before restored_at (and before version 5 moved it to kb_lifecycle)
+        "CREATE TABLE kb_entry_lifecycle(entry_hash TEXT PRIMARY KEY, path TEXT NOT NULL, first_seen REAL NOT NULL, "
+        "last_retrieved REAL, retrieval_count INTEGER NOT NULL DEFAULT 0, supersedes_key TEXT, invalid_at REAL) WITHOUT ROWID"
+    )
     raw.execute("INSERT INTO kb_entry_lifecycle(entry_hash, path, first_seen) VALUES (?, 'memory/a.md', 5.0)", ("a" * 64,))
     raw.close()
     conn = open_index(path, settings())

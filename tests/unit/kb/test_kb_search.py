@@ -215,7 +215,7 @@ def test_read_only_connection_can_search(indexed: apsw.Connection, workspace: Pa
     try:
         assert [h.path for h in search(reader, workspace, "black").hits] == ["MEMORY.md"]
         with pytest.raises(apsw.ReadOnlyError):
-            reader.execute("DELETE FROM kb_chunks")
+            reader.execute("DELETE FROM kb_chunk_rows")
     finally:
         reader.close()
 
