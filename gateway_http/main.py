@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import socket
 
+import structlog
 import uvicorn
 
+from gateway.event_loop import loop_name
 from gateway.grpc_server import BindError
 from gateway.live_config import LiveConfig
 from gateway.ports import listen_problem
 from gateway_http.app import ShimApp
 from gateway_http.connections import protocol_class
+
+log = structlog.get_logger()
 
 BACKENDS = ("file_api", "watcher", "kb", "dreaming")
 
@@ -46,13 +50,15 @@ def run(live: LiveConfig, instance: str | None = None) -> None:
     server = uvicorn.Server(
         uvicorn.Config(
             app,
-            loop="asyncio",
+            loop=loop_name(),  # gateway.event_loop: uvloop where it is installed
             http=protocol_class(lambda: live.current.api.limits),
             timeout_keep_alive=config.api.limits.keep_alive_seconds,  # each connection reads its own
             lifespan="on",
             access_log=False,
+            proxy_headers=False,  # the shim reads no client address: one middleware less per request
             log_level="warning",
             timeout_graceful_shutdown=5,
         )
     )
+    log.info("listening", address=f"{config.api.host}:{config.api.port}", loop=loop_name())
     server.run(sockets=[sock])
