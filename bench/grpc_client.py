@@ -72,11 +72,15 @@ async def _run(
             return done
 
         warm_errors: Counter[str] = Counter()
-        await asyncio.gather(*(loop(time.perf_counter() + warmup, None, warm_errors) for _ in range(inflight)))
+        warm = await asyncio.gather(*(loop(time.perf_counter() + warmup, None, warm_errors) for _ in range(inflight)))
         barrier.wait(timeout=60)  # blocking on purpose: nothing else runs on this loop now
         latencies: list[float] = []
         errors: Counter[str] = Counter()
         start = time.perf_counter()
         counts = await asyncio.gather(*(loop(start + duration, latencies, errors) for _ in range(inflight)))
         elapsed = time.perf_counter() - start
-    return {"count": sum(counts), "elapsed": elapsed, "latencies": latencies, "errors": dict(errors)}
+    return {
+        "count": sum(counts), "elapsed": elapsed, "latencies": latencies, "errors": dict(errors),
+        # warm-up calls, for the CPU per call of a server that logs nothing (the bare one)
+        "warm_count": sum(warm), "warm_errors": sum(warm_errors.values()),
+    }  # fmt: skip

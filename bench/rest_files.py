@@ -1,7 +1,7 @@
 """Benchmark: GET and PUT of a 4 KB MEMORY.md through the REST shim, direct gRPC and a baseline.
 
 Run:  ``make bench``  or  ``.venv/bin/python bench/rest_files.py [--duration 5] [--warmup 1]
-[--concurrency 1,8,32] [--grpc-procs 4] [--keep-home] [--no-h2load] [--no-python-grpc]``
+[--concurrency 1,8,32] [--grpc-procs 4] [--old-tree DIR] [--keep-home] [--no-h2load] [--no-python-grpc]``
 
 Method
 ------
@@ -15,7 +15,14 @@ one agent ``alfred`` and one write key, internal token from
   single uvicorn + starlette process with the same JSON shapes, the same
   API-key check (constant time) and the same atomic write
   (``gateway.atomic.write_atomic`` itself, in a worker thread), run with the
-  shim's uvicorn settings (asyncio loop, httptools, no access log).
+  shim's uvicorn settings (asyncio loop, httptools, no access log);
+- ``bench/bare_grpc_server.py``: a bare grpc.aio server of the same service
+  (same stubs, server options and event loop) answering the same 4 KB from
+  memory, with no auth, log or file system: the floor of a Python gRPC server;
+- with ``--old-tree DIR`` (a checkout of an earlier commit, e.g. ``git worktree
+  add --detach /tmp/old main``), that tree's file API and shim too, started with
+  this venv's Python from that folder (``-m`` imports its code), on a home of
+  their own: the old and new request paths measured in the same run.
 
 Every case is closed-loop: N clients each send the next request as soon as
 the previous answer arrives, for ``--duration`` seconds after a warm-up.
@@ -34,6 +41,9 @@ the previous answer arrives, for ``--duration`` seconds after a warm-up.
   * a Python client: several processes (``--grpc-procs``), each with its own
     grpc.aio channel and N/procs calls in flight. Its own CPU use competes
     with the server on this 2-core machine: a lower bound.
+  The bare server (and the old tree's file API) are driven the same way. Each
+  h2load case is warmed up by a run of its own before the measured one, so
+  the CPU measure covers exactly the requests h2load counts.
 
 Everything shares the machine (2 cores): the load tool uses one thread. The
 shim path is two server processes (shim + file API), the baseline one.
@@ -41,7 +51,9 @@ shim path is two server processes (shim + file API), the baseline one.
 The script prints a table (requests/s, p50, p99, errors per case), the
 ratios shim/baseline and shim/gRPC, and PASS/FAIL lines against the goals
 (REST GET at 32 connections >= 0.5x baseline GET with p99 < 15 ms; REST PUT
-at 32 >= 0.5x baseline PUT). It exits 0 whatever the goals say; non-zero only
+at 32 >= 0.5x baseline PUT; issue 15: the file API's gRPC GET >= 0.8x the bare
+server's, REST GET >= 0.9x direct gRPC, CPU per REST GET <= 0.5x the old
+tree's, REST PUT >= 0.9x the old tree's). It exits 0 whatever the goals say; non-zero only
 when the benchmark itself could not run. The markdown table also goes to
 ``bench/results/rest_files.md``. Every child process is stopped (SIGTERM, then
 SIGKILL) on exit, Ctrl-C or failure.
@@ -86,6 +98,12 @@ SHIM = "REST shim"
 BASELINE = "baseline"
 GRPC_H2LOAD = "gRPC (h2load)"
 GRPC_PY = "gRPC (Python client)"
+BARE_H2LOAD = "bare gRPC (h2load)"
+BARE_PY = "bare gRPC (Python client)"
+OLD_SHIM = "REST shim, old tree"
+OLD_GRPC_H2LOAD = "gRPC, old tree (h2load)"
+# (target, method) -> the server processes whose CPU a case counts
+TARGETS = (BASELINE, OLD_SHIM, SHIM, OLD_GRPC_H2LOAD, GRPC_H2LOAD, BARE_H2LOAD, GRPC_PY, BARE_PY)
 
 
 def say(text: str) -> None:
@@ -155,6 +173,7 @@ class Ports:
     dreaming: int
     http: int
     baseline: int
+    bare: int
 
 
 def write_home(home: Path, ports: Ports, content: str) -> Path:
@@ -209,13 +228,14 @@ class Children:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         self.env = env
 
-    def start(self, name: str, cmd: list[str]) -> None:
+    def start(self, name: str, cmd: list[str], cwd: Path = REPO) -> None:
+        """Start ``cmd`` in ``cwd`` (another checkout's tree for ``--old-tree``: ``-m`` imports from there)."""
         log = self.log_dir / f"{name}.log"
         self.logs[name] = log
         with open(log, "ab") as handle:
             # A session of its own: a terminal's Ctrl-C reaches only us; we stop them.
             self.procs[name] = subprocess.Popen(
-                cmd, cwd=REPO, env=self.env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+                cmd, cwd=cwd, env=self.env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
             )
 
     def check_alive(self) -> None:
@@ -404,21 +424,28 @@ class RpcLog:
 
 
 def h2load_case(
-    h2load: str, address: str, body: Path, method: str, conns: int, duration: float, warmup: float, tmp: Path, rpc_log: RpcLog
+    target: str, h2load: str, address: str, body: Path, method: str, conns: int, duration: float, tmp: Path,
+    rpc_log: RpcLog | None,
 ) -> Result:
+    """One measured h2load run, no warm-up (the caller warms up first, outside the CPU measure).
+
+    ``rpc_log`` (the file API's) gives grpc-status; the bare server logs nothing,
+    and answers OK to everything.
+    """
     rpc = "GetFile" if method == "GET" else "PutFile"
-    log_path = tmp / f"h2load-{method}-{conns}.tsv"
+    log_path = tmp / f"h2load-{target.split()[0]}-{method}-{conns}.tsv"
     log_path.unlink(missing_ok=True)
     cmd = [
-        h2load, "-t1", f"-c{conns}", "-m1", f"-D{duration:g}", f"--warm-up-time={warmup:g}",
+        h2load, "-t1", f"-c{conns}", "-m1", f"-D{duration:g}",
         "-d", str(body),
         "-H", "content-type: application/grpc", "-H", "te: trailers", "-H", f"x-api-key: {KEY}",
         "--log-file", str(log_path),
         f"http://{address}/gateway.v1.WorkspaceFiles/{rpc}",
     ]  # fmt: skip
-    rpc_log.mark()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + warmup + 60)
-    codes = rpc_log.codes()
+    if rpc_log is not None:
+        rpc_log.mark()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
+    codes = rpc_log.codes() if rpc_log is not None else {}
     measured: dict[str, Any] = {"finished": None, "requests": None}
     for line in out.stdout.splitlines():
         parts = line.split()
@@ -439,18 +466,22 @@ def h2load_case(
             latencies.append(int(cols[2]) / 1e6)
     latencies.sort()
     reqs = measured["requests"]
-    grpc_errors = sum(n for code, n in codes.items() if code != "OK")
+    # h2load ends its run with a stream open on each connection: those calls are cancelled
+    # (a PUT mid-write logs CANCELLED), the cut-off of the run, not an error of the server.
+    cut_off = min(codes.get("CANCELLED", 0), conns)
+    grpc_errors = sum(n for code, n in codes.items() if code != "OK") - cut_off
     errors = reqs.get("failed", 0) + reqs.get("errored", 0) + reqs.get("timeout", 0) + bad_status + grpc_errors
-    # "finished in" counts the warm-up too; requests and the log rows are the measured phase only.
     seconds = float(duration)
     return Result(
-        GRPC_H2LOAD, method, conns, max(0, reqs.get("succeeded", 0) - grpc_errors) / seconds,
+        target, method, conns, max(0, reqs.get("succeeded", 0) - grpc_errors) / seconds,
         percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000, reqs.get("done", 0), errors,
-        {"h2load": reqs, "server_codes": codes, "logged_rows": len(latencies)},
+        {"h2load": reqs, "server_codes": codes, "cut_off": cut_off, "logged_rows": len(latencies)},
     )  # fmt: skip
 
 
-def python_grpc_case(address: str, method: str, conns: int, duration: float, warmup: float, procs_max: int, content: str) -> Result:
+def python_grpc_case(
+    target: str, address: str, method: str, conns: int, duration: float, warmup: float, procs_max: int, content: str
+) -> Result:
     import grpc_client
 
     ctx = mp.get_context("spawn")
@@ -486,10 +517,11 @@ def python_grpc_case(address: str, method: str, conns: int, duration: float, war
         for code, n in r["errors"].items():
             errors[code] = errors.get(code, 0) + n
     rps = sum(r["count"] / r["elapsed"] for r in replies)
+    served = sum(r["count"] + r["warm_count"] for r in replies) + sum(errors.values()) + sum(r["warm_errors"] for r in replies)
     return Result(
-        GRPC_PY, method, conns, rps, percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000,
+        target, method, conns, rps, percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000,
         sum(r["count"] for r in replies) + sum(errors.values()), sum(errors.values()),
-        {"processes": procs, "inflight_per_process": shares, "errors": errors},
+        {"processes": procs, "inflight_per_process": shares, "errors": errors, "served": served},
     )  # fmt: skip
 
 
@@ -505,7 +537,7 @@ def ratio(a: Result | None, b: Result | None) -> str:
 def report(results: list[Result], meta: dict[str, str], concs: list[int]) -> tuple[str, list[str]]:
     """(markdown, PASS/FAIL lines)."""
     by = {(r.target, r.method, r.conc): r for r in results}
-    targets = [t for t in (BASELINE, SHIM, GRPC_H2LOAD, GRPC_PY) if any(r.target == t for r in results)]
+    targets = [t for t in TARGETS if any(r.target == t for r in results)]
     md = ["## REST file API benchmark (4 KB MEMORY.md)", ""]
     md += [f"- {k}: {v}" for k, v in meta.items()]
     md += [
@@ -562,6 +594,7 @@ def report(results: list[Result], meta: dict[str, str], concs: list[int]) -> tup
         )
     else:
         verdict(None, "REST PUT goal: case not run")
+    verdicts += cheaper_path_verdicts(by, top)
     if top != 32:
         verdicts.append(f"note: the goals are stated at 32 connections; this run's largest is {top}")
     errors = sum(r.errors for r in results)
@@ -569,6 +602,38 @@ def report(results: list[Result], meta: dict[str, str], concs: list[int]) -> tup
         verdicts.append(f"note: {errors} errors in total; see the errors column")
     md += ["", "Goals (issue):", "", *[f"- {v}" for v in verdicts], ""]
     return "\n".join(md), verdicts
+
+
+def cpu_total(r: Result | None) -> float | None:
+    return sum(r.cpu_ms_per_req.values()) if r is not None and r.cpu_ms_per_req else None
+
+
+def cheaper_path_verdicts(by: dict[tuple[str, str, int], Result], top: int) -> list[str]:
+    """Issue 15's goals for the request path, at ``top`` connections, from this run's cases."""
+    out = []
+
+    def goal(a: Result | None, b: Result | None, floor: float, text: str) -> None:
+        if a is None or b is None or not b.rps:
+            out.append(f"n/a  {text}: case not run")
+            return
+        x = a.rps / b.rps
+        out.append(f"{'PASS' if x >= floor else 'FAIL'} {text} >= {floor}x: {a.rps:,.0f} vs {b.rps:,.0f} req/s ({x:.2f}x)")
+
+    goal(by.get((GRPC_H2LOAD, "GET", top)), by.get((BARE_H2LOAD, "GET", top)), 0.8,
+         f"file API gRPC GET at {top} (h2load) vs the bare grpc.aio server")  # fmt: skip
+    goal(by.get((SHIM, "GET", top)), by.get((GRPC_H2LOAD, "GET", top)), 0.9,
+         f"REST GET at {top} through the shim vs direct gRPC (h2load)")  # fmt: skip
+    new, old = cpu_total(by.get((SHIM, "GET", top))), cpu_total(by.get((OLD_SHIM, "GET", top)))
+    if new is None or old is None or not old:
+        out.append("n/a  CPU per REST GET vs the old tree: run with --old-tree")
+    else:
+        out.append(
+            f"{'PASS' if new <= 0.5 * old else 'FAIL'} CPU per REST GET at {top} (shim + file API) <= 0.5x the old "
+            f"tree's: {new:.3f} vs {old:.3f} ms ({new / old:.2f}x)"
+        )
+    # "PUT must not regress": at least 0.9x the old tree's (the machine moves more than 10% between cases).
+    goal(by.get((SHIM, "PUT", top)), by.get((OLD_SHIM, "PUT", top)), 0.9, f"REST PUT at {top} vs the old tree's")
+    return out
 
 
 # --------------------------------------------------------------------------- main
@@ -583,6 +648,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-h2load", action="store_true", help="skip the h2load gRPC case")
     p.add_argument("--no-python-grpc", action="store_true", help="skip the Python-client gRPC case")
     p.add_argument("--keep-home", action="store_true", help="keep the temp home (logs, config) after the run")
+    p.add_argument(
+        "--old-tree", type=Path, default=None,
+        help="another checkout (e.g. a git worktree of the commit before a change): its file API and shim run "
+        "too, on a home of their own, and are measured in the same run",
+    )
     p.add_argument("--pause", action="store_true", help="after start-up, print the ports and wait for Enter (for profiling)")
     args = p.parse_args(argv)
     if args.duration < 1 or args.warmup < 1:
@@ -633,8 +703,13 @@ def main(argv: list[str] | None = None) -> int:
     children = Children(tmp)
     results: list[Result] = []
     try:
-        ports = Ports(*free_ports(6))
+        all_ports = free_ports(13)
+        ports = Ports(*all_ports[:7])
         workspace = write_home(home, ports, content)
+        old_home = home / "old-tree-home"
+        if args.old_tree is not None:
+            old_ports = Ports(*all_ports[7:], 0)
+            write_home(old_home, old_ports, content)
         put_body = json.dumps({"content": content}).encode()
         body_path = tmp / "put-body.json"
         body_path.write_bytes(put_body)
@@ -655,6 +730,11 @@ def main(argv: list[str] | None = None) -> int:
         cli = [py, "-m", "gateway.cli", "serve"]
         children.start("file_api", [*cli, "file_api", "--home", str(home)])
         children.start("http", [*cli, "http", "--home", str(home)])
+        children.start("bare", [py, str(BENCH_DIR / "bare_grpc_server.py"), "--port", str(ports.bare), "--content", str(workspace / FILENAME)])
+        if args.old_tree is not None:
+            old = args.old_tree.resolve()
+            children.start("old_file_api", [*cli, "file_api", "--home", str(old_home)], cwd=old)
+            children.start("old_http", [*cli, "http", "--home", str(old_home)], cwd=old)
         children.start(
             "baseline",
             [py, str(BENCH_DIR / "baseline_app.py"), "--port", str(ports.baseline), "--workspace", str(workspace), "--key", KEY],
@@ -663,10 +743,19 @@ def main(argv: list[str] | None = None) -> int:
         shim_url = f"http://127.0.0.1:{ports.http}{path}"
         base_url = f"http://127.0.0.1:{ports.baseline}{path}"
         grpc_address = f"127.0.0.1:{ports.file_api}"
+        bare_address = f"127.0.0.1:{ports.bare}"
         healthz = f"http://127.0.0.1:{ports.http}/healthz"
         wait_until(children, lambda: file_api_healthy(healthz), "REST shim /healthz (file_api SERVING)")
         wait_until(children, lambda: http_request(base_url)[0] == 200, "baseline app")
+        wait_until(children, lambda: "bare gRPC server on" in children.tail("bare"), "bare gRPC server")
         checked = check_responses(shim_url, base_url, put_body, content)
+        old_url = old_grpc = ""
+        if args.old_tree is not None:
+            old_url = f"http://127.0.0.1:{old_ports.http}{path}"
+            old_grpc = f"127.0.0.1:{old_ports.file_api}"
+            old_healthz = f"http://127.0.0.1:{old_ports.http}/healthz"
+            wait_until(children, lambda: file_api_healthy(old_healthz), "old tree's shim /healthz (file_api SERVING)")
+            checked += "; " + check_responses(old_url, base_url, put_body, content).replace("shim", "old tree's shim")
         say(f"servers up (home {home}); {checked}")
         if args.pause:
             print(f"file_api pid {children.procs['file_api'].pid} :{ports.file_api}, http pid "
@@ -675,37 +764,51 @@ def main(argv: list[str] | None = None) -> int:
             input()
 
         rpc_log = RpcLog(children.logs["file_api"])
+        old_rpc_log = RpcLog(children.logs["old_file_api"]) if args.old_tree is not None else None
         cpu_pids = {
             BASELINE: ("baseline",),
             SHIM: ("http", "file_api"),
+            OLD_SHIM: ("old_http", "old_file_api"),
             GRPC_H2LOAD: ("file_api",),
+            OLD_GRPC_H2LOAD: ("old_file_api",),
+            BARE_H2LOAD: ("bare",),
             GRPC_PY: ("file_api",),
+            BARE_PY: ("bare",),
         }
-        for name, url in ((BASELINE, base_url), (SHIM, shim_url)):
+        http_targets = [(BASELINE, base_url), (SHIM, shim_url)] + ([(OLD_SHIM, old_url)] if old_url else [])
+        for _, url in http_targets:
             for method in ("GET", "PUT"):
                 run_wrk(wrk, url, scripts[method], max(concs), args.warmup)
         say(f"warmed up; {len(concs) * 2} cases per path, {args.duration:g}s each")
 
         for method in ("GET", "PUT"):
             for conc in concs:
-                cases: list[tuple[str, Any]] = [
-                    (BASELINE, lambda: wrk_case(wrk, BASELINE, base_url, scripts[method], method, conc, args.duration)),
-                    (SHIM, lambda: wrk_case(wrk, SHIM, shim_url, scripts[method], method, conc, args.duration)),
+                cases: list[tuple[str, Any, Any]] = [
+                    (t, lambda t=t, u=u: wrk_case(wrk, t, u, scripts[method], method, conc, args.duration), None)
+                    for t, u in http_targets
                 ]
                 if h2load:
-                    cases.append((GRPC_H2LOAD, lambda: h2load_case(
-                        h2load, grpc_address, grpc_bodies[method], method, conc, args.duration, args.warmup, tmp, rpc_log)))  # fmt: skip
+                    h2_targets = [(GRPC_H2LOAD, grpc_address, rpc_log), (BARE_H2LOAD, bare_address, None)]
+                    if old_grpc:
+                        h2_targets.insert(0, (OLD_GRPC_H2LOAD, old_grpc, old_rpc_log))
+                    for t, address, log_of in h2_targets:
+                        cases.append((t, lambda t=t, a=address, g=log_of: h2load_case(
+                            t, h2load, a, grpc_bodies[method], method, conc, args.duration, tmp, g),
+                            lambda a=address: h2load_case(
+                                "warm-up", h2load, a, grpc_bodies[method], method, conc, args.warmup, tmp, None)))  # fmt: skip
                 if not args.no_python_grpc:
-                    cases.append((GRPC_PY, lambda: python_grpc_case(
-                        grpc_address, method, conc, args.duration, args.warmup, args.grpc_procs, content)))  # fmt: skip
-                for target, run in cases:
+                    for t, address in ((GRPC_PY, grpc_address), (BARE_PY, bare_address)):
+                        cases.append((t, lambda t=t, a=address: python_grpc_case(
+                            t, a, method, conc, args.duration, args.warmup, args.grpc_procs, content), None))  # fmt: skip
+                for target, run, warm in cases:
                     children.check_alive()
+                    if warm is not None:
+                        warm()  # outside the CPU measure: the measured run then counts every call itself
                     servers = cpu_pids[target]
-                    rpc_log.mark()
                     r, cpu = measure_cpu({n: children.procs[n].pid for n in servers}, run)
-                    # wrk counts only measured requests; gRPC cases also run a warm-up, so
-                    # the file API's own RPC log lines give their request count.
-                    served = r.requests if target in (BASELINE, SHIM) else sum(rpc_log.codes().values())
+                    # wrk and h2load count only measured requests; the Python client also
+                    # runs its warm-up inside, and reports both counts.
+                    served = r.detail.get("served", r.requests)
                     r.cpu_ms_per_req = {n: 1000 * cpu[n] / max(1, served) for n in servers}
                     results.append(r)
                     say(f"{target:22} {method} c={conc:<3} {r.rps:9,.0f} req/s  p50 {r.p50_ms:7.2f} ms  "
@@ -738,6 +841,10 @@ def main(argv: list[str] | None = None) -> int:
         "in a thread",
         "gRPC (h2load)": "h2load posting gRPC frames straight to the file API; grpc-status read from its RPC log",
         "gRPC (Python client)": "Python client processes, each with its own grpc.aio channel (CPU shared with the server)",
+        "bare gRPC": "bench/bare_grpc_server.py: grpc.aio on the suite's loop, the same stubs and server options, "
+        "answering a reply built at start (no auth, log, disk); driven like the file API",
+        "old tree": f"file API and shim of {args.old_tree} (its own code, the same venv), on a home of their own"
+        if args.old_tree is not None else "not run (--old-tree)",
         "server CPU ms/req": "user+system CPU of the server processes (/proc) per request served; "
         "REST shim shows shim + file API",
     }

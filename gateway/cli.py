@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -74,6 +73,7 @@ def _tighten_config_mode(home: Path) -> str | None:
 
 
 def _serve(name: str, home: Path, port: int | None, instance: str | None = None) -> int:
+    from gateway.event_loop import run as run_loop
     from gateway.grpc_server import BindError
     from gateway.live_config import LiveConfig, loader
     from gateway.logs import configure
@@ -100,20 +100,20 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None)
         elif name == "file_api":
             from services.file_api.main import run as run_file_api
 
-            asyncio.run(run_file_api(live, instance))
+            run_loop(run_file_api(live, instance))
         elif name == "watcher":
             from services.watcher.main import run as run_watcher
 
-            asyncio.run(run_watcher(live, instance))
+            run_loop(run_watcher(live, instance))
         elif name == "kb":
             from services.kb.main import run as run_kb
 
-            asyncio.run(run_kb(live, instance))
+            run_loop(run_kb(live, instance))
         elif name == "dreaming":
             from services.dreaming.main import run as run_dreaming
             from services.dreaming.reviewer import reviewer_environment
 
-            asyncio.run(run_dreaming(live, instance, reviewer_environment(os.environ)))
+            run_loop(run_dreaming(live, instance, reviewer_environment(os.environ)), spawns_children=True)
     except BindError as exc:  # one clear line, not a traceback
         print(f"gateway: {exc}", file=sys.stderr)
         return 1

@@ -17,6 +17,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from gateway.event_loop import running_loop_name
 from gateway.ports import listen_problem
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
@@ -78,7 +79,7 @@ async def serve(
     named = ["", *services] + ([instance_service(instance)] if instance else [])
     for service in named:
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    log.info("listening", address=address, services=services)
+    log.info("listening", address=address, services=services, loop=running_loop_name())
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -8,6 +8,7 @@ names) is in ``fields``.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any
@@ -19,7 +20,7 @@ from gateway_http.descriptors import Route
 from gateway_http.fields import BadRequest, check_known_keys, check_object, enum_number, field_for, json_kind
 from gateway_http.json_body import decode_json
 
-__all__ = ["BadRequest", "build_request", "parse_body", "render"]
+__all__ = ["BadRequest", "build_request", "flat_plan", "parse_body", "render"]
 
 FD = descriptor.FieldDescriptor
 
@@ -135,7 +136,39 @@ def build_request(route: Route, params: dict[str, str], body: Any, query: list[t
     return message
 
 
+_FLAT_TYPES = (FD.CPPTYPE_STRING, FD.CPPTYPE_BOOL, FD.CPPTYPE_INT32, FD.CPPTYPE_UINT32)
+
+
+@functools.cache
+def flat_plan(message_descriptor: descriptor.Descriptor) -> tuple[tuple[str, object], ...] | None:
+    """``(json name, default)`` of each field without presence, for a message of plain scalars only.
+
+    None when any field is repeated, a message, bytes, an enum, 64-bit or
+    floating (protojson renders those in ways of their own): such a message
+    takes ``json_format``'s general path.
+    """
+    plan = []
+    for field in message_descriptor.fields:
+        if field.is_repeated or field.cpp_type not in _FLAT_TYPES or field.type == FD.TYPE_BYTES:
+            return None
+        if not field.has_presence:
+            plan.append((field.json_name, field.default_value))
+    return tuple(plan)
+
+
 def render(message: Message) -> bytes:
-    """protojson of ``message``: camelCase keys, fields without presence always printed."""
-    data = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+    """protojson of ``message``: camelCase keys, fields without presence always printed.
+
+    A reply of plain scalars (the file API's) is rendered here rather than by
+    ``json_format``, in the order it uses (the set fields by number, then the
+    unset ones without presence in declaration order): the same bytes for a
+    third of the cost (issue 15; a property test compares the two).
+    """
+    plan = flat_plan(message.DESCRIPTOR)
+    if plan is None:
+        data = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+    else:
+        data = {field.json_name: value for field, value in message.ListFields()}
+        for name, default in plan:
+            data.setdefault(name, default)
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
