@@ -179,12 +179,15 @@ def snapshot(home: Path) -> dict[str, str]:
 
 
 def settled(home: Path) -> dict[str, str]:
-    """The home's snapshot once two in a row agree (start-up composes and indexes off the request path)."""
+    """The home's snapshot once it has not changed for a second (start-up and the fixture's writes
+    are composed and indexed off the request path; under load two quick snapshots could both come
+    before the watcher's recomposition)."""
     seen: list[dict[str, str]] = [snapshot(home)]
 
     def steady() -> bool:
+        time.sleep(0.5)
         seen.append(snapshot(home))
-        return seen[-1] == seen[-2]
+        return seen[-1] == seen[-2] == seen[-3] if len(seen) >= 3 else False
 
     wait_until(steady, 30, "the home to stop changing")
     return seen[-1]
