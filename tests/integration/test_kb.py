@@ -202,14 +202,19 @@ def test_get_refuses_a_link_out_and_reads_bounded_excerpts(ksuite: Suite, kb: kb
 
 
 def test_stale_flag_and_read_your_writes(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    """A new note is indexed on its file event, with no refresh asked for (issue 15); ``stale``
+    clears once it is; ``refresh: true`` still answers with what was written just before."""
     refresh(kb)
     assert not search(kb, "anything").stale
-    (workspace(ksuite, "alfred") / "memory" / "fresh.md").write_text("# Fresh\n\nmarmalade protocol\n")
-    wait_until(lambda: search(kb, "marmalade").stale, 10, "the index to report stale")
-    assert search(kb, "marmalade").hits == []  # old generation, and it says so
-    fresh = search(kb, "marmalade", refresh=True)
+    memory = workspace(ksuite, "alfred") / "memory"
+    (memory / "fresh.md").write_text("# Fresh\n\nmarmalade protocol\n")
+    wait_until(lambda: [h.path for h in search(kb, "marmalade").hits] == ["memory/fresh.md"], 10,
+               "the new note to be searchable without a refresh")
+    assert not search(kb, "marmalade").stale
+    (memory / "fresher.md").write_text("# Fresher\n\ngooseberry protocol\n")
+    fresh = search(kb, "gooseberry", refresh=True)
     assert fresh.refreshed and not fresh.stale
-    assert [h.path for h in fresh.hits] == ["memory/fresh.md"]
+    assert [h.path for h in fresh.hits] == ["memory/fresher.md"]
 
 
 def test_retrieval_log_grows_and_folds(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
