@@ -223,6 +223,10 @@ def build_server(client: KnowledgeClient) -> MCPServer:
     ) -> Annotated[CallToolResult, SearchOut]:
         try:
             reply = await client.search(query, corpus, min(limit, MAX_LIMIT), refresh)
+            if reply.stale and not refresh:
+                # A change is still being indexed (the KB indexes on file events): wait for it
+                # rather than hand the agent an answer that misses what it just wrote.
+                reply = await client.search(query, corpus, min(limit, MAX_LIMIT), True)
         except KnowledgeError as err:
             return tool_error("memory_search", err)
         out = search_out(query, corpus, reply)
