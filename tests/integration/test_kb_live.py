@@ -31,6 +31,7 @@ def lsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     home, ports, http_port = make_home(tmp_path_factory.mktemp("kbl"), [{"id": "alfred"}])
     memory = home / "agents" / "alfred" / "workspace" / "memory"
     memory.mkdir(parents=True)
+    (home / "shared" / "kb" / "global" / "notes").mkdir(parents=True)  # watched from the start
     for n in range(20):
         (memory / f"old{n:02}.md").write_text(f"# Old {n}\n\n- an old note about orchards, number {n}.\n")
     running = Suite(home, http_port, ports)
@@ -49,8 +50,8 @@ def kb(lsuite: Suite) -> Iterator[kb_pb2_grpc.KnowledgeStub]:
         yield stub
 
 
-def search(kb: kb_pb2_grpc.KnowledgeStub, query: str) -> kb_pb2.SearchResponse:
-    return kb.Search(pb.SearchRequest(agent_id="alfred", query=query, limit=20), metadata=AUTH, timeout=30)
+def search(kb: kb_pb2_grpc.KnowledgeStub, query: str, corpus: str = "memory") -> kb_pb2.SearchResponse:
+    return kb.Search(pb.SearchRequest(agent_id="alfred", query=query, limit=20, corpus=corpus), metadata=AUTH, timeout=30)
 
 
 def runs(suite: Suite) -> list[dict[str, object]]:
@@ -139,3 +140,20 @@ def test_a_burst_of_new_notes_keeps_search_answering(lsuite: Suite, kb: kb_pb2_g
            notes=f"{BURST} notes moved in and {BURST // 2} edited while one client searched; every search answered")
     assert failures == [] and len(answered) > 0
     assert [h.path for h in search(kb, "edited note 10 samphire").hits][:1] == ["memory/checkout/c0010.md"]
+
+
+def test_a_shared_note_dropped_in_by_hand_is_indexed_on_its_event(lsuite: Suite, kb: kb_pb2_grpc.KnowledgeStub, tmp_path: Path) -> None:
+    notes = lsuite.home / "shared" / "kb" / "global" / "notes"
+    search(kb, "anything", "shared")  # the vault's index exists (the first search builds it)
+    (notes / "Hand written.md").write_text("# Hand written\n\n- the ferry leaves at nine from pier kumquat.\n")
+    wait_until(lambda: [h.path for h in search(kb, "kumquat", "shared").hits] == ["notes/Hand written.md"], 10,
+               "the hand-written shared note to be searchable without a refresh")
+    assert not search(kb, "kumquat", "shared").stale
+    outside = tmp_path / "outside.md"
+    outside.write_text("- the vault password is rambutan.\n")
+    (notes / "link.md").symlink_to(outside)
+    try:
+        wait_until(lambda: not search(kb, "rambutan", "shared").stale, 10, "the link's reindex to finish")
+        assert search(kb, "rambutan", "shared").hits == []
+    finally:
+        (notes / "link.md").unlink()
