@@ -64,7 +64,8 @@ _T = TypeVar("_T")
 
 
 MAX_NAMED_SOURCES = 100
-EVENT_BATCH = 256  # sources per transaction of a reindex driven by events; the loop runs between batches
+EVENT_BATCH = 64  # sources per transaction of a reindex driven by events (tens of milliseconds)
+BATCH_PAUSE_S = 0.005  # between two batches: searches waiting meanwhile answer without competing for the GIL
 
 
 def check_sources(paths: Iterable[str]) -> list[str]:
@@ -316,7 +317,8 @@ class Archives:
                 total.pruned, total.seconds = total.pruned + report.pruned, total.seconds + report.seconds
                 total.errors += report.errors
                 total.skipped = report.skipped + report.indexed - total.indexed  # sources not (re)indexed
-            await asyncio.sleep(0)  # searches queued meanwhile answer before the next batch
+            if len(batches) > 1:
+                await asyncio.sleep(BATCH_PAUSE_S)  # searches queued meanwhile answer before the next batch
         assert total is not None
         return total, True
 
