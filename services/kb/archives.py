@@ -49,61 +49,23 @@ from typing import TypeVar
 import apsw
 import structlog
 
-from gateway.bidi import refuse_bidi
 from gateway.config import AgentConfig
-from gateway.errors import FailedPrecondition, InvalidArgument
+from gateway.errors import FailedPrecondition
 from services.kb import excerpt, indexer, lifecycle_rows, recall_probe, retrieval_log, schema
+from services.kb.arguments import CORPORA, MAX_NAMED_SOURCES, check_corpus, check_query, check_sources
 from services.kb.freshness import index_matches_file, plain_source
 from services.kb.threads import until_done
 from services.kb.search import SearchResult, is_stale, search, tune_reader
 
 log = structlog.get_logger()
 
-CORPORA = ("memory", "shared", "all")
+__all__ = ["CORPORA", "MAX_NAMED_SOURCES", "Archives", "check_corpus", "check_query", "check_sources"]
 _T = TypeVar("_T")
 
 
-MAX_NAMED_SOURCES = 100
 EVENT_BATCH = 64  # sources per transaction of a reindex driven by events (tens of milliseconds)
-BATCH_PAUSE_S = 0.005  # between two batches: searches waiting meanwhile answer without competing for the GIL
-
-
-def check_sources(paths: Iterable[str]) -> list[str]:
-    """Workspace-relative sources a refresh may be told about: MEMORY.md, USER.md or memory/**.md,
-    no empty, dot or ``..`` parts, no bidirectional control (``gateway.bidi``); at most
-    MAX_NAMED_SOURCES. Raises InvalidArgument naming the first bad one."""
-    out = list(paths)
-    if len(out) > MAX_NAMED_SOURCES:
-        raise InvalidArgument(f"paths: {len(out)} paths; at most {MAX_NAMED_SOURCES}")
-    for rel in out:
-        refuse_bidi(rel, "paths: a path")
-        parts = rel.split("/")
-        if rel in ("MEMORY.md", "USER.md") or (
-            parts[0] == "memory" and len(parts) > 1 and rel.endswith(".md") and all(p and not p.startswith(".") for p in parts)
-        ):
-            continue
-        shown = rel if len(rel) <= 60 else rel[:60] + "…"
-        raise InvalidArgument(f"paths: {shown!r} is not a source of the archive (MEMORY.md, USER.md or memory/**.md)")
-    return out
-
-
-def check_corpus(corpus: str) -> str:
-    """The corpus name, ``memory`` when empty. Raises InvalidArgument for anything else."""
-    corpus = corpus or "memory"
-    if corpus not in CORPORA:
-        raise InvalidArgument(f"corpus must be one of memory, shared, all; got {corpus!r}")
-    return corpus
-
-
-def check_query(query: str) -> str:
-    """The query as given. Raises InvalidArgument when it is empty or only whitespace.
-
-    Any other string is searchable: one that yields no term (``*``, an emoji)
-    simply finds nothing (``query``).
-    """
-    if not query.strip():
-        raise InvalidArgument("query is required")
-    return query
+BATCH_PAUSE_S = 0.005  # at least this between two batches: searches waiting meanwhile answer alone
+BATCH_SHARE = 0.5  # and half the batch's own time: a burst takes at most about 2/3 of a core from searches
 
 
 @dataclass
@@ -306,6 +268,7 @@ class Archives:
             paths[i : i + EVENT_BATCH] for i in range(0, len(paths), EVENT_BATCH)]
         total: indexer.RefreshReport | None = None
         for batch in batches:
+            began = time.perf_counter()
             async with state.lock:
                 report, targeted = await until_done(loop.run_in_executor(self._executor, self._refresh_sync, state, batch))
             if not targeted:  # it walked (a fresh writer, a backfill, a path that is not plain): that covered all
@@ -318,7 +281,8 @@ class Archives:
                 total.errors += report.errors
                 total.skipped = report.skipped + report.indexed - total.indexed  # sources not (re)indexed
             if len(batches) > 1:
-                await asyncio.sleep(BATCH_PAUSE_S)  # searches queued meanwhile answer before the next batch
+                # searches queued meanwhile answer before the next batch, without competing for the GIL
+                await asyncio.sleep(max(BATCH_PAUSE_S, BATCH_SHARE * (time.perf_counter() - began)))
         assert total is not None
         return total, True
 
