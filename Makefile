@@ -46,6 +46,7 @@ bench: install
 	$(PY) bench/watcher_latency.py
 	$(PY) bench/kb_archive.py
 	$(PY) bench/kb_size.py
+	$(PY) bench/kb_live.py
 	$(PY) bench/kb_shared.py
 	$(PY) bench/dream_overhead.py
 	$(PY) bench/dream_fidelity.py

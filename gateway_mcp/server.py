@@ -234,6 +234,10 @@ def build_server(agent_id: str, client_for: ClientFor) -> MCPServer:
     ) -> Annotated[CallToolResult, SearchOut]:
         try:
             reply = await client_for(ctx).search(query, corpus, min(limit, MAX_LIMIT), refresh)
+            if reply.stale and not refresh:
+                # A change is still being indexed (the KB indexes on file events): wait for it
+                # rather than hand the agent an answer that misses what it just wrote.
+                reply = await client_for(ctx).search(query, corpus, min(limit, MAX_LIMIT), True)
         except KnowledgeError as err:
             return tool_error("memory_search", err)
         out = search_out(query, corpus, reply)

@@ -10,13 +10,19 @@ milliseconds of SQLite, cheaper than a thread hand-off. Recall is recorded by
 one ``retrieval_log.Recorder`` (its own write connections, batched; a fold
 first flushes it, ``close`` writes what is queued).
 
-File events (``freshness.py``) drive two things. **Staleness**: a search never
-walks the tree; an event marks the archive stale when the index does not match
-the file. **Targeted refreshes**: with a ``sync`` barrier (the KB's file
-watch), a refresh first waits until every event for a change made before it
-was asked has arrived, then reindexes just the sources those events named
-(``indexer.reindex_paths``, about a millisecond per file) instead of stat'ing
-every source (tens of milliseconds for 10,000 files). It walks the whole tree
+File events (``freshness.py``) drive three things. **Staleness**: a search
+never walks the tree; an event marks the archive stale when the index does not
+match the file. **Indexing on events** (issue 15): a stale archive gets a
+refresh queued at once, through the same coalescing as any other (at most one
+running per agent, one more queued), so a new note becomes searchable without
+anyone asking; ``stale`` is true only while such a refresh is queued or
+running. **Targeted refreshes**: events name the sources, so a refresh
+reindexes just those (``indexer.reindex_paths``, about a millisecond per file,
+in transactions of at most ``EVENT_BATCH`` with the loop running between them)
+instead of stat'ing every source (tens of milliseconds for 10,000 files). A
+refresh a caller asks for without naming paths first waits for the ``sync``
+barrier (the KB's file watch), so every event for a change made before it was
+asked has arrived: read-your-writes. It walks the whole tree
 (``indexer.refresh``) when the barrier cannot vouch for the events (no watch,
 the watch not live yet, a timeout), when the watch asked for a rescan (it
 (re)started, a folder appeared or vanished, an event burst), when a named path
@@ -33,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import stat
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,59 +49,23 @@ from typing import TypeVar
 import apsw
 import structlog
 
-from gateway.bidi import refuse_bidi
 from gateway.config import AgentConfig
-from gateway.errors import FailedPrecondition, InvalidArgument
+from gateway.errors import FailedPrecondition
 from services.kb import excerpt, indexer, lifecycle_rows, recall_probe, retrieval_log, schema
-from services.kb.freshness import index_matches_file
+from services.kb.arguments import CORPORA, MAX_NAMED_SOURCES, check_corpus, check_query, check_sources
+from services.kb.freshness import index_matches_file, plain_source
 from services.kb.threads import until_done
 from services.kb.search import SearchResult, is_stale, search, tune_reader
 
 log = structlog.get_logger()
 
-CORPORA = ("memory", "shared", "all")
+__all__ = ["CORPORA", "MAX_NAMED_SOURCES", "Archives", "check_corpus", "check_query", "check_sources"]
 _T = TypeVar("_T")
 
 
-MAX_NAMED_SOURCES = 100
-
-
-def check_sources(paths: Iterable[str]) -> list[str]:
-    """Workspace-relative sources a refresh may be told about: MEMORY.md, USER.md or memory/**.md,
-    no empty, dot or ``..`` parts, no bidirectional control (``gateway.bidi``); at most
-    MAX_NAMED_SOURCES. Raises InvalidArgument naming the first bad one."""
-    out = list(paths)
-    if len(out) > MAX_NAMED_SOURCES:
-        raise InvalidArgument(f"paths: {len(out)} paths; at most {MAX_NAMED_SOURCES}")
-    for rel in out:
-        refuse_bidi(rel, "paths: a path")
-        parts = rel.split("/")
-        if rel in ("MEMORY.md", "USER.md") or (
-            parts[0] == "memory" and len(parts) > 1 and rel.endswith(".md") and all(p and not p.startswith(".") for p in parts)
-        ):
-            continue
-        shown = rel if len(rel) <= 60 else rel[:60] + "…"
-        raise InvalidArgument(f"paths: {shown!r} is not a source of the archive (MEMORY.md, USER.md or memory/**.md)")
-    return out
-
-
-def check_corpus(corpus: str) -> str:
-    """The corpus name, ``memory`` when empty. Raises InvalidArgument for anything else."""
-    corpus = corpus or "memory"
-    if corpus not in CORPORA:
-        raise InvalidArgument(f"corpus must be one of memory, shared, all; got {corpus!r}")
-    return corpus
-
-
-def check_query(query: str) -> str:
-    """The query as given. Raises InvalidArgument when it is empty or only whitespace.
-
-    Any other string is searchable: one that yields no term (``*``, an emoji)
-    simply finds nothing (``query``).
-    """
-    if not query.strip():
-        raise InvalidArgument("query is required")
-    return query
+EVENT_BATCH = 64  # sources per transaction of a reindex driven by events (tens of milliseconds)
+BATCH_PAUSE_S = 0.005  # at least this between two batches: searches waiting meanwhile answer alone
+BATCH_SHARE = 0.5  # and half the batch's own time: a burst takes at most about 2/3 of a core from searches
 
 
 @dataclass
@@ -116,6 +85,8 @@ class _State:
     reopen: bool = False  # the archive settings changed: the writer reopens before the next refresh
     barrier: bool = False  # a waiter of the next refresh wants every earlier change (the watch's barrier)
     named: set[str] = field(default_factory=set)  # sources callers of the next refresh said they wrote
+    indexing: bool = False  # the running refresh carries changes that made the archive stale
+    runs: int = 0  # refreshes run (targeted batches count once per refresh): coalescing is visible
 
 
 class Archives:
@@ -175,21 +146,30 @@ class Archives:
         The archive turns stale only when the index does not match the file:
         an event that arrives late for a change a refresh already indexed must
         not make a fresh index read as stale. Events seen while a refresh runs
-        are judged once it has committed.
+        are judged once it has committed. A stale archive gets a refresh queued
+        at once (``_index_soon``): nobody has to ask for one.
         """
         state = self._states.get(agent_id)
         if state is None:
             return
         if rel:
             state.changed.add(rel)  # ("" comes with a separate ``rescan`` from the watch)
+        if not state.dirty:
+            if not rel:
+                state.dirty = True
+            elif state.drain is not None and not state.drain.done():
+                state.recheck.add(rel)
+            else:
+                self._check_source(state, rel)
         if state.dirty:
-            return
-        if not rel:
-            state.dirty = True
-        elif state.drain is not None and not state.drain.done():
-            state.recheck.add(rel)
-        else:
-            self._check_source(state, rel)
+            self._index_soon(state)
+
+    def _index_soon(self, state: _State) -> None:
+        """Queue a refresh for what the events named (coalesced with any other): without waiting
+        for the barrier when the events can be trusted, else the walk ``_targets`` falls back to."""
+        if state.next_run is None and state.agent.knowledge.archive.enabled:
+            future = self.refresh(state.agent.id, [])
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())  # failures are logged by the drain
 
     def rescan(self, agent_id: str) -> None:
         """File watch: events may have been missed; the agent's next refresh walks the whole tree."""
@@ -228,22 +208,27 @@ class Archives:
             barrier, named = state.barrier, state.named
             state.barrier, state.named = False, set()
             paths = await self._targets(state, barrier, named)
+            state.indexing = bool(state.dirty)  # still stale until this run has committed
             state.dirty = False  # events from now on mark it again
+            state.runs += 1
             try:
-                async with state.lock:  # the writer is one connection: a fold or an update waits for it
-                    report, targeted = await until_done(loop.run_in_executor(self._executor, self._refresh_sync, state, paths))
-            except Exception as exc:  # report to every waiter; the next run may succeed
+                report, targeted = await self._run(state, paths)
+            except Exception as exc:  # report to every waiter; the next event or refresh may succeed
                 log.exception("kb_refresh_failed", agent=state.agent.id)
                 state.dirty = True
                 state.rescan = True
                 if not future.done():
                     future.set_exception(exc)
                 continue
+            finally:
+                state.indexing = False
             state.generation = report.generation
             state.last_report = report
             while state.recheck and not state.dirty:
                 self._check_source(state, state.recheck.pop())
             state.recheck.clear()
+            if state.dirty:  # a change landed while this run read the files: one more run
+                self._index_soon(state)
             log.info(
                 "kb_refreshed", agent=state.agent.id, mode="targeted" if targeted else "walk",
                 generation=report.generation, indexed=report.indexed,
@@ -273,6 +258,34 @@ class Archives:
         state.changed.clear()
         return paths
 
+    async def _run(self, state: _State, paths: list[str] | None) -> tuple[indexer.RefreshReport, bool]:
+        """One refresh on the writer: a walk, or a targeted reindex in transactions of at most
+        EVENT_BATCH sources (a 5,000-file checkout must not hold the writer, or the event loop's
+        turn at the GIL, for one long stretch). The writer is one connection: each batch holds the
+        agent's lock, so a fold or an update waits for a batch, not for the whole burst."""
+        loop = asyncio.get_running_loop()
+        batches = [paths] if paths is None or len(paths) <= EVENT_BATCH else [
+            paths[i : i + EVENT_BATCH] for i in range(0, len(paths), EVENT_BATCH)]
+        total: indexer.RefreshReport | None = None
+        for batch in batches:
+            began = time.perf_counter()
+            async with state.lock:
+                report, targeted = await until_done(loop.run_in_executor(self._executor, self._refresh_sync, state, batch))
+            if not targeted:  # it walked (a fresh writer, a backfill, a path that is not plain): that covered all
+                return report, False
+            if total is None:
+                total = report
+            else:
+                total.generation, total.indexed = report.generation, total.indexed + report.indexed
+                total.pruned, total.seconds = total.pruned + report.pruned, total.seconds + report.seconds
+                total.errors += report.errors
+                total.skipped = report.skipped + report.indexed - total.indexed  # sources not (re)indexed
+            if len(batches) > 1:
+                # searches queued meanwhile answer before the next batch, without competing for the GIL
+                await asyncio.sleep(max(BATCH_PAUSE_S, BATCH_SHARE * (time.perf_counter() - began)))
+        assert total is not None
+        return total, True
+
     def _refresh_sync(self, state: _State, paths: list[str] | None = None) -> tuple[indexer.RefreshReport, bool]:
         """Run one refresh: targeted at ``paths`` when they are all plain sources, else a walk.
         Returns the report and whether it was targeted."""
@@ -290,7 +303,7 @@ class Archives:
             paths = None  # a fresh connection: settings and backfills are reconciled by a full walk
         if (
             paths is None
-            or not all(_plain_source(agent.workspace, rel) for rel in paths)
+            or not all(plain_source(agent.workspace, rel) for rel in paths)
             or schema.get_meta(state.writer, "lifecycle_backfill") is not None  # only a walk backfills
         ):
             return indexer.refresh(state.writer, agent.workspace, agent.knowledge.archive), False
@@ -327,7 +340,19 @@ class Archives:
         if state.dirty is None:  # first search since start: one full check, then file events
             state.dirty = await asyncio.get_running_loop().run_in_executor(self._executor, _full_stale_check, state.agent)
         result = search(reader, state.agent.workspace, query, limit, check_stale=False)
-        return replace(result, stale=bool(state.dirty)), refreshed
+        if state.dirty and not refreshed:
+            self._index_soon(state)  # stale at start (or after a failed run): index without being asked
+        return replace(result, stale=self.stale(state)), refreshed
+
+    @staticmethod
+    def stale(state: _State) -> bool:
+        """Whether a change is not yet searchable: true only while a refresh for it is queued or
+        running (or after one failed, until the next event or refresh)."""
+        return bool(state.dirty) or state.indexing
+
+    def refreshes(self, agent_id: str) -> int:
+        """How many refreshes the agent's archive has run (tests: events coalesce)."""
+        return self._state(agent_id).runs
 
     async def get(self, agent_id: str, path: str, from_line: int, lines: int) -> excerpt.Excerpt:
         """A bounded excerpt of a memory-scoped file (InvalidArgument / NotFound from ``excerpt``)."""
@@ -428,7 +453,7 @@ class Archives:
         agent = state.agent
         out: dict[str, object] = {"enabled": agent.knowledge.archive.enabled, "exists": agent.kb_path.exists(),
                                   "tokenizer": agent.knowledge.archive.tokenizer, "generation": 0, "sources": 0,
-                                  "chunks": 0, "stale": bool(state.dirty)}
+                                  "chunks": 0, "stale": self.stale(state)}
         reader = self._reader(state) if agent.knowledge.archive.enabled else None
         if reader is not None:
             out["generation"] = schema.generation(reader)
@@ -447,32 +472,6 @@ class Archives:
             for conn in (state.writer, state.reader):
                 if conn is not None:
                     conn.close()
-
-
-def _plain_source(workspace: Path, rel: str) -> bool:
-    """Whether ``rel`` (POSIX, workspace-relative) is what the tree walk would list or prune as a
-    plain source: every folder on the way a real folder (no symlink), the file a regular file,
-    or absent. Anything else (a symlinked file or folder, a folder named like a source, an error)
-    is left to a full walk, which applies the confinement rules of ``sources``."""
-    path = os.fspath(workspace)
-    parts = rel.split("/")
-    for name in parts[:-1]:
-        path = os.path.join(path, name)
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            return True  # the folder is gone, so is the file: pruned as absent
-        except OSError:
-            return False
-        if not stat.S_ISDIR(st.st_mode):
-            return False
-    try:
-        st = os.lstat(os.path.join(path, parts[-1]))
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode)
 
 
 def _full_stale_check(agent: AgentConfig) -> bool:

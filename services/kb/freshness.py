@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,6 +97,32 @@ def index_matches_file(reader: apsw.Connection, indexed_path: str, file: Path) -
     except OSError:
         on_disk = None
     return on_disk == indexed
+
+
+def plain_source(workspace: Path, rel: str) -> bool:
+    """Whether ``rel`` (POSIX, workspace-relative) is what the tree walk would list or prune as a
+    plain source: every folder on the way a real folder (no symlink), the file a regular file,
+    or absent. Anything else (a symlinked file or folder, a folder named like a source, an error)
+    is left to a full walk, which applies the confinement rules of ``sources``."""
+    path = os.fspath(workspace)
+    parts = rel.split("/")
+    for name in parts[:-1]:
+        path = os.path.join(path, name)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return True  # the folder is gone, so is the file: pruned as absent
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+    try:
+        st = os.lstat(os.path.join(path, parts[-1]))
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode)
 
 
 class SourceWatch:

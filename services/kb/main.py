@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import grpc
 
@@ -19,6 +20,9 @@ from services.kb.vault_names import NOTES_DIR
 from services.kb.vaults import Vaults
 
 SYNC_DIR = ".kb-sync"  # under the home: the file watch's barrier markers (freshness.SourceWatch)
+# Refreshes parse in worker threads while searches run on the event loop: with the default 5 ms
+# the loop waits up to 5 ms for the GIL at every step of a search during a burst (issue 15).
+SWITCH_INTERVAL_S = 0.0005
 
 
 def temp_folders(config: Config) -> list[Folder]:
@@ -31,6 +35,7 @@ def temp_folders(config: Config) -> list[Folder]:
 async def run(live: LiveConfig, instance: str | None = None) -> None:
     """Serve gateway.v1.Knowledge until SIGTERM, following config.json."""
     config = live.current
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     await asyncio.to_thread(sweep_at_start, temp_folders(config))  # before SERVING: no temp file a crash left
     roots: dict[str, Root] = {}
     watch = SourceWatch(lambda: roots, config.home / SYNC_DIR)

@@ -34,13 +34,14 @@ import structlog
 from gateway.config import AgentConfig, SharedSettings, VaultGcSettings
 from gateway.errors import FailedPrecondition
 from services.kb import retrieval_log, schema, vault, vault_gc, vault_index, vault_promote, vault_retire
-from services.kb.freshness import index_matches_file
+from services.kb.freshness import index_matches_file, plain_source
 from services.kb.search import SearchResult, tune_reader
 from services.kb.threads import until_done
 
 log = structlog.get_logger()
 
 T = TypeVar("T")
+EVENT_BATCH = 256  # notes per transaction of a reindex driven by events (as ``archives.EVENT_BATCH``)
 
 
 @dataclass
@@ -54,6 +55,10 @@ class _Vault:
     graph_task: asyncio.Task[None] | None = None
     graph_again: bool = False
     recheck: set[str] = field(default_factory=set)  # events seen while our own write was landing
+    changed: set[str] = field(default_factory=set)  # notes named by events, not yet reindexed
+    index_task: asyncio.Task[None] | None = None  # the reindex those events queued (one at a time)
+    index_again: bool = False
+    indexing: bool = False  # a reindex of changes that made the vault stale is running
 
 
 class Vaults:
@@ -116,6 +121,8 @@ class Vaults:
             result = await until_done(loop.run_in_executor(self._executor, run))
         while v.recheck:
             self._check_note(v, v.recheck.pop())
+        if v.dirty:  # a note changed by hand while this write landed
+            self._index_soon(v)
         self._graph_soon(v)
         return result
 
@@ -204,14 +211,50 @@ class Vaults:
 
     def note_changed(self, directory: Path, rel: str) -> None:
         """File watch: ``notes/<rel>`` changed. Stale only if the index does not match the file
-        (this process's own writes are reindexed at once and must not read as stale)."""
+        (this process's own writes are reindexed at once and must not read as stale). A stale
+        vault reindexes the notes the events named at once, as the archives do (``archives``):
+        one reindex at a time, one more queued; ``stale`` holds until it has committed."""
         v = self._vaults.get(directory)
-        if v is None or v.dirty:
+        if v is None:
             return
-        if v.lock is not None and v.lock.locked():
-            v.recheck.add(rel)  # judged once our write and its reindex landed
+        v.changed.add(rel)
+        if not v.dirty:
+            if v.lock is not None and v.lock.locked():
+                v.recheck.add(rel)  # judged once our write and its reindex landed
+                return
+            self._check_note(v, rel)
+        if v.dirty:
+            self._index_soon(v)
+
+    def _index_soon(self, v: _Vault) -> None:
+        if v.index_task is not None and not v.index_task.done():
+            v.index_again = True
             return
-        self._check_note(v, rel)
+        v.index_task = asyncio.ensure_future(self._index_loop(v))
+
+    async def _index_loop(self, v: _Vault) -> None:
+        while True:
+            v.index_again = False
+            rels, v.changed = sorted(v.changed), set()
+            notes = v.directory / "notes"
+            walk = not rels or not all(rel and plain_source(notes, rel) for rel in rels)  # links: the walk's rules
+            names = [rel.removesuffix(".md") for rel in rels]
+            v.indexing, v.dirty = bool(v.dirty), False
+            try:
+                if walk:
+                    await self._write(v, lambda conn, directory: vault_index.refresh_vault(conn, directory))
+                for start in range(0, 0 if walk else len(names), EVENT_BATCH):
+                    batch = names[start : start + EVENT_BATCH]
+                    await self._write(v, lambda conn, directory, b=batch: vault_index.reindex_notes(conn, directory, b))
+            except Exception:  # stale until the next event or refresh; no retry loop
+                log.exception("kb_vault_reindex_failed", vault=str(v.directory))
+                v.dirty = True
+                return
+            finally:
+                v.indexing = False
+            log.info("kb_vault_reindexed", vault=str(v.directory), mode="walk" if walk else "targeted", notes=len(names))
+            if not (v.index_again or v.dirty):
+                return
 
     def _check_note(self, v: _Vault, rel: str) -> None:
         index = v.directory / vault_index.INDEX_FILE
@@ -235,7 +278,7 @@ class Vaults:
             v.reader = schema.open_reader(v.directory / vault_index.INDEX_FILE)
             tune_reader(v.reader)
         result = vault_index.search_vault(v.reader, query, limit)
-        return replace(result, stale=v.dirty), refreshed
+        return replace(result, stale=v.dirty or v.indexing), refreshed
 
     def roots(self) -> dict[str, Path]:
         """Real notes folder → vault dir, for the file watch."""
@@ -268,8 +311,10 @@ class Vaults:
                 return
 
     async def settle(self) -> None:
-        """Wait for pending graph builds (tests and shutdown)."""
+        """Wait for pending reindexes and graph builds (tests and shutdown)."""
         for v in self._vaults.values():
+            while v.index_task is not None and not v.index_task.done():
+                await v.index_task
             while v.graph_task is not None and not v.graph_task.done():
                 await v.graph_task
 

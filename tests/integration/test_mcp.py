@@ -62,6 +62,7 @@ class FakeKnowledge(kb_pb2_grpc.KnowledgeServicer):
         self._lock = threading.Lock()
         self.notes: dict[str, str] = {"staging deploy checklist": CHECKLIST}
         self.shared_enabled = True
+        self.stale_after_refresh = False  # a refresh that failed leaves the index stale
 
     def _record(self, method: str, request: Any, context: grpc.ServicerContext) -> None:
         metadata = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
@@ -73,7 +74,8 @@ class FakeKnowledge(kb_pb2_grpc.KnowledgeServicer):
         hits = [] if request.query == "nothing here" else HITS[: request.limit]
         if request.corpus == "shared":
             hits = [SHARED_HIT]
-        return kb_pb2.SearchResponse(hits=hits, generation=7, stale=not request.refresh, refreshed=request.refresh)
+        stale = not request.refresh or self.stale_after_refresh
+        return kb_pb2.SearchResponse(hits=hits, generation=7, stale=stale, refreshed=request.refresh)
 
     def Get(self, request: kb_pb2.GetRequest, context: grpc.ServicerContext) -> kb_pb2.GetResponse:  # noqa: N802
         self._record("Get", request, context)
@@ -281,10 +283,15 @@ async def test_lists_all_six_tools_with_descriptions_a_model_can_use(home: Path)
 
 @pytest.mark.anyio
 async def test_memory_search_lists_hits_and_says_when_the_index_is_stale(home: Path, kb: Kb) -> None:
-    async with mcp_session(home) as session:
-        result = await session.call_tool("memory_search", {"query": "staging deploy", "limit": 50})
-        refreshed = await session.call_tool("memory_search", {"query": "staging deploy", "refresh": True})
-        empty = await session.call_tool("memory_search", {"query": "nothing here"})
+    kb.fake.stale_after_refresh = True  # still stale after the tool's own refresh: it says so
+    try:
+        async with mcp_session(home) as session:
+            result = await session.call_tool("memory_search", {"query": "staging deploy", "limit": 50})
+            kb.fake.stale_after_refresh = False
+            refreshed = await session.call_tool("memory_search", {"query": "staging deploy", "refresh": True})
+            empty = await session.call_tool("memory_search", {"query": "nothing here"})
+    finally:
+        kb.fake.stale_after_refresh = False
     assert not result.is_error
     text = text_of(result)
     assert "MEMORY.md:3-5 (score 1.42, owner, importance 8)" in text
@@ -301,10 +308,23 @@ async def test_memory_search_lists_hits_and_says_when_the_index_is_stale(home: P
     assert (request.agent_id, request.query, request.corpus, request.limit, request.refresh) == (
         "alfred", "staging deploy", "memory", 20, False,
     )
+    assert kb.fake.calls[1][1].refresh  # the stale answer was asked again with refresh
     token = read_internal_token(home)
     for metadata in kb.fake.metadata_of("Search"):
         assert metadata[INTERNAL_TOKEN_HEADER] == token
         assert RECORD_HEADER not in metadata  # recording stays on unless the environment opts out
+
+
+@pytest.mark.anyio
+async def test_memory_search_refreshes_first_when_the_answer_would_be_stale(home: Path, kb: Kb) -> None:
+    """The KB says ``stale`` while it is still indexing a change: the tool asks again with
+    ``refresh`` (which waits for it) instead of answering without what the agent just wrote."""
+    async with mcp_session(home) as session:
+        result = await session.call_tool("memory_search", {"query": "staging deploy"})
+    assert not result.is_error and result.structured_content is not None
+    assert result.structured_content["stale"] is False and result.structured_content["refreshed"] is True
+    assert "may be stale" not in text_of(result) and "refreshed" in text_of(result)
+    assert [call[1].refresh for call in kb.fake.calls if call[0] == "Search"] == [False, True]
 
 
 @pytest.mark.anyio
@@ -342,7 +362,7 @@ async def test_record_retrievals_opt_out_reaches_the_kb(home: Path, kb: Kb) -> N
         await session.call_tool("memory_search", {"query": "deploy"})
         await session.call_tool("memory_get", {"path": "memory/deploys.md"})
     sent = kb.fake.metadata_of("Search") + kb.fake.metadata_of("Get")
-    assert len(sent) == 2
+    assert len(sent) == 3  # the fake answers stale: the search is asked again with refresh
     assert all(md[RECORD_HEADER] == "0" for md in sent)
 
 

@@ -246,6 +246,10 @@ def prepared(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     (workspace(suite, "alfred") / "memory").mkdir(parents=True, exist_ok=True)
     (workspace(suite, "alfred") / "memory" / "escape.md").symlink_to(outside)
     (workspace(suite, "alfred") / "USER.md").symlink_to(outside)
+    with httpx.Client(base_url=suite.base_url, headers={"X-Api-Key": ADMIN_KEY}, timeout=60) as client:
+        # The KB indexes on file events: let the refresh these links queued land before the snapshot.
+        refreshed = client.post("/api/v1/agents/alfred/memory:refresh", json={"wait": True})
+        assert refreshed.status_code == 200, refreshed.text
     yield outside
 
 
