@@ -112,7 +112,7 @@ async def refusal(suite: Suite, agent: str, headers: dict[str, str], statuses: l
     refused: list[str] = []
     try:
         async with http_session(suite, agent, headers, statuses):
-            pass
+            raise AssertionError(f"a session for {agent} with {sorted(headers)} was initialized, not refused")
     except* MCPError as group:
         refused.extend(str(error) for error in leaves(group))
     assert refused, f"a session for {agent} with {sorted(headers)} was not refused"

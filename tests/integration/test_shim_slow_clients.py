@@ -10,6 +10,7 @@ Every wait is bounded; nothing asserts how long anything took.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -132,11 +133,9 @@ def test_a_trickled_body_is_cut_with_408_and_nothing_is_written(ssuite: Suite) -
 def test_headers_past_their_bound_get_431_and_a_64_kb_key_still_gets_its_401(ssuite: Suite) -> None:
     with connect(ssuite) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: shim\r\n")
-        try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the shim may stop reading at its bound
             for _ in range(64):  # 1 MiB of headers, sent as fast as the shim reads them
                 sock.sendall(b"X-Pad: " + b"p" * 16377 + b"\r\n")
-        except (BrokenPipeError, ConnectionResetError):
-            pass
         reply = read_to_end(sock)
     assert status_of(reply) == 431, reply[:200]
     with httpx.Client(base_url=ssuite.base_url, timeout=READ_TIMEOUT_S) as client:
