@@ -55,16 +55,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import platform
 import random
 import shutil
-import signal
-import socket
 import ssl
-import subprocess
 import sys
 import tempfile
 import time
@@ -76,44 +72,23 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
+for _p in (str(REPO), str(BENCH_DIR)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from kb_archive import Children, free_ports, say  # noqa: E402  (the benches' shared process and port helpers)
+from kb_archive import pct as percentile  # noqa: E402  (nearest rank, as the tables here always used)
 RESULTS = BENCH_DIR / "results" / "mcp_ready.md"
 
 KEY = "bench-mcp-key-123456"
 AGENT = "bench"
 START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 10.0
 GOAL_HTTP_READY_MS = 50.0
 WORDS = (
     "deploy staging rollback migration checklist review oncall incident budget roadmap invoice "
     "customer backlog release hotfix benchmark latency cache index schema archive vault quorum "
     "lighthouse harbor glacier meadow orchard canyon prairie tundra lagoon summit"
 ).split()
-
-
-def say(text: str) -> None:
-    print(f"bench: {text}", file=sys.stderr, flush=True)
-
-
-def percentile(sorted_values: list[float], pct: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    if not sorted_values:
-        return float("nan")
-    rank = max(1, -(-len(sorted_values) * pct // 100))
-    return sorted_values[int(rank) - 1]
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free TCP ports on 127.0.0.1 (held together while chosen)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def write_home(home: Path, ports: list[int], notes: int, rng: random.Random) -> None:
@@ -145,41 +120,15 @@ def write_home(home: Path, ports: list[int], notes: int, rng: random.Random) -> 
         (memory / f"note-{n:04d}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-class Children:
-    """The server processes this run started; all stopped by ``stop_all``."""
+def serve(children: Children, name: str, home: Path) -> None:
+    """``gateway serve NAME`` on ``home``, in a session of its own (a terminal's Ctrl-C reaches only us)."""
+    children.start(name, [sys.executable, "-m", "gateway.cli", "serve", name, "--home", str(home)])
 
-    def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
 
-    def start(self, name: str, home: Path) -> None:
-        with open(self.log_dir / f"{name}.log", "ab") as handle:
-            # A session of its own: a terminal's Ctrl-C reaches only us; we stop them.
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "gateway.cli", "serve", name, "--home", str(home)],
-                cwd=REPO, env=self.env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-
-    def check_alive(self) -> None:
-        for name, proc in self.procs.items():
-            if proc.poll() is not None:
-                tail = (self.log_dir / f"{name}.log").read_text(errors="replace").splitlines()[-15:]
-                raise RuntimeError(f"{name} exited with code {proc.returncode}; log tail:\n" + "\n".join(tail))
-
-    def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        for name, proc in self.procs.items():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                say(f"{name} did not stop within {STOP_TIMEOUT_S:.0f}s; killing it")
-                proc.kill()
-                proc.wait()
+def check_alive(children: Children) -> None:
+    for name in children.procs:
+        if not children.alive(name):
+            raise RuntimeError(f"{name} exited with code {children.procs[name].returncode}; log tail:\n{children.tail(name, 15)}")
 
 
 def kb_serving(url: str) -> bool:
@@ -197,7 +146,7 @@ def kb_serving(url: str) -> bool:
 def wait_until(children: Children, probe: Any, what: str) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while not probe():
-        children.check_alive()
+        check_alive(children)
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what} not ready after {START_TIMEOUT_S:.0f}s")
         time.sleep(0.1)
@@ -368,12 +317,12 @@ def main(argv: list[str] | None = None) -> int:
     children = Children(home)
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     try:
-        children.start("kb", home)
-        children.start("http", home)
+        serve(children, "kb", home)
+        serve(children, "http", home)
         wait_until(children, lambda: kb_serving(f"http://127.0.0.1:{ports[4]}/healthz"), "the shim and the KB")
         url = f"http://127.0.0.1:{ports[4]}/mcp/agents/{AGENT}"
         stdio, http, fresh, shim_cpu_ms = asyncio.run(measure(home, url, args, rng, children.procs["http"].pid))
-        children.check_alive()
+        check_alive(children)
         own = shim_times(home / "http.log")
     except KeyboardInterrupt:
         say("interrupted; stopping the servers")
