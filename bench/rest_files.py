@@ -19,6 +19,10 @@ one agent ``alfred`` and one write key, internal token from
 - ``bench/bare_grpc_server.py``: a bare grpc.aio server of the same service
   (same stubs, server options and event loop) answering the same 4 KB from
   memory, with no auth, log or file system: the floor of a Python gRPC server;
+- ``bench/bare_shim.py`` in front of the bare server: a raw ASGI app under
+  uvicorn (the shim's settings) making the same one grpc.aio call per GET and
+  answering the shim's bytes: the floor of the two-process REST path, for the
+  REST/gRPC ratio and the CPU per REST GET (GET only);
 - with ``--old-tree DIR`` (a checkout of an earlier commit, e.g. ``git worktree
   add --detach /tmp/old main``), that tree's file API and shim too, started with
   this venv's Python from that folder (``-m`` imports its code), on a home of
@@ -102,8 +106,9 @@ BARE_H2LOAD = "bare gRPC (h2load)"
 BARE_PY = "bare gRPC (Python client)"
 OLD_SHIM = "REST shim, old tree"
 OLD_GRPC_H2LOAD = "gRPC, old tree (h2load)"
+BARE_SHIM = "bare shim + bare gRPC"  # bench/bare_shim.py in front of bench/bare_grpc_server.py: the floor
 # (target, method) -> the server processes whose CPU a case counts
-TARGETS = (BASELINE, OLD_SHIM, SHIM, OLD_GRPC_H2LOAD, GRPC_H2LOAD, BARE_H2LOAD, GRPC_PY, BARE_PY)
+TARGETS = (BASELINE, OLD_SHIM, SHIM, BARE_SHIM, OLD_GRPC_H2LOAD, GRPC_H2LOAD, BARE_H2LOAD, GRPC_PY, BARE_PY)
 
 
 def say(text: str) -> None:
@@ -174,6 +179,7 @@ class Ports:
     http: int
     baseline: int
     bare: int
+    bare_shim: int
 
 
 def write_home(home: Path, ports: Ports, content: str) -> Path:
@@ -631,6 +637,14 @@ def cheaper_path_verdicts(by: dict[tuple[str, str, int], Result], top: int) -> l
             f"{'PASS' if new <= 0.5 * old else 'FAIL'} CPU per REST GET at {top} (shim + file API) <= 0.5x the old "
             f"tree's: {new:.3f} vs {old:.3f} ms ({new / old:.2f}x)"
         )
+    floor, bare_grpc = by.get((BARE_SHIM, "GET", top)), by.get((BARE_H2LOAD, "GET", top))
+    if floor is not None and bare_grpc is not None and bare_grpc.rps:
+        out.append(f"floor: bare shim + bare gRPC server, REST GET at {top} vs the bare server's gRPC GET: "
+                   f"{floor.rps / bare_grpc.rps:.2f}x (the most a Python HTTP-to-gRPC hop keeps)")  # fmt: skip
+    floor_cpu = cpu_total(floor)
+    if floor_cpu is not None and old:
+        out.append(f"floor: CPU per REST GET of the bare pair {floor_cpu:.3f} ms = {floor_cpu / old:.2f}x the old tree's "
+                   f"(the goal asks 0.5x; the suite's pair is at {(new or 0) / old:.2f}x)")  # fmt: skip
     # "PUT must not regress": at least 0.9x the old tree's (the machine moves more than 10% between cases).
     goal(by.get((SHIM, "PUT", top)), by.get((OLD_SHIM, "PUT", top)), 0.9, f"REST PUT at {top} vs the old tree's")
     return out
@@ -703,12 +717,12 @@ def main(argv: list[str] | None = None) -> int:
     children = Children(tmp)
     results: list[Result] = []
     try:
-        all_ports = free_ports(13)
-        ports = Ports(*all_ports[:7])
+        all_ports = free_ports(14)
+        ports = Ports(*all_ports[:8])
         workspace = write_home(home, ports, content)
         old_home = home / "old-tree-home"
         if args.old_tree is not None:
-            old_ports = Ports(*all_ports[7:], 0)
+            old_ports = Ports(*all_ports[8:], 0, 0)
             write_home(old_home, old_ports, content)
         put_body = json.dumps({"content": content}).encode()
         body_path = tmp / "put-body.json"
@@ -731,6 +745,8 @@ def main(argv: list[str] | None = None) -> int:
         children.start("file_api", [*cli, "file_api", "--home", str(home)])
         children.start("http", [*cli, "http", "--home", str(home)])
         children.start("bare", [py, str(BENCH_DIR / "bare_grpc_server.py"), "--port", str(ports.bare), "--content", str(workspace / FILENAME)])
+        children.start("bare_shim", [py, str(BENCH_DIR / "bare_shim.py"), "--port", str(ports.bare_shim),
+                                     "--backend", f"127.0.0.1:{ports.bare}"])  # fmt: skip
         if args.old_tree is not None:
             old = args.old_tree.resolve()
             children.start("old_file_api", [*cli, "file_api", "--home", str(old_home)], cwd=old)
@@ -748,7 +764,11 @@ def main(argv: list[str] | None = None) -> int:
         wait_until(children, lambda: file_api_healthy(healthz), "REST shim /healthz (file_api SERVING)")
         wait_until(children, lambda: http_request(base_url)[0] == 200, "baseline app")
         wait_until(children, lambda: "bare gRPC server on" in children.tail("bare"), "bare gRPC server")
+        bare_shim_url = f"http://127.0.0.1:{ports.bare_shim}{path}"
+        wait_until(children, lambda: http_request(bare_shim_url)[0] == 200, "bare shim")
         checked = check_responses(shim_url, base_url, put_body, content)
+        if http_request(bare_shim_url)[1] != http_request(shim_url)[1]:
+            raise RuntimeError("the bare shim's GET answer differs from the shim's: the floor would not be fair")
         old_url = old_grpc = ""
         if args.old_tree is not None:
             old_url = f"http://127.0.0.1:{old_ports.http}{path}"
@@ -774,18 +794,20 @@ def main(argv: list[str] | None = None) -> int:
             BARE_H2LOAD: ("bare",),
             GRPC_PY: ("file_api",),
             BARE_PY: ("bare",),
+            BARE_SHIM: ("bare_shim", "bare"),
         }
         http_targets = [(BASELINE, base_url), (SHIM, shim_url)] + ([(OLD_SHIM, old_url)] if old_url else [])
         for _, url in http_targets:
             for method in ("GET", "PUT"):
                 run_wrk(wrk, url, scripts[method], max(concs), args.warmup)
+        run_wrk(wrk, bare_shim_url, scripts["GET"], max(concs), args.warmup)  # the floor answers GET only
         say(f"warmed up; {len(concs) * 2} cases per path, {args.duration:g}s each")
 
         for method in ("GET", "PUT"):
             for conc in concs:
                 cases: list[tuple[str, Any, Any]] = [
                     (t, lambda t=t, u=u: wrk_case(wrk, t, u, scripts[method], method, conc, args.duration), None)
-                    for t, u in http_targets
+                    for t, u in http_targets + ([(BARE_SHIM, bare_shim_url)] if method == "GET" else [])
                 ]
                 if h2load:
                     h2_targets = [(GRPC_H2LOAD, grpc_address, rpc_log), (BARE_H2LOAD, bare_address, None)]

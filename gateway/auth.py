@@ -55,24 +55,26 @@ class Authenticator:
     def __init__(self, keys: Iterable[ApiKey], internal_token: str | None) -> None:
         self._keys = tuple(keys)
         self._internal = hashlib.sha256(internal_token.encode()).digest() if internal_token else None
+        self._callers = tuple((key.digest, Caller(label=key.label, key=key)) for key in self._keys)  # once per config
+        self._internal_caller = Caller(label="internal", key=None)
 
     def identify(self, metadata: Iterable[tuple[str, str | bytes]]) -> Caller:
         """The caller behind ``metadata``. Raises Unauthenticated for a missing or unknown key."""
         api_key, internal = key_from_metadata(metadata)
         if internal is not None and self._internal is not None:
             if hmac.compare_digest(hashlib.sha256(internal.encode()).digest(), self._internal):
-                return Caller(label="internal", key=None)
+                return self._internal_caller
             raise Unauthenticated("invalid internal token")
         if not api_key:
             raise Unauthenticated("missing API key: send X-Api-Key or Authorization: Bearer")
         digest = hashlib.sha256(api_key.encode("utf-8", "surrogatepass")).digest()
-        found: ApiKey | None = None
-        for key in self._keys:  # no early exit: the time does not depend on which key matched
-            if hmac.compare_digest(digest, key.digest):
-                found = key
+        found: Caller | None = None
+        for key_digest, caller in self._callers:  # no early exit: the time does not depend on which key matched
+            if hmac.compare_digest(digest, key_digest):
+                found = caller
         if found is None:
             raise Unauthenticated("unknown API key")
-        return Caller(label=found.label, key=found)
+        return found
 
     @staticmethod
     def authorize(caller: Caller, agent_id: str, *, agent_exists: bool, write: bool) -> None:

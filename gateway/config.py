@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -173,11 +173,12 @@ class Config:
     agents: tuple[AgentConfig, ...]
 
     def agent(self, agent_id: str) -> AgentConfig | None:
-        """The agent with this id, or None."""
-        for agent in self.agents:
-            if agent.id == agent_id:
-                return agent
-        return None
+        """The agent with this id, or None (a lookup: every RPC asks, and a home may hold many agents)."""
+        return self._agents_by_id.get(agent_id)
+
+    @cached_property
+    def _agents_by_id(self) -> dict[str, AgentConfig]:
+        return {agent.id: agent for agent in self.agents}
 
 
 @cache
