@@ -3,8 +3,9 @@
 The probe compose runs in each container (and an operator can run by hand).
 It asks where the process listens, as config.json and the deployment
 variables (``GATEWAY_BIND_HOST``) say: a gRPC process through
-grpc.health.v1 Check, the REST shim through ``GET /healthz`` (which is 200
-only when its backends are up). A wildcard listen address (0.0.0.0, ::) is
+grpc.health.v1 Check of its own gRPC service's name (so another process of
+the suite answering on that port is not taken for it), the REST shim through
+``GET /healthz`` (which is 200 only when its backends are up). A wildcard listen address (0.0.0.0, ::) is
 asked on loopback, since the probe runs beside the process.
 """
 
@@ -21,6 +22,15 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from gateway.channels import sync_channel
 from gateway.config import Config
 from gateway.launcher import SERVICES
+from gateway.v1 import dreaming_pb2, files_pb2, kb_pb2, watcher_pb2
+
+# The gRPC service each process serves (and reports SERVING under, besides "").
+GRPC_SERVICE = {
+    "file_api": files_pb2.DESCRIPTOR.services_by_name["WorkspaceFiles"].full_name,
+    "watcher": watcher_pb2.DESCRIPTOR.services_by_name["Sessions"].full_name,
+    "kb": kb_pb2.DESCRIPTOR.services_by_name["Knowledge"].full_name,
+    "dreaming": dreaming_pb2.DESCRIPTOR.services_by_name["Dreaming"].full_name,
+}
 
 # Short enough for compose's healthcheck timeout (5 s), long enough for a loaded machine.
 DEADLINE_S = 3.0
@@ -49,15 +59,18 @@ def check(config: Config, name: str) -> tuple[bool, str]:
     address = probe_address(config, name)
     if name == "http":
         return _check_http(address)
+    request = health_pb2.HealthCheckRequest(service=GRPC_SERVICE[name])
     with sync_channel(address) as channel:
         try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=DEADLINE_S)
+            reply = health_pb2_grpc.HealthStub(channel).Check(request, timeout=DEADLINE_S)
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else None
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
                 return False, f"{name} unreachable at {address}: no answer within {DEADLINE_S:g} s"
             if code == grpc.StatusCode.UNAVAILABLE:
                 return False, f"{name} unreachable at {address}: {_first_line(exc)}"
+            if code == grpc.StatusCode.NOT_FOUND:
+                return False, f"{name} NOT_SERVING at {address}: the server there does not serve {request.service} (not {name})"
             return False, f"{name} NOT_SERVING at {address}: health check answered {code.name if code else 'an error'}"
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
     return status == "SERVING", f"{name} {status} at {address}"

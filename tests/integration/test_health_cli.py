@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 import sys
 from pathlib import Path
 
@@ -42,6 +43,11 @@ def test_health_says_serving_then_unreachable_once_stopped(tmp_path: Path) -> No
         assert shim.stdout.startswith(f"http NOT_SERVING at {addresses['http']}: /healthz answered 503 (")
         assert "kb: UNAVAILABLE" in shim.stdout
         assert health("file_api", home).returncode == 0  # the others still serve
+        config = loader(home, {})()
+        # a port that another process of the suite answers on is not taken for the one asked about
+        swapped = replace(config, grpc=replace(config.grpc, watcher=ports["fileApi"]))
+        assert check(swapped, "watcher") == (
+            False, f"watcher NOT_SERVING at {addresses['file_api']}: the server there does not serve gateway.v1.Sessions (not watcher)")
     finally:
         suite.stop_all()
 
