@@ -35,10 +35,11 @@ RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
 # ---- final stage -------------------------------------------------------------
 FROM python:3.11-slim
 
-# No .pyc files written at run time (the home volume is the only writable place
-# that matters); logs reach `docker compose logs` unbuffered; the venv's
-# `gateway` first on PATH; the home is /data, and every process listens on all
-# interfaces of its container (compose publishes only the shim's port).
+# No .pyc files written at run time (pip compiled the venv's modules when it
+# installed them, and /opt/gateway is not writable by the gateway user); logs
+# reach `docker compose logs` unbuffered; the venv's `gateway` and `python` come
+# first on PATH; the home is /data; every process listens on all interfaces of
+# its container (compose publishes only the shim's port).
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PATH=/opt/gateway/bin:$PATH \
