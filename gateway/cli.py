@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway import admin_cli, dream_cli, migrate_cli
+from gateway import admin_cli, dream_cli, health_cli, init_cli, migrate_cli
 from gateway.errors import CommandError, ConfigError, ConfigNotFound, InvalidEdit
-from gateway.home import admin_key_notice, ensure_home, resolve_home, tighten_config_mode
+from gateway.home import admin_key_notice, ensure_home, not_initialised, resolve_home, tighten_config_mode
 
 if TYPE_CHECKING:
     from gateway.config import Config
@@ -26,11 +26,15 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--home", help="gateway home (default: $GATEWAY_HOME or ~/.claude-gateway)")
     up.add_argument("--http-port", type=int, help="port of the REST shim (default: gateway.api.port)")
 
+    init_cli.add_parser(sub)
+
     serve = sub.add_parser("serve", help="run one service in the foreground")
     serve.add_argument("name", choices=SERVE_NAMES)
     serve.add_argument("--home", help="gateway home")
     serve.add_argument("--port", type=int, help="override the service's port from config.json")
     serve.add_argument("--instance", help=argparse.SUPPRESS)  # the launcher's start nonce (health checks)
+
+    health_cli.add_parser(sub)
 
     compose = sub.add_parser("compose", help="print what an agent's CLAUDE.md would be now (dry run) and its budget report")
     compose.add_argument("agent", help="agent id")
@@ -79,12 +83,12 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None)
     from gateway.logs import configure
     from gateway.temp_sweep import Folder, sweep_at_start
 
+    missing = not_initialised(home)
+    if missing:  # serve never writes a config: one process (init, up) makes the admin key
+        raise CommandError(missing)
     log = configure(name)
     # The home's own files (config.json, admin-key.txt, .internal-token): every serve sweeps them.
     sweep_at_start([Folder(home)])
-    admin_key = ensure_home(home)
-    if admin_key:
-        log.warning("first_start", admin_key_shown_once=admin_key)
     notice = admin_key_notice(home)
     if notice:
         log.warning("admin_key_unconfirmed", detail=notice)
@@ -174,8 +178,14 @@ def _run(args: argparse.Namespace, home: Path) -> int:
             # a start that failed (a port taken) may never have printed the key: say where it is
             print(f"gateway: {notice}", file=sys.stderr, flush=True)
         return code
+    if args.command == "init":
+        return init_cli.run(home)
     if args.command == "serve":
         return _serve(args.name, home, args.port, args.instance)
+    if args.command == "health":
+        serving, line = health_cli.check(_config(home, dict(os.environ)), args.name)
+        print(line, flush=True)
+        return 0 if serving else 1
     if args.command == "compose":
         return _compose(home, args.agent)
     if args.command == "mcp":

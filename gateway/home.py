@@ -5,7 +5,8 @@ and one admin key that is returned once and stored in config.json only as its
 SHA-256. The key is also written to ``admin-key.txt`` (mode 0600) before the
 config, so a start that fails later (a port taken) cannot lose it; the file
 stays until an operator runs ``gateway keys confirm``. Also the internal
-token that services and the CLI present to each other.
+token that services and the CLI present to each other. ``gateway init`` and
+``gateway up`` write them (``ensure_home``); ``gateway serve`` only reads them.
 """
 
 from __future__ import annotations
@@ -144,6 +145,23 @@ def ensure_home(home: Path) -> str | None:
     if not token_path.exists():
         _create_exclusive(token_path, secrets.token_urlsafe(32).encode(), 0o600)
     return admin_key
+
+
+def not_initialised(home: Path) -> str | None:
+    """What keeps ``gateway serve`` from starting on ``home``: a missing config.json or internal
+    token, named in one line that says to run ``gateway init``; None when both are there.
+
+    A serve never writes them: only ``gateway init`` (and ``gateway up``, which is one
+    supervisor on one machine) does, so a first start's admin key is printed by one
+    process only, never in the log of whichever container came up first.
+    """
+    for name, what in (("config.json", "config.json"), (INTERNAL_TOKEN_FILE, "internal token")):
+        if not (home / name).is_file():
+            return (
+                f"no {what} in {home} ({home / name} not found); run `gateway init --home {home}` "
+                "first (compose: the init service does it)"
+            )
+    return None
 
 
 def admin_key_notice(home: Path) -> str | None:

@@ -145,35 +145,6 @@ def test_up_refuses_an_invalid_config_with_one_line_per_problem(tmp_path: Path) 
     assert children_of_home(home) == {}
 
 
-def test_first_start_generates_config_and_prints_the_admin_key_once(tmp_path: Path) -> None:
-    home = tmp_path / "fresh"
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "file_api", "--home", str(home), "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    with proc:
-        try:
-            assert proc.stdout is not None
-            first = json.loads(proc.stdout.readline())
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=15)
-    assert first["event"] == "first_start"
-    admin_key = first["admin_key_shown_once"]
-    raw = (home / "config.json").read_text()
-    assert admin_key not in raw
-    config = json.loads(raw)
-    assert [a["id"] for a in config["agents"]] == ["alfred"]
-    [key] = config["gateway"]["api"]["keys"]
-    import hashlib
-
-    assert key["keySha256"] == hashlib.sha256(admin_key.encode()).hexdigest()
-    assert key["agents"] == "*" and key["write"] is True
-    assert (home / ".internal-token").stat().st_mode & 0o777 == 0o600
-    assert (home / "agents" / "alfred" / "workspace").is_dir()
-
-
 def test_serve_makes_a_group_readable_config_0600_and_logs_it_once(tmp_path: Path) -> None:
     home, ports, _ = make_home(tmp_path)
     config = home / "config.json"
@@ -259,6 +230,9 @@ def test_every_start_says_where_the_unconfirmed_admin_key_is(tmp_path: Path) -> 
 
 def test_serve_logs_where_the_unconfirmed_admin_key_is(tmp_path: Path) -> None:
     home = tmp_path / "fresh"
+    init = subprocess.run([sys.executable, "-m", "gateway.cli", "init", "--home", str(home)],
+                          capture_output=True, text=True, timeout=60)
+    assert init.returncode == 0, init.stderr
 
     def first_events() -> list[dict[str, object]]:
         proc = subprocess.Popen(
@@ -276,9 +250,9 @@ def test_serve_logs_where_the_unconfirmed_admin_key_is(tmp_path: Path) -> None:
                 proc.wait(timeout=15)
         return events
 
-    first = first_events()
-    assert [e["event"] for e in first] == ["first_start", "admin_key_unconfirmed", "listening"]
-    assert first[1]["detail"] == admin_key_line(home).removeprefix("gateway: ")
-    assert (home / "admin-key.txt").read_text().splitlines()[1] == first[0]["admin_key_shown_once"]
+    first = first_events()  # serve never writes the key, nor logs it: it says where it is
+    assert [e["event"] for e in first] == ["admin_key_unconfirmed", "listening"]
+    assert first[0]["detail"] == admin_key_line(home).removeprefix("gateway: ")
+    assert (home / "admin-key.txt").read_text().splitlines()[1] == init.stdout.splitlines()[1]
     second = first_events()
     assert [e["event"] for e in second] == ["admin_key_unconfirmed", "listening"]

@@ -1,0 +1,111 @@
+"""``gateway health NAME``: is that process of the suite serving? One line, exit 0 or 1.
+
+The probe compose runs in each container (and an operator can run by hand).
+It asks where the process listens, as config.json and the deployment
+variables (``GATEWAY_BIND_HOST``) say: a gRPC process through
+grpc.health.v1 Check of its own gRPC service's name (so another process of
+the suite answering on that port is not taken for it), the REST shim through
+``GET /healthz`` (which is 200 only when its backends are up). A wildcard listen address (0.0.0.0, ::) is
+asked on loopback, since the probe runs beside the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import urllib.error
+import urllib.request
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from gateway.channels import sync_channel
+from gateway.config import Config
+from gateway.launcher import SERVICES
+from gateway.v1 import dreaming_pb2, files_pb2, kb_pb2, watcher_pb2
+
+# The gRPC service each process serves (and reports SERVING under, besides "").
+GRPC_SERVICE = {
+    "file_api": files_pb2.DESCRIPTOR.services_by_name["WorkspaceFiles"].full_name,
+    "watcher": watcher_pb2.DESCRIPTOR.services_by_name["Sessions"].full_name,
+    "kb": kb_pb2.DESCRIPTOR.services_by_name["Knowledge"].full_name,
+    "dreaming": dreaming_pb2.DESCRIPTOR.services_by_name["Dreaming"].full_name,
+}
+
+# Short enough for compose's healthcheck timeout (5 s), long enough for a loaded machine.
+DEADLINE_S = 3.0
+WILDCARDS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1", "[::]": "::1"}
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    health = sub.add_parser("health", help="ask one process whether it is serving; one line, exit 0 only when SERVING")
+    health.add_argument("name", choices=SERVICES)
+    health.add_argument("--home", help="gateway home")
+
+
+def probe_address(config: Config, name: str) -> str:
+    """``host:port`` to ask about ``name``: its listen address, a wildcard host made loopback."""
+    if name == "http":
+        host, port = config.api.host, config.api.port
+    else:
+        host, _, port_text = config.grpc.bind_address(name).rpartition(":")
+        port = int(port_text)
+    host = WILDCARDS.get(host, host)
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def check(config: Config, name: str) -> tuple[bool, str]:
+    """(serving, the one line to print) for process ``name``."""
+    address = probe_address(config, name)
+    if name == "http":
+        return _check_http(address)
+    request = health_pb2.HealthCheckRequest(service=GRPC_SERVICE[name])
+    with sync_channel(address) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(request, timeout=DEADLINE_S)
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return False, f"{name} unreachable at {address}: no answer within {DEADLINE_S:g} s"
+            if code == grpc.StatusCode.UNAVAILABLE:
+                return False, f"{name} unreachable at {address}: {_first_line(exc)}"
+            if code == grpc.StatusCode.NOT_FOUND:
+                return False, f"{name} NOT_SERVING at {address}: the server there does not serve {request.service} (not {name})"
+            return False, f"{name} NOT_SERVING at {address}: health check answered {code.name if code else 'an error'}"
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    return status == "SERVING", f"{name} {status} at {address}"
+
+
+def _check_http(address: str) -> tuple[bool, str]:
+    url = f"http://{address}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=DEADLINE_S) as reply:
+            body = json.load(reply)
+    except urllib.error.HTTPError as exc:  # 503: a backend is down; the body says which
+        return False, f"http NOT_SERVING at {address}: /healthz answered {exc.code}{_backends(exc)}"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return False, f"http unreachable at {address}: {reason}"
+    except ValueError:
+        return False, f"http NOT_SERVING at {address}: /healthz answered 200 without a JSON body"
+    if isinstance(body, dict) and body.get("status") == "ok":
+        return True, f"http SERVING at {address}"
+    return False, f"http NOT_SERVING at {address}: /healthz answered {json.dumps(body)[:200]}"
+
+
+def _backends(exc: urllib.error.HTTPError) -> str:
+    """`` (file_api: UNAVAILABLE)`` from a /healthz error body, or "" when it has none."""
+    try:
+        backends = json.load(exc).get("backends")
+    except (ValueError, AttributeError, OSError):
+        return ""
+    if not isinstance(backends, dict) or not backends:
+        return ""
+    return " (" + ", ".join(f"{k}: {v}" for k, v in sorted(backends.items())) + ")"
+
+
+def _first_line(exc: grpc.RpcError) -> str:
+    """gRPC's reason (e.g. "failed to connect to all addresses; ..."), cut to one short line."""
+    details = (exc.details() if isinstance(exc, grpc.Call) else None) or str(exc)
+    lines = details.strip().splitlines()
+    return lines[0][:200] if lines else "unavailable"
