@@ -50,6 +50,19 @@ class GrpcSettings:
 
 
 @dataclass(frozen=True)
+class MetricsSettings:
+    """``gateway.metrics``: each process's Prometheus port (README "Metrics")."""
+
+    enabled: bool
+    host: str  # gateway.grpc.host when unset; GATEWAY_BIND_HOST replaces it (live_config.with_deployment)
+    ports: tuple[tuple[str, int], ...]  # process name (file_api, watcher, kb, dreaming, http) → port
+
+    def address(self, process: str) -> tuple[str, int] | None:
+        """``(host, port)`` where ``process`` serves its metrics; None when metrics are off."""
+        return (self.host, dict(self.ports)[process]) if self.enabled else None
+
+
+@dataclass(frozen=True)
 class ApiKey:
     """One API key. Only its SHA-256 digest is held, never the key itself."""
 
@@ -171,6 +184,7 @@ class Config:
     dreaming: DreamingSettings
     knowledge: KnowledgeSettings
     agents: tuple[AgentConfig, ...]
+    metrics: MetricsSettings = MetricsSettings(False, "127.0.0.1", ())
 
     def agent(self, agent_id: str) -> AgentConfig | None:
         """The agent with this id, or None (a lookup: every RPC asks, and a home may hold many agents)."""
@@ -276,6 +290,7 @@ def _reason(error: jsonschema.ValidationError) -> str:
 
 
 GRPC_PORT_KEYS = ("fileApi", "watcher", "kb", "dreaming")
+METRICS_PORT_KEYS = {"fileApi": "file_api", "watcher": "watcher", "kb": "kb", "dreaming": "dreaming", "http": "http"}
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
@@ -303,13 +318,17 @@ def _same_host(a: object, b: object) -> bool:
 def port_clashes(raw: Raw) -> list[str]:
     """One line per service whose port (default included) another service on the same host has.
 
-    Every gRPC service and the REST shim listen at once, so two on one port
-    cannot both start. Port 0 (the kernel picks one) never clashes.
+    Every gRPC service, the REST shim and (when on) every metrics port listen at
+    once, so two on one port cannot both start. Port 0 (the kernel picks one) never clashes.
     """
     grpc, api = _dict_at(raw, "gateway", "grpc"), _dict_at(raw, "gateway", "api")
     grpc_host = grpc.get("host", _default("grpc", "host"))
     listeners = [(f"gateway.grpc.{key}", grpc_host, grpc.get(key, _default("grpc", key))) for key in GRPC_PORT_KEYS]
     listeners.append(("gateway.api.port", api.get("host", _default("api", "host")), api.get("port", _default("api", "port"))))
+    metrics = _dict_at(raw, "gateway", "metrics")
+    if metrics.get("enabled", True) is not False:
+        host = metrics.get("host", grpc_host)
+        listeners += [(f"gateway.metrics.{key}", host, metrics.get(key, _default("metrics", key))) for key in METRICS_PORT_KEYS]
     problems = []
     for i, (name, host, port) in enumerate(listeners):
         if not isinstance(port, int) or isinstance(port, bool) or port == 0:
@@ -453,7 +472,7 @@ def build(raw: Raw, home: Path) -> Config:
                 knowledge=_knowledge(deep_merge(gw["knowledge"], entry.get("knowledge", {})), home),
             )
         )
-    grpc = gw["grpc"]
+    grpc, metrics = gw["grpc"], gw["metrics"]
     return Config(
         home=home,
         config_version=full["configVersion"],
@@ -468,6 +487,11 @@ def build(raw: Raw, home: Path) -> Config:
         dreaming=_dreaming(gw["dreaming"]),
         knowledge=_knowledge(gw["knowledge"], home),
         agents=tuple(agents),
+        metrics=MetricsSettings(
+            enabled=metrics["enabled"],
+            host=metrics.get("host", grpc["host"]),
+            ports=tuple((process, metrics[key]) for key, process in METRICS_PORT_KEYS.items()),
+        ),
     )
 
 

@@ -48,6 +48,7 @@ async def serve(
     *,
     background: Callable[[asyncio.Event], Awaitable[None]] | None = None,
     instance: str | None = None,
+    metrics: tuple[str, int] | None = None,
 ) -> None:
     """Run a gRPC server on ``address`` until SIGTERM/SIGINT.
 
@@ -58,7 +59,8 @@ async def serve(
     dead one the launcher reports). Raises BindError when the address cannot
     be bound. ``instance`` (the launcher's start nonce) is published as one more
     health service name, ``instance_service(instance)``, so a launcher can tell its own
-    child from another suite's server on the same port.
+    child from another suite's server on the same port. ``metrics``: where the process's
+    Prometheus endpoint listens (None: nowhere); a port that cannot be bound is a BindError too.
     """
     server = grpc.aio.server(options=SERVER_OPTIONS)
     services = list(register(server))
@@ -75,11 +77,14 @@ async def serve(
         port = 0
     if port == 0:
         raise BindError(f"{name}: cannot listen on {address} (address in use?)")
+    from gateway.metrics import serve_metrics  # here: gateway.metrics imports BindError from this module
+
+    metrics_address = serve_metrics(name, metrics)
     await server.start()
     named = ["", *services] + ([instance_service(instance)] if instance else [])
     for service in named:
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    log.info("listening", address=address, services=services, loop=running_loop_name())
+    log.info("listening", address=address, services=services, loop=running_loop_name(), metrics=metrics_address)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

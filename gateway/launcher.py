@@ -91,12 +91,16 @@ class Suite:
         self.instance = secrets.token_hex(8)
 
     def listen_addresses(self) -> dict[str, tuple[str, int]]:
-        """Service → (host, port) it will listen on."""
+        """Service (and ``<service> metrics``) → (host, port) it will listen on."""
         out = {}
         for name in GRPC_SERVICES:
             host, _, port = self.config.grpc.bind_address(name).rpartition(":")
             out[name] = (host, int(port))
         out["http"] = (self.config.api.host, self.http_port)
+        for name in SERVICES:
+            metrics = self.config.metrics.address(name)
+            if metrics is not None and metrics[1] != 0:  # port 0: the kernel picks one, never busy
+                out[f"{name} metrics"] = metrics
         return out
 
     def address_problems(self) -> list[str]:

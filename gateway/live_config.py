@@ -97,6 +97,8 @@ def _address_fields(old: Config, new: Config) -> list[str]:
     for name in ("host", "port"):
         if getattr(old.api, name) != getattr(new.api, name):
             fields.append(f"gateway.api.{name}")
+    if old.metrics != new.metrics:
+        fields.append("gateway.metrics")
     return fields
 
 
@@ -179,7 +181,8 @@ class LiveConfig:
         running = self.current
         change = diff(running, fresh)
         # Listen and dial addresses stay as they are until a restart.
-        fresh = replace(fresh, grpc=running.grpc, api=replace(fresh.api, host=running.api.host, port=running.api.port))
+        fresh = replace(fresh, grpc=running.grpc, metrics=running.metrics,
+                        api=replace(fresh.api, host=running.api.host, port=running.api.port))
         self._state = (fresh, Authenticator(fresh.api.keys, self._token))
         if change.empty:
             return change
@@ -222,14 +225,15 @@ class LiveConfig:
 
 def with_deployment(config: Config, env: dict[str, str]) -> Config:
     """``config`` with the deployment overrides read from ``env`` by an entry point:
-    ``GATEWAY_BIND_HOST`` (the address every process binds) and ``GATEWAY_<SERVICE>_HOST``
+    ``GATEWAY_BIND_HOST`` (the address every process binds, its metrics port too) and ``GATEWAY_<SERVICE>_HOST``
     (how a peer is reached, e.g. by its compose service name)."""
     peers = tuple(
         (name, env[f"GATEWAY_{name.upper()}_HOST"]) for name in GRPC_SERVICES if env.get(f"GATEWAY_{name.upper()}_HOST")
     )
     bind = env.get("GATEWAY_BIND_HOST") or None
     api = replace(config.api, host=bind) if bind else config.api
-    return replace(config, api=api, grpc=replace(config.grpc, bind_host=bind, peer_hosts=peers))
+    metrics = replace(config.metrics, host=bind) if bind else config.metrics
+    return replace(config, api=api, metrics=metrics, grpc=replace(config.grpc, bind_host=bind, peer_hosts=peers))
 
 
 def loader(home: Path, env: dict[str, str], *, service: str | None = None, port: int | None = None) -> Loader:

@@ -25,6 +25,7 @@ import structlog
 
 from gateway.auth import Authenticator, Caller
 from gateway.errors import GatewayError
+from gateway.metrics import observe_rpc
 
 log = structlog.get_logger()
 
@@ -68,6 +69,7 @@ def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
             await context.abort(grpc.StatusCode.INTERNAL, "internal error")
             raise
         finally:
+            observe_rpc(method, code, time.perf_counter() - start)
             ms = round((time.perf_counter() - start) * 1000, 3)
             key = _caller_label.get()
             _caller_label.reset(label_token)

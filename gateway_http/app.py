@@ -31,9 +31,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S, HEALTH_DEADLINE_S, aio_channel
 from gateway.files_limits import MAX_BODY_BYTES
+from gateway.metrics import CONTENT_TYPE, exposition
 from gateway_http.credentials import BadCredential, credential_metadata
 from gateway_http.descriptors import Route, all_routes
 from gateway_http.errors import error_body, http_status
+from gateway_http.http_metrics import observe_http
 from gateway_http.openapi import openapi_document
 from gateway_http.router import BadPath, Router, split_path
 from gateway_http.transcode import BadRequest, build_request, parse_body, render
@@ -44,13 +46,16 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-JSON_HEADERS = [(b"content-type", b"application/json")]
 # RPCs that last as long as a dreaming run (they wait for a reviewer, a model); the shim gives
 # them the deadline `gateway dream` uses. Every other call gets DEFAULT_DEADLINE_S.
 LONG_DEADLINES: dict[str, float] = {
     "/gateway.v1.Dreaming/RunNow": DREAM_RUN_DEADLINE_S,
     "/gateway.v1.Dreaming/AcceptProposals": DREAM_RUN_DEADLINE_S,
 }
+
+
+# The shim's own paths; with the route templates, the whole set of ``route`` label values.
+OWN_PATHS = ("/healthz", "/openapi.json", "/metrics")
 
 
 def deadline(route: Route) -> float:
@@ -105,6 +110,7 @@ class ShimApp:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._calls: dict[tuple[str, str], grpc.aio.UnaryUnaryMultiCallable] = {}
         self._openapi = json.dumps(openapi_document(self._router.routes), indent=2).encode()
+        self._route_labels = frozenset([*OWN_PATHS, *(r.template for r in self._router.routes)])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -118,12 +124,14 @@ class ShimApp:
                 return
         start = time.perf_counter()
         status, route = await self._handle(scope, receive, send)
+        seconds = time.perf_counter() - start
+        observe_http(route if route in self._route_labels else "unmatched", scope["method"], status, seconds)
         log.info(
             "http",
             method=scope["method"],
             route=route,
             status=status,
-            ms=round((time.perf_counter() - start) * 1000, 3),
+            ms=round(seconds * 1000, 3),
         )
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -183,6 +191,9 @@ class ShimApp:
             if path == "/openapi.json" and method == "GET":
                 await _respond(send, 200, self._openapi)
                 return 200, "/openapi.json"
+            if path == "/metrics" and method == "GET":  # no key: it holds no agent data (gateway.metrics)
+                await _respond(send, 200, await asyncio.to_thread(exposition), content_type=CONTENT_TYPE.encode())
+                return 200, "/metrics"
             try:
                 segments = split_path(scope.get("raw_path") or path.encode())
             except BadPath as exc:
@@ -213,10 +224,10 @@ class ShimApp:
             return status, route.template
         except BadRequest as exc:
             await _respond(send, 400, error_body(grpc.StatusCode.INVALID_ARGUMENT, str(exc)))
-            return 400, path
+            return 400, send.route  # the template once matched, else the path
         except HttpError as exc:
             await _respond(send, exc.status, error_body(exc.code, exc.message), exc.headers)
-            return exc.status, path
+            return exc.status, send.route
 
     async def _invoke(self, route: Route, request: Any, metadata: tuple[tuple[str, str], ...]) -> tuple[int, bytes]:
         try:
@@ -285,12 +296,14 @@ def _too_large() -> HttpError:
     )
 
 
-async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _respond(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None, *, content_type: bytes = b"application/json"
+) -> None:
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [*JSON_HEADERS, (b"content-length", str(len(body)).encode()), *(headers or [])],
+            "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *(headers or [])],
         }
     )
     await send({"type": "http.response.body", "body": body})

@@ -12,6 +12,7 @@ from gateway.event_loop import loop_name
 from gateway.files_limits import MAX_BODY_BYTES
 from gateway.grpc_server import BindError
 from gateway.live_config import LiveConfig
+from gateway.metrics import serve_metrics
 from gateway.ports import listen_problem
 from gateway_http.app import ShimApp
 from gateway_http.connections import protocol_class
@@ -48,9 +49,11 @@ def run(live: LiveConfig, instance: str | None = None) -> None:
     following config.json, with the MCP tools over streamable HTTP mounted at ``/mcp/agents/{agentId}``
     (``mcp_mount``). ``instance``: the launcher's start nonce, reported by /healthz.
     Connections get the client limits of ``gateway.api`` in force when they open
-    (``connections``). Raises BindError when the port cannot be bound."""
+    (``connections``). Its Prometheus metrics are served on their own port as well as at
+    ``/metrics``. Raises BindError when either port cannot be bound."""
     config = live.current
     sock = listen(config.api.host, config.api.port)
+    metrics_address = serve_metrics("http", config.metrics.address("http"))
     mcp = McpMount(
         live.snapshot, config.grpc.address("kb"), max_body_bytes=MAX_BODY_BYTES, warm=[a.id for a in config.agents]
     )
@@ -77,5 +80,5 @@ def run(live: LiveConfig, instance: str | None = None) -> None:
             timeout_graceful_shutdown=5,
         )
     )
-    log.info("listening", address=f"{config.api.host}:{config.api.port}", loop=loop_name())
+    log.info("listening", address=f"{config.api.host}:{config.api.port}", loop=loop_name(), metrics=metrics_address)
     server.run(sockets=[sock])

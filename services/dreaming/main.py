@@ -108,4 +108,7 @@ async def run(live: LiveConfig, instance: str | None = None, reviewer_env: Mappi
         dreaming_pb2_grpc.add_DreamingServicer_to_server(Dreaming(dreamer, live.snapshot), server)
         return [dreaming_pb2.DESCRIPTOR.services_by_name["Dreaming"].full_name]
 
-    await serve("dreaming", config.grpc.bind_address("dreaming"), register, background=background, instance=instance)
+    await serve(
+        "dreaming", config.grpc.bind_address("dreaming"), register, background=background, instance=instance,
+        metrics=config.metrics.address("dreaming"),
+    )

@@ -54,6 +54,7 @@ from services.dreaming.model import (
     ReviewerOutcome,
     RunReport,
 )
+from services.dreaming.metrics import observe_run
 from services.dreaming.passes import run_passes
 from services.dreaming.prompt import MemoryFile, build_prompt
 from services.dreaming.scheduler import new_run_id
@@ -267,6 +268,7 @@ def _finish(agent: AgentConfig, report: RunReport, deps: Deps) -> RunReport:
     log.info("dream_run", agent=agent.id, run=report.run_id, mode=report.mode, trigger=report.trigger,
              status=report.status, reason=report.reason or None,
              applied=sum(1 for r in report.ops if r.status == "applied"), ops=len(report.ops))
+    observe_run(report)
     return report
 
 

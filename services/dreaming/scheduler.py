@@ -42,6 +42,7 @@ from typing import Protocol, TypeVar
 import structlog
 
 from gateway.config import DreamingSettings
+from services.dreaming.metrics import observe_outcome
 from services.dreaming.model import SCHEDULE, RunReport
 from services.dreaming.schedule import InvalidTimezone, next_slot, night_of, slot
 from services.dreaming.state import INTERRUPTED, RUNNING, Busy, RunLock, RunSummary, StateStore
@@ -367,6 +368,7 @@ class Scheduler:
             await _in_thread(run.claim_night, night, skipped)
             self._mark_done(agent_id, run.state.last_night)
             log.info("dreaming_skipped", agent=agent_id, night=night.isoformat(), reason=ready.reason)
+            observe_outcome("skipped")
             return
         claimed = await _in_thread(run.claim_night, night, started)
         self._mark_done(agent_id, run.state.last_night)
@@ -388,6 +390,7 @@ class Scheduler:
             raise
         except Exception as exc:  # the pipeline's bug: recorded as failed; the night stays claimed
             log.exception("dreaming_run_failed", agent=run.agent_id, night=started.night, run_id=started.run_id)
+            observe_outcome("failed")
             summary = replace(started, status="failed", reason=f"the run raised {type(exc).__name__}",
                               finished_at=self._clock.now().isoformat())
         await _in_thread(run.record_run, summary)

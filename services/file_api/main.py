@@ -30,4 +30,8 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
     async def background(stop: asyncio.Event) -> None:
         await live.follow(stop)
 
-    await serve("file_api", live.current.grpc.bind_address("file_api"), register, background=background, instance=instance)
+    config = live.current
+    await serve(
+        "file_api", config.grpc.bind_address("file_api"), register, background=background, instance=instance,
+        metrics=config.metrics.address("file_api"),
+    )

@@ -54,6 +54,7 @@ from gateway.errors import FailedPrecondition
 from services.kb import excerpt, indexer, lifecycle_rows, recall_probe, retrieval_log, schema
 from services.kb.arguments import CORPORA, MAX_NAMED_SOURCES, check_corpus, check_query, check_sources
 from services.kb.freshness import index_matches_file, plain_source
+from services.kb.metrics import observe_refresh
 from services.kb.threads import until_done
 from services.kb.search import SearchResult, is_stale, search, tune_reader
 
@@ -215,6 +216,7 @@ class Archives:
                 report, targeted = await self._run(state, paths)
             except Exception as exc:  # report to every waiter; the next event or refresh may succeed
                 log.exception("kb_refresh_failed", agent=state.agent.id)
+                observe_refresh("failed", None)
                 state.dirty = True
                 state.rescan = True
                 if not future.done():
@@ -229,6 +231,7 @@ class Archives:
             state.recheck.clear()
             if state.dirty:  # a change landed while this run read the files: one more run
                 self._index_soon(state)
+            observe_refresh("targeted" if targeted else "walk", report.seconds)
             log.info(
                 "kb_refreshed", agent=state.agent.id, mode="targeted" if targeted else "walk",
                 generation=report.generation, indexed=report.indexed,

@@ -13,6 +13,7 @@ from gateway.live_config import ConfigChange, LiveConfig
 from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb.archives import Archives
+from services.kb.metrics import register_index_sizes
 from services.kb.freshness import Root, SourceWatch, archive_folder, archive_source, vault_source
 from services.kb.servicer import Knowledge
 from services.kb.vault_index import REPORTS_DIR
@@ -64,6 +65,7 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
 
     plan_roots()
     live.subscribe(on_config)
+    register_index_sizes(lambda: live.current.agents)
 
     def register(server: grpc.aio.Server) -> list[str]:
         kb_pb2_grpc.add_KnowledgeServicer_to_server(Knowledge(archives, vaults, lambda: live.auth), server)
@@ -77,4 +79,7 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
             vaults.close()
             archives.close()
 
-    await serve("kb", config.grpc.bind_address("kb"), register, background=background, instance=instance)
+    await serve(
+        "kb", config.grpc.bind_address("kb"), register, background=background, instance=instance,
+        metrics=config.metrics.address("kb"),
+    )

@@ -13,6 +13,7 @@ for it, and a failure there is logged, never turned into an error of the read.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
@@ -25,6 +26,7 @@ from gateway.rpc import authorize_call, unary
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
 from services.kb.archives import Archives, check_corpus, check_query, check_sources
+from services.kb.metrics import observe_search
 from services.kb.lifecycle_rows import MAX_HASHES, MAX_UPDATES, EntryRow, Lifecycle, Update, check_hashes
 from services.kb.recall_probe import MAX_PROBES
 from services.kb.retrieval_log import Retrieved
@@ -118,6 +120,7 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     async def Search(self, request: kb_pb2.SearchRequest, context: grpc.aio.ServicerContext) -> kb_pb2.SearchResponse:  # noqa: N802
         self._check(context, request.agent_id)
         corpus = check_corpus(request.corpus)
+        start = time.perf_counter()
         agent, query, limit, refresh = request.agent_id, check_query(request.query), request.limit, request.refresh
         shared_hits: list[SearchHit] = []
         if corpus == "memory":
@@ -140,6 +143,7 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
         for store, retrieved in ((self._archives, memory_hits), (self._vaults, shared_hits)):
             if retrieved and _recording_allowed(context):
                 _record_later(store, request.agent_id, retrieved, "search")
+        observe_search(corpus, time.perf_counter() - start)
         return pb.SearchResponse(hits=hits, generation=result.generation, stale=result.stale, refreshed=refreshed)
 
     @unary

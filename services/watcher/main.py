@@ -8,11 +8,13 @@ from pathlib import Path
 
 import grpc
 import structlog
+from prometheus_client import Gauge
 
 from gateway.config import AgentConfig, Config
 from gateway.grpc_server import serve
 from gateway.home import read_internal_token
 from gateway.live_config import ConfigChange, LiveConfig
+from gateway.metrics import REGISTRY
 from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import watcher_pb2, watcher_pb2_grpc
 from services.watcher.directive_hub import DirectiveHub
@@ -23,6 +25,8 @@ from services.watcher.sessions import SessionRegistry
 from services.watcher.watch import Roots, WorkspaceWatch
 
 log = structlog.get_logger()
+
+LIVE_SESSIONS = Gauge("gateway_watcher_live_sessions", "Sessions registered and not ended, every agent.", registry=REGISTRY)
 
 
 def wall_clock_ms() -> int:
@@ -73,6 +77,7 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
     await asyncio.to_thread(sweep_at_start, temp_folders(config))  # before SERVING: no temp file a crash left
     workspaces = Workspaces(live)
     registry = SessionRegistry(clock=wall_clock_ms)
+    LIVE_SESSIONS.set_function(registry.count)
     hub = DirectiveHub()
     recomposer = Recomposer(workspaces.agents, registry, hub.publish)
     kb = KbRefresher(config.grpc.address("kb"), read_internal_token(config.home))
@@ -101,4 +106,7 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
         watcher_pb2_grpc.add_SessionsServicer_to_server(servicer, server)
         return [watcher_pb2.DESCRIPTOR.services_by_name["Sessions"].full_name]
 
-    await serve("watcher", config.grpc.bind_address("watcher"), register, background=background, instance=instance)
+    await serve(
+        "watcher", config.grpc.bind_address("watcher"), register, background=background, instance=instance,
+        metrics=config.metrics.address("watcher"),
+    )

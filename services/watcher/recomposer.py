@@ -17,13 +17,25 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import structlog
+from prometheus_client import Counter, Histogram
 
 from gateway.config import AgentConfig
+from gateway.metrics import REGISTRY
 from services.watcher.compose import compose, write_if_changed
 from services.watcher.restart_policy import ChangeClass, classify
 from services.watcher.sessions import Directive, SessionRegistry
 
 log = structlog.get_logger()
+
+RECOMPOSITIONS = Counter(
+    "gateway_watcher_recompositions_total",
+    "Compositions of an agent's CLAUDE.md: written (its bytes changed), unchanged, or failed.",
+    ("outcome",), registry=REGISTRY,
+)
+COMPOSE_SECONDS = Histogram(
+    "gateway_watcher_compose_duration_seconds", "Time one composition took (compose and write).", registry=REGISTRY
+)
+_OUTCOMES = {outcome: RECOMPOSITIONS.labels(outcome) for outcome in ("written", "unchanged", "failed")}
 
 
 @dataclass(frozen=True)
@@ -104,7 +116,10 @@ class Recomposer:
             written, problems = compose_agent(agent)
         except OSError as exc:
             log.error("compose_failed", agent=agent.id, error=str(exc))
+            _OUTCOMES["failed"].inc()
             return None
+        COMPOSE_SECONDS.observe(time.perf_counter() - start)
+        _OUTCOMES["written" if written else "unchanged"].inc()
         changed = tuple(sorted(files))
         if written:
             self._generations[agent.id] = self._generations.get(agent.id, 0) + 1

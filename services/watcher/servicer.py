@@ -12,6 +12,7 @@ import structlog
 from gateway.auth import Authenticator
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidArgument
+from gateway.metrics import observe_rpc
 from gateway.rpc import authorize_call, caller_label, unary
 from gateway.v1 import watcher_pb2, watcher_pb2_grpc
 from services.watcher.compose import compose
@@ -126,6 +127,7 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
         try:
             self._check(context, request.agent_id, write=False)
         except GatewayError as exc:
+            observe_rpc("WatchDirectives", exc.code, time.perf_counter() - start)
             log.info("rpc", method="WatchDirectives", agent=request.agent_id, key=caller_label(), code=exc.code, ms=0.0)
             await context.abort(grpc.StatusCode[exc.code], exc.message)
         key = caller_label()  # read now: the generator's finally may run in another context
@@ -144,5 +146,6 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
             raise
         finally:
             self._hub.unsubscribe(request.agent_id, queue)
+            observe_rpc("WatchDirectives", code, time.perf_counter() - start)
             log.info("rpc", method="WatchDirectives", agent=request.agent_id, key=key, code=code,
                      ms=round((time.perf_counter() - start) * 1000, 3))

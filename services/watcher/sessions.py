@@ -114,6 +114,11 @@ class SessionRegistry:
             self._touch(agent_id)
         return ended
 
+    def count(self) -> int:
+        """Live sessions of every agent (the metrics gauge reads it from the scrape's thread:
+        ``tuple`` copies the values in one step, so a register meanwhile cannot break it)."""
+        return sum(len(sessions) for sessions in tuple(self._sessions.values()))
+
     def live(self, agent_id: str) -> list[SessionRecord]:
         """Live sessions of the agent, oldest first."""
         return sorted(self._sessions.get(agent_id, {}).values(), key=lambda r: (r.started_at_ms, r.session_id))

@@ -82,7 +82,19 @@ def grpc_serving(address: str) -> bool:
     return reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
+METRICS_KEYS = ("fileApi", "watcher", "kb", "dreaming", "http")
+
+
 def suite_config(ports: dict[str, int], http_port: int, agents: list[dict[str, Any]] | None = None, **gateway_extra: Any) -> dict[str, Any]:
+    """A config.json for a suite on these ports. Its metrics ports are free ones too (suites run
+    side by side, so the defaults would collide); ``metrics=...`` in ``gateway_extra`` replaces them."""
+    taken = {*ports.values(), http_port}
+    metrics_ports: list[int] = []
+    while len(metrics_ports) < len(METRICS_KEYS):
+        port = free_port()
+        if port not in taken:
+            taken.add(port)
+            metrics_ports.append(port)
     config: dict[str, Any] = {
         "configVersion": "1.0.26",
         "gateway": {
@@ -107,6 +119,7 @@ def suite_config(ports: dict[str, int], http_port: int, agents: list[dict[str, A
     # Scheduled dreaming off unless a test turns it on: a test run inside the nightly catch-up
     # window would otherwise see each suite's first start dream (and write .dreaming/).
     config["gateway"]["dreaming"] = {"enabled": False}
+    config["gateway"]["metrics"] = {"host": "127.0.0.1", **dict(zip(METRICS_KEYS, metrics_ports, strict=True))}
     config["gateway"].update(gateway_extra)
     return config
 
@@ -127,6 +140,11 @@ class Suite:
     def address(self, service: str) -> str:
         key = {"file_api": "fileApi"}.get(service, service)
         return f"127.0.0.1:{self.ports[key]}"
+
+    def metrics_url(self, name: str) -> str:
+        """Where process ``name`` (``file_api``… ``http``) serves its Prometheus metrics."""
+        metrics = json.loads((self.home / "config.json").read_text())["gateway"]["metrics"]
+        return f"http://127.0.0.1:{metrics[{'file_api': 'fileApi'}.get(name, name)]}/metrics"
 
     def log_path(self, name: str) -> Path:
         return self.home / f"{name}.log"

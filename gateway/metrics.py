@@ -1,0 +1,72 @@
+"""Prometheus metrics: the process's registry, its HTTP endpoint and the per-RPC histogram.
+
+Each process has one registry of its own (``REGISTRY``), not prometheus_client's
+default one: every name it exposes starts with ``gateway_`` and nothing else
+(a test in-process can read exactly what a scrape would). A process serves it at
+``http://HOST:PORT/metrics`` on the port ``gateway.metrics`` gives it; the shim
+also answers ``GET /metrics`` on its API port. The metrics of one service are
+declared beside the code that observes them, registered here.
+
+Labels never carry a key, a path or free text: methods and routes come from the
+protos, codes from gRPC's fixed set, agent ids from config.json, reasons from
+closed sets (``closed_label``). A label value outside its set becomes ``other``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, disable_created_metrics, generate_latest, start_http_server
+
+from gateway.grpc_server import BindError
+from gateway.ports import listen_problem
+
+disable_created_metrics()  # the *_created series double a scrape and say nothing an operator alerts on
+REGISTRY = CollectorRegistry(auto_describe=True)
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+RPC_DURATION = Histogram(
+    "gateway_rpc_duration_seconds",
+    "Time a gRPC method took on the server, by method and status code.",
+    ("method", "code"),
+    registry=REGISTRY,
+)
+
+# One labelled child per (method, code), looked up in a dict: ``.labels()`` builds and checks
+# the label tuple on every call, and this sits on every request's path.
+_rpc_children: dict[tuple[str, str], Histogram] = {}
+
+
+def observe_rpc(method: str, code: str, seconds: float) -> None:
+    """Count one RPC of ``method`` that ended with ``code`` after ``seconds`` on the server."""
+    child = _rpc_children.get((method, code))
+    if child is None:
+        child = _rpc_children[(method, code)] = RPC_DURATION.labels(method, code)
+    child.observe(seconds)
+
+
+def closed_label(value: str, allowed: Iterable[str]) -> str:
+    """``value`` when it is one of ``allowed``, else ``other`` (a label's set stays closed)."""
+    return value if value in allowed else "other"
+
+
+def exposition() -> bytes:
+    """The registry in Prometheus' text format (what ``/metrics`` answers)."""
+    return generate_latest(REGISTRY)
+
+
+def serve_metrics(process: str, address: tuple[str, int] | None) -> str | None:
+    """Serve ``REGISTRY`` on ``address`` in a daemon thread; ``host:port`` it listens on, or
+    None when ``address`` is None (metrics off). An operator who set a port expects it to
+    work, so a port that cannot be bound stops the process: raises BindError with one line."""
+    if address is None:
+        return None
+    host, port = address
+    problem = listen_problem(host, port)
+    if problem:
+        raise BindError(f"{process} metrics (gateway.metrics): {problem}")
+    try:
+        server, _ = start_http_server(port, addr=host, registry=REGISTRY)
+    except OSError as exc:
+        raise BindError(f"{process} metrics (gateway.metrics): cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return f"{host}:{server.server_address[1]}"

@@ -1,0 +1,71 @@
+"""The KB's Prometheus metrics (gateway.metrics has the registry and the endpoint).
+
+Refreshes are counted by the mode the ``kb_refreshed`` log line names (``targeted``: only
+the sources named or reported by the watch; ``walk``: the whole tree), or ``failed``.
+The index size is read at scrape time from each configured agent's kb.sqlite (and its
+WAL), so the ``agent`` label only ever holds ids from config.json.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client import Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from gateway.config import AgentConfig
+from gateway.metrics import REGISTRY
+from services.kb.arguments import CORPORA
+
+REFRESH_MODES = ("targeted", "walk", "failed")
+
+REFRESHES = Counter("gateway_kb_refreshes_total", "Refreshes of an agent's index, by mode.", ("mode",), registry=REGISTRY)
+REFRESH_SECONDS = Histogram(
+    "gateway_kb_refresh_duration_seconds", "Time one refresh of an agent's index took, by mode.", ("mode",), registry=REGISTRY
+)
+SEARCH_SECONDS = Histogram(
+    "gateway_kb_search_duration_seconds", "Time an answered Search took, by corpus.", ("corpus",), registry=REGISTRY
+)
+_refreshes = {mode: REFRESHES.labels(mode) for mode in REFRESH_MODES}
+_refresh_seconds = {mode: REFRESH_SECONDS.labels(mode) for mode in REFRESH_MODES[:2]}
+_search_seconds = {corpus: SEARCH_SECONDS.labels(corpus) for corpus in CORPORA}
+
+
+def observe_refresh(mode: str, seconds: float | None) -> None:
+    """One refresh in ``mode`` (``targeted``/``walk``) that took ``seconds``; ``failed`` has no time."""
+    _refreshes[mode].inc()
+    if seconds is not None and mode in _refresh_seconds:
+        _refresh_seconds[mode].observe(seconds)
+
+
+def observe_search(corpus: str, seconds: float) -> None:
+    """One answered Search of ``corpus`` (memory, shared or all; checked before it ran)."""
+    _search_seconds[corpus].observe(seconds)
+
+
+class IndexSizes(Collector):
+    """``gateway_kb_index_bytes{agent}``: bytes of each configured agent's kb.sqlite and WAL."""
+
+    def __init__(self, agents: Callable[[], Iterable[AgentConfig]]) -> None:
+        self._agents = agents
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("gateway_kb_index_bytes", "Bytes on disk of an agent's kb.sqlite (with its WAL).", labels=("agent",))
+        for agent in self._agents():
+            size = 0
+            for path in (agent.kb_path, agent.kb_path.with_name(agent.kb_path.name + "-wal")):
+                try:
+                    size += path.stat().st_size
+                except OSError:  # not created yet, or the WAL checkpointed away
+                    pass
+            family.add_metric((agent.id,), size)
+        yield family
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily("gateway_kb_index_bytes", "Bytes on disk of an agent's kb.sqlite (with its WAL).", labels=("agent",))
+
+
+def register_index_sizes(agents: Callable[[], Iterable[AgentConfig]]) -> None:
+    """Expose the index sizes of ``agents()`` (the live config's agents) at every scrape."""
+    REGISTRY.register(IndexSizes(agents))
