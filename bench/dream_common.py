@@ -238,6 +238,7 @@ def write_home(home: Path, agents: list[dict[str, Any]], *, memory: dict[str, An
     ports = dict(zip(names, ka.free_ports(len(names)), strict=True))
     gateway: dict[str, Any] = {
         "grpc": {"host": "127.0.0.1", **{k: ports[k] for k in names[:4]}},
+        "metrics": {"enabled": False},  # not the default ports: another run may hold them
         "api": {"host": "127.0.0.1", "port": ports["api"], "keys": [{"key": ka.KEY, "agents": "*", "write": True, "name": "bench"}]},
     }  # fmt: skip
     if memory:

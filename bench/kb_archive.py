@@ -714,6 +714,7 @@ def write_home(home: Path, kb_port: int) -> None:
         "configVersion": CURRENT_VERSION,
         "gateway": {
             "grpc": {"host": "127.0.0.1", "fileApi": ports[0], "watcher": ports[1], "kb": kb_port, "dreaming": ports[2]},
+            "metrics": {"enabled": False},  # not the default ports: another run may hold them
             "api": {"host": "127.0.0.1", "port": ports[3], "keys": [{"key": KEY, "agents": [AGENT], "write": False, "name": "bench"}]},
         },
         "agents": [{"id": AGENT, "workspace": f"agents/{AGENT}/workspace", "transcriptsDir": f"agents/{AGENT}/sessions"}],

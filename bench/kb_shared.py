@@ -341,6 +341,7 @@ def write_home(home: Path, kb_port: int) -> None:
         "configVersion": CURRENT_VERSION,
         "gateway": {
             "grpc": {"host": "127.0.0.1", "fileApi": ports[0], "watcher": ports[1], "kb": kb_port, "dreaming": ports[2]},
+            "metrics": {"enabled": False},  # not the default ports: another run may hold them
             "api": {"host": "127.0.0.1", "port": ports[3], "keys": [{"key": ka.KEY, "agents": [AGENT], "write": True, "name": "bench"}]},
             "knowledge": {"shared": {"enabled": True, "project": PROJECT, "graph": False}},
         },

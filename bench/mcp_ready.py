@@ -102,6 +102,7 @@ def write_home(home: Path, ports: list[int], notes: int, rng: random.Random) -> 
         "configVersion": CURRENT_VERSION,
         "gateway": {
             "grpc": {"host": "127.0.0.1", "fileApi": file_api, "watcher": watcher, "kb": kb, "dreaming": dreaming},
+            "metrics": {"enabled": False},  # not the default ports: another run may hold them
             "api": {"host": "127.0.0.1", "port": http,
                     "keys": [{"key": KEY, "agents": [AGENT], "write": False, "name": "bench"}]},
             "dreaming": {"enabled": False},

@@ -182,8 +182,12 @@ class Ports:
     bare_shim: int
 
 
-def write_home(home: Path, ports: Ports, content: str) -> Path:
-    """config.json, internal token, workspace with MEMORY.md; the workspace path."""
+def write_home(home: Path, ports: Ports, content: str, metrics: dict[str, int] | None = None) -> Path:
+    """config.json, internal token, workspace with MEMORY.md; the workspace path.
+
+    ``metrics``: the ``gateway.metrics`` ports (free ones: the defaults may be held by another
+    run); None writes no block (an old tree's code may not know it).
+    """
     from gateway.config import load_config
     from gateway.config_migrations import CURRENT_VERSION
     from gateway.home import ensure_home
@@ -208,6 +212,8 @@ def write_home(home: Path, ports: Ports, content: str) -> Path:
             {"id": AGENT, "workspace": f"agents/{AGENT}/workspace", "transcriptsDir": f"agents/{AGENT}/sessions"}
         ],
     }
+    if metrics is not None:
+        config["gateway"]["metrics"] = metrics  # type: ignore[index]
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     if ensure_home(home) is not None:  # pragma: no cover - config.json was written first
@@ -717,12 +723,13 @@ def main(argv: list[str] | None = None) -> int:
     children = Children(tmp)
     results: list[Result] = []
     try:
-        all_ports = free_ports(14)
+        all_ports = free_ports(19)
         ports = Ports(*all_ports[:8])
-        workspace = write_home(home, ports, content)
+        metrics = dict(zip(("fileApi", "watcher", "kb", "dreaming", "http"), all_ports[14:], strict=True))
+        workspace = write_home(home, ports, content, metrics)  # metrics on, as deployed
         old_home = home / "old-tree-home"
         if args.old_tree is not None:
-            old_ports = Ports(*all_ports[8:], 0, 0)
+            old_ports = Ports(*all_ports[8:14], 0, 0)
             write_home(old_home, old_ports, content)
         put_body = json.dumps({"content": content}).encode()
         body_path = tmp / "put-body.json"

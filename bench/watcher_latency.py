@@ -167,6 +167,7 @@ def write_home(home: Path, agent_ids: list[str]) -> list[Path]:
         "configVersion": CURRENT_VERSION,
         "gateway": {
             "grpc": {"host": "127.0.0.1", "fileApi": file_api, "watcher": watcher, "kb": kb, "dreaming": dreaming},
+            "metrics": {"enabled": False},  # not the default ports: another run may hold them
             "api": {"host": "127.0.0.1", "port": http, "keys": []},
         },
         "agents": [{"id": a} for a in agent_ids],

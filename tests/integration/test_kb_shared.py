@@ -276,7 +276,8 @@ def test_two_kb_processes_writing_one_vault_lose_nothing(ssuite: Suite, tmp_path
     config = {
         "gateway": {"grpc": {"host": "127.0.0.1", **ports},
                     "api": {"keys": [{"key": ADMIN_KEY, "agents": "*", "write": True}]},
-                    "knowledge": {"shared": {"root": str(ssuite.home / "shared" / "kb")}}},
+                    "knowledge": {"shared": {"root": str(ssuite.home / "shared" / "kb")}},
+                    "metrics": {"enabled": False}},
         "agents": [{"id": "zed"}],
     }
     (other / "config.json").write_text(json.dumps(config))

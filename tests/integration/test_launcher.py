@@ -233,6 +233,9 @@ def test_serve_logs_where_the_unconfirmed_admin_key_is(tmp_path: Path) -> None:
     init = subprocess.run([sys.executable, "-m", "gateway.cli", "init", "--home", str(home)],
                           capture_output=True, text=True, timeout=60)
     assert init.returncode == 0, init.stderr
+    config = json.loads((home / "config.json").read_text())
+    config["gateway"]["metrics"] = {"fileApi": free_port()}  # not the default port: other runs may hold it
+    (home / "config.json").write_text(json.dumps(config))
 
     def first_events() -> list[dict[str, object]]:
         proc = subprocess.Popen(
