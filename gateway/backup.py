@@ -55,6 +55,9 @@ SQLITE_SIDE_FILES: Final = ("-wal", "-shm", "-journal")
 BUSY_TIMEOUT_MS: Final = 10_000
 _BUSY_ATTEMPTS: Final = 5
 _CHUNK: Final = 1 << 20
+# Home folders that hold no data: the KB's file-watch barrier markers (services/kb/main.py SYNC_DIR),
+# made and removed as it runs.
+TRANSIENT_DIRS: Final = (".kb-sync",)
 
 
 class BackupError(CommandError):
@@ -296,7 +299,7 @@ def _copy_trees(found: list[Tree], home: Path, staging: Path, now: Callable[[], 
     summary = Summary()
     files: list[dict[str, Any]] = []
     databases: list[dict[str, Any]] = []
-    prune = [t.path for t in found] + [staging]
+    prune = [t.path for t in found] + [staging] + [home / name for name in TRANSIENT_DIRS]
     for tree in found:
         others = [p for p in prune if p != tree.path]
         for rel, path in walk(tree, home, others, summary):

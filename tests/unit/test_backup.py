@@ -48,6 +48,7 @@ def home(tmp_path: Path) -> Path:
     write(ws / "memory" / "2026-12-01.md", "- a note\n")
     write(ws / ".dreaming" / "dreaming.json", "{}\n")
     write(ws / ".MEMORY.md.0123456789.gwtmp", "half a write")
+    write(home / ".kb-sync" / "marker", "")
     write(home / "agents" / "alfred" / "sessions" / "s1.jsonl", '{"role": "user"}\n')
     write(home / "shared" / "kb" / "global" / "notes" / "topic.md", "shared note\n")
     write(tmp_path / "elsewhere" / "bob" / "IDENTITY.md", "I am bob\n")
@@ -88,7 +89,8 @@ def test_backup_copies_data_skips_the_rest_and_restores_it_all(home: Path, tmp_p
     (tmp_path / "elsewhere" / "bob").rmdir()
     restore_backup(tmp_path / "bk", tmp_path / "new")
     restored = files_of(tmp_path / "new")
-    expected = {k: v for k, v in original.items() if not k.endswith((".gwtmp", "-wal", "-shm")) and k != "admin-key.txt"}
+    expected = {k: v for k, v in original.items()
+                if not k.endswith((".gwtmp", "-wal", "-shm")) and k not in ("admin-key.txt", ".kb-sync/marker")}
     assert set(restored) == set(expected)
     assert {k: v for k, v in restored.items() if not k.endswith("kb.sqlite")} == {
         k: v for k, v in expected.items() if not k.endswith("kb.sqlite")}
@@ -163,3 +165,16 @@ def test_a_failed_backup_leaves_nothing_that_looks_whole(home: Path, tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "home"]  # no bk, no partial copy
     with pytest.raises(BackupError, match="is not a backup"):
         restore_backup(tmp_path / "bk", tmp_path / "new")
+
+
+def test_every_command_of_the_operations_guide_parses() -> None:
+    """The sample sessions of docs/operations.md use real subcommands and flags (a rename fails here)."""
+    import shlex
+
+    from gateway.cli import _parser
+
+    guide = (Path(__file__).parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
+    lines = [line.removeprefix("$ ") for line in guide.splitlines() if line.startswith("$ gateway ")]
+    assert len(lines) >= 10
+    for line in lines:
+        _parser().parse_args(shlex.split(line)[1:])  # SystemExit(2) on an unknown command or flag
