@@ -312,8 +312,9 @@ def _copy_trees(found: list[Tree], home: Path, staging: Path, now: Callable[[], 
                         _copy_database(path, out)
                         version = check_database(out)
                     except apsw.Error as exc:
-                        if not path.exists():
-                            continue  # removed by its owner meanwhile (a pruned vault): as for any file
+                        if not path.exists():  # removed by its owner meanwhile (a pruned vault): as for any file
+                            out.unlink(missing_ok=True)
+                            continue
                         raise BackupError(f"{path} cannot be copied as a SQLite database ({exc}); no backup was written") from None
                     except BackupError as exc:
                         raise BackupError(f"the copy of {path} {exc}; no backup was written") from None
