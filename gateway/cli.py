@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway import admin_cli, dream_cli, health_cli, init_cli, migrate_cli
+from gateway import admin_cli, backup_cli, dream_cli, health_cli, init_cli, migrate_cli
 from gateway.errors import CommandError, ConfigError, ConfigNotFound, InvalidEdit
 from gateway.home import admin_key_notice, ensure_home, not_initialised, resolve_home, tighten_config_mode
 
@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("--home", help="gateway home")
 
     admin_cli.add_parsers(sub)
+    backup_cli.add_parsers(sub)
 
     config = sub.add_parser("config", help="inspect or upgrade config.json")
     config_sub = config.add_subparsers(dest="action", required=True)
@@ -194,6 +195,8 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         return run_mcp(_config(home, dict(os.environ)), args.agent, dict(os.environ))
     if args.command in ("keys", "agents"):
         return admin_cli.run(args, home)
+    if args.command in ("backup", "restore"):
+        return backup_cli.run(args, home)
     if args.command == "migrate-memory":
         return migrate_cli.run(args, home)
     if args.command == "dream":
