@@ -15,9 +15,10 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 
 WORKDIR /src
 # Only what the wheel is built from: pyproject.toml (metadata, pins, package list),
-# README.md (the package's readme) and the Python packages. Editing tests, docs or
+# README.md (the package's readme), constraints.txt (the tested versions) and the
+# Python packages. Editing tests, docs or
 # benchmarks does not invalidate the layers below.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY gateway ./gateway
 COPY gateway_http ./gateway_http
 COPY gateway_mcp ./gateway_mcp
@@ -27,10 +28,11 @@ COPY services ./services
 #    build-system requirement, into a throwaway build environment).
 # 2. Create /opt/gateway as a virtualenv without pip of its own.
 # 3. Install the wheel into it with the image's pip (--python targets the venv):
-#    the runtime dependencies at the versions pyproject.toml pins, no test extras.
+#    the runtime dependencies only (no test extras), every one of them, direct or
+#    not, at the version constraints.txt gives (what the test suite ran with).
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
     && python -m venv --without-pip /opt/gateway \
-    && python -m pip --python /opt/gateway/bin/python install /wheels/*.whl
+    && python -m pip --python /opt/gateway/bin/python install -c constraints.txt /wheels/*.whl
 
 # ---- final stage -------------------------------------------------------------
 FROM python:3.11-slim

@@ -10,10 +10,11 @@ GATEWAY_HOME_DIR ?= ./var/gateway
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstall whenever pyproject.toml changes; the stamp records the last install.
-$(STAMP): pyproject.toml | $(PY)
+# Reinstall whenever pyproject.toml or constraints.txt changes; the stamp records the last install.
+# constraints.txt holds every package at the version the suite was tested with.
+$(STAMP): pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 install: $(STAMP)
