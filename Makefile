@@ -14,7 +14,7 @@ $(PY):
 # constraints.txt holds every package at the version the suite was tested with.
 $(STAMP): pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
 	touch $(STAMP)
 
 install: $(STAMP)
