@@ -98,7 +98,7 @@ from services.kb.indexer_bulk import (
     write_lifecycle,
 )
 from services.kb.indexer_parse import parse_source, read_source
-from services.kb.schema import create_fts, ensure_lifecycle, generation, get_meta, path_id, set_meta
+from services.kb.schema import create_fts, ensure_lifecycle, generation, get_meta, path_id, set_meta, short_digests
 from services.kb.sources import ARCHIVE_PROFILE, FileStat, Scan, SourceProfile, stat_source
 
 __all__ = ["BULK_FILES", "RACY_WINDOW_NS", "RefreshReport", "read_source", "refresh", "reindex_paths"]
@@ -433,7 +433,7 @@ def _index_source(
             "provenance = ?, generation = ? WHERE id = ?",
             (*values, source_id),
         )
-    conn.execute(INSERT_ENTRIES, (source_id, parsed.entry_lines, parsed.entry_hashes))
+    conn.execute(INSERT_ENTRIES, (source_id, parsed.entry_lines, short_digests(parsed.entry_hashes)))
     first_id = next_id(conn, "kb_chunk_rows")
     rows = [
         (first_id + n, source_id, start, end, text, provenance, importance, dominant, cjk, carried)
