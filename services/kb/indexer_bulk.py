@@ -187,7 +187,6 @@ class _Writer:
         self.next_chunk = next_id(conn, "kb_chunk_rows")
         self.indexed = self.skipped = 0
         self.errors: list[str] = []
-        self.touched: list[int] = []  # unchanged sources (their stored content hash): their rows are stored ones
         self.fresh: list[tuple[bytes, str, int]] = []  # (digests, path, mtime_ns) of the sources indexed
 
     def result(self) -> BulkResult:
@@ -199,9 +198,10 @@ class _Writer:
         over a table larger than the page cache, several times slower). ``runs`` hold them
         (each worker's ``indexer_parse.lifecycle_json``), sorted here by hash and then path.
         Without them they come from the digests the writer kept (``fresh``), sorted the same
-        way. Either way the first path in sorted order wins an entry held twice. The rows of
-        unchanged sources were written when they were indexed: ``write_lifecycle`` over their
-        stored entries (whose prefixes name those rows) only makes sure of it."""
+        way. Either way the first path in sorted order wins an entry held twice. Unchanged
+        sources (their stored content hash) need none: their rows were written with their
+        entries, and a lifecycle table made anew has every source read again
+        (``schema.ensure_lifecycle``)."""
         if runs:
             # jsonb_each over jsonb(): its elements are read without parsing their text again
             # (about a third cheaper than json_each for 380,000 rows).
@@ -226,10 +226,6 @@ class _Writer:
                 "VALUES (?, (SELECT id FROM kb_paths WHERE path = ?), ?)",
                 rows,
             )
-        if self.touched:
-            self.touched.sort()
-            write_lifecycle(self.conn, self.now, self.touched)
-        self.touched.clear()
         self.fresh.clear()
 
     def write_rows(self, batch: list[Outcome], offset: int = 0) -> list[tuple[int, str]]:
@@ -241,7 +237,6 @@ class _Writer:
         rehashed: list[tuple[int, int, int, int]] = []
         entries: list[tuple[int, str, bytes]] = []
         chunks: list[tuple[int, int, int, int, str, str, int, str | None, int, int]] = []
-        touched = self.touched
         for outcome in batch:
             rel, st, old = self.to_read[offset + outcome.position]
             if isinstance(outcome, Unreadable):
@@ -249,7 +244,6 @@ class _Writer:
             elif isinstance(outcome, Unchanged):
                 assert old is not None
                 rehashed.append((st.size, st.mtime_ns, now, old.id))
-                touched.append(old.id)
                 self.skipped += 1
             else:
                 assert isinstance(outcome, Indexed)
