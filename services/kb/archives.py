@@ -298,11 +298,9 @@ class Archives:
         return total, True
 
     async def _walk_due(self, state: _State) -> list[str]:
-        """The plain sources a walk would read now, when the open writer can reindex them in
-        batches first (``_run``); [] when the walk must run whole (no writer yet, settings
-        to reconcile, a backfill due). After an event burst that is most of the burst: one
-        walk over 5,000 new files in one transaction held the writer, and the GIL for its
-        Python parts, for a second, and searches waited on it."""
+        """The plain sources a walk would read now, for ``_run`` to batch; [] when the walk must run
+        whole (no writer yet, settings to reconcile, a backfill due). One walk over a burst's 5,000
+        files in one transaction held the writer, and the GIL, for a second: searches waited."""
         agent = state.agent
         if state.writer is None or state.reopen or not agent.knowledge.archive.enabled:
             return []
