@@ -21,9 +21,16 @@ Tables (SPEC.md "Knowledge archive" and "Archive staleness GC"):
   tables' content too); writes go to ``kb_chunk_rows``.
 - ``kb_source_entries`` (child of a source): one row per source holding all its
   entries in line order, packed in two columns: ``lines``, a flat JSON array of
-  ``start_line, end_line, importance`` per entry, and ``hashes``, the entries'
-  SHA-256 digests as 32 raw bytes each, in the same order (entry ``k`` is
-  ``lines[3k..3k+2]`` and ``hashes[32k..32k+31]``). It lets a refresh write
+  ``start_line, end_line, importance`` per entry, and ``hashes``, the first
+  ``PREFIX_BYTES`` (8) bytes of each entry's SHA-256 digest, in the same order
+  (entry ``k`` is ``lines[3k..3k+2]`` and ``hashes[8k..8k+7]``). The prefix names
+  the entry's ``kb_lifecycle`` row, which holds the whole digest (``RESOLVE_SQL``,
+  ``resolve_prefixes``): every write of a source's entries writes their rows in the
+  same transaction, and rows are never deleted. Until version 6 the whole digests
+  were stored here too (11 MB of the 50 MB benchmark corpus). A prefix that names
+  several rows (two digests agreeing in 64 bits: not seen by chance, but text can be
+  crafted to) resolves to nothing: the entry is left out of listings and of a hit's
+  entry choice rather than given another entry's hash. It lets a refresh write
   lifecycle rows for skipped files without reading them, and a search find the
   entries a hit overlaps. One row per source rather than one per entry: a full
   index of 10,000 files writes 10,000 rows instead of 380,000 (a fifth of its
