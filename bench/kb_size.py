@@ -16,9 +16,14 @@ dir; the old layout, built by its own code). Each then
 - runs every query through ``search.search`` (limit 6, ``check_stale=False``) on a
   read-only connection tuned as the service's (``search.tune_reader``), after 50
   warm-up queries, and records each hit as a reply shows it: path, lines, snippet,
-  score rounded to 4 decimals, provenance, importance, entry hash. The queries
-  then run a second time; a query's time is the faster of its two (p50 shown,
-  informational: the two children run one after the other on a shared machine).
+  score rounded to 4 decimals, provenance, importance, entry hash.
+
+Search timing is taken interleaved, so the machine's noise falls on both layouts
+alike: once both children have built and answered, they wait, and the parent has
+them run the queries in blocks of ``BLOCK`` by turns (before, after; then after,
+before on the next block), ``PASSES`` times over; a query's time is its fastest
+of those passes (p50 shown, and the median of the per-query ratios). The full
+index times are informational: the two builds run one after the other.
 
 The parent compares the two result lists query by query (they must be identical)
 and prints a markdown table (also ``bench/results/kb_size.md``, git-ignored).
@@ -45,6 +50,8 @@ REPO = BENCH_DIR.parent
 RESULTS = BENCH_DIR / "results" / "kb_size.md"
 GOAL = 2.5
 LIMIT = 6
+BLOCK = 50  # queries one child runs before the other takes its turn
+PASSES = 4
 
 
 def settled_bytes(db: Path) -> int:
@@ -111,23 +118,25 @@ def child(repo: Path, out: Path, seed: int, notes: int, mb: float, queries: int)
         for _, query in tagged[:50]:  # warm-up
             search.search(reader, workspace, query, LIMIT, check_stale=False)
         results = []
-        took = []
-        for _, query in tagged[50:]:
-            t0 = time.perf_counter()
+        measured = [query for _, query in tagged[50:]]
+        for query in measured:
             hits = search.search(reader, workspace, query, LIMIT, check_stale=False).hits
-            took.append(time.perf_counter() - t0)
             results.append([[h.path, h.start_line, h.end_line, h.snippet, round(h.score, 4), h.provenance, h.importance,
                              h.entry_hash] for h in hits])  # fmt: skip
-        for n, (_, query) in enumerate(tagged[50:]):  # a second pass; each query's faster time counts
-            t0 = time.perf_counter()
-            search.search(reader, workspace, query, LIMIT, check_stale=False)
-            took[n] = min(took[n], time.perf_counter() - t0)
-        reader.close()
-        took.sort()
         out.write_text(json.dumps({
             "corpus_bytes": info.bytes, "files": info.files, "bytes": size, "tables": tables, "index_s": index_s,
-            "schema_version": schema.SCHEMA_VERSION, "search_p50_ms": 1000 * took[len(took) // 2], "results": results,
+            "schema_version": schema.SCHEMA_VERSION, "results": results,
         }), encoding="utf-8")  # fmt: skip
+        print("ready", flush=True)
+        for line in sys.stdin:  # "first last": time those queries once each, answer their seconds as one JSON line
+            first, last = map(int, line.split())
+            took = []
+            for query in measured[first:last]:
+                t0 = time.perf_counter()
+                search.search(reader, workspace, query, LIMIT, check_stale=False)
+                took.append(time.perf_counter() - t0)
+            print(json.dumps(took), flush=True)
+        reader.close()
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -139,13 +148,42 @@ def export_ref(ref: str, dest: Path) -> None:
         tar.extractall(dest, filter="data")
 
 
-def run_child(repo: Path, args: argparse.Namespace, tmp: Path, name: str) -> dict[str, Any]:
+def start_child(repo: Path, args: argparse.Namespace, tmp: Path, name: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """A child that has built its index and answered every query once, now waiting for timing blocks."""
     out = tmp / f"{name}.json"
     cmd = [sys.executable, __file__, "--child", str(repo), str(out), "--seed", str(args.seed), "--notes", str(args.notes),
            "--mb", str(args.mb), "--queries", str(args.queries)]  # fmt: skip
-    subprocess.run(cmd, check=True, cwd=tmp)
+    proc = subprocess.Popen(cmd, cwd=tmp, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "ready":
+        proc.wait()
+        raise RuntimeError(f"the {name} child failed (exit {proc.returncode})")
     data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-    return data
+    return proc, data
+
+
+def interleaved(children: list[subprocess.Popen[str]], count: int) -> list[list[float]]:
+    """Each child's fastest seconds per query over ``PASSES``, the children taking turns block by block."""
+    best = [[float("inf")] * count for _ in children]
+    turn = 0
+    for _ in range(PASSES):
+        for first in range(0, count, BLOCK):
+            last = min(first + BLOCK, count)
+            order = range(len(children)) if turn % 2 == 0 else reversed(range(len(children)))
+            turn += 1
+            for n in order:
+                proc = children[n]
+                assert proc.stdin is not None and proc.stdout is not None
+                proc.stdin.write(f"{first} {last}\n")
+                proc.stdin.flush()
+                for k, seconds in enumerate(json.loads(proc.stdout.readline())):
+                    best[n][first + k] = min(best[n][first + k], seconds)
+    return best
+
+
+def p50_ms(values: list[float]) -> float:
+    ordered = sorted(values)
+    return 1000 * ordered[len(ordered) // 2]
 
 
 def mb(value: int) -> str:
@@ -158,6 +196,7 @@ def report(old: dict[str, Any], new: dict[str, Any], ref: str) -> str:
     count = len(new["results"])
     hits = sum(len(r) for r in new["results"])
     ratio_old, ratio_new = old["bytes"] / corpus, new["bytes"] / corpus
+    ratio = sorted(b / a for a, b in zip(old["took"], new["took"], strict=True))[count // 2]
     lines = [
         f"## KB size ({new['files']:,} files, {mb(corpus)} MB; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
         "| figure | before (" + ref + f", schema {old['schema_version']}) | after (schema {new['schema_version']}) | goal | result |",
@@ -167,7 +206,11 @@ def report(old: dict[str, Any], new: dict[str, Any], ref: str) -> str:
         f"| identical Search results ({count:,} queries, {hits:,} hits after) | | {same:,} / {count:,} | all | "
         f"{'PASS' if same == count else 'FAIL'} |",
         f"| full index, in-process, s (info) | {old['index_s']:.2f} | {new['index_s']:.2f} |  |  |",
-        f"| search.search p50, ms (info) | {old['search_p50_ms']:.2f} | {new['search_p50_ms']:.2f} |  |  |",
+        f"| search.search p50, ms (interleaved, fastest of {PASSES} passes) | {p50_ms(old['took']):.2f} | "
+        f"{p50_ms(new['took']):.2f} |  |  |",
+        f"| search.search total of the {count:,} queries, s (the same passes) | {sum(old['took']):.2f} | "
+        f"{sum(new['took']):.2f} |  |  |",
+        f"| median per-query ratio after / before (info) | | {ratio:.3f} |  |  |",
         "", "Pages per table and index (MB; `dbstat`, 0.1 MB and up):", "",
         "| table or index | before | after |", "|---|---:|---:|",
     ]  # fmt: skip
@@ -197,8 +240,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-kb-size-") as name:
         tmp = Path(name)
         export_ref(args.baseline_ref, tmp / "baseline")
-        old = run_child(tmp / "baseline", args, tmp, "before")
-        new = run_child(REPO, args, tmp, "after")
+        procs: list[subprocess.Popen[str]] = []
+        try:
+            before, old = start_child(tmp / "baseline", args, tmp, "before")
+            procs.append(before)
+            after, new = start_child(REPO, args, tmp, "after")
+            procs.append(after)
+            old["took"], new["took"] = interleaved(procs, len(new["results"]))
+        finally:
+            for proc in procs:
+                assert proc.stdin is not None
+                proc.stdin.close()
+                proc.wait()
     markdown = report(old, new, args.baseline_ref)
     differing = [i for i, (a, b) in enumerate(zip(old["results"], new["results"], strict=True)) if a != b]
     if differing:

@@ -264,17 +264,28 @@ class Archives:
     async def _run(self, state: _State, paths: list[str] | None) -> tuple[indexer.RefreshReport, bool]:
         """One refresh on the writer: a walk, or a targeted reindex in transactions of at most
         EVENT_BATCH sources (a 5,000-file checkout must not hold the writer, or the event loop's
-        turn at the GIL, for one long stretch). The writer is one connection: each batch holds the
-        agent's lock, so a fold or an update waits for a batch, not for the whole burst."""
+        turn at the GIL, for one long stretch). A walk with more than EVENT_BATCH sources to read
+        reindexes them the same way first, then walks (``_walk_due``); the archive stays stale,
+        and a waiting caller waits, until that walk has committed. The writer is one connection:
+        each batch holds the agent's lock, so a fold or an update waits for a batch, not for the
+        whole burst."""
         loop = asyncio.get_running_loop()
-        batches = [paths] if paths is None or len(paths) <= EVENT_BATCH else [
-            paths[i : i + EVENT_BATCH] for i in range(0, len(paths), EVENT_BATCH)]
+        due = await self._walk_due(state) if paths is None else paths
+        batches: list[list[str] | None] = [paths] if len(due) <= EVENT_BATCH else [
+            due[i : i + EVENT_BATCH] for i in range(0, len(due), EVENT_BATCH)]
+        if paths is None and len(batches) > 1:
+            batches.append(None)  # the walk after the batches: prunes, links, errors, whatever changed since
         total: indexer.RefreshReport | None = None
         for batch in batches:
             began = time.perf_counter()
             async with state.lock:
                 report, targeted = await until_done(loop.run_in_executor(self._executor, self._refresh_sync, state, batch))
             if not targeted:  # it walked (a fresh writer, a backfill, a path that is not plain): that covered all
+                if total is not None:  # a walk split into batches: they count in its report
+                    report.indexed, report.pruned = report.indexed + total.indexed, report.pruned + total.pruned
+                    report.skipped = max(0, report.skipped - total.indexed)  # the walk found those done
+                    report.errors[:0] = total.errors
+                    report.seconds += total.seconds
                 return report, False
             if total is None:
                 total = report
@@ -288,6 +299,23 @@ class Archives:
                 await asyncio.sleep(max(BATCH_PAUSE_S, BATCH_SHARE * (time.perf_counter() - began)))
         assert total is not None
         return total, True
+
+    async def _walk_due(self, state: _State) -> list[str]:
+        """The plain sources a walk would read now, for ``_run`` to batch; [] when the walk must run
+        whole (no writer yet, settings to reconcile, a backfill due). One walk over a burst's 5,000
+        files in one transaction held the writer, and the GIL, for a second: searches waited."""
+        agent = state.agent
+        if state.writer is None or state.reopen or not agent.knowledge.archive.enabled:
+            return []
+
+        def due() -> list[str]:
+            assert state.writer is not None
+            if schema.get_meta(state.writer, "lifecycle_backfill") is not None:
+                return []
+            return [rel for rel in indexer.walk_reads(state.writer, agent.workspace) if plain_source(agent.workspace, rel)]
+
+        async with state.lock:
+            return await until_done(asyncio.get_running_loop().run_in_executor(self._executor, due))
 
     def _refresh_sync(self, state: _State, paths: list[str] | None = None) -> tuple[indexer.RefreshReport, bool]:
         """Run one refresh: targeted at ``paths`` when they are all plain sources, else a walk.

@@ -16,6 +16,8 @@ from typing import Final, TypeVar
 
 import apsw
 
+from services.kb.schema import PREFIX_BYTES, resolve_prefixes
+
 SNIPPET_CHARS: Final = 200
 SCORE_DECIMALS: Final = 4  # a hit's score as shown (``shown_score``)
 MEMO_CHUNKS: Final = 4096  # chunks whose entries one connection's memo keeps
@@ -124,16 +126,19 @@ def entries_of(conn: apsw.Connection, rows: list[ChunkRow]) -> list[list[Entry]]
     ids = sorted({row.source_id for row in rows})
     sql = f"SELECT source_id, lines, hashes FROM kb_source_entries WHERE source_id IN ({','.join('?' * len(ids))})"
     arrays = {int(source_id): (json.loads(lines), hashes) for source_id, lines, hashes in conn.execute(sql, ids)}
-    out: list[list[Entry]] = []
+    found: list[list[tuple[int, int, bytes]]] = []
     for row in rows:
         first, last = row.start_line, row.end_line
         numbers, hashes = arrays.get(row.source_id, ((), b""))
-        out.append([
-            (numbers[k], numbers[k + 1], hashes[k // 3 * 32 : k // 3 * 32 + 32].hex())
+        found.append([
+            (numbers[k], numbers[k + 1], hashes[k // 3 * PREFIX_BYTES : k // 3 * PREFIX_BYTES + PREFIX_BYTES])
             for k in range(0, len(numbers), 3)
             if numbers[k] <= last and numbers[k + 1] >= first
         ])  # fmt: skip
-    return out
+    # The stored prefixes name lifecycle rows (one statement for all); an entry whose prefix
+    # names no single row (``schema.RESOLVE_SQL``) is left out rather than given a guess.
+    digests = resolve_prefixes(conn, [prefix for entries in found for _, _, prefix in entries])
+    return [[(start, end, digests[prefix]) for start, end, prefix in entries if prefix in digests] for entries in found]
 
 
 def best_entry(row: ChunkRow, entries: list[Entry], words: tuple[str, ...], folded: str | None = None) -> str | None:

@@ -98,10 +98,10 @@ from services.kb.indexer_bulk import (
     write_lifecycle,
 )
 from services.kb.indexer_parse import parse_source, read_source
-from services.kb.schema import create_fts, ensure_lifecycle, generation, get_meta, path_id, set_meta
+from services.kb.schema import create_fts, ensure_lifecycle, generation, get_meta, path_id, set_meta, short_digests
 from services.kb.sources import ARCHIVE_PROFILE, FileStat, Scan, SourceProfile, stat_source
 
-__all__ = ["BULK_FILES", "RACY_WINDOW_NS", "RefreshReport", "read_source", "refresh", "reindex_paths"]
+__all__ = ["BULK_FILES", "RACY_WINDOW_NS", "RefreshReport", "read_source", "refresh", "reindex_paths", "walk_reads"]
 
 RACY_WINDOW_NS: Final = 2_000_000_000
 BULK_FILES: Final = 64  # from this many sources to read, a refresh takes the bulk path (indexer_bulk)
@@ -153,6 +153,23 @@ def refresh(
         _checkpoint_in_background(conn)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def walk_reads(
+    conn: apsw.Connection, workspace: Path, *, profile: SourceProfile = ARCHIVE_PROFILE
+) -> list[str]:
+    """The listed sources a walk would read now (new, or not matching their stored size,
+    mtime and check time), in path order; nothing is written. A caller facing many can
+    reindex them in bounded transactions first (``reindex_paths``, as ``archives`` does
+    after an event burst) and then walk: the walk finds them done and is short."""
+    scan = profile.scan(workspace)
+    stored = _stored_rows(conn)
+    due = []
+    for rel, st in scan.files.items():
+        old = stored.get(rel)
+        if st is not None and (old is None or not (old[0] == st[0] and old[1] == st[1] and st[1] + RACY_WINDOW_NS <= old[2])):
+            due.append(rel)
+    return sorted(due)
 
 
 def _commit(conn: apsw.Connection, *, defer_checkpoint: bool) -> None:
@@ -433,7 +450,7 @@ def _index_source(
             "provenance = ?, generation = ? WHERE id = ?",
             (*values, source_id),
         )
-    conn.execute(INSERT_ENTRIES, (source_id, parsed.entry_lines, parsed.entry_hashes))
+    conn.execute(INSERT_ENTRIES, (source_id, parsed.entry_lines, short_digests(parsed.entry_hashes)))
     first_id = next_id(conn, "kb_chunk_rows")
     rows = [
         (first_id + n, source_id, start, end, text, provenance, importance, dominant, cjk, carried)

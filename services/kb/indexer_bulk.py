@@ -53,7 +53,7 @@ from gateway.config import ArchiveSettings
 from services.kb.indexer_parse import Indexed, Outcome, Unchanged, Unreadable, parse_batches, read_source
 from services.kb.indexer_worker import ParseWorker
 from services.kb.provenance import Provenance
-from services.kb.schema import ENTRY_DIGEST_SQL, ENTRY_FIRST_SQL, ENTRY_ROWS_SQL
+from services.kb.schema import ENTRY_DIGEST_SQL, ENTRY_FIRST_SQL, ENTRY_ROWS_SQL, short_digests
 from services.kb.sources import FileStat
 
 BATCH_CHUNKS: Final = 1024  # about 1.4 MB of chunk text: 40 batches for 50 MB
@@ -187,8 +187,7 @@ class _Writer:
         self.next_chunk = next_id(conn, "kb_chunk_rows")
         self.indexed = self.skipped = 0
         self.errors: list[str] = []
-        self.touched: list[int] = []  # sources whose lifecycle rows are due
-        self.unchanged = False  # one of them had its stored content hash: its rows are stored ones
+        self.fresh: list[tuple[bytes, str, int]] = []  # (digests, path, mtime_ns) of the sources indexed
 
     def result(self) -> BulkResult:
         return BulkResult(self.indexed, self.skipped, self.errors)
@@ -198,10 +197,12 @@ class _Writer:
         and in key order: then they are cheap B-tree appends (batch by batch they land all
         over a table larger than the page cache, several times slower). ``runs`` hold them
         (each worker's ``indexer_parse.lifecycle_json``), sorted here by hash and then path.
-        Without them, or when some rows come from stored entries (unchanged sources), they
-        are read back from ``kb_source_entries`` and sorted the same way. Either way the
-        first path in sorted order wins an entry held twice."""
-        if runs and not self.unchanged:
+        Without them they come from the digests the writer kept (``fresh``), sorted the same
+        way. Either way the first path in sorted order wins an entry held twice. Unchanged
+        sources (their stored content hash) need none: their rows were written with their
+        entries, and a lifecycle table made anew has every source read again
+        (``schema.ensure_lifecycle``)."""
+        if runs:
             # jsonb_each over jsonb(): its elements are read without parsing their text again
             # (about a third cheaper than json_each for 380,000 rows).
             select = "SELECT value ->> 0 AS h, value ->> 1 AS path, min(value ->> 2, ?1) / 1e9 AS seen FROM jsonb_each(jsonb(?{}))"
@@ -212,11 +213,20 @@ class _Writer:
                 f"FROM ({merged}) AS r JOIN kb_paths AS p ON p.path = r.path ORDER BY r.h, r.path",
                 (self.now, *runs),
             )
-        else:
-            self.touched.sort()
-            write_lifecycle(self.conn, self.now, self.touched)
-        self.touched.clear()
-        self.unchanged = False
+        elif self.fresh:
+            now = self.now
+            rows = sorted(
+                (digests[k : k + 32], path, min(mtime_ns, now) / 1e9)
+                for digests, path, mtime_ns in self.fresh
+                for k in range(0, len(digests), 32)
+            )
+            self.conn.executemany("INSERT OR IGNORE INTO kb_paths(path) VALUES (?)", [(p,) for p in sorted({r[1] for r in rows})])
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO kb_lifecycle(entry_hash, path_id, first_seen) "
+                "VALUES (?, (SELECT id FROM kb_paths WHERE path = ?), ?)",
+                rows,
+            )
+        self.fresh.clear()
 
     def write_rows(self, batch: list[Outcome], offset: int = 0) -> list[tuple[int, str]]:
         """Everything but the FTS and lifecycle rows of ``batch`` (whose positions count from
@@ -227,7 +237,6 @@ class _Writer:
         rehashed: list[tuple[int, int, int, int]] = []
         entries: list[tuple[int, str, bytes]] = []
         chunks: list[tuple[int, int, int, int, str, str, int, str | None, int, int]] = []
-        touched = self.touched
         for outcome in batch:
             rel, st, old = self.to_read[offset + outcome.position]
             if isinstance(outcome, Unreadable):
@@ -235,9 +244,7 @@ class _Writer:
             elif isinstance(outcome, Unchanged):
                 assert old is not None
                 rehashed.append((st.size, st.mtime_ns, now, old.id))
-                touched.append(old.id)
                 self.skipped += 1
-                self.unchanged = True
             else:
                 assert isinstance(outcome, Indexed)
                 if old is None:
@@ -248,14 +255,14 @@ class _Writer:
                     replaced.append(source_id)
                 provenance = self.classify(rel, outcome.provenance)
                 sources.append((source_id, rel, st.size, st.mtime_ns, now, outcome.digest, provenance, gen))
-                entries.append((source_id, outcome.entry_lines, outcome.entry_hashes))
+                entries.append((source_id, outcome.entry_lines, short_digests(outcome.entry_hashes)))
+                self.fresh.append((outcome.entry_hashes, rel, st.mtime_ns))
                 first = self.next_chunk
                 chunks.extend(
                     [(first + n, source_id, start, end, text, provenance, importance, dominant, cjk, carried)
                      for n, (start, end, text, importance, dominant, cjk, carried) in enumerate(outcome.chunks)]
                 )  # fmt: skip
                 self.next_chunk += len(outcome.chunks)
-                touched.append(source_id)
                 self.indexed += 1
         for source_id in replaced:
             delete_rows(conn, source_id)

@@ -45,6 +45,7 @@ from services.kb.schema import (
     ENTRY_IMPORTANCE_SQL,
     ENTRY_ROWS_SQL,
     ENTRY_START_SQL,
+    PREFIX_BYTES,
     lifecycle_key,
 )
 
@@ -156,6 +157,7 @@ def _source_entries(conn: apsw.Connection, sql: str, params: tuple[object, ...],
             EntryRow(source.path, int(str(r[0])), int(str(r[1])), int(str(r[3])), source.provenance,
                      _life(str(r[2]), source.path, seen, r[4:]))
             for r in rows
+            if r[2]  # an entry whose stored prefix names no single lifecycle row is left out (``schema.RESOLVE_SQL``)
         ]
         yield source, entries
 
@@ -189,11 +191,11 @@ def lifecycle_of(conn: apsw.Connection, hashes: Sequence[str], now: float) -> tu
         return [], []
     places: list[EntryRow] = []
     with conn:
-        # Candidates: the sources whose packed digests hold a wanted one anywhere (a match
-        # across two digests is a false candidate that the filter below drops).
+        # Candidates: the sources whose packed prefixes hold a wanted one's anywhere (a match
+        # across two prefixes is a false candidate that the filter below drops).
         ids = conn.execute(
             "SELECT DISTINCT e.source_id FROM kb_source_entries AS e CROSS JOIN json_each(?) AS w "
-            "WHERE instr(e.hashes, unhex(w.value)) > 0",
+            f"WHERE instr(e.hashes, substr(unhex(w.value), 1, {PREFIX_BYTES})) > 0",
             (json.dumps(wanted),),
         ).fetchall()
         if ids:

@@ -21,9 +21,16 @@ Tables (SPEC.md "Knowledge archive" and "Archive staleness GC"):
   tables' content too); writes go to ``kb_chunk_rows``.
 - ``kb_source_entries`` (child of a source): one row per source holding all its
   entries in line order, packed in two columns: ``lines``, a flat JSON array of
-  ``start_line, end_line, importance`` per entry, and ``hashes``, the entries'
-  SHA-256 digests as 32 raw bytes each, in the same order (entry ``k`` is
-  ``lines[3k..3k+2]`` and ``hashes[32k..32k+31]``). It lets a refresh write
+  ``start_line, end_line, importance`` per entry, and ``hashes``, the first
+  ``PREFIX_BYTES`` (8) bytes of each entry's SHA-256 digest, in the same order
+  (entry ``k`` is ``lines[3k..3k+2]`` and ``hashes[8k..8k+7]``). The prefix names
+  the entry's ``kb_lifecycle`` row, which holds the whole digest (``RESOLVE_SQL``,
+  ``resolve_prefixes``): every write of a source's entries writes their rows in the
+  same transaction, and rows are never deleted. Until version 6 the whole digests
+  were stored here too (11 MB of the 50 MB benchmark corpus). A prefix that names
+  several rows (two digests agreeing in 64 bits: not seen by chance, but text can be
+  crafted to) resolves to nothing: the entry is left out of listings and of a hit's
+  entry choice rather than given another entry's hash. It lets a refresh write
   lifecycle rows for skipped files without reading them, and a search find the
   entries a hit overlaps. One row per source rather than one per entry: a full
   index of 10,000 files writes 10,000 rows instead of 380,000 (a fifth of its
@@ -73,8 +80,10 @@ lifecycle and log tables.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
@@ -87,8 +96,8 @@ from gateway.errors import InvalidArgument, NotFound
 # (kb_source_entries, the kb_entries view), FTS hashsize; 4: chunks hold no frontmatter
 # (indexer_parse.body_chunks), so older indexes are rebuilt; 5: 16 KiB pages (``_repage`` VACUUMs the
 # file while the dropped index tables are empty), entries packed as line numbers and raw digests, chunk overlap
-# stored once (kb_chunk_rows.carried).
-SCHEMA_VERSION: Final = 5
+# stored once (kb_chunk_rows.carried); 6: entries name their digests by an 8-byte prefix, resolved in kb_lifecycle.
+SCHEMA_VERSION: Final = 6
 PAGE_BYTES: Final = 16384
 
 # SQL over one ``kb_source_entries AS e`` row's entries (``ENTRY_ROWS``, filtered by ``ENTRY_FIRST``: one
@@ -98,8 +107,15 @@ ENTRY_ROWS_SQL: Final = "json_each(e.lines) AS j"
 ENTRY_FIRST_SQL: Final = "j.key % 3 = 0"
 ENTRY_START_SQL: Final = "j.value"
 ENTRY_END_SQL: Final = "e.lines ->> (j.key + 1)"
-ENTRY_DIGEST_SQL: Final = "substr(e.hashes, j.key / 3 * 32 + 1, 32)"  # raw: a ``kb_lifecycle`` key
-ENTRY_HASH_SQL: Final = f"lower(hex({ENTRY_DIGEST_SQL}))"
+PREFIX_BYTES: Final = 8
+ENTRY_PREFIX_SQL: Final = "substr(e.hashes, j.key / 3 * 8 + 1, 8)"
+# The one ``kb_lifecycle`` key whose digest starts with the 8 bytes ``{0}``; NULL when none or several do.
+RESOLVE_SQL: Final = (
+    "(SELECT CASE WHEN count(*) = 1 THEN max(c.entry_hash) END FROM (SELECT lc.entry_hash FROM kb_lifecycle AS lc "
+    "WHERE lc.entry_hash BETWEEN {0} AND unhex(hex({0}) || '" + "ff" * 24 + "') LIMIT 2) AS c)"
+)
+ENTRY_DIGEST_SQL: Final = RESOLVE_SQL.format(ENTRY_PREFIX_SQL)  # raw: a ``kb_lifecycle`` key, or NULL
+ENTRY_HASH_SQL: Final = f"lower(hex({ENTRY_DIGEST_SQL}))"  # "" when unresolved
 ENTRY_IMPORTANCE_SQL: Final = "e.lines ->> (j.key + 2)"
 FTS_HASH_BYTES: Final = 16 * 1024 * 1024
 BUSY_TIMEOUT_MS: Final = 5000
@@ -151,6 +167,24 @@ def lifecycle_key(entry_hash: str) -> bytes | str:
     return bytes.fromhex(entry_hash) if _HEX_DIGEST.fullmatch(entry_hash) else entry_hash
 
 
+def short_digests(digests: bytes) -> bytes:
+    """The ``kb_source_entries.hashes`` of raw 32-byte ``digests`` end to end: each one's first ``PREFIX_BYTES``."""
+    return b"".join([digests[k : k + PREFIX_BYTES] for k in range(0, len(digests), 32)])
+
+
+def resolve_prefixes(conn: apsw.Connection, prefixes: Iterable[bytes]) -> dict[bytes, str]:
+    """The hex entry hash of each stored prefix that names exactly one ``kb_lifecycle`` row
+    (``RESOLVE_SQL``); a prefix naming none or several is left out."""
+    wanted = sorted(set(prefixes))
+    if not wanted:
+        return {}
+    sql = (
+        f"SELECT w.value, lower(hex({RESOLVE_SQL.format('unhex(w.value)')})) FROM json_each(?) AS w"
+    )
+    rows = conn.execute(sql, (json.dumps([p.hex() for p in wanted]),)).fetchall()
+    return {bytes.fromhex(str(key)): str(digest) for key, digest in rows if digest}
+
+
 def path_id(conn: apsw.Connection, path: str) -> int:
     """The ``kb_paths`` id of ``path``, added when new (inside the caller's transaction)."""
     conn.execute("INSERT OR IGNORE INTO kb_paths(path) VALUES (?)", (path,))
@@ -195,7 +229,7 @@ CREATE TABLE IF NOT EXISTS kb_source_entries(
     hashes BLOB NOT NULL
 );
 CREATE VIEW IF NOT EXISTS kb_entries(source_id, start_line, end_line, entry_hash, importance) AS
-    SELECT e.source_id, j.value, e.lines ->> (j.key + 1), lower(hex(substr(e.hashes, j.key / 3 * 32 + 1, 32))),
+    SELECT e.source_id, j.value, e.lines ->> (j.key + 1), """ + ENTRY_HASH_SQL + """,
         e.lines ->> (j.key + 2)
     FROM kb_source_entries AS e, json_each(e.lines) AS j WHERE j.key % 3 = 0;
 CREATE VIRTUAL TABLE IF NOT EXISTS kb_chunks_cjk USING fts5(
@@ -353,6 +387,10 @@ def ensure_lifecycle(conn: apsw.Connection) -> None:
         conn.execute(LIFECYCLE_DDL)
         if _table_exists(conn, "kb_meta"):
             set_meta(conn, "lifecycle_backfill", "1")
+        if _table_exists(conn, "kb_sources"):
+            # The stored entries name their digests by prefixes the new table cannot resolve:
+            # every source is read again (as changed), and its rows written at its mtime.
+            conn.execute("UPDATE kb_sources SET size = -1, content_hash = ''")
     elif kind == "view":
         return
     conn.execute(_LIFECYCLE_VIEW)

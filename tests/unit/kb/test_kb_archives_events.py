@@ -9,6 +9,7 @@ replaced) where a test must hold a refresh open or count its transactions.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from pathlib import Path
 
@@ -146,6 +147,60 @@ def test_a_burst_is_reindexed_in_bounded_batches_while_searches_answer(
         archives.close()
     assert max(batches) <= archives_module.EVENT_BATCH and len(batches) == 4
     assert answered > 0 and (hits, stale) == (3 * archives_module.EVENT_BATCH + 5, False)
+
+
+def test_a_walk_over_many_files_commits_in_batches_while_searches_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event burst forces a walk (the watch asks for a rescan): its new files are reindexed in
+    EVENT_BATCH transactions, searches answer (stale, seeing the index grow) between them, then one
+    walk closes it; the waiting caller gets its answer only after that walk."""
+    archives, memory = make(tmp_path)
+    os.utime(memory / "seed.md", (1_600_000_000, 1_600_000_000))  # not racy: the walk's plan leaves it alone
+    batches: list[int] = []
+    walks: list[int] = []
+    real_reindex, real_refresh = indexer.reindex_paths, indexer.refresh
+
+    def counting(conn, root, rels, *args, **kwargs):  # type: ignore[no-untyped-def]
+        batches.append(len(rels))
+        return real_reindex(conn, root, rels, *args, **kwargs)
+
+    def walking(*args, **kwargs):  # type: ignore[no-untyped-def]
+        walks.append(len(batches))
+        return real_refresh(*args, **kwargs)
+
+    count = 3 * archives_module.EVENT_BATCH + 5
+
+    async def scenario() -> tuple[set[int], bool, int, int, bool]:
+        await archives.refresh("a")
+        monkeypatch.setattr(indexer, "reindex_paths", counting)
+        monkeypatch.setattr(indexer, "refresh", walking)
+        for n in range(count):
+            (memory / f"w{n:04}.md").write_text(f"- walked note {n} about kelp\n")
+        for n in range(count):
+            archives.mark_dirty("a", f"memory/w{n:04}.md")
+        archives.rescan("a")  # as the watch does after a burst
+        waiter = archives.refresh("a")  # a caller waiting for its writes (coalesced with the events' refresh)
+        seen: set[int] = set()  # sources the reader saw while the walk ran
+        always_stale = True
+        while not waiter.done():
+            result, _ = await archives.search("a", "kelp", 5, False)
+            always_stale = always_stale and result.stale
+            seen.add(int(str(archives.status("a")["sources"])))
+            await asyncio.sleep(0)
+        report = await waiter
+        after, _ = await archives.search("a", "kelp", 5, False)
+        return seen, always_stale, report.indexed, int(str(archives.status("a")["sources"])), after.stale
+
+    try:
+        seen, always_stale, indexed, sources, stale_after = asyncio.run(scenario())
+    finally:
+        archives.close()
+    assert batches == [64, 64, 64, 5] == [min(archives_module.EVENT_BATCH, count - k) for k in range(0, count, 64)]
+    assert walks == [len(batches)]  # one walk, after every batch
+    assert any(1 < n < 1 + count for n in seen)  # a search answered between two commits
+    assert always_stale and not stale_after
+    assert (indexed, sources) == (count, count + 1)
 
 
 def test_a_failed_refresh_leaves_the_archive_stale_without_retrying_in_a_loop(

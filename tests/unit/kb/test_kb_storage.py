@@ -23,7 +23,7 @@ from services.kb.hits import shown_score
 from services.kb.indexer import refresh
 from services.kb.indexer_parse import parse_source, read_source
 from services.kb.retrieval_log import fold_retrievals, record_retrievals
-from services.kb.schema import PAGE_BYTES, SCHEMA_VERSION, get_meta, open_index
+from services.kb.schema import PAGE_BYTES, PREFIX_BYTES, SCHEMA_VERSION, get_meta, open_index
 from services.kb.search import search
 
 NOW = 1_700_000_000.0
@@ -153,7 +153,7 @@ def integrity_problems(conn: apsw.Connection) -> list[str]:
 def test_a_new_index_has_16k_pages(conn: apsw.Connection, db_path: Path) -> None:
     assert PAGE_BYTES == 16384
     assert int(str(conn.execute("PRAGMA page_size").fetchall()[0][0])) == PAGE_BYTES
-    assert get_meta(conn, "schema_version") == str(SCHEMA_VERSION) == "5"
+    assert get_meta(conn, "schema_version") == str(SCHEMA_VERSION) == "6"
 
 
 def test_version_4_index_migrates_with_the_same_answers(conn: apsw.Connection, workspace: Path, db_path: Path) -> None:
@@ -177,7 +177,7 @@ def test_version_4_index_migrates_with_the_same_answers(conn: apsw.Connection, w
     try:
         assert int(str(migrated.execute("PRAGMA page_size").fetchall()[0][0])) == PAGE_BYTES
         assert str(migrated.execute("PRAGMA journal_mode").fetchall()[0][0]) == "wal"
-        assert get_meta(migrated, "schema_version") == "5"
+        assert get_meta(migrated, "schema_version") == str(SCHEMA_VERSION)
         assert migrated.execute("SELECT count(*) FROM kb_chunks").fetchall()[0][0] == 0  # rebuilt from the sources
         assert lifecycle_table(migrated) == before_life  # ages, retrievals and the GC's marks survive
         assert get_meta(migrated, "lifecycle_backfill") is None  # moved row for row: nothing to backfill
@@ -206,7 +206,7 @@ def test_the_vacuum_waits_for_other_connections(conn: apsw.Connection, workspace
     try:
         busy = open_index(db_path, settings())  # migrated, but the file is shared: its pages stay
         try:
-            assert get_meta(busy, "schema_version") == "5"
+            assert get_meta(busy, "schema_version") == str(SCHEMA_VERSION)
             assert int(str(busy.execute("PRAGMA page_size").fetchall()[0][0])) == 4096
             assert str(busy.execute("PRAGMA journal_mode").fetchall()[0][0]) == "wal"
             assert lifecycle_table(busy) == life
@@ -230,7 +230,7 @@ def test_a_filled_index_is_never_vacuumed_on_open(conn: apsw.Connection, workspa
     conn.close()
     make_version_4(db_path)
     back = apsw.Connection(str(db_path))
-    back.execute("UPDATE kb_meta SET value = '5' WHERE key = 'schema_version'")  # current version, old pages
+    back.execute("UPDATE kb_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))  # current version, old pages
     back.close()
     reopened = open_index(db_path, settings())
     try:
@@ -242,7 +242,8 @@ def test_a_filled_index_is_never_vacuumed_on_open(conn: apsw.Connection, workspa
 
 
 def test_entries_are_packed(conn: apsw.Connection, workspace: Path) -> None:
-    """Line numbers as one flat JSON array, digests as 32 raw bytes each; the view and the listing unpack them."""
+    """Line numbers as one flat JSON array, digests as their first 8 bytes each; the view and the listing resolve
+    them in the lifecycle table."""
     corpus(workspace)
     refresh(conn, workspace, settings())
     row = conn.execute(
@@ -254,9 +255,11 @@ def test_entries_are_packed(conn: apsw.Connection, workspace: Path) -> None:
         "SELECT start_line, end_line, entry_hash, importance FROM kb_entries e JOIN kb_sources s ON s.id = e.source_id "
         "WHERE s.path = 'MEMORY.md' ORDER BY start_line"
     ).fetchall()
-    assert len(view) == 2 and len(hashes) == 64 and lines == "[3,3,5,4,4,5]"
+    assert len(view) == 2 and len(hashes) == 2 * PREFIX_BYTES == 16 and lines == "[3,3,5,4,4,5]"
     assert [(a, b, c) for a, b, _, c in view] == [(3, 3, 5), (4, 4, 5)]
-    assert [h for _, _, h, _ in view] == [hashes[:32].hex(), hashes[32:].hex()]
+    assert [h[:16] for _, _, h, _ in view] == [hashes[:8].hex(), hashes[8:].hex()]
+    parsed = parse_source(read_source(workspace / "MEMORY.md"), 60, 30)
+    assert [h for _, _, h, _ in view] == [e.entry_hash for e in parsed.entries]
     listed = [(e.start_line, e.end_line, e.life.entry_hash, e.importance) for e in listing(conn).entries if e.path == "MEMORY.md"]
     assert listed == view
     places, lives = lifecycle_rows.lifecycle_of(conn, [view[1][2]], NOW)
@@ -281,3 +284,73 @@ def test_overlap_is_stored_once(conn: apsw.Connection, workspace: Path) -> None:
     ).fetchall()[0]
     assert rows > 20 and carried > 0 and kept + carried == whole
     assert integrity_problems(conn) == []
+
+
+def make_version_5(db: Path) -> None:
+    """Turn the index at ``db`` into what version 5 left: each source's entries with their whole
+    32-byte digests (not prefixes naming lifecycle rows), ``schema_version`` 5."""
+    conn = apsw.Connection(str(db))
+    try:
+        entries = conn.execute("SELECT * FROM kb_entries ORDER BY source_id, start_line").fetchall()
+        whole: dict[int, bytes] = {}
+        for source_id, _, _, entry_hash, _ in entries:
+            whole[int(source_id)] = whole.get(int(source_id), b"") + bytes.fromhex(str(entry_hash))
+        conn.executemany("UPDATE kb_source_entries SET hashes = ? WHERE source_id = ?", [(v, k) for k, v in whole.items()])
+        conn.execute("UPDATE kb_meta SET value = '5' WHERE key = 'schema_version'")
+        stored = conn.execute("SELECT sum(length(hashes)) FROM kb_source_entries").fetchall()[0][0]
+        assert stored == 32 * len(entries)
+    finally:
+        conn.close()
+
+
+def test_version_5_index_is_rebuilt_keeping_lifecycle_and_log(conn: apsw.Connection, workspace: Path, db_path: Path) -> None:
+    corpus(workspace)
+    refresh(conn, workspace, settings(), now_ns=lambda: int(NOW * 1e9))
+    hits = search(conn, workspace, "zebra").hits
+    record_retrievals(db_path, hits[:2], "search", clock=lambda: NOW + 5)
+    fold_retrievals(conn)
+    marked = listing(conn).entries[0].life.entry_hash
+    lifecycle_rows.update_lifecycle(conn, [lifecycle_rows.Update(marked, supersedes_key="k1", invalid_at=NOW + 1)])
+    before_answers, before_listing, before_life = answers(conn, workspace), listing(conn), lifecycle_table(conn)
+    log = conn.execute("SELECT * FROM kb_retrieval_log ORDER BY id").fetchall()
+    assert any(row[4] for row in before_life) and len(log) == 2
+    conn.close()
+    make_version_5(db_path)
+
+    migrated = open_index(db_path, settings())
+    try:
+        assert get_meta(migrated, "schema_version") == str(SCHEMA_VERSION)
+        assert migrated.execute("SELECT count(*) FROM kb_chunks").fetchall()[0][0] == 0  # rebuilt from the sources
+        assert lifecycle_table(migrated) == before_life
+        assert migrated.execute("SELECT * FROM kb_retrieval_log ORDER BY id").fetchall() == log
+        assert refresh(migrated, workspace, settings(), now_ns=lambda: int(NOW * 1e9) + 60).indexed == 5
+        assert answers(migrated, workspace) == before_answers
+        assert listing(migrated) == before_listing
+        assert lifecycle_table(migrated) == before_life  # first seen, retrievals and the GC's marks kept
+        entries = migrated.execute("SELECT count(*) FROM kb_entries").fetchall()[0][0]
+        stored = migrated.execute("SELECT sum(length(hashes)) FROM kb_source_entries").fetchall()[0][0]
+        assert stored == PREFIX_BYTES * entries
+        assert integrity_problems(migrated) == []
+    finally:
+        migrated.close()
+
+
+def test_a_prefix_naming_two_rows_is_never_guessed(conn: apsw.Connection, workspace: Path) -> None:
+    """Two lifecycle rows whose digests share the stored 8 bytes: the entry is left out of the listing
+    rather than given the other row's hash, a hit never names the other row (it falls back to the chunk's
+    dominant entry, stored whole), and the entry's own row is still found by its hash."""
+    corpus(workspace)
+    refresh(conn, workspace, settings())
+    real = [e for e in listing(conn).entries if e.path == "memory/topics/omega.md"][0].life.entry_hash
+    assert [h.entry_hash for h in search(conn, workspace, "omega point").hits][:1] == [real]
+    twin = real[:16] + ("0" if real[16] != "0" else "1") + real[17:]
+    conn.execute(
+        "INSERT INTO kb_lifecycle(entry_hash, path_id, first_seen) SELECT ?, id, 1.0 FROM kb_paths LIMIT 1",
+        (bytes.fromhex(twin),),
+    )
+    hashes = {h.entry_hash for h in search(conn, workspace, "omega point").hits}
+    assert twin not in hashes and hashes
+    listed = {e.life.entry_hash for e in listing(conn).entries}
+    assert real not in listed and twin not in listed and len(listed) > 3
+    _, lives = lifecycle_rows.lifecycle_of(conn, [real], NOW)
+    assert [life.entry_hash for life in lives] == [real]
