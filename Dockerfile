@@ -20,6 +20,7 @@ WORKDIR /src
 # benchmarks does not invalidate the layers below.
 COPY pyproject.toml README.md constraints.txt ./
 COPY gateway ./gateway
+COPY gateway_cli ./gateway_cli
 COPY gateway_http ./gateway_http
 COPY gateway_mcp ./gateway_mcp
 COPY services ./services

@@ -40,7 +40,7 @@ integration: install
 	$(PY) -m pytest tests/integration
 
 typecheck: install
-	$(VENV)/bin/mypy gateway services gateway_http gateway_mcp
+	$(VENV)/bin/mypy gateway gateway_cli services gateway_http gateway_mcp
 
 bench: install
 	$(PY) bench/rest_files.py
@@ -57,7 +57,7 @@ bench: install
 	$(PY) bench/mcp_ready.py
 
 protos: install
-	$(PY) -m gateway.protogen
+	$(PY) -m gateway_cli.protogen
 
 ## make clean: build and test artefacts only (the venv, caches); never ./var
 clean:

@@ -9,7 +9,7 @@
 - **Home**: a config.json for many agents (every port free, the gateway's
   defaults unless a bench overrides them) and the internal token.
 - **Processes**: start the real KB (or dreaming) process with
-  ``python -m gateway.cli serve NAME --home H`` and wait for SERVING.
+  ``python -m gateway_cli.cli serve NAME --home H`` and wait for SERVING.
 - **/proc**: RSS and CPU of a process.
 
 Nothing here is a test: the benches print PASS/FAIL and never fail the build.
@@ -256,11 +256,11 @@ def write_home(home: Path, agents: list[dict[str, Any]], *, memory: dict[str, An
 
 
 def start_service(name: str, home: Path, port: int, children: ka.Children) -> int:
-    """``gateway.cli serve NAME`` on ``home``; returns its pid once grpc.health says SERVING."""
+    """``gateway_cli.cli serve NAME`` on ``home``; returns its pid once grpc.health says SERVING."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    proc = children.start(name, [sys.executable, "-m", "gateway.cli", "serve", name, "--home", str(home)])
+    proc = children.start(name, [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(home)])
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     health = health_pb2_grpc.HealthStub(channel)
     deadline = time.monotonic() + START_TIMEOUT_S

@@ -20,7 +20,7 @@ Method
    over, 100 for wide (as many as a reply may hold, so a mass remove meets
    the bounded-loss cap rather than the selection cap). Schedule: the defaults (03:00 UTC, 30-minute
    stagger, quietMinutes 30, lookbackDays 3), mode auto.
-1. **KB**: the real KB process (``gateway.cli serve kb``); dreaming reaches it
+1. **KB**: the real KB process (``gateway_cli.cli serve kb``); dreaming reaches it
    over gRPC (``peer_client.KbIndex``) for its recall check, and so do the
    probes. Nothing here opens a kb.sqlite.
 2. **Nights**, driven by the **real scheduler**: ``scheduler.Scheduler`` with a

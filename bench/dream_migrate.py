@@ -70,7 +70,7 @@ def write_notes(folder: Path, rng: random.Random, count: int) -> None:
 
 def cli(home: Path, workspace: Path, *extra: str) -> tuple[float, subprocess.CompletedProcess[str]]:
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "gateway.cli", "migrate-memory", str(workspace), *extra, "--home", str(home)],
+    done = subprocess.run([sys.executable, "-m", "gateway_cli.cli", "migrate-memory", str(workspace), *extra, "--home", str(home)],
                           capture_output=True, text=True, cwd=dc.REPO, timeout=600)
     return time.perf_counter() - t0, done
 

@@ -24,7 +24,7 @@ Method
    remove of one fact, a replace of another by a rewording, an add of a new
    fact. So every pass commits (pruned archive, backup, compare-and-swap write,
    journal), runs the recall check (one Refresh, two Searches) and audits.
-1. **KB**: ``python -m gateway.cli serve kb`` on a free port; after SERVING,
+1. **KB**: ``python -m gateway_cli.cli serve kb`` on a free port; after SERVING,
    ``Refresh(wait)`` of every agent (the first index; timed, info). The
    dreaming code reaches the KB only over gRPC (``peer_client.KbIndex``, the
    class the dreaming process uses); nothing here opens a kb.sqlite.
@@ -71,7 +71,7 @@ Method
    The *floor sum* of an agent is its bare writes + KB sequence + bare spawn:
    what any implementation of the pass must wait for, given the KB's
    Refresh(wait) and the durability the pass promises.
-4. **Service path**: ``python -m gateway.cli serve dreaming`` on the same home;
+4. **Service path**: ``python -m gateway_cli.cli serve dreaming`` on the same home;
    ``Dreaming.RunNow`` (sync gRPC client, internal token) for the first
    ``--grpc-agents`` agents, one at a time, mode auto: the real reviewer
    subprocess, the real recall check against the KB. Latency per call, the

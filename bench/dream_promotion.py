@@ -16,7 +16,7 @@ Method
    kb_archive vocabulary, which holds real words such as database, redis,
    backup, lisbon, office, so the fact's words are common in the vault and the
    near-duplicate search has noise to rank through). One in-process full index.
-2. **Service**: ``python -m gateway.cli serve kb`` on a free port; after
+2. **Service**: ``python -m gateway_cli.cli serve kb`` on a free port; after
    grpc.health SERVING, three ``Search`` calls on the shared corpus warm it.
 3. **Promotion**: the 100 facts of ``dream_promotion_facts.facts()``, in their
    fixed order, one ``PromoteFact`` call each (sync stub, sequential, as a

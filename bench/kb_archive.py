@@ -66,7 +66,7 @@ Method
    and then path, lines and text of those chunks are fetched (join on
    kb_chunks / kb_sources). CJK is not special-cased here.
 
-   (b) **gRPC Search**: the real service (``python -m gateway.cli serve kb
+   (b) **gRPC Search**: the real service (``python -m gateway_cli.cli serve kb
    --home H``) on the same home; after grpc.health.v1 says SERVING,
    ``Knowledge.Refresh(wait=true)`` (internal token in
    ``x-gateway-internal-token``, 600 s deadline; a no-change refresh, since the
@@ -1104,7 +1104,7 @@ def start_kb(home: Path, port: int, children: Children) -> tuple[Any, Any, tuple
     from gateway.home import read_internal_token
     from gateway.v1 import kb_pb2, kb_pb2_grpc
 
-    proc = children.start("kb", [sys.executable, "-m", "gateway.cli", "serve", "kb", "--home", str(home)])
+    proc = children.start("kb", [sys.executable, "-m", "gateway_cli.cli", "serve", "kb", "--home", str(home)])
     address = f"127.0.0.1:{port}"
     channel = grpc.insecure_channel(address)
     health = health_pb2_grpc.HealthStub(channel)
@@ -1330,7 +1330,7 @@ def main(argv: list[str] | None = None) -> int:
         "queries": f"{args.queries:,} measured after {args.warmup} warm-up, seed {args.seed}: {kinds}",
         "in-process baseline": "read-only apsw connection on the same kb.sqlite: kb_chunks_fts MATCH of the quoted "
         f"pieces (AND), ORDER BY rank LIMIT {SEARCH_LIMIT}, joined to kb_chunks/kb_sources for path, lines, text",
-        "gRPC": "python -m gateway.cli serve kb; one sync KnowledgeStub, sequential Search(limit=6) calls, "
+        "gRPC": "python -m gateway_cli.cli serve kb; one sync KnowledgeStub, sequential Search(limit=6) calls, "
         "alternating with the baseline query by query; internal-token metadata; nearest-rank percentiles",
     }
     markdown, verdicts = build_report(args, info, idx, srch, grpc_note, meta, query_kinds)

@@ -8,7 +8,7 @@ about a minute and a half plus the first index.)
 Method
 ------
 0. **Archive**: the corpus of ``bench/kb_archive.py`` (same generator and cache),
-   copied into a fresh temp home; the KB service (``python -m gateway.cli serve
+   copied into a fresh temp home; the KB service (``python -m gateway_cli.cli serve
    kb``) is started and one ``Refresh(wait)`` builds the index. The folders the
    bench writes into (``memory/live/``, ``memory/burst/``) exist before the KB
    starts, so no write below hits the new-folder walk.

@@ -33,7 +33,7 @@ Method
    notes; 3% to notes that do not exist); 0.5% have malformed frontmatter.
    File mtimes are fixed past dates. Then one in-process full index
    (``vault_index.open_vault_index`` + ``refresh_vault``; timed, info).
-2. **Service**: ``python -m gateway.cli serve kb --home H`` on a free port;
+2. **Service**: ``python -m gateway_cli.cli serve kb --home H`` on a free port;
    after grpc.health.v1 says SERVING, ``Knowledge.Refresh(wait=true)`` indexes
    the agent's archive (internal token in ``x-gateway-internal-token``). One
    sync ``KnowledgeStub`` on one channel, calls one at a time.

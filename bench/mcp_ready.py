@@ -8,7 +8,7 @@ Method
 ------
 One run starts, on free loopback ports in a fresh temp home (config.json with
 one agent ``bench`` and one read key; the internal token from
-``gateway.home.ensure_home``), ``python -m gateway.cli serve kb`` and ``serve
+``gateway.home.ensure_home``), ``python -m gateway_cli.cli serve kb`` and ``serve
 http`` (their JSON logs go to files in the temp home). The agent's workspace
 holds ``--notes`` small notes under ``memory/`` (deterministic words); one
 ``memory_search`` with ``refresh: true`` over HTTP indexes them before
@@ -19,7 +19,7 @@ HTTP sessions (default 4: an HTTP session is cheap, and with more samples
 its p99 is not the one slowest), so machine noise hits both alike. A session is what an agent runtime
 does when a session starts, with the SDK's own client in this process:
 
-- **stdio**: spawn ``python -m gateway.cli mcp --agent bench --home H``
+- **stdio**: spawn ``python -m gateway_cli.cli mcp --agent bench --home H``
   (``stdio_client``), ``initialize``, ``tools/list``; ready is the time from
   the spawn to the ``tools/list`` answer (the process's start-up and imports
   included: the cold start every session pays).
@@ -123,7 +123,7 @@ def write_home(home: Path, ports: list[int], notes: int, rng: random.Random) -> 
 
 def serve(children: Children, name: str, home: Path) -> None:
     """``gateway serve NAME`` on ``home``, in a session of its own (a terminal's Ctrl-C reaches only us)."""
-    children.start(name, [sys.executable, "-m", "gateway.cli", "serve", name, "--home", str(home)])
+    children.start(name, [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(home)])
 
 
 def check_alive(children: Children) -> None:
@@ -186,7 +186,7 @@ async def stdio_session(home: Path, queries: list[str], series: Series) -> None:
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "gateway.cli", "mcp", "--agent", AGENT, "--home", str(home)], cwd=REPO
+        command=sys.executable, args=["-m", "gateway_cli.cli", "mcp", "--agent", AGENT, "--home", str(home)], cwd=REPO
     )
     with open(home / "mcp-stdio.log", "a") as errlog:
         start = time.perf_counter()
@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}; "
         f"load average before the run {load_before} (other work on the machine skews the numbers)",
         "client": f"the mcp SDK's own ClientSession ({version('mcp')}) in the bench process; stdio_client spawning "
-        "`python -m gateway.cli mcp`, or streamable_http_client with a new httpx2 client (new TCP connection) per session",
+        "`python -m gateway_cli.cli mcp`, or streamable_http_client with a new httpx2 client (new TCP connection) per session",
         "servers": "gateway serve kb + gateway serve http (the MCP host), stateless JSON streamable HTTP",
         "sessions": f"{args.samples} rounds of 1 stdio session, {args.http_per_round} HTTP sessions and 1 HTTP session "
         f"with a fresh TLS context; {args.searches} memory_search per measured session "

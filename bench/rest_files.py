@@ -9,7 +9,7 @@ One run starts, on free loopback ports in a fresh temp home (config.json with
 one agent ``alfred`` and one write key, internal token from
 ``gateway.home.ensure_home``), the real processes:
 
-- ``python -m gateway.cli serve file_api`` and ``python -m gateway.cli serve http``
+- ``python -m gateway_cli.cli serve file_api`` and ``python -m gateway_cli.cli serve http``
   (their JSON logs go to files in the temp home);
 - ``bench/baseline_app.py``: what a user would write instead of the suite, a
   single uvicorn + starlette process with the same JSON shapes, the same
@@ -748,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         py = sys.executable
-        cli = [py, "-m", "gateway.cli", "serve"]
+        cli = [py, "-m", "gateway_cli.cli", "serve"]
         children.start("file_api", [*cli, "file_api", "--home", str(home)])
         children.start("http", [*cli, "http", "--home", str(home)])
         children.start("bare", [py, str(BENCH_DIR / "bare_grpc_server.py"), "--port", str(ports.bare), "--content", str(workspace / FILENAME)])

@@ -6,7 +6,7 @@ Run:  ``.venv/bin/python bench/watcher_latency.py [--agents 50] [--writes 200] [
 Method
 ------
 Everything runs on this machine against the real watcher process
-(``python -m gateway.cli serve watcher --home H``, JSON log to a file in the
+(``python -m gateway_cli.cli serve watcher --home H``, JSON log to a file in the
 temp home), on free loopback ports, in a fresh temp home written like the
 integration tests do (config.json first, then ``gateway.home.ensure_home``).
 Only the watcher runs; no file API, no shim.
@@ -206,7 +206,7 @@ class Children:
     def start_watcher(self, name: str, home: Path) -> subprocess.Popen[bytes]:
         log = home / "watcher.log"
         self.logs[name] = log
-        cmd = [sys.executable, "-m", "gateway.cli", "serve", "watcher", "--home", str(home)]
+        cmd = [sys.executable, "-m", "gateway_cli.cli", "serve", "watcher", "--home", str(home)]
         with open(log, "ab") as handle:
             # A session of its own: a terminal's Ctrl-C reaches only us; we stop it.
             proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)

@@ -199,7 +199,8 @@ class Config:
 def schema() -> Raw:
     """The JSON schema of config.json (also its reference documentation)."""
     text = (Path(__file__).parent / "config_schema.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    loaded: Raw = json.loads(text)
+    return loaded
 
 
 @cache
@@ -286,7 +287,8 @@ def _reason(error: jsonschema.ValidationError) -> str:
         return f"{shown} is {what}: {side} {bound} {unit}{'' if bound == 1 else 's'}"
     if secret:
         return f"the value (not shown) does not fit the schema ({error.validator} {error.validator_value!r})"
-    return error.message
+    message: str = error.message
+    return message
 
 
 GRPC_PORT_KEYS = ("fileApi", "watcher", "kb", "dreaming")

@@ -55,4 +55,5 @@ def configure(service: str, level: int = logging.INFO) -> structlog.stdlib.Bound
         logger_factory=structlog.BytesLoggerFactory(sys.stdout.buffer),
         cache_logger_on_first_use=True,
     )
-    return structlog.get_logger()
+    logger: structlog.stdlib.BoundLogger = structlog.get_logger()
+    return logger

@@ -71,7 +71,7 @@ def _command_line(pid: str) -> str:
         return "?"
     words = [" ".join(a.decode(errors="replace").split()) for a in args if a]
     if words:
-        words[0] = os.path.basename(words[0])  # "python3 -m gateway.cli serve kb --home …" reads better
+        words[0] = os.path.basename(words[0])  # "python3 -m gateway_cli.cli serve kb --home …" reads better
     text = " ".join(words)
     return text if len(text) <= 200 else text[:197] + "..."
 

@@ -17,7 +17,7 @@ from gateway.ports import listen_problem
 from gateway_http.app import ShimApp
 from gateway_http.connections import protocol_class
 from gateway_http.mcp_mount import PREFIX as MCP_PREFIX
-from gateway_http.mcp_mount import McpMount
+from gateway_http.mcp_mount import LoadServers, McpMount
 
 log = structlog.get_logger()
 
@@ -44,10 +44,11 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run(live: LiveConfig, instance: str | None = None) -> None:
+def run(live: LiveConfig, load_mcp: LoadServers, instance: str | None = None) -> None:
     """Serve the shim on ``api.host:api.port`` until SIGTERM/SIGINT (uvicorn handles both),
     following config.json, with the MCP tools over streamable HTTP mounted at ``/mcp/agents/{agentId}``
-    (``mcp_mount``). ``instance``: the launcher's start nonce, reported by /healthz.
+    (``mcp_mount``; ``load_mcp`` builds their servers). ``instance``: the launcher's start nonce,
+    reported by /healthz.
     Connections get the client limits of ``gateway.api`` in force when they open
     (``connections``). Its Prometheus metrics are served on their own port as well as at
     ``/metrics``. Raises BindError when either port cannot be bound."""
@@ -55,7 +56,8 @@ def run(live: LiveConfig, instance: str | None = None) -> None:
     sock = listen(config.api.host, config.api.port)
     metrics_address = serve_metrics("http", config.metrics.address("http"))
     mcp = McpMount(
-        live.snapshot, config.grpc.address("kb"), max_body_bytes=MAX_BODY_BYTES, warm=[a.id for a in config.agents]
+        live.snapshot, config.grpc.address("kb"), load=load_mcp, max_body_bytes=MAX_BODY_BYTES,
+        warm=[a.id for a in config.agents],
     )
 
     async def background(stop: asyncio.Event) -> None:

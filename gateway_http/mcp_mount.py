@@ -16,7 +16,10 @@ key's ``memory_shared_*`` write, which the tool returns as an error saying so.
 The MCP SDK takes about 0.7 s of CPU to import. ``serve`` imports it in a
 worker thread once the shim is up, so the shim answers /healthz and REST as
 soon as before; an MCP request that comes before the tools are ready waits
-for them (up to ``START_WAIT_S``, else 503).
+for them (up to ``START_WAIT_S``, else 503). The shim never imports
+``gateway_mcp`` itself: the entry point (``gateway_cli.cli``) hands the mount a
+``load`` function that imports the servers and builds them, and this module
+knows them only by the ``AgentServers`` protocol below.
 
 Refusals carry the DESIGN status and a JSON-RPC error body (``id`` null), the
 shape an MCP client reads and shows, rather than the REST routes'
@@ -29,12 +32,11 @@ with the key.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import grpc
 import structlog
@@ -47,9 +49,6 @@ from gateway_http.errors import http_status
 from gateway_http.http_metrics import observe_http
 from gateway_http.router import BadPath, split_path
 
-if TYPE_CHECKING:
-    from gateway_mcp.streamable_http import AgentServers
-
 log = structlog.get_logger()
 
 PREFIX: Final = "/mcp/"
@@ -60,6 +59,20 @@ START_WAIT_S: Final = 30.0  # how long an MCP request waits for the SDK to load 
 
 Snapshot = Callable[[], tuple[Config, Authenticator]]
 Scope = dict[str, Any]
+
+
+class AgentServers(Protocol):
+    """The agents' MCP servers as the mount uses them (``gateway_mcp.streamable_http.AgentServers``)."""
+
+    async def serve(self, stop: asyncio.Event) -> None: ...
+
+    async def handle(
+        self, agent_id: str, credentials: tuple[tuple[str, str], ...], scope: Scope, receive: Any, send: Any
+    ) -> bool: ...
+
+
+# Builds the servers for (kb_address, max_body_bytes, warm); it runs in a worker thread, so it may import the SDK.
+LoadServers = Callable[[str, int, tuple[str, ...]], AgentServers]
 
 
 class Refused(Exception):
@@ -74,12 +87,14 @@ class McpMount:
     """ASGI app for paths under ``/mcp/``: authorize, then hand the request to the agent's MCP server.
 
     ``serve(stop)`` runs from the shim's start-up to its shutdown (its background): it loads the
-    SDK and hosts the agents' servers (``gateway_mcp.streamable_http.AgentServers``; ``warm``:
-    the agents whose servers start at once).
+    SDK and hosts the agents' servers (``load``, called in a worker thread; ``warm``: the agents
+    whose servers start at once).
     """
 
-    def __init__(self, snapshot: Snapshot, kb_address: str, *, max_body_bytes: int, warm: Iterable[str]) -> None:
+    def __init__(self, snapshot: Snapshot, kb_address: str, *, load: LoadServers, max_body_bytes: int,
+                 warm: Iterable[str]) -> None:
         self._snapshot = snapshot
+        self._load = load
         self._kb_address = kb_address
         self._max_body_bytes = max_body_bytes
         self._warm = tuple(warm)
@@ -89,10 +104,7 @@ class McpMount:
     async def serve(self, stop: asyncio.Event) -> None:
         """Import the SDK in a worker thread, then host the MCP servers until ``stop`` is set."""
         try:
-            module = await asyncio.to_thread(importlib.import_module, "gateway_mcp.streamable_http")
-            servers: AgentServers = module.AgentServers(
-                self._kb_address, max_body_bytes=self._max_body_bytes, warm=self._warm
-            )
+            servers = await asyncio.to_thread(self._load, self._kb_address, self._max_body_bytes, self._warm)
             self._servers = servers
             self._loaded.set()
             await servers.serve(stop)

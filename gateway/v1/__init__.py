@@ -1,1 +1,1 @@
-"""Generated protobuf and gRPC code for package gateway.v1 (see gateway/protogen.py)."""
+"""Generated protobuf and gRPC code for package gateway.v1 (see gateway_cli/protogen.py)."""

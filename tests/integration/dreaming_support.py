@@ -201,7 +201,7 @@ def search(suite: Suite, agent: str, query: str) -> list[dict[str, Any]]:
 
 def cli(suite: Suite, *words: str) -> subprocess.CompletedProcess[str]:
     """``gateway dream WORDS… --home HOME`` as a subprocess (exit code, stdout, stderr)."""
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "dream", *words, "--home", str(suite.home)],
+    return subprocess.run([sys.executable, "-m", "gateway_cli.cli", "dream", *words, "--home", str(suite.home)],
                           capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
 
 

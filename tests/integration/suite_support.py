@@ -1,6 +1,6 @@
 """Real gateway processes on free ports with a temporary home (helpers; fixtures are in conftest.py).
 
-Nothing here is mocked: each fixture starts ``python -m gateway.cli serve``
+Nothing here is mocked: each fixture starts ``python -m gateway_cli.cli serve``
 subprocesses and polls their health until a deadline.
 """
 
@@ -152,7 +152,7 @@ class Suite:
     def start(self, name: str) -> None:
         log = open(self.log_path(name), "ab")  # noqa: SIM115 - owned by the child
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", name, "--home", str(self.home)],
+            [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(self.home)],
             stdout=log,
             stderr=subprocess.STDOUT,
         )

@@ -76,7 +76,7 @@ class Writer(threading.Thread):
 
 
 def gateway(*words: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *words], capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    return subprocess.run([sys.executable, "-m", "gateway_cli.cli", *words], capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
 
 
 def test_backup_while_writing_then_restore_serves_the_same(tmp_path: Path) -> None:

@@ -164,7 +164,7 @@ def test_a_port_change_waits_for_a_restart_and_says_so(suite: Suite) -> None:
 
 def test_agents_and_keys_added_with_the_cli_work_at_once_on_every_service(suite: Suite) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "gateway.cli", *args, "--home", str(suite.home)],
+        return subprocess.run([sys.executable, "-m", "gateway_cli.cli", *args, "--home", str(suite.home)],
                               capture_output=True, text=True, timeout=60, check=True)
 
     cli("agents", "add", "erin")

@@ -68,7 +68,7 @@ def open_edits(ws: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def revert_by_cli(suite: Suite, run_id: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "dream", "revert", "alfred", run_id, "--home", str(suite.home)],
+    return subprocess.run([sys.executable, "-m", "gateway_cli.cli", "dream", "revert", "alfred", run_id, "--home", str(suite.home)],
                           capture_output=True, text=True, timeout=90)
 
 

@@ -120,7 +120,7 @@ def test_migrate_memory_without_a_running_dreaming_service_and_the_kb_finds_the_
                           files={"dee": {"MEMORY.md": MEMORY}})
     try:
         ws = workspace(running, "dee")
-        gateway = [sys.executable, "-m", "gateway.cli", "migrate-memory", str(ws), "--home", str(running.home)]
+        gateway = [sys.executable, "-m", "gateway_cli.cli", "migrate-memory", str(ws), "--home", str(running.home)]
         plan = subprocess.run(gateway, capture_output=True, text=True, timeout=60)
         assert plan.returncode == 0, plan.stderr
         assert (ws / "MEMORY.md").read_text() == MEMORY

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from suite_support import Suite, env_without_home, make_home
 
-from gateway.health_cli import check
-from gateway.launcher import SERVICES
 from gateway.live_config import loader
+from gateway_cli.health_cli import check
+from gateway_cli.launcher import SERVICES
 
 pytestmark = pytest.mark.integration
 
 
 def health(name: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "health", name, "--home", str(home)],
+    return subprocess.run([sys.executable, "-m", "gateway_cli.cli", "health", name, "--home", str(home)],
                           capture_output=True, text=True, timeout=60, env={**env_without_home(), **env})
 
 

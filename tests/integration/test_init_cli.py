@@ -18,7 +18,7 @@ HOME_FILES = ("config.json", ".internal-token", "admin-key.txt")
 
 
 def gateway(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], capture_output=True, text=True, timeout=60,
+    return subprocess.run([sys.executable, "-m", "gateway_cli.cli", *args], capture_output=True, text=True, timeout=60,
                           env=env if env is not None else env_without_home())
 
 

@@ -30,7 +30,7 @@ def lsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Suite, st
     raw["gateway"]["api"]["keys"].append({"key": UNNAMED_KEY, "agents": "*"})  # keys[4]
     (home / "config.json").write_text(json.dumps(raw))
     added = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "keys", "add", "ci-bot", "--agents", "alfred", "--write", "--home", str(home)],
+        [sys.executable, "-m", "gateway_cli.cli", "keys", "add", "ci-bot", "--agents", "alfred", "--write", "--home", str(home)],
         capture_output=True, text=True, timeout=60, check=True,
     )
     running = Suite(home, http_port, ports)

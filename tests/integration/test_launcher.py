@@ -16,7 +16,7 @@ import httpx
 import pytest
 from suite_support import ADMIN_KEY, free_port, grpc_serving, make_home, wait_until
 
-from gateway.launcher import SERVICES
+from gateway_cli.launcher import SERVICES
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,7 @@ class Up:
     def __init__(self, home: Path, *extra: str) -> None:
         self.home = home
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "up", "--home", str(home), *extra],
+            [sys.executable, "-m", "gateway_cli.cli", "up", "--home", str(home), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         self.lines: list[str] = []
@@ -136,7 +136,7 @@ def test_up_refuses_an_invalid_config_with_one_line_per_problem(tmp_path: Path) 
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.json").write_text(json.dumps({"gateway": {"memory": {"memoryBudgetChars": -5, "bogus": 1}}, "agents": [{"id": "../x"}]}))
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "up", "--home", str(home)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "gateway_cli.cli", "up", "--home", str(home)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     problems = [l.strip() for l in result.stderr.splitlines() if l.startswith("  ")]
     assert any(p.startswith("gateway.memory.memoryBudgetChars:") for p in problems)
@@ -150,7 +150,7 @@ def test_serve_makes_a_group_readable_config_0600_and_logs_it_once(tmp_path: Pat
     config = home / "config.json"
     os.chmod(config, 0o644)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "file_api", "--home", str(home)],
+        [sys.executable, "-m", "gateway_cli.cli", "serve", "file_api", "--home", str(home)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     with proc:
@@ -206,7 +206,7 @@ def test_a_first_start_that_fails_keeps_the_admin_key_until_confirmed(tmp_path: 
         assert admin_key_line(home) in second.errors
         assert key_file.read_text().splitlines() == [header, key]  # the same key: no new one was made
 
-        confirm = [sys.executable, "-m", "gateway.cli", "keys", "confirm", "--home", str(home)]
+        confirm = [sys.executable, "-m", "gateway_cli.cli", "keys", "confirm", "--home", str(home)]
         done = subprocess.run(confirm, capture_output=True, text=True, timeout=60)
         assert (done.returncode, done.stdout) == (0, f"deleted {key_file}; the admin key is now only where you saved it (config.json keeps its SHA-256)\n")
         assert not key_file.exists()
@@ -230,7 +230,7 @@ def test_every_start_says_where_the_unconfirmed_admin_key_is(tmp_path: Path) -> 
 
 def test_serve_logs_where_the_unconfirmed_admin_key_is(tmp_path: Path) -> None:
     home = tmp_path / "fresh"
-    init = subprocess.run([sys.executable, "-m", "gateway.cli", "init", "--home", str(home)],
+    init = subprocess.run([sys.executable, "-m", "gateway_cli.cli", "init", "--home", str(home)],
                           capture_output=True, text=True, timeout=60)
     assert init.returncode == 0, init.stderr
     config = json.loads((home / "config.json").read_text())
@@ -239,7 +239,7 @@ def test_serve_logs_where_the_unconfirmed_admin_key_is(tmp_path: Path) -> None:
 
     def first_events() -> list[dict[str, object]]:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "file_api", "--home", str(home), "--port", str(free_port())],
+            [sys.executable, "-m", "gateway_cli.cli", "serve", "file_api", "--home", str(home), "--port", str(free_port())],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         with proc:

@@ -14,8 +14,8 @@ from suite_support import Suite, free_port, make_home, wait_until
 from test_launcher import Up, children_of_home
 
 from gateway.grpc_server import instance_service
-from gateway.launcher import grpc_serving, http_healthy
 from gateway.ports import listen_problem
+from gateway_cli.launcher import grpc_serving, http_healthy
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +36,7 @@ def squatter(port: int) -> Iterator[socket.socket]:
 def test_up_names_the_taken_port_and_its_holder_and_starts_nothing(tmp_path: Path) -> None:
     home, ports, _ = make_home(tmp_path)
     with squatter(ports["kb"]):
-        result = subprocess.run([sys.executable, "-m", "gateway.cli", "up", "--home", str(home)],
+        result = subprocess.run([sys.executable, "-m", "gateway_cli.cli", "up", "--home", str(home)],
                                 capture_output=True, text=True, timeout=60)
         assert children_of_home(home) == {}
     assert result.returncode == 1
@@ -55,7 +55,7 @@ def test_a_second_suite_on_the_same_ports_is_refused_not_reported_ready(tmp_path
     (other / "config.json").write_text((home / "config.json").read_text())
     with Up(home) as first:
         first.ready_url()
-        result = subprocess.run([sys.executable, "-m", "gateway.cli", "up", "--home", str(other)],
+        result = subprocess.run([sys.executable, "-m", "gateway_cli.cli", "up", "--home", str(other)],
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 1
         assert "ready" not in result.stdout
@@ -69,7 +69,7 @@ def test_a_child_that_cannot_bind_says_so_in_one_line(tmp_path: Path) -> None:
     home, ports, http_port = make_home(tmp_path)
     for name, port in (("file_api", ports["fileApi"]), ("http", http_port)):
         with squatter(port):
-            result = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", name, "--home", str(home)],
+            result = subprocess.run([sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(home)],
                                     capture_output=True, text=True, timeout=60)
         assert result.returncode == 1, (name, result.stderr)
         assert result.stderr.splitlines() == [result.stderr.strip()], result.stderr
@@ -82,7 +82,7 @@ def test_health_checks_only_accept_this_starts_own_children(tmp_path: Path) -> N
     nonce = "0123456789abcdef"
     try:
         for name in ("file_api", "watcher", "kb", "dreaming", "http"):
-            cmd = [sys.executable, "-m", "gateway.cli", "serve", name, "--home", str(home), "--instance", nonce]
+            cmd = [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(home), "--instance", nonce]
             log = open(suite.log_path(name), "ab")  # noqa: SIM115 - owned by the child
             suite.procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
             log.close()

@@ -214,7 +214,7 @@ async def mcp_session(
     """``gateway mcp --agent <agent>`` as a subprocess, initialized; its stderr goes to <home>/mcp.log."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "gateway.cli", "mcp", "--agent", agent, "--home", str(home)],
+        args=["-m", "gateway_cli.cli", "mcp", "--agent", agent, "--home", str(home)],
         env=env or {},
         cwd=ROOT,
     )
@@ -368,7 +368,7 @@ async def test_record_retrievals_opt_out_reaches_the_kb(home: Path, kb: Kb) -> N
 
 def run_mcp(home: Path, agent: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "mcp", "--agent", agent, "--home", str(home)],
+        [sys.executable, "-m", "gateway_cli.cli", "mcp", "--agent", agent, "--home", str(home)],
         cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False,
     )
 

@@ -162,9 +162,9 @@ def test_a_busy_metrics_port_stops_the_process_and_the_launcher_in_one_line(tmp_
     home, _, _ = make_home(tmp_path)
     port = metrics_block(home)["kb"]
     with squatter(port):
-        served = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "kb", "--home", str(home)],
+        served = subprocess.run([sys.executable, "-m", "gateway_cli.cli", "serve", "kb", "--home", str(home)],
                                 capture_output=True, text=True, timeout=60)
-        up = subprocess.run([sys.executable, "-m", "gateway.cli", "up", "--home", str(home)],
+        up = subprocess.run([sys.executable, "-m", "gateway_cli.cli", "up", "--home", str(home)],
                             capture_output=True, text=True, timeout=60)
     assert served.returncode == 1, served.stderr
     assert served.stderr.splitlines() == [served.stderr.strip()], served.stderr

@@ -269,11 +269,11 @@ def test_activity_over_rest_and_auth(wsuite: Suite) -> None:
 
 def test_gateway_compose_prints_a_dry_run(wsuite: Suite) -> None:
     before = claude(wsuite, "cleo")
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "compose", "cleo", "--home", str(wsuite.home)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "gateway_cli.cli", "compose", "cleo", "--home", str(wsuite.home)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout == before  # what the watcher wrote is exactly what compose prints
     assert "budget report for cleo" in result.stderr and "MEMORY.md" in result.stderr
-    missing = subprocess.run([sys.executable, "-m", "gateway.cli", "compose", "ghost", "--home", str(wsuite.home)], capture_output=True, text=True, timeout=60)
+    missing = subprocess.run([sys.executable, "-m", "gateway_cli.cli", "compose", "ghost", "--home", str(wsuite.home)], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "no agent 'ghost'" in missing.stderr
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from gateway.cli import main
 from gateway.config import load_config
 from gateway.home import ensure_home
+from gateway_cli.cli import main
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_keys_add_refuses_and_changes_nothing(home: Path, capsys: pytest.Capture
 
 def test_keys_add_from_several_processes_at_once_loses_none(home: Path) -> None:
     procs = [
-        subprocess.Popen([sys.executable, "-m", "gateway.cli", "keys", "add", f"k{i}", "--agents", "alfred", "--home", str(home)],
+        subprocess.Popen([sys.executable, "-m", "gateway_cli.cli", "keys", "add", f"k{i}", "--agents", "alfred", "--home", str(home)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for i in range(6)
     ]

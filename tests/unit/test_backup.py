@@ -11,10 +11,10 @@ import apsw
 import pytest
 
 from gateway.backup import MANIFEST, BackupError, create_backup
-from gateway.cli import main
 from gateway.config import load_config
 from gateway.home import ensure_home
 from gateway.restore import restore_backup
+from gateway_cli.cli import main
 
 
 def write(path: Path, text: str) -> None:
@@ -171,7 +171,7 @@ def test_every_command_of_the_operations_guide_parses() -> None:
     """The sample sessions of docs/operations.md use real subcommands and flags (a rename fails here)."""
     import shlex
 
-    from gateway.cli import _parser
+    from gateway_cli.cli import _parser
 
     guide = (Path(__file__).parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
     lines = [line.removeprefix("$ ") for line in guide.splitlines() if line.startswith("$ gateway ")]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
 from gateway.home import ensure_home
+from gateway_cli.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ def test_the_default_home_without_a_config_is_not_found_not_invalid(tmp_path: Pa
     env = {k: v for k, v in os.environ.items() if k != "GATEWAY_HOME"}
     env["HOME"] = str(tmp_path)
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "compose", "alfred"],
+        [sys.executable, "-m", "gateway_cli.cli", "compose", "alfred"],
         capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path,
     )
     assert result.returncode == 2

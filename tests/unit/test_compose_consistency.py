@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-import gateway.cli
-import gateway.launcher
+import gateway_cli.cli
+import gateway_cli.launcher
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "compose.yaml"
@@ -49,7 +49,7 @@ def _compose() -> Doc:
 
 def _subcommands() -> dict[str, Any]:
     """Subcommand name → its argparse parser, from the real ``gateway`` parser."""
-    action = next(a for a in gateway.cli._parser()._actions if a.dest == "command")
+    action = next(a for a in gateway_cli.cli._parser()._actions if a.dest == "command")
     return dict(action.choices)  # type: ignore[arg-type]
 
 
@@ -64,7 +64,7 @@ def _config_defaults() -> dict[str, int]:
     schema = json.loads((REPO / "gateway" / "config_schema.json").read_text(encoding="utf-8"))
     props = schema["properties"]["gateway"]["properties"]
     grpc = props["grpc"]["properties"]
-    ports = {name: grpc[_camel(name)]["default"] for name in gateway.launcher.GRPC_SERVICES}
+    ports = {name: grpc[_camel(name)]["default"] for name in gateway_cli.launcher.GRPC_SERVICES}
     return {**ports, "http": props["api"]["properties"]["port"]["default"]}
 
 
@@ -82,7 +82,7 @@ def _variables_read() -> frozenset[str]:
     text = "\n".join(p.read_text(encoding="utf-8") for d in CODE_DIRS for p in (REPO / d).rglob("*.py"))
     names = set(re.findall(r"\bGATEWAY_[A-Z0-9_]*[A-Z0-9]\b", text))
     for suffix in re.findall(r'f"GATEWAY_\{name\.upper\(\)\}_([A-Z]+)"', text):
-        names |= {f"GATEWAY_{n.upper()}_{suffix}" for n in gateway.launcher.GRPC_SERVICES}
+        names |= {f"GATEWAY_{n.upper()}_{suffix}" for n in gateway_cli.launcher.GRPC_SERVICES}
     return frozenset(names)
 
 
@@ -125,7 +125,7 @@ def every_process_is_served(doc: Doc) -> list[str]:
     subcommands = _subcommands()
     serve_choices = _choices("serve")
     commands = {name: _argv(s.get("command")) for name, s in _servers(doc).items()}
-    for process in gateway.launcher.SERVICES:
+    for process in gateway_cli.launcher.SERVICES:
         if commands.get(process) != ["serve", process]:
             problems.append(f"no service {process!r} with command serve {process} (gateway up starts it)")
     for name, argv in commands.items():
@@ -168,7 +168,7 @@ def the_shim_waits_for_healthy_backends(doc: Doc) -> list[str]:
     depends = _depends(doc.get("services", {}).get("http", {}))
     return [
         f"http does not wait for {backend} to be healthy"
-        for backend in gateway.launcher.GRPC_SERVICES
+        for backend in gateway_cli.launcher.GRPC_SERVICES
         if depends.get(backend) != "service_healthy"
     ]
 

@@ -17,9 +17,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-import gateway.cli
-import gateway.launcher
 import gateway.live_config
+import gateway_cli.cli
+import gateway_cli.launcher
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "compose.yaml"
@@ -87,11 +87,11 @@ def test_the_schema_catches_a_broken_compose_file() -> None:
 
 
 def test_cli_serve_choices_match_serve_names() -> None:
-    parser = gateway.cli._parser()
+    parser = gateway_cli.cli._parser()
     subparsers = next(a for a in parser._actions if a.dest == "command")
     serve = subparsers.choices["serve"]  # type: ignore[index]
     name_arg = next(a for a in serve._actions if a.dest == "name")
-    assert tuple(name_arg.choices) == tuple(gateway.cli.SERVE_NAMES)
+    assert tuple(name_arg.choices) == tuple(gateway_cli.cli.SERVE_NAMES)
 
 
 def test_every_service_uses_the_one_image_and_the_shared_home() -> None:
@@ -142,7 +142,7 @@ def test_peer_host_variables_name_existing_services() -> None:
             assert value in services, f"{name}: {var}={value} is not a service of compose.yaml"
             seen.add(peer)
     # Every gRPC service that runs in compose is reachable by its peers.
-    assert {n for n in gateway.launcher.GRPC_SERVICES} <= seen
+    assert {n for n in gateway_cli.launcher.GRPC_SERVICES} <= seen
 
 
 def test_dockerignore_keeps_local_state_out() -> None:

@@ -14,10 +14,10 @@ import pytest
 
 from gateway.atomic import is_temp_name
 from gateway.config import build, load_config, validate
-from gateway.cli import main
 from gateway.config_migrations import CURRENT_VERSION, migrate
 from gateway.errors import ConfigError
 from gateway.home import ensure_home, read_internal_token, resolve_home
+from gateway_cli.cli import main
 
 
 def problems_of(raw: dict) -> list[str]:  # type: ignore[type-arg]

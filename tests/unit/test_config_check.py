@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from gateway.cli import main
 from gateway.config import load_config
 from gateway.config_migrations import CURRENT_VERSION
 from gateway.errors import ConfigError
+from gateway_cli.cli import main
 
 ADMIN = {"name": "admin", "keySha256": hashlib.sha256(b"admin-key-456").hexdigest(), "agents": "*", "write": True}
 

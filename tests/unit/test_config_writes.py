@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from gateway.cli import main
+from gateway_cli.cli import main
 
 
 def mode_of(path: Path) -> int:

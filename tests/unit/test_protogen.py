@@ -6,7 +6,7 @@ from pathlib import Path
 
 from google.protobuf import descriptor_pb2
 
-from gateway.protogen import DESCRIPTOR_SET, REPO_ROOT, generate, proto_files
+from gateway_cli.protogen import DESCRIPTOR_SET, REPO_ROOT, generate, proto_files
 from gateway_http.descriptors import proto_modules
 from gateway_http.proto_docs import load_descriptor_set
 

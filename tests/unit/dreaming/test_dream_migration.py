@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
+from gateway_cli.cli import main
 from services.dreaming import journal
 from services.dreaming.migration import PLAN_FILE, Settings, make_plan, waiting_plan
 

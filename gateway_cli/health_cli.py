@@ -21,8 +21,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.channels import sync_channel
 from gateway.config import Config
-from gateway.launcher import SERVICES
 from gateway.v1 import dreaming_pb2, files_pb2, kb_pb2, watcher_pb2
+from gateway_cli.launcher import SERVICES
 
 # The gRPC service each process serves (and reports SERVING under, besides "").
 GRPC_SERVICE = {

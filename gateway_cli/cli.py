@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway import admin_cli, backup_cli, dream_cli, health_cli, init_cli, migrate_cli
 from gateway.errors import CommandError, ConfigError, ConfigNotFound, InvalidEdit
 from gateway.home import admin_key_notice, ensure_home, not_initialised, resolve_home, tighten_config_mode
+from gateway_cli import admin_cli, backup_cli, dream_cli, health_cli, init_cli, migrate_cli
 
 if TYPE_CHECKING:
     from gateway.config import Config
+    from gateway_mcp.streamable_http import AgentServers
 
 SERVE_NAMES = ("file_api", "watcher", "kb", "dreaming", "http")
 
@@ -101,7 +102,7 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None)
         if name == "http":
             from gateway_http.main import run as run_http
 
-            run_http(live, instance)
+            run_http(live, _mcp_servers, instance)
         elif name == "file_api":
             from services.file_api.main import run as run_file_api
 
@@ -125,6 +126,15 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None)
     return 0
 
 
+def _mcp_servers(kb_address: str, max_body_bytes: int, warm: tuple[str, ...]) -> AgentServers:
+    """The shim's MCP servers, built in its worker thread: the import loads the MCP SDK (about
+    0.7 s of CPU), which the shim's start does not wait for. Here because only the entry point
+    may import both ``gateway_http`` and ``gateway_mcp``."""
+    from gateway_mcp.streamable_http import AgentServers
+
+    return AgentServers(kb_address, max_body_bytes=max_body_bytes, warm=warm)
+
+
 def _compose(home: Path, agent_id: str) -> int:
     """CLAUDE.md on stdout, the budget report on stderr; nothing is written."""
     from services.watcher.compose import compose
@@ -144,7 +154,7 @@ def _compose(home: Path, agent_id: str) -> int:
 def _config_check(home: Path) -> int:
     """``config check``: one line per error and per warning on stderr; ``ok`` on stdout unless
     there is an error (exit 2). Warnings alone keep exit 0: start-up accepts them."""
-    from gateway.config_file import check
+    from gateway_cli.config_file import check
 
     report = check(home)
     if report.errors:
@@ -167,7 +177,7 @@ def _say_invalid(home: Path, problems: list[str]) -> None:
 
 def _run(args: argparse.Namespace, home: Path) -> int:
     if args.command == "up":
-        from gateway.launcher import up
+        from gateway_cli.launcher import up
 
         admin_key = ensure_home(home)
         tightened = _tighten_config_mode(home)
@@ -204,7 +214,7 @@ def _run(args: argparse.Namespace, home: Path) -> int:
     if args.command == "config":
         if args.action == "check":
             return _config_check(home)
-        from gateway.config_file import migrate_file
+        from gateway_cli.config_file import migrate_file
 
         print(migrate_file(home))
         return 0

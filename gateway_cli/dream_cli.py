@@ -83,8 +83,8 @@ def run(args: argparse.Namespace, home: Path, config: Config) -> int:
                 text = stub.RevertDream(dreaming_pb2.RevertDreamRequest(agent_id=agent_id, run_id=run_id, op_id=op),
                                         timeout=CALL_DEADLINE_S, metadata=metadata).message
         except grpc.RpcError as err:
-            code = err.code()  # type: ignore[attr-defined]
-            detail = err.details() or code.name  # type: ignore[attr-defined]
+            code = err.code()
+            detail = err.details() or code.name
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 detail = f"the dreaming service at {address} is not answering ({code.name}); is the suite running? (gateway up)"
             print(f"gateway: dream {action}: {detail}", file=sys.stderr)

@@ -7,7 +7,7 @@ Every change goes through ``config_edit.edit_config``: config.json is read,
 changed, validated as start-up would, and written atomically with mode 0600.
 A new key is printed once, on stdout, and stored only as its SHA-256 with a
 name; the name is what the rpc log lines show for that key. Refusals are
-CommandError (one line, exit 2), rendered by ``gateway.cli``.
+CommandError (one line, exit 2), rendered by ``gateway_cli.cli``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import Config, schema
-from gateway.config_edit import edit_config, read_valid
-from gateway.config_lint import agent_ids, unknown_agent_line
 from gateway.errors import CommandError
 from gateway.home import ADMIN_KEY_FILE, confirm_admin_key
+from gateway_cli.config_edit import edit_config, read_valid
+from gateway_cli.config_lint import agent_ids, unknown_agent_line
 
 Raw = dict[str, Any]
 

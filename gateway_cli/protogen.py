@@ -1,6 +1,6 @@
 """Generate the Python code for ``protos/`` into the ``gateway.v1`` package.
 
-Run ``python -m gateway.protogen`` after editing a ``.proto`` file. It writes,
+Run ``python -m gateway_cli.protogen`` after editing a ``.proto`` file. It writes,
 all from the one protoc run, the ``*_pb2`` modules and stubs and
 ``gateway/v1/descriptors.binpb``: a ``FileDescriptorSet`` of the suite's protos
 *with* their source info (comments), which the generated modules lack and the

@@ -119,7 +119,7 @@ class Suite:
 
     def start(self) -> None:
         for name in SERVICES:
-            cmd = [sys.executable, "-m", "gateway.cli", "serve", name, "--home", str(self.home), "--instance", self.instance]
+            cmd = [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(self.home), "--instance", self.instance]
             if name == "http":
                 cmd += ["--port", str(self.http_port)]
             # A session of its own: a terminal's Ctrl-C reaches only us, and we

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from gateway.atomic import WriteConflict, write_atomic
 from gateway.config import build, read_config_file
-from gateway.config_edit import CONFIG_MODE, write_config
-from gateway.config_lint import lint
 from gateway.config_migrations import migrate
 from gateway.errors import CommandError, ConfigError, ConfigNotFound
+from gateway_cli.config_edit import CONFIG_MODE, write_config
+from gateway_cli.config_lint import lint
 
 
 @dataclass(frozen=True)
