@@ -756,8 +756,10 @@ def main(argv: list[str] | None = None) -> int:
                                      "--backend", f"127.0.0.1:{ports.bare}"])  # fmt: skip
         if args.old_tree is not None:
             old = args.old_tree.resolve()
-            children.start("old_file_api", [*cli, "file_api", "--home", str(old_home)], cwd=old)
-            children.start("old_http", [*cli, "http", "--home", str(old_home)], cwd=old)
+            # Its own entry point: gateway_cli/ since issue 17, gateway/cli.py before.
+            old_cli = [py, "-m", "gateway_cli.cli" if (old / "gateway_cli").is_dir() else "gateway.cli", "serve"]
+            children.start("old_file_api", [*old_cli, "file_api", "--home", str(old_home)], cwd=old)
+            children.start("old_http", [*old_cli, "http", "--home", str(old_home)], cwd=old)
         children.start(
             "baseline",
             [py, str(BENCH_DIR / "baseline_app.py"), "--port", str(ports.baseline), "--workspace", str(workspace), "--key", KEY],
