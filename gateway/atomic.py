@@ -1,4 +1,4 @@
-"""The one write path for workspace files (DESIGN.md "Processes").
+"""The one write path for workspace files (docs/architecture.md "Who owns which data").
 
 Temp file in the same folder, fsync, then, under the folder's lock, an
 optional compare-and-swap against the content the writer read and the atomic

@@ -1,4 +1,4 @@
-"""API-key authentication and per-agent authorization (DESIGN.md "Auth").
+"""API-key authentication and per-agent authorization (docs/architecture.md "Auth and the internal token").
 
 A caller presents ``x-api-key: K`` or ``authorization: Bearer K``; internal
 callers present the home's internal token under ``x-gateway-internal-token``.
@@ -85,7 +85,7 @@ class Authenticator:
         is only for callers whose scope covers every id (``"*"``, and internal
         callers). A scoped key that names an agent not configured (kept for
         pre-provisioning, or left from a removed agent) gets the same
-        PermissionDenied as for any agent it does not cover: DESIGN.md "Auth".
+        PermissionDenied as for any agent it does not cover (docs/architecture.md "Auth and the internal token").
         InvalidArgument is for an id no agent can have (``../x``, ``a/b``: the name
         is bad, not absent), answered to callers whose scope covers every id.
         """

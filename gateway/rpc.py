@@ -92,7 +92,7 @@ def caller_of(auth: Authenticator, context: grpc.aio.ServicerContext) -> Caller:
 def authorize_call(
     auth: Authenticator, context: grpc.aio.ServicerContext, agent_id: str, *, agent_exists: bool, write: bool
 ) -> Caller:
-    """Authenticate this RPC's caller and check its access to ``agent_id`` (DESIGN.md "Auth").
+    """Authenticate this RPC's caller and check its access to ``agent_id`` (docs/architecture.md "Auth and the internal token").
 
     Raises Unauthenticated, PermissionDenied or NotFound.
     """

@@ -1,4 +1,4 @@
-"""The ``gateway`` command (DESIGN.md "Command line")."""
+"""The ``gateway`` command (README "Command line")."""
 
 from __future__ import annotations
 

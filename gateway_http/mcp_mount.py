@@ -1,6 +1,6 @@
 """The shim's mount of MCP over streamable HTTP at ``/mcp/agents/{agentId}``.
 
-Every request is authorized here before the SDK sees it (DESIGN.md "Auth"):
+Every request is authorized here before the SDK sees it (docs/architecture.md "Auth and the internal token"):
 the key headers pass ``credentials`` (401 naming the header), the key must be
 known (401) and cover the agent (403, whether or not the agent exists; 404
 only for a ``*`` key and an agent not in the config; 400 for an id no agent

@@ -53,7 +53,7 @@ ERROR_SCHEMA = {
 }
 
 
-# Every status the shim answers for a documented operation, and when (DESIGN.md "REST"; the
+# Every status the shim answers for a documented operation, and when (docs/architecture.md "REST mapping"; the
 # gRPC → HTTP table is gateway_http/errors.py). Listed one by one, rather than as a "default"
 # response, so that a client, and the schemathesis test, can tell an undocumented status.
 ERROR_RESPONSES: dict[str, str] = {

@@ -1,9 +1,9 @@
-"""The MCP stdio server of SPEC.md's memory tools.
+"""The MCP stdio server of the memory tools (README "MCP: stdio and streamable HTTP").
 
-A thin client of the KB service (DESIGN.md "Processes"): ``gateway mcp --agent
+A thin client of the KB service (docs/architecture.md "Processes"): ``gateway mcp --agent
 ID`` serves, for one agent over stdio with the official ``mcp`` SDK, the
 read-only ``memory_search`` / ``memory_get`` tools and the shared-vault tools
-``memory_shared_create`` / ``_get`` / ``_update`` / ``_delete`` (SPEC.md
-"Shared KB"), forwarding every call to ``gateway.v1.Knowledge`` over gRPC.
+``memory_shared_create`` / ``_get`` / ``_update`` / ``_delete`` (README
+"Shared vault"), forwarding every call to ``gateway.v1.Knowledge`` over gRPC.
 Nothing under ``services/`` imports this package.
 """

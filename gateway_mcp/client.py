@@ -3,7 +3,7 @@
 gRPC failures are translated here, in one place, into ``KnowledgeError`` with
 a message a model can act on; nothing else in the package sees ``grpc`` errors.
 
-Two kinds of caller (DESIGN.md "Auth"): the stdio server presents the home's
+Two kinds of caller (docs/architecture.md "Auth and the internal token"): the stdio server presents the home's
 internal token and acts for its one agent; over HTTP each call presents the
 key of the request that carried it (``as_caller``), never the internal token,
 so the KB's own authorization decides what that key may do.

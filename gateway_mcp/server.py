@@ -1,12 +1,12 @@
 """``gateway mcp --agent ID``: the MCP stdio server of the agent's memory tools.
 
-SPEC.md "Knowledge archive": retrieval is exposed to the agent as two read-only
-MCP tools, ``memory_search`` and ``memory_get``. SPEC.md "Shared KB": the
+README "Knowledge archive (KB)": retrieval is exposed to the agent as two read-only
+MCP tools, ``memory_search`` and ``memory_get``. README "Shared vault": the
 shared vault's notes are created, read, updated and deleted on demand with
 ``memory_shared_create``/``_get``/``_update``/``_delete``. This server is a
-thin client of the KB service (DESIGN.md "Processes"): each tool call is one
+thin client of the KB service (docs/architecture.md "Processes"): each tool call is one
 ``gateway.v1.Knowledge`` RPC for the one agent it was started for, presenting
-the home's internal token (DESIGN.md "Auth"). ``build_server`` is the one
+the home's internal token (docs/architecture.md "Auth and the internal token"). ``build_server`` is the one
 implementation of the tools: MCP over streamable HTTP (``gateway_mcp.streamable_http``)
 serves the same server, each call presenting the caller's key instead. KB errors become MCP tool errors
 carrying the KB's message (a name clash and a missing note are worded in terms
@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 
 SERVER_NAME: Final = "claude-gateway-memory"
 RECORD_RETRIEVALS_ENV: Final = "GATEWAY_RECORD_RETRIEVALS"
-MAX_LIMIT: Final = 20  # DESIGN.md defaults: memory_search returns at most 20 results
+MAX_LIMIT: Final = 20  # docs/architecture.md "Limits and defaults": memory_search returns at most 20 results
 MAX_LINES: Final = 2000  # the KB's cap per Get
 
 SEARCH_DESCRIPTION: Final = """\

@@ -1,6 +1,6 @@
 """The memory tools over MCP's streamable HTTP transport, for every agent, inside the REST shim.
 
-DESIGN.md "Processes": the same six tools as ``gateway mcp --agent ID`` (one
+docs/architecture.md "Processes": the same six tools as ``gateway mcp --agent ID`` (one
 ``build_server`` per agent, the one implementation), served by the SDK's
 ``StreamableHTTPSessionManager`` at ``/mcp/agents/{agentId}`` so a runtime
 mounts a URL instead of spawning a process (and importing the SDK) per session.

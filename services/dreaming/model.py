@@ -1,7 +1,7 @@
 """The values dreaming passes between its steps (reviewer → selection → applier → audit).
 
 Plain frozen dataclasses, no I/O: the reviewer's validated proposals, what
-became of each op, and what a run did. SPEC.md "Nightly dreaming" and the
+became of each op, and what a run did. README "Dreaming" and its
 reviewer protocol (README "Dreaming") define the fields.
 """
 

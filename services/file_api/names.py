@@ -1,4 +1,4 @@
-"""Which workspace file names the API accepts (SPEC.md "Allowed filenames")."""
+"""Which workspace file names the API accepts (README "REST API", Names)."""
 
 from __future__ import annotations
 

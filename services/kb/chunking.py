@@ -1,4 +1,4 @@
-"""Line-aligned chunking (DESIGN.md "Defaults": about 4 chars a token, overlap carried forward).
+"""Line-aligned chunking (docs/architecture.md "Limits and defaults": about 4 chars a token, overlap carried forward).
 
 A chunk is a run of whole lines of at most ``chunk_tokens * 4`` characters
 (newlines counted). The next chunk starts with the trailing lines of the previous

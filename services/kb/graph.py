@@ -1,12 +1,12 @@
 """The graph layer: a deterministic (no LLM) compile of a vault's notes into reports.
 
-SPEC.md "Graph layer": every ``*.md`` directly in ``notes_dir`` is a node named
+README "Shared vault", Graph layer: every ``*.md`` directly in ``notes_dir`` is a node named
 by its file stem; ``stale__*`` notes are retired (nodes and link targets, but
 left out of the contradiction, stale and low-confidence reports: they are
 already out of service). Dot files and symlinks are not notes (a link could
 reach outside the vault); the reports folder is never read as a source.
 
-Limits (DESIGN.md "Defaults"): a note over 512 KB is skipped (still a node, so
+Limits (docs/architecture.md "Limits and defaults"): a note over 512 KB is skipped (still a node, so
 links to it are not dangling) and reported; frontmatter over 64 KB is ignored
 and reported (see ``graph_parse``). Each file is opened and read once.
 
@@ -35,7 +35,7 @@ from gateway.atomic import write_atomic
 from services.kb.graph_parse import Claim, ParsedNote, parse_note
 from services.kb.graph_reports import render_all
 
-MAX_NOTE_BYTES = 512 * 1024  # DESIGN.md "Defaults": graph layer
+MAX_NOTE_BYTES = 512 * 1024  # docs/architecture.md "Limits and defaults": graph layer
 STALE_AFTER = timedelta(days=90)
 LOW_CONFIDENCE = 0.5
 RETIRED_PREFIX = "stale__"

@@ -1,4 +1,4 @@
-"""One note's graph facts: frontmatter fields and body ``[[wiki-links]]`` (SPEC.md "Graph layer").
+"""One note's graph facts: frontmatter fields and body ``[[wiki-links]]`` (README "Shared vault", Graph layer).
 
 Frontmatter is the text between a leading ``---`` line and the next ``---``
 (or ``...``) line, parsed by ``graph_yaml`` (a safe subset; no PyYAML). Fields:
@@ -6,7 +6,7 @@ Frontmatter is the text between a leading ``---`` line and the next ``---``
 [0, 1]), ``updatedAt`` (ISO date or datetime; naive means UTC) and ``claims``
 (a list of mappings with ``id``, ``text``, ``status``, ``confidence``). A bad
 field is a problem for the note and is ignored; the rest still counts.
-Frontmatter over 64 KB (DESIGN.md "Defaults") is ignored and reported.
+Frontmatter over 64 KB (docs/architecture.md "Limits and defaults") is ignored and reported.
 
 Links: ``[[target]]``, ``[[target|label]]``, ``[[target#section]]`` and
 ``[[target#^block]]`` all point at ``target``; a trailing ``.md`` is dropped;
@@ -24,7 +24,7 @@ from datetime import UTC, date, datetime
 
 from services.kb.graph_yaml import FrontmatterError, Value, parse_frontmatter
 
-MAX_FRONTMATTER_BYTES = 64 * 1024  # DESIGN.md "Defaults": graph layer
+MAX_FRONTMATTER_BYTES = 64 * 1024  # docs/architecture.md "Limits and defaults": graph layer
 
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
 _LINK = re.compile(r"\[\[([^\[\]\n]+)\]\]")  # a literal prefix: the engine skips to each "[["

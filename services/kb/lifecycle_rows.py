@@ -1,4 +1,4 @@
-"""What the staleness GC reads from and records in an archive (SPEC.md "Archive staleness GC").
+"""What the staleness GC reads from and records in an archive (README "Staleness GC").
 
 The dreaming process never opens a ``kb.sqlite``: it asks the KB, which answers
 from here.

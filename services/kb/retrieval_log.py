@@ -1,6 +1,6 @@
 """Recall recording: the append-only ``kb_retrieval_log`` and its fold into lifecycle rows.
 
-SPEC.md "Archive staleness GC": the read path appends one row per retrieved
+README "Staleness GC": the read path appends one row per retrieved
 entry through a *dedicated* write connection (never the reader's, never a
 read-modify-write of chunk rows), fire-and-forget. Two ways in:
 

@@ -1,6 +1,6 @@
 """The per-agent ``kb.sqlite``: tables, connections and the ``kb_meta`` store.
 
-Tables (SPEC.md "Knowledge archive" and "Archive staleness GC"):
+Tables (README "Knowledge archive (KB)" and "Staleness GC"):
 
 - ``kb_meta(key, value)``: ``schema_version``, ``tokenizer``, ``chunking``
   (``"<chunkTokens>/<chunkOverlap>"``), ``generation`` (bumped by every refresh

@@ -86,7 +86,7 @@ class SearchResult:
 
 
 def clamp_limit(limit: int | None) -> int:
-    """DESIGN.md: 6 results by default, 20 at most, at least 1."""
+    """docs/architecture.md "Limits and defaults": 6 results by default, 20 at most, at least 1."""
     if limit is None or limit <= 0:
         return DEFAULT_LIMIT
     return min(limit, MAX_LIMIT)

@@ -1,4 +1,4 @@
-"""The shared cross-agent vault: create, get, update, delete notes (SPEC.md "Shared KB").
+"""The shared cross-agent vault: create, get, update, delete notes (README "Shared vault").
 
 Pure domain code: functions take the vault dir (``SharedSettings.vault_dir``)
 and an open index connection (``vault_index.open_vault_index``), return typed
@@ -9,7 +9,7 @@ check in ``vault_similar``; retire/restore and folding in ``vault_retire``.
 Rules:
 
 - **Size cap.** A note's content is at most ``MAX_NOTE_BYTES`` = 102,400 bytes
-  of UTF-8 (DESIGN.md: 100 KB); more is InvalidArgument. The cap applies to the
+  of UTF-8 (docs/architecture.md "Limits and defaults": 100 KB); more is InvalidArgument. The cap applies to the
   caller's content and to the note as written with its ``Related:`` links.
 - **create** fails with ``NoteExists`` (AlreadyExists) on an exact-name
   collision. Then it runs the near-duplicate check; when related notes are

@@ -1,5 +1,5 @@
-"""Near-duplicate check before a shared note is created (SPEC.md "Shared KB", DESIGN.md
-"near-duplicate check on the leading terms before create").
+"""Near-duplicate check before a shared note is created (README "Shared vault";
+docs/architecture.md "Limits and defaults": a near-duplicate check on the leading terms before create).
 
 1. **Seed.** The content's body (frontmatter and ``<!-- key: value -->`` markers
    removed) is split into letter/digit tokens, casefolded and lightly stemmed

@@ -1,4 +1,4 @@
-"""The shared vaults inside the KB process (SPEC.md "Shared KB", "Graph layer").
+"""The shared vaults inside the KB process (README "Shared vault").
 
 One vault per ``<root>/<project>/``; agents with the same project share it.
 Each vault has one writer connection in this process, used from worker

@@ -61,7 +61,7 @@ OUTPUT_NAME = "CLAUDE.md"
 
 @dataclass(frozen=True)
 class Limits:
-    """The size limits of composition (DESIGN.md "Defaults where SPEC.md is silent")."""
+    """The size limits of composition (docs/architecture.md "Limits and defaults")."""
 
     file_chars: int = 20_000
     total_chars: int = 150_000

@@ -1,13 +1,13 @@
 """Core-shrink: a compact section index of an over-budget MEMORY.md.
 
-SPEC.md "Knowledge archive", Core-shrink: when the archive is enabled and
+README "CLAUDE.md and the watcher", Core-shrink: when the archive is enabled and
 MEMORY.md is over its soft budget, CLAUDE.md carries a deterministic index of
 the file (headings plus a brief per section) and a pointer to
 ``memory_search``/``memory_get`` instead of the banner and full text. No LLM,
 no I/O: the index is a pure function of the text. MEMORY.md itself is never
 modified here.
 
-Rules (DESIGN.md "Defaults where SPEC.md is silent"):
+Rules (docs/architecture.md "Limits and defaults"):
 
 - one entry per ``#`` or ``##`` ATX heading (up to three spaces of indent,
   then one or two ``#`` and a space or the end of the line); deeper headings

@@ -1,4 +1,4 @@
-"""Which sessions restart after a recomposition (SPEC.md's frozen-at-spawn table).
+"""Which sessions restart after a recomposition (README "Sessions and restarts").
 
 | changed files                  | busy session         | idle session                  |
 |--------------------------------|----------------------|-------------------------------|

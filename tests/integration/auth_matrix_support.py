@@ -9,7 +9,7 @@ fresh name each time. An RPC with no entry in ``REQUESTS`` (one added later)
 is still in the matrix, with only its agent id set: its allowed cases may then
 be a 4xx for the body, which the matrix accepts (not 401/403) and reports.
 
-``ACCESS`` is DESIGN.md's read/write split per RPC: a read key may call a read
+``ACCESS`` is the read/write split per RPC (docs/architecture.md "Auth and the internal token"): a read key may call a read
 RPC of an agent in its scope, and only a write key a write RPC. It is the one
 hand-kept table (access is a decision per RPC, not something to infer), and
 ``test_auth_matrix`` fails when an RPC of the descriptors is missing from it.

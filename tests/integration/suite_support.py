@@ -27,8 +27,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.home import ensure_home
 
-READER_KEY = "my-secret-key-123"  # SPEC.md's read-only example key (alfred)
-ADMIN_KEY = "admin-key-456"  # SPEC.md's example key with write access to every agent
+READER_KEY = "my-secret-key-123"  # the README's read-only example key (alfred)
+ADMIN_KEY = "admin-key-456"  # the README's example key with write access to every agent
 BOB_WRITER_KEY = "bob-writer-key-789"  # write access to bob only
 CAROL_KEY = "carol-key-000000"  # scope names carol, who is not configured
 START_DEADLINE_S = 30.0

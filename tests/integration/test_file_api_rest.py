@@ -44,7 +44,7 @@ def assert_error(response: httpx.Response, status: int, grpc_code: int, *fragmen
         assert fragment in body["message"]
 
 
-# --- SPEC.md's curl examples, verbatim --------------------------------------
+# --- the README's curl examples, verbatim -----------------------------------
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
@@ -85,7 +85,7 @@ def test_every_allowed_name_round_trips(http: httpx.Client, suite: Suite) -> Non
         assert (workspace(suite, "alfred") / name).read_text(encoding="utf-8") == body
 
 
-# --- SPEC.md's error table ---------------------------------------------------
+# --- README "REST API": the errors -------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["CLAUDE.md", "NOTES.md", "soul.md"])

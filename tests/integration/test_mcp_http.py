@@ -1,7 +1,7 @@
 """MCP over streamable HTTP (issue 15): the shim serves the six tools at ``/mcp/agents/{agentId}``.
 
 Driven by the SDK's own streamable HTTP client (``streamable_http_client`` and
-``ClientSession``) against the real KB and the real shim, with SPEC.md's keys
+``ClientSession``) against the real KB and the real shim, with the README's example keys
 (``suite_support``):
 
 - the tools an HTTP session lists are exactly the stdio server's (one

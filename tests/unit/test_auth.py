@@ -1,4 +1,4 @@
-"""API-key identification and the per-agent access rules of DESIGN.md "Auth"."""
+"""API-key identification and the per-agent access rules (docs/architecture.md "Auth and the internal token")."""
 
 from __future__ import annotations
 

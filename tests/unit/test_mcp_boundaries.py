@@ -1,4 +1,4 @@
-"""The MCP server's place in the architecture (DESIGN.md "Processes", STYLE.md rules 3 and 9)."""
+"""The MCP server's place in the architecture (docs/architecture.md "Processes" and "Where each rule is enforced")."""
 
 from __future__ import annotations
 

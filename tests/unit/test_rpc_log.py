@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import grpc
 import pytest
+import structlog
+import structlog.testing
 
 from gateway import rpc
 
@@ -57,3 +60,42 @@ def test_a_cancelled_call_is_logged_cancelled_not_ok(monkeypatch: pytest.MonkeyP
 
     asyncio.run(main())
     assert [line[:4] for line in lines] == [("Slow", "alfred", None, "CANCELLED")]
+
+
+class Aborted(grpc.aio.AbortError):
+    """What ``context.abort`` raises in a real server."""
+
+
+class Context:
+    """The part of a ServicerContext that ``unary`` uses when a handler fails."""
+
+    def __init__(self) -> None:
+        self.aborted: list[tuple[grpc.StatusCode, str]] = []
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.aborted.append((code, details))
+        raise Aborted()
+
+
+class Broken:
+    @rpc.unary
+    async def Crash(self, request: Request, context: Any) -> str:  # noqa: N802
+        raise KeyError("secret-detail-in-the-exception")
+
+
+def test_an_unexpected_exception_is_internal_with_a_generic_message_and_logged(monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = logged(monkeypatch)
+    context = Context()
+
+    async def main() -> None:
+        with pytest.raises(grpc.aio.AbortError):
+            await Broken().Crash(Request(), context)
+        await asyncio.sleep(0)
+
+    with structlog.testing.capture_logs() as events:
+        asyncio.run(main())
+    # The caller sees only "internal error": the exception's text may quote a key or a body.
+    assert context.aborted == [(grpc.StatusCode.INTERNAL, "internal error")]
+    [failed] = [e for e in events if e["event"] == "rpc_failed"]
+    assert failed["method"] == "Crash" and failed["log_level"] == "error" and failed.get("exc_info") is True
+    assert [line[:4] for line in lines] == [("Crash", "alfred", None, "INTERNAL")]

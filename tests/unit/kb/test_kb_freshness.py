@@ -59,6 +59,19 @@ def run_with_watch(tmp_path: Path, scenario: Callable[[Running], Awaitable[None]
     asyncio.run(main())
 
 
+async def poll_until(done: Callable[[], object], step: Callable[[], object] = lambda: None,
+                     deadline_s: float = 30.0) -> bool:
+    """Run ``step`` and yield to the loop until ``done()`` holds or the deadline passes."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline_s
+    while not done():
+        if loop.time() > end:
+            return False
+        step()
+        await asyncio.sleep(0.01)
+    return True
+
+
 def test_sync_is_false_when_the_watch_is_not_running(tmp_path: Path) -> None:
     watch = SourceWatch(lambda: {}, tmp_path / "sync")
     assert asyncio.run(watch.sync(timeout=0.2)) is False
@@ -137,17 +150,13 @@ def test_without_a_sync_folder_sync_answers_false_at_once_and_events_still_flow(
         stop = asyncio.Event()
         task = asyncio.create_task(watch.run(stop))
         try:
-            await asyncio.sleep(0.2)
-            loop = asyncio.get_running_loop()
-            started = loop.time()
-            assert await watch.sync() is False
-            assert loop.time() - started < 0.5  # no waiting for a barrier that cannot come
-            (workspace / "memory" / "a.md").write_text("x")
-            for _ in range(200):
-                if seen.changed:
-                    break
-                await asyncio.sleep(0.01)
-            assert seen.changed == [f"memory{os.sep}a.md"]
+            # The stream has begun once it asked for its start-of-stream rescan.
+            assert await poll_until(lambda: seen.rescans >= 1)
+            # No waiting for a barrier that cannot come: a sync that waited would outlast wait_for.
+            assert await asyncio.wait_for(watch.sync(timeout=3600), 30) is False
+            # The watch may not be set up yet: write until the first event comes through.
+            assert await poll_until(lambda: seen.changed, lambda: (workspace / "memory" / "a.md").write_text("x"))
+            assert set(seen.changed) == {f"memory{os.sep}a.md"}
         finally:
             stop.set()
             await asyncio.wait_for(task, 10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import apsw
@@ -11,7 +12,7 @@ from kb_helpers import OLD, settings, write
 from services.kb.entries import entry_hash
 from services.kb.indexer import refresh
 from services.kb.schema import open_index, open_reader
-from services.kb.query import build_plan, like_pattern
+from services.kb.query import MAX_QUERY_CHARS, build_plan, like_pattern
 from services.kb.hits import make_snippet
 from services.kb.search import POOL, is_stale, search
 
@@ -73,10 +74,22 @@ def indexed(conn: apsw.Connection, workspace: Path) -> apsw.Connection:
 
 
 @pytest.mark.parametrize("query", HOSTILE)
-def test_hostile_queries_never_raise(indexed: apsw.Connection, workspace: Path, query: str) -> None:
-    result = search(indexed, workspace, query)
+def test_hostile_queries_never_raise(conn: apsw.Connection, workspace: Path, query: str) -> None:
+    # Besides the notes of ``indexed``, one note quotes the query verbatim (as far as a search reads
+    # it: the first MAX_QUERY_CHARS). A query with a letter or digit in it must find that note; one
+    # with none (punctuation, emoji, blanks) must find nothing rather than everything.
+    write(workspace, "MEMORY.md", "# Core\n\n- We deploy with blue/green on Fridays.\n- Coffee is black.\n")
+    write(workspace, "memory/ops.md", "# Ops\n\n- The deploy pipeline is well-known.\n")
+    write(workspace, "memory/probe.md", f"# Probe\n\n- The probe note says: {query[:MAX_QUERY_CHARS]}\n")
+    refresh(conn, workspace, settings())
+    result = search(conn, workspace, query)
     assert isinstance(result.hits, list)
     assert result.generation == 1
+    paths = {hit.path for hit in result.hits}
+    if re.search(r"[^\W_]", query):
+        assert "memory/probe.md" in paths, f"{query[:40]!r} did not find the note that quotes it"
+    else:
+        assert paths == set()
 
 
 def test_operators_are_plain_words(indexed: apsw.Connection, workspace: Path) -> None:

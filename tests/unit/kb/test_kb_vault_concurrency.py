@@ -1,5 +1,5 @@
 """Concurrent writers in separate processes share one vault without an in-process lock
-(SPEC.md "Shared KB": temp-then-atomic-rename note files, busy_timeout on the index)."""
+(README "Shared vault": temp-then-atomic-rename note files, busy_timeout on the index)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Soft memory budgets and banners (SPEC.md "Memory budget")."""
+"""Soft memory budgets and banners (README "CLAUDE.md and the watcher")."""
 
 from __future__ import annotations
 

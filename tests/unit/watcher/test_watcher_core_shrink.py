@@ -1,4 +1,4 @@
-"""Core-shrink index of an over-budget MEMORY.md (SPEC.md "Knowledge archive")."""
+"""Core-shrink index of an over-budget MEMORY.md (README "CLAUDE.md and the watcher")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC.md's restart table and the session registry, with an injected clock."""
+"""The restart table (README "Sessions and restarts") and the session registry, with an injected clock."""
 
 from __future__ import annotations
 
