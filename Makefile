@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 GATEWAY_HOME_DIR ?= ./var/gateway
 
-.PHONY: install up demo test unit integration typecheck bench protos clean clean-data
+.PHONY: install up demo test unit integration lint typecheck bench protos clean clean-data
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,8 @@ demo: install
 	test -f var/demo/config.json || install -m 600 examples/demo-config.json var/demo/config.json
 	$(VENV)/bin/gateway up --home ./var/demo
 
-## make test: the whole test suite (type check, unit, integration)
-test: install typecheck
+## make test: the whole test suite (lint, type check, unit, integration)
+test: install lint typecheck
 	$(PY) -m pytest
 
 unit: install
@@ -38,6 +38,9 @@ unit: install
 
 integration: install
 	$(PY) -m pytest tests/integration
+
+lint: install
+	$(VENV)/bin/ruff check .
 
 typecheck: install
 	$(VENV)/bin/mypy gateway gateway_cli services gateway_http gateway_mcp

@@ -210,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for query in ("staging database", "office wifi", "release"):
                 stub.Search(kb_pb2.SearchRequest(agent_id=ka.AGENT, query=query, corpus="shared"), metadata=metadata, timeout=RPC_TIMEOUT_S)
-            skip = sum(1 for _ in open(children.logs["kb"], encoding="utf-8", errors="replace"))
+            with open(children.logs["kb"], encoding="utf-8", errors="replace") as kb_log:
+                skip = sum(1 for _ in kb_log)
             t0 = time.perf_counter()
             outcomes = promote_all(stub, metadata)
             wall_s = time.perf_counter() - t0

@@ -38,7 +38,7 @@ def run_worker(
     """Entry point of one client process; puts one result dict on ``results``."""
     try:
         results.put(asyncio.run(_run(address, key, method, content, inflight, warmup, duration, barrier)))
-    except BaseException as exc:  # report, never hang the parent
+    except BaseException as exc:  # noqa: BLE001 - report, never hang the parent
         barrier.abort()
         results.put({"fatal": f"{type(exc).__name__}: {exc}"})
 

@@ -174,7 +174,7 @@ class ShimApp:
         reply = _Reply(send, scope["path"])
         try:
             return await self._serve(scope, receive, reply)
-        except Exception as exc:  # a bug: input is refused with a 4xx before this (module docstring)
+        except Exception as exc:  # noqa: BLE001 - a bug: input is refused with a 4xx before this (module docstring)
             log.error("http_bug", method=scope["method"], route=reply.route, error=type(exc).__name__, at=_frames(exc))
             if not reply.started:
                 await _respond(send, 500, error_body(grpc.StatusCode.INTERNAL, "internal error in the REST shim"))

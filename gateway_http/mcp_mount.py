@@ -129,7 +129,7 @@ class McpMount:
                               "or stopping); try again shortly", INTERNAL_ERROR)
         except Refused as exc:
             await _refuse(watched, exc.status, exc.message, INVALID_REQUEST, exc.headers)
-        except Exception as exc:  # a bug: input is refused with a 4xx before this
+        except Exception as exc:  # noqa: BLE001 - a bug: input is refused with a 4xx before this
             frames = [f"{f.filename}:{f.lineno} {f.name}" for f in traceback.extract_tb(exc.__traceback__)[-8:]]
             log.error("http_bug", method=scope["method"], route=ROUTE, error=type(exc).__name__, at=frames)
             if not status:

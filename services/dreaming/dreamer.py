@@ -126,7 +126,7 @@ class Dreamer:
         quiet = timedelta(minutes=agent.dreaming.quiet_minutes)
         try:
             seen = await self._activity.activity(agent_id)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the watcher could not answer: not run now, tried again later
             reason = f"the watcher could not say whether the agent is active ({exc}); not run now, tried again later"
             self._record_skip(agent, night, reason)
             return Readiness.retry(reason)

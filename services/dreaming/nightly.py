@@ -110,7 +110,7 @@ async def _recall(agent: AgentConfig, deps: Deps, run_id: str, at: str, done: Co
     try:
         missing = await recall.check(deps.index, agent.id, agent.workspace, done.pruned)
         why = {m.file: f"the recall check could not find a removed entry by Search ({m.query!r}): {m.entry[:120]!r}" for m in missing}
-    except Exception as exc:  # the KB could not answer: nothing removed is known to be findable
+    except Exception as exc:  # noqa: BLE001 - the KB could not answer: nothing removed is known to be findable
         why = {p.file: f"the recall check could not run ({exc})" for p in done.pruned}
     if not why:
         notes.append(f"Recall checked: every removed entry ({sum(len(p.text) for p in done.pruned):,} chars) is found by Search.")

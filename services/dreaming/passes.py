@@ -137,7 +137,7 @@ async def _recall(agent: AgentConfig, index: recall.Index, run_id: str, at: str,
     except asyncio.CancelledError:
         _put_back(agent, run_id, at, original, done, out, "the run was cancelled before the moves' recall check finished")
         raise
-    except Exception as exc:  # the KB could not answer: nothing moved is known to be findable
+    except Exception as exc:  # noqa: BLE001 - the KB could not answer: nothing moved is known to be findable
         reason = f"the recall check of the moves could not run ({exc})"
     if not reason:
         out.notes.append(f"Moves recall-checked: all {len(moved)} moved entries are found through the index in their destinations.")

@@ -194,7 +194,7 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
             why = "the run was cancelled while this promotion was asked of the KB; it may or may not have landed"
             step.add(_declined(r, why), f"declined: {why}")
             continue
-        except Exception as exc:  # the KB could not promote: the local dream stands
+        except Exception as exc:  # noqa: BLE001 - the KB could not promote: the local dream stands
             why = f"the KB could not promote it ({exc})"
             if getattr(exc, "code", None) in UNREACHABLE:
                 unreachable = f"the KB was unreachable for an earlier promotion of this run ({exc})"

@@ -179,7 +179,7 @@ async def run_gc(agent: AgentConfig, index: recall.Index, run_id: str, at: str, 
         listing = await index.entries(agent.id)
     except asyncio.CancelledError:
         raise
-    except Exception as exc:  # the KB could not answer: nothing is moved
+    except Exception as exc:  # noqa: BLE001 - the KB could not answer: nothing is moved
         out.notes.append(f"Staleness GC not run: the KB could not list the archive ({exc}).")
         return out
     moment = now()
@@ -316,7 +316,7 @@ async def _recall(agent: AgentConfig, index: recall.Index, run_id: str, at: str,
     except asyncio.CancelledError:
         _put_back(agent, run_id, at, done, out, "the run was cancelled before the stale moves' recall check finished")
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the KB could not answer: nothing moved is known to be findable
         reason = f"the recall check of the stale moves could not run ({exc})"
     if not reason:
         out.notes.append(f"Stale moves recall-checked: all {len(applied)} moved entries are found through the index in their destinations.")
@@ -360,5 +360,5 @@ async def _record(agent: AgentConfig, index: recall.Index, plan: staleness.Plan,
         await index.update_lifecycle(agent.id, updates)
     except asyncio.CancelledError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the KB could not record them: the next run repairs them
         out.notes.append(f"Staleness GC could not record its decisions in the KB ({exc}); the next run repairs them.")

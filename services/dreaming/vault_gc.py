@@ -71,7 +71,7 @@ async def after_run(
                    "stopped); everything above was done and checked",
         ))
         raise
-    except Exception as exc:  # the KB could not answer: the run stands, the vault's GC runs another time
+    except Exception as exc:  # noqa: BLE001 - the KB could not answer: the run stands, the vault's GC runs another time
         note = (f"Shared vault GC not run: the KB could not answer ({exc}); it runs at the vault's next "
                 "scheduled run.")
     return replace(report, notes=(*report.notes, note), steps=steps)

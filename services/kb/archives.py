@@ -203,7 +203,6 @@ class Archives:
         return state.next_run
 
     async def _drain(self, state: _State) -> None:
-        loop = asyncio.get_running_loop()
         while state.next_run is not None:
             future, state.next_run = state.next_run, None
             barrier, named = state.barrier, state.named

@@ -150,7 +150,7 @@ def _write_threaded(writer: _Writer, batches: Iterator[list[Outcome]]) -> None:
                 handoff.put(batch)
                 if batch is None:
                     return
-        except BaseException as exc:  # handed to the writer, which re-raises it
+        except BaseException as exc:  # noqa: BLE001 - handed to the writer, which re-raises it
             handoff.put(exc)
 
     producer = threading.Thread(target=produce, name="kb-index-parse", daemon=True)

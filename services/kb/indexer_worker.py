@@ -87,7 +87,7 @@ class ParseWorker:
             raise OSError("no sys.executable to start a parse worker with")
         self.lifecycle: str | None = None  # the slice's lifecycle rows (lifecycle_json), once done
         self._done = False
-        self._process = subprocess.Popen(  # noqa: S603 (our own interpreter, our own module)
+        self._process = subprocess.Popen(
             [sys.executable, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True
         )
         assert self._process.stdin is not None
@@ -174,7 +174,7 @@ def serve(out: IO[bytes], source: IO[bytes]) -> None:
                 outbox.put(pickle.dumps(("batch", batch), protocol=pickle.HIGHEST_PROTOCOL))
             outbox.put(pickle.dumps(("end", None), protocol=pickle.HIGHEST_PROTOCOL))
         message: tuple[str, str] = ("done", lifecycle_json(lifecycle))
-    except BaseException:  # everything goes to the caller, which rolls back
+    except BaseException:  # noqa: BLE001 - everything goes to the caller, which rolls back
         message = ("error", traceback.format_exc())
     outbox.put(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
     outbox.put(None)

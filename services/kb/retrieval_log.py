@@ -97,7 +97,7 @@ def record_retrievals(
         finally:
             conn.close()
         return len(rows)
-    except Exception as exc:  # fire-and-forget: a failure never fails the read
+    except Exception as exc:  # noqa: BLE001 - fire-and-forget: a failure never fails the read
         log.warning("kb_retrieval_log_failed", kind=kind, error=f"{type(exc).__name__}: {exc}")
         return 0
 
@@ -164,7 +164,7 @@ class Recorder:
             self._ensure_thread()
             self._queue.put((db_path, rows))
             return len(rows)
-        except Exception as exc:  # fire-and-forget: a failure never fails the read
+        except Exception as exc:  # noqa: BLE001 - fire-and-forget: a failure never fails the read
             log.warning("kb_retrieval_log_failed", kind=kind, error=f"{type(exc).__name__}: {exc}")
             return 0
 
@@ -234,7 +234,7 @@ class Recorder:
                 log.warning("kb_retrieval_log_failed", rows=len(rows), retry=True, error=f"{type(exc).__name__}: {exc}")
                 if not self._stop.is_set():
                     self._pending[db_path] = rows[-self._max_pending :]
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - fire-and-forget: a failure never fails the read
                 log.warning("kb_retrieval_log_failed", rows=len(rows), error=f"{type(exc).__name__}: {exc}")
                 self._drop(db_path)
 

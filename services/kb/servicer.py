@@ -65,7 +65,7 @@ def _record_later(store: Recording, agent_id: str, hits: Sequence[Retrieved], ki
 def _record(store: Recording, agent_id: str, hits: Sequence[Retrieved], kind: str) -> None:
     try:
         store.record(agent_id, hits, kind)
-    except Exception as exc:  # fire-and-forget: never an error of the read
+    except Exception as exc:  # noqa: BLE001 - fire-and-forget: never an error of the read
         log.warning("kb_retrieval_log_failed", kind=kind, error=f"{type(exc).__name__}: {exc}")
 
 

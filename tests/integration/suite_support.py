@@ -15,14 +15,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
 import httpx
-import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.home import ensure_home

@@ -71,7 +71,7 @@ class Writer(threading.Thread):
                     (memory / f"zebra-{self.writes}.md").write_text(f"# Zebra {self.writes}\n\n- a zebra crossed.\n")
                     assert http.post("/api/v1/agents/alfred/memory:refresh", json={}).status_code == 200
                     self.writes += 1
-        except BaseException as exc:  # reported by the test
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
 
 

@@ -112,7 +112,7 @@ class Background:
         def target() -> None:
             try:
                 self._out.append(fn())
-            except BaseException as exc:  # handed to the test thread
+            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
                 self._err.append(exc)
 
         self._thread = threading.Thread(target=target, daemon=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from suite_support import ADMIN_KEY, Suite, make_home, wait_until, workspace
+from suite_support import ADMIN_KEY, Suite, make_home, workspace
 
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import grpc
 import httpx

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from suite_support import Suite, claude, make_home, wait_claude, wait_until, workspace
+from suite_support import Suite, make_home, wait_claude, wait_until, workspace
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from gateway.v1 import files_pb2
 from gateway_http.app import LONG_DEADLINES, deadline
 from gateway_http.descriptors import all_routes
 from gateway_http.errors import HTTP_STATUS, error_body
-from gateway_http.openapi import openapi_document, openapi_path
+from gateway_http.openapi import openapi_document
 from gateway_http.router import BadPath, Router, split_path
 from gateway_http.transcode import BadRequest, build_request, parse_body, render
 

@@ -314,7 +314,7 @@ def test_many_writers_and_a_sweeper_lose_nothing(tmp_path: Path) -> None:
         try:
             for n in range(40):
                 write_atomic(tmp_path / f"W{i}.md", f"{i}:{n}".encode() * 5000)
-        except BaseException as exc:  # pragma: no cover - reported below
+        except BaseException as exc:  # noqa: BLE001  # pragma: no cover - reported below
             errors.append(exc)
 
     def sweeper() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import apsw
 import kb_worker_helpers
 import pytest
-from kb_helpers import OLD, settings, write
+from kb_helpers import OLD, write
 from test_kb_indexer_bulk import corpus, dump, run
 
 from services.kb import indexer_bulk
