@@ -1,0 +1,181 @@
+"""The typed settings of config.json: frozen values every process passes down.
+
+``gateway.config`` builds them from the file (defaults, validation, per-agent
+overrides) and re-exports them; import them from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from gateway.http_limits import HttpLimits
+
+
+@dataclass(frozen=True)
+class GrpcSettings:
+    host: str
+    file_api: int
+    watcher: int
+    kb: int
+    dreaming: int
+    # Deployment overrides set by the entry point from GATEWAY_BIND_HOST and
+    # GATEWAY_<SERVICE>_HOST (compose: bind 0.0.0.0, reach peers by name).
+    bind_host: str | None = None
+    peer_hosts: tuple[tuple[str, str], ...] = ()
+
+    def address(self, service: str) -> str:
+        """``host:port`` where ``service`` (``file_api``, ``watcher``, ``kb``, ``dreaming``) is reached."""
+        host = dict(self.peer_hosts).get(service, self.host)
+        return f"{host}:{getattr(self, service)}"
+
+    def bind_address(self, service: str) -> str:
+        """``host:port`` that ``service`` listens on."""
+        return f"{self.bind_host or self.host}:{getattr(self, service)}"
+
+
+@dataclass(frozen=True)
+class MetricsSettings:
+    """``gateway.metrics``: each process's Prometheus port (README "Metrics")."""
+
+    enabled: bool
+    host: str  # gateway.grpc.host when unset; GATEWAY_BIND_HOST replaces it (live_config.with_deployment)
+    ports: tuple[tuple[str, int], ...]  # process name (file_api, watcher, kb, dreaming, http) → port
+
+    def address(self, process: str) -> tuple[str, int] | None:
+        """``(host, port)`` where ``process`` serves its metrics; None when metrics are off."""
+        return (self.host, dict(self.ports)[process]) if self.enabled else None
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """One API key. Only its SHA-256 digest is held, never the key itself."""
+
+    digest: bytes
+    agents: frozenset[str] | None  # None means every agent ("*")
+    write: bool
+    label: str
+
+    def covers(self, agent_id: str) -> bool:
+        return self.agents is None or agent_id in self.agents
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    host: str
+    port: int
+    keys: tuple[ApiKey, ...]
+    limits: HttpLimits = HttpLimits()
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    memory_budget_chars: int
+    user_budget_chars: int
+    over_budget: str  # "warn" or "error"; anything else was normalised to "warn"
+    write_routing: bool
+    episodic_archive_dir: str
+
+
+@dataclass(frozen=True)
+class StalenessSettings:
+    enabled: bool
+    stale_ttl_days: int
+    keep_importance: int
+    min_retrieval_keep: int
+    supersession: bool
+    record_retrievals: bool
+    max_invalidations_per_run: int
+
+
+@dataclass(frozen=True)
+class DreamingSettings:
+    enabled: bool
+    mode: str
+    dream_hour: int
+    dream_minute: int
+    dream_timezone: str
+    quiet_minutes: int
+    lookback_days: int
+    max_changes_per_run: int
+    stagger_window_minutes: int  # clamped to [0, 55]
+    auto_route_out: bool
+    reviewer_command: tuple[str, ...]
+    reviewer_timeout_seconds: int
+    staleness: StalenessSettings
+
+
+@dataclass(frozen=True)
+class ArchiveSettings:
+    enabled: bool
+    tokenizer: str
+    chunk_tokens: int
+    chunk_overlap: int  # clamped below chunk_tokens
+
+
+@dataclass(frozen=True)
+class VaultGcSettings:
+    """``knowledge.shared.gc``: the vault's own nightly GC (README "Shared vault")."""
+
+    enabled: bool
+    stale_days: int
+    max_retirements_per_run: int
+
+
+@dataclass(frozen=True)
+class SharedSettings:
+    enabled: bool
+    project: str
+    root: Path
+    mode: str
+    graph: bool
+    gc: VaultGcSettings
+
+    @property
+    def vault_dir(self) -> Path:
+        return self.root / self.project
+
+
+@dataclass(frozen=True)
+class KnowledgeSettings:
+    archive: ArchiveSettings
+    shared: SharedSettings
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """One agent with the gateway settings and its own overrides merged."""
+
+    id: str
+    home: Path
+    workspace: Path
+    transcripts_dir: Path
+    memory: MemorySettings
+    dreaming: DreamingSettings
+    knowledge: KnowledgeSettings
+
+    @property
+    def kb_path(self) -> Path:
+        return self.home / "agents" / self.id / "kb.sqlite"
+
+
+@dataclass(frozen=True)
+class Config:
+    home: Path
+    config_version: str
+    grpc: GrpcSettings
+    api: ApiSettings
+    memory: MemorySettings
+    dreaming: DreamingSettings
+    knowledge: KnowledgeSettings
+    agents: tuple[AgentConfig, ...]
+    metrics: MetricsSettings = MetricsSettings(False, "127.0.0.1", ())
+
+    def agent(self, agent_id: str) -> AgentConfig | None:
+        """The agent with this id, or None (a lookup: every RPC asks, and a home may hold many agents)."""
+        return self._agents_by_id.get(agent_id)
+
+    @cached_property
+    def _agents_by_id(self) -> dict[str, AgentConfig]:
+        return {agent.id: agent for agent in self.agents}
