@@ -43,6 +43,8 @@ from itertools import count, repeat
 from operator import itemgetter
 from typing import Final, NamedTuple
 
+from services.kb.frontmatter import FrontmatterError, load_frontmatter
+
 DEFAULT_IMPORTANCE: Final = 5
 MIN_IMPORTANCE: Final = 1
 MAX_IMPORTANCE: Final = 10
@@ -56,7 +58,6 @@ _HEADING = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
 _BREAK = re.compile(r"^ {0,3}([-*_])(?:\s*\1){2,}\s*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _INTEGER = re.compile(r"[+-]?\d{1,6}")
-_FM_KEY = re.compile(r"^([A-Za-z_][\w-]*)\s*:\s*(.*?)\s*$")
 
 
 @dataclass(frozen=True)
@@ -91,18 +92,27 @@ def parse_importance(value: str) -> int | None:
 
 
 def parse_frontmatter(lines: list[str]) -> Frontmatter:
-    """The frontmatter of a file split into lines (without newlines)."""
+    """The frontmatter of a file split into lines (without newlines).
+
+    Where it ends is found here (the closing line within 64 lines); its fields are read
+    by ``frontmatter.load_frontmatter``, the one reader the graph layer uses too. A
+    header that reader refuses still ends where it ends, and gives no fields."""
     if not lines or lines[0].strip() != "---":
         return Frontmatter(0, None, None)
-    values: dict[str, str] = {}
     for index in range(1, min(len(lines), _FRONTMATTER_MAX_LINES + 1)):
-        line = lines[index]
-        if line.strip() in ("---", "..."):
-            importance = parse_importance(values["importance"]) if "importance" in values else None
-            return Frontmatter(index + 1, importance, values.get("provenance"))
-        match = _FM_KEY.match(line)
-        if match:
-            values[match.group(1).lower()] = match.group(2).strip("\"'")
+        if lines[index].strip() in ("---", "..."):
+            try:
+                fields = load_frontmatter("\n".join(lines[1:index]), first_line=2)
+            except FrontmatterError:
+                return Frontmatter(index + 1, None, None)
+            values = {key.lower(): value for key, value in fields.items()}
+            importance = values.get("importance")
+            provenance = values.get("provenance")
+            return Frontmatter(
+                index + 1,
+                parse_importance(str(importance)) if isinstance(importance, (int, str)) and not isinstance(importance, bool) else None,
+                provenance if isinstance(provenance, str) else None,
+            )
     return Frontmatter(0, None, None)
 
 

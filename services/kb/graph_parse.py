@@ -1,7 +1,7 @@
 """One note's graph facts: frontmatter fields and body ``[[wiki-links]]`` (README "Shared vault", Graph layer).
 
 Frontmatter is the text between a leading ``---`` line and the next ``---``
-(or ``...``) line, parsed by ``graph_yaml`` (a safe subset; no PyYAML). Fields:
+(or ``...``) line, read by ``frontmatter.load_frontmatter`` (PyYAML, safe profile). Fields:
 ``title`` (string; a number is taken as text), ``confidence`` (number in
 [0, 1]), ``updatedAt`` (ISO date or datetime; naive means UTC) and ``claims``
 (a list of mappings with ``id``, ``text``, ``status``, ``confidence``). A bad
@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from services.kb.graph_yaml import FrontmatterError, Value, parse_frontmatter
+from services.kb.frontmatter import FrontmatterError, Value, load_frontmatter
 
 MAX_FRONTMATTER_BYTES = 64 * 1024  # docs/architecture.md "Limits and defaults": graph layer
 
@@ -73,7 +73,7 @@ def parse_note(name: str, text: str) -> ParsedNote:
                 problems.append(f"frontmatter: larger than {MAX_FRONTMATTER_BYTES // 1024} KB (ignored)")
             else:
                 try:
-                    fields = parse_frontmatter(raw, first_line=2)
+                    fields = load_frontmatter(raw, first_line=2)
                 except FrontmatterError as exc:
                     problems.append(f"frontmatter: {exc} (frontmatter ignored)")
     title = _title(fields.get("title"), problems)

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from services.kb.chunking import split_lines
-from services.kb.entries import entry_hash, normalise, parse_entries, parse_frontmatter, parse_importance
+from services.kb.entries import Frontmatter, entry_hash, normalise, parse_entries, parse_frontmatter, parse_importance
 
 
 def sha(text: str) -> str:
@@ -31,6 +31,19 @@ def test_frontmatter() -> None:
 def test_unclosed_frontmatter_is_ignored() -> None:
     fm = parse_frontmatter(["---", "importance: 9", "body"])
     assert (fm.end_line, fm.importance, fm.provenance) == (0, None, None)
+
+
+def test_frontmatter_is_read_by_the_one_yaml_reader() -> None:
+    """The indexer reads the header as the graph layer does: a YAML comment is no part of a value,
+    and nested or quoted keys are YAML's, not a line-by-line guess."""
+    lines = ["---", "importance: 7  # high", "provenance: 'untrusted' # shared", "meta:", "  importance: 2", "---", "x"]
+    assert parse_frontmatter(lines) == Frontmatter(6, 7, "untrusted")
+    assert parse_frontmatter(["---", "Importance: 3", "---"]) == Frontmatter(3, 3, None)  # keys are case-blind
+
+
+def test_a_header_the_reader_refuses_ends_where_it_ends_and_gives_no_fields() -> None:
+    lines = ["---", "importance: 9", "title: [unclosed", "---", "body"]
+    assert parse_frontmatter(lines) == Frontmatter(4, None, None)
 
 
 def test_entries_are_blocks_and_top_level_items() -> None:

@@ -214,7 +214,7 @@ def test_low_confidence_boundary_is_half(notes: Path) -> None:
 def test_malformed_frontmatter_is_reported_not_raised(notes: Path) -> None:
     report = _build(notes)
     problems = {(p.note, p.message) for p in report.problems}
-    assert ("broken", "frontmatter: line 2: unterminated flow collection (frontmatter ignored)") in problems
+    assert ("broken", "frontmatter: line 3: while parsing a flow sequence, did not find expected ',' or ']' (frontmatter ignored)") in problems
     assert ("unterminated", "frontmatter: no closing '---' line (frontmatter ignored)") in problems
     bad = sorted(message for note, message in problems if note == "badtypes")
     assert bad == [
@@ -222,7 +222,7 @@ def test_malformed_frontmatter_is_reported_not_raised(notes: Path) -> None:
         "confidence: expected a number from 0 to 1, got text (ignored)",
         "updatedAt: expected an ISO date or datetime, got 'yesterday' (ignored)",
     ]
-    assert "- `broken`: frontmatter: line 2: unterminated flow collection (frontmatter ignored)\n" in _read(
+    assert "- `broken`: frontmatter: line 3: while parsing a flow sequence, did not find expected ',' or ']' (frontmatter ignored)\n" in _read(
         notes, "relationship-graph.md")
     assert not any(x.note == "broken" for x in report.low_confidence)  # its frontmatter was ignored
 

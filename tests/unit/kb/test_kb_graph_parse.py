@@ -1,4 +1,4 @@
-"""Graph layer parsing: the frontmatter YAML subset (checked against PyYAML) and wiki-link extraction."""
+"""Graph layer parsing: the frontmatter profile (checked against plain PyYAML) and wiki-link extraction."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import yaml
 
 from services.kb.graph import build_reports
 from services.kb.graph_parse import Claim, extract_links, parse_note, parse_timestamp
-from services.kb.graph_yaml import MAX_DEPTH, FrontmatterError, parse_frontmatter
+from services.kb.frontmatter import MAX_DEPTH, FrontmatterError, load_frontmatter
 
-# Documents inside the subset, where YAML 1.1 (PyYAML) and the 1.2 core schema agree.
+# Documents where YAML 1.1 (plain PyYAML) and the profile (the 1.2 core schema) agree.
 SUBSET = [
     "title: Plain title\nconfidence: 0.75\ncount: 3\nneg: -2\nflag: true\ndisabled: false\nnothing: ~\nempty:\n",
     "title: 'It''s quoted'  # comment\nother: \"tab\\there \\\"q\\\" \\u00e9\"\n",
@@ -25,6 +25,7 @@ SUBSET = [
     "nested:\n  deeper:\n    deepest: value\n  sibling: [1, 2]\nlist:\n  - - inner a\n    - inner b\n  - plain item\n  -\n    key: after dash\n",
     "url: http://example.com/a:b\ntime: '10:30'\nkey with spaces: v\n\"quoted key\": 1\n",
     "floats: [1.5, -0.25, .5, 2.5E-2]\n",
+    "indented: |2\n    two more spaces\n  kept\n",
     "next_line:\n  value below\nquoted_below:\n  'q'\nflow_below:\n  [1, 2]\n"
     "title: A long title\n  wrapped onto\n\n  two lines  # comment\nlist:\n  - one\n    continued\n  - 2\n",
 ]
@@ -32,29 +33,30 @@ SUBSET = [
 
 @pytest.mark.parametrize("document", SUBSET)
 def test_subset_matches_pyyaml(document: str) -> None:
-    assert parse_frontmatter(document) == yaml.safe_load(document)
+    assert load_frontmatter(document) == yaml.safe_load(document)
 
 
 @pytest.mark.parametrize(("document", "line", "message"), [
-    ("a: 1\n  b: 2\n", 3, "unexpected indentation"),
+    ("a: 1\n  b: 2\n", 3, "mapping values are not allowed"),
     ("a: 1\na: 2\n", 3, "duplicate key 'a'"),
-    ("just text\n", 2, "expected a 'key: value' line"),
-    ("a: [1, 2\nb: 3\n", 2, "unterminated flow collection"),
-    ("a: \"open\n", 2, "unterminated quoted string"),
+    ("just text\n", 2, "frontmatter must be a mapping"),
+    ("a: [1, 2\nb: 3\n", 3, "while parsing a flow sequence, did not find expected ',' or ']'"),
+    ("a: \"open\n", 3, "while scanning a quoted scalar, found unexpected end of stream"),
     ("a: &anchor 1\n", 2, "anchors, aliases and tags are not supported"),
     ("a: !!python/object:os.system x\n", 2, "anchors, aliases and tags are not supported"),
     ("a: *alias\n", 2, "anchors, aliases and tags are not supported"),
     ("- a\n- b\n", 2, "frontmatter must be a mapping"),
-    ("a:\n\t- b\n", 3, "tab in indentation"),
-    ("a: \"\\q\"\n", 2, "bad escape"),
-    ("a: 1\n- b\n", 3, "a list item where"),
-    ("a: b\n  c: d\n", 3, "unexpected indentation"),
-    ("a: 1 # comment ends it\n  more\n", 3, "unexpected indentation"),
-    ("a: |2\n  x\n", 2, "unsupported block scalar header"),
+    ("a:\n\t- b\n", 3, "found character that cannot start any token"),
+    ("a: \"\\q\"\n", 2, "unknown escape character"),
+    ("a: 1\n- b\n", 3, "while parsing a block mapping, did not find expected key"),
+    ("a: b\n  c: d\n", 3, "mapping values are not allowed"),
+    ("a: 1 # comment ends it\n  more\n", 3, "did not find expected key"),
+    ("a: \"\\U00110000\"\n", 2, "invalid Unicode character escape code"),
+    ("? [a]\n: b\n", 2, "a mapping key must be text"),
 ])
 def test_outside_the_subset_is_an_error_with_a_line(document: str, line: int, message: str) -> None:
     with pytest.raises(FrontmatterError) as caught:
-        parse_frontmatter(document, first_line=2)
+        load_frontmatter(document, first_line=2)
     assert caught.value.line == line
     assert message in str(caught.value)
 
@@ -62,15 +64,15 @@ def test_outside_the_subset_is_an_error_with_a_line(document: str, line: int, me
 def test_nesting_is_bounded() -> None:
     deep_block = "".join("  " * i + f"k{i}:\n" for i in range(MAX_DEPTH + 5)) + "  " * (MAX_DEPTH + 5) + "v: 1\n"
     with pytest.raises(FrontmatterError, match="nesting deeper"):
-        parse_frontmatter(deep_block)
+        load_frontmatter(deep_block)
     with pytest.raises(FrontmatterError, match="nesting deeper"):
-        parse_frontmatter("a: " + "[" * 5000 + "]" * 5000 + "\n")
+        load_frontmatter("a: " + "[" * 5000 + "]" * 5000 + "\n")
 
 
 def test_yaml_1_2_core_scalars() -> None:
     # Where PyYAML (YAML 1.1) differs: no yes/no/on/off booleans, 1e3 is a float, no octal or dates;
     # a leading zero keeps an id as text.
-    assert parse_frontmatter("id: 007\nupdatedAt: 2024-01-02\nn: 7\nswitch: off\nbig: 1e3\n") == {
+    assert load_frontmatter("id: 007\nupdatedAt: 2024-01-02\nn: 7\nswitch: off\nbig: 1e3\n") == {
         "id": "007", "updatedAt": "2024-01-02", "n": 7, "switch": "off", "big": 1000.0}
 
 
@@ -79,9 +81,9 @@ def test_double_quoted_escapes_are_yaml_1_2s_and_always_valid_unicode(tmp_path: 
     one stayed as it was: one such title made build_reports raise for the whole vault (it cannot be
     written as UTF-8); \\f, \\b and the other YAML 1.2 escapes were refused."""
     document = 'a: "\\ud83d\\ude00"\nb: "\\ud800 lone"\nc: "\\f\\b\\a\\v\\N\\_\\L\\P"\nd: "\\U0000DC00"\n'
-    assert parse_frontmatter(document) == yaml.safe_load(document.replace("\\ud800", "\\ufffd").replace(
+    assert load_frontmatter(document) == yaml.safe_load(document.replace("\\ud800", "\\ufffd").replace(
         "\\U0000DC00", "\\ufffd").replace("\\ud83d\\ude00", "\\U0001F600"))
-    assert parse_frontmatter(document)["a"] == "\U0001F600"
+    assert load_frontmatter(document)["a"] == "\U0001F600"
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "odd.md").write_text('---\ntitle: "\\ud800 x"\n---\nbody\n', encoding="utf-8")
@@ -90,7 +92,7 @@ def test_double_quoted_escapes_are_yaml_1_2s_and_always_valid_unicode(tmp_path: 
 
 
 def test_empty_frontmatter() -> None:
-    assert parse_frontmatter("") == {}
+    assert load_frontmatter("") == {}
     assert parse_note("n", "---\n---\nbody [[x]]\n").links == ("x",)
 
 
