@@ -45,12 +45,14 @@ from pathlib import Path
 
 import apsw
 import structlog
-from watchfiles import Change, awatch
+
+from gateway.watching import Change, WatchTiming, batches, keep_watching, wait_or_stop
 
 log = structlog.get_logger()
 
 TICK_MS = 2000
 STEP_MS = 5
+TIMING = WatchTiming(debounce_ms=STEP_MS, step_ms=STEP_MS, tick_ms=TICK_MS)
 BURST_EVENTS = 2048  # events per second beyond which a rescan is forced (see the module docstring)
 SYNC_TIMEOUT_S = 2.0
 
@@ -138,6 +140,7 @@ class SourceWatch:
         self._went_live = asyncio.Event()
         self._starting = True  # the watch is (about to be) started and has not yet proved live
         self._burst_window = 0
+        self._sync_dir_failed = False
         self._burst_count = 0
 
     @property
@@ -188,47 +191,42 @@ class SourceWatch:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver events to the roots until ``stop`` is set (re-planning when roots appear or vanish)."""
-        sync_dir_failed = False
-        while not stop.is_set():
-            all_roots = self._roots()
-            existing = sorted(r for r in all_roots if os.path.isdir(r))
-            if not existing:
-                self._starting = False
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), TICK_MS / 1000)
-                continue
-            try:
-                self._prepare_sync_dir()
-                sync_dir_failed = False
-            except OSError as exc:  # refreshes then walk the tree; said once, not at every re-plan
-                if not sync_dir_failed:
-                    log.warning("kb_watch_sync_dir_error", error=str(exc))
-                sync_dir_failed = True
-            paths = existing + ([self._sync_dir] if os.path.isdir(self._sync_dir) else [])
-            try:
-                await self._stream(paths, existing, all_roots, stop)
-            except OSError as exc:
-                log.warning("kb_watch_error", error=str(exc))
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), TICK_MS / 1000)
-            finally:
-                self._live = self._starting = False
-                self._went_live.clear()
-                for future in self._waiters.values():
-                    if not future.done():
-                        future.set_result(False)
+        await keep_watching(lambda: self._session(stop), stop, TIMING, error_event="kb_watch_error")
+
+    async def _session(self, stop: asyncio.Event) -> None:
+        """One watch over the roots that exist now; returns when it must be re-planned (or on stop)."""
+        all_roots = self._roots()
+        existing = sorted(r for r in all_roots if os.path.isdir(r))
+        if not existing:
+            self._starting = False
+            await wait_or_stop(stop, TIMING.tick_s)
+            return
+        try:
+            self._prepare_sync_dir()
+            self._sync_dir_failed = False
+        except OSError as exc:  # refreshes then walk the tree; said once, not at every re-plan
+            if not self._sync_dir_failed:
+                log.warning("kb_watch_sync_dir_error", error=str(exc))
+            self._sync_dir_failed = True
+        paths = existing + ([self._sync_dir] if os.path.isdir(self._sync_dir) else [])
+        try:
+            await self._stream(paths, existing, all_roots, stop)
+        finally:
+            self._live = self._starting = False
+            self._went_live.clear()
+            for future in self._waiters.values():
+                if not future.done():
+                    future.set_result(False)
 
     async def _stream(self, paths: list[str], existing: list[str], all_roots: dict[str, Root], stop: asyncio.Event) -> None:
         for root in existing:  # whatever happened while nothing watched is unknown
             all_roots[root].rescan()
-        stream = awatch(*paths, watch_filter=None, debounce=STEP_MS, step=STEP_MS, stop_event=stop,
-                        rust_timeout=TICK_MS, yield_on_timeout=True, ignore_permission_denied=True)
-        start_marker = next(self._counter)
-        self._starting = paths[-1] == self._sync_dir  # without the folder there is no barrier: sync answers False
-        if self._starting:
-            # Runs once the generator below has created its watch (its first step is synchronous).
-            asyncio.get_running_loop().call_soon(self._write_marker, start_marker)
-        async with contextlib.aclosing(stream):
+        async with batches(paths, stop, TIMING) as stream:
+            start_marker = next(self._counter)
+            self._starting = paths[-1] == self._sync_dir  # without the folder there is no barrier: sync answers False
+            if self._starting:
+                # Runs once the iteration below has created its watch (its first step is synchronous).
+                asyncio.get_running_loop().call_soon(self._write_marker, start_marker)
             async for changes in stream:
                 if not changes:
                     if sorted(r for r in self._roots() if os.path.isdir(r)) != existing:
