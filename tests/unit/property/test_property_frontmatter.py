@@ -20,12 +20,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.kb.chunking import split_lines
-from services.kb.entries import parse_frontmatter as indexer_frontmatter
-from services.kb.graph_parse import extract_links, parse_note
-from services.kb.frontmatter import FrontmatterError, Value, load_frontmatter
-from services.kb.indexer_parse import body_chunks
-from services.kb.vault_retire import add_marker, strip_marker
+from services.kb.graph.parse import extract_links, parse_note
+from services.kb.index.chunking import split_lines
+from services.kb.index.entries import parse_frontmatter as indexer_frontmatter
+from services.kb.index.frontmatter import FrontmatterError, Value, load_frontmatter
+from services.kb.index.indexer_parse import body_chunks
+from services.kb.vault.retirement import add_marker, strip_marker
 
 YAMLISH = st.sampled_from(
     ["key", "k2", ": ", ":", "- ", "-", "  ", "    ", "\t", "[", "]", "{", "}", ",", "'", '"', "\\", "\\u00e9", "\\x4",
