@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 
         from gateway.config import load_config
         from gateway.v1 import kb_pb2
-        from services.kb import vault_index
+        from services.kb.vault import note_index as vault_index
 
         kb_port = ka.free_ports(1)[0]
         ks.write_home(home, kb_port)

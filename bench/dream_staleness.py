@@ -73,8 +73,8 @@ def write_retrievals(db: Path, entries: list[tuple[str, str]], rng: random.Rando
     """A year of retrievals through the read path's writer, one batch per day; the rows written."""
     from dataclasses import dataclass
 
-    from services.kb.entries import entry_hash
-    from services.kb.retrieval_log import record_retrievals
+    from services.kb.index.entries import entry_hash
+    from services.kb.archive.retrieval_log import record_retrievals
 
     @dataclass(frozen=True)
     class Got:

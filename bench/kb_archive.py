@@ -102,7 +102,7 @@ Method
    followed by ``Refresh(wait=true)`` (no pause: the service's barrier must make
    the write count; each reply must report exactly one file indexed). This is
    the one-file goal row: the service refreshes from its file events
-   (``services/kb/archives.py``); the in-process ``indexer.refresh`` of step 2
+   (``services/kb/archive/archives.py``); the in-process ``indexer.refresh`` of step 2
    walks and stats the whole tree every time and is shown as information.
 
 Goals (issue 4): full index >= 0.5x the floor in the same run; no-change
@@ -747,16 +747,16 @@ class Figures:
 
 
 def read_sources(workspace: Path) -> list[tuple[str, bytes]]:
-    from services.kb.sources import scan_sources
+    from services.kb.index.sources import scan_sources
 
     scan = scan_sources(workspace)
     return [(rel, (workspace / rel).read_bytes()) for rel in sorted(scan.files)]
 
 
 def chunk_corpus(sources: list[tuple[str, bytes]], settings: Any) -> list[str]:
-    from services.kb.chunking import split_lines
-    from services.kb.entries import parse_frontmatter
-    from services.kb.indexer_parse import body_chunks
+    from services.kb.index.chunking import split_lines
+    from services.kb.index.entries import parse_frontmatter
+    from services.kb.index.indexer_parse import body_chunks
 
     texts: list[str] = []
     for _, data in sources:
@@ -784,12 +784,12 @@ def floor_insert(db: Path, chunks: list[str]) -> float:
 
 def python_work(sources: list[tuple[str, bytes]], settings: Any) -> float:
     """Seconds of the indexer's per-file Python work, without SQLite."""
-    from services.kb.chunking import split_lines
-    from services.kb.entries import DEFAULT_IMPORTANCE, parse_entries, parse_frontmatter
-    from services.kb.indexer_parse import attribute as _attribute
-    from services.kb.indexer_parse import body_chunks
-    from services.kb.provenance import classify
-    from services.kb.query import has_unsegmented
+    from services.kb.index.chunking import split_lines
+    from services.kb.index.entries import DEFAULT_IMPORTANCE, parse_entries, parse_frontmatter
+    from services.kb.index.indexer_parse import attribute as _attribute
+    from services.kb.index.indexer_parse import body_chunks
+    from services.kb.index.provenance import classify
+    from services.kb.index.query import has_unsegmented
 
     started = time.perf_counter()
     for rel, data in sources:
@@ -812,8 +812,8 @@ def fmt_ms(seconds: float) -> str:
 
 def index_phase(args: argparse.Namespace, home: Path, workspace: Path, corpus_bytes: int, tmp: Path) -> dict[str, Any]:
     from gateway.config import load_config
-    from services.kb import indexer, schema
-    from services.kb.sources import scan_sources
+    from services.kb.index import indexer, schema
+    from services.kb.index.sources import scan_sources
 
     agent = load_config(home).agent(AGENT)
     assert agent is not None
@@ -944,7 +944,7 @@ def service_refreshes(stub: Any, metadata: tuple[tuple[str, str], ...], workspac
 
 def search_phase(home: Path, workspace: Path, kb_path: Path, warm: list[str], queries: list[str],
                  children: Children | None, kb_port: int, refreshes: int = 20) -> dict[str, Any]:  # fmt: skip
-    from services.kb import schema, search
+    from services.kb.index import schema, search
 
     out: dict[str, Any] = {}
     reader = schema.open_reader(kb_path)
@@ -1324,7 +1324,7 @@ def main(argv: list[str] | None = None) -> int:
         "archive settings": f"tokenizer {settings.tokenizer}, chunkTokens {settings.chunk_tokens}, chunkOverlap {settings.chunk_overlap}",
         "full index": "in-process schema.open_index + indexer.refresh on a fresh kb.sqlite (WAL, synchronous=NORMAL); "
         "MB/s = corpus bytes / wall seconds; files in the page cache (just copied)",
-        "floor": "same chunks (services.kb.chunking, configured sizes), one transaction of INSERTs into a plain "
+        "floor": "same chunks (services.kb.index.chunking, configured sizes), one transaction of INSERTs into a plain "
         "fts5(text, tokenize='unicode61') in a fresh file, default pragmas; only BEGIN..COMMIT timed; corpus MB/s",
         "refreshes": f"median of {args.refreshes}; one-file = append a line to a different note each time",
         "queries": f"{args.queries:,} measured after {args.warmup} warm-up, seed {args.seed}: {kinds}",

@@ -20,7 +20,7 @@ Method
    next round the bench waits until ``Search`` no longer says ``stale``.
    **Floor**: the ``ms`` of every targeted ``kb_refreshed`` line the KB logged
    during those rounds (the reindex's own time inside the service); the rest
-   of a sample is the watch's debounce (``freshness.STEP_MS``), the event hop
+   of a sample is the watch's debounce (``file_watch.STEP_MS``), the event hop
    and the poll.
 2. **Burst**: ``--burst`` notes are staged outside the workspace and copied in
    by ``cp -r`` (another process, as ``git checkout`` would be) into
@@ -29,7 +29,7 @@ Method
    latencies from the start of the copy until the KB has indexed every burst
    note and no longer says ``stale``, that time itself, and the refreshes the
    KB logged meanwhile (their modes: the watch sees more than
-   ``freshness.BURST_EVENTS`` events a second and falls back to a walk).
+   ``file_watch.BURST_EVENTS`` events a second and falls back to a walk).
 
 Percentiles are nearest-rank. The machine is shared (2 cores): numbers are noisy.
 """

@@ -62,7 +62,7 @@ Method
    pieces: ``seed_terms``, the recall query (``vault_similar._candidates``),
    reading and stemming the candidate files, ``write_atomic``, and
    ``reindex_notes``; plus ``vault.create`` end to end.
-6. **Graph**: ``services.kb.graph.build_reports(notes/, reports/, now)``
+6. **Graph**: ``services.kb.graph.build.build_reports(notes/, reports/, now)``
    in-process over the final notes folder: *cold* (first build: the five
    reports are written) and *warm* (second build: nothing rewritten), then a
    third after one note changed (info). The note files are in the page cache
@@ -503,7 +503,7 @@ def search_phase(stub: Any, metadata: Any, seed: int, queries: int, pid: int, lo
 def breakdown_phase(gen: VaultGen, vault_dir: Path, ops: int) -> dict[str, Any]:
     """In-process: where a create's time goes (the service is stopped)."""
     from gateway.atomic import write_atomic
-    from services.kb import vault, vault_index, vault_similar
+    from services.kb.vault import notes as vault, note_index as vault_index, similar as vault_similar
 
     rng = gen.rng
     notes_dir = vault_dir / "notes"
@@ -546,7 +546,7 @@ def breakdown_phase(gen: VaultGen, vault_dir: Path, ops: int) -> dict[str, Any]:
 
 
 def graph_phase(vault_dir: Path) -> dict[str, Any]:
-    from services.kb import graph, graph_reports
+    from services.kb.graph import build as graph, reports as graph_reports
 
     notes, reports = vault_dir / "notes", vault_dir / "reports"
     shutil.rmtree(reports, ignore_errors=True)
@@ -691,7 +691,7 @@ def main(argv: list[str] | None = None) -> int:
         import apsw
 
         from gateway.config import load_config
-        from services.kb import vault_index
+        from services.kb.vault import note_index as vault_index
 
         kb_port = ka.free_ports(1)[0]
         write_home(home, kb_port)
@@ -754,7 +754,7 @@ def main(argv: list[str] | None = None) -> int:
         "KnowledgeStub, sequential; confirm=true follows every nudge of a new note and every second nudged near-duplicate",
         "search": f"{args.queries} kb_archive.make_queries queries after {SEARCH_WARMUP} warm-up, each on corpus all, shared "
         f"and memory in turn, limit {SEARCH_LIMIT}",
-        "graph": "services.kb.graph.build_reports in-process over the final notes folder (files in the page cache), "
+        "graph": "services.kb.graph.build.build_reports in-process over the final notes folder (files in the page cache), "
         f"now = {DATA_NOW.date()}",
     }
     markdown, verdicts = build_report(args, vinfo, index_s, index_report, arch, cr, sr, bd, gr, note, meta)

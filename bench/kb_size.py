@@ -89,7 +89,7 @@ def child(repo: Path, out: Path, seed: int, notes: int, mb: float, queries: int)
     """Build, measure and search with the ``services`` of ``repo`` (first on sys.path); write JSON to ``out``."""
     sys.path[:0] = [str(repo)]
     from gateway.config import ArchiveSettings
-    from services.kb import indexer, schema, search
+    from services.kb.index import indexer, schema, search
 
     sys.path.append(str(BENCH_DIR))
     import kb_archive  # after services (it puts this checkout first on sys.path when it is not there)

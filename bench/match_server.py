@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from services.kb import schema  # noqa: E402 (after the path setup)
+from services.kb.index import schema  # noqa: E402 (after the path setup)
 
 METHOD = "/bench.Match/Run"
 

@@ -12,15 +12,15 @@ from gateway.grpc_server import serve
 from gateway.live_config import ConfigChange, LiveConfig
 from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import kb_pb2, kb_pb2_grpc
-from services.kb.archives import Archives
+from services.kb.archive.archives import Archives
+from services.kb.file_watch import Root, SourceWatch, archive_folder, archive_source, vault_source
 from services.kb.metrics import register_index_sizes
-from services.kb.freshness import Root, SourceWatch, archive_folder, archive_source, vault_source
 from services.kb.servicer import Knowledge
-from services.kb.vault_index import REPORTS_DIR
-from services.kb.vault_names import NOTES_DIR
-from services.kb.vaults import Vaults
+from services.kb.vault.names import NOTES_DIR
+from services.kb.vault.note_index import REPORTS_DIR
+from services.kb.vault.registry import Vaults
 
-SYNC_DIR = ".kb-sync"  # under the home: the file watch's barrier markers (freshness.SourceWatch)
+SYNC_DIR = ".kb-sync"  # under the home: the file watch's barrier markers (file_watch.SourceWatch)
 # Refreshes parse in worker threads while searches run on the event loop: with the default 5 ms
 # the loop waits up to 5 ms for the GIL at every step of a search during a burst (issue 15).
 SWITCH_INTERVAL_S = 0.0005

@@ -25,17 +25,17 @@ from gateway.errors import InvalidArgument
 from gateway.rpc import authorize_call, unary
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
-from services.kb.archives import Archives, check_corpus, check_query, check_sources
+from services.kb.archive.archives import Archives, check_corpus, check_query, check_sources
+from services.kb.archive.recall_probe import MAX_PROBES
+from services.kb.archive.retrieval_log import Retrieved
+from services.kb.index.hits import shown_score
+from services.kb.index.lifecycle_rows import MAX_HASHES, MAX_UPDATES, EntryRow, Lifecycle, Update, check_hashes
+from services.kb.index.search import SearchHit
 from services.kb.metrics import observe_search
-from services.kb.lifecycle_rows import MAX_HASHES, MAX_UPDATES, EntryRow, Lifecycle, Update, check_hashes
-from services.kb.recall_probe import MAX_PROBES
-from services.kb.retrieval_log import Retrieved
-from services.kb.hits import shown_score
-from services.kb.search import SearchHit
-from services.kb.vault import NoteExists, NoteMissing
-from services.kb.vault_gc import GcReport, note_ref
-from services.kb.vault_index import merge_hits
-from services.kb.vaults import Vaults
+from services.kb.vault.gc import GcReport, note_ref
+from services.kb.vault.note_index import merge_hits
+from services.kb.vault.notes import NoteExists, NoteMissing
+from services.kb.vault.registry import Vaults
 
 pb = kb_pb2
 log = structlog.get_logger()

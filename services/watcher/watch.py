@@ -1,4 +1,4 @@
-"""The one file watch for every agent's workspace (a facade over watchfiles).
+"""The one file watch for every agent's workspace (through ``gateway.watching``).
 
 One ``awatch`` over all workspace roots, with a 5 ms step and a 1 ms
 debounce instead of watchfiles' defaults (the default debounce alone costs
@@ -15,13 +15,11 @@ never do.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import Callable
 
 import structlog
-from watchfiles import Change, awatch
-
+from gateway.watching import Change, WatchTiming, batches, keep_watching, wait_or_stop
 from services.watcher.compose import IDENTITY_FILES
 
 log = structlog.get_logger()
@@ -29,6 +27,7 @@ log = structlog.get_logger()
 STEP_MS = 5
 DEBOUNCE_MS = 1
 TICK_MS = 1000
+TIMING = WatchTiming(debounce_ms=DEBOUNCE_MS, step_ms=STEP_MS, tick_ms=TICK_MS)
 
 Roots = dict[str, str]  # real workspace path → agent id
 
@@ -98,46 +97,33 @@ class WorkspaceWatch:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Watch until ``stop`` is set, re-planning the watch whenever its roots change."""
-        while not stop.is_set():
-            roots = self._roots()
-            state = _root_state(roots)
-            if not state:
-                # Nothing to watch yet: tick until a workspace appears.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), TICK_MS / 1000)
-                if not stop.is_set():
-                    self._tick(roots, state)
-                continue
-            replan = False
-            last_tick = asyncio.get_running_loop().time()
-            stream = awatch(
-                *sorted(state),
-                watch_filter=None,
-                debounce=DEBOUNCE_MS,
-                step=STEP_MS,
-                stop_event=stop,
-                rust_timeout=TICK_MS,
-                yield_on_timeout=True,
-                ignore_permission_denied=True,
-            )
-            try:
-                async with contextlib.aclosing(stream):
-                    async for changes in stream:
-                        while self._recheck:  # the new watch is live now
-                            self._on_root_change(self._recheck.pop())
-                        if changes and self._dispatch(changes, roots):
-                            replan = True
-                            break
-                        now = asyncio.get_running_loop().time()
-                        if not changes or now - last_tick >= TICK_MS / 1000:
-                            last_tick = now
-                            if self._tick(roots, state):
-                                replan = True
-                                break
-            except (FileNotFoundError, OSError) as exc:
-                log.warning("watch_error", error=str(exc))
-                replan = True
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), TICK_MS / 1000)
-            if replan:
-                log.info("watch_replanned", workspaces=len(_root_state(self._roots())))
+        await keep_watching(lambda: self._session(stop), stop, TIMING, error_event="watch_error", after_error=self._replanned)
+
+    async def _session(self, stop: asyncio.Event) -> None:
+        """One watch over the roots that exist now; returns when it must be re-planned (or on stop)."""
+        roots = self._roots()
+        state = _root_state(roots)
+        if not state:
+            # Nothing to watch yet: tick until a workspace appears.
+            await wait_or_stop(stop, TIMING.tick_s)
+            if not stop.is_set():
+                self._tick(roots, state)
+            return
+        last_tick = asyncio.get_running_loop().time()
+        async with batches(sorted(state), stop, TIMING) as stream:
+            async for changes in stream:
+                while self._recheck:  # the new watch is live now
+                    self._on_root_change(self._recheck.pop())
+                if changes and self._dispatch(changes, roots):
+                    break
+                now = asyncio.get_running_loop().time()
+                if not changes or now - last_tick >= TIMING.tick_s:
+                    last_tick = now
+                    if self._tick(roots, state):
+                        break
+            else:
+                return  # stopped
+        self._replanned()
+
+    def _replanned(self) -> None:
+        log.info("watch_replanned", workspaces=len(_root_state(self._roots())))

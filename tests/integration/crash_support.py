@@ -28,7 +28,7 @@ from suite_support import Suite
 from gateway.atomic import is_legacy_temp_name, is_temp_name
 
 _HEADER = re.compile(r"<!-- crash-test (?P<label>[\w.-]+) #(?P<seq>\d+) sha256=(?P<sha>[0-9a-f]{64}) -->\n")
-FTS_TABLES = ("kb_chunks_fts", "kb_chunks_cjk")  # services/kb/schema.py
+FTS_TABLES = ("kb_chunks_fts", "kb_chunks_cjk")  # services/kb/index/schema.py
 
 
 def stamp(label: str, seq: int, size: int, *, unique_words: bool = False) -> str:

@@ -28,8 +28,8 @@ from crash_support import Tally, index_copy, integrity_problems, kill9, problems
 from suite_support import ADMIN_KEY, Suite, make_home, wait_until, workspace
 
 from gateway.v1 import kb_pb2, kb_pb2_grpc
-from services.kb.indexer import BULK_FILES
-from services.kb.indexer_bulk import PROCESS_BYTES
+from services.kb.index.indexer import BULK_FILES
+from services.kb.index.indexer_bulk import PROCESS_BYTES
 
 pytestmark = pytest.mark.integration
 

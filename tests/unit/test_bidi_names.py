@@ -21,10 +21,10 @@ from services.dreaming.applier import Budgets, plan
 from services.dreaming.model import EPISODIC, Proposal
 from services.dreaming.reviewer import parse_reply
 from services.file_api.names import check_filename
-from services.kb.archives import check_sources
-from services.kb.excerpt import validate_path
-from services.kb.vault_names import validate_name
-from services.kb.vault_promote import check_request
+from services.kb.archive.archives import check_sources
+from services.kb.index.excerpt import validate_path
+from services.kb.vault.names import validate_name
+from services.kb.vault.promotion import check_request
 from services.watcher.sessions import SessionRegistry
 
 CODE_POINTS = [0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069]

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from gateway.config import AgentConfig
 from services.dreaming.archive_view import IndexedEntry, IndexedSource, LifecycleUpdate, Listing
 from services.dreaming.recall import Hit
-from services.kb import indexer, lifecycle_rows, recall_probe, retrieval_log, schema
-from services.kb.search import search
+from services.kb.archive import recall_probe, retrieval_log
+from services.kb.index import indexer, lifecycle_rows, schema
+from services.kb.index.search import search
 
 
 def _indexed(e: lifecycle_rows.EntryRow | None, life: lifecycle_rows.Lifecycle) -> IndexedEntry:

@@ -23,7 +23,7 @@ from services.dreaming.model import AUTO, MANUAL, PROPOSE, ReviewerOutcome, Revi
 from services.dreaming.stale_blocks import STALE, STALE_UNTRUSTED
 from services.dreaming.staleness import DAY_S
 from services.dreaming.staleness_run import GcOutcome, run_gc
-from services.kb.entries import entry_hash
+from services.kb.index.entries import entry_hash
 
 NOW = 1_750_000_000.0  # (in the past: the indexer never dates a first sighting after its own clock)
 OLD = NOW - 200 * DAY_S  # the files' mtime: first seen 200 days ago

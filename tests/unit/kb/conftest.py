@@ -9,7 +9,7 @@ import apsw
 import pytest
 from kb_helpers import settings
 
-from services.kb.schema import open_index
+from services.kb.index.schema import open_index
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def vault_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def vconn(vault_dir: Path) -> Iterator[apsw.Connection]:
     """The open read-write index of ``vault_dir`` (layout created)."""
-    from services.kb.vault_index import open_vault_index
+    from services.kb.vault.note_index import open_vault_index
 
     connection = open_vault_index(vault_dir)
     yield connection

@@ -1,4 +1,4 @@
-"""Properties of line-aligned chunking (``services/kb/chunking.py``) and its line model.
+"""Properties of line-aligned chunking (``services/kb/index/chunking.py``) and its line model.
 
 For any lines and any chunk size and overlap:
 
@@ -21,8 +21,8 @@ from unittest import mock
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.kb import chunking
-from services.kb.chunking import CHARS_PER_TOKEN, Chunk, chunk_lines, split_lines
+from services.kb.index import chunking
+from services.kb.index.chunking import CHARS_PER_TOKEN, Chunk, chunk_lines, split_lines
 
 LINES = st.lists(
     st.one_of(

@@ -1,6 +1,6 @@
 """Properties of the frontmatter parsers under ``services/kb/``.
 
-- ``graph_yaml.parse_frontmatter`` (the graph layer's YAML subset): on any text it returns a
+- ``frontmatter.load_frontmatter`` (the one YAML reader of headers): on any text it returns a
   mapping or raises ``FrontmatterError`` with a line inside the text, never anything else (no
   ``RecursionError``, ``IndexError``…); and what a small YAML emitter writes from a value
   (block mappings and sequences, flow collections, quoted and plain scalars) reads back as
@@ -20,12 +20,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.kb.chunking import split_lines
-from services.kb.entries import parse_frontmatter as indexer_frontmatter
-from services.kb.graph_parse import extract_links, parse_note
-from services.kb.graph_yaml import FrontmatterError, Value, parse_frontmatter
-from services.kb.indexer_parse import body_chunks
-from services.kb.vault_retire import add_marker, strip_marker
+from services.kb.graph.parse import extract_links, parse_note
+from services.kb.index.chunking import split_lines
+from services.kb.index.entries import parse_frontmatter as indexer_frontmatter
+from services.kb.index.frontmatter import FrontmatterError, Value, load_frontmatter
+from services.kb.index.indexer_parse import body_chunks
+from services.kb.vault.retirement import add_marker, strip_marker
 
 YAMLISH = st.sampled_from(
     ["key", "k2", ": ", ":", "- ", "-", "  ", "    ", "\t", "[", "]", "{", "}", ",", "'", '"', "\\", "\\u00e9", "\\x4",
@@ -43,7 +43,7 @@ DOCUMENTS = st.one_of(
 @given(text=DOCUMENTS, first=st.integers(1, 5))
 def test_any_text_is_a_mapping_or_a_frontmatter_error_on_one_of_its_lines(text: str, first: int) -> None:
     try:
-        value = parse_frontmatter(text, first_line=first)
+        value = load_frontmatter(text, first_line=first)
     except FrontmatterError as exc:
         assert first <= exc.line < first + len(text.split("\n")), (exc.line, str(exc))
         assert str(exc).startswith(f"line {exc.line}: ")
@@ -51,7 +51,7 @@ def test_any_text_is_a_mapping_or_a_frontmatter_error_on_one_of_its_lines(text: 
         assert isinstance(value, dict)
 
 
-# --- a small emitter: the value, as YAML the subset reads ------------------------------------
+# --- a small emitter: the value, as YAML the reader reads ------------------------------------
 
 KEYS = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True)
 SCALARS = st.one_of(
@@ -76,7 +76,7 @@ def _scalar(value: Value) -> str:
         return repr(value)  # finite: 1.5, 1e+16, -0.0
     if isinstance(value, int):
         return str(value)
-    return json.dumps(value)  # a double-quoted YAML scalar: the subset reads \" \\ \n \uXXXX
+    return json.dumps(value)  # a double-quoted YAML scalar: the reader reads \" \\ \n \uXXXX
 
 
 def _flow(value: Value) -> str:
@@ -104,7 +104,7 @@ def _block(value: Value, indent: int, flow_leaves: bool) -> list[str]:
 @given(value=st.dictionaries(KEYS, _values(3), max_size=5), flow_leaves=st.booleans())
 def test_what_the_emitter_writes_reads_back_as_the_value(value: dict[str, Value], flow_leaves: bool) -> None:
     text = "\n".join(_block(value, 0, flow_leaves))
-    assert _same(parse_frontmatter(text), value), text
+    assert _same(load_frontmatter(text), value), text
 
 
 def _same(got: Any, want: Any) -> bool:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from gateway.atomic import is_temp_name, temp_name, write_atomic
 from gateway.errors import InvalidArgument
 from services.file_api.names import ALLOWED_FILES, check_filename
-from services.kb.vault_names import (
+from services.kb.vault.names import (
     MAX_NAME_BYTES,
     MAX_NAME_CHARS,
     NOTE_SUFFIX,
@@ -31,7 +31,7 @@ from services.kb.vault_names import (
     retired_name,
     validate_name,
 )
-from services.kb.vault_promote_names import slugify
+from services.kb.vault.promotion_names import slugify
 
 NAME_LIMIT = 255  # bytes in one file name: ext4, xfs, btrfs, tmpfs, APFS
 

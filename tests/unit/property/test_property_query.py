@@ -1,4 +1,4 @@
-"""Properties of FTS query building (``services/kb/query.py``) against real FTS5 tables.
+"""Properties of FTS query building (``services/kb/index/query.py``) against real FTS5 tables.
 
 For any text and every configured tokenizer:
 
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.kb.query import MAX_TERMS, QueryPlan, build_plan, fallback_terms, has_unsegmented, like_pattern
-from services.kb.schema import TOKENIZERS
+from services.kb.index.query import MAX_TERMS, QueryPlan, build_plan, fallback_terms, has_unsegmented, like_pattern
+from services.kb.index.schema import TOKENIZERS
 
 # Pieces users type and the rules are about: FTS5 operators and syntax, prefixes, quotes,
 # separators inside words, CJK and Thai runs of every length, combining marks, controls.

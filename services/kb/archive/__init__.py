@@ -1,0 +1,1 @@
+"""Every agent's archive in the KB process: refreshes, searches, recall recording and recall probes."""

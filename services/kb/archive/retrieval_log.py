@@ -1,0 +1,292 @@
+"""Recall recording: the append-only ``kb_retrieval_log`` and its fold into lifecycle rows.
+
+README "Staleness GC": the read path appends one row per retrieved
+entry through a *dedicated* write connection (never the reader's, never a
+read-modify-write of chunk rows), fire-and-forget. Two ways in:
+
+- ``Recorder`` (what the KB service uses): ``submit`` only puts the rows, stamped
+  with the retrieval time, on a queue and returns; one writer thread with one
+  long-lived connection per database appends whatever queued up during the
+  last ``linger_s`` (0.5 s) in one transaction. A read never waits for a write,
+  a commit per search is avoided, and ``close`` writes what is still queued.
+  A batch refused because the database stayed locked for ``busy_timeout_ms``
+  is retried with the next one (at most ``MAX_PENDING_ROWS`` rows are kept;
+  the oldest are dropped beyond that); any other error drops the batch. A
+  database file that disappeared or was replaced is reopened, never created.
+  Rows still queued when the process dies (kill -9) are lost: at most one
+  linger's worth of recall counts.
+- ``record_retrievals``: one short-lived connection and one transaction per
+  call (scripts, tests).
+
+Both swallow and log every error (``kb_retrieval_log_failed``) and never create
+the database file.
+
+``fold_retrievals`` folds rows with an id above ``kb_meta.last_folded_log_id``
+into ``kb_entry_lifecycle`` (``retrieval_count += n``, ``last_retrieved = max``)
+and advances that id in the same transaction, so folding twice counts nothing
+twice. An entry with no lifecycle row yet (retrieved before its file was
+indexed) gets one, first seen at its first retrieval.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Protocol
+
+import apsw
+import structlog
+
+from services.kb.index.schema import get_meta, lifecycle_key, path_id, set_meta
+
+KINDS: Final = ("search", "get")
+RECORD_BUSY_TIMEOUT_MS: Final = 250
+LINGER_S: Final = 0.5
+MAX_PENDING_ROWS: Final = 10_000
+_INSERT: Final = "INSERT INTO kb_retrieval_log(entry_hash, path, at, kind) VALUES (?, ?, ?, ?)"
+
+log = structlog.get_logger()
+
+
+class Retrieved(Protocol):
+    """Anything naming a retrieved entry: SearchHit and excerpt.EntryRef both do."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def entry_hash(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class FoldReport:
+    """``folded`` log rows over ``entries`` distinct entries; ``last_id`` is the new watermark."""
+
+    folded: int
+    entries: int
+    last_id: int
+
+
+def record_retrievals(
+    db_path: Path,
+    hits: Iterable[Retrieved],
+    kind: str,
+    *,
+    clock: Callable[[], float] = time.time,
+    busy_timeout_ms: int = RECORD_BUSY_TIMEOUT_MS,
+) -> int:
+    """Append one log row per hit that names an entry; the number written (0 on any failure).
+
+    Never raises: every error is logged as ``kb_retrieval_log_failed`` and swallowed.
+    """
+    try:
+        if kind not in KINDS:
+            raise ValueError(f"unknown retrieval kind {kind!r}")
+        at = clock()
+        rows = [(hit.entry_hash, hit.path, at, kind) for hit in hits if hit.entry_hash]
+        if not rows:
+            return 0
+        conn = _open_writer(db_path, busy_timeout_ms)
+        try:
+            _append(conn, rows)
+        finally:
+            conn.close()
+        return len(rows)
+    except Exception as exc:  # noqa: BLE001 - fire-and-forget: a failure never fails the read
+        log.warning("kb_retrieval_log_failed", kind=kind, error=f"{type(exc).__name__}: {exc}")
+        return 0
+
+
+_Row = tuple[str, str, float, str]  # entry_hash, path, at, kind
+
+
+def _open_writer(db_path: Path, busy_timeout_ms: int) -> apsw.Connection:
+    conn = apsw.Connection(os.fspath(db_path), flags=apsw.SQLITE_OPEN_READWRITE)  # never creates the file
+    conn.setbusytimeout(busy_timeout_ms)
+    conn.execute("PRAGMA synchronous=NORMAL")  # as the index's own writer: WAL, no fsync per commit
+    return conn
+
+
+def _append(conn: apsw.Connection, rows: list[_Row]) -> None:
+    with conn:
+        conn.executemany(_INSERT, rows)
+
+
+_RETRY: Final = threading.Event()  # a queue item that only wakes the writer to retry kept rows
+_Item = tuple[Path, list[_Row]] | threading.Event | None  # rows to write; a flush waiter; None = stop
+
+
+class Recorder:
+    """The batching, fire-and-forget retrieval-log writer (module docstring).
+
+    ``submit`` may be called from any thread (the event loop); everything else
+    happens on the recorder's own thread, started on the first submit.
+    """
+
+    def __init__(
+        self,
+        *,
+        linger_s: float = LINGER_S,
+        busy_timeout_ms: int = RECORD_BUSY_TIMEOUT_MS,
+        clock: Callable[[], float] = time.time,
+        max_pending_rows: int = MAX_PENDING_ROWS,
+    ) -> None:
+        self._linger_s = linger_s
+        self._busy_timeout_ms = busy_timeout_ms
+        self._clock = clock
+        self._max_pending = max_pending_rows
+        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._hurry = threading.Event()
+        self._start_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        # Owned by the recorder thread only:
+        self._conns: dict[Path, tuple[apsw.Connection, tuple[int, int]]] = {}
+        self._pending: dict[Path, list[_Row]] = {}
+
+    def submit(self, db_path: Path, hits: Iterable[Retrieved], kind: str) -> int:
+        """Queue one row per hit that names an entry; the number queued. Never raises, never blocks."""
+        try:
+            if kind not in KINDS:
+                raise ValueError(f"unknown retrieval kind {kind!r}")
+            if self._closed:
+                raise RuntimeError("the retrieval recorder is closed")
+            at = self._clock()
+            rows = [(hit.entry_hash, hit.path, at, kind) for hit in hits if hit.entry_hash]
+            if not rows:
+                return 0
+            self._ensure_thread()
+            self._queue.put((db_path, rows))
+            return len(rows)
+        except Exception as exc:  # noqa: BLE001 - fire-and-forget: a failure never fails the read
+            log.warning("kb_retrieval_log_failed", kind=kind, error=f"{type(exc).__name__}: {exc}")
+            return 0
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Block until everything submitted before this call was written (or given up); False on timeout."""
+        if self._thread is None or not self._thread.is_alive():
+            return True
+        done = threading.Event()
+        self._queue.put(done)
+        self._hurry.set()
+        return done.wait(timeout)
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Write what is still queued, stop the thread and close its connections."""
+        self._closed = True
+        thread = self._thread
+        if thread is None:
+            return
+        self._stop.set()
+        self._queue.put(None)
+        self._hurry.set()
+        thread.join(timeout)
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="kb-retrieval-log", daemon=True)
+                    self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                try:  # rows kept after a busy database are retried after a linger even if nothing new comes
+                    item = self._queue.get(timeout=self._linger_s if self._pending else None)
+                except queue.Empty:
+                    item = _RETRY
+                if isinstance(item, tuple) and not self._stop.is_set():
+                    self._hurry.wait(self._linger_s)  # let a batch gather; flush() and close() cut it short
+                self._hurry.clear()
+                items = [item]
+                while True:
+                    try:
+                        items.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                for each in items:
+                    if isinstance(each, tuple):
+                        self._pending.setdefault(each[0], []).extend(each[1])
+                self._write_pending()
+                for each in items:
+                    if isinstance(each, threading.Event) and each is not _RETRY:
+                        each.set()  # a flush() waiter
+                if self._stop.is_set() and None in items:
+                    return
+        finally:
+            for conn, _ in self._conns.values():
+                conn.close()
+            self._conns.clear()
+
+    def _write_pending(self) -> None:
+        for db_path in list(self._pending):
+            rows = self._pending.pop(db_path)
+            try:
+                _append(self._connection(db_path), rows)
+            except apsw.BusyError as exc:  # locked past busy_timeout_ms: keep the rows for the next batch
+                log.warning("kb_retrieval_log_failed", rows=len(rows), retry=True, error=f"{type(exc).__name__}: {exc}")
+                if not self._stop.is_set():
+                    self._pending[db_path] = rows[-self._max_pending :]
+            except Exception as exc:  # noqa: BLE001 - fire-and-forget: a failure never fails the read
+                log.warning("kb_retrieval_log_failed", rows=len(rows), error=f"{type(exc).__name__}: {exc}")
+                self._drop(db_path)
+
+    def _connection(self, db_path: Path) -> apsw.Connection:
+        st = os.stat(db_path)  # FileNotFoundError when it is gone: this batch is dropped, nothing created
+        identity = (st.st_dev, st.st_ino)
+        held = self._conns.get(db_path)
+        if held is not None and held[1] == identity:
+            return held[0]
+        self._drop(db_path)
+        conn = _open_writer(db_path, self._busy_timeout_ms)
+        self._conns[db_path] = (conn, identity)
+        return conn
+
+    def _drop(self, db_path: Path) -> None:
+        held = self._conns.pop(db_path, None)
+        if held is not None:
+            held[0].close()
+
+
+def fold_retrievals(conn: apsw.Connection) -> FoldReport:
+    """Fold new log rows into ``kb_entry_lifecycle`` idempotently (see the module docstring).
+
+    ``conn`` is the index's write connection (``schema.open_index``); the fold is
+    one transaction.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        last = int(get_meta(conn, "last_folded_log_id") or 0)
+        groups = conn.execute(
+            "SELECT entry_hash, min(path), count(*), min(at), max(at), max(id) "
+            "FROM kb_retrieval_log WHERE id > ? GROUP BY entry_hash",
+            (last,),
+        ).fetchall()
+        folded = 0
+        newest = last
+        for entry_hash, path, count, first_at, last_at, max_id in groups:
+            key = lifecycle_key(str(entry_hash))
+            conn.execute(
+                "INSERT OR IGNORE INTO kb_lifecycle(entry_hash, path_id, first_seen) VALUES (?, ?, ?)",
+                (key, path_id(conn, str(path)), first_at),
+            )
+            conn.execute(
+                "UPDATE kb_lifecycle SET retrieval_count = retrieval_count + ?, "
+                "last_retrieved = max(coalesce(last_retrieved, 0), ?) WHERE entry_hash = ?",
+                (count, last_at, key),
+            )
+            folded += int(str(count))
+            newest = max(newest, int(str(max_id)))
+        set_meta(conn, "last_folded_log_id", str(newest))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return FoldReport(folded=folded, entries=len(groups), last_id=newest)

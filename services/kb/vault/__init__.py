@@ -1,0 +1,1 @@
+"""The shared vaults: notes, their index, names, near-duplicates, retirement, promotion and GC."""

@@ -1,0 +1,328 @@
+"""The shared vaults inside the KB process (README "Shared vault").
+
+One vault per ``<root>/<project>/``; agents with the same project share it.
+Each vault has one writer connection in this process, used from worker
+threads under a per-vault lock; other processes writing the same vault are
+kept safe by temp-then-rename note files and the index's busy timeout
+(``note_index``). Every write or delete reindexes the note at once. With
+``graph: true`` the graph reports are rebuilt after shared writes,
+coalesced: one build runs at a time and one more follows if writes landed
+meanwhile.
+
+Recall: Search hits from the shared corpus and GetSharedNote are appended to
+the vault's own ``kb_retrieval_log`` by a ``retrieval_log.Recorder``
+(fire-and-forget, batched, never slowing a read), unless the calling agent
+has ``recordRetrievals`` off. ``collect`` runs the vault's GC
+(``gc``) for the day, once per vault: with the most cautious of the GC
+settings of the agents that share the vault (on only when every one of them
+has it on, the largest ``staleDays``, the smallest cap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone, tzinfo
+from pathlib import Path
+from typing import Any, TypeVar
+
+import apsw
+import structlog
+
+from gateway.config import AgentConfig, SharedSettings, VaultGcSettings
+from gateway.errors import FailedPrecondition
+from services.kb.archive import retrieval_log
+from services.kb.file_watch import index_matches_file, plain_source
+from services.kb.index import schema
+from services.kb.index.search import SearchResult, tune_reader
+from services.kb.threads import until_done
+from services.kb.vault import gc, note_index, notes, promotion, retirement
+
+log = structlog.get_logger()
+
+T = TypeVar("T")
+EVENT_BATCH = 256  # notes per transaction of a reindex driven by events (as ``archives.EVENT_BATCH``)
+
+
+@dataclass
+class _Vault:
+    directory: Path
+    graph: bool
+    writer: apsw.Connection | None = None
+    reader: apsw.Connection | None = None
+    lock: asyncio.Lock | None = None
+    dirty: bool = False
+    graph_task: asyncio.Task[None] | None = None
+    graph_again: bool = False
+    recheck: set[str] = field(default_factory=set)  # events seen while our own write was landing
+    changed: set[str] = field(default_factory=set)  # notes named by events, not yet reindexed
+    index_task: asyncio.Task[None] | None = None  # the reindex those events queued (one at a time)
+    index_again: bool = False
+    indexing: bool = False  # a reindex of changes that made the vault stale is running
+
+
+class Vaults:
+    def __init__(
+        self,
+        agents: Iterable[AgentConfig],
+        executor: ThreadPoolExecutor,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        day_zone: tzinfo | None = None,
+        recorder: retrieval_log.Recorder | None = None,
+    ) -> None:
+        """``clock``: aware datetimes. ``day_zone``: where the GC's day is a date (None: this
+        process's local time zone). ``recorder``: the recall writer (one of its own by default)."""
+        self._settings: dict[str, SharedSettings] = {}
+        self._records: dict[str, bool] = {}
+        self._vaults: dict[Path, _Vault] = {}
+        self._executor = executor
+        self._clock = clock
+        self._day_zone = day_zone
+        self._recorder = recorder or retrieval_log.Recorder(clock=lambda: self._clock().timestamp())
+        self.update_agents(agents)
+
+    def update_agents(self, agents: Iterable[AgentConfig]) -> None:
+        """Take the agents' shared settings (at start and on a config reload). A vault no agent
+        uses any more stays open until shutdown; its graph reports follow the agents that use it."""
+        agents = list(agents)
+        self._settings = {a.id: a.knowledge.shared for a in agents}
+        self._records = {a.id: a.dreaming.staleness.record_retrievals for a in agents}
+        graphs: dict[Path, bool] = {}
+        for shared in self._settings.values():
+            if shared.enabled:
+                graphs[shared.vault_dir] = graphs.get(shared.vault_dir, False) or shared.graph
+        for directory, graph in graphs.items():
+            known = self._vaults.get(directory)
+            if known is None:
+                self._vaults[directory] = _Vault(directory, graph)
+            else:
+                known.graph = graph
+
+    def _vault(self, agent_id: str) -> _Vault:
+        shared = self._settings[agent_id]
+        if not shared.enabled:
+            raise FailedPrecondition(
+                f"shared KB disabled for agent {agent_id!r} (gateway.knowledge.shared.enabled is false)"
+            )
+        return self._vaults[shared.vault_dir]
+
+    async def _write(self, v: _Vault, op: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if v.lock is None:
+            v.lock = asyncio.Lock()
+        loop = asyncio.get_running_loop()
+
+        def run() -> T:
+            if v.writer is None:
+                v.writer = note_index.open_vault_index(v.directory)
+            return op(v.writer, v.directory, *args, **kwargs)
+
+        async with v.lock:
+            result = await until_done(loop.run_in_executor(self._executor, run))
+        while v.recheck:
+            self._check_note(v, v.recheck.pop())
+        if v.dirty:  # a note changed by hand while this write landed
+            self._index_soon(v)
+        self._graph_soon(v)
+        return result
+
+    # --- CRUD -------------------------------------------------------------------
+
+    async def create(self, agent_id: str, name: str, content: str, confirm: bool) -> notes.CreateResult:
+        return await self._write(self._vault(agent_id), notes.create, name, content, confirm=confirm)
+
+    async def update(self, agent_id: str, name: str, content: str, confirm: bool) -> notes.UpdateResult:
+        return await self._write(self._vault(agent_id), notes.update, name, content, confirm=confirm)
+
+    async def delete(self, agent_id: str, name: str) -> notes.DeleteResult:
+        return await self._write(self._vault(agent_id), notes.delete, name)
+
+    async def get(self, agent_id: str, name: str) -> notes.Note:
+        v = self._vault(agent_id)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, notes.get, v.directory, name)
+
+    async def retire(self, agent_id: str, name: str, reason: str) -> retirement.RetireResult:
+        return await self._write(self._vault(agent_id), retirement.retire, name, reason, self._clock())
+
+    async def restore(self, agent_id: str, name: str) -> retirement.RestoreResult:
+        return await self._write(self._vault(agent_id), retirement.restore, name)
+
+    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> promotion.PromoteResult:
+        """One nightly promotion (``promotion``). FailedPrecondition when the agent's shared KB is
+        off or its ``mode`` is ``propose`` (promotion is then never made)."""
+        v = self._vault(agent_id)
+        if self._settings[agent_id].mode != "auto":
+            raise FailedPrecondition(
+                f"shared promotion is off for agent {agent_id!r} (gateway.knowledge.shared.mode is "
+                f"{self._settings[agent_id].mode!r}, not 'auto')"
+            )
+        promotion.check_request(topic, content)
+        return await self._write(v, lambda conn, directory: promotion.promote(
+            conn, directory, agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id))
+
+    # --- recall and the GC --------------------------------------------------------------
+
+    def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
+        """Fire-and-forget: queue ``hits`` (vault notes retrieved by ``agent_id``) for the vault's log."""
+        shared = self._settings.get(agent_id)
+        if shared is None or not shared.enabled or not self._records.get(agent_id, True):
+            return
+        index = shared.vault_dir / note_index.INDEX_FILE
+        if index.exists():  # a note read before any index: nothing to append to (never created here)
+            self._recorder.submit(index, hits, kind)
+
+    def gc_settings(self, directory: Path) -> tuple[VaultGcSettings, list[str]]:
+        """The vault's GC settings, the most cautious of its agents' (module docstring), and the
+        agents that have it off."""
+        mine = [(agent_id, s.gc) for agent_id, s in self._settings.items() if s.enabled and s.vault_dir == directory]
+        off = [agent_id for agent_id, gc in mine if not gc.enabled]
+        if not mine:
+            return VaultGcSettings(False, 0, 0), off
+        return VaultGcSettings(
+            enabled=not off,
+            stale_days=max(gc.stale_days for _, gc in mine),
+            max_retirements_per_run=min(gc.max_retirements_per_run for _, gc in mine),
+        ), off
+
+    async def collect(self, agent_id: str) -> gc.GcReport:
+        """The vault GC of ``agent_id``'s vault for today, unless it ran today (``gc``).
+        Raises FailedPrecondition when the shared KB is off for the agent."""
+        v = self._vault(agent_id)
+        settings, off = self.gc_settings(v.directory)
+        now = self._clock()
+        day = now.astimezone(self._day_zone).date().isoformat()
+        project = v.directory.name
+        if not settings.enabled:
+            return gc.disabled(project, day, agent_id, off)
+        if not (v.directory / "notes").is_dir():
+            return gc.empty(project, day, agent_id)
+
+        def run(conn: apsw.Connection, directory: Path) -> gc.GcReport:
+            self._recorder.flush(timeout=5.0)  # retrievals made before this call count tonight
+            return gc.collect(conn, directory, settings, now, day, by=agent_id)
+
+        report = await self._write(v, run)
+        log.info("kb_vault_gc", vault=str(v.directory), agent=agent_id, outcome=report.outcome, day=day,
+                 retired=len(report.retired), restored=len(report.restored), kept=len(report.kept),
+                 waiting=report.waiting, skipped=report.skipped_count, folded=report.folded)
+        return report
+
+    # --- search -------------------------------------------------------------------
+
+    def note_changed(self, directory: Path, rel: str) -> None:
+        """File watch: ``notes/<rel>`` changed. Stale only if the index does not match the file
+        (this process's own writes are reindexed at once and must not read as stale). A stale
+        vault reindexes the notes the events named at once, as the archives do (``archives``):
+        one reindex at a time, one more queued; ``stale`` holds until it has committed."""
+        v = self._vaults.get(directory)
+        if v is None:
+            return
+        v.changed.add(rel)
+        if not v.dirty:
+            if v.lock is not None and v.lock.locked():
+                v.recheck.add(rel)  # judged once our write and its reindex landed
+                return
+            self._check_note(v, rel)
+        if v.dirty:
+            self._index_soon(v)
+
+    def _index_soon(self, v: _Vault) -> None:
+        if v.index_task is not None and not v.index_task.done():
+            v.index_again = True
+            return
+        v.index_task = asyncio.ensure_future(self._index_loop(v))
+
+    async def _index_loop(self, v: _Vault) -> None:
+        while True:
+            v.index_again = False
+            rels, v.changed = sorted(v.changed), set()
+            notes = v.directory / "notes"
+            walk = not rels or not all(rel and plain_source(notes, rel) for rel in rels)  # links: the walk's rules
+            names = [rel.removesuffix(".md") for rel in rels]
+            v.indexing, v.dirty = bool(v.dirty), False
+            try:
+                if walk:
+                    await self._write(v, lambda conn, directory: note_index.refresh_vault(conn, directory))
+                for start in range(0, 0 if walk else len(names), EVENT_BATCH):
+                    batch = names[start : start + EVENT_BATCH]
+                    await self._write(v, lambda conn, directory, b=batch: note_index.reindex_notes(conn, directory, b))
+            except Exception:  # stale until the next event or refresh; no retry loop
+                log.exception("kb_vault_reindex_failed", vault=str(v.directory))
+                v.dirty = True
+                return
+            finally:
+                v.indexing = False
+            log.info("kb_vault_reindexed", vault=str(v.directory), mode="walk" if walk else "targeted", notes=len(names))
+            if not (v.index_again or v.dirty):
+                return
+
+    def _check_note(self, v: _Vault, rel: str) -> None:
+        index = v.directory / note_index.INDEX_FILE
+        if not rel or not index.exists():
+            v.dirty = True
+            return
+        if v.reader is None:
+            v.reader = schema.open_reader(index)
+        if not index_matches_file(v.reader, f"notes/{rel}", v.directory / "notes" / rel):
+            v.dirty = True
+
+    async def search(self, agent_id: str, query: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:
+        """``(result, refreshed)`` over the agent's vault, twin rule applied."""
+        v = self._vault(agent_id)
+        refreshed = False
+        if refresh_first or not (v.directory / note_index.INDEX_FILE).exists():
+            await self._write(v, lambda conn, directory: note_index.refresh_vault(conn, directory))
+            v.dirty = False
+            refreshed = True
+        if v.reader is None:
+            v.reader = schema.open_reader(v.directory / note_index.INDEX_FILE)
+            tune_reader(v.reader)
+        result = note_index.search_vault(v.reader, query, limit)
+        return replace(result, stale=v.dirty or v.indexing), refreshed
+
+    def roots(self) -> dict[str, Path]:
+        """Real notes folder → vault dir, for the file watch."""
+        return {str((d / "notes").resolve()): d for d in self._vaults}
+
+    # --- graph ----------------------------------------------------------------------
+
+    def _graph_soon(self, v: _Vault) -> None:
+        if not v.graph:
+            return
+        if v.graph_task is not None and not v.graph_task.done():
+            v.graph_again = True
+            return
+        v.graph_task = asyncio.ensure_future(self._graph_loop(v))
+
+    async def _graph_loop(self, v: _Vault) -> None:
+        from services.kb.graph.build import build_reports
+
+        loop = asyncio.get_running_loop()
+        while True:
+            v.graph_again = False
+            try:
+                report = await loop.run_in_executor(
+                    self._executor, build_reports, v.directory / "notes", v.directory / note_index.REPORTS_DIR, self._clock()
+                )
+                log.info("kb_graph_built", vault=str(v.directory), written=list(report.written), ms=round(report.seconds * 1000, 2))
+            except Exception:
+                log.exception("kb_graph_failed", vault=str(v.directory))
+            if not v.graph_again:
+                return
+
+    async def settle(self) -> None:
+        """Wait for pending reindexes and graph builds (tests and shutdown)."""
+        for v in self._vaults.values():
+            while v.index_task is not None and not v.index_task.done():
+                await v.index_task
+            while v.graph_task is not None and not v.graph_task.done():
+                await v.graph_task
+
+    def close(self) -> None:
+        self._recorder.close()
+        for v in self._vaults.values():
+            for conn in (v.writer, v.reader):
+                if conn is not None:
+                    conn.close()

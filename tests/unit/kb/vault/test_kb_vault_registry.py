@@ -1,0 +1,174 @@
+"""The KB's vaults manager: one write at a time per vault (also when a caller is cancelled), the vault GC
+once per vault per day with the most cautious settings of its agents, and recall recording."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.config import build
+from services.kb.vault import notes as vault, gc as vault_gc
+from services.kb.vault.registry import Vaults
+
+
+def make(tmp_path: Path, executor: ThreadPoolExecutor) -> Vaults:
+    config = build({"agents": [{"id": "alfred"}, {"id": "bob"}]}, tmp_path)
+    return Vaults(config.agents, executor)
+
+
+def test_a_cancelled_write_holds_the_vault_until_its_worker_is_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An RPC cancelled (deadline, caller gone) while its worker thread writes must not let the next
+    write run on the same connection beside it: the lock is held until the worker returns."""
+    entered, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def slow(conn: Any, directory: Path, name: str, content: str, *, confirm: bool = False) -> None:
+        entered.set()
+        assert release.wait(30)
+        order.append("first write done")
+
+    def second(conn: Any, directory: Path, name: str) -> None:
+        order.append("second write ran")
+
+    monkeypatch.setattr(vault, "create", slow)
+    monkeypatch.setattr(vault, "delete", second)
+    executor = ThreadPoolExecutor(max_workers=2)
+    vaults = make(tmp_path, executor)
+
+    async def scenario() -> tuple[bool, bool]:
+        first = asyncio.ensure_future(vaults.create("alfred", "n", "x", False))
+        await asyncio.to_thread(entered.wait, 30)
+        first.cancel()
+        await asyncio.sleep(0)  # a yield: the cancellation reaches the write
+        held = not first.done()
+        follower = asyncio.ensure_future(vaults.delete("bob", "n"))
+        await asyncio.sleep(0)
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        await follower
+        return held, first.cancelled()
+
+    try:
+        held, cancelled = asyncio.run(scenario())
+    finally:
+        vaults.close()
+        executor.shutdown(wait=True)
+    assert held and cancelled
+    assert order == ["first write done", "second write ran"]
+
+
+NOW = datetime(2026, 6, 1, 3, 0, 0, tzinfo=UTC)
+OLD = NOW.timestamp() - 300 * 86_400
+
+
+def gc_vaults(tmp_path: Path, executor: ThreadPoolExecutor, agents: list[dict[str, Any]], clock: list[datetime]) -> Vaults:
+    config = build({"agents": agents}, tmp_path)
+    return Vaults(config.agents, executor, clock=lambda: clock[0], day_zone=UTC)
+
+
+def old_note(vault_dir: Path, name: str) -> None:
+    notes = vault_dir / "notes"
+    notes.mkdir(parents=True, exist_ok=True)
+    (notes / f"{name}.md").write_text(f"The {name} note about marrowfin beacons.\n")
+    os.utime(notes / f"{name}.md", (OLD, OLD))
+
+
+def test_two_agents_of_one_vault_run_its_gc_once_a_day(tmp_path: Path) -> None:
+    clock = [NOW]
+    executor = ThreadPoolExecutor(max_workers=2)
+    vaults = gc_vaults(tmp_path, executor, [{"id": "alfred"}, {"id": "bob"}], clock)
+    vault_dir = tmp_path / "shared" / "kb" / "global"
+    old_note(vault_dir, "beacon")
+
+    async def scenario() -> list[vault_gc.GcReport]:
+        first = await asyncio.gather(vaults.collect("alfred"), vaults.collect("bob"))
+        old_note(vault_dir, "lantern")
+        later_that_day = [await vaults.collect("bob")]
+        clock[0] = NOW + timedelta(days=1)
+        return [*first, *later_that_day, await vaults.collect("bob"), await vaults.collect("alfred")]
+
+    try:
+        reports = asyncio.run(scenario())
+    finally:
+        vaults.close()
+        executor.shutdown(wait=True)
+    assert sorted(r.outcome for r in reports[:2]) == ["already-ran", "ran"]
+    ran = next(r for r in reports[:2] if r.outcome == "ran")
+    assert ran.retired == ("beacon",) and reports[2].outcome == "already-ran" and reports[2].by == ran.by
+    assert (reports[3].outcome, reports[3].retired, reports[3].day) == ("ran", ("lantern",), "2026-06-02")
+    assert reports[4].outcome == "already-ran"
+
+
+def test_the_gc_off_for_one_agent_of_the_vault_does_nothing(tmp_path: Path) -> None:
+    executor = ThreadPoolExecutor(max_workers=2)
+    vaults = gc_vaults(tmp_path, executor, [{"id": "alfred"}, {"id": "bob", "knowledge": {"shared": {"gc": {"enabled": False}}}}], [NOW])
+    vault_dir = tmp_path / "shared" / "kb" / "global"
+    old_note(vault_dir, "beacon")
+    try:
+        report = asyncio.run(vaults.collect("alfred"))
+    finally:
+        vaults.close()
+        executor.shutdown(wait=True)
+    assert report.outcome == "disabled" and "gc.enabled is false for agent bob" in report.message
+    assert sorted(p.name for p in (vault_dir / "notes").iterdir()) == ["beacon.md"]
+    assert not (vault_dir / "kb.sqlite").exists()  # nothing claimed, nothing opened
+
+
+def test_a_vault_takes_the_most_cautious_settings_of_its_agents(tmp_path: Path) -> None:
+    executor = ThreadPoolExecutor(max_workers=1)
+    agents: list[dict[str, Any]] = [
+        {"id": "alfred", "knowledge": {"shared": {"gc": {"staleDays": 30, "maxRetirementsPerRun": 80}}}},
+        {"id": "bob", "knowledge": {"shared": {"gc": {"staleDays": 365, "maxRetirementsPerRun": 5}}}},
+        {"id": "other", "knowledge": {"shared": {"project": "other", "gc": {"enabled": False}}}},
+        {"id": "off", "knowledge": {"shared": {"enabled": False, "gc": {"staleDays": 9999}}}},
+    ]
+    vaults = gc_vaults(tmp_path, executor, agents, [NOW])
+    try:
+        settings, off = vaults.gc_settings(tmp_path / "shared" / "kb" / "global")
+    finally:
+        vaults.close()
+        executor.shutdown(wait=True)
+    assert (settings.enabled, settings.stale_days, settings.max_retirements_per_run, off) == (True, 365, 5, [])
+
+
+def test_an_empty_vault_is_not_created_by_its_gc(tmp_path: Path) -> None:
+    executor = ThreadPoolExecutor(max_workers=1)
+    vaults = gc_vaults(tmp_path, executor, [{"id": "alfred"}], [NOW])
+    try:
+        report = asyncio.run(vaults.collect("alfred"))
+    finally:
+        vaults.close()
+        executor.shutdown(wait=True)
+    assert "no notes yet" in report.message and not (tmp_path / "shared").exists()
+
+
+def test_recorded_retrievals_reach_the_gc_and_an_agent_without_recording_adds_none(tmp_path: Path) -> None:
+    clock = [NOW]
+    executor = ThreadPoolExecutor(max_workers=1)
+    agents: list[dict[str, Any]] = [{"id": "alfred"}, {"id": "quiet", "dreaming": {"staleness": {"recordRetrievals": False}}}]
+    vaults = gc_vaults(tmp_path, executor, agents, clock)
+    vault_dir = tmp_path / "shared" / "kb" / "global"
+    old_note(vault_dir, "beacon")
+    old_note(vault_dir, "lantern")
+
+    async def scenario() -> vault_gc.GcReport:
+        result, _ = await vaults.search("alfred", "marrowfin beacon", 5, True)
+        hits = [h for h in result.hits if h.path == "notes/beacon.md"]
+        vaults.record("alfred", hits, "search")  # what the servicer hands over after replying
+        vaults.record("quiet", [vault_gc.note_ref("lantern", "x")], "get")
+        return await vaults.collect("alfred")
+
+    try:
+        report = asyncio.run(scenario())
+    finally:
+        vaults.close()
+        executor.shutdown(wait=True)
+    assert report.folded == 1 and report.retired == ("lantern",)
