@@ -96,7 +96,9 @@ def parse_frontmatter(lines: list[str]) -> Frontmatter:
 
     Where it ends is found here (the closing line within 64 lines); its fields are read
     by ``frontmatter.load_frontmatter``, the one reader the graph layer uses too. A
-    header that reader refuses still ends where it ends, and gives no fields."""
+    header that reader refuses still ends where it ends and gives no importance, and it
+    makes the file untrusted: frontmatter can only lower a file's trust
+    (``provenance.classify``), and a header nobody can read may be the one that says so."""
     if not lines or lines[0].strip() != "---":
         return Frontmatter(0, None, None)
     for index in range(1, min(len(lines), _FRONTMATTER_MAX_LINES + 1)):
@@ -104,7 +106,7 @@ def parse_frontmatter(lines: list[str]) -> Frontmatter:
             try:
                 fields = load_frontmatter("\n".join(lines[1:index]), first_line=2)
             except FrontmatterError:
-                return Frontmatter(index + 1, None, None)
+                return Frontmatter(index + 1, None, "untrusted")  # fail closed (the docstring)
             values = {key.lower(): value for key, value in fields.items()}
             importance = values.get("importance")
             provenance = values.get("provenance")

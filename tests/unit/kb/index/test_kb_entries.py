@@ -8,6 +8,7 @@ import pytest
 
 from services.kb.index.chunking import split_lines
 from services.kb.index.entries import Frontmatter, entry_hash, normalise, parse_entries, parse_frontmatter, parse_importance
+from services.kb.index.provenance import classify
 
 
 def sha(text: str) -> str:
@@ -41,9 +42,12 @@ def test_frontmatter_is_read_by_the_one_yaml_reader() -> None:
     assert parse_frontmatter(["---", "Importance: 3", "---"]) == Frontmatter(3, 3, None)  # keys are case-blind
 
 
-def test_a_header_the_reader_refuses_ends_where_it_ends_and_gives_no_fields() -> None:
+def test_a_header_the_reader_refuses_ends_where_it_ends_and_makes_the_file_untrusted() -> None:
     lines = ["---", "importance: 9", "title: [unclosed", "---", "body"]
-    assert parse_frontmatter(lines) == Frontmatter(4, None, None)
+    assert parse_frontmatter(lines) == Frontmatter(4, None, "untrusted")
+    # the case that matters: a broken header that says untrusted never leaves the file its path's trust
+    broken = ["---", "provenance: untrusted", "title: [unclosed", "---", "body"]
+    assert classify("MEMORY.md", parse_frontmatter(broken).provenance) == "untrusted"
 
 
 def test_entries_are_blocks_and_top_level_items() -> None:
