@@ -8,6 +8,7 @@ WAL), so the ``agent`` label only ever holds ids from config.json.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import Counter, Histogram
@@ -55,10 +56,8 @@ class IndexSizes(Collector):
         for agent in self._agents():
             size = 0
             for path in (agent.kb_path, agent.kb_path.with_name(agent.kb_path.name + "-wal")):
-                try:
+                with contextlib.suppress(OSError):  # not created yet, or the WAL checkpointed away
                     size += path.stat().st_size
-                except OSError:  # not created yet, or the WAL checkpointed away
-                    pass
             family.add_metric((agent.id,), size)
         yield family
 
