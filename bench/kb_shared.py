@@ -85,19 +85,14 @@ printed.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
 import platform
-import random
 import shutil
 import signal
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -108,464 +103,36 @@ for p in (str(REPO), str(BENCH_DIR)):
         sys.path.insert(0, p)
 
 import kb_archive as ka  # noqa: E402  (bench/kb_archive.py: corpus, vocabulary, children, percentiles)
+# The vault generator and the phases live in these modules; every name stays reachable here too
+# (bench/dream_promotion.py uses kb_shared.VaultGen, prefill, write_home, rpc_ms and lat_cell).
+from kb_shared_phases import (  # noqa: E402
+    CREATE_WARMUP,
+    RPC_TIMEOUT_S,
+    SEARCH_LIMIT,
+    SEARCH_WARMUP,
+    Call,
+    breakdown_phase,
+    create_phase,
+    graph_phase,
+    rpc_ms,
+    schedstat,
+    search_phase,
+)
+from kb_shared_vault import AGENT, DATA_NOW, PROJECT, STATUSES, VaultGen, VaultInfo, prefill, write_home  # noqa: E402
+
+__all__ = [  # re-exported for bench/dream_promotion.py and any other importer
+    "AGENT", "CREATE_WARMUP", "DATA_NOW", "PROJECT", "RPC_TIMEOUT_S", "SEARCH_LIMIT", "SEARCH_WARMUP", "STATUSES", "Call",
+    "VaultGen", "VaultInfo", "breakdown_phase", "build_report", "create_phase", "graph_phase", "lat_cell", "main",
+    "parse_args", "prefill", "rpc_ms", "schedstat", "search_phase", "write_home",
+]  # fmt: skip
 
 RESULTS = BENCH_DIR / "results" / "kb_shared.md"
-AGENT = ka.AGENT
-PROJECT = "global"
-DATA_NOW = datetime(2025, 7, 1, 12, 0, tzinfo=UTC)  # the pre-fill's dates are relative to this; graph "now"
-SEARCH_LIMIT = 6
-CREATE_WARMUP = 10
-SEARCH_WARMUP = 20
 BREAKDOWN_OPS = 60
-RPC_TIMEOUT_S = 30.0
 CREATE_P99_GOAL_S = 0.050
 GRAPH_GOAL_S = 5.0
 say = ka.say
 pct = ka.pct
 fmt_ms = ka.fmt_ms
-
-
-# =========================================================================== vault corpus
-
-STATUSES = ("supported", "supported", "supported", "disputed", "open", "refuted")
-
-
-@dataclass
-class VaultGen:
-    """Deterministic generator of shared notes (pre-fill, new notes, near-duplicates)."""
-
-    seed: int
-    rng: random.Random = field(init=False)
-    vocab: ka.Vocabulary = field(init=False)
-    writer: ka.NoteWriter = field(init=False)
-    topic_pool: list[str] = field(init=False)
-    claim_pool: int = 3000
-    names: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.rng = random.Random(self.seed * 1009 + 5)
-        self.vocab = ka.build_vocabulary(self.seed)  # the archive corpus's and the queries' vocabulary
-        self.writer = ka.NoteWriter(self.rng, self.vocab)
-        content = self.vocab.words[self.vocab.content_start :]
-        self.topic_pool = content[100:]  # skip the 100 most frequent content words: topics are specific
-
-    # --- pieces ---------------------------------------------------------------
-
-    def topic(self) -> tuple[str, str, str]:
-        a, b, c = self.rng.sample(self.topic_pool, 3)
-        return a, b, c
-
-    def name_for(self, topic: tuple[str, ...], tag: str) -> str:
-        roll = self.rng.random()
-        if roll < 0.5:
-            return "-".join(topic) + f"-{tag}"
-        if roll < 0.85:
-            return " ".join(topic).capitalize() + f" {tag}"
-        return f"{topic[0].capitalize()} {topic[1]} ({tag})"
-
-    def topical(self, topic: tuple[str, ...], k: int = 2) -> str:
-        parts = self.writer.sentence().split(" ")
-        for _ in range(k):
-            parts[self.rng.randrange(len(parts))] = self.rng.choice(topic)
-        text = " ".join(parts)
-        return text[0].upper() + text[1:] + ("" if text[-1] in ".?!:" else ".")
-
-    def claim(self, claim_id: int) -> tuple[str, str]:
-        """The canonical (text, status) of a claim id (derived from the id alone)."""
-        r = random.Random(self.seed * 7 + claim_id)
-        words = r.choices(self.topic_pool, k=r.randint(4, 9))
-        return " ".join(words).capitalize(), r.choice(STATUSES)
-
-    def frontmatter(self, title: str) -> list[str]:
-        rng = self.rng
-        lines = ["---", f"title: {title}", f"tags: [{', '.join(self.writer.content_word() for _ in range(rng.randint(1, 3)))}]"]
-        if rng.random() < 0.75:
-            lines.append(f"confidence: {min(1.0, max(0.05, rng.gauss(0.75, 0.18))):.2f}")
-        if rng.random() < 0.85:
-            age = timedelta(days=rng.expovariate(1 / 120), hours=rng.randint(0, 23))
-            lines.append(f"updatedAt: {(DATA_NOW - age).date().isoformat()}")
-        if rng.random() < 0.6:
-            lines.append("claims:")
-            for _ in range(rng.randint(1, 4)):
-                cid = int(rng.paretovariate(0.9)) % self.claim_pool if rng.random() < 0.5 else rng.randrange(self.claim_pool)
-                text, status = self.claim(cid)
-                if rng.random() < 0.08:  # a diverging copy: a contradiction
-                    if rng.random() < 0.5:
-                        text = "Not " + text[0].lower() + text[1:]
-                    else:
-                        status = "refuted" if status != "refuted" else "supported"
-                lines += [f"  - id: claim-{cid:04d}", f"    text: {text}", f"    status: {status}"]
-                if rng.random() < 0.5:
-                    lines.append(f"    confidence: {rng.uniform(0.2, 1.0):.2f}")
-        lines.append("---")
-        return lines
-
-    def link(self, missing_tag: str) -> str:
-        rng = self.rng
-        if not self.names or rng.random() < 0.03:
-            target = f"missing {rng.choice(self.topic_pool)} {missing_tag}"
-        elif rng.random() < 0.2:
-            target = self.names[rng.randrange(min(200, len(self.names)))]
-        else:
-            target = rng.choice(self.names)
-        roll = rng.random()
-        if roll < 0.10:
-            return f"[[{target}|{rng.choice(self.topic_pool)}]]"
-        if roll < 0.15:
-            return f"[[{target}#Overview]]"
-        return f"[[{target}]]"
-
-    def note(self, name: str, topic: tuple[str, ...], *, frontmatter: bool, links: int, malformed: bool = False) -> str:
-        rng = self.rng
-        title = " ".join(topic).capitalize()
-        size = int(min(40_000, max(200, rng.lognormvariate(7.0, 0.8))))  # median ~1.1 KB, mean ~1.5 KB
-        body = self.writer.note(title, size, False, False).split("\n")  # "# title", "", blocks...
-        lead = " ".join(self.topical(topic) for _ in range(rng.randint(1, 3)))
-        body[2:2] = [lead, ""]
-        fence = False
-        eligible = []
-        for i, line in enumerate(body):
-            if line.startswith("```"):
-                fence = not fence
-                continue
-            if not fence and i > 3 and line and not line.startswith("#"):
-                eligible.append(i)
-        # the topic recurs: a few more lines get a topic word
-        for i in rng.sample(eligible, min(len(eligible), rng.randint(1, 4))):
-            body[i] += f" {rng.choice(topic).capitalize()} again."
-        tags = [self.link(name) for _ in range(links)]
-        for target in tags:
-            if eligible and rng.random() < 0.7:
-                i = rng.choice(eligible)
-                body[i] += f" See {target}."
-            else:
-                body.append(f"See also {target}.")
-        head: list[str] = []
-        if malformed:
-            head = ["---", f"title: [{title}", "confidence: high", "claims: not a list", "---"]
-        elif frontmatter:
-            head = self.frontmatter(title)
-        return "\n".join(head + body).rstrip("\n") + "\n"
-
-    def link_count(self) -> int:
-        return min(6, int(self.rng.expovariate(1 / 2.2)))
-
-    def new_note(self, tag: str) -> tuple[str, str]:
-        topic = self.topic()
-        name = self.name_for(topic, tag)
-        return name, self.note(name, topic, frontmatter=self.rng.random() < 0.4, links=self.link_count())
-
-    # --- near-duplicates ------------------------------------------------------------
-
-    def reword(self, original: str, tag: str) -> str:
-        """A reworded near-duplicate of ``original`` (same facts, other wording and order)."""
-        rng = self.rng
-        lines = original.split("\n")
-        if lines and lines[0] == "---":
-            with contextlib.suppress(ValueError):
-                lines = lines[lines.index("---", 1) + 1 :]
-        heading = next((ln for ln in lines if ln.startswith("# ")), "# note")
-        words = heading[2:].split()
-        rng.shuffle(words)
-        content = [ln for ln in lines if ln.strip() and not ln.startswith("# ") and not ln.startswith("```")]
-        keep = content[: max(3, int(len(content) * rng.uniform(0.5, 0.7)))]
-        function = set(ka.FUNCTION_WORDS)
-        out = []
-        for line in keep:
-            toks = line.split(" ")
-            toks = [t for t in toks if not (t.lower() in function and rng.random() < 0.3)] or toks
-            for i in range(len(toks) - 1):
-                if rng.random() < 0.15:
-                    toks[i], toks[i + 1] = toks[i + 1], toks[i]
-            for i in range(len(toks)):
-                if rng.random() < 0.10:
-                    toks[i] = self.writer.content_word()
-            out.append(" ".join(toks))
-        for _ in range(max(1, len(out) // 4)):  # a few lines move
-            i, j = rng.randrange(len(out)), rng.randrange(len(out))
-            out[i], out[j] = out[j], out[i]
-        return "\n".join([f"# {' '.join(words).capitalize()} ({tag})", "", *out]) + "\n"
-
-
-@dataclass
-class VaultInfo:
-    notes: int
-    bytes: int
-    frontmatter: int
-    malformed: int
-    links: int
-    seconds: float
-
-
-def prefill(gen: VaultGen, notes_dir: Path, count: int) -> VaultInfo:
-    """Write ``count`` notes straight into ``notes_dir`` (names decided first, so links can point forward)."""
-    rng = gen.rng
-    started = time.perf_counter()
-    topics = []
-    used: set[str] = set()
-    for i in range(count):
-        topic = gen.topic()
-        name = gen.name_for(topic, f"{i:05d}")
-        assert name not in used
-        used.add(name)
-        topics.append(topic)
-        gen.names.append(name)
-    notes_dir.mkdir(parents=True, exist_ok=True)
-    total = fm = bad = links = 0
-    for i, (name, topic) in enumerate(zip(list(gen.names), topics)):
-        malformed = rng.random() < 0.005
-        has_fm = rng.random() < 0.4
-        n_links = gen.link_count()
-        text = gen.note(name, topic, frontmatter=has_fm, links=n_links, malformed=malformed)
-        data = text.encode("utf-8")
-        path = notes_dir / f"{name}.md"
-        path.write_bytes(data)
-        stamp = int((DATA_NOW - timedelta(days=rng.expovariate(1 / 150), seconds=i)).timestamp() * 1e9)
-        os.utime(path, ns=(stamp, stamp))
-        total += len(data)
-        fm += has_fm and not malformed
-        bad += malformed
-        links += n_links
-    return VaultInfo(count, total, fm, bad, links, time.perf_counter() - started)
-
-
-# =========================================================================== home
-
-
-def write_home(home: Path, kb_port: int) -> None:
-    from gateway.config_migrations import CURRENT_VERSION
-    from gateway.home import ensure_home
-
-    ports = ka.free_ports(4)
-    config = {
-        "configVersion": CURRENT_VERSION,
-        "gateway": {
-            "grpc": {"host": "127.0.0.1", "fileApi": ports[0], "watcher": ports[1], "kb": kb_port, "dreaming": ports[2]},
-            "metrics": {"enabled": False},  # not the default ports: another run may hold them
-            "api": {"host": "127.0.0.1", "port": ports[3], "keys": [{"key": ka.KEY, "agents": [AGENT], "write": True, "name": "bench"}]},
-            "knowledge": {"shared": {"enabled": True, "project": PROJECT, "graph": False}},
-        },
-        "agents": [{"id": AGENT, "workspace": f"agents/{AGENT}/workspace", "transcriptsDir": f"agents/{AGENT}/sessions"}],
-    }  # fmt: skip
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    ensure_home(home)
-
-
-def rpc_ms(log: Path, method: str, skip: int) -> list[float]:
-    """Seconds of the service's own ``rpc`` log lines for ``method`` after the first ``skip`` lines."""
-    out = []
-    with open(log, encoding="utf-8", errors="replace") as handle:
-        for n, line in enumerate(handle):
-            if n < skip or not line.startswith("{"):
-                continue
-            with contextlib.suppress(ValueError):
-                row = json.loads(line)
-                if row.get("event") == "rpc" and row.get("method") == method and "ms" in row:
-                    out.append(float(row["ms"]) / 1000)
-    return out
-
-
-# =========================================================================== phases
-
-
-@dataclass
-class Call:
-    seconds: float
-    dup: bool
-    confirm: bool
-    created: bool
-    related: int
-    run_s: float = 0.0  # the service's CPU time during the call (all threads, /proc schedstat)
-    wait_s: float = 0.0  # the service's threads runnable but waiting for a CPU during the call
-
-
-def schedstat(pid: int) -> tuple[float, float]:
-    """(on-CPU seconds, runqueue-wait seconds) of every thread of ``pid`` (/proc/<pid>/task/*/schedstat)."""
-    run = wait = 0
-    with contextlib.suppress(OSError):
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError, ValueError):
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as handle:
-                    a, b, _ = handle.read().split()
-                run += int(a)
-                wait += int(b)
-    return run / 1e9, wait / 1e9
-
-
-def create_phase(stub: Any, metadata: Any, gen: VaultGen, vault_dir: Path, creates: int, pid: int,
-                 log: Path) -> dict[str, Any]:  # fmt: skip
-    from gateway.v1 import kb_pb2
-
-    rng = gen.rng
-    notes_dir = vault_dir / "notes"
-
-    sched: list[tuple[float, float]] = []
-
-    def call(name: str, content: str, confirm: bool) -> tuple[float, Any]:
-        req = kb_pb2.CreateSharedNoteRequest(agent_id=AGENT, name=name, content=content, confirm=confirm)
-        r0, w0 = schedstat(pid)  # read outside the clock
-        t0 = time.perf_counter()
-        reply = stub.CreateSharedNote(req, metadata=metadata, timeout=RPC_TIMEOUT_S)
-        seconds = time.perf_counter() - t0
-        r1, w1 = schedstat(pid)
-        sched.append((r1 - r0, w1 - w0))
-        return seconds, reply
-
-    for i in range(CREATE_WARMUP):
-        name, content = gen.new_note(f"warm{i}")
-        call(name, content, True)
-    # The operations, decided up front (contents generated outside the clock).
-    ops: list[tuple[bool, str, str, str]] = []  # (dup, name, content, original)
-    dup_count = creates // 3
-    kinds = [True] * dup_count + [False] * (creates - dup_count)
-    rng.shuffle(kinds)
-    for i, dup in enumerate(kinds):
-        if dup:
-            original = rng.choice(gen.names)
-            text = (notes_dir / f"{original}.md").read_text(encoding="utf-8")
-            ops.append((True, f"{original} reworded {i}", gen.reword(text, f"r{i}"), original))
-        else:
-            name, content = gen.new_note(f"new{i:03d}")
-            ops.append((False, name, content, ""))
-    calls: list[Call] = []
-    dup_found = dup_found_original = 0
-    new_nudged = 0
-    nudged_dups = 0
-    log_mark = ka.rpc_log_lines(log)
-    cpu0 = ka.cpu_seconds(pid)
-    wall0 = time.perf_counter()
-    for dup, name, content, original in ops:
-        s, reply = call(name, content, False)
-        calls.append(Call(s, dup, False, reply.created, len(reply.related), *sched[-1]))
-        if reply.created:
-            gen.names.append(name)
-            continue
-        if dup:
-            dup_found += 1
-            dup_found_original += any(r.name == original for r in reply.related)
-            nudged_dups += 1
-            if nudged_dups % 2:
-                continue  # the agent updates the existing note instead (not measured here)
-        else:
-            new_nudged += 1
-        s, reply = call(name, content, True)
-        calls.append(Call(s, dup, True, reply.created, len(reply.linked), *sched[-1]))
-        if reply.created:
-            gen.names.append(name)
-    wall = time.perf_counter() - wall0
-    cpu = ka.cpu_seconds(pid) - cpu0
-    time.sleep(0.3)  # let the log catch up
-    server = rpc_ms(log, "CreateSharedNote", log_mark)
-    return {
-        "calls": calls, "dups": dup_count, "new": creates - dup_count, "dup_found": dup_found,
-        "dup_found_original": dup_found_original, "new_nudged": new_nudged, "server": server,
-        "cpu_ms": 1000 * cpu / max(1, len(calls)), "wall_s": wall,
-    }  # fmt: skip
-
-
-def search_phase(stub: Any, metadata: Any, seed: int, queries: int, pid: int, log: Path) -> dict[str, Any]:
-    from gateway.v1 import kb_pb2
-
-    tagged = ka.make_queries(seed, SEARCH_WARMUP + queries)
-    qs = [q for _, q in tagged]
-
-    def call(q: str, corpus: str) -> tuple[float, Any]:
-        req = kb_pb2.SearchRequest(agent_id=AGENT, query=q, corpus=corpus, limit=SEARCH_LIMIT)
-        t0 = time.perf_counter()
-        reply = stub.Search(req, metadata=metadata, timeout=RPC_TIMEOUT_S)
-        return time.perf_counter() - t0, reply
-
-    corpora = ("all", "shared", "memory")
-    for q in qs[:SEARCH_WARMUP]:
-        for c in corpora:
-            call(q, c)
-    lat: dict[str, list[float]] = {c: [] for c in corpora}
-    hits: dict[str, int] = dict.fromkeys(corpora, 0)
-    all_shared = 0
-    log_mark = ka.rpc_log_lines(log)
-    cpu0 = ka.cpu_seconds(pid)
-    for q in qs[SEARCH_WARMUP:]:
-        for c in corpora:
-            s, reply = call(q, c)
-            lat[c].append(s)
-            hits[c] += len(reply.hits)
-            if c == "all":
-                all_shared += sum(1 for h in reply.hits if h.corpus == "shared")
-    cpu = ka.cpu_seconds(pid) - cpu0
-    time.sleep(0.3)
-    server = rpc_ms(log, "Search", log_mark)  # the three corpora interleaved, in call order
-    return {"lat": lat, "hits": hits, "all_shared": all_shared, "n": queries,
-            "server": {c: server[i :: 3] for i, c in enumerate(corpora)} if len(server) == 3 * queries else {},
-            "cpu_ms": 1000 * cpu / (3 * queries)}  # fmt: skip
-
-
-def breakdown_phase(gen: VaultGen, vault_dir: Path, ops: int) -> dict[str, Any]:
-    """In-process: where a create's time goes (the service is stopped)."""
-    from gateway.atomic import write_atomic
-    from services.kb.vault import notes as vault, note_index as vault_index, similar as vault_similar
-
-    rng = gen.rng
-    notes_dir = vault_dir / "notes"
-    conn = vault_index.open_vault_index(vault_dir)
-    parts: dict[str, list[float]] = {k: [] for k in ("seed", "recall", "read+stem", "write", "reindex", "total", "create")}
-    try:
-        for i in range(ops):
-            if i % 2:
-                original = rng.choice(gen.names)
-                name = f"{original} breakdown {i}"
-                content = gen.reword((notes_dir / f"{original}.md").read_text(encoding="utf-8"), f"b{i}")
-            else:
-                name, content = gen.new_note(f"bd{i:03d}")
-            t0 = time.perf_counter()
-            seed = vault_similar.seed_terms(content)
-            t1 = time.perf_counter()
-            cands = vault_similar._candidates(conn, seed, {name}) if seed else []
-            t2 = time.perf_counter()
-            for cand, _chunk in cands:
-                with contextlib.suppress(OSError):
-                    vault_similar.stems(vault_similar.body_text((notes_dir / f"{cand}.md").read_text(encoding="utf-8")))
-            t3 = time.perf_counter()
-            path = notes_dir / f"{name}.md"
-            write_atomic(path, content.encode("utf-8"), expected=None)
-            t4 = time.perf_counter()
-            vault_index.reindex_notes(conn, vault_dir, [name])
-            t5 = time.perf_counter()
-            for k, v in zip(("seed", "recall", "read+stem", "write", "reindex", "total"),
-                            (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0)):  # fmt: skip
-                parts[k].append(v)
-            vault.delete(conn, vault_dir, name)  # then the real thing, end to end, under the same name
-            t0 = time.perf_counter()
-            vault.create(conn, vault_dir, name, content, confirm=True)
-            parts["create"].append(time.perf_counter() - t0)
-            gen.names.append(name)
-        rows = conn.execute("SELECT (SELECT count(*) FROM kb_sources), (SELECT count(*) FROM kb_chunks)").fetchall()[0]
-    finally:
-        conn.close()
-    return {"parts": parts, "sources": rows[0], "chunks": rows[1]}
-
-
-def graph_phase(vault_dir: Path) -> dict[str, Any]:
-    from services.kb.graph import build as graph, reports as graph_reports
-
-    notes, reports = vault_dir / "notes", vault_dir / "reports"
-    shutil.rmtree(reports, ignore_errors=True)
-    cold = graph.build_reports(notes, reports, DATA_NOW)
-    warm = graph.build_reports(notes, reports, DATA_NOW)
-    sizes = {p.name: p.stat().st_size for p in sorted(reports.iterdir())}
-    # One note changed (info): a new link and a claim status flip would change the reports.
-    victim = sorted(notes.glob("*.md"))[len(list(notes.glob("*.md"))) // 2]
-    with open(victim, "a", encoding="utf-8") as handle:
-        handle.write("\nBench edit: see [[a note that does not exist yet]].\n")
-    one = graph.build_reports(notes, reports, DATA_NOW)
-    t0 = time.perf_counter()
-    parsed, nodes, problems = graph._load(notes, reports)
-    load_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    graph_reports.render_all(warm)
-    render_s = time.perf_counter() - t0
-    return {"cold": cold, "warm": warm, "one": one, "sizes": sizes, "load_s": load_s, "render_s": render_s,
-            "nodes": len(nodes), "parsed": len(parsed)}  # fmt: skip
 
 
 # =========================================================================== report
