@@ -13,6 +13,7 @@ from gateway.rpc import authorize_call, unary
 from gateway.v1 import files_pb2, files_pb2_grpc
 from services.file_api import files
 from services.file_api.names import check_filename
+from services.file_api.read_cache import ReadCache
 
 SAVED_MESSAGE = "File saved. CLAUDE.md will auto-reload."
 
@@ -20,6 +21,7 @@ SAVED_MESSAGE = "File saved. CLAUDE.md will auto-reload."
 class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
     def __init__(self, live: LiveConfig) -> None:
         self._live = live
+        self._reads = ReadCache()
 
     def _workspace(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> Path:
         config, auth = self._live.snapshot()
@@ -32,7 +34,7 @@ class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
     async def GetFile(self, request: files_pb2.GetFileRequest, context: grpc.aio.ServicerContext) -> files_pb2.GetFileResponse:  # noqa: N802
         workspace = self._workspace(context, request.agent_id, write=False)
         name = check_filename(request.filename)
-        return files_pb2.GetFileResponse(filename=name, content=files.read_file(workspace, name))
+        return files_pb2.GetFileResponse(filename=name, content=self._reads.read(workspace, name))
 
     @unary
     async def PutFile(self, request: files_pb2.PutFileRequest, context: grpc.aio.ServicerContext) -> files_pb2.PutFileResponse:  # noqa: N802
