@@ -8,16 +8,40 @@ set-up structlog's own documentation gives for speed. The lines read the same
 to a JSON parser. orjson refuses what ``json`` would write (an integer past
 64 bits, a lone surrogate in a string): such a line falls back to ``json``, so
 no event is ever lost to its encoding.
+
+Two more cuts for the per-RPC line: the timestamp formats its date and time
+once per second (structlog's ISO stamper builds a ``datetime`` per line; the
+text is the same), and ``one_write()`` lets a batch of lines (``gateway.rpc``
+writes its queued RPC lines together) leave in one write and one flush.
+Outside such a block every line is flushed as it is logged. A line logged
+later than the moment it describes passes that moment (``time.time()``) under
+the ``STAMP_AT`` key, and is stamped with it.
+
+**Lines logged later.** The lines written once per request (``rpc`` in every
+gRPC service, ``http`` in the shim) are not rendered by the request: it queues
+the call that logs the line (``later``), and the queue is rendered in one
+batch and one write at most ``FLUSH_AFTER_S`` later (a timer on the event
+loop), on the loop's next turn once ``MAX_QUEUED`` lines wait, and at exit.
+Rendered one by one between the requests, these lines cost the file API about
+a fifth of its throughput under load; rendered together they cost a few
+microseconds each (issue 15). A process killed outright (SIGKILL, a crash of
+the interpreter) loses at most the last ``FLUSH_AFTER_S`` of them; a process
+that stops (SIGTERM, then a normal exit) writes them all.
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import contextlib
 import io
 import json
 import logging
 import sys
-from collections.abc import MutableMapping
-from typing import Any
+import threading
+import time
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any, BinaryIO, cast
 
 import orjson
 import structlog
@@ -32,27 +56,140 @@ def _dumps(event: Any, default: Any = None) -> bytes:
         return json.dumps(event, default=default).encode("utf-8", "backslashreplace")
 
 
+class _Batching(threading.local):
+    depth = 0
+
+
+_batching = _Batching()
+
+
+class _Stdout:
+    """What structlog's BytesLogger writes to: stdout's bytes, flushed at every line but inside ``one_write``."""
+
+    def __init__(self, buffer: BinaryIO) -> None:
+        self.buffer = buffer
+        self.write = buffer.write
+
+    def flush(self) -> None:
+        if not _batching.depth:
+            self.buffer.flush()
+
+
+_stdout: _Stdout | None = None
+
+
+@contextlib.contextmanager
+def one_write() -> Iterator[None]:
+    """Lines this thread logs inside the block are flushed together when it ends (at the latest)."""
+    _batching.depth += 1
+    try:
+        yield
+    finally:
+        _batching.depth -= 1
+        if not _batching.depth and _stdout is not None:
+            _stdout.buffer.flush()
+
+
+STAMP_AT = "_stamp_at"
+
+
+FLUSH_AFTER_S = 0.02
+MAX_QUEUED = 256  # a batch blocks its loop a few microseconds a line: keep each one short
+
+
+class _Later:
+    """The lines not yet logged, and the loop whose timer will log them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lines: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self.timer_loop: asyncio.AbstractEventLoop | None = None
+
+
+_later = _Later()
+
+
+def later(log_line: Callable[..., None], *args: Any) -> None:
+    """Call ``log_line(*args)`` with the next batch of lines (see the module).
+
+    ``log_line`` logs one line, stamped with the moment it describes (``STAMP_AT``): the
+    batch runs up to ``FLUSH_AFTER_S`` later. Called off an event loop, or in a process
+    whose logging ``configure`` did not set up (a test, a library user), it logs at once.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # a worker thread: no timer to wait for
+        loop = None
+    if loop is None or _stdout is None:
+        log_line(*args)
+        return
+    queue = _later
+    with queue.lock:
+        queue.lines.append((log_line, args))
+        full = len(queue.lines) == MAX_QUEUED
+        arm = queue.timer_loop is not loop  # None, or a loop that may never run again
+        if arm:
+            queue.timer_loop = loop
+    if arm:
+        loop.call_later(FLUSH_AFTER_S, flush_later)
+    if full:
+        loop.call_soon(flush_later)
+
+
+def flush_later() -> None:
+    """Log every line ``later`` queued, now, in one write."""
+    queue = _later
+    with queue.lock:
+        lines, queue.lines, queue.timer_loop = queue.lines, [], None
+    if lines:
+        with one_write():
+            for log_line, args in lines:
+                log_line(*args)
+
+
+atexit.register(flush_later)
+
+
+class _Timestamp:
+    """``timestamp``: UTC, ISO 8601 with microseconds and ``Z``, as TimeStamper(fmt="iso", utc=True) writes it."""
+
+    def __init__(self) -> None:
+        self._second: tuple[int, str] = (-1, "")  # one assignment: threads never see a torn pair
+
+    def __call__(self, _: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        at = event.pop(STAMP_AT, None)
+        now = time.time() if at is None else at
+        second = int(now)
+        cached = self._second
+        if cached[0] != second:
+            cached = self._second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+        event["timestamp"] = f"{cached[1]}.{int((now - second) * 1_000_000):06d}Z"
+        return event
+
+
 def configure(service: str, level: int = logging.INFO) -> structlog.stdlib.BoundLogger:
     """Route structlog to stdout as one JSON object per line, tagged with ``service``."""
     def add_service(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         event.setdefault("service", service)  # also in worker threads, where contextvars are empty
         return event
 
+    global _stdout
     if isinstance(sys.stdout, io.TextIOWrapper):
         # print() goes through the text layer, log lines straight to its buffer: flushing the text
         # layer at every line keeps the two in the order they were written.
         sys.stdout.reconfigure(line_buffering=True)
+    _stdout = _Stdout(sys.stdout.buffer)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             add_service,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _Timestamp(),
             structlog.processors.format_exc_info,
             structlog.processors.JSONRenderer(serializer=_dumps),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.BytesLoggerFactory(sys.stdout.buffer),
+        logger_factory=structlog.BytesLoggerFactory(cast(BinaryIO, _stdout)),  # write and flush are all it uses
         cache_logger_on_first_use=True,
     )
     logger: structlog.stdlib.BoundLogger = structlog.get_logger()

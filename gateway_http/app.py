@@ -35,7 +35,7 @@ from gateway.metrics import CONTENT_TYPE, exposition
 from gateway_http.credentials import BadCredential, credential_metadata
 from gateway_http.descriptors import Route, all_routes
 from gateway_http.errors import error_body, http_status
-from gateway_http.http_metrics import observe_http
+from gateway_http.http_metrics import log_http, observe_http
 from gateway_http.openapi import openapi_document
 from gateway_http.router import BadPath, Router, split_path
 from gateway_http.transcode import BadRequest, build_request, parse_body, render
@@ -126,13 +126,7 @@ class ShimApp:
         status, route = await self._handle(scope, receive, send)
         seconds = time.perf_counter() - start
         observe_http(route if route in self._route_labels else "unmatched", scope["method"], status, seconds)
-        log.info(
-            "http",
-            method=scope["method"],
-            route=route,
-            status=status,
-            ms=round(seconds * 1000, 3),
-        )
+        log_http(scope["method"], route, status, seconds)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         stop = asyncio.Event()

@@ -1,4 +1,8 @@
-"""The REST shim's Prometheus metrics: requests by route template, method and status.
+"""What the REST shim records of each request: its Prometheus metrics and its ``http`` log line.
+
+Metrics count requests by route template, method and status. The ``http`` line
+(method, route, status, ms) is queued and written with the next batch of lines
+(``gateway.logs.later``), stamped with the moment the answer ended.
 
 ``route`` is a template (``/v1/agents/{agentId}/files/{filename}``), one of the shim's
 own paths, or ``unmatched``: never the raw path, which can hold a file name or anything
@@ -7,11 +11,16 @@ a client sends. ``method`` outside HTTP's usual verbs is ``other``.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import structlog
 from prometheus_client import Counter, Histogram
 
+from gateway.logs import STAMP_AT, later
 from gateway.metrics import REGISTRY, closed_label
+
+log = structlog.get_logger()
 
 HTTP_REQUESTS = Counter(
     "gateway_http_requests_total", "Requests the REST shim answered, by route template, method and status.",
@@ -35,3 +44,12 @@ def observe_http(route: str, method: str, status: int, seconds: float) -> None:
         children = _children[key] = (HTTP_REQUESTS.labels(key[0], key[1], str(status)), HTTP_DURATION.labels(key[0], key[1]))
     children[0].inc()
     children[1].observe(seconds)
+
+
+def log_http(method: str, route: str, status: int, seconds: float) -> None:
+    """Queue the ``http`` line of one answered request (``route``: its template, or the raw path if none matched)."""
+    later(_log_http, method, route, status, round(seconds * 1000, 3), time.time())
+
+
+def _log_http(method: str, route: str, status: int, ms: float, at: float) -> None:
+    log.info("http", method=method, route=route, status=status, ms=ms, **{STAMP_AT: at})

@@ -46,7 +46,7 @@ from gateway.config import Config
 from gateway.errors import GatewayError
 from gateway_http.credentials import BadCredential, credential_metadata
 from gateway_http.errors import http_status
-from gateway_http.http_metrics import observe_http
+from gateway_http.http_metrics import log_http, observe_http
 from gateway_http.router import BadPath, split_path
 
 log = structlog.get_logger()
@@ -136,7 +136,7 @@ class McpMount:
                 await _refuse(watched, 500, "internal error in the MCP endpoint", INTERNAL_ERROR)
         seconds = time.perf_counter() - start
         observe_http(ROUTE, scope["method"], status[0] if status else 0, seconds)
-        log.info("http", method=scope["method"], route=ROUTE, status=status[0] if status else 0, ms=round(seconds * 1000, 3))
+        log_http(scope["method"], ROUTE, status[0] if status else 0, seconds)
 
     async def _handle(self, agent_id: str, credentials: tuple[tuple[str, str], ...], scope: Scope, receive: Any,
                       send: Any) -> bool:
