@@ -355,10 +355,24 @@ class RpcLog:
         self.path = path
         self.offset = 0
 
+    def settled_size(self) -> int:
+        """The log's size once it has stopped growing for 0.2 s (at most 3 s): RPC lines are
+        written in batches a few milliseconds after their calls (gateway.logs.later), and a
+        cancelled call's line comes when the server notices, so the last lines of a run land late."""
+        size, deadline = self.path.stat().st_size, time.monotonic() + 3
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            now = self.path.stat().st_size
+            if now == size:
+                break
+            size = now
+        return size
+
     def mark(self) -> None:
-        self.offset = self.path.stat().st_size
+        self.offset = self.settled_size()
 
     def codes(self) -> dict[str, int]:
+        self.settled_size()
         out: dict[str, int] = {}
         with open(self.path, "rb") as handle:
             handle.seek(self.offset)
