@@ -12,7 +12,6 @@ import multiprocessing as mp
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench_ports import free_ports  # noqa: F401 - part of this module's interface (other benches call it here)
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
@@ -66,18 +67,6 @@ def memory_content(size: int = FILE_BYTES) -> str:
     return text[: size - 1] + "\n"
 
 
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free TCP ports on 127.0.0.1 (held together while chosen)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def ensure_tool(binary: str, package: str) -> str | None:
