@@ -81,7 +81,14 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self.limits = type(self).current_limits()
         self.timeout_keep_alive = self.limits.keep_alive_seconds
-        self._deadline: asyncio.TimerHandle | None = None
+        # The deadline in force (loop time) and what it fires; the timer behind it is re-armed lazily:
+        # moving or clearing a deadline touches no timer, so a request on a kept-alive connection
+        # costs no timer of its own (issue 15: two timers made and cancelled per request showed in
+        # the shim's CPU per GET). The timer, when it fires early, re-arms for the deadline in force.
+        self._deadline: float | None = None
+        self._deadline_fire: Callable[[], None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self._in_headers = False  # between the first byte of a request and the end of its headers
         self._in_body = False  # between the end of a request's headers and the end of its body
         self._header_bytes = 0
@@ -90,16 +97,35 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     # --- timers
 
     def _arm(self, seconds: float, fire: Callable[[], None]) -> None:
-        self._disarm()
-        self._deadline = self.loop.call_later(seconds, fire)
+        at = self.loop.time() + seconds
+        self._deadline, self._deadline_fire = at, fire
+        if self._timer is not None and self._timer_at > at:  # due later than the new deadline
+            self._timer.cancel()
+            self._timer = None
+        if self._timer is None:
+            self._timer_at = at
+            self._timer = self.loop.call_at(at, self._on_timer)
 
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+    def _disarm(self, *, cancel: bool = False) -> None:
+        """No deadline in force; ``cancel`` also stops the timer (the connection is done)."""
+        self._deadline = self._deadline_fire = None
+        if cancel and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        at, fire = self._deadline, self._deadline_fire
+        if at is None or fire is None:
+            return
+        if self.loop.time() < at:  # the deadline moved since the timer was set
+            self._timer_at = at
+            self._timer = self.loop.call_at(at, self._on_timer)
+            return
+        self._deadline = self._deadline_fire = None
+        fire()
 
     def _header_timeout(self) -> None:
-        self._deadline = None
         if self.transport.is_closing():
             return
         seconds = self.limits.header_timeout_seconds
@@ -111,7 +137,6 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def _body_timeout(self) -> None:
-        self._deadline = None
         if self.transport.is_closing():
             return
         seconds = self.limits.body_timeout_seconds
@@ -133,7 +158,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         """
         cycle = self.cycle
         if cycle is not None and cycle.response_started and not cycle.response_complete:
-            self._disarm()
+            self._disarm(cancel=True)
             self.transport.close()
             return
         if cycle is not None and not cycle.response_complete:
@@ -143,7 +168,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         head = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status])]
         head.extend(name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers)
         head.append(b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % len(body))
-        self._disarm()
+        self._disarm(cancel=True)
         self._draining = True
         self.transport.write(b"".join(head) + body)
         self.flow.resume_reading()
@@ -190,7 +215,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         super().eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._disarm(cancel=True)
         super().connection_lost(exc)
 
     def _between_requests(self) -> bool:
