@@ -76,7 +76,7 @@ def _scalar(value: Value) -> str:
         return repr(value)  # finite: 1.5, 1e+16, -0.0
     if isinstance(value, int):
         return str(value)
-    return json.dumps(value)  # a double-quoted YAML scalar: the reader reads \" \\ \n \uXXXX
+    return json.dumps(value)  # a double-quoted YAML scalar: the reader reads \" \\ \n and \u escapes
 
 
 def _flow(value: Value) -> str:
