@@ -3,6 +3,18 @@
 A caller presents ``x-api-key: K`` or ``authorization: Bearer K``; internal
 callers present the home's internal token under ``x-gateway-internal-token``.
 Keys are compared as SHA-256 digests in constant time and never logged.
+
+**Callers seen before.** Each call of a busy client carries the same metadata,
+so ``identify`` keeps the metadata of the last ``MEMO_SIZE`` calls it accepted
+with the caller they identified, and answers such a call from there (issue 15:
+reading the key, hashing it and comparing it was a tenth of the file API's own
+work per GetFile). Only accepted metadata is kept: a refused one goes the whole
+way every time, and a key that is not accepted never gets near the memo. The
+lookup hashes the metadata with Python's per-process secret hash, and compares
+values only on a full 64-bit hash match, so its time says nothing about the
+keys a caller does not already hold. The memo lives as long as its
+``Authenticator``, which a reload of config.json replaces: a removed or
+changed key is refused from the next call on.
 """
 
 from __future__ import annotations
@@ -17,6 +29,9 @@ from gateway.errors import InvalidArgument, NotFound, PermissionDenied, Unauthen
 
 INTERNAL_TOKEN_HEADER = "x-gateway-internal-token"
 API_KEY_HEADER = "x-api-key"
+MEMO_SIZE = 256  # distinct accepted metadata kept (clients x user agents); the memo starts afresh when full
+
+Metadata = tuple[tuple[str, str | bytes], ...]
 
 
 @dataclass(frozen=True)
@@ -57,9 +72,23 @@ class Authenticator:
         self._internal = hashlib.sha256(internal_token.encode()).digest() if internal_token else None
         self._callers = tuple((key.digest, Caller(label=key.label, key=key)) for key in self._keys)  # once per config
         self._internal_caller = Caller(label="internal", key=None)
+        self._memo: dict[Metadata, Caller] = {}
 
     def identify(self, metadata: Iterable[tuple[str, str | bytes]]) -> Caller:
         """The caller behind ``metadata``. Raises Unauthenticated for a missing or unknown key."""
+        seen = metadata if type(metadata) is tuple else tuple(metadata)
+        try:
+            caller = self._memo.get(seen)
+        except TypeError:  # pairs that are not tuples (a list of lists): nothing to look up
+            return self._identify(seen)
+        if caller is None:
+            caller = self._identify(seen)  # raises for a refused caller: nothing is kept
+            if len(self._memo) >= MEMO_SIZE:
+                self._memo.clear()
+            self._memo[seen] = caller
+        return caller
+
+    def _identify(self, metadata: Metadata) -> Caller:
         api_key, internal = key_from_metadata(metadata)
         if internal is not None and self._internal is not None:
             if hmac.compare_digest(hashlib.sha256(internal.encode()).digest(), self._internal):

@@ -11,22 +11,24 @@ no event is ever lost to its encoding.
 
 Two more cuts for the per-RPC line: the timestamp formats its date and time
 once per second (structlog's ISO stamper builds a ``datetime`` per line; the
-text is the same), and ``one_write()`` lets a batch of lines (``gateway.rpc``
-writes its queued RPC lines together) leave in one write and one flush.
-Outside such a block every line is flushed as it is logged. A line logged
-later than the moment it describes passes that moment (``time.time()``) under
-the ``STAMP_AT`` key, and is stamped with it.
+text is the same), and ``one_write()`` lets lines logged together leave in one
+write and one flush. Outside such a block every line is flushed as it is
+logged. A line logged later than the moment it describes passes that moment
+(``time.time()``) under the ``STAMP_AT`` key, and is stamped with it.
 
 **Lines logged later.** The lines written once per request (``rpc`` in every
 gRPC service, ``http`` in the shim) are not rendered by the request: it queues
-the call that logs the line (``later``), and the queue is rendered in one
-batch and one write at most ``FLUSH_AFTER_S`` later (a timer on the event
-loop), on the loop's next turn once ``MAX_QUEUED`` lines wait, and at exit.
-Rendered one by one between the requests, these lines cost the file API about
-a fifth of its throughput under load; rendered together they cost a few
-microseconds each (issue 15). A process killed outright (SIGKILL, a crash of
-the interpreter) loses at most the last ``FLUSH_AFTER_S`` of them; a process
-that stops (SIGTERM, then a normal exit) writes them all.
+the event and its fields (``later``), and the queue is rendered in one batch
+and one write at most ``FLUSH_AFTER_S`` later (a timer on the event loop), on
+the loop's next turn once ``MAX_QUEUED`` lines wait, and at exit. A batch runs
+each event through the processors ``configure`` set, as structlog would, and
+joins what they render: the same line, without structlog's logger calls and
+one write per line, which were half of a line's cost (issue 15). Rendered one
+by one between the requests, these lines cost the file API about a fifth of
+its throughput under load; rendered together, a couple of microseconds each.
+A process killed outright (SIGKILL, a crash of the interpreter) loses at most
+the last ``FLUSH_AFTER_S`` of them; a process that stops (SIGTERM, then a
+normal exit) writes them all.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping
 from typing import Any, BinaryIO, cast
 
 import orjson
@@ -76,6 +78,9 @@ class _Stdout:
 
 
 _stdout: _Stdout | None = None
+_chain: list[Any] | None = None  # the processors configure() set, while they are structlog's
+_level = logging.INFO
+_log = structlog.get_logger()
 
 
 @contextlib.contextmanager
@@ -96,43 +101,59 @@ STAMP_AT = "_stamp_at"
 FLUSH_AFTER_S = 0.02
 MAX_QUEUED = 256  # a batch blocks its loop a few microseconds a line: keep each one short
 
+Line = tuple[str, dict[str, Any], float]  # event, its fields, the moment it describes
+
 
 class _Later:
-    """The lines not yet logged, and the loop whose timer will log them."""
+    """The lines not yet logged, and the loop (and its thread) whose timer will log them."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.lines: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self.lines: list[Line] = []
         self.timer_loop: asyncio.AbstractEventLoop | None = None
+        self.timer_thread = 0
 
 
 _later = _Later()
 
 
-def later(log_line: Callable[..., None], *args: Any) -> None:
-    """Call ``log_line(*args)`` with the next batch of lines (see the module).
+def later(event: str, **fields: Any) -> None:
+    """Log the info line ``event`` with ``fields`` in the next batch (see the module).
 
-    ``log_line`` logs one line, stamped with the moment it describes (``STAMP_AT``): the
-    batch runs up to ``FLUSH_AFTER_S`` later. Called off an event loop, or in a process
-    whose logging ``configure`` did not set up (a test, a library user), it logs at once.
+    The line is stamped with the moment of this call (``STAMP_AT``): the batch runs up
+    to ``FLUSH_AFTER_S`` later. Called off an event loop, or in a process whose logging
+    ``configure`` did not set up (a test, a library user), it logs at once.
     """
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # a worker thread: no timer to wait for
-        loop = None
-    if loop is None or _stdout is None:
-        log_line(*args)
+    line = (event, fields, time.time())
+    if _stdout is None:
+        _log_lines([line])
         return
     queue = _later
+    thread = threading.get_ident()
     with queue.lock:
-        queue.lines.append((log_line, args))
-        full = len(queue.lines) == MAX_QUEUED
-        arm = queue.timer_loop is not loop  # None, or a loop that may never run again
+        # The timer is pending on this thread's running loop: no need to ask which loop runs here
+        # (asyncio.get_running_loop makes a system call on every call before Python 3.12).
+        loop = queue.timer_loop
+        armed = loop is not None and queue.timer_thread == thread and loop.is_running()
+        if armed:
+            queue.lines.append(line)
+            full = len(queue.lines) == MAX_QUEUED
+    if not armed:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread: no timer to wait for
+            _log_lines([line])
+            return
+        with queue.lock:
+            queue.lines.append(line)
+            full = len(queue.lines) == MAX_QUEUED
+            arm = queue.timer_loop is not loop  # None, or a loop that may never run again
+            if arm:
+                queue.timer_loop, queue.timer_thread = loop, thread
         if arm:
-            queue.timer_loop = loop
-    if arm:
-        loop.call_later(FLUSH_AFTER_S, flush_later)
+            loop.call_later(FLUSH_AFTER_S, flush_later)
     if full:
+        assert loop is not None
         loop.call_soon(flush_later)
 
 
@@ -140,14 +161,41 @@ def flush_later() -> None:
     """Log every line ``later`` queued, now, in one write."""
     queue = _later
     with queue.lock:
-        lines, queue.lines, queue.timer_loop = queue.lines, [], None
+        lines, queue.lines, queue.timer_loop, queue.timer_thread = queue.lines, [], None, 0
     if lines:
-        with one_write():
-            for log_line, args in lines:
-                log_line(*args)
+        _log_lines(lines)
 
 
 atexit.register(flush_later)
+
+
+def _log_lines(lines: list[Line]) -> None:
+    """Log ``lines`` at info level: rendered by the processors ``configure`` set, joined, one write.
+
+    Under any other structlog configuration (a test capturing logs, a library user's own)
+    each line goes through structlog's logger as any other line would.
+    """
+    chain = _chain
+    if chain is None or _stdout is None or structlog.get_config()["processors"] is not chain:
+        with one_write():
+            for event, fields, at in lines:
+                _log.info(event, **fields, **{STAMP_AT: at})
+        return
+    if _level > logging.INFO:
+        return
+    rendered = []
+    for event, fields, at in lines:
+        event_dict: Any = {**fields, "event": event, STAMP_AT: at}  # the order structlog builds it in
+        try:
+            for processor in chain:
+                event_dict = processor(None, "info", event_dict)
+        except structlog.DropEvent:
+            continue
+        rendered.append(event_dict)
+    if rendered:
+        rendered.append(b"")
+        _stdout.buffer.write(b"\n".join(rendered))  # one write: a line of another thread never lands inside
+        _stdout.buffer.flush()
 
 
 class _Timestamp:
@@ -173,21 +221,23 @@ def configure(service: str, level: int = logging.INFO) -> structlog.stdlib.Bound
         event.setdefault("service", service)  # also in worker threads, where contextvars are empty
         return event
 
-    global _stdout
+    global _stdout, _chain, _level
     if isinstance(sys.stdout, io.TextIOWrapper):
         # print() goes through the text layer, log lines straight to its buffer: flushing the text
         # layer at every line keeps the two in the order they were written.
         sys.stdout.reconfigure(line_buffering=True)
     _stdout = _Stdout(sys.stdout.buffer)
+    _level = level
+    _chain = [
+        structlog.contextvars.merge_contextvars,
+        add_service,
+        structlog.processors.add_log_level,
+        _Timestamp(),
+        structlog.processors.format_exc_info,
+        structlog.processors.JSONRenderer(serializer=_dumps),
+    ]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            add_service,
-            structlog.processors.add_log_level,
-            _Timestamp(),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(serializer=_dumps),
-        ],
+        processors=_chain,
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.BytesLoggerFactory(cast(BinaryIO, _stdout)),  # write and flush are all it uses
         cache_logger_on_first_use=True,

@@ -29,7 +29,7 @@ import structlog
 
 from gateway.auth import Authenticator, Caller
 from gateway.errors import GatewayError
-from gateway.logs import STAMP_AT, later
+from gateway.logs import later
 from gateway.metrics import observe_rpc
 
 log = structlog.get_logger()
@@ -78,13 +78,10 @@ def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
             observe_rpc(method, code, seconds)
             key = _caller_label.get()
             _caller_label.reset(label_token)
-            later(_log_rpc, method, getattr(request, "agent_id", None) or None, key, code, round(seconds * 1000, 3), time.time())
+            later("rpc", method=method, agent=getattr(request, "agent_id", None) or None, key=key, code=code,
+                  ms=round(seconds * 1000, 3))
 
     return wrapper
-
-
-def _log_rpc(method: str, agent: str | None, key: str | None, code: str, ms: float, at: float) -> None:
-    log.info("rpc", method=method, agent=agent, key=key, code=code, ms=ms, **{STAMP_AT: at})
 
 
 def caller_of(auth: Authenticator, context: grpc.aio.ServicerContext) -> Caller:

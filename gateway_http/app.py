@@ -72,18 +72,16 @@ class HttpError(Exception):
         self.headers = headers or []
 
 
-class _Reply:
-    """``send`` for one request, remembering the route matched (for the log) and whether the
-    answer has started (a bug after that cannot answer 500)."""
+class _Answer:
+    """Where one request's answer goes (``send``), the route matched (for the log) and whether
+    the answer has started (a bug after that cannot answer 500). ``_respond`` writes it."""
+
+    __slots__ = ("send", "started", "route")
 
     def __init__(self, send: Send, path: str) -> None:
-        self._send = send
+        self.send = send
         self.started = False
         self.route = path  # the route's template once matched
-
-    async def __call__(self, message: dict[str, Any]) -> None:
-        self.started = True
-        await self._send(message)
 
 
 class ShimApp:
@@ -165,28 +163,28 @@ class ShimApp:
         return call
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> tuple[int, str]:
-        reply = _Reply(send, scope["path"])
+        answer = _Answer(send, scope["path"])
         try:
-            return await self._serve(scope, receive, reply)
+            return await self._serve(scope, receive, answer)
         except Exception as exc:  # noqa: BLE001 - a bug: input is refused with a 4xx before this (module docstring)
-            log.error("http_bug", method=scope["method"], route=reply.route, error=type(exc).__name__, at=_frames(exc))
-            if not reply.started:
-                await _respond(send, 500, error_body(grpc.StatusCode.INTERNAL, "internal error in the REST shim"))
-            return 500, reply.route
+            log.error("http_bug", method=scope["method"], route=answer.route, error=type(exc).__name__, at=_frames(exc))
+            if not answer.started:
+                await _respond(answer, 500, error_body(grpc.StatusCode.INTERNAL, "internal error in the REST shim"))
+            return 500, answer.route
 
-    async def _serve(self, scope: Scope, receive: Receive, send: _Reply) -> tuple[int, str]:
+    async def _serve(self, scope: Scope, receive: Receive, answer: _Answer) -> tuple[int, str]:
         method = scope["method"]
         path = scope["path"]
         try:
             if path == "/healthz" and method == "GET":
                 status, report = await self._healthz()
-                await _respond(send, status, report)
+                await _respond(answer, status, report)
                 return status, "/healthz"
             if path == "/openapi.json" and method == "GET":
-                await _respond(send, 200, self._openapi)
+                await _respond(answer, 200, self._openapi)
                 return 200, "/openapi.json"
             if path == "/metrics" and method == "GET":  # no key: it holds no agent data (gateway.metrics)
-                await _respond(send, 200, await asyncio.to_thread(exposition), content_type=CONTENT_TYPE.encode())
+                await _respond(answer, 200, await asyncio.to_thread(exposition), content_type=CONTENT_TYPE.encode())
                 return 200, "/metrics"
             try:
                 segments = split_path(scope.get("raw_path") or path.encode())
@@ -203,7 +201,7 @@ class ShimApp:
                     )
                 raise HttpError(404, grpc.StatusCode.NOT_FOUND, f"no route for {method} {path}")
             route = match.route
-            send.route = route.template
+            answer.route = route.template
             try:
                 metadata = credential_metadata(scope["headers"])
             except BadCredential as exc:
@@ -211,17 +209,18 @@ class ShimApp:
             body: Any = None
             if route.body:
                 body = parse_body(await _read_body(scope, receive))
-            query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+            raw_query = scope.get("query_string")
+            query = parse_qsl(raw_query.decode("latin-1"), keep_blank_values=True) if raw_query else []
             request = build_request(route, match.params, body, query)
             status, payload = await self._invoke(route, request, metadata)
-            await _respond(send, status, payload)
+            await _respond(answer, status, payload)
             return status, route.template
         except BadRequest as exc:
-            await _respond(send, 400, error_body(grpc.StatusCode.INVALID_ARGUMENT, str(exc)))
-            return 400, send.route  # the template once matched, else the path
+            await _respond(answer, 400, error_body(grpc.StatusCode.INVALID_ARGUMENT, str(exc)))
+            return 400, answer.route  # the template once matched, else the path
         except HttpError as exc:
-            await _respond(send, exc.status, error_body(exc.code, exc.message), exc.headers)
-            return exc.status, send.route
+            await _respond(answer, exc.status, error_body(exc.code, exc.message), exc.headers)
+            return exc.status, answer.route
 
     async def _invoke(self, route: Route, request: Any, metadata: tuple[tuple[str, str], ...]) -> tuple[int, bytes]:
         try:
@@ -291,8 +290,10 @@ def _too_large() -> HttpError:
 
 
 async def _respond(
-    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None, *, content_type: bytes = b"application/json"
+    answer: _Answer, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None, *, content_type: bytes = b"application/json"
 ) -> None:
+    answer.started = True
+    send = answer.send
     await send(
         {
             "type": "http.response.start",

@@ -11,16 +11,12 @@ a client sends. ``method`` outside HTTP's usual verbs is ``other``.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-import structlog
 from prometheus_client import Counter, Histogram
 
-from gateway.logs import STAMP_AT, later
+from gateway.logs import later
 from gateway.metrics import REGISTRY, closed_label
-
-log = structlog.get_logger()
 
 HTTP_REQUESTS = Counter(
     "gateway_http_requests_total", "Requests the REST shim answered, by route template, method and status.",
@@ -48,8 +44,4 @@ def observe_http(route: str, method: str, status: int, seconds: float) -> None:
 
 def log_http(method: str, route: str, status: int, seconds: float) -> None:
     """Queue the ``http`` line of one answered request (``route``: its template, or the raw path if none matched)."""
-    later(_log_http, method, route, status, round(seconds * 1000, 3), time.time())
-
-
-def _log_http(method: str, route: str, status: int, ms: float, at: float) -> None:
-    log.info("http", method=method, route=route, status=status, ms=ms, **{STAMP_AT: at})
+    later("http", method=method, route=route, status=status, ms=round(seconds * 1000, 3))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 
 import pytest
 
+import gateway.auth
 from gateway.auth import INTERNAL_TOKEN_HEADER, Authenticator, key_from_metadata
 from gateway.config import ApiKey
 from gateway.errors import NotFound, PermissionDenied, Unauthenticated
@@ -87,3 +89,43 @@ def test_internal_caller_may_read_and_write_any_existing_agent() -> None:
     AUTH.authorize(caller, "anyone", agent_exists=True, write=True)
     with pytest.raises(NotFound):
         AUTH.authorize(caller, "ghost", agent_exists=False, write=False)
+
+
+def test_a_caller_seen_before_is_identified_from_the_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 15: the same metadata again skips the hash and the comparisons, and gets the same caller.
+    auth = Authenticator(AUTH._keys, "internal-tok")
+    metadata = (("x-api-key", "reader-key"), ("user-agent", "grpc-python"))
+    first = auth.identify(metadata)
+    compared: list[bytes] = []
+    real = hmac.compare_digest
+
+    def recording(a: bytes, b: bytes) -> bool:
+        compared.append(a)
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", recording)
+    assert auth.identify(metadata) is first
+    assert compared == []  # from the memo
+    # Pairs that cannot be looked up (lists) go the whole way.
+    assert auth.identify([list(pair) for pair in metadata]).label == "rea"  # type: ignore[misc]
+    assert len(compared) == len(auth._keys)
+
+
+def test_a_refused_caller_is_never_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    auth = Authenticator(AUTH._keys, "internal-tok")
+    for _ in range(2):
+        with pytest.raises(Unauthenticated):
+            auth.identify((("x-api-key", "nope"),))
+    assert auth._memo == {}
+    # A key the memo has seen stops working with the config that removed it: a reload builds a new Authenticator.
+    auth.identify((("x-api-key", "reader-key"),))
+    without_reader = Authenticator([k for k in AUTH._keys if k.label != "rea"], "internal-tok")
+    with pytest.raises(Unauthenticated):
+        without_reader.identify((("x-api-key", "reader-key"),))
+
+
+def test_the_memo_is_bounded() -> None:
+    auth = Authenticator(AUTH._keys, "internal-tok")
+    for n in range(gateway.auth.MEMO_SIZE * 3):
+        auth.identify((("x-api-key", "reader-key"), ("user-agent", f"client {n}")))
+        assert len(auth._memo) <= gateway.auth.MEMO_SIZE

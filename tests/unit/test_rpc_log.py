@@ -39,8 +39,15 @@ class Servicer:
 
 
 def logged(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """The rpc lines as the batch gets them: (method, agent, key, code, ms, moment)."""
     lines: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(rpc, "_log_rpc", lambda *args: lines.append(args))
+
+    def log_lines(batch: list[logs.Line]) -> None:
+        for event, fields, at in batch:
+            assert event == "rpc"
+            lines.append((fields["method"], fields["agent"], fields["key"], fields["code"], fields["ms"], at))
+
+    monkeypatch.setattr(logs, "_log_lines", log_lines)
     monkeypatch.setattr(logs, "_stdout", logs._Stdout(io.BytesIO()))  # as configure() leaves it in a process of the suite
     return lines
 

@@ -9,6 +9,7 @@ from google.protobuf.message import Message
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.v1.files_pb2 import GetFileResponse
 from gateway_http.descriptors import all_routes
 from gateway_http.transcode import flat_plan, render
 
@@ -52,3 +53,13 @@ def test_the_file_api_replies_take_the_fast_path() -> None:
 @given(flat_messages())
 def test_flat_replies_render_as_protojson_does(message: Message) -> None:
     assert render(message) == protojson(message)
+
+
+def test_every_character_is_escaped_as_json_escapes_it() -> None:
+    # The fast path encodes with orjson: the same bytes as json.dumps(ensure_ascii=False) for any text
+    # a protobuf string can hold (controls, quotes, backslashes, U+2028, astral planes...).
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    for start in range(0, len(chars), 4096):
+        text = "".join(chars[start:start + 4096])
+        message = GetFileResponse(filename=text, content=text)
+        assert render(message) == protojson(message)
