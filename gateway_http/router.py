@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import unquote
 
 from gateway_http.descriptors import Route
@@ -13,8 +13,7 @@ class BadPath(ValueError):
     """The path itself is unacceptable (bad escapes, dot segments)."""
 
 
-@dataclass(frozen=True)
-class Match:
+class Match(NamedTuple):
     route: Route
     params: dict[str, str]
 
@@ -33,6 +32,8 @@ def split_path(raw_path: bytes) -> list[str]:
     parts = text.split("/")[1:]
     if parts and parts[-1] == "":
         parts = parts[:-1]  # tolerate one trailing slash
+    if "%" not in text and "." not in parts and ".." not in parts and "\x00" not in text:
+        return parts  # nothing to decode, nothing to refuse: what the loop below would return
     out = []
     for part in parts:
         try:
@@ -72,20 +73,40 @@ def _match_one(route: Route, segments: list[str]) -> dict[str, str] | None:
     return params if len(segments) == len(pattern) else None
 
 
+def _may_fit(route: Route, count: int) -> bool:
+    """Whether ``route`` can match a path of ``count`` segments."""
+    for i, seg in enumerate(route.segments):
+        if seg.rest:
+            return count > i  # {field=**} takes at least one segment
+    return count == len(route.segments)
+
+
 class Router:
+    """The routes, tried in order; a path is tried only against the routes that can fit its length."""
+
     def __init__(self, routes: Iterable[Route]) -> None:
         # Routes whose last segment has a :verb are tried first, so
         # ``notes/x:retire`` is the custom method, not a note named "x:retire".
         self._routes = tuple(sorted(routes, key=lambda r: not any(s.verb for s in r.segments)))
+        # A path longer than every template can only meet the ``**`` routes: one bucket for all such lengths.
+        self._past_longest = max((len(r.segments) for r in self._routes), default=0) + 1
+        self._by_count: dict[int, tuple[Route, ...]] = {}
 
     @property
     def routes(self) -> tuple[Route, ...]:
         return self._routes
 
+    def _candidates(self, count: int) -> tuple[Route, ...]:
+        count = min(count, self._past_longest)
+        found = self._by_count.get(count)
+        if found is None:  # in the routes' own order, so the first match is the one a full scan finds
+            found = self._by_count[count] = tuple(r for r in self._routes if _may_fit(r, count))
+        return found
+
     def match(self, http_method: str, segments: list[str]) -> tuple[Match | None, list[str]]:
         """``(match, allowed methods)``. No match with methods allowed means 405."""
         allowed: list[str] = []
-        for route in self._routes:
+        for route in self._candidates(len(segments)):
             params = _match_one(route, segments)
             if params is None:
                 continue
