@@ -8,17 +8,34 @@ No auth, no log line, no file system, no health or reflection. The file API's
 gRPC server is measured against it (issue 15: at least 0.8x its GET
 throughput).
 
-Run: ``python bench/bare_grpc_server.py --port N --content FILE [--loop asyncio|uvloop]``
+With ``--required-work KEY`` it is instead the least a GetFile that keeps the
+suite's rules can do, written flat in one handler: the caller's key checked
+in constant time (SHA-256, ``hmac.compare_digest``) and its agent against the
+key's scope; one ``lstat`` to see the file is unchanged (read again if not);
+one JSON line per call (orjson, queued and written every 20 ms in one write,
+as the suite batches its lines); one Prometheus histogram observation; a new
+reply message. No layering, no config, no structlog, no health or reflection.
+The file API is measured against it too: what it costs beyond that is its own
+structure, and what it reaches of the bare server is bounded by this one.
+
+Run: ``python bench/bare_grpc_server.py --port N --content FILE [--loop asyncio|uvloop] [--required-work KEY]``
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import hmac
+import os
 import signal
+import sys
+import time
 from pathlib import Path
 
 import grpc
+import orjson
+from prometheus_client import CollectorRegistry, Histogram
 
 from gateway.event_loop import loop_factory
 from gateway.grpc_server import SERVER_OPTIONS
@@ -39,9 +56,50 @@ class BareFiles(files_pb2_grpc.WorkspaceFilesServicer):
         return self._saved
 
 
-async def serve(port: int, content: str) -> None:
+class RequiredWork(files_pb2_grpc.WorkspaceFilesServicer):
+    """GetFile doing only what the suite's rules require of it (the module docstring)."""
+
+    def __init__(self, path: Path, key: str, agents: frozenset[str]) -> None:
+        self._path = str(path)
+        self._digest = hashlib.sha256(key.encode()).digest()
+        self._agents = agents
+        self._stamp: tuple[int, int, int, int] | None = None
+        self._text = ""
+        self._lines: list[bytes] = []
+        self._histogram = Histogram("bare_rpc_seconds", "GetFile time", ("method", "code"), registry=CollectorRegistry())
+        self._observe = self._histogram.labels("GetFile", "OK").observe
+
+    def _flush(self) -> None:
+        lines, self._lines = self._lines, []
+        sys.stdout.buffer.write(b"\n".join(lines) + b"\n")
+        sys.stdout.buffer.flush()
+
+    async def GetFile(self, request: files_pb2.GetFileRequest, context: grpc.aio.ServicerContext) -> files_pb2.GetFileResponse:  # noqa: N802
+        start = time.perf_counter()
+        key = next((v for k, v in context.invocation_metadata() or () if k == "x-api-key"), "")
+        if not isinstance(key, str) or not hmac.compare_digest(hashlib.sha256(key.encode()).digest(), self._digest):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "unknown API key")
+        if request.agent_id not in self._agents:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "no access")
+        info = os.lstat(self._path)
+        stamp = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if stamp != self._stamp:
+            self._text, self._stamp = Path(self._path).read_text(encoding="utf-8"), stamp
+        reply = files_pb2.GetFileResponse(filename=request.filename, content=self._text)
+        seconds = time.perf_counter() - start
+        self._observe(seconds)
+        if not self._lines:
+            asyncio.get_running_loop().call_later(0.02, self._flush)
+        self._lines.append(orjson.dumps({
+            "method": "GetFile", "agent": request.agent_id, "key": "bench", "code": "OK", "ms": round(seconds * 1000, 3),
+            "event": "rpc", "service": "bare", "level": "info", "timestamp": time.time(),
+        }))  # fmt: skip
+        return reply
+
+
+async def serve(port: int, content: str, required: RequiredWork | None = None) -> None:
     server = grpc.aio.server(options=SERVER_OPTIONS)
-    files_pb2_grpc.add_WorkspaceFilesServicer_to_server(BareFiles(content), server)
+    files_pb2_grpc.add_WorkspaceFilesServicer_to_server(required or BareFiles(content), server)
     if server.add_insecure_port(f"127.0.0.1:{port}") == 0:
         raise SystemExit(f"bare gRPC server: cannot listen on 127.0.0.1:{port}")
     await server.start()
@@ -58,10 +116,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--content", type=Path, required=True, help="the file whose text GetFile answers")
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop")
+    parser.add_argument("--required-work", metavar="KEY", help="check this key, stat the file, log and count each call")
+    parser.add_argument("--agent", default="alfred", help="the agent the key may read (with --required-work)")
     args = parser.parse_args()
     factory = loop_factory() if args.loop == "uvloop" else None
+    required = RequiredWork(args.content, args.required_work, frozenset([args.agent])) if args.required_work else None
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(serve(args.port, args.content.read_text(encoding="utf-8")))
+        runner.run(serve(args.port, args.content.read_text(encoding="utf-8"), required))
 
 
 if __name__ == "__main__":
