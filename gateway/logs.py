@@ -21,9 +21,11 @@ gRPC service, ``http`` in the shim) are not rendered by the request: it queues
 the event and its fields (``later``), and the queue is rendered in one batch
 and one write at most ``FLUSH_AFTER_S`` later (a timer on the event loop), on
 the loop's next turn once ``MAX_QUEUED`` lines wait, and at exit. A batch runs
-each event through the processors ``configure`` set, as structlog would, and
-joins what they render: the same line, without structlog's logger calls and
-one write per line, which were half of a line's cost (issue 15). Rendered one
+each event through the processors ``configure`` set, as structlog would (all
+but the contextvars merge and the exception formatting: a queued line carries
+its own fields, and the batch's context is not its request's), and joins what
+they render: the same line, without structlog's logger calls and one write per
+line, which were half of a line's cost (issue 15). Rendered one
 by one between the requests, these lines cost the file API about a fifth of
 its throughput under load; rendered together, a couple of microseconds each.
 A process killed outright (SIGKILL, a crash of the interpreter) loses at most
@@ -169,6 +171,9 @@ def flush_later() -> None:
 atexit.register(flush_later)
 
 
+_NOT_FOR_QUEUED_LINES = (structlog.contextvars.merge_contextvars, structlog.processors.format_exc_info)
+
+
 def _log_lines(lines: list[Line]) -> None:
     """Log ``lines`` at info level: rendered by the processors ``configure`` set, joined, one write.
 
@@ -183,11 +188,14 @@ def _log_lines(lines: list[Line]) -> None:
         return
     if _level > logging.INFO:
         return
+    # A queued line carries its own fields only: the contextvars of the batch are not its request's,
+    # and it holds no exception to format.
+    processors = [p for p in chain if p not in _NOT_FOR_QUEUED_LINES]
     rendered = []
     for event, fields, at in lines:
         event_dict: Any = {**fields, "event": event, STAMP_AT: at}  # the order structlog builds it in
         try:
-            for processor in chain:
+            for processor in processors:
                 event_dict = processor(None, "info", event_dict)
         except structlog.DropEvent:
             continue

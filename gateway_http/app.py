@@ -121,8 +121,16 @@ class ShimApp:
                 await mounted(scope, receive, send)
                 return
         start = time.perf_counter()
-        status, route = await self._handle(scope, receive, send)
+        answer = _Answer(send, scope["path"])
+        try:
+            status = await self._serve(scope, receive, answer)
+        except Exception as exc:  # noqa: BLE001 - a bug: input is refused with a 4xx before this (module docstring)
+            log.error("http_bug", method=scope["method"], route=answer.route, error=type(exc).__name__, at=_frames(exc))
+            if not answer.started:
+                await _respond(answer, 500, error_body(grpc.StatusCode.INTERNAL, "internal error in the REST shim"))
+            status = 500
         seconds = time.perf_counter() - start
+        route = answer.route
         observe_http(route if route in self._route_labels else "unmatched", scope["method"], status, seconds)
         log_http(scope["method"], route, status, seconds)
 
@@ -162,30 +170,21 @@ class ShimApp:
             )
         return call
 
-    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> tuple[int, str]:
-        answer = _Answer(send, scope["path"])
-        try:
-            return await self._serve(scope, receive, answer)
-        except Exception as exc:  # noqa: BLE001 - a bug: input is refused with a 4xx before this (module docstring)
-            log.error("http_bug", method=scope["method"], route=answer.route, error=type(exc).__name__, at=_frames(exc))
-            if not answer.started:
-                await _respond(answer, 500, error_body(grpc.StatusCode.INTERNAL, "internal error in the REST shim"))
-            return 500, answer.route
-
-    async def _serve(self, scope: Scope, receive: Receive, answer: _Answer) -> tuple[int, str]:
+    async def _serve(self, scope: Scope, receive: Receive, answer: _Answer) -> int:
+        """Answer one request; its status (``answer.route`` says which route it was)."""
         method = scope["method"]
         path = scope["path"]
         try:
             if path == "/healthz" and method == "GET":
                 status, report = await self._healthz()
                 await _respond(answer, status, report)
-                return status, "/healthz"
+                return status
             if path == "/openapi.json" and method == "GET":
                 await _respond(answer, 200, self._openapi)
-                return 200, "/openapi.json"
+                return 200
             if path == "/metrics" and method == "GET":  # no key: it holds no agent data (gateway.metrics)
                 await _respond(answer, 200, await asyncio.to_thread(exposition), content_type=CONTENT_TYPE.encode())
-                return 200, "/metrics"
+                return 200
             try:
                 segments = split_path(scope.get("raw_path") or path.encode())
             except BadPath as exc:
@@ -214,13 +213,13 @@ class ShimApp:
             request = build_request(route, match.params, body, query)
             status, payload = await self._invoke(route, request, metadata)
             await _respond(answer, status, payload)
-            return status, route.template
+            return status
         except BadRequest as exc:
             await _respond(answer, 400, error_body(grpc.StatusCode.INVALID_ARGUMENT, str(exc)))
-            return 400, answer.route  # the template once matched, else the path
+            return 400
         except HttpError as exc:
             await _respond(answer, exc.status, error_body(exc.code, exc.message), exc.headers)
-            return exc.status, answer.route
+            return exc.status
 
     async def _invoke(self, route: Route, request: Any, metadata: tuple[tuple[str, str], ...]) -> tuple[int, bytes]:
         try:
