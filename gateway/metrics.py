@@ -10,20 +10,73 @@ declared beside the code that observes them, registered here.
 Labels never carry a key, a path or free text: methods and routes come from the
 protos, codes from gRPC's fixed set, agent ids from config.json, reasons from
 closed sets (``closed_label``). A label value outside its set becomes ``other``.
+
+**Observations made later.** The observations every request makes (the RPC
+histogram here, the shim's request counter and histogram) are queued by the
+request (``later``) and applied together: when ``MAX_PENDING`` wait, and before
+anything reads the registry (a scrape, ``exposition``, a test's
+``get_sample_value``: ``REGISTRY.collect`` applies them first). A read never
+misses an observation made before it; applied one by one between the requests,
+they cost several times what they cost together (issue 15, as for the
+per-request log lines).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, disable_created_metrics, generate_latest, start_http_server
+from prometheus_client.metrics_core import Metric
 
 from gateway.grpc_server import BindError
 from gateway.ports import listen_problem
 
 disable_created_metrics()  # the *_created series double a scrape and say nothing an operator alerts on
-REGISTRY = CollectorRegistry(auto_describe=True)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+MAX_PENDING = 256  # observations queued before they are applied in one go (a few hundred microseconds)
+
+Observation = tuple[Callable[[float], None], float]
+
+
+class _Pending:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.observations: list[Observation] = []
+
+
+_pending = _Pending()
+
+
+def later(observe: Callable[[float], None], value: float) -> None:
+    """Queue ``observe(value)`` (a child's ``observe`` or ``inc``): applied with the next batch, before any read."""
+    pending = _pending
+    with pending.lock:
+        pending.observations.append((observe, value))
+        full = len(pending.observations) >= MAX_PENDING
+    if full:
+        apply_pending()
+
+
+def apply_pending() -> None:
+    """Apply every queued observation now."""
+    pending = _pending
+    with pending.lock:
+        observations, pending.observations = pending.observations, []
+    for observe, value in observations:
+        observe(value)
+
+
+class _Registry(CollectorRegistry):
+    """The process's registry: what requests queued (``later``) is applied before every read."""
+
+    def collect(self) -> Iterator[Metric]:
+        apply_pending()
+        yield from super().collect()
+
+
+REGISTRY = _Registry(auto_describe=True)
 
 RPC_DURATION = Histogram(
     "gateway_rpc_duration_seconds",
@@ -34,15 +87,15 @@ RPC_DURATION = Histogram(
 
 # One labelled child per (method, code), looked up in a dict: ``.labels()`` builds and checks
 # the label tuple on every call, and this sits on every request's path.
-_rpc_children: dict[tuple[str, str], Histogram] = {}
+_rpc_children: dict[tuple[str, str], Callable[[float], None]] = {}
 
 
 def observe_rpc(method: str, code: str, seconds: float) -> None:
-    """Count one RPC of ``method`` that ended with ``code`` after ``seconds`` on the server."""
-    child = _rpc_children.get((method, code))
-    if child is None:
-        child = _rpc_children[(method, code)] = RPC_DURATION.labels(method, code)
-    child.observe(seconds)
+    """Count one RPC of ``method`` that ended with ``code`` after ``seconds`` on the server (applied later)."""
+    observe = _rpc_children.get((method, code))
+    if observe is None:
+        observe = _rpc_children[(method, code)] = RPC_DURATION.labels(method, code).observe
+    later(observe, seconds)
 
 
 def closed_label(value: str, allowed: Iterable[str]) -> str:

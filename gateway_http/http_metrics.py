@@ -11,12 +11,13 @@ a client sends. ``method`` outside HTTP's usual verbs is ``other``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from prometheus_client import Counter, Histogram
 
 from gateway.logs import later
 from gateway.metrics import REGISTRY, closed_label
+from gateway.metrics import later as later_observation
 
 HTTP_REQUESTS = Counter(
     "gateway_http_requests_total", "Requests the REST shim answered, by route template, method and status.",
@@ -28,18 +29,27 @@ HTTP_DURATION = Histogram(
 )
 HTTP_METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"))
 
-# Children per (route, method, status), all bounded: ``.labels()`` is not called per request.
-_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+# What one request of (route, method, status) observes, all bounded: ``.labels()`` is not called per request.
+_observers: dict[tuple[str, str, int], Callable[[float], None]] = {}
+
+
+def _observer(route: str, method: str, status: int) -> Callable[[float], None]:
+    count, duration = HTTP_REQUESTS.labels(route, method, str(status)).inc, HTTP_DURATION.labels(route, method).observe
+
+    def observe(seconds: float) -> None:
+        count()
+        duration(seconds)
+
+    return observe
 
 
 def observe_http(route: str, method: str, status: int, seconds: float) -> None:
-    """Count one answered request; ``route`` must already be a bounded label (module docstring)."""
+    """Count one answered request (applied later, ``gateway.metrics.later``); ``route`` must already be a bounded label."""
     key = (route, closed_label(method, HTTP_METHODS), status)
-    children = _children.get(key)
-    if children is None:
-        children = _children[key] = (HTTP_REQUESTS.labels(key[0], key[1], str(status)), HTTP_DURATION.labels(key[0], key[1]))
-    children[0].inc()
-    children[1].observe(seconds)
+    observe = _observers.get(key)
+    if observe is None:
+        observe = _observers[key] = _observer(*key)
+    later_observation(observe, seconds)
 
 
 def log_http(method: str, route: str, status: int, seconds: float) -> None:

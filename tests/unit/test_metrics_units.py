@@ -17,6 +17,7 @@ from gateway.config import build
 from gateway.errors import ConfigError
 from gateway.grpc_server import BindError
 from gateway.live_config import with_deployment
+from gateway import metrics
 from gateway.metrics import REGISTRY, exposition, observe_rpc, serve_metrics
 from gateway_http.app import ShimApp
 from services.dreaming.metrics import reason_code, run_outcome
@@ -93,6 +94,23 @@ def test_observe_rpc_counts_each_call_and_is_cheap() -> None:
     per_call_us = (time.perf_counter() - start) / calls * 1e6
     assert count("gateway_rpc_duration_seconds_count", method="UnitCost", code="NOT_FOUND") == before + calls
     print(f"observe_rpc: {per_call_us:.2f} us per observation")  # reported, not asserted (a noisy machine)
+
+
+def test_a_queued_observation_is_applied_before_any_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 15: requests queue their observations; a read (a scrape, exposition, get_sample_value) applies them first.
+    def sample() -> float | None:
+        return REGISTRY.get_sample_value("gateway_rpc_duration_seconds_count", {"method": "UnitQueued", "code": "OK"})
+
+    before = sample() or 0.0
+    observe_rpc("UnitQueued", "OK", 0.001)
+    assert len(metrics._pending.observations) >= 1  # queued, not applied
+    assert sample() == before + 1
+    assert metrics._pending.observations == []
+    monkeypatch.setattr(metrics, "MAX_PENDING", 3)
+    for _ in range(3):
+        observe_rpc("UnitQueued", "OK", 0.001)
+    assert metrics._pending.observations == []  # the third filled the queue: applied at once
+    assert count("gateway_rpc_duration_seconds_count", method="UnitQueued", code="OK") == before + 4
 
 
 def test_every_name_in_the_registry_starts_with_gateway() -> None:
