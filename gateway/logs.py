@@ -132,30 +132,24 @@ def later(event: str, **fields: Any) -> None:
         return
     queue = _later
     thread = threading.get_ident()
-    with queue.lock:
-        # The timer is pending on this thread's running loop: no need to ask which loop runs here
-        # (asyncio.get_running_loop makes a system call on every call before Python 3.12).
-        loop = queue.timer_loop
-        armed = loop is not None and queue.timer_thread == thread and loop.is_running()
-        if armed:
-            queue.lines.append(line)
-            full = len(queue.lines) == MAX_QUEUED
-    if not armed:
+    loop = queue.timer_loop  # read without the lock: a stale value only sends this call the longer way
+    if loop is None or queue.timer_thread != thread or not loop.is_running():
+        # No timer pending on this thread's running loop: ask which loop runs here (a system
+        # call on every call before Python 3.12, so not asked while the timer is armed).
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # a worker thread: no timer to wait for
             _log_lines([line])
             return
-        with queue.lock:
-            queue.lines.append(line)
-            full = len(queue.lines) == MAX_QUEUED
-            arm = queue.timer_loop is not loop  # None, or a loop that may never run again
-            if arm:
-                queue.timer_loop, queue.timer_thread = loop, thread
+    with queue.lock:
+        queue.lines.append(line)
+        full = len(queue.lines) == MAX_QUEUED
+        arm = queue.timer_loop is not loop  # None (flushed meanwhile), or a loop that may never run again
         if arm:
-            loop.call_later(FLUSH_AFTER_S, flush_later)
+            queue.timer_loop, queue.timer_thread = loop, thread
+    if arm:
+        loop.call_later(FLUSH_AFTER_S, flush_later)
     if full:
-        assert loop is not None
         loop.call_soon(flush_later)
 
 

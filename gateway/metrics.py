@@ -13,7 +13,7 @@ closed sets (``closed_label``). A label value outside its set becomes ``other``.
 
 **Observations made later.** The observations every request makes (the RPC
 histogram here, the shim's request counter and histogram) are queued by the
-request (``later``) and applied together: when ``MAX_PENDING`` wait, and before
+request (``observe_later``) and applied together: when ``MAX_PENDING`` wait, and before
 anything reads the registry (a scrape, ``exposition``, a test's
 ``get_sample_value``: ``REGISTRY.collect`` applies them first). A read never
 misses an observation made before it; applied one by one between the requests,
@@ -49,7 +49,7 @@ class _Pending:
 _pending = _Pending()
 
 
-def later(observe: Callable[[float], None], value: float) -> None:
+def observe_later(observe: Callable[[float], None], value: float) -> None:
     """Queue ``observe(value)`` (a child's ``observe`` or ``inc``): applied with the next batch, before any read."""
     pending = _pending
     with pending.lock:
@@ -69,7 +69,7 @@ def apply_pending() -> None:
 
 
 class _Registry(CollectorRegistry):
-    """The process's registry: what requests queued (``later``) is applied before every read."""
+    """The process's registry: what requests queued (``observe_later``) is applied before every read."""
 
     def collect(self) -> Iterator[Metric]:
         apply_pending()
@@ -95,7 +95,7 @@ def observe_rpc(method: str, code: str, seconds: float) -> None:
     observe = _rpc_children.get((method, code))
     if observe is None:
         observe = _rpc_children[(method, code)] = RPC_DURATION.labels(method, code).observe
-    later(observe, seconds)
+    observe_later(observe, seconds)
 
 
 def closed_label(value: str, allowed: Iterable[str]) -> str:

@@ -16,8 +16,7 @@ from collections.abc import Callable
 from prometheus_client import Counter, Histogram
 
 from gateway.logs import later
-from gateway.metrics import REGISTRY, closed_label
-from gateway.metrics import later as later_observation
+from gateway.metrics import REGISTRY, closed_label, observe_later
 
 HTTP_REQUESTS = Counter(
     "gateway_http_requests_total", "Requests the REST shim answered, by route template, method and status.",
@@ -44,12 +43,12 @@ def _observer(route: str, method: str, status: int) -> Callable[[float], None]:
 
 
 def observe_http(route: str, method: str, status: int, seconds: float) -> None:
-    """Count one answered request (applied later, ``gateway.metrics.later``); ``route`` must already be a bounded label."""
+    """Count one answered request (applied later, ``gateway.metrics.observe_later``); ``route`` must already be a bounded label."""
     key = (route, closed_label(method, HTTP_METHODS), status)
     observe = _observers.get(key)
     if observe is None:
         observe = _observers[key] = _observer(*key)
-    later_observation(observe, seconds)
+    observe_later(observe, seconds)
 
 
 def log_http(method: str, route: str, status: int, seconds: float) -> None:
