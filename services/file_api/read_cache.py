@@ -24,6 +24,11 @@ folder, nothing), one ``lstat`` cannot see, and a file over ``MAX_ENTRY_BYTES``
 go through ``files.read_file`` every time, with its refusals. Entries are
 bounded to ``MAX_CACHED_BYTES`` in all; the oldest goes first.
 
+**What an entry holds.** Not the text itself but what the caller builds from
+it, once per read from disk (``build(name, text)``): the file API keeps the
+finished ``GetFileResponse``, so a repeat read builds no message and copies no
+text (under load, building the 4 KB reply was a tenth of GetFile's cost).
+
 Left alone: a writer that changes a file through a shared memory map may not
 update its times until the kernel writes the pages back; nothing in the suite
 or in an agent's usual tools writes identity files that way.
@@ -36,6 +41,7 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from gateway.files_limits import MAX_CONTENT_BYTES
 from services.file_api.files import read_file
@@ -45,38 +51,42 @@ MAX_ENTRY_BYTES = MAX_CONTENT_BYTES
 MAX_CACHED_BYTES = 32 * 1024 * 1024
 
 Stamp = tuple[int, int, int, int, int]
+T = TypeVar("T")
 
 
-class ReadCache:
-    """``read(workspace, name)``: what ``files.read_file`` answers, from memory while the file is unchanged."""
+class ReadCache(Generic[T]):
+    """``read(workspace, name)``: ``build(name, text)`` of what ``files.read_file`` answers, from memory while the file is unchanged."""
 
-    def __init__(self, *, clock: Callable[[], int] = time.time_ns, max_bytes: int = MAX_CACHED_BYTES) -> None:
+    def __init__(
+        self, build: Callable[[str, str], T], *, clock: Callable[[], int] = time.time_ns, max_bytes: int = MAX_CACHED_BYTES
+    ) -> None:
+        self._build = build
         self._clock = clock
         self._max_bytes = max_bytes
-        self._entries: dict[str, tuple[Stamp, str, int]] = {}  # path -> (stamp, text, size); oldest first
+        self._entries: dict[str, tuple[Stamp, T, int]] = {}  # path -> (stamp, built value, size); oldest first
         self._bytes = 0
 
-    def read(self, workspace: Path, name: str) -> str:
+    def read(self, workspace: Path, name: str) -> T:
         path = f"{workspace}/{name}"
         try:
             info = os.lstat(path)
         except OSError:  # absent, or not ours to see: read_file answers "" or raises as it always has
-            return read_file(workspace, name)
+            return self._build(name, read_file(workspace, name))
         if not stat.S_ISREG(info.st_mode):
-            return read_file(workspace, name)
+            return self._build(name, read_file(workspace, name))
         stamp = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
         entry = self._entries.get(path)
         if entry is not None and entry[0] == stamp:
             return entry[1]
-        text = read_file(workspace, name)
+        value = self._build(name, read_file(workspace, name))
         if entry is not None:
             self._drop(path)
         if info.st_size <= MAX_ENTRY_BYTES and self._clock() - info.st_ctime_ns >= SETTLE_NS:
-            self._keep(path, stamp, text, info.st_size)
-        return text
+            self._keep(path, stamp, value, info.st_size)
+        return value
 
-    def _keep(self, path: str, stamp: Stamp, text: str, size: int) -> None:
-        self._entries[path] = (stamp, text, size)
+    def _keep(self, path: str, stamp: Stamp, value: T, size: int) -> None:
+        self._entries[path] = (stamp, value, size)
         self._bytes += size
         while self._bytes > self._max_bytes:
             self._drop(next(iter(self._entries)))

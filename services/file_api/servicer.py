@@ -18,10 +18,15 @@ from services.file_api.read_cache import ReadCache
 SAVED_MESSAGE = "File saved. CLAUDE.md will auto-reload."
 
 
+def _reply(name: str, text: str) -> files_pb2.GetFileResponse:
+    """GetFile's answer; the read cache keeps one per unchanged file and every caller gets that same message."""
+    return files_pb2.GetFileResponse(filename=name, content=text)
+
+
 class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
     def __init__(self, live: LiveConfig) -> None:
         self._live = live
-        self._reads = ReadCache()
+        self._reads = ReadCache(_reply)
 
     def _workspace(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> Path:
         config, auth = self._live.snapshot()
@@ -34,7 +39,7 @@ class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
     async def GetFile(self, request: files_pb2.GetFileRequest, context: grpc.aio.ServicerContext) -> files_pb2.GetFileResponse:  # noqa: N802
         workspace = self._workspace(context, request.agent_id, write=False)
         name = check_filename(request.filename)
-        return files_pb2.GetFileResponse(filename=name, content=self._reads.read(workspace, name))
+        return self._reads.read(workspace, name)
 
     @unary
     async def PutFile(self, request: files_pb2.PutFileRequest, context: grpc.aio.ServicerContext) -> files_pb2.PutFileResponse:  # noqa: N802

@@ -15,6 +15,10 @@ from services.file_api.read_cache import SETTLE_NS, ReadCache
 LATER = lambda: time.time_ns() + 2 * SETTLE_NS  # noqa: E731 - a clock at which every file on disk has settled
 
 
+def text_of(name: str, text: str) -> str:
+    return text
+
+
 def count_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     opened: list[str] = []
     real_open = os.open
@@ -41,18 +45,37 @@ def rewrite_until_restamped(path: Path, text: str) -> None:
 
 def test_a_settled_file_is_answered_without_opening_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "MEMORY.md").write_text("remember the milk\n", encoding="utf-8")
-    cache = ReadCache(clock=LATER)
+    cache = ReadCache(text_of, clock=LATER)
     opened = count_opens(monkeypatch)
     assert cache.read(tmp_path, "MEMORY.md") == "remember the milk\n"
     assert cache.read(tmp_path, "MEMORY.md") == "remember the milk\n"
     assert len(opened) == 1 and len(cache) == 1
 
 
+def test_the_built_value_is_made_once_per_read_from_disk_and_shared(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    path.write_text("version A\n", encoding="utf-8")
+    built: list[tuple[str, str]] = []
+
+    def build(name: str, text: str) -> list[str]:
+        built.append((name, text))
+        return [name, text]
+
+    cache = ReadCache(build, clock=LATER)
+    first = cache.read(tmp_path, "MEMORY.md")
+    assert cache.read(tmp_path, "MEMORY.md") is first
+    assert built == [("MEMORY.md", "version A\n")]
+    rewrite_until_restamped(path, "version B\n")
+    assert cache.read(tmp_path, "MEMORY.md") == ["MEMORY.md", "version B\n"]
+    assert cache.read(tmp_path, "AGENTS.md") == ["AGENTS.md", ""]  # absent: built from read_file's answer, not kept
+    assert built[1:] == [("MEMORY.md", "version B\n"), ("AGENTS.md", "")] and len(cache) == 1
+
+
 def test_a_file_written_moments_ago_is_read_from_disk_every_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Within the settle window a same-size write may keep every stamp equal: nothing is kept.
     path = tmp_path / "MEMORY.md"
     path.write_text("version A\n", encoding="utf-8")
-    cache = ReadCache()
+    cache = ReadCache(text_of)
     assert cache.read(tmp_path, "MEMORY.md") == "version A\n"
     with open(path, "r+", encoding="utf-8") as handle:  # same size, same inode, likely the same tick
         handle.write("version B\n")
@@ -63,7 +86,7 @@ def test_a_file_written_moments_ago_is_read_from_disk_every_time(tmp_path: Path,
 def test_a_write_in_place_after_the_read_is_seen(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
     path.write_text("version A\n", encoding="utf-8")
-    cache = ReadCache(clock=LATER)
+    cache = ReadCache(text_of, clock=LATER)
     assert cache.read(tmp_path, "MEMORY.md") == "version A\n"
     rewrite_until_restamped(path, "version B\n")
     assert os.lstat(path).st_size == len("version A\n")
@@ -73,7 +96,7 @@ def test_a_write_in_place_after_the_read_is_seen(tmp_path: Path) -> None:
 def test_a_file_replaced_by_rename_is_seen(tmp_path: Path) -> None:
     path = tmp_path / "SOUL.md"
     path.write_text("calm\n", encoding="utf-8")
-    cache = ReadCache(clock=LATER)
+    cache = ReadCache(text_of, clock=LATER)
     assert cache.read(tmp_path, "SOUL.md") == "calm\n"
     (tmp_path / "new").write_text("bold\n", encoding="utf-8")
     os.replace(tmp_path / "new", path)
@@ -83,7 +106,7 @@ def test_a_file_replaced_by_rename_is_seen(tmp_path: Path) -> None:
 def test_a_deleted_file_reads_empty(tmp_path: Path) -> None:
     path = tmp_path / "USER.md"
     path.write_text("Ada\n", encoding="utf-8")
-    cache = ReadCache(clock=LATER)
+    cache = ReadCache(text_of, clock=LATER)
     assert cache.read(tmp_path, "USER.md") == "Ada\n"
     path.unlink()
     assert cache.read(tmp_path, "USER.md") == ""
@@ -95,7 +118,7 @@ def test_a_cached_file_replaced_by_a_link_out_of_the_workspace_is_refused(tmp_pa
     (tmp_path / "secret.txt").write_text("not yours\n", encoding="utf-8")
     path = workspace / "MEMORY.md"
     path.write_text("notes\n", encoding="utf-8")
-    cache = ReadCache(clock=LATER)
+    cache = ReadCache(text_of, clock=LATER)
     assert cache.read(workspace, "MEMORY.md") == "notes\n"
     path.unlink()
     path.symlink_to(tmp_path / "secret.txt")
@@ -106,13 +129,13 @@ def test_a_cached_file_replaced_by_a_link_out_of_the_workspace_is_refused(tmp_pa
 def test_a_folder_is_refused_as_read_file_refuses_it(tmp_path: Path) -> None:
     (tmp_path / "AGENTS.md").mkdir()
     with pytest.raises(FailedPrecondition, match="folder"):
-        ReadCache(clock=LATER).read(tmp_path, "AGENTS.md")
+        ReadCache(text_of, clock=LATER).read(tmp_path, "AGENTS.md")
 
 
 def test_entries_are_bounded_oldest_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("SOUL.md", "USER.md", "MEMORY.md"):
         (tmp_path / name).write_text(name * 100, encoding="utf-8")  # 700, 700 and 900 bytes
-    cache = ReadCache(clock=LATER, max_bytes=1700)
+    cache = ReadCache(text_of, clock=LATER, max_bytes=1700)
     for name in ("SOUL.md", "USER.md", "MEMORY.md"):
         cache.read(tmp_path, name)
     assert len(cache) == 2
@@ -125,7 +148,7 @@ def test_entries_are_bounded_oldest_first(tmp_path: Path, monkeypatch: pytest.Mo
 def test_answers_match_read_file_on_every_kind_of_path(tmp_path: Path) -> None:
     (tmp_path / "IDENTITY.md").write_text("é" * 10, encoding="utf-8")
     (tmp_path / "HEARTBEAT.md").write_bytes(b"\xff\xfe not utf-8")
-    cache = ReadCache(clock=LATER)
+    cache = ReadCache(text_of, clock=LATER)
     for name in ("IDENTITY.md", "HEARTBEAT.md", "MISSING.md"):
         for _ in range(2):
             try:
