@@ -46,8 +46,9 @@ OLD_SHIM = "REST shim, old tree"
 OLD_GRPC_H2LOAD = "gRPC, old tree (h2load)"
 BARE_SHIM = "bare shim + bare gRPC"  # bench/bare_shim.py in front of bench/bare_grpc_server.py: the floor
 REQUIRED_H2LOAD = "bare gRPC + required work (h2load)"  # bench/bare_grpc_server.py --required-work (GET only)
+REQUIRED_SHIM = "bare shim + required work"  # a second bare shim in front of the required-work server (GET only)
 # (target, method) -> the server processes whose CPU a case counts
-TARGETS = (BASELINE, OLD_SHIM, SHIM, BARE_SHIM, OLD_GRPC_H2LOAD, GRPC_H2LOAD, REQUIRED_H2LOAD, BARE_H2LOAD, GRPC_PY, BARE_PY)
+TARGETS = (BASELINE, OLD_SHIM, SHIM, REQUIRED_SHIM, BARE_SHIM, OLD_GRPC_H2LOAD, GRPC_H2LOAD, REQUIRED_H2LOAD, BARE_H2LOAD, GRPC_PY, BARE_PY)
 
 
 def say(text: str) -> None:

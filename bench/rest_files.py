@@ -23,6 +23,10 @@ one agent ``alfred`` and one write key, internal token from
   uvicorn (the shim's settings) making the same one grpc.aio call per GET and
   answering the shim's bytes: the floor of the two-process REST path, for the
   REST/gRPC ratio and the CPU per REST GET (GET only);
+- ``bench/bare_grpc_server.py --required-work`` (the same server doing only
+  what a read must: the key, its scope, one ``lstat``, a log line, a metric),
+  driven by h2load and behind a second bare shim: the floor of the file API
+  that keeps the suite's rules, and of a REST GET's CPU (GET only);
 - with ``--old-tree DIR`` (a checkout of an earlier commit, e.g. ``git worktree
   add --detach /tmp/old main``), that tree's file API and shim too, started with
   this venv's Python from that folder (``-m`` imports its code), on a home of
@@ -101,6 +105,7 @@ from rest_cases import (  # noqa: E402
     OLD_GRPC_H2LOAD,
     BARE_SHIM,
     REQUIRED_H2LOAD,
+    REQUIRED_SHIM,
     TARGETS,
     say,
     memory_content,
@@ -236,10 +241,14 @@ def cheaper_path_verdicts(by: dict[tuple[str, str, int], Result], top: int) -> l
     if floor is not None and bare_grpc is not None and bare_grpc.rps:
         out.append(f"floor: bare shim + bare gRPC server, REST GET at {top} vs the bare server's gRPC GET: "
                    f"{floor.rps / bare_grpc.rps:.2f}x (the most a Python HTTP-to-gRPC hop keeps)")  # fmt: skip
-    floor_cpu = cpu_total(floor)
+    floor_cpu, required_cpu = cpu_total(floor), cpu_total(by.get((REQUIRED_SHIM, "GET", top)))
     if floor_cpu is not None and old:
         out.append(f"floor: CPU per REST GET of the bare pair {floor_cpu:.3f} ms = {floor_cpu / old:.2f}x the old tree's "
                    f"(the goal asks 0.5x; the suite's pair is at {(new or 0) / old:.2f}x)")  # fmt: skip
+    if required_cpu is not None and old:
+        out.append(f"floor: CPU per REST GET of the bare shim + required-work pair {required_cpu:.3f} ms = "
+                   f"{required_cpu / old:.2f}x the old tree's (the least a pair keeping the rules spends; "
+                   f"the suite's pair spends {(new or 0) / required_cpu:.2f}x of it)")  # fmt: skip
     # "PUT must not regress": at least 0.9x the old tree's (the machine moves more than 10% between cases).
     goal(by.get((SHIM, "PUT", top)), by.get((OLD_SHIM, "PUT", top)), 0.9, f"REST PUT at {top} vs the old tree's")
     return out
@@ -313,8 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     children = Children(tmp)
     results: list[Result] = []
     try:
-        all_ports = free_ports(20)
-        required_port = all_ports[19]
+        all_ports = free_ports(21)
+        required_port, required_shim_port = all_ports[19:21]
         ports = Ports(*all_ports[:8])
         metrics = dict(zip(("fileApi", "watcher", "kb", "dreaming", "http"), all_ports[14:19], strict=True))
         workspace = write_home(home, ports, content, metrics)  # metrics on, as deployed
@@ -347,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
                                     "--content", str(workspace / FILENAME), "--required-work", KEY, "--agent", AGENT])
         children.start("bare_shim", [py, str(BENCH_DIR / "bare_shim.py"), "--port", str(ports.bare_shim),
                                      "--backend", f"127.0.0.1:{ports.bare}"])  # fmt: skip
+        children.start("required_shim", [py, str(BENCH_DIR / "bare_shim.py"), "--port", str(required_shim_port),
+                                         "--backend", f"127.0.0.1:{required_port}"])  # fmt: skip
         if args.old_tree is not None:
             old = args.old_tree.resolve()
             # Its own entry point: gateway_cli/ since issue 17, gateway/cli.py before.
@@ -370,8 +381,10 @@ def main(argv: list[str] | None = None) -> int:
         required_address = f"127.0.0.1:{required_port}"
         bare_shim_url = f"http://127.0.0.1:{ports.bare_shim}{path}"
         wait_until(children, lambda: http_request(bare_shim_url)[0] == 200, "bare shim")
+        required_shim_url = f"http://127.0.0.1:{required_shim_port}{path}"
+        wait_until(children, lambda: http_request(required_shim_url)[0] == 200, "bare shim in front of the required work")
         checked = check_responses(shim_url, base_url, put_body, content)
-        if http_request(bare_shim_url)[1] != http_request(shim_url)[1]:
+        if not http_request(bare_shim_url)[1] == http_request(required_shim_url)[1] == http_request(shim_url)[1]:
             raise RuntimeError("the bare shim's GET answer differs from the shim's: the floor would not be fair")
         old_url = old_grpc = ""
         if args.old_tree is not None:
@@ -400,19 +413,21 @@ def main(argv: list[str] | None = None) -> int:
             GRPC_PY: ("file_api",),
             BARE_PY: ("bare",),
             BARE_SHIM: ("bare_shim", "bare"),
+            REQUIRED_SHIM: ("required_shim", "required"),
         }
         http_targets = [(BASELINE, base_url), (SHIM, shim_url)] + ([(OLD_SHIM, old_url)] if old_url else [])
         for _, url in http_targets:
             for method in ("GET", "PUT"):
                 run_wrk(wrk, url, scripts[method], max(concs), args.warmup)
-        run_wrk(wrk, bare_shim_url, scripts["GET"], max(concs), args.warmup)  # the floor answers GET only
+        for url in (bare_shim_url, required_shim_url):  # the floors answer GET only
+            run_wrk(wrk, url, scripts["GET"], max(concs), args.warmup)
         say(f"warmed up; {len(concs) * 2} cases per path, {args.duration:g}s each")
 
         for method in ("GET", "PUT"):
             for conc in concs:
                 cases: list[tuple[str, Any, Any]] = [
                     (t, lambda t=t, u=u: wrk_case(wrk, t, u, scripts[method], method, conc, args.duration), None)
-                    for t, u in http_targets + ([(BARE_SHIM, bare_shim_url)] if method == "GET" else [])
+                    for t, u in http_targets + ([(REQUIRED_SHIM, required_shim_url), (BARE_SHIM, bare_shim_url)] if method == "GET" else [])
                 ]
                 if h2load:
                     h2_targets = [(GRPC_H2LOAD, grpc_address, rpc_log), (BARE_H2LOAD, bare_address, None)]
