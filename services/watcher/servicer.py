@@ -144,6 +144,10 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
         except asyncio.CancelledError:
             code = "CANCELLED"
             raise
+        except Exception:  # a bug: as in gateway.rpc.unary, INTERNAL with a generic message, the traceback to the log
+            code = "INTERNAL"
+            log.exception("rpc_failed", method="WatchDirectives")
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error")
         finally:
             self._hub.unsubscribe(request.agent_id, queue)
             observe_rpc("WatchDirectives", code, time.perf_counter() - start)
