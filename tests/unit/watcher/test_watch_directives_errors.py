@@ -55,15 +55,17 @@ def test_a_bug_in_the_stream_is_internal_with_a_generic_message_and_logged(tmp_p
     servicer = Sessions(lambda: (config, auth), BrokenRegistry(clock=lambda: 0), hub, lambda agent: None)
     context = Context(key)
 
+    sent: list[watcher_pb2.Directive] = []
+
     async def main() -> None:
         with pytest.raises(Aborted):
-            async for _ in servicer.WatchDirectives(watcher_pb2.WatchDirectivesRequest(agent_id="alfred"), context):
-                pass
+            async for directive in servicer.WatchDirectives(watcher_pb2.WatchDirectivesRequest(agent_id="alfred"), context):
+                sent.append(directive)
 
     with structlog.testing.capture_logs() as events:
         asyncio.run(main())
     # The caller sees only "internal error": the exception's text may quote a key or a body.
-    assert context.aborted == [(grpc.StatusCode.INTERNAL, "internal error")]
+    assert sent == [] and context.aborted == [(grpc.StatusCode.INTERNAL, "internal error")]
     [failed] = [e for e in events if e["event"] == "rpc_failed"]
     assert failed["method"] == "WatchDirectives" and failed["log_level"] == "error"
     [line] = [e for e in events if e["event"] == "rpc"]
