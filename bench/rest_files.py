@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         wait_until(children, lambda: http_request(required_shim_url)[0] == 200, "bare shim in front of the required work")
         checked = check_responses(shim_url, base_url, put_body, content)
         if not http_request(bare_shim_url)[1] == http_request(required_shim_url)[1] == http_request(shim_url)[1]:
-            raise RuntimeError("the bare shim's GET answer differs from the shim's: the floor would not be fair")
+            raise RuntimeError("a bare shim's GET answer differs from the shim's: the floors would not be fair")
         old_url = old_grpc = ""
         if args.old_tree is not None:
             old_url = f"http://127.0.0.1:{old_ports.http}{path}"

@@ -27,7 +27,7 @@ bounded to ``MAX_CACHED_BYTES`` in all; the oldest goes first.
 **What an entry holds.** Not the text itself but what the caller builds from
 it, once per read from disk (``build(name, text)``): the file API keeps the
 finished ``GetFileResponse``, so a repeat read builds no message and copies no
-text (under load, building the 4 KB reply was a tenth of GetFile's cost).
+text.
 
 Left alone: a writer that changes a file through a shared memory map may not
 update its times until the kernel writes the pages back; nothing in the suite
@@ -71,8 +71,8 @@ class ReadCache(Generic[T]):
         try:
             info = os.lstat(path)
         except OSError:  # absent, or not ours to see: read_file answers "" or raises as it always has
-            return self._build(name, read_file(workspace, name))
-        if not stat.S_ISREG(info.st_mode):
+            info = None
+        if info is None or not stat.S_ISREG(info.st_mode):
             return self._build(name, read_file(workspace, name))
         stamp = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
         entry = self._entries.get(path)
