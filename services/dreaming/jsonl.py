@@ -49,6 +49,39 @@ def trim(path: Path, keep_bytes: int) -> None:
     write_atomic(path, data[cut + 1 :] if cut >= 0 else b"", mode=0o600)
 
 
+def heal(path: Path) -> int:
+    """Rewrite ``path`` without its broken lines (atomic); how many were dropped (0: untouched).
+
+    A process killed mid-append can leave a torn record: the kernel may end a write to a regular
+    file early when the writer is killed. ``read`` skips such a line, but it would stay in the
+    file for good; the owner heals the file at start, under the lock its appends take, so no
+    append of its own can be under way."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the file ends with a newline
+    kept = [line for line in lines if line.strip() and _parses(line)]
+    dropped = sum(1 for line in lines if line.strip()) - len(kept)
+    if tail.strip():
+        if _parses(tail):
+            kept.append(tail)  # whole but for its newline
+        else:
+            dropped += 1
+    if len(kept) == len(lines) and not tail:
+        return 0
+    write_atomic(path, b"".join(line + b"\n" for line in kept), mode=0o600)
+    return dropped
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
 def read(path: Path) -> list[Record]:
     """Every record of ``path``, oldest first ([] when missing); broken lines are skipped."""
     try:

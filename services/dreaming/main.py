@@ -16,7 +16,7 @@ from gateway.home import read_internal_token
 from gateway.live_config import LiveConfig
 from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
-from services.dreaming import journal, nightly
+from services.dreaming import journal, jsonl, nightly
 from services.dreaming.commit import Unsafe, read_text
 from services.dreaming.dreamer import MAX_CONCURRENT_RUNS, Dreamer
 from services.dreaming.model import ReviewerOutcome
@@ -42,7 +42,8 @@ def temp_folders(config: Config) -> list[Folder]:
 
 
 def settle_journals(config: Config, store: StateStore) -> None:
-    """At start, before SERVING: mark undone the journaled edits a killed process never wrote
+    """At start, before SERVING: drop the torn lines a killed append left in each journal
+    (jsonl.heal), then mark undone the journaled edits a killed process never wrote
     (journal.settle), each agent under its run lock (an agent whose lock another process holds
     is mid-run there and left alone)."""
     at = nightly.iso(datetime.now(UTC))
@@ -52,10 +53,14 @@ def settle_journals(config: Config, store: StateStore) -> None:
         workspace = agent.workspace
         try:
             with store.lock(agent.id):
+                torn = jsonl.heal(workspace / journal.JOURNAL)
                 settled = journal.settle(workspace, lambda rel: _text_or_none(workspace, rel), at)
         except (Busy, OSError) as exc:
             log.warning("dream_journal_not_settled", agent=agent.id, error=str(exc))
             continue
+        if torn:
+            log.warning("dream_journal_healed", agent=agent.id, torn_lines=torn,
+                        why="a process was killed while it appended to the journal")
         if settled:
             log.warning("dream_journal_settled", agent=agent.id, ops=settled, why=journal.SETTLED_BY)
 
