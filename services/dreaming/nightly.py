@@ -4,7 +4,9 @@ The order (README "Dreaming"):
 
 1. quiet-window check — scheduled runs only, done by the caller (``dreamer.py``)
    before the night is claimed;
-2. read MEMORY.md and USER.md and note which are over budget;
+2. read MEMORY.md and USER.md: as they are now, they are the base of the
+   applier's bounded-loss cap (a share of each file as the run began, 90%
+   when it began over budget), whatever the passes then move out;
 3. the deterministic passes (``passes.py``): the terminal compactor, the
    staleness GC (``staleness_run.py``: superseded and aged-out ``memory/**``
    entries to ``memory/archive/stale.md``, retrieved stale entries back) and the
@@ -159,7 +161,7 @@ async def run(
         texts = {name: read_text(workspace, name) for name in MEMORY_FILES}
     except (Unsafe, OSError) as exc:
         return _finish(agent, replace(base, reason=str(exc)), deps)
-    originals = dict(texts)
+    originals = dict(texts)  # as the run began: the bounded-loss base (applier.py, guard 4)
     budgets = _budgets(agent)
     steps = ["quiet-window"] if trigger == SCHEDULE else []
     moved: list[OpResult] = []
@@ -175,6 +177,8 @@ async def run(
         notes += passes.notes
         steps += passes.steps
         moved, first_op = passes.results, passes.ops + 1
+    # Over budget after the passes, as the reviewer is shown the files: the prompt, the selection and
+    # the net-shrink guard follow this; the bounded-loss cap follows ``originals`` (applier.py).
     over = [name for name in MEMORY_FILES if over_budget(texts[name], budgets.of(name))]
     outcome: ReviewerOutcome | None = None
     quiet_night = ""
@@ -210,7 +214,7 @@ async def run(
         proposals, chosen, left = accepted, list(accepted), []
     steps.append("applier")
     numbered = {id(p): f"{run_id}/{first_op + i}" for i, p in enumerate(proposals)}
-    result = plan(texts, [(numbered[id(p)], p) for p in chosen], budgets)
+    result = plan(texts, [(numbered[id(p)], p) for p in chosen], budgets, began=originals)
     left_out = [OpResult(numbered[id(p)], p, "skipped", why, file=p.file) for p, why in left]
     if mode == PROPOSE:
         results = moved + _proposed(result.results) + left_out
