@@ -36,6 +36,11 @@ them (backups, the pruned archive, compare-and-swap, the journal) is
 5. **Episodic adds** (``tier: episodic``, only with ``writeRouting``) go to
    ``<episodicArchiveDir>/<topic>.md``, appended; they never touch MEMORY.md
    and count against nothing above. ``commit.py`` confines the path.
+
+Before the guards, an op **already in effect** is skipped (``already_done``):
+an add whose text is in the file, a replace whose anchor is gone and whose new
+text is there, a remove whose anchor is gone. ``Plan.done`` names those ops:
+they are not pending proposals (``pending.py``).
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from services.dreaming import sections
-from services.dreaming.model import EPISODIC, MEMORY_FILES, OpResult, Proposal
+from services.dreaming.model import EPISODIC, MEMORY_FILES, OPS, OpResult, Proposal
 
 LOSS_UNDER_BUDGET = 0.25
 LOSS_OVER_BUDGET = 0.90
@@ -113,6 +118,7 @@ class Plan:
     edits: list[Edit] = field(default_factory=list)
     appends: list[tuple[str, str, OpResult]] = field(default_factory=list)  # (workspace path, text, result)
     results: list[OpResult] = field(default_factory=list)
+    done: set[str] = field(default_factory=set)  # op ids skipped as already in effect (``already_done``)
 
     def changed(self) -> list[str]:
         """Durable files whose text differs from the original, in MEMORY.md, USER.md order."""
@@ -125,13 +131,43 @@ class _Skip(Exception):
         self.reason = reason
 
 
+class _Done(_Skip):
+    """The op is already in effect: skipped, and not a pending proposal."""
+
+
 def _normalized(text: str) -> str:
     return " ".join(text.split())
 
 
+def _anchors(target: str) -> list[str]:
+    """``target`` as written, then with CRLF line ends (a CRLF file matches an LF target)."""
+    return list(dict.fromkeys([target, target.replace("\r\n", "\n").replace("\n", "\r\n")]))
+
+
+def already_done(p: Proposal, text: str, name: str) -> str:
+    """Why durable proposal ``p`` is already in effect in ``text`` (file ``name``), or "" when it is not.
+
+    An add whose text is in the file (whitespace aside); a replace whose
+    anchor is no longer in the file and whose new text is; a remove whose
+    anchor is no longer in the file (nothing is left to remove). Accepting
+    such a proposal would change nothing, so it is never pending.
+    """
+    if p.tier == EPISODIC or p.op not in OPS:
+        return ""
+    if p.op == "add":
+        return f"already in {name}" if _normalized(p.content) in _normalized(text) else ""
+    if any(anchor in text for anchor in _anchors(p.target)):
+        return ""
+    if p.op == "remove":
+        return f"the anchor was not found in the file: nothing is left to remove (already gone from {name}, or changed since)"
+    if _normalized(p.content) and _normalized(p.content) in _normalized(text):
+        return f"already in {name}: its anchor is gone and its new text is there"
+    return ""
+
+
 def _locate(text: str, target: str) -> tuple[int, int]:
     """The span of ``target`` in ``text``, found exactly once. Raises _Skip otherwise."""
-    for candidate in dict.fromkeys([target, target.replace("\r\n", "\n").replace("\n", "\r\n")]):
+    for candidate in _anchors(target):
         count = text.count(candidate)
         if count == 1:
             start = text.index(candidate)
@@ -233,11 +269,12 @@ def _edit(op_id: str, f: _File, kind: str, start: int, end: int, inserted: str, 
 def _durable(op_id: str, p: Proposal, f: _File) -> tuple[Edit, OpResult]:
     """Apply one durable proposal to ``f`` or raise _Skip naming the guard."""
     text = f.text
+    done = already_done(p, text, f.name)
+    if done:
+        raise _Done(done)
     if p.op == "add":
         if f.over:
             raise _Skip("over budget: the run is net-shrink, so adds are skipped")
-        if _normalized(p.content) in _normalized(text):
-            raise _Skip(f"already in {f.name}")
         at = len(text)
         if p.target:
             _, anchor_end = _locate(text, p.target)
@@ -294,11 +331,15 @@ def plan(texts: Mapping[str, str], proposals: Sequence[tuple[str, Proposal]], bu
                 result.appends.append((path, block, op_result))
                 result.results.append(op_result)
                 continue
+            if p.op not in OPS:  # a move of the passes is listed by propose mode; it is never an op to apply
+                raise _Skip(f"{p.op!r} is not an op of the applier (add, replace or remove)")
             if p.file not in files:
                 raise _Skip(f"{p.file!r} is not a memory file (MEMORY.md or USER.md)")
             edit, op_result = _durable(op_id, p, files[p.file])
         except _Skip as skip:
             result.results.append(OpResult(op_id, p, "skipped", skip.reason, file=p.file))
+            if isinstance(skip, _Done):
+                result.done.add(op_id)
             continue
         result.edits.append(edit)
         result.results.append(op_result)
