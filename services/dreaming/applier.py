@@ -19,20 +19,28 @@ them (backups, the pruned archive, compare-and-swap, the journal) is
    ends the section early, a code fence opened or closed so that its heading
    is no longer one): such an op is skipped too, or a later op of the run
    could remove those lines.
-3. **Over budget** (the file was over its soft budget when the run began):
-   the run is net-shrink, so a durable add, or a replace whose new text is
-   longer than its anchor, is skipped. **Under budget**, an add or a replace
-   that would take the file over its budget is skipped too: once a file fits,
-   dreaming never makes it overflow again.
+3. **Over budget** (the file the applier starts from, after the deterministic
+   passes, is over its soft budget: the file the reviewer was shown): the run
+   is net-shrink, so a durable add, or a replace whose new text is longer than
+   its anchor, is skipped. **Under budget**, an add or a replace that would
+   take the file over its budget is skipped too: once a file fits, dreaming
+   never makes it overflow again.
 4. **Bounded loss.** Each file's *gross* deletion is counted: every char a
    remove cuts and every char of a replace's anchor, whatever is inserted, so
    an add can never mask a delete. An op that would take the total past 25%
-   of the file as it was when the run began (90% when it began over budget:
-   removals are the shrink lever) is skipped, and so is an op that would leave
-   a non-empty file empty.
+   of the file as it was when the run began (``began``: before the compactor
+   and the route-out; 90% when it began over budget: removals are the shrink
+   lever) is skipped, and so is an op that would leave a non-empty file empty.
+   What the passes moved is not counted: those are moves, each found again in
+   its destination by the recall check, not the reviewer's deletions.
 5. **Episodic adds** (``tier: episodic``, only with ``writeRouting``) go to
    ``<episodicArchiveDir>/<topic>.md``, appended; they never touch MEMORY.md
    and count against nothing above. ``commit.py`` confines the path.
+
+Before the guards, an op **already in effect** is skipped (``already_done``):
+an add whose text is in the file, a replace whose anchor is gone and whose new
+text is there, a remove whose anchor is gone. ``Plan.done`` names those ops:
+they are not pending proposals (``pending.py``).
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from services.dreaming import sections
-from services.dreaming.model import EPISODIC, MEMORY_FILES, OpResult, Proposal
+from services.dreaming.model import EPISODIC, MEMORY_FILES, OPS, OpResult, Proposal
 
 LOSS_UNDER_BUDGET = 0.25
 LOSS_OVER_BUDGET = 0.90
@@ -110,6 +118,7 @@ class Plan:
     edits: list[Edit] = field(default_factory=list)
     appends: list[tuple[str, str, OpResult]] = field(default_factory=list)  # (workspace path, text, result)
     results: list[OpResult] = field(default_factory=list)
+    done: set[str] = field(default_factory=set)  # op ids skipped as already in effect (``already_done``)
 
     def changed(self) -> list[str]:
         """Durable files whose text differs from the original, in MEMORY.md, USER.md order."""
@@ -122,13 +131,43 @@ class _Skip(Exception):
         self.reason = reason
 
 
+class _Done(_Skip):
+    """The op is already in effect: skipped, and not a pending proposal."""
+
+
 def _normalized(text: str) -> str:
     return " ".join(text.split())
 
 
+def _anchors(target: str) -> list[str]:
+    """``target`` as written, then with CRLF line ends (a CRLF file matches an LF target)."""
+    return list(dict.fromkeys([target, target.replace("\r\n", "\n").replace("\n", "\r\n")]))
+
+
+def already_done(p: Proposal, text: str, name: str) -> str:
+    """Why durable proposal ``p`` is already in effect in ``text`` (file ``name``), or "" when it is not.
+
+    An add whose text is in the file (whitespace aside); a replace whose
+    anchor is no longer in the file and whose new text is; a remove whose
+    anchor is no longer in the file (nothing is left to remove). Accepting
+    such a proposal would change nothing, so it is never pending.
+    """
+    if p.tier == EPISODIC or p.op not in OPS:
+        return ""
+    if p.op == "add":
+        return f"already in {name}" if _normalized(p.content) in _normalized(text) else ""
+    if any(anchor in text for anchor in _anchors(p.target)):
+        return ""
+    if p.op == "remove":
+        return f"the anchor was not found in the file: nothing is left to remove (already gone from {name}, or changed since)"
+    if _normalized(p.content) and _normalized(p.content) in _normalized(text):
+        return f"already in {name}: its anchor is gone and its new text is there"
+    return ""
+
+
 def _locate(text: str, target: str) -> tuple[int, int]:
     """The span of ``target`` in ``text``, found exactly once. Raises _Skip otherwise."""
-    for candidate in dict.fromkeys([target, target.replace("\r\n", "\n").replace("\n", "\r\n")]):
+    for candidate in _anchors(target):
         count = text.count(candidate)
         if count == 1:
             start = text.index(candidate)
@@ -165,26 +204,35 @@ def _as_block(text: str, at: int, content: str) -> str:
 
 
 class _File:
-    """One durable file being edited during a plan."""
+    """One durable file being edited during a plan.
 
-    def __init__(self, name: str, original: str, budget: int) -> None:
+    ``original``: the text the applier starts from (after the deterministic
+    passes); the net-shrink and stay-in-budget guards look at it. ``began``:
+    the file as the run began (before the passes); the bounded-loss cap is a
+    share of it, 90% when it began over budget, and counts only this plan's
+    deletions (module docstring, guard 4)."""
+
+    def __init__(self, name: str, original: str, budget: int, began: str | None = None) -> None:
         self.name = name
         self.original = original
         self.text = original
         self.budget = budget
         self.over = over_budget(original, budget)
-        self.cap = int(len(original) * (LOSS_OVER_BUDGET if self.over else LOSS_UNDER_BUDGET))
-        self.deleted = 0  # gross chars of the original deleted so far
+        self.began = len(original if began is None else began)
+        self.began_over = over_budget(original if began is None else began, budget)
+        self.share = LOSS_OVER_BUDGET if self.began_over else LOSS_UNDER_BUDGET
+        self.cap = int(self.began * self.share)
+        self.deleted = 0  # gross chars deleted by this plan's ops so far
 
     def splice(self, start: int, end: int, inserted: str) -> str:
         """The text with [start, end) replaced, after the loss guard. Raises _Skip."""
         removed = end - start
         if removed and self.deleted + removed > self.cap:
-            where = "over budget, the cap" if self.over else "the cap"
+            over = ", over its budget" if self.began_over else ""
             raise _Skip(
-                f"bounded loss: this op would delete {removed} chars, {self.deleted + removed} of the file's "
-                f"{len(self.original)} in this run; {where} is {self.cap} "
-                f"({int((LOSS_OVER_BUDGET if self.over else LOSS_UNDER_BUDGET) * 100)}%)"
+                f"bounded loss: this op would delete {removed} chars, {self.deleted + removed} in this run; the cap "
+                f"is {self.cap:,} chars ({int(self.share * 100)}%) of the {self.began:,} chars {self.name} had when "
+                f"the run began{over}"
             )
         new = self.text[:start] + inserted + self.text[end:]
         if self.text.strip() and not new.strip():
@@ -221,11 +269,12 @@ def _edit(op_id: str, f: _File, kind: str, start: int, end: int, inserted: str, 
 def _durable(op_id: str, p: Proposal, f: _File) -> tuple[Edit, OpResult]:
     """Apply one durable proposal to ``f`` or raise _Skip naming the guard."""
     text = f.text
+    done = already_done(p, text, f.name)
+    if done:
+        raise _Done(done)
     if p.op == "add":
         if f.over:
             raise _Skip("over budget: the run is net-shrink, so adds are skipped")
-        if _normalized(p.content) in _normalized(text):
-            raise _Skip(f"already in {f.name}")
         at = len(text)
         if p.target:
             _, anchor_end = _locate(text, p.target)
@@ -260,10 +309,14 @@ def episodic_path(episodic_dir: str, topic: str) -> str:
     return f"{episodic_dir.strip('/')}/{topic}.md"
 
 
-def plan(texts: Mapping[str, str], proposals: Sequence[tuple[str, Proposal]], budgets: Budgets) -> Plan:
+def plan(texts: Mapping[str, str], proposals: Sequence[tuple[str, Proposal]], budgets: Budgets,
+         began: Mapping[str, str] | None = None) -> Plan:
     """Apply ``proposals`` (``(op_id, proposal)`` in order) to ``texts`` (file → current content,
-    "" for a missing file). Never raises for a bad proposal: each is applied or skipped with a reason."""
-    files = {name: _File(name, texts.get(name, ""), budgets.of(name)) for name in MEMORY_FILES}
+    "" for a missing file). ``began``: the files as the run began, before the deterministic passes
+    (the bounded-loss base; default ``texts``). Never raises for a bad proposal: each is applied or
+    skipped with a reason."""
+    files = {name: _File(name, texts.get(name, ""), budgets.of(name), None if began is None else began.get(name, ""))
+             for name in MEMORY_FILES}
     result = Plan(originals={n: f.original for n, f in files.items()}, texts={})
     for op_id, p in proposals:
         try:
@@ -278,11 +331,15 @@ def plan(texts: Mapping[str, str], proposals: Sequence[tuple[str, Proposal]], bu
                 result.appends.append((path, block, op_result))
                 result.results.append(op_result)
                 continue
+            if p.op not in OPS:  # a move of the passes is listed by propose mode; it is never an op to apply
+                raise _Skip(f"{p.op!r} is not an op of the applier (add, replace or remove)")
             if p.file not in files:
                 raise _Skip(f"{p.file!r} is not a memory file (MEMORY.md or USER.md)")
             edit, op_result = _durable(op_id, p, files[p.file])
         except _Skip as skip:
             result.results.append(OpResult(op_id, p, "skipped", skip.reason, file=p.file))
+            if isinstance(skip, _Done):
+                result.done.add(op_id)
             continue
         result.edits.append(edit)
         result.results.append(op_result)

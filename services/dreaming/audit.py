@@ -14,8 +14,9 @@
   watcher that could not answer). Past ``AUDIT_MAX_BYTES`` the oldest records
   are dropped down to ``AUDIT_KEEP_BYTES`` (whole lines).
 
-Pending proposals (propose mode) are read back from the ``op`` records:
-proposed, not yet accepted, one per id.
+Pending proposals (propose mode) are read back from these records by
+``pending.py``: proposed, not applied by any run since (nor reverted), and not
+already in effect.
 """
 
 from __future__ import annotations
@@ -146,15 +147,3 @@ def proposal_from_json(raw: dict[str, Any]) -> Proposal:
         recall_count=int(raw.get("recallCount", 0)), topic=str(raw.get("topic", "")), tier=str(raw.get("tier", "durable")),
     )
 
-
-def pending(records: list[Record]) -> dict[str, tuple[Proposal, str, str]]:
-    """Proposal id → (proposal, run that proposed it last, what the applier said then) for every
-    proposal made in propose mode and not accepted since."""
-    out: dict[str, tuple[Proposal, str, str]] = {}
-    for record in records:
-        kind = record.get("kind")
-        if kind == "op" and record.get("status") == "proposed" and isinstance(record.get("proposal"), dict):
-            out[str(record.get("id"))] = (proposal_from_json(record["proposal"]), str(record.get("run")), str(record.get("reason", "")))
-        elif kind == "accepted":
-            out.pop(str(record.get("id")), None)
-    return out

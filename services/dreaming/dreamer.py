@@ -33,7 +33,7 @@ import structlog
 from gateway.atomic import WriteConflict, write_atomic
 from gateway.config import AgentConfig, Config
 from gateway.errors import Aborted, FailedPrecondition, NotFound, Unavailable
-from services.dreaming import audit, explain, journal, nightly
+from services.dreaming import audit, explain, journal, nightly, pending
 from services.dreaming.commit import BACKUPS, Unsafe, confined, read_text
 from services.dreaming.model import ACCEPT, AUTO, MANUAL, SCHEDULE, FileChange, OpResult, RunReport
 from services.dreaming.peer_client import Activity, PeerUnavailable
@@ -189,26 +189,31 @@ class Dreamer:
             lock.release()
 
     async def accept(self, agent: AgentConfig, ids: list[str]) -> RunReport:
-        """Apply chosen proposals of propose mode through the applier. Raises NotFound when none is
-        known, Aborted when a run of the agent is in progress."""
+        """Apply chosen pending proposals (``pending.py``) through the applier. An id that is not
+        pending (applied already, already in effect, reverted, a move) is reported, never applied.
+        Raises NotFound when no id is pending and one was never proposed, Aborted when a run of the
+        agent is in progress."""
         lock = await self._locked(agent)
         try:
-            records = audit.read_records(agent.workspace)
-            waiting = audit.pending(records)
-            accepted_before = {str(r.get("id")) for r in records if r.get("kind") == "accepted"}
-            chosen = [waiting[i][0] for i in dict.fromkeys(ids) if i in waiting]
-            unknown = [i for i in ids if i not in waiting and i not in accepted_before]
-            already = [i for i in ids if i not in waiting and i in accepted_before]
+            budgets = pending.budgets_of(agent)
+            ledger = pending.read_ledger(audit.read_records(agent.workspace))
+            texts = pending.current_texts(agent)
+            waiting = pending.pending(ledger, texts, budgets)
+            wanted = list(dict.fromkeys(ids))
+            chosen = [waiting[i].proposal for i in wanted if i in waiting]
+            why = {i: pending.why_not(ledger, i, texts, budgets) for i in wanted if i not in waiting}
+            unknown = [i for i, reason in why.items() if not reason]
+            known = [f"{i}: {reason}" for i, reason in why.items() if reason]
             if not chosen and unknown:
                 raise NotFound(f"no pending proposal {', '.join(unknown)} for agent {agent.id!r} "
                                f"(see `gateway dream status {agent.id}`)")
             if not chosen:
-                return self._noop(agent, AUTO, ACCEPT, f"already accepted: {', '.join(already)}; nothing changed")
+                return self._noop(agent, AUTO, ACCEPT, f"{'; '.join(known)}; nothing changed")
             report = await nightly.run(agent, self._deps, mode=AUTO, trigger=ACCEPT, accepted=chosen)
             await asyncio.to_thread(lock.record_run, RunSummary.from_report(report))
         finally:
             lock.release()
-        notes = [f"already accepted: {', '.join(already)}"] if already else []
+        notes = [f"not applied, {pending.NOT_PENDING}: {line}" for line in known]
         notes += [f"not a pending proposal: {', '.join(unknown)}"] if unknown else []
         return replace(report, notes=report.notes + tuple(notes))
 
@@ -280,13 +285,12 @@ class Dreamer:
     def status(self, agent: AgentConfig) -> Status:
         state = self._store.read(agent.id)
         nxt = self.scheduler.next_run(agent.id) if self.scheduler is not None else None
-        pending = [
-            OpResult(f"{run}/-", proposal, "proposed", note, file=proposal.file)
-            for _, (proposal, run, note) in audit.pending(audit.read_records(agent.workspace)).items()
-        ]
+        ledger = pending.read_ledger(audit.read_records(agent.workspace))
+        waiting = pending.pending(ledger, pending.current_texts(agent), pending.budgets_of(agent))
+        proposals = [OpResult(f"{w.run}/-", w.proposal, "proposed", w.note, file=w.proposal.file) for w in waiting.values()]
         return Status(
             agent_id=agent.id, scheduled=schedulable(agent.dreaming) and nxt is not None, mode=agent.dreaming.mode,
-            next_run_at=nightly.iso(nxt) if nxt is not None else "", last_run=state.last_run, pending=pending,
+            next_run_at=nightly.iso(nxt) if nxt is not None else "", last_run=state.last_run, pending=proposals,
             last_night=state.last_night.isoformat() if state.last_night else "", why_not=why_not_scheduled(agent),
         )
 

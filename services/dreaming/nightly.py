@@ -4,7 +4,9 @@ The order (README "Dreaming"):
 
 1. quiet-window check — scheduled runs only, done by the caller (``dreamer.py``)
    before the night is claimed;
-2. read MEMORY.md and USER.md and note which are over budget;
+2. read MEMORY.md and USER.md: as they are now, they are the base of the
+   applier's bounded-loss cap (a share of each file as the run began, 90%
+   when it began over budget), whatever the passes then move out;
 3. the deterministic passes (``passes.py``): the terminal compactor, the
    staleness GC (``staleness_run.py``: superseded and aged-out ``memory/**``
    entries to ``memory/archive/stale.md``, retrieved stale entries back) and the
@@ -39,8 +41,8 @@ from datetime import datetime, timezone
 import structlog
 
 from gateway.config import AgentConfig
-from services.dreaming import audit, journal, promotion, recall, vault_gc
-from services.dreaming.applier import Budgets, over_budget, plan
+from services.dreaming import audit, journal, pending, promotion, recall, vault_gc
+from services.dreaming.applier import Plan, over_budget, plan
 from services.dreaming.commit import PRUNED, CommitOutcome, Unsafe, append_text, commit, confined, read_text, restore
 from services.dreaming.model import (
     ACCEPT,
@@ -85,15 +87,15 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _budgets(agent: AgentConfig) -> Budgets:
-    m = agent.memory
-    return Budgets(m.memory_budget_chars, m.user_budget_chars, m.write_routing, m.episodic_archive_dir)
-
-
-def _proposed(results: Sequence[OpResult]) -> list[OpResult]:
-    """Propose mode: each op as a proposal, with what the applier would say now."""
+def _proposed(result: Plan, ledger: pending.Ledger) -> list[OpResult]:
+    """Propose mode: each op as a proposal, with what the applier would say now; one that a run
+    already applied, or that is already in effect, is ``skipped`` and says why (``pending.py``)."""
     out = []
-    for r in results:
+    for r in result.results:
+        why_not = pending.in_propose_mode(ledger, r.proposal, r.reason if r.op_id in result.done else "")
+        if why_not:
+            out.append(replace(r, status="skipped", reason=why_not, chars_removed=0, chars_inserted=0))
+            continue
         reason = "" if r.status == "applied" else f"the applier would skip it now: {r.reason}"
         out.append(replace(r, status="proposed", reason=reason, chars_removed=0, chars_inserted=0))
     return out
@@ -159,8 +161,8 @@ async def run(
         texts = {name: read_text(workspace, name) for name in MEMORY_FILES}
     except (Unsafe, OSError) as exc:
         return _finish(agent, replace(base, reason=str(exc)), deps)
-    originals = dict(texts)
-    budgets = _budgets(agent)
+    originals = dict(texts)  # as the run began: the bounded-loss base (applier.py, guard 4)
+    budgets = pending.budgets_of(agent)
     steps = ["quiet-window"] if trigger == SCHEDULE else []
     moved: list[OpResult] = []
     first_op = 1
@@ -175,6 +177,8 @@ async def run(
         notes += passes.notes
         steps += passes.steps
         moved, first_op = passes.results, passes.ops + 1
+    # Over budget after the passes, as the reviewer is shown the files: the prompt, the selection and
+    # the net-shrink guard follow this; the bounded-loss cap follows ``originals`` (applier.py).
     over = [name for name in MEMORY_FILES if over_budget(texts[name], budgets.of(name))]
     outcome: ReviewerOutcome | None = None
     quiet_night = ""
@@ -210,10 +214,10 @@ async def run(
         proposals, chosen, left = accepted, list(accepted), []
     steps.append("applier")
     numbered = {id(p): f"{run_id}/{first_op + i}" for i, p in enumerate(proposals)}
-    result = plan(texts, [(numbered[id(p)], p) for p in chosen], budgets)
+    result = plan(texts, [(numbered[id(p)], p) for p in chosen], budgets, began=originals)
     left_out = [OpResult(numbered[id(p)], p, "skipped", why, file=p.file) for p, why in left]
     if mode == PROPOSE:
-        results = moved + _proposed(result.results) + left_out
+        results = moved + _proposed(result, pending.read_ledger(audit.read_records(workspace))) + left_out
         status = "proposed" if results else "nothing"
         files: list[FileChange] = []
     else:

@@ -129,14 +129,21 @@ def test_propose_writes_only_the_audit_then_accept_applies_through_the_guards(ls
     after_two = MEMORY.replace("hermes", "apollo") + "- Nightly backups run at 02:00.\n"
     assert read(lsuite, "alfred", "MEMORY.md") == after_two
     assert pending_ids(lsuite, "alfred") == [ids[2]]
-    # The third goes through the guards too: its anchor changed since, so it is skipped, stays pending.
-    put_file(lsuite, "alfred", "MEMORY.md", after_two.replace("written in Kotlin", "written in Rust"))
+    # The third goes through the guards too: its anchor is now there twice, so it is skipped, stays pending.
+    kotlin_line = "- The billing service is written in Kotlin.\n"
+    put_file(lsuite, "alfred", "MEMORY.md", after_two + kotlin_line)
     skipped = rest_accept(lsuite, "alfred", [ids[2]])
     assert skipped.status_code == 200, skipped.text
     body = skipped.json()
     assert body["status"] == "nothing" and body["ops"][0]["status"] == "skipped"
-    assert "anchor was not found" in body["ops"][0]["reason"]
+    assert "occurs 2 times" in body["ops"][0]["reason"]
     assert pending_ids(lsuite, "alfred") == [ids[2]]
+    # Once its text is gone (the agent rewrote the line), nothing is left to remove: no longer pending.
+    put_file(lsuite, "alfred", "MEMORY.md", after_two.replace("written in Kotlin", "written in Rust"))
+    assert pending_ids(lsuite, "alfred") == []
+    moot = rest_accept(lsuite, "alfred", [ids[2]])
+    assert moot.status_code == 200 and moot.json()["status"] == "nothing", moot.text
+    assert "nothing is left to remove" in moot.json()["reason"]
     accepted = [r["id"] for r in audit(lsuite, "alfred") if r["kind"] == "accepted"]
     assert accepted == ids[:2]
 
