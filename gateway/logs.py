@@ -1,4 +1,4 @@
-"""structlog set-up: JSON lines on stdout, context bound through contextvars.
+"""structlog set-up: JSON lines (or lines for a person) on stdout, context bound through contextvars.
 
 Every RPC writes one line (``gateway.rpc``), so rendering a line is on the
 request path. The profile of a REST GET (issue 15) put structlog's stdlib
@@ -31,6 +31,15 @@ its throughput under load; rendered together, a couple of microseconds each.
 A process killed outright (SIGKILL, a crash of the interpreter) loses at most
 the last ``FLUSH_AFTER_S`` of them; a process that stops (SIGTERM, then a
 normal exit) writes them all.
+
+**Lines for a person.** ``configure(console=Console(...))`` renders the same
+events with structlog's ``ConsoleRenderer`` instead (local time, level, event,
+``[service]``, key=value), for a terminal (README "Logs"): the entry point
+decides, and ``gateway up`` passes its decision to every child. There the
+per-request lines and each process's ``stopping`` line are dropped unless
+``verbose`` (``QUIET_ON_A_TERMINAL``), and exceptions are printed as plain
+tracebacks (the rich formatter structlog would pick shows local variables,
+which can hold keys). The JSON chain is not touched by any of it.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass
 from typing import Any, BinaryIO, cast
 
 import orjson
@@ -217,8 +227,54 @@ class _Timestamp:
         return event
 
 
-def configure(service: str, level: int = logging.INFO) -> structlog.stdlib.BoundLogger:
-    """Route structlog to stdout as one JSON object per line, tagged with ``service``."""
+@dataclass(frozen=True)
+class Console:
+    """Render lines for a person (see the module): ``colors`` (ANSI; the entry point says whether the
+    stream is a terminal and ``NO_COLOR`` is unset), ``verbose`` (keep the lines a terminal drops)."""
+
+    colors: bool = False
+    verbose: bool = False
+
+
+# Dropped on a terminal unless verbose: one line per request (rpc, http) is for log tools, and a
+# process's "stopped" line follows its "stopping" line within its stop grace.
+QUIET_ON_A_TERMINAL = frozenset({"rpc", "http", "stopping"})
+CONSOLE_TIME = "%Y-%m-%d %H:%M:%S"
+
+
+def _quiet(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    if event.get("event") in QUIET_ON_A_TERMINAL:
+        raise structlog.DropEvent
+    return event
+
+
+def _local_time(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    at = event.pop(STAMP_AT, None)
+    event["timestamp"] = time.strftime(CONSOLE_TIME, time.localtime(time.time() if at is None else at))
+    return event
+
+
+def _service_in_brackets(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    # ConsoleRenderer prints a ``logger_name`` as ``[name]`` right after the event.
+    event["logger_name"] = event.pop("service")
+    return event
+
+
+def _console_chain(console: Console) -> list[Any]:
+    """The processors after the level: time, the service, the rendered line as UTF-8 bytes."""
+    renderer = structlog.dev.ConsoleRenderer(
+        colors=console.colors, exception_formatter=structlog.dev.plain_traceback, sort_keys=False,
+    )
+
+    def to_bytes(logger: Any, method: str, event: MutableMapping[str, Any]) -> bytes:
+        return renderer(logger, method, event).encode("utf-8", "backslashreplace")
+
+    return [_local_time, _service_in_brackets, to_bytes]
+
+
+def configure(service: str, level: int = logging.INFO, console: Console | None = None) -> structlog.stdlib.BoundLogger:
+    """Route structlog to stdout, one line per event tagged with ``service``: a JSON object, or
+    with ``console`` a line for a person (see the module)."""
     def add_service(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         event.setdefault("service", service)  # also in worker threads, where contextvars are empty
         return event
@@ -230,14 +286,24 @@ def configure(service: str, level: int = logging.INFO) -> structlog.stdlib.Bound
         sys.stdout.reconfigure(line_buffering=True)
     _stdout = _Stdout(sys.stdout.buffer)
     _level = level
-    _chain = [
-        structlog.contextvars.merge_contextvars,
-        add_service,
-        structlog.processors.add_log_level,
-        _Timestamp(),
-        structlog.processors.format_exc_info,
-        structlog.processors.JSONRenderer(serializer=_dumps),
-    ]
+    if console is None:
+        _chain = [
+            structlog.contextvars.merge_contextvars,
+            add_service,
+            structlog.processors.add_log_level,
+            _Timestamp(),
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(serializer=_dumps),
+        ]
+    else:
+        quiet = [] if console.verbose else [_quiet]
+        _chain = [
+            *quiet,
+            structlog.contextvars.merge_contextvars,
+            add_service,
+            structlog.processors.add_log_level,
+            *_console_chain(console),
+        ]
     structlog.configure(
         processors=_chain,
         wrapper_class=structlog.make_filtering_bound_logger(level),

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 
 from gateway.errors import CommandError, ConfigError, ConfigNotFound, InvalidEdit
 from gateway.home import admin_key_notice, ensure_home, not_initialised, resolve_home, tighten_config_mode
-from gateway_cli import admin_cli, backup_cli, dream_cli, health_cli, init_cli, migrate_cli
+from gateway_cli import admin_cli, backup_cli, dream_cli, health_cli, init_cli, log_options, migrate_cli
 
 if TYPE_CHECKING:
     from gateway.config import Config
+    from gateway.logs import Console
     from gateway_mcp.streamable_http import AgentServers
 
 SERVE_NAMES = ("file_api", "watcher", "kb", "dreaming", "http")
@@ -26,6 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start every service and wait until all are healthy")
     up.add_argument("--home", help="gateway home (default: $GATEWAY_HOME or ~/.claude-gateway)")
     up.add_argument("--http-port", type=int, help="port of the REST shim (default: gateway.api.port)")
+    log_options.add_arguments(up)
 
     init_cli.add_parser(sub)
 
@@ -34,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--home", help="gateway home")
     serve.add_argument("--port", type=int, help="override the service's port from config.json")
     serve.add_argument("--instance", help=argparse.SUPPRESS)  # the launcher's start nonce (health checks)
+    log_options.add_arguments(serve)
 
     health_cli.add_parser(sub)
 
@@ -78,7 +81,7 @@ def _tighten_config_mode(home: Path) -> str | None:
     return f"{path} was mode {old:04o} (readable by group or others, and it can hold keys); it is now 0600"
 
 
-def _serve(name: str, home: Path, port: int | None, instance: str | None = None) -> int:
+def _serve(name: str, home: Path, port: int | None, instance: str | None = None, console: Console | None = None) -> int:
     from gateway.event_loop import run as run_loop
     from gateway.grpc_server import BindError
     from gateway.live_config import LiveConfig, loader
@@ -88,11 +91,13 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None)
     missing = not_initialised(home)
     if missing:  # serve never writes a config: one process (init, up) makes the admin key
         raise CommandError(missing)
-    log = configure(name)
+    log = configure(name, console=console)
     # The home's own files (config.json, admin-key.txt, .internal-token): every serve sweeps them.
     sweep_at_start([Folder(home)])
     notice = admin_key_notice(home)
-    if notice:
+    # A child of gateway up (it has a start nonce) on a terminal leaves the notice to up's banner,
+    # which says it once for the suite; as JSON every process logs it, for whoever reads its log.
+    if notice and not (console is not None and instance):
         log.warning("admin_key_unconfirmed", detail=notice)
     tightened = _tighten_config_mode(home)
     if tightened:
@@ -183,7 +188,8 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         tightened = _tighten_config_mode(home)
         if tightened:
             print(f"gateway: {tightened}", file=sys.stderr, flush=True)
-        code = up(home, _config(home), admin_key, args.http_port)
+        console = log_options.console_for(args.log_format, args.verbose, sys.stdout, dict(os.environ))
+        code = up(home, _config(home), admin_key, args.http_port, console)
         notice = admin_key_notice(home)
         if code != 0 and notice:
             # a start that failed (a port taken) may never have printed the key: say where it is
@@ -192,7 +198,8 @@ def _run(args: argparse.Namespace, home: Path) -> int:
     if args.command == "init":
         return init_cli.run(home)
     if args.command == "serve":
-        return _serve(args.name, home, args.port, args.instance)
+        console = log_options.console_for(args.log_format, args.verbose, sys.stdout, dict(os.environ))
+        return _serve(args.name, home, args.port, args.instance, console)
     if args.command == "health":
         serving, line = health_cli.check(_config(home, dict(os.environ)), args.name)
         print(line, flush=True)

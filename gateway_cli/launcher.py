@@ -3,18 +3,24 @@
 Before it starts anything it checks that every address the suite will listen
 on is free, and names the one that is not (and who holds it). Then it starts
 each process, waits until every health check answers SERVING, prints
-``ready http://127.0.0.1:PORT``. Each start has a nonce that every child is
+``ready http://127.0.0.1:PORT`` (on a terminal, as the first line of a short
+banner: ``banner``). Each start has a nonce that every child is
 given and reports (gRPC: as a health service name; the shim: in /healthz), so
 "ready" is only ever said about this launcher's own children, never about
 another suite that answers on the same ports. SIGINT/SIGTERM stop all children
 cleanly; a child that dies is reported and brings the whole suite down, so the
 suite is never left half-alive.
+
+The children write their logs to the launcher's stdout in the format the
+launcher was given or guessed (``gateway_cli.log_options``), which it passes to
+each of them explicitly.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+import os
 import secrets
 import signal
 import subprocess
@@ -32,8 +38,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from gateway.channels import HEALTH_DEADLINE_S, sync_channel
 from gateway.config import Config
 from gateway.grpc_server import instance_service
-from gateway.home import admin_key_notice
+from gateway.home import ADMIN_KEY_FILE, admin_key_notice
+from gateway.logs import Console
 from gateway.ports import listen_problem
+from gateway_cli.log_options import child_arguments
 
 # Every process of the suite, in start order.
 GRPC_SERVICES: tuple[str, ...] = ("file_api", "watcher", "kb", "dreaming")
@@ -82,9 +90,10 @@ def http_healthy(url: str, instance: str | None = None) -> bool:
 class Suite:
     """The running children of one ``gateway up``."""
 
-    def __init__(self, home: Path, config: Config, http_port: int | None) -> None:
+    def __init__(self, home: Path, config: Config, http_port: int | None, console: Console | None = None) -> None:
         self.home = home
         self.config = config
+        self.console = console  # None: JSON lines
         self.http_port = http_port if http_port is not None else config.api.port
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.stop_requested = threading.Event()
@@ -122,6 +131,7 @@ class Suite:
             cmd = [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(self.home), "--instance", self.instance]
             if name == "http":
                 cmd += ["--port", str(self.http_port)]
+            cmd += child_arguments(self.console)
             # A session of its own: a terminal's Ctrl-C reaches only us, and we
             # stop the children in order. If we die without stopping them (even
             # by SIGKILL), the kernel sends them SIGTERM: no orphaned half-suite.
@@ -193,9 +203,30 @@ def _say_where_the_admin_key_is(home: Path) -> None:
         _say(notice)
 
 
-def up(home: Path, config: Config, admin_key: str | None, http_port: int | None) -> int:
-    """Run the suite until SIGINT/SIGTERM or a child's death; the process exit code."""
-    suite = Suite(home, config, http_port)
+def banner(url: str, home: Path, admin_key: str | None) -> str:
+    """What ``up`` prints on a terminal once the suite is ready: the ``ready URL`` line every
+    outside check waits for, then the home, the admin key (itself on the run that made it) and
+    where it is kept until ``gateway keys confirm``, and how to stop. Said once for the suite:
+    its children do not log the admin-key notice on a terminal."""
+    lines = [f"ready {url}", f"  home       {home}"]
+    if admin_key:
+        lines.append(f"  admin key  {admin_key} (shown only this once; config.json keeps its SHA-256)")
+    key_file = home / ADMIN_KEY_FILE
+    if key_file.exists():
+        where = f"in {key_file} until you run: gateway keys confirm --home {home}"
+        lines.append(f"             also {where}" if admin_key else f"  admin key  {where}")
+    lines.append(f"  stop       Ctrl-C (or: kill {os.getpid()})")
+    return "\n".join(lines)
+
+
+def up(home: Path, config: Config, admin_key: str | None, http_port: int | None, console: Console | None = None) -> int:
+    """Run the suite until SIGINT/SIGTERM or a child's death; the process exit code.
+
+    ``console``: the children render their logs for a person, and readiness is said by
+    ``banner``; None: JSON lines, with the ``ready`` line, the admin key and where it is kept
+    as plain lines of their own. Once the children have stopped, ``stopped``.
+    """
+    suite = Suite(home, config, http_port, console)
     problems = suite.address_problems()
     if problems:
         for problem in problems:
@@ -207,10 +238,16 @@ def up(home: Path, config: Config, admin_key: str | None, http_port: int | None)
     try:
         if not suite.wait_ready():
             return 1
-        print(f"ready http://127.0.0.1:{suite.http_port}", flush=True)
-        if admin_key:
-            print(f"admin key (shown once, stored only as a SHA-256 hash): {admin_key}", flush=True)
-        _say_where_the_admin_key_is(home)
+        url = f"http://127.0.0.1:{suite.http_port}"
+        if console is not None:
+            sys.stdout.write(banner(url, home, admin_key) + "\n")  # one write: no child's line lands inside it
+            sys.stdout.flush()
+        else:
+            print(f"ready {url}", flush=True)
+            if admin_key:
+                print(f"admin key (shown once, stored only as a SHA-256 hash): {admin_key}", flush=True)
+            _say_where_the_admin_key_is(home)
         return suite.supervise()
     finally:
         suite.stop()
+        _say("stopped")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import socket
+from collections.abc import Iterator
 
 import structlog
 import uvicorn
@@ -44,6 +47,27 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, stopping as the gRPC services do (``gateway.grpc_server``): SIGTERM or
+    SIGINT logs ``stopping`` (with its grace), the server drains, ``run`` returns and the process
+    exits normally, its queued log lines written (``gateway.logs``). uvicorn's own signal capture
+    raises the signal again once stopped, which killed the process before any of that."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        handled = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        log.info("stopping", grace_s=self.config.timeout_graceful_shutdown)
+        await super().shutdown(sockets)
+
+
 def run(live: LiveConfig, load_mcp: LoadServers, instance: str | None = None) -> None:
     """Serve the shim on ``api.host:api.port`` until SIGTERM/SIGINT (uvicorn handles both),
     following config.json, with the MCP tools over streamable HTTP mounted at ``/mcp/agents/{agentId}``
@@ -69,7 +93,7 @@ def run(live: LiveConfig, load_mcp: LoadServers, instance: str | None = None) ->
         instance=instance,
         mounts={MCP_PREFIX: mcp},
     )
-    server = uvicorn.Server(
+    server = _Server(
         uvicorn.Config(
             app,
             loop=loop_name(),  # gateway.event_loop: uvloop where it is installed
@@ -84,3 +108,4 @@ def run(live: LiveConfig, load_mcp: LoadServers, instance: str | None = None) ->
     )
     log.info("listening", address=f"{config.api.host}:{config.api.port}", loop=loop_name(), metrics=metrics_address)
     server.run(sockets=[sock])
+    log.info("stopped")
