@@ -28,6 +28,7 @@ from pydantic import Field
 
 from gateway.config import Config
 from gateway.home import INTERNAL_TOKEN_FILE, read_internal_token
+from gateway.version import package_version
 from gateway_mcp.client import KnowledgeClient, KnowledgeError
 from gateway_mcp.render import (
     GetOut,
@@ -219,7 +220,7 @@ def build_server(agent_id: str, client_for: ClientFor) -> MCPServer:
     The one implementation of the tools, behind both transports; ``ctx`` is the
     SDK's per-call context, injected by the SDK and absent from the input schemas.
     """
-    server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS.format(agent=agent_id))
+    server: MCPServer = MCPServer(SERVER_NAME, version=package_version(), instructions=INSTRUCTIONS.format(agent=agent_id))
 
     async def memory_search(
         ctx: Context,
