@@ -132,8 +132,9 @@ notes/<name>.md.
 Fails when a note with exactly this name exists: change that note with memory_shared_update \
 instead (read it with memory_shared_get first). Before writing, it checks the vault for notes with \
 similar content; if it finds any, it writes NOTHING and returns them (name, similarity score, \
-snippet). Then either update the matching note (memory_shared_get, edit, memory_shared_update), \
-usually right when it covers the same topic, or, when your note is really distinct, call \
+snippet) as an error result (written: false). Then either update the matching note \
+(memory_shared_get, edit, memory_shared_update), usually right when it covers the same topic, \
+or, when your note is really distinct, call \
 memory_shared_create again with the same name and content and confirm=true: the note is created \
 and a closing "Related: [[...]]" line links it to those notes as [[wikilinks]]. There is no \
 ownership: any agent of your project can read, edit or delete any note. The next memory_search \
@@ -168,8 +169,9 @@ memory_shared_create.
 - confirm: leave false; set true only to go ahead after a line-drop warning (below).
 
 Guard: when the new content would drop 50% or more of the note's existing non-blank lines, it \
-writes NOTHING and returns a warning with the counts. Usually that means text you meant to keep is \
-missing: read the note again and send the full edited text. Only when removing those lines is \
+writes NOTHING and returns a warning with the counts as an error result (written: false). \
+Usually that means text you meant to keep is missing: read the note again and send the full \
+edited text. Only when removing those lines is \
 intended (a deliberate rewrite or clean-up), call again with the same content and confirm=true."""
 
 SHARED_DELETE_DESCRIPTION: Final = """\
