@@ -1,8 +1,9 @@
 """Start-up and shutdown of a gRPC server, the same for every service.
 
-Health (``grpc.health.v1``) and server reflection are always on; message
-sizes are explicit; SIGTERM and SIGINT stop the server gracefully: health
-flips to NOT_SERVING, in-flight calls get a grace period, then it exits.
+Health (``grpc.health.v1``) and server reflection (``grpc.reflection.v1`` and ``v1alpha``,
+``gateway.reflection``) are always on; message sizes are explicit; SIGTERM and SIGINT stop
+the server gracefully: health flips to NOT_SERVING, in-flight calls get a grace period,
+then it exits.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from collections.abc import Awaitable, Callable, Sequence
 import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from gateway.event_loop import running_loop_name
 from gateway.ports import listen_problem
+from gateway import reflection
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 STOP_GRACE_SECONDS = 5.0
@@ -66,7 +67,7 @@ async def serve(
     services = list(register(server))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection([*services, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    reflection.enable([*services, health.SERVICE_NAME], server)
     host, _, port_text = address.rpartition(":")
     problem = listen_problem(host.strip("[]"), int(port_text))
     if problem:  # said by us in one line, before gRPC's own bind logs its error

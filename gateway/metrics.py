@@ -4,7 +4,11 @@ Each process has one registry of its own (``REGISTRY``), not prometheus_client's
 default one: every name it exposes starts with ``gateway_`` and nothing else
 (a test in-process can read exactly what a scrape would). A process serves it at
 ``http://HOST:PORT/metrics`` on the port ``gateway.metrics`` gives it; the shim
-also answers ``GET /metrics`` on its API port. The metrics of one service are
+also answers ``GET /metrics`` on its API port. Both answer the same format
+(``CONTENT_TYPE``) to any scraper. Names follow Prometheus' conventions, which
+``promtool check metrics`` enforces: base units as suffixes, ``_total`` on
+counters, no name part that reads as an abbreviated unit (so the KB's metrics are
+``gateway_knowledge_*``, never ``gateway_kb_*``). The metrics of one service are
 declared beside the code that observes them, registered here.
 
 Labels never carry a key, a path or free text: methods and routes come from the
@@ -23,17 +27,23 @@ per-request log lines).
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, disable_created_metrics, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import Metric
 
 from gateway.grpc_server import BindError
 from gateway.ports import listen_problem
 
 disable_created_metrics()  # the *_created series double a scrape and say nothing an operator alerts on
-CONTENT_TYPE = CONTENT_TYPE_LATEST
+# One exposition format from every process, whatever the scraper's Accept header asks: Prometheus'
+# text format 0.0.4, which every Prometheus and promtool read (the names are all plain ASCII, so
+# the newer text format would be the same bytes under another version).
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
 MAX_PENDING = 256  # observations queued before they are applied in one go (a few hundred microseconds)
 
@@ -108,6 +118,34 @@ def exposition() -> bytes:
     return generate_latest(REGISTRY)
 
 
+class _MetricsHandler(BaseHTTPRequestHandler):
+    """``GET /metrics``: the registry in ``CONTENT_TYPE``; any other path 404, any other method 405."""
+
+    def do_GET(self) -> None:
+        if self.path.split("?", 1)[0] != "/metrics":
+            self._answer(404, b"the metrics are at /metrics\n", "text/plain; charset=utf-8")
+            return
+        self._answer(200, exposition(), CONTENT_TYPE)
+
+    def _answer(self, status: int, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Scrapes are not logged (one every few seconds, with nothing to say)."""
+
+
+class _MetricsServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        super().__init__(address, _MetricsHandler)
+
+
 def serve_metrics(process: str, address: tuple[str, int] | None) -> str | None:
     """Serve ``REGISTRY`` on ``address`` in a daemon thread; ``host:port`` it listens on, or
     None when ``address`` is None (metrics off). An operator who set a port expects it to
@@ -119,7 +157,8 @@ def serve_metrics(process: str, address: tuple[str, int] | None) -> str | None:
     if problem:
         raise BindError(f"{process} metrics (gateway.metrics): {problem}")
     try:
-        server, _ = start_http_server(port, addr=host, registry=REGISTRY)
+        server = _MetricsServer((host, port))
     except OSError as exc:
         raise BindError(f"{process} metrics (gateway.metrics): cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    threading.Thread(target=server.serve_forever, name=f"{process}-metrics", daemon=True).start()
     return f"{host}:{server.server_address[1]}"

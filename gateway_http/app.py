@@ -34,7 +34,7 @@ from gateway.files_limits import MAX_BODY_BYTES
 from gateway.metrics import CONTENT_TYPE, exposition
 from gateway_http.credentials import BadCredential, credential_metadata
 from gateway_http.descriptors import Route, all_routes
-from gateway_http.errors import error_body, http_status
+from gateway_http.errors import bearer_challenge, error_body, http_status, presented_key
 from gateway_http.http_metrics import log_http, observe_http
 from gateway_http.openapi import openapi_document
 from gateway_http.router import BadPath, Router, split_path
@@ -56,6 +56,25 @@ LONG_DEADLINES: dict[str, float] = {
 
 # The shim's own paths; with the route templates, the whole set of ``route`` label values.
 OWN_PATHS = ("/healthz", "/openapi.json", "/metrics")
+
+# Where an OAuth client looks after a 401 (RFC 9728 and RFC 8414 metadata, OpenID discovery, and
+# the registration, authorization and token endpoints the MCP SDKs fall back to at the origin).
+# The suite has no authorization server, so their 404 says how to authenticate instead: that is
+# the text such a client shows when its OAuth attempt ends.
+OAUTH_PATHS = (
+    "/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server",
+    "/.well-known/openid-configuration", "/register", "/authorize", "/token",
+)
+NO_OAUTH = ("this gateway has no OAuth authorization server; authenticate with an API key from config.json "
+            "as X-Api-Key: KEY or Authorization: Bearer KEY")
+
+
+def not_found(method: str, path: str) -> str:
+    """The 404 text of a path no route serves (an OAuth path says the suite takes API keys)."""
+    text = f"no route for {method} {path}"
+    if any(path == p or path.startswith(p + "/") for p in OAUTH_PATHS):
+        text += f": {NO_OAUTH}"
+    return text
 
 
 def deadline(route: Route) -> float:
@@ -198,21 +217,21 @@ class ShimApp:
                         f"method {method} not allowed here; allowed: {', '.join(allowed)}",
                         [(b"allow", ", ".join(allowed).encode())],
                     )
-                raise HttpError(404, grpc.StatusCode.NOT_FOUND, f"no route for {method} {path}")
+                raise HttpError(404, grpc.StatusCode.NOT_FOUND, not_found(method, path))
             route = match.route
             answer.route = route.template
             try:
                 metadata = credential_metadata(scope["headers"])
             except BadCredential as exc:
-                raise HttpError(401, grpc.StatusCode.UNAUTHENTICATED, str(exc)) from None
+                raise HttpError(401, grpc.StatusCode.UNAUTHENTICATED, str(exc), bearer_challenge(str(exc))) from None
             body: Any = None
             if route.body:
                 body = parse_body(await _read_body(scope, receive))
             raw_query = scope.get("query_string")
             query = parse_qsl(raw_query.decode("latin-1"), keep_blank_values=True) if raw_query else []
             request = build_request(route, match.params, body, query)
-            status, payload = await self._invoke(route, request, metadata)
-            await _respond(answer, status, payload)
+            status, payload, headers = await self._invoke(route, request, metadata)
+            await _respond(answer, status, payload, headers)
             return status
         except BadRequest as exc:
             await _respond(answer, 400, error_body(grpc.StatusCode.INVALID_ARGUMENT, str(exc)))
@@ -221,7 +240,10 @@ class ShimApp:
             await _respond(answer, exc.status, error_body(exc.code, exc.message), exc.headers)
             return exc.status
 
-    async def _invoke(self, route: Route, request: Any, metadata: tuple[tuple[str, str], ...]) -> tuple[int, bytes]:
+    async def _invoke(
+        self, route: Route, request: Any, metadata: tuple[tuple[str, str], ...]
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]] | None]:
+        """The status, body and extra headers of the answer (a 401's ``WWW-Authenticate``)."""
         try:
             reply = await self._callable(route)(request, timeout=deadline(route), metadata=metadata)
         except grpc.aio.AioRpcError as err:
@@ -229,8 +251,11 @@ class ShimApp:
             message = err.details() or code.name
             if code == grpc.StatusCode.UNAVAILABLE:
                 message = f"backend {route.backend} is unavailable; try again shortly"
-            return http_status(code), error_body(code, message)
-        return 200, render(reply)
+            headers = None
+            if code == grpc.StatusCode.UNAUTHENTICATED:
+                headers = bearer_challenge(message if presented_key(metadata) else None)
+            return http_status(code), error_body(code, message), headers
+        return 200, render(reply), None
 
     async def _healthz(self) -> tuple[int, bytes]:
         report: dict[str, str] = {}

@@ -23,7 +23,8 @@ knows them only by the ``AgentServers`` protocol below.
 
 Refusals carry the DESIGN status and a JSON-RPC error body (``id`` null), the
 shape an MCP client reads and shows, rather than the REST routes'
-grpc-gateway body. Only POST is served: the transport is stateless (no GET
+grpc-gateway body. A 401 also carries RFC 6750's ``WWW-Authenticate: Bearer``
+challenge (``gateway_http.errors.bearer_challenge``); a 403 carries none. Only POST is served: the transport is stateless (no GET
 stream, no session to DELETE), so GET and DELETE get 405 as the MCP spec
 allows. One ``http`` log line per request, as the REST routes have, never
 with the key.
@@ -45,7 +46,7 @@ from gateway.auth import Authenticator
 from gateway.config import Config
 from gateway.errors import GatewayError
 from gateway_http.credentials import BadCredential, credential_metadata
-from gateway_http.errors import http_status
+from gateway_http.errors import bearer_challenge, http_status, presented_key
 from gateway_http.http_metrics import log_http, observe_http
 from gateway_http.router import BadPath, split_path
 
@@ -163,13 +164,15 @@ class McpMount:
         try:
             metadata = credential_metadata(scope["headers"])
         except BadCredential as exc:
-            raise Refused(401, str(exc)) from None
+            raise Refused(401, str(exc), bearer_challenge(str(exc))) from None
         config, auth = self._snapshot()
         try:
             caller = auth.identify(metadata)
             auth.authorize(caller, agent_id, agent_exists=config.agent(agent_id) is not None, write=False)
         except GatewayError as exc:
-            raise Refused(http_status(grpc.StatusCode[exc.code]), exc.message) from None
+            status = http_status(grpc.StatusCode[exc.code])
+            challenge = bearer_challenge(exc.message if presented_key(metadata) else None) if status == 401 else None
+            raise Refused(status, exc.message, challenge) from None
         return agent_id, metadata
 
 

@@ -67,6 +67,11 @@ ERROR_RESPONSES: dict[str, str] = {
     "503": "The backend service is not reachable; try again shortly (UNAVAILABLE).",
     "504": "The backend did not answer in time (DEADLINE_EXCEEDED).",
 }
+CHALLENGE_HEADER = {
+    "description": 'RFC 6750\'s challenge: Bearer realm="claude-gateway", with error="invalid_token" and '
+                   "error_description when the key was refused, bare when none was sent.",
+    "schema": {"type": "string"},
+}
 TOO_LARGE = (
     "413",
     f"The request body is larger than {MAX_BODY_BYTES} bytes (room for a 1 MB content, escaped); refused before it is read whole.",
@@ -79,8 +84,10 @@ def _error_responses(with_body: bool) -> dict[str, Any]:
     if with_body:
         texts[TOO_LARGE[0]] = TOO_LARGE[1]
     ref = {"$ref": "#/components/schemas/gateway.Error"}
-    return {status: {"description": texts[status], "content": {"application/json": {"schema": ref}}}
-            for status in sorted(texts)}
+    out: dict[str, Any] = {status: {"description": texts[status], "content": {"application/json": {"schema": ref}}}
+                           for status in sorted(texts)}
+    out["401"]["headers"] = {"WWW-Authenticate": CHALLENGE_HEADER}
+    return out
 
 
 def _required(field: descriptor.FieldDescriptor) -> bool:

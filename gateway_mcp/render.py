@@ -7,13 +7,20 @@ that wrote nothing (the near-duplicate nudge, the line-drop warning) say so in
 their first words and list the ways forward. Those replies, and a name clash
 or a missing note, are worded here in terms of the tools: the KB's own
 messages for them name REST routes, and are not passed on.
+
+The structured content is what a program reads. Every answer of a writing tool
+(``memory_shared_create``, ``_update``, ``_delete``) says ``written``: whether the
+vault changed. A guard that held the write back (similar notes, the line-drop
+guard) is ``written: false`` with ``needs_confirm: true`` (the same call with
+``confirm=true`` writes), and the server marks that result ``isError``, as it
+does a KB error (``written: false``, ``needs_confirm: false``).
 """
 
 from __future__ import annotations
 
 import json
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from gateway.v1 import kb_pb2
 
@@ -171,11 +178,17 @@ class RelatedNoteOut(BaseModel):
     snippet: str
 
 
+WRITTEN = "True when the shared vault changed; false when nothing was written (a guard held it back, or an error)."
+NEEDS_CONFIRM = "True when a guard held the write back: the same call again with confirm=true writes it."
+
+
 class SharedCreateOut(BaseModel):
-    """Structured content of ``memory_shared_create``. ``created`` false: nothing was written, see ``related``."""
+    """Structured content of ``memory_shared_create``. ``written`` false: nothing was written, see ``related``."""
 
     name: str
     path: str
+    written: bool = Field(description=WRITTEN)
+    needs_confirm: bool = Field(description=NEEDS_CONFIRM)
     created: bool
     related: list[RelatedNoteOut]
     linked: list[str]
@@ -195,10 +208,12 @@ class SharedNoteOut(BaseModel):
 
 
 class SharedUpdateOut(BaseModel):
-    """Structured content of ``memory_shared_update``. ``updated`` false: nothing was written, see ``warning``."""
+    """Structured content of ``memory_shared_update``. ``written`` false: nothing was written, see ``warning``."""
 
     name: str
     path: str
+    written: bool = Field(description=WRITTEN)
+    needs_confirm: bool = Field(description=NEEDS_CONFIRM)
     updated: bool
     dropped_lines: int
     total_lines: int
@@ -212,6 +227,7 @@ class SharedDeleteOut(BaseModel):
 
     name: str
     path: str
+    written: bool = Field(description=WRITTEN)
     deleted: bool
 
 
@@ -249,6 +265,8 @@ def shared_create_out(requested: str, reply: kb_pb2.CreateSharedNoteResponse) ->
     return SharedCreateOut(
         name=name,
         path=shared_note_path(name),
+        written=reply.created,
+        needs_confirm=not reply.created and bool(related),
         created=reply.created,
         related=related,
         linked=list(reply.linked),
@@ -319,6 +337,8 @@ def shared_update_out(requested: str, reply: kb_pb2.UpdateSharedNoteResponse) ->
     return SharedUpdateOut(
         name=name,
         path=shared_note_path(name),
+        written=reply.updated,
+        needs_confirm=not reply.updated and bool(reply.warning),
         updated=reply.updated,
         dropped_lines=reply.dropped_lines,
         total_lines=reply.total_lines,
@@ -360,7 +380,7 @@ def shared_update_text(out: SharedUpdateOut) -> str:
 
 def shared_delete_out(requested: str, reply: kb_pb2.DeleteSharedNoteResponse) -> SharedDeleteOut:
     name = reply.name or requested
-    return SharedDeleteOut(name=name, path=shared_note_path(name), deleted=reply.deleted)
+    return SharedDeleteOut(name=name, path=shared_note_path(name), written=reply.deleted, deleted=reply.deleted)
 
 
 def shared_delete_text(out: SharedDeleteOut) -> str:
@@ -368,3 +388,16 @@ def shared_delete_text(out: SharedDeleteOut) -> str:
     if out.deleted:
         return f"Deleted shared note {_q(out.name)} ({out.path}); it is gone for every agent of your project."
     return f"Shared note {_q(out.name)} was not deleted."
+
+
+def shared_write_refused(tool: str, name: str, message: str) -> SharedCreateOut | SharedUpdateOut | SharedDeleteOut:
+    """The structured content of a writing tool's KB error (``message``: the text the tool returns): nothing written."""
+    name = name.strip()
+    path = shared_note_path(name)
+    if tool == "memory_shared_create":
+        return SharedCreateOut(name=name, path=path, written=False, needs_confirm=False, created=False, related=[],
+                               linked=[], folded=False, message=message)
+    if tool == "memory_shared_update":
+        return SharedUpdateOut(name=name, path=path, written=False, needs_confirm=False, updated=False, dropped_lines=0,
+                               total_lines=0, warning="", folded=False, message=message)
+    return SharedDeleteOut(name=name, path=path, written=False, deleted=False)

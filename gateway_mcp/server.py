@@ -10,8 +10,11 @@ the home's internal token (docs/architecture.md "Auth and the internal token"). 
 implementation of the tools: MCP over streamable HTTP (``gateway_mcp.streamable_http``)
 serves the same server, each call presenting the caller's key instead. KB errors become MCP tool errors
 carrying the KB's message (a name clash and a missing note are worded in terms
-of the tools instead); a create or update the KB held back (similar notes, the
-line-drop guard) is a normal result that says nothing was written.
+of the tools instead). A create or update the KB held back (similar notes, the
+line-drop guard) wrote nothing, so it is a tool error too (``isError``: the call
+did not do what it asked), whose text says how to go ahead (``confirm=true``);
+every answer of a writing tool has structured content saying ``written`` and,
+when held back, ``needs_confirm`` (``gateway_mcp.render``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pydantic import Field
 
 from gateway.config import Config
 from gateway.home import INTERNAL_TOKEN_FILE, read_internal_token
+from gateway.version import package_version
 from gateway_mcp.client import KnowledgeClient, KnowledgeError
 from gateway_mcp.render import (
     GetOut,
@@ -49,6 +53,7 @@ from gateway_mcp.render import (
     shared_note_text,
     shared_update_out,
     shared_update_text,
+    shared_write_refused,
 )
 
 log = logging.getLogger(__name__)
@@ -57,6 +62,7 @@ SERVER_NAME: Final = "claude-gateway-memory"
 RECORD_RETRIEVALS_ENV: Final = "GATEWAY_RECORD_RETRIEVALS"
 MAX_LIMIT: Final = 20  # docs/architecture.md "Limits and defaults": memory_search returns at most 20 results
 MAX_LINES: Final = 2000  # the KB's cap per Get
+WRITING_TOOLS: Final = frozenset(("memory_shared_create", "memory_shared_update", "memory_shared_delete"))
 
 SEARCH_DESCRIPTION: Final = """\
 Search your long-term memory archive by keywords; returns ranked snippets, each with its file and line range.
@@ -126,8 +132,9 @@ notes/<name>.md.
 Fails when a note with exactly this name exists: change that note with memory_shared_update \
 instead (read it with memory_shared_get first). Before writing, it checks the vault for notes with \
 similar content; if it finds any, it writes NOTHING and returns them (name, similarity score, \
-snippet). Then either update the matching note (memory_shared_get, edit, memory_shared_update), \
-usually right when it covers the same topic, or, when your note is really distinct, call \
+snippet) as an error result (written: false). Then either update the matching note \
+(memory_shared_get, edit, memory_shared_update), usually right when it covers the same topic, \
+or, when your note is really distinct, call \
 memory_shared_create again with the same name and content and confirm=true: the note is created \
 and a closing "Related: [[...]]" line links it to those notes as [[wikilinks]]. There is no \
 ownership: any agent of your project can read, edit or delete any note. The next memory_search \
@@ -162,8 +169,9 @@ memory_shared_create.
 - confirm: leave false; set true only to go ahead after a line-drop warning (below).
 
 Guard: when the new content would drop 50% or more of the note's existing non-blank lines, it \
-writes NOTHING and returns a warning with the counts. Usually that means text you meant to keep is \
-missing: read the note again and send the full edited text. Only when removing those lines is \
+writes NOTHING and returns a warning with the counts as an error result (written: false). \
+Usually that means text you meant to keep is missing: read the note again and send the full \
+edited text. Only when removing those lines is \
 intended (a deliberate rewrite or clean-up), call again with the same content and confirm=true."""
 
 SHARED_DELETE_DESCRIPTION: Final = """\
@@ -203,14 +211,26 @@ def record_retrievals(env: Mapping[str, str]) -> bool:
     return env.get(RECORD_RETRIEVALS_ENV, "").strip().lower() not in ("0", "false", "no", "off")
 
 
-def tool_error(tool: str, err: KnowledgeError, text: str | None = None) -> CallToolResult:
+def tool_error(tool: str, err: KnowledgeError, text: str | None = None, *, note: str = "") -> CallToolResult:
     """An MCP tool error carrying ``text``, by default the KB's message as is.
 
     Returned rather than raised: the SDK would prefix a raised ToolError with
-    "Error executing tool ...", and the model reads this text.
+    "Error executing tool ...", and the model reads this text. A writing
+    shared-note tool's error (``note``: the name it was called with) also says
+    ``written: false`` in structured content.
     """
     log.info("%s failed: %s %r", tool, err.code, err.message)
-    return CallToolResult(content=[TextContent(type="text", text=text or err.message)], is_error=True)
+    text = text or err.message
+    structured = None
+    if tool in WRITING_TOOLS:
+        structured = shared_write_refused(tool, note, text).model_dump(mode="json")
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured, is_error=True)
+
+
+def write_result(text: str, out: SharedCreateOut | SharedUpdateOut | SharedDeleteOut) -> CallToolResult:
+    """A writing tool's answer: a tool error (``isError``) unless the vault changed (``out.written``)."""
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=out.model_dump(mode="json"),
+                          is_error=not out.written)
 
 
 def build_server(agent_id: str, client_for: ClientFor) -> MCPServer:
@@ -219,7 +239,7 @@ def build_server(agent_id: str, client_for: ClientFor) -> MCPServer:
     The one implementation of the tools, behind both transports; ``ctx`` is the
     SDK's per-call context, injected by the SDK and absent from the input schemas.
     """
-    server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS.format(agent=agent_id))
+    server: MCPServer = MCPServer(SERVER_NAME, version=package_version(), instructions=INSTRUCTIONS.format(agent=agent_id))
 
     async def memory_search(
         ctx: Context,
@@ -272,12 +292,9 @@ def build_server(agent_id: str, client_for: ClientFor) -> MCPServer:
             reply = await client_for(ctx).create_shared(name, content, confirm)
         except KnowledgeError as err:
             text = shared_error("memory_shared_create", err.code, name, err.message)
-            return tool_error("memory_shared_create", err, text)
+            return tool_error("memory_shared_create", err, text, note=name)
         out = shared_create_out(name, reply)
-        return CallToolResult(
-            content=[TextContent(type="text", text=shared_create_text(out))],
-            structured_content=out.model_dump(mode="json"),
-        )
+        return write_result(shared_create_text(out), out)
 
     async def memory_shared_get(ctx: Context, name: NoteName) -> Annotated[CallToolResult, SharedNoteOut]:
         try:
@@ -302,23 +319,17 @@ def build_server(agent_id: str, client_for: ClientFor) -> MCPServer:
             reply = await client_for(ctx).update_shared(name, content, confirm)
         except KnowledgeError as err:
             text = shared_error("memory_shared_update", err.code, name, err.message)
-            return tool_error("memory_shared_update", err, text)
+            return tool_error("memory_shared_update", err, text, note=name)
         out = shared_update_out(name, reply)
-        return CallToolResult(
-            content=[TextContent(type="text", text=shared_update_text(out))],
-            structured_content=out.model_dump(mode="json"),
-        )
+        return write_result(shared_update_text(out), out)
 
     async def memory_shared_delete(ctx: Context, name: NoteName) -> Annotated[CallToolResult, SharedDeleteOut]:
         try:
             reply = await client_for(ctx).delete_shared(name)
         except KnowledgeError as err:
-            return tool_error("memory_shared_delete", err)
+            return tool_error("memory_shared_delete", err, note=name)
         out = shared_delete_out(name, reply)
-        return CallToolResult(
-            content=[TextContent(type="text", text=shared_delete_text(out))],
-            structured_content=out.model_dump(mode="json"),
-        )
+        return write_result(shared_delete_text(out), out)
 
     server.add_tool(memory_search, title="Search memory", description=SEARCH_DESCRIPTION, annotations=READ_ONLY)
     server.add_tool(memory_get, title="Read memory file", description=GET_DESCRIPTION, annotations=READ_ONLY)

@@ -21,12 +21,12 @@ from services.kb.arguments import CORPORA
 
 REFRESH_MODES = ("targeted", "walk", "failed")
 
-REFRESHES = Counter("gateway_kb_refreshes_total", "Refreshes of an agent's index, by mode.", ("mode",), registry=REGISTRY)
+REFRESHES = Counter("gateway_knowledge_refreshes_total", "Refreshes of an agent's index, by mode.", ("mode",), registry=REGISTRY)
 REFRESH_SECONDS = Histogram(
-    "gateway_kb_refresh_duration_seconds", "Time one refresh of an agent's index took, by mode.", ("mode",), registry=REGISTRY
+    "gateway_knowledge_refresh_duration_seconds", "Time one refresh of an agent's index took, by mode.", ("mode",), registry=REGISTRY
 )
 SEARCH_SECONDS = Histogram(
-    "gateway_kb_search_duration_seconds", "Time an answered Search took, by corpus.", ("corpus",), registry=REGISTRY
+    "gateway_knowledge_search_duration_seconds", "Time an answered Search took, by corpus.", ("corpus",), registry=REGISTRY
 )
 _refreshes = {mode: REFRESHES.labels(mode) for mode in REFRESH_MODES}
 _refresh_seconds = {mode: REFRESH_SECONDS.labels(mode) for mode in REFRESH_MODES[:2]}
@@ -46,13 +46,13 @@ def observe_search(corpus: str, seconds: float) -> None:
 
 
 class IndexSizes(Collector):
-    """``gateway_kb_index_bytes{agent}``: bytes of each configured agent's kb.sqlite and WAL."""
+    """``gateway_knowledge_index_bytes{agent}``: bytes of each configured agent's kb.sqlite and WAL."""
 
     def __init__(self, agents: Callable[[], Iterable[AgentConfig]]) -> None:
         self._agents = agents
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily("gateway_kb_index_bytes", "Bytes on disk of an agent's kb.sqlite (with its WAL).", labels=("agent",))
+        family = GaugeMetricFamily("gateway_knowledge_index_bytes", "Bytes on disk of an agent's kb.sqlite (with its WAL).", labels=("agent",))
         for agent in self._agents():
             size = 0
             for path in (agent.kb_path, agent.kb_path.with_name(agent.kb_path.name + "-wal")):
@@ -62,7 +62,7 @@ class IndexSizes(Collector):
         yield family
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
-        yield GaugeMetricFamily("gateway_kb_index_bytes", "Bytes on disk of an agent's kb.sqlite (with its WAL).", labels=("agent",))
+        yield GaugeMetricFamily("gateway_knowledge_index_bytes", "Bytes on disk of an agent's kb.sqlite (with its WAL).", labels=("agent",))
 
 
 def register_index_sizes(agents: Callable[[], Iterable[AgentConfig]]) -> None:

@@ -8,6 +8,7 @@ in ``test_mcp_shared_tools.py``.
 
 from __future__ import annotations
 
+from importlib.metadata import version as installed_version
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,14 @@ async def test_lists_all_six_tools_with_descriptions_a_model_can_use(home: Path)
     assert all(hints(name)[0] for name in ("memory_search", "memory_get", "memory_shared_get"))
     assert hints("memory_shared_create") == (False, False)
     assert hints("memory_shared_update") == (False, True) and hints("memory_shared_delete") == (False, True)
+
+
+@pytest.mark.anyio
+async def test_server_info_carries_the_package_version(home: Path) -> None:
+    async with mcp_session(home) as session:
+        info = session.server_info
+    assert info is not None and info.name == "claude-gateway-memory"
+    assert info.version == installed_version("claude-gateway") and info.version
 
 
 @pytest.mark.anyio

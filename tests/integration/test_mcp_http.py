@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+from importlib import metadata
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -159,6 +160,19 @@ async def test_http_serves_the_stdio_servers_tools_and_they_work(suite: Suite) -
     assert found.structured_content is not None and found.structured_content["hits"][0]["path"] == "memory/notes.md"
     assert not got.is_error and text_of(got) == "memory/notes.md lines 3-3 of 4\n- Ada drinks oolong\n[1 more lines; continue with from_line=4]"
     assert missing.is_error and "memory/nope.md" in text_of(missing)
+
+
+@pytest.mark.anyio
+async def test_server_info_carries_the_package_version(suite: Suite) -> None:
+    version = metadata.version("claude-gateway")
+    assert version
+    async with http_session(suite, "alfred", {"X-Api-Key": READER_KEY}) as session:
+        info = session.server_info
+    assert info is not None and (info.name, info.version) == ("claude-gateway-memory", version)
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    raw = post(suite, "alfred", {"X-Api-Key": READER_KEY}, "initialize", params)
+    assert raw.status_code == 200, raw.text
+    assert raw.json()["result"]["serverInfo"] == {"name": "claude-gateway-memory", "version": version}
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ async def test_shared_note_lifecycle_through_mcp_and_the_real_kb(real_kb: Suite)
 
         # Near-duplicate nudge: a reworded note under another name is held back, then forced with confirm.
         nudged = await session.call_tool("memory_shared_create", {"name": twin, "content": REWORDED})
-        assert not nudged.is_error, text(nudged)
+        assert nudged.is_error, text(nudged)  # held back: nothing was written
         assert text(nudged).startswith(f'Nothing was written: shared note "{twin}" was NOT created')
         assert f'"{name}" (similarity ' in text(nudged) and "confirm=true" in text(nudged)
         assert nudged.structured_content is not None
@@ -102,7 +102,7 @@ async def test_shared_note_lifecycle_through_mcp_and_the_real_kb(real_kb: Suite)
         assert (notes / f"{name}.md").read_text() == edited
 
         warned = await session.call_tool("memory_shared_update", {"name": name, "content": "# Staging deploy checklist\n"})
-        assert not warned.is_error, text(warned)
+        assert warned.is_error, text(warned)  # held back: nothing was written
         assert text(warned).startswith(f'Nothing was written: shared note "{name}" was NOT updated')
         assert "drop 5 of the note's 6 non-blank lines" in text(warned)
         assert (notes / f"{name}.md").read_text() == edited

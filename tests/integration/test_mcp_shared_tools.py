@@ -54,13 +54,16 @@ async def test_memory_shared_create_creates_nudges_and_refuses_collisions(home: 
     assert not plain.is_error
     assert text_of(plain).startswith('Created shared note "oncall rota" (notes/oncall rota.md).')
     assert plain.structured_content is not None and plain.structured_content["created"] is True
+    assert (plain.structured_content["written"], plain.structured_content["needs_confirm"]) == (True, False)
 
     assert taken.is_error
     assert text_of(taken) == (
         "a shared note named 'staging deploy checklist' already exists; use memory_shared_update to change it"
     )
 
-    assert not nudged.is_error  # held back, not failed
+    assert nudged.is_error  # held back: nothing written, and the result says so to a program
+    assert nudged.structured_content is not None
+    assert (nudged.structured_content["written"], nudged.structured_content["needs_confirm"]) == (False, True)
     text = text_of(nudged)
     assert text.startswith('Nothing was written: shared note "staging deploys" was NOT created')
     assert '1. "staging deploy checklist" (similarity 0.75)\n   # Staging deploy checklist' in text
@@ -121,7 +124,9 @@ async def test_memory_shared_get_update_delete(home: Path, kb: Kb) -> None:
     assert not updated.is_error and text_of(updated).startswith(f'Updated shared note "{name}"')
     assert updated.structured_content is not None and updated.structured_content["updated"] is True
 
-    assert not warned.is_error  # held back, not failed
+    assert warned.is_error  # held back: nothing written, and the result says so to a program
+    assert warned.structured_content is not None
+    assert (warned.structured_content["written"], warned.structured_content["needs_confirm"]) == (False, True)
     text = text_of(warned)
     assert text.startswith(f'Nothing was written: shared note "{name}" was NOT updated')
     assert "drop 6 of the note's 6 non-blank lines (50% or more)" in text
@@ -142,7 +147,7 @@ async def test_memory_shared_get_update_delete(home: Path, kb: Kb) -> None:
     assert missing.is_error
     assert text_of(missing) == "no shared note named 'nope'; use memory_shared_create to create it"
     assert not deleted.is_error and text_of(deleted).startswith(f'Deleted shared note "{name}"')
-    assert deleted.structured_content == {"name": name, "path": f"notes/{name}.md", "deleted": True}
+    assert deleted.structured_content == {"name": name, "path": f"notes/{name}.md", "written": True, "deleted": True}
     assert gone.is_error and text_of(gone) == f"no shared note named {name!r}"
     assert bad.is_error and text_of(bad).startswith("a shared note name must not contain '/'")
 

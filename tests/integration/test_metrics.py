@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 from dreaming_support import add, dreaming, remove, reviewer, run_ok, start_suite, write_reply
+from metrics_lint import lint, promtool, promtool_problems
 from prometheus_client.parser import text_string_to_metric_families
 from suite_support import ADMIN_KEY, BOB_WRITER_KEY, CAROL_KEY, READER_KEY, Suite, free_port, make_home, wait_claude
 
@@ -99,10 +100,10 @@ def test_every_process_counts_real_traffic_under_bounded_labels(suite: Suite) ->
     assert value(watcher, "gateway_watcher_recompositions_total", outcome="written") >= 1
     assert value(watcher, "gateway_watcher_compose_duration_seconds_count") >= 1
     assert value(watcher, "gateway_watcher_live_sessions") == 1
-    assert value(kb, "gateway_kb_refreshes_total") >= 1
-    assert value(kb, "gateway_kb_refresh_duration_seconds_count") >= 1
-    assert value(kb, "gateway_kb_search_duration_seconds_count", corpus="memory") >= 1
-    assert value(kb, "gateway_kb_index_bytes", agent="alfred") > 0
+    assert value(kb, "gateway_knowledge_refreshes_total") >= 1
+    assert value(kb, "gateway_knowledge_refresh_duration_seconds_count") >= 1
+    assert value(kb, "gateway_knowledge_search_duration_seconds_count", corpus="memory") >= 1
+    assert value(kb, "gateway_knowledge_index_bytes", agent="alfred") > 0
     assert value(dream, "gateway_dream_runs_total", outcome="applied") == 1
     assert value(dream, "gateway_dream_ops_total", result="applied", reason="none") == 1
     assert value(dream, "gateway_dream_ops_total", result="skipped", reason="anchor_missing") == 1
@@ -130,6 +131,34 @@ def test_every_process_counts_real_traffic_under_bounded_labels(suite: Suite) ->
                     assert text in SERVICES[process].methods_by_name, where
                 elif label != "le":
                     assert "/" not in text, where
+
+
+# What Prometheus sends when it scrapes: it prefers OpenMetrics. Every process answers the one text format anyway.
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,"
+                     "text/plain;version=0.0.4;q=0.3,*/*;q=0.2")
+TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def test_every_exposition_passes_prometheus_lint_rules_in_one_format(suite: Suite) -> None:
+    urls = {name: suite.metrics_url(name) for name in PROCESSES} | {"http /metrics": f"{suite.base_url}/metrics"}
+    tool = promtool()
+    problems: dict[str, list[str]] = {}
+    for name, url in urls.items():
+        for accept in (None, PROMETHEUS_ACCEPT, "application/openmetrics-text;version=1.0.0"):
+            answer = httpx.get(url, headers={"Accept": accept} if accept else {}, timeout=10)
+            assert answer.status_code == 200, (name, accept, answer.text)
+            assert answer.headers["content-type"] == TEXT_FORMAT, (name, accept, answer.headers["content-type"])
+            assert "# TYPE gateway_" in answer.text and "# EOF" not in answer.text, (name, accept)  # not OpenMetrics
+            found = lint(answer.text)
+            if tool is not None:
+                status, printed = promtool_problems(tool, answer.text)
+                if status != 0:
+                    found.append(f"promtool check metrics exited {status}: {printed}")
+            if found:
+                problems[f"{name} (Accept: {accept})"] = found
+    assert not problems, problems
+    kb = httpx.get(urls["kb"], timeout=10).text
+    assert "gateway_knowledge_index_bytes{" in kb and "gateway_kb_" not in kb
 
 
 @contextlib.contextmanager
