@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from gateway.errors import CommandError, ConfigError, ConfigNotFound, InvalidEdit
 from gateway.home import admin_key_notice, ensure_home, not_initialised, resolve_home, tighten_config_mode
+from gateway.suite_lock import hold_home, refuse_while_restoring
 from gateway_cli import admin_cli, backup_cli, dream_cli, health_cli, init_cli, migrate_cli
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None)
     missing = not_initialised(home)
     if missing:  # serve never writes a config: one process (init, up) makes the admin key
         raise CommandError(missing)
+    hold_home(home, name)  # for the process's life: gateway restore refuses a home a process holds
     log = configure(name)
     # The home's own files (config.json, admin-key.txt, .internal-token): every serve sweeps them.
     sweep_at_start([Folder(home)])
@@ -179,6 +181,7 @@ def _run(args: argparse.Namespace, home: Path) -> int:
     if args.command == "up":
         from gateway_cli.launcher import up
 
+        hold_home(home, "gateway up")  # before the first start writes anything (a restore may be writing)
         admin_key = ensure_home(home)
         tightened = _tighten_config_mode(home)
         if tightened:
@@ -190,6 +193,7 @@ def _run(args: argparse.Namespace, home: Path) -> int:
             print(f"gateway: {notice}", file=sys.stderr, flush=True)
         return code
     if args.command == "init":
+        refuse_while_restoring(home)
         return init_cli.run(home)
     if args.command == "serve":
         return _serve(args.name, home, args.port, args.instance)
