@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from gateway.errors import CommandError, ConfigError, ConfigNotFound, InvalidEdit
 from gateway.home import admin_key_notice, ensure_home, not_initialised, resolve_home, tighten_config_mode
 from gateway.suite_lock import hold_home, refuse_while_restoring
-from gateway_cli import admin_cli, backup_cli, dream_cli, health_cli, init_cli, migrate_cli
+from gateway_cli import admin_cli, backup_cli, config_cli, dream_cli, health_cli, init_cli, migrate_cli, stand_in
 
 if TYPE_CHECKING:
     from gateway.config import Config
@@ -52,11 +52,13 @@ def _parser() -> argparse.ArgumentParser:
     admin_cli.add_parsers(sub)
     backup_cli.add_parsers(sub)
 
-    config = sub.add_parser("config", help="inspect or upgrade config.json")
+    config = sub.add_parser("config", help="read, set, show, check or upgrade config.json")
     config_sub = config.add_subparsers(dest="action", required=True)
     for action, text in (("check", "validate config.json"), ("migrate", "rewrite config.json at the current configVersion, keeping a backup")):
         p = config_sub.add_parser(action, help=text)
         p.add_argument("--home", help="gateway home")
+    config_cli.add_actions(config_sub)
+    stand_in.add_parser(sub)
     return parser
 
 
@@ -215,7 +217,11 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         return migrate_cli.run(args, home)
     if args.command == "dream":
         return dream_cli.run(args, home, _config(home, dict(os.environ)))
+    if args.command == "reviewer":
+        return stand_in.run(args.file)
     if args.command == "config":
+        if args.action in config_cli.ACTIONS:
+            return config_cli.run(args, home)
         if args.action == "check":
             return _config_check(home)
         from gateway_cli.config_file import migrate_file
