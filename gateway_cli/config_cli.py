@@ -1,14 +1,16 @@
 """``gateway config get PATH``, ``gateway config set PATH VALUE`` and ``gateway config show``.
 
 ``get`` prints the value at PATH (``config_paths``) as JSON on stdout: the
-value in config.json, or, when the file does not set it, the effective one,
+value in config.json (even in a file that is invalid: what is there is what
+an operator needs to see), or, when the file does not set it, the effective one,
 with a line on stderr saying it is the default (or inherited from the
 gateway's block, for an agent's key). ``show`` prints the whole effective
 config as JSON. Secrets are masked in both.
 
 ``set`` writes one key through ``config_edit.edit_config``: under the home's
 lock, validated as start-up validates, atomic, mode 0600, compare-and-swap
-against what it read; a refused change writes nothing. VALUE is read as JSON
+against what it read; a refused change writes nothing. It may fix an invalid
+file (the result must be valid; an invalid one lists what is still wrong). VALUE is read as JSON
 when it parses (``3``, ``true``, ``["gateway","reviewer","stand-in"]``,
 ``"3"``), else as a plain string (``propose``). A running suite picks the
 change up within a second (README "Changing config.json while the suite
@@ -30,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import read_config_file
-from gateway.errors import CommandError
-from gateway_cli.config_edit import edit_config
+from gateway.errors import CommandError, ConfigError, InvalidEdit
+from gateway_cli.config_edit import built, edit_config
 from gateway_cli.config_paths import (
     AGENT_BLOCKS,
     AgentRef,
@@ -70,6 +72,7 @@ def run(args: argparse.Namespace, home: Path) -> int:
     """Run ``config get|set|show``; the exit code."""
     if args.action == "show":
         raw, _ = read_config_file(home / "config.json")
+        built(raw, home)  # an invalid file: one line per problem, as at start-up (ConfigError)
         _print_json(masked(effective(raw)))
         return 0
     steps = parse_path(args.path)
@@ -90,6 +93,7 @@ def _get(home: Path, steps: list[Step]) -> int:
         value = lookup(raw, steps)
         where = ""
     except Missing:
+        built(raw, home)  # the defaults are those of a valid file only (ConfigError otherwise)
         try:
             value = lookup(effective(raw), steps)
         except Missing:
@@ -163,15 +167,27 @@ def _set(home: Path, steps: list[Step], text: str) -> int:
             pass
         assign(raw, steps, value)
 
-    if (home / "config.json").exists():
-        edit_config(home, change)
-    else:
-        read_config_file(home / "config.json")  # raises ConfigNotFound, rendered with what to do
+    raw, _ = read_config_file(home / "config.json")  # ConfigNotFound is rendered with what to do
+    try:
+        built(raw, home)
+        was_valid = True
+    except ConfigError:
+        was_valid = False
+    try:
+        edit_config(home, change, repair=True)
+    except InvalidEdit as exc:
+        if was_valid:
+            raise
+        print(f"gateway: refused: config.json in {home} would still be invalid after this change; nothing was written:",
+              file=sys.stderr)
+        for line in exc.problems:
+            print(f"  {line}", file=sys.stderr)
+        return 2
     rendered = json.dumps(value, ensure_ascii=False)
     if before and before[0] == value:
         print(f"{shown} is already {rendered} in {home / 'config.json'}; nothing changed")
         return 0
-    print(f"set {shown} to {rendered} in {home / 'config.json'}")
+    print(f"set {shown} to {rendered} in {home / 'config.json'}" + ("" if was_valid else "; it is valid again"))
     if any(tuple(steps[: len(p)]) == p for p in RESTART_PREFIXES):
         print(f"gateway: a running suite keeps its addresses and ports until it restarts; restart it for {shown}", file=sys.stderr)
     else:

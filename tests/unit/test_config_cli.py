@@ -192,3 +192,23 @@ def test_show_prints_the_effective_config_with_every_default_and_no_secret(home:
     assert alfred["workspace"] == "agents/alfred/workspace" and alfred["transcriptsDir"] == "agents/alfred/sessions"
     assert alfred["dreaming"]["mode"] == "auto" and bob["dreaming"]["mode"] == "propose"
     assert bob["dreaming"]["lookbackDays"] == 3 and bob["memory"]["writeRouting"] is True
+
+
+def test_set_can_repair_an_invalid_file_but_never_writes_an_invalid_one(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = config_of(home)
+    raw["gateway"]["dreaming"] = {"mode": "sometimes"}
+    raw["gateway"]["memory"]["memoryBudgetChars"] = -5
+    (home / "config.json").write_text(json.dumps(raw))
+    before = (home / "config.json").read_bytes()
+    code, out, err = gateway(capsys, home, "config", "set", "gateway.dreaming.mode", "auto")
+    assert code == 2 and out == "" and (home / "config.json").read_bytes() == before
+    assert err == (f"gateway: refused: config.json in {home} would still be invalid after this change; nothing was written:\n"
+                   "  gateway.memory.memoryBudgetChars: -5 is less than the minimum of 0\n")
+    assert gateway(capsys, home, "config", "show")[0] == 2  # no effective config of an invalid file
+    assert gateway(capsys, home, "config", "get", "gateway.dreaming.mode")[1] == '"sometimes"\n'  # what is there
+    assert gateway(capsys, home, "config", "set", "gateway.memory.memoryBudgetChars", "8000")[0] == 2
+    raw["gateway"]["memory"]["memoryBudgetChars"] = 8000
+    (home / "config.json").write_text(json.dumps(raw))
+    code, out, _ = gateway(capsys, home, "config", "set", "gateway.dreaming.mode", "auto")
+    assert code == 0 and out.endswith("; it is valid again\n")
+    assert load_config(home).dreaming.mode == "auto"
