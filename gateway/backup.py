@@ -11,9 +11,12 @@ saved it; config.json holds its SHA-256, which is all a restored suite needs).
 Consistency while the suite writes: every writer of the suite replaces a file
 by renaming a complete temp file over it, so one read of a file gets either its
 old or its new bytes, never a mix. A SQLite database is different: a live one is
-its file *plus* its WAL, so each one (any file that starts with SQLite's header:
-every ``kb.sqlite``) is copied with SQLite's online backup API in one step, which
-reads one snapshot of it, and the copy must pass ``PRAGMA integrity_check``.
+its file *plus* its WAL, so each one (any file that starts with SQLite's header,
+whatever its name: every ``kb.sqlite``, and any other database a user keeps in a
+workspace) is copied with SQLite's online backup API in one step, which reads
+one snapshot of it, and the copy must pass ``PRAGMA integrity_check``. The
+command holds the home shared while it copies (``gateway.suite_lock``), so no
+restore writes into it meanwhile.
 Files are read one after another, so the copy is not one instant of the whole
 home: an index may be a moment behind its notes, which the KB's refresh at start
 repairs (it re-reads every source whose size, mtime or hash differs).
@@ -44,6 +47,7 @@ from gateway.atomic import is_legacy_temp_name, is_temp_name
 from gateway.config import Config
 from gateway.errors import CommandError
 from gateway.home import ADMIN_KEY_FILE, INTERNAL_TOKEN_FILE
+from gateway.suite_lock import RUNNING_DIR
 
 MANIFEST: Final = "backup.json"
 FORMAT: Final = 1
@@ -56,8 +60,8 @@ BUSY_TIMEOUT_MS: Final = 10_000
 _BUSY_ATTEMPTS: Final = 5
 _CHUNK: Final = 1 << 20
 # Home folders that hold no data: the KB's file-watch barrier markers (services/kb/main.py SYNC_DIR),
-# made and removed as it runs.
-TRANSIENT_DIRS: Final = (".kb-sync",)
+# made and removed as it runs, and the running processes' lock and records (gateway.suite_lock).
+TRANSIENT_DIRS: Final = (".kb-sync", RUNNING_DIR)
 
 
 class BackupError(CommandError):
@@ -171,7 +175,8 @@ def walk(tree: Tree, home: Path, prune: list[Path], summary: Summary) -> Iterato
 
 
 def is_database(path: Path) -> bool:
-    """Whether ``path`` starts with SQLite's file header."""
+    """Whether ``path`` starts with SQLite's file header (SQLite writes it when it creates a
+    database, in WAL mode too, so this finds every database whatever its name)."""
     try:
         with path.open("rb") as f:
             return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER

@@ -8,6 +8,13 @@ its old home, the folder the backup's config.json names for that setting,
 resolved against the new home (an absolute ``workspace`` comes back where it
 was; a relative one lands in the new home).
 
+A restore never writes into a home a running process holds: it takes the
+home's lock exclusively (``gateway.suite_lock``) for its whole run, and when
+any ``gateway serve``, ``gateway up`` or ``gateway backup`` holds it, it is
+refused with one line naming them (role and pid), before anything is written;
+``force`` does not change that. While it runs, a process that starts on the
+home refuses to.
+
 A target must be missing or empty. ``force`` lets a restore write into
 non-empty targets: each file the backup holds replaces the file of that name;
 every other file stays. The one exception: a database that is replaced loses
@@ -23,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -31,6 +39,7 @@ from gateway.backup import FORMAT, HOME_LABEL, MANIFEST, PRIVATE_FILES, SQLITE_S
 from gateway.config import build
 from gateway.config_migrations import migrate
 from gateway.errors import ConfigError
+from gateway.suite_lock import RUNNING_DIR, HomeBusy, exclusive_home
 
 
 def read_manifest(backup: Path) -> dict[str, Any]:
@@ -92,9 +101,10 @@ def targets(backup: Path, manifest: dict[str, Any], home: Path) -> dict[str, Pat
     return out
 
 
-def _occupied(path: Path) -> bool:
+def _occupied(path: Path, home: Path) -> bool:
+    """Whether ``path`` holds anything (in the home, the lock folder of ``gateway.suite_lock`` does not count)."""
     try:
-        return any(path.iterdir())
+        return any(p.name != RUNNING_DIR or path != home for p in path.iterdir())
     except FileNotFoundError:
         return False
     except NotADirectoryError:
@@ -111,9 +121,27 @@ def restore_backup(backup: Path, home: Path, *, force: bool = False) -> Summary:
     manifest = read_manifest(backup)
     verify(backup, manifest)
     where = targets(backup, manifest, home)
+    made = not home.exists()
+    home.mkdir(parents=True, exist_ok=True)
+    try:
+        with exclusive_home(home):
+            return _restore(backup, manifest, where, home, force=force)
+    except HomeBusy as exc:
+        raise BackupError(
+            f"refused: {exc}; stop them first (the suite: Ctrl-C where gateway up runs, or docker compose stop), "
+            "then run the restore again (--force does not override this); nothing was changed"
+        ) from None
+    except BackupError:
+        if made:  # refused before writing: leave no trace of a home that was not there
+            shutil.rmtree(home, ignore_errors=True)
+        raise
+
+
+def _restore(backup: Path, manifest: dict[str, Any], where: dict[str, Path], home: Path, *, force: bool) -> Summary:
+    """The writes of ``restore_backup``, with the home held exclusively."""
     if not force:
         for root in where.values():
-            if _occupied(root):
+            if _occupied(root, home):
                 raise BackupError(
                     f"{root} is not empty; restore into a new or empty home, or pass --force to replace the files "
                     "the backup holds (nothing else is deleted)"

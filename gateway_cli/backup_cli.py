@@ -1,13 +1,15 @@
 """``gateway backup DIR`` and ``gateway restore DIR``: the commands over ``gateway.backup`` and ``gateway.restore``.
 
 Exit codes: 0 done; 2 refused (DIR not empty, a damaged backup, a non-empty
-home without ``--force``: one line, nothing written); 1 when the copy itself
-failed (an I/O error: the partial copy is removed).
+home without ``--force``, a home that a running suite holds, whatever the
+flags: one line, nothing written); 1 when the copy itself failed (an I/O
+error: the partial copy is removed).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,19 +17,31 @@ from typing import Any
 from gateway.backup import MANIFEST, Summary, create_backup
 from gateway.home import ADMIN_KEY_FILE
 from gateway.restore import restore_backup
+from gateway.suite_lock import NoHold, hold_home
 
 
 def add_parsers(sub: Any) -> None:
     """Add ``backup`` and ``restore`` to the ``gateway`` parser's subcommands."""
     backup = sub.add_parser("backup", help="copy the home (and workspaces outside it) to DIR while the suite runs, "
-                            "each kb.sqlite through SQLite's backup API")
+                            "every SQLite database through SQLite's backup API")
     backup.add_argument("dir", metavar="DIR", help="a new or empty folder for the backup")
     backup.add_argument("--home", help="gateway home")
-    restore = sub.add_parser("restore", help=f"check a backup's {MANIFEST} hashes, then restore it into an empty or new home")
+    restore = sub.add_parser("restore", help=f"check a backup's {MANIFEST} hashes, then restore it into an empty or new home "
+                             "(never into one a running suite holds)")
     restore.add_argument("dir", metavar="DIR", help="a folder written by gateway backup")
     restore.add_argument("--home", help="gateway home to restore into")
     restore.add_argument("--force", action="store_true",
-                         help="write into a non-empty home: replace the files the backup holds, delete nothing else")
+                         help="write into a non-empty home (the suite stopped): replace the files the backup holds, delete nothing else")
+
+
+def _held(home: Path) -> contextlib.AbstractContextManager[object]:
+    """The home held shared while it is copied, so no restore writes into it meanwhile (a restore
+    in progress refuses the backup: HomeBusy). A home this user cannot write to (a read-only
+    snapshot) is copied without the hold: nothing can restore into it either."""
+    try:
+        return hold_home(home, "gateway backup")
+    except NoHold:
+        return contextlib.nullcontext()
 
 
 def _size(summary: Summary) -> str:
@@ -40,7 +54,9 @@ def run(args: argparse.Namespace, home: Path) -> int:
         if args.command == "backup":
             from gateway.config import load_config
 
-            summary = create_backup(load_config(home), dest)
+            config = load_config(home)
+            with _held(home):
+                summary = create_backup(config, dest)
             print(f"backup of {home} written to {dest.absolute()}: {_size(summary)} (integrity_check ok)")
             for line in summary.skipped:
                 print(f"  not copied: {line}", file=sys.stderr)

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from gateway.errors import CommandError, ConfigError, ConfigNotFound, InvalidEdit
 from gateway.home import admin_key_notice, ensure_home, not_initialised, resolve_home, tighten_config_mode
-from gateway_cli import admin_cli, backup_cli, dream_cli, health_cli, init_cli, log_options, migrate_cli
+from gateway.suite_lock import hold_home, refuse_while_restoring
+from gateway_cli import admin_cli, backup_cli, config_cli, dream_cli, health_cli, init_cli, log_options, migrate_cli, stand_in
 
 if TYPE_CHECKING:
     from gateway.config import Config
@@ -54,11 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     admin_cli.add_parsers(sub)
     backup_cli.add_parsers(sub)
 
-    config = sub.add_parser("config", help="inspect or upgrade config.json")
+    config = sub.add_parser("config", help="read, set, show, check or upgrade config.json")
     config_sub = config.add_subparsers(dest="action", required=True)
     for action, text in (("check", "validate config.json"), ("migrate", "rewrite config.json at the current configVersion, keeping a backup")):
         p = config_sub.add_parser(action, help=text)
         p.add_argument("--home", help="gateway home")
+    config_cli.add_actions(config_sub)
+    stand_in.add_parser(sub)
     return parser
 
 
@@ -91,6 +94,7 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None,
     missing = not_initialised(home)
     if missing:  # serve never writes a config: one process (init, up) makes the admin key
         raise CommandError(missing)
+    hold_home(home, name)  # for the process's life: gateway restore refuses a home a process holds
     log = configure(name, console=console)
     # The home's own files (config.json, admin-key.txt, .internal-token): every serve sweeps them.
     sweep_at_start([Folder(home)])
@@ -184,6 +188,7 @@ def _run(args: argparse.Namespace, home: Path) -> int:
     if args.command == "up":
         from gateway_cli.launcher import up
 
+        hold_home(home, "gateway up")  # before the first start writes anything (a restore may be writing)
         admin_key = ensure_home(home)
         tightened = _tighten_config_mode(home)
         if tightened:
@@ -196,6 +201,7 @@ def _run(args: argparse.Namespace, home: Path) -> int:
             print(f"gateway: {notice}", file=sys.stderr, flush=True)
         return code
     if args.command == "init":
+        refuse_while_restoring(home)
         return init_cli.run(home)
     if args.command == "serve":
         console = log_options.console_for(args.log_format, args.verbose, sys.stdout, dict(os.environ))
@@ -218,7 +224,11 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         return migrate_cli.run(args, home)
     if args.command == "dream":
         return dream_cli.run(args, home, _config(home, dict(os.environ)))
+    if args.command == "reviewer":
+        return stand_in.run(args.file)
     if args.command == "config":
+        if args.action in config_cli.ACTIONS:
+            return config_cli.run(args, home)
         if args.action == "check":
             return _config_check(home)
         from gateway_cli.config_file import migrate_file

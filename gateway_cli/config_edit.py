@@ -62,6 +62,8 @@ def edit_config(
     home: Path,
     change: Callable[[Raw], None],
     prepare: Callable[[Config], None] | None = None,
+    *,
+    repair: bool = False,
 ) -> Config:
     """Apply ``change`` to config.json and write the result; the new settings.
 
@@ -69,15 +71,19 @@ def edit_config(
     CommandError to refuse). The result is validated as start-up would;
     ``prepare(new settings)`` then runs before the write (to create folders
     the new config names). Nothing is written when any step fails.
+    ``repair``: a file that is invalid already may be edited, as long as
+    the result is valid (``gateway config set`` fixing a bad key).
 
-    Raises ConfigError when config.json is invalid already (ConfigNotFound
-    when missing), InvalidEdit when the change would make it invalid,
-    CommandError when the change is refused or the file changed meanwhile.
+    Raises ConfigError when config.json is invalid already and not
+    ``repair`` (ConfigNotFound when missing), InvalidEdit when the result
+    would be invalid, CommandError when the change is refused or the file
+    changed meanwhile.
     """
     path = home / "config.json"
     with home_lock(home):
         raw, original = read_config_file(path)
-        built(raw, home)
+        if not repair:
+            built(raw, home)
         edited = copy.deepcopy(raw)
         change(edited)
         try:

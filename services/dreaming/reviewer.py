@@ -24,6 +24,9 @@ The child:
   drained concurrently into a short tail (for the reason), so neither pipe can
   block it or us.
 
+A first element ``gateway`` is this installation's own command, and a command
+that cannot start gets a reason with the fix (``reviewer_command``).
+
 ``parse_reply`` reads stdout: the strict reply object or Claude's
 ``--output-format json`` envelope (whose ``result`` string holds the reply);
 the first balanced JSON object in the text is taken, so prose or a code fence
@@ -44,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
+from services.dreaming.reviewer_command import resolve_command, start_failure
 from services.dreaming.model import (
     DURABLE,
     EPISODIC,
@@ -421,7 +425,8 @@ async def run_reviewer(
     """Run ``command`` with ``prompt`` on stdin for at most ``timeout_s`` seconds and parse its reply.
 
     ``env`` is the child's whole environment (see ``reviewer_environment``);
-    None gives only a default PATH and LANG. ``cwd`` is its working folder
+    None gives only a default PATH and LANG. A first element ``gateway`` is
+    this installation's command (``resolve_command``). ``cwd`` is its working folder
     (None: ours). More than ``max_stdout`` bytes on stdout, or the timeout,
     kill the whole process group. Never raises for what the reviewer does
     (rules in the module docstring); ``ok`` is true only for a zero exit whose
@@ -436,7 +441,7 @@ async def run_reviewer(
     if not command:
         return outcome(False, "the reviewer command is empty")
     spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
-        *command,
+        *resolve_command(command),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -456,7 +461,7 @@ async def run_reviewer(
         except OSError as exc:
             if cancelled:
                 raise asyncio.CancelledError from None
-            return outcome(False, f"cannot start the reviewer {command[0]!r}: {exc.strerror or exc}")
+            return outcome(False, start_failure(command, exc, env if env is not None else _DEFAULT_ENV))
 
     assert proc.stderr is not None
     out = bytearray()

@@ -7,7 +7,10 @@ chars of stdin, HEX is the SHA-256 of its bytes), so a test can prove the
 exact prompt arrived. For each line of the prompt that starts with
 "REMEMBER: " (for example inside a transcript), it proposes adding the rest
 of that line to FILE (default MEMORY.md), at most 10, so an end-to-end test
-can follow a fact from a transcript into memory.
+can follow a fact from a transcript into memory. The lines are found as the
+shipped stand-in reviewer finds them (``gateway reviewer stand-in``,
+gateway_cli/stand_in.py); this script keeps its own summary and proposals
+without a topic, which tests compare exactly.
 """
 
 from __future__ import annotations
@@ -16,15 +19,15 @@ import hashlib
 import json
 import sys
 
+from gateway_cli.stand_in import MAX_FACTS, remembered
+
 if __name__ == "__main__":
     target_file = sys.argv[1] if len(sys.argv) > 1 else "MEMORY.md"
     data = sys.stdin.buffer.read()
     text = data.decode("utf-8", errors="replace")
-    facts = [line[len("REMEMBER: "):].strip() for line in text.splitlines() if line.startswith("REMEMBER: ")]
     proposals = [
         {"op": "add", "file": target_file, "content": f"- {fact}", "reason": "the session said REMEMBER"}
-        for fact in facts[:10]
-        if fact
+        for fact in remembered(text)[:MAX_FACTS]
     ]
     reply = {"summary": f"prompt {len(text)} chars sha256 {hashlib.sha256(data).hexdigest()}", "proposals": proposals}
     sys.stdout.write(json.dumps(reply))

@@ -61,9 +61,11 @@ def files_of(root: Path) -> dict[str, bytes]:
 
 def test_backup_copies_data_skips_the_rest_and_restores_it_all(home: Path, tmp_path: Path) -> None:
     conn = live_database(home / "agents" / "alfred" / "kb.sqlite")
+    other = live_database(home / "agents" / "alfred" / "workspace" / "tools" / "cache")  # a database by content, not name
     assert (home / "agents" / "alfred" / "kb.sqlite-wal").exists()
     summary = create_backup(load_config(home), tmp_path / "bk")
     conn.close()
+    other.close()
     copied = files_of(tmp_path / "bk")
     assert "home/agents/alfred/workspace/IDENTITY.md" in copied
     assert "home/agents/alfred/workspace/.dreaming/dreaming.json" in copied
@@ -74,13 +76,16 @@ def test_backup_copies_data_skips_the_rest_and_restores_it_all(home: Path, tmp_p
     assert "home/admin-key.txt (the unconfirmed admin key)" in summary.skipped
     manifest = json.loads(copied[MANIFEST])
     assert manifest["version"] == 1 and manifest["home"] == str(home)
-    assert manifest["databases"] == [{"path": "home/agents/alfred/kb.sqlite", "schema_version": "5", "integrity": "ok"}]
+    assert manifest["databases"] == [{"path": "home/agents/alfred/kb.sqlite", "schema_version": "5", "integrity": "ok"},
+                                     {"path": "home/agents/alfred/workspace/tools/cache", "schema_version": "5", "integrity": "ok"}]
     assert {f["path"] for f in manifest["files"]} == set(copied) - {MANIFEST}
 
-    # the live database's copy holds the commit that was only in its WAL, and stands alone
-    copy = apsw.Connection(os.fspath(tmp_path / "bk" / "home" / "agents" / "alfred" / "kb.sqlite"))
-    assert list(copy.execute("SELECT x FROM t")) == [("only in the wal",)]
-    copy.close()
+    # each live database's copy holds the commit that was only in its WAL, and stands alone
+    for rel in ("kb.sqlite", "workspace/tools/cache"):
+        copy = apsw.Connection(os.fspath(tmp_path / "bk" / "home" / "agents" / "alfred" / rel))
+        assert list(copy.execute("SELECT x FROM t")) == [("only in the wal",)], rel
+        assert list(copy.execute("PRAGMA journal_mode")) == [("delete",)], rel
+        copy.close()
 
     # restore into a new home; bob's workspace comes back where the config puts it
     original = files_of(home)
@@ -88,12 +93,13 @@ def test_backup_copies_data_skips_the_rest_and_restores_it_all(home: Path, tmp_p
     (tmp_path / "elsewhere" / "bob" / "IDENTITY.md").unlink()
     (tmp_path / "elsewhere" / "bob").rmdir()
     restore_backup(tmp_path / "bk", tmp_path / "new")
-    restored = files_of(tmp_path / "new")
+    restored = {k: v for k, v in files_of(tmp_path / "new").items() if not k.startswith(".running/")}  # the home's lock
     expected = {k: v for k, v in original.items()
                 if not k.endswith((".gwtmp", "-wal", "-shm")) and k not in ("admin-key.txt", ".kb-sync/marker")}
     assert set(restored) == set(expected)
-    assert {k: v for k, v in restored.items() if not k.endswith("kb.sqlite")} == {
-        k: v for k, v in expected.items() if not k.endswith("kb.sqlite")}
+    databases = ("kb.sqlite", "tools/cache")  # copied through the backup API: same rows, not the same bytes
+    assert {k: v for k, v in restored.items() if not k.endswith(databases)} == {
+        k: v for k, v in expected.items() if not k.endswith(databases)}
     assert files_of(tmp_path / "elsewhere" / "bob") == bob_before
     assert (tmp_path / "new" / "config.json").stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "new" / ".internal-token").stat().st_mode & 0o777 == 0o600
