@@ -4,9 +4,11 @@ Each process has one registry of its own (``REGISTRY``), not prometheus_client's
 default one: every name it exposes starts with ``gateway_`` and nothing else
 (a test in-process can read exactly what a scrape would). A process serves it at
 ``http://HOST:PORT/metrics`` on the port ``gateway.metrics`` gives it; the shim
-also answers ``GET /metrics`` on its API port. Both answer the same format
-(``CONTENT_TYPE``) to any scraper. Names follow Prometheus' conventions, which
-``promtool check metrics`` enforces: base units as suffixes, ``_total`` on
+also answers ``GET /metrics`` on its API port. Both choose the format as
+prometheus_client does, from the scraper's ``Accept`` header (``exposition``):
+OpenMetrics to a scraper that prefers it (Prometheus itself), else the plain
+text format; so every process answers one scraper in one format. Names follow
+Prometheus' conventions, which ``promtool check metrics`` enforces: base units as suffixes, ``_total`` on
 counters, no name part that reads as an abbreviated unit (so the KB's metrics are
 ``gateway_knowledge_*``, never ``gateway_kb_*``). The metrics of one service are
 declared beside the code that observes them, registered here.
@@ -21,29 +23,23 @@ request (``observe_later``) and applied together: when ``MAX_PENDING`` wait, and
 anything reads the registry (a scrape, ``exposition``, a test's
 ``get_sample_value``: ``REGISTRY.collect`` applies them first). A read never
 misses an observation made before it; applied one by one between the requests,
-they cost several times what they cost together (issue 15, as for the
-per-request log lines).
+they cost several times what they cost together (as for the per-request log
+lines).
 """
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics, start_http_server
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 
 from gateway.grpc_server import BindError
 from gateway.ports import listen_problem
 
 disable_created_metrics()  # the *_created series double a scrape and say nothing an operator alerts on
-# One exposition format from every process, whatever the scraper's Accept header asks: Prometheus'
-# text format 0.0.4, which every Prometheus and promtool read (the names are all plain ASCII, so
-# the newer text format would be the same bytes under another version).
-CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
 MAX_PENDING = 256  # observations queued before they are applied in one go (a few hundred microseconds)
 
@@ -113,37 +109,12 @@ def closed_label(value: str, allowed: Iterable[str]) -> str:
     return value if value in allowed else "other"
 
 
-def exposition() -> bytes:
-    """The registry in Prometheus' text format (what ``/metrics`` answers)."""
-    return generate_latest(REGISTRY)
-
-
-class _MetricsHandler(BaseHTTPRequestHandler):
-    """``GET /metrics``: the registry in ``CONTENT_TYPE``; any other path 404, any other method 405."""
-
-    def do_GET(self) -> None:
-        if self.path.split("?", 1)[0] != "/metrics":
-            self._answer(404, b"the metrics are at /metrics\n", "text/plain; charset=utf-8")
-            return
-        self._answer(200, exposition(), CONTENT_TYPE)
-
-    def _answer(self, status: int, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Scrapes are not logged (one every few seconds, with nothing to say)."""
-
-
-class _MetricsServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int]) -> None:
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        super().__init__(address, _MetricsHandler)
+def exposition(accept: str = "") -> tuple[bytes, str]:
+    """What ``/metrics`` answers a scraper whose ``Accept`` header is ``accept``: the registry's
+    exposition and its content type, chosen exactly as the metrics ports choose them (the plain
+    text format unless ``accept`` asks for OpenMetrics)."""
+    encode, content_type = choose_encoder(accept)
+    return encode(REGISTRY), content_type
 
 
 def serve_metrics(process: str, address: tuple[str, int] | None) -> str | None:
@@ -157,8 +128,7 @@ def serve_metrics(process: str, address: tuple[str, int] | None) -> str | None:
     if problem:
         raise BindError(f"{process} metrics (gateway.metrics): {problem}")
     try:
-        server = _MetricsServer((host, port))
+        server, _ = start_http_server(port, addr=host, registry=REGISTRY)
     except OSError as exc:
         raise BindError(f"{process} metrics (gateway.metrics): cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    threading.Thread(target=server.serve_forever, name=f"{process}-metrics", daemon=True).start()
     return f"{host}:{server.server_address[1]}"

@@ -31,7 +31,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S, HEALTH_DEADLINE_S, aio_channel
 from gateway.files_limits import MAX_BODY_BYTES
-from gateway.metrics import CONTENT_TYPE, exposition
+from gateway.metrics import exposition
 from gateway_http.credentials import BadCredential, credential_metadata
 from gateway_http.descriptors import Route, all_routes
 from gateway_http.errors import bearer_challenge, error_body, http_status, presented_key
@@ -202,7 +202,9 @@ class ShimApp:
                 await _respond(answer, 200, self._openapi)
                 return 200
             if path == "/metrics" and method == "GET":  # no key: it holds no agent data (gateway.metrics)
-                await _respond(answer, 200, await asyncio.to_thread(exposition), content_type=CONTENT_TYPE.encode())
+                accept = b", ".join(v for k, v in scope.get("headers", ()) if k == b"accept").decode("latin-1")
+                exposed, content_type = await asyncio.to_thread(exposition, accept)
+                await _respond(answer, 200, exposed, content_type=content_type.encode())
                 return 200
             try:
                 segments = split_path(scope.get("raw_path") or path.encode())

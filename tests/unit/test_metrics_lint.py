@@ -60,7 +60,7 @@ def test_the_linter_flags_each_rule(case: str) -> None:
 
 
 def test_every_metric_the_suite_declares_passes_the_rules() -> None:
-    text = exposition().decode()
+    text = exposition()[0].decode()
     assert "gateway_knowledge_refreshes_total" in text and "gateway_dream_runs_total" in text
     assert lint(text) == []
     path = promtool()

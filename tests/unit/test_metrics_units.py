@@ -78,7 +78,7 @@ def test_serve_metrics_answers_the_registry_and_refuses_a_busy_port_in_one_line(
 
 
 def count(name: str, **labels: str) -> float:
-    for family in text_string_to_metric_families(exposition().decode()):
+    for family in text_string_to_metric_families(exposition()[0].decode()):
         for sample in family.samples:
             if sample.name == name and sample.labels == labels:
                 return float(sample.value)
