@@ -27,6 +27,9 @@ from services.dreaming.recall import Hit
 REFRESH_DEADLINE_S = 120.0  # a first index of a large archive takes a while
 SEARCH_DEADLINE_S = 10.0
 PROMOTE_DEADLINE_S = 30.0  # one vault write and its reindex; the vault index waits up to 10 s for a lock
+# An undo is one such write too, but a revert answers within the REST shim's default deadline (10 s): a KB
+# that does not answer in time is taken for unreachable, and the rest of the revert's undos wait for the next.
+UNDO_DEADLINE_S = 8.0
 ACTIVITY_DEADLINE_S = 5.0
 ENTRIES_PAGE = 20_000  # entries per ListArchiveEntries page (whole sources; well under the message cap)
 UPDATE_BATCH = 5000
@@ -170,7 +173,7 @@ class KbIndex:
         )
         request = kb_pb2.UndoPromotionRequest(agent_id=agent_id, run_id=run_id, op_id=op_id, write=w)
         try:
-            r = await self._stub.UndoPromotion(request, timeout=PROMOTE_DEADLINE_S, metadata=self._metadata)
+            r = await self._stub.UndoPromotion(request, timeout=UNDO_DEADLINE_S, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:
             raise _unavailable("kb", err) from None
         return UndoReply(outcome=r.outcome, note=r.note, reason=r.reason, deleted=r.deleted)

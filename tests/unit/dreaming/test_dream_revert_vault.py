@@ -211,3 +211,41 @@ def test_pending_promotions_are_the_covered_ops_not_undone_newest_first() -> Non
 def test_only_undos_that_happened_are_journaled(outcome: str, recorded: bool) -> None:
     undo = VaultUndo("r1/1", "n", "global", outcome, "why")
     assert bool(vault_undo.done_records("r1", [undo], "2026-12-01T03:00:00Z", "rev")) == recorded
+
+
+class HeldKb(VaultKb):
+    """A VaultKb whose undos wait until ``release`` is set (``entered`` says one is waiting)."""
+
+    def __init__(self, vault_dir: Path) -> None:
+        super().__init__(vault_dir)
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: VaultWrite) -> UndoReply:
+        self.entered.set()
+        await self.release.wait()
+        return await super().undo_promotion(agent_id, run_id, op_id, write)
+
+
+def test_a_revert_whose_caller_goes_away_still_finishes_and_is_audited(tmp_path: Path) -> None:
+    s = Setup(tmp_path, Proposal(op="add", file="MEMORY.md", content=JAN, reason="contact", topic="jan-contact"))
+    s.dream("r1")
+    held = HeldKb(s.kb.dir)
+    s.deps = nightly.Deps(index=held, review=s.deps.review, now=lambda: NOW, promoter=held)
+    s.dreamer = Dreamer(lambda: s.config, StateStore(tmp_path), s.deps, NoWatcher())
+
+    async def scenario() -> RevertResult:
+        caller = asyncio.ensure_future(s.dreamer.revert(s.agent, "r1", None))
+        await held.entered.wait()
+        caller.cancel()  # the client went away while the KB was asked
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        held.release.set()
+        await asyncio.wait([t for t in asyncio.all_tasks() if t is not asyncio.current_task()])
+        return await s.dreamer.revert(s.agent, "r1", None)  # the lock was released: a second revert runs
+
+    again = asyncio.run(scenario())
+    assert s.kb.notes() == {} and s.memory() == MEMORY
+    [record] = s.records("audit.jsonl", "revert")
+    assert record["vault"][0]["outcome"] == "undone"
+    assert (again.reverted, again.vault) == ([], [])

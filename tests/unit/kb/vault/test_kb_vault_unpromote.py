@@ -143,7 +143,7 @@ def test_a_later_promotion_of_another_run_stays_when_the_earlier_block_is_taken_
     later = promoted(vconn, vault_dir, RACK, topic="staging-host", run_id="r2")
     assert earlier.write is not None and later.write is not None
     done = undo(vconn, vault_dir, earlier.write)
-    assert done.outcome == UNDONE and "the text written since was kept" in done.reason
+    assert done.outcome == UNDONE and "the rest of it was kept" in done.reason
     assert note(vault_dir, "staging-host").read_text() == original + f"\n<!-- promoted: agent alfred run r2 -->\n{RACK}\n"
     assert found(vconn, "named") == [] and found(vconn, "basement") == ["notes/staging-host.md"]
     assert undo(vconn, vault_dir, later.write).outcome == UNDONE  # changed since r2 wrote it: its block is taken out
