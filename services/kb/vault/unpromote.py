@@ -215,7 +215,7 @@ def _attempt(conn: apsw.Connection, vault_dir: Path, w: PromotionWrite) -> UndoR
                                           "its block was taken out)", deleted=True)
     write_atomic(live, new.encode("utf-8"), expected=data)
     reindex_notes(conn, vault_dir, [w.note])
-    return UndoResult(UNDONE, w.note, "took the promoted block out; the text written since was kept")
+    return UndoResult(UNDONE, w.note, "took the promoted block out; the note had changed since the promotion, and the rest of it was kept")
 
 
 def _exact(conn: apsw.Connection, vault_dir: Path, w: PromotionWrite, data: bytes, text: str) -> UndoResult:
