@@ -290,7 +290,6 @@ class Dreamer:
     def _audit_revert(self, agent: AgentConfig, result: RevertResult, revert_id: str, at: str) -> None:
         """Journal the promotions undone, then one DREAMS.md entry and one audit.jsonl ``revert`` record."""
         ws, run_id = agent.workspace, result.run_id
-        journal.append(ws, vault_undo.done_records(run_id, result.vault, at, revert_id))
         left = [u for u in result.vault if u.outcome == vault_undo.LEFT]
         entry = f"## {at[:16].replace('T', ' ')} UTC · revert {revert_id} of run {run_id}\n\n"
         entry += f"- **Reverted:** {', '.join(result.reverted) or 'nothing more in the files'}\n"
@@ -301,6 +300,7 @@ class Dreamer:
         if left:
             entry += f"- **Left in the shared vault:** {', '.join(repr(u.note) for u in left)}\n"
         try:
+            journal.append(ws, vault_undo.done_records(run_id, result.vault, at, revert_id))
             audit.write_entry(ws, entry)
             audit.append_records(ws, [{
                 "kind": "revert", "run": run_id, "by": revert_id, "at": at, "ops": result.reverted, "already": result.already,
@@ -308,7 +308,7 @@ class Dreamer:
                            "deleted": u.deleted} for u in result.vault],
                 "notesLeft": [u.note for u in left],
             }])
-        except OSError as exc:  # the revert stands; say so loudly
+        except OSError as exc:  # the revert stands (an undo not journaled is only reported again next time); say so loudly
             log.error("dream_audit_failed", agent=agent.id, run=run_id, error=str(exc))
         log.info("dream_reverted", agent=agent.id, run=run_id, ops=result.reverted,
                  vault_undone=[u.note for u in result.vault if u.outcome != vault_undo.LEFT] or None,
