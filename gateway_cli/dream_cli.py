@@ -11,6 +11,9 @@ the call happened (a run that changed nothing included), 1 when it could not
 agent named ``status`` dreams with ``gateway dream status`` alone).
 ``explain AGENT QUERY...`` prints the history of the entries the words find
 (live, stale or pruned): first seen, moved, retrieved, invalidated, restored.
+``revert`` prints, after the files, what became of each shared promotion of the
+reverted ops (undone, or left with the reason); it exits 0 when the files were
+reverted, a note left in the vault included (the output names it).
 """
 
 from __future__ import annotations

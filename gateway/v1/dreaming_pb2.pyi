@@ -168,20 +168,38 @@ class RevertDreamRequest(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., run_id: _Optional[str] = ..., op_id: _Optional[str] = ...) -> None: ...
 
 class RevertReport(_message.Message):
-    __slots__ = ("agent_id", "run_id", "reverted", "already", "files", "message")
+    __slots__ = ("agent_id", "run_id", "reverted", "already", "files", "message", "vault")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     REVERTED_FIELD_NUMBER: _ClassVar[int]
     ALREADY_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    VAULT_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     run_id: str
     reverted: _containers.RepeatedScalarFieldContainer[str]
     already: _containers.RepeatedScalarFieldContainer[str]
     files: _containers.RepeatedCompositeFieldContainer[DreamFile]
     message: str
-    def __init__(self, agent_id: _Optional[str] = ..., run_id: _Optional[str] = ..., reverted: _Optional[_Iterable[str]] = ..., already: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[DreamFile, _Mapping]]] = ..., message: _Optional[str] = ...) -> None: ...
+    vault: _containers.RepeatedCompositeFieldContainer[VaultUndo]
+    def __init__(self, agent_id: _Optional[str] = ..., run_id: _Optional[str] = ..., reverted: _Optional[_Iterable[str]] = ..., already: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[DreamFile, _Mapping]]] = ..., message: _Optional[str] = ..., vault: _Optional[_Iterable[_Union[VaultUndo, _Mapping]]] = ...) -> None: ...
+
+class VaultUndo(_message.Message):
+    __slots__ = ("op_id", "note", "project", "outcome", "reason", "deleted")
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    op_id: str
+    note: str
+    project: str
+    outcome: str
+    reason: str
+    deleted: bool
+    def __init__(self, op_id: _Optional[str] = ..., note: _Optional[str] = ..., project: _Optional[str] = ..., outcome: _Optional[str] = ..., reason: _Optional[str] = ..., deleted: _Optional[bool] = ...) -> None: ...
 
 class ExplainEntryRequest(_message.Message):
     __slots__ = ("agent_id", "query", "limit")

@@ -204,7 +204,7 @@ class PromoteFactRequest(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., topic: _Optional[str] = ..., reason: _Optional[str] = ..., content: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class PromoteFactResponse(_message.Message):
-    __slots__ = ("outcome", "name", "name_from", "passed_over", "linked", "folded", "twin_kept", "held", "seed", "reason", "message", "weight")
+    __slots__ = ("outcome", "name", "name_from", "passed_over", "linked", "folded", "twin_kept", "held", "seed", "reason", "message", "weight", "write")
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NAME_FROM_FIELD_NUMBER: _ClassVar[int]
@@ -217,6 +217,7 @@ class PromoteFactResponse(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    WRITE_FIELD_NUMBER: _ClassVar[int]
     outcome: str
     name: str
     name_from: str
@@ -229,7 +230,60 @@ class PromoteFactResponse(_message.Message):
     reason: str
     message: str
     weight: float
-    def __init__(self, outcome: _Optional[str] = ..., name: _Optional[str] = ..., name_from: _Optional[str] = ..., passed_over: _Optional[str] = ..., linked: _Optional[_Iterable[str]] = ..., folded: _Optional[bool] = ..., twin_kept: _Optional[bool] = ..., held: _Optional[int] = ..., seed: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., weight: _Optional[float] = ...) -> None: ...
+    write: PromotionWrite
+    def __init__(self, outcome: _Optional[str] = ..., name: _Optional[str] = ..., name_from: _Optional[str] = ..., passed_over: _Optional[str] = ..., linked: _Optional[_Iterable[str]] = ..., folded: _Optional[bool] = ..., twin_kept: _Optional[bool] = ..., held: _Optional[int] = ..., seed: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., weight: _Optional[float] = ..., write: _Optional[_Union[PromotionWrite, _Mapping]] = ...) -> None: ...
+
+class PromotionWrite(_message.Message):
+    __slots__ = ("note", "project", "kind", "offset", "removed", "added", "block", "hash_before", "hash_after", "folded_twin")
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_FIELD_NUMBER: _ClassVar[int]
+    HASH_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    HASH_AFTER_FIELD_NUMBER: _ClassVar[int]
+    FOLDED_TWIN_FIELD_NUMBER: _ClassVar[int]
+    note: str
+    project: str
+    kind: str
+    offset: int
+    removed: str
+    added: str
+    block: str
+    hash_before: str
+    hash_after: str
+    folded_twin: str
+    def __init__(self, note: _Optional[str] = ..., project: _Optional[str] = ..., kind: _Optional[str] = ..., offset: _Optional[int] = ..., removed: _Optional[str] = ..., added: _Optional[str] = ..., block: _Optional[str] = ..., hash_before: _Optional[str] = ..., hash_after: _Optional[str] = ..., folded_twin: _Optional[str] = ...) -> None: ...
+
+class UndoPromotionRequest(_message.Message):
+    __slots__ = ("agent_id", "run_id", "op_id", "write")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    WRITE_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    run_id: str
+    op_id: str
+    write: PromotionWrite
+    def __init__(self, agent_id: _Optional[str] = ..., run_id: _Optional[str] = ..., op_id: _Optional[str] = ..., write: _Optional[_Union[PromotionWrite, _Mapping]] = ...) -> None: ...
+
+class UndoPromotionResponse(_message.Message):
+    __slots__ = ("outcome", "note", "reason", "message", "deleted", "twin_restored")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    TWIN_RESTORED_FIELD_NUMBER: _ClassVar[int]
+    outcome: str
+    note: str
+    reason: str
+    message: str
+    deleted: bool
+    twin_restored: bool
+    def __init__(self, outcome: _Optional[str] = ..., note: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., deleted: _Optional[bool] = ..., twin_restored: _Optional[bool] = ...) -> None: ...
 
 class RefreshRequest(_message.Message):
     __slots__ = ("agent_id", "wait", "paths")

@@ -114,6 +114,11 @@ class KnowledgeStub:
                 request_serializer=gateway_dot_v1_dot_kb__pb2.PromoteFactRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_kb__pb2.PromoteFactResponse.FromString,
                 _registered_method=True)
+        self.UndoPromotion = channel.unary_unary(
+                '/gateway.v1.Knowledge/UndoPromotion',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.UndoPromotionRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.UndoPromotionResponse.FromString,
+                _registered_method=True)
 
 
 class KnowledgeServicer:
@@ -271,6 +276,22 @@ class KnowledgeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UndoPromotion(self, request, context):
+        """Undo one promotion (dreaming calls it when a dream run, or the op that
+        caused the promotion, is reverted), from the write PromoteFact reported:
+        a note exactly as the promotion left it is put back exactly (a created
+        note deleted, appended text taken out, a folded retired twin written back);
+        a note changed since gets the promoted block taken out when it still
+        stands there verbatim once. Anything else is left as it is: the outcome
+        "left" with the reason, not an error. Serialised with the vault's
+        promotions; what changed is reindexed at once. Needs write access;
+        FAILED_PRECONDITION when the shared KB is off for the agent. Internal: no
+        REST route.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KnowledgeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -353,6 +374,11 @@ def add_KnowledgeServicer_to_server(servicer, server):
                     servicer.PromoteFact,
                     request_deserializer=gateway_dot_v1_dot_kb__pb2.PromoteFactRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_kb__pb2.PromoteFactResponse.SerializeToString,
+            ),
+            'UndoPromotion': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndoPromotion,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.UndoPromotionRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.UndoPromotionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -787,6 +813,33 @@ class Knowledge:
             '/gateway.v1.Knowledge/PromoteFact',
             gateway_dot_v1_dot_kb__pb2.PromoteFactRequest.SerializeToString,
             gateway_dot_v1_dot_kb__pb2.PromoteFactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndoPromotion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/UndoPromotion',
+            gateway_dot_v1_dot_kb__pb2.UndoPromotionRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.UndoPromotionResponse.FromString,
             options,
             channel_credentials,
             insecure,

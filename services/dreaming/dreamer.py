@@ -33,12 +33,12 @@ import structlog
 from gateway.atomic import WriteConflict, write_atomic
 from gateway.config import AgentConfig, Config
 from gateway.errors import Aborted, FailedPrecondition, NotFound, Unavailable
-from services.dreaming import audit, explain, journal, nightly, pending
+from services.dreaming import audit, explain, journal, nightly, pending, vault_undo
 from services.dreaming.commit import BACKUPS, Unsafe, confined, read_text
-from services.dreaming.model import ACCEPT, AUTO, MANUAL, SCHEDULE, FileChange, OpResult, RunReport
+from services.dreaming.model import ACCEPT, AUTO, MANUAL, SCHEDULE, FileChange, OpResult, RunReport, VaultUndo
 from services.dreaming.peer_client import Activity, PeerUnavailable
 from services.dreaming.scheduler import Readiness, Scheduler, new_run_id, schedulable
-from services.dreaming.state import Busy, RunSummary, StateStore
+from services.dreaming.state import Busy, RunLock, RunSummary, StateStore
 
 log = structlog.get_logger()
 
@@ -63,11 +63,14 @@ class Status:
 
 @dataclass(frozen=True)
 class RevertResult:
+    """A revert: the ops undone now and before, the files changed, and each op's shared promotion."""
+
     agent_id: str
     run_id: str
     reverted: list[str] = field(default_factory=list)
     already: list[str] = field(default_factory=list)
     files: list[FileChange] = field(default_factory=list)
+    vault: list[VaultUndo] = field(default_factory=list)
 
 
 def newest_transcript(folder: Path) -> datetime | None:
@@ -108,6 +111,7 @@ class Dreamer:
         self._deps = deps
         self._activity = activity
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_RUNS)
+        self._reverts: set[asyncio.Future[RevertResult]] = set()  # running reverts (shielded from their callers)
         self.scheduler: Scheduler | None = None
 
     def _agent(self, agent_id: str) -> AgentConfig:
@@ -218,17 +222,34 @@ class Dreamer:
         return replace(report, notes=report.notes + tuple(notes))
 
     async def revert(self, agent: AgentConfig, run_id: str, op_id: str | None) -> RevertResult:
-        """Undo a run, or one op of it, by inverse splice (journal.py). Raises FailedPrecondition when
-        refused, NotFound when the run or op is unknown, Aborted when a run is in progress."""
+        """Undo a run, or one op of it, by inverse splice (journal.py), then the shared promotions of
+        those ops through the KB (vault_undo.py). Raises FailedPrecondition when refused, NotFound when
+        the run or op is unknown, Aborted when a run is in progress. Once begun, a revert runs to its
+        end and is audited even if its caller goes away (the vault and the journal then agree)."""
         if op_id is not None and "/" not in op_id:
             op_id = f"{run_id}/{op_id}"
         lock = await self._locked(agent)
+        task = asyncio.ensure_future(self._revert_locked(agent, lock, run_id, op_id))
+        self._reverts.add(task)
+        task.add_done_callback(self._reverts.discard)
+        return await asyncio.shield(task)
+
+    async def _revert_locked(self, agent: AgentConfig, lock: RunLock, run_id: str, op_id: str | None) -> RevertResult:
         try:
-            return await asyncio.to_thread(self._revert, agent, run_id, op_id)
+            now = self._deps.now()
+            revert_id, at = new_run_id(now), nightly.iso(now)
+            result, ops = await asyncio.to_thread(self._revert_files, agent, run_id, op_id, revert_id, at)
+            writes = vault_undo.pending(await asyncio.to_thread(journal.read, agent.workspace), run_id, ops)
+            if not result.reverted and not writes:
+                return result
+            result = replace(result, vault=await vault_undo.undo_all(self._deps.promoter, agent.id, run_id, writes))
+            await asyncio.to_thread(self._audit_revert, agent, result, revert_id, at)
+            return result
         finally:
             lock.release()
 
-    def _revert(self, agent: AgentConfig, run_id: str, op_id: str | None) -> RevertResult:
+    def _revert_files(self, agent: AgentConfig, run_id: str, op_id: str | None, revert_id: str, at: str) -> tuple[RevertResult, list[str]]:
+        """The local part of a revert: ``(result, every op it covers: undone now or before)``."""
         ws = agent.workspace
         records = journal.read(ws)
         edits = [r for r in records if r.get("kind") == "edit" and r.get("run") == run_id]
@@ -242,10 +263,9 @@ class Dreamer:
         except (journal.RevertRefused, Unsafe) as exc:
             raise FailedPrecondition(str(exc)) from None
         result = RevertResult(agent.id, run_id, already=list(planned.already))
+        ops = list(dict.fromkeys(r["op"] for r in planned.undone))  # a move has a record per file
         if not planned.undone:
-            return result
-        now = self._deps.now()
-        revert_id, at = new_run_id(now), nightly.iso(now)
+            return result, result.already
         done: set[str] = set()
         for name, text in planned.texts.items():
             before = planned.originals[name]
@@ -263,16 +283,36 @@ class Dreamer:
                 ) from None
             done.add(name)
             result.files.append(FileChange(name, len(before), len(text)))
-        ops = list(dict.fromkeys(r["op"] for r in planned.undone))  # a move has a record per file
         journal.append(ws, [journal.undo_record("revert", run_id, op, at, by=revert_id) for op in ops])
         result.reverted.extend(ops)
-        entry = (f"## {at[:16].replace('T', ' ')} UTC · revert {revert_id} of run {run_id}\n\n"
-                 f"- **Reverted:** {', '.join(ops)}\n" + "".join(f"- **{f.file}:** {f.chars_before:,} → {f.chars_after:,} chars\n" for f in result.files))
-        audit.write_entry(ws, entry)
-        audit.append_records(ws, [{"kind": "revert", "run": run_id, "by": revert_id, "at": at, "ops": ops,
-                                   "already": result.already}])
-        log.info("dream_reverted", agent=agent.id, run=run_id, ops=ops)
-        return result
+        return result, ops + result.already
+
+    def _audit_revert(self, agent: AgentConfig, result: RevertResult, revert_id: str, at: str) -> None:
+        """Journal the promotions undone, then one DREAMS.md entry and one audit.jsonl ``revert`` record."""
+        ws, run_id = agent.workspace, result.run_id
+        left = [u for u in result.vault if u.outcome == vault_undo.LEFT]
+        entry = f"## {at[:16].replace('T', ' ')} UTC · revert {revert_id} of run {run_id}\n\n"
+        entry += f"- **Reverted:** {', '.join(result.reverted) or 'nothing more in the files'}\n"
+        if result.already:
+            entry += f"- **Already undone before:** {', '.join(result.already)}\n"
+        entry += "".join(f"- **{f.file}:** {f.chars_before:,} → {f.chars_after:,} chars\n" for f in result.files)
+        entry += "".join(f"- {vault_undo.line(u)}\n" for u in result.vault)
+        if left:
+            entry += f"- **Left in the shared vault:** {', '.join(repr(u.note) for u in left)}\n"
+        try:
+            journal.append(ws, vault_undo.done_records(run_id, result.vault, at, revert_id))
+            audit.write_entry(ws, entry)
+            audit.append_records(ws, [{
+                "kind": "revert", "run": run_id, "by": revert_id, "at": at, "ops": result.reverted, "already": result.already,
+                "vault": [{"op": u.op_id, "note": u.note, "project": u.project, "outcome": u.outcome, "reason": u.reason,
+                           "deleted": u.deleted} for u in result.vault],
+                "notesLeft": [u.note for u in left],
+            }])
+        except OSError as exc:  # the revert stands (an undo not journaled is only reported again next time); say so loudly
+            log.error("dream_audit_failed", agent=agent.id, run=run_id, error=str(exc))
+        log.info("dream_reverted", agent=agent.id, run=run_id, ops=result.reverted,
+                 vault_undone=[u.note for u in result.vault if u.outcome != vault_undo.LEFT] or None,
+                 vault_left=[u.note for u in left] or None)
 
     async def explain(self, agent: AgentConfig, query: str, limit: int) -> list[explain.Explained]:
         """An entry's history (``explain.explain``): read-only, no lock. Raises Unavailable when the KB

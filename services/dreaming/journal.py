@@ -28,6 +28,12 @@ finds such edits and appends a ``restore`` record for each (by ``SETTLED_BY``),
 so the journal matches the files again and a revert has nothing to undo there.
 An op is settled only when every file it touched is in that state.
 
+**The shared vault.** A run's shared promotions are journaled too (``promotion``
+records: what the KB wrote, exactly), and a revert undoes those of the ops it
+covers through the KB once the files are done (``vault_undo``), marking each
+undone one with an ``unpromote`` record. Only ``edit``, ``revert`` and
+``restore`` records matter here.
+
 The journal is capped (``MAX_BYTES``): past it, the oldest records are dropped
 (whole lines) down to ``KEEP_BYTES``, and runs that old can no longer be reverted
 by op (their backups may still hold the pre-images).

@@ -108,12 +108,45 @@ class OpResult:
 
 
 @dataclass(frozen=True)
+class VaultWrite:
+    """What one promotion wrote to one shared note, as the KB reported it (``PromotionWrite``):
+    exactly enough for a revert to undo it (``vault_undo``). ``kind``: created or appended;
+    ``offset`` (characters), ``removed`` and ``added``: the splice; ``block``: the promoted
+    block; the note's SHA-256 before and after; ``folded_twin``: a retired twin folded in."""
+
+    note: str
+    project: str
+    kind: str
+    offset: int
+    removed: str
+    added: str
+    block: str
+    hash_before: str
+    hash_after: str
+    folded_twin: str = ""
+
+
+@dataclass(frozen=True)
+class VaultUndo:
+    """What a revert did about one op's shared promotion: ``outcome`` undone, gone (the note no
+    longer existed) or left (not changed; ``reason`` says why and what to do)."""
+
+    op_id: str
+    note: str
+    project: str
+    outcome: str
+    reason: str
+    deleted: bool = False
+
+
+@dataclass(frozen=True)
 class Promotion:
     """What became of one applied durable add offered to the shared vault (``promotion.py``).
 
     ``outcome``: the KB's created, merged, updated, unchanged or declined, or
     ``skipped`` (the add carried no fact and was never sent). ``note``: the
-    shared note that holds the fact now ("" when none). ``reason``: why."""
+    shared note that holds the fact now ("" when none). ``reason``: why.
+    ``write``: what the promotion wrote (None when it wrote nothing)."""
 
     op_id: str
     proposal_id: str
@@ -125,6 +158,7 @@ class Promotion:
     linked: tuple[str, ...] = ()
     folded: bool = False
     twin_kept: bool = False
+    write: VaultWrite | None = None
 
 
 @dataclass(frozen=True)

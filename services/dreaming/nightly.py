@@ -22,7 +22,8 @@ The order (README "Dreaming"):
    file's pre-image is restored (also when the run is cancelled during the
    check: the run is then audited ``interrupted`` before the cancellation goes on);
 9. shared promotion of the applied durable adds (``promotion.py``; only when
-   the agent's shared KB is on and in ``auto`` mode; it never fails the run);
+   the agent's shared KB is on and in ``auto`` mode; it never fails the run),
+   each write journaled so a revert can take it out (``vault_undo.py``);
 10. the shared vault's GC: a scheduled run in auto mode asks the KB, which
     runs it once per vault per day (``vault_gc.py``); one note of the run;
 11. the audit: one DREAMS.md entry and the audit.jsonl records.
@@ -41,7 +42,7 @@ from datetime import datetime, timezone
 import structlog
 
 from gateway.config import AgentConfig
-from services.dreaming import audit, journal, pending, promotion, recall, vault_gc
+from services.dreaming import audit, journal, pending, promotion, recall, vault_gc, vault_undo
 from services.dreaming.applier import Plan, over_budget, plan
 from services.dreaming.commit import PRUNED, CommitOutcome, Unsafe, append_text, commit, confined, read_text, restore
 from services.dreaming.model import (
@@ -52,6 +53,7 @@ from services.dreaming.model import (
     SCHEDULE,
     FileChange,
     OpResult,
+    Promotion,
     Proposal,
     ReviewerOutcome,
     RunReport,
@@ -245,6 +247,7 @@ async def run(
         files = [FileChange(name, len(originals[name]), len(read_text(workspace, name))) for name in MEMORY_FILES if name in changed]
     results.sort(key=lambda r: int(r.op_id.rsplit("/", 1)[1]))
     promoted = await promotion.promote_applied(agent, deps.promoter, run_id, results)  # (9)
+    notes += _journal_promotions(agent, run_id, at, promoted.promotions)
     reason = outcome.reason if outcome is not None and not outcome.ok else quiet_night
     steps += [*promoted.steps, "audit"]
     report = replace(
@@ -257,6 +260,19 @@ async def run(
         raise asyncio.CancelledError
     report = await vault_gc.after_run(deps.vault, agent, report, lambda cut: _finish(agent, cut, deps))  # (10)
     return _finish(agent, report, deps)
+
+
+def _journal_promotions(agent: AgentConfig, run_id: str, at: str, promotions: Sequence[Promotion]) -> list[str]:
+    """Journal what each promotion wrote to the vault, so a revert can take it out (``vault_undo``);
+    a note of the run when that fails."""
+    records = [vault_undo.write_record(run_id, p, at) for p in promotions if p.write is not None]
+    try:
+        journal.append(agent.workspace, records)
+    except OSError as exc:
+        log.error("dream_promotion_not_journaled", agent=agent.id, run=run_id, error=str(exc))
+        return [f"The shared promotions of this run could not be journaled ({exc}); a revert cannot take them "
+                "out of the vault."]
+    return []
 
 
 def _finish(agent: AgentConfig, report: RunReport, deps: Deps) -> RunReport:

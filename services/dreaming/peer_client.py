@@ -2,8 +2,9 @@
 
 - The KB: ``Refresh`` (waited for), ``Search`` and ``ProbeRecall`` for the recall
   check; ``FoldRetrievals``, ``ListArchiveEntries`` and ``UpdateEntryLifecycle`` for
-  the staleness GC and ``explain``; ``PromoteFact``, for shared promotion;
-  ``CollectVault``, the shared vault's GC. The dreaming process never opens a
+  the staleness GC and ``explain``; ``PromoteFact``, for shared promotion, and
+  ``UndoPromotion``, when a revert takes a promotion out again; ``CollectVault``,
+  the shared vault's GC. The dreaming process never opens a
   ``kb.sqlite``, and none of its reads counts as a retrieval.
 - The watcher: ``GetActivity``, for the quiet window.
 """
@@ -19,12 +20,16 @@ from gateway.auth import INTERNAL_TOKEN_HEADER
 from gateway.channels import aio_channel
 from gateway.v1 import kb_pb2, kb_pb2_grpc, watcher_pb2, watcher_pb2_grpc
 from services.dreaming.archive_view import IndexedEntry, IndexedSource, LifecycleUpdate, Listing
-from services.dreaming.promotion import PromotionReply
+from services.dreaming.model import VaultWrite
+from services.dreaming.promotion import PromotionReply, UndoReply
 from services.dreaming.recall import Hit
 
 REFRESH_DEADLINE_S = 120.0  # a first index of a large archive takes a while
 SEARCH_DEADLINE_S = 10.0
 PROMOTE_DEADLINE_S = 30.0  # one vault write and its reindex; the vault index waits up to 10 s for a lock
+# An undo is one such write too, but a revert answers within the REST shim's default deadline (10 s): a KB
+# that does not answer in time is taken for unreachable, and the rest of the revert's undos wait for the next.
+UNDO_DEADLINE_S = 8.0
 ACTIVITY_DEADLINE_S = 5.0
 ENTRIES_PAGE = 20_000  # entries per ListArchiveEntries page (whole sources; well under the message cap)
 UPDATE_BATCH = 5000
@@ -156,10 +161,30 @@ class KbIndex:
         except grpc.aio.AioRpcError as err:
             raise _unavailable("kb", err) from None
         return PromotionReply(outcome=r.outcome, name=r.name, reason=r.reason, message=r.message, name_from=r.name_from,
-                              passed_over=r.passed_over, linked=tuple(r.linked), folded=r.folded, twin_kept=r.twin_kept)
+                              passed_over=r.passed_over, linked=tuple(r.linked), folded=r.folded, twin_kept=r.twin_kept,
+                              write=_vault_write(r.write) if r.HasField("write") else None)
+
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: VaultWrite) -> UndoReply:
+        """``UndoPromotion``: undo one promotion's write (a revert). Raises PeerUnavailable."""
+        w = kb_pb2.PromotionWrite(
+            note=write.note, project=write.project, kind=write.kind, offset=write.offset, removed=write.removed,
+            added=write.added, block=write.block, hash_before=write.hash_before, hash_after=write.hash_after,
+            folded_twin=write.folded_twin,
+        )
+        request = kb_pb2.UndoPromotionRequest(agent_id=agent_id, run_id=run_id, op_id=op_id, write=w)
+        try:
+            r = await self._stub.UndoPromotion(request, timeout=UNDO_DEADLINE_S, metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            raise _unavailable("kb", err) from None
+        return UndoReply(outcome=r.outcome, note=r.note, reason=r.reason, deleted=r.deleted)
 
     async def close(self) -> None:
         await self._channel.close()
+
+
+def _vault_write(w: kb_pb2.PromotionWrite) -> VaultWrite:
+    return VaultWrite(note=w.note, project=w.project, kind=w.kind, offset=w.offset, removed=w.removed, added=w.added,
+                      block=w.block, hash_before=w.hash_before, hash_after=w.hash_after, folded_twin=w.folded_twin)
 
 
 def _indexed(path: str, start: int, end: int, importance: int, provenance: str, life: kb_pb2.EntryLifecycle) -> IndexedEntry:

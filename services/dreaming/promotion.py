@@ -38,6 +38,10 @@ error and never fails the local dream; once the KB is unreachable
 without a call. Declines are logged (``dream_promotion`` at warning level).
 A run cancelled during promotion declines the rest, is audited, and then the
 cancellation goes on (``Step.cancelled``).
+
+**What was written** (``Promotion.write``, the KB's report of the write) goes
+to the run's journal (``vault_undo``), so that reverting the run, or the op,
+takes it out of the vault again.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from typing import Final, Protocol
 import structlog
 
 from gateway.config import AgentConfig
-from services.dreaming.model import DURABLE, MEMORY_FILES, OpResult, Promotion
+from services.dreaming.model import DURABLE, MEMORY_FILES, OpResult, Promotion, VaultWrite
 
 log = structlog.get_logger()
 
@@ -91,6 +95,17 @@ class PromotionReply:
     linked: tuple[str, ...] = ()
     folded: bool = False
     twin_kept: bool = False
+    write: VaultWrite | None = None
+
+
+@dataclass(frozen=True)
+class UndoReply:
+    """What the KB said about undoing one promotion (``UndoPromotion``): ``outcome`` undone, gone or left."""
+
+    outcome: str
+    note: str
+    reason: str
+    deleted: bool = False
 
 
 class Promoter(Protocol):
@@ -99,6 +114,10 @@ class Promoter(Protocol):
     async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
         """One promotion. Raises when the KB cannot answer; an exception whose ``code`` attribute is
         in UNREACHABLE means the KB cannot be reached at all."""
+        ...
+
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: VaultWrite) -> UndoReply:
+        """Undo one promotion's write (a revert). Raises when the KB cannot answer, as ``promote``."""
         ...
 
 
@@ -201,7 +220,7 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
             step.add(_declined(r, why), f"declined: {why}")
             continue
         step.add(Promotion(r.op_id, p.id, reply.outcome, reply.name, reply.reason, reply.name_from, reply.passed_over,
-                           reply.linked, reply.folded, reply.twin_kept), reply.message)
+                           reply.linked, reply.folded, reply.twin_kept, reply.write), reply.message)
     for promotion in step.promotions:
         (log.warning if promotion.outcome == DECLINED else log.info)(
             "dream_promotion", agent=agent.id, run=run_id, op=promotion.op_id, outcome=promotion.outcome,

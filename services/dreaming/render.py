@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from services.dreaming.model import OpResult, RunReport
+from services.dreaming.vault_undo import LEFT, line
 
 if TYPE_CHECKING:
     from services.dreaming.dreamer import RevertResult, Status
@@ -69,10 +70,20 @@ def status_text(status: Status) -> str:
 
 
 def revert_text(result: RevertResult) -> str:
-    if not result.reverted and result.already:
+    """The revert's answer: the ops undone, the files, then one line per shared promotion of those ops
+    (undone, nothing to undo, or left with the reason), and the notes left named once more at the end."""
+    if not result.reverted and not result.vault:
         return f"nothing to revert in {result.run_id}: {', '.join(result.already)} already undone\n"
-    lines = [f"reverted {', '.join(result.reverted)} of {result.run_id}"]
-    if result.already:
-        lines.append(f"  already undone before: {', '.join(result.already)}")
+    if result.reverted:
+        lines = [f"reverted {', '.join(result.reverted)} of {result.run_id}"]
+        if result.already:
+            lines.append(f"  already undone before: {', '.join(result.already)}")
+    else:
+        lines = [f"nothing more to revert in the files of {result.run_id} ({', '.join(result.already)} already undone); "
+                 "its shared promotions not yet undone were tried again"]
     lines += [f"  {f.file}: {f.chars_before:,} -> {f.chars_after:,} chars" for f in result.files]
+    lines += [f"  {line(u)}" for u in result.vault]
+    left = [u.note for u in result.vault if u.outcome == LEFT]
+    if left:
+        lines.append(f"  left in the shared vault: {', '.join(repr(n) for n in left)}")
     return "\n".join(lines) + "\n"

@@ -108,6 +108,8 @@ def revert_pb(result: RevertResult) -> dreaming_pb2.RevertReport:
         agent_id=result.agent_id, run_id=result.run_id, reverted=list(result.reverted), already=list(result.already),
         files=[pb.DreamFile(file=f.file, chars_before=f.chars_before, chars_after=f.chars_after) for f in result.files],
         message=revert_text(result),
+        vault=[pb.VaultUndo(op_id=u.op_id, note=u.note, project=u.project, outcome=u.outcome, reason=u.reason,
+                            deleted=u.deleted) for u in result.vault],
     )
 
 

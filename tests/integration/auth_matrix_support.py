@@ -67,6 +67,7 @@ ACCESS: dict[str, str] = {
     "gateway.v1.Knowledge.RestoreSharedNote": WRITE,
     "gateway.v1.Knowledge.CollectVault": WRITE,
     "gateway.v1.Knowledge.PromoteFact": WRITE,
+    "gateway.v1.Knowledge.UndoPromotion": WRITE,
     "gateway.v1.Sessions.RegisterSession": WRITE,
     "gateway.v1.Sessions.ReportState": WRITE,
     "gateway.v1.Sessions.EndSession": WRITE,
@@ -199,6 +200,8 @@ REQUESTS: dict[str, Builder] = {
     "gateway.v1.Knowledge.RestoreSharedNote": lambda p, a, r: {"name": _note_or_absent(p, a, r, retired=True)},
     "gateway.v1.Knowledge.CollectVault": lambda p, a, r: {},
     "gateway.v1.Knowledge.PromoteFact": lambda p, a, r: {"topic": p.unique("matrix-topic"), "content": "- the matrix promoted this fact"},
+    "gateway.v1.Knowledge.UndoPromotion": lambda p, a, r: {"write": kb_pb2.PromotionWrite(  # a note that is not there: gone
+        note=p.unique("matrix-unpromoted"), project="global", kind="created", added="- x\n", block="- x\n", hash_after="0" * 64)},
     "gateway.v1.Sessions.RegisterSession": lambda p, a, r: {"session_id": p.unique("matrix-new-session"), "state": watcher_pb2.SESSION_STATE_IDLE},
     "gateway.v1.Sessions.ReportState": lambda p, a, r: {"session_id": p.session(a) if r else "matrix-absent", "state": watcher_pb2.SESSION_STATE_BUSY},
     "gateway.v1.Sessions.EndSession": lambda p, a, r: {"session_id": p.session(a) if r else "matrix-absent"},

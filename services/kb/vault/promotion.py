@@ -69,6 +69,10 @@ is logged), only for a malformed request (InvalidArgument). The rules, in order:
    ``declined`` with the error, and so is a note to append to that is not
    valid UTF-8 (decoding it would replace the bytes it cannot read). Every
    write reindexes the touched notes at once.
+10. **The write is reported** (``PromoteResult.write``, ``unpromote.written``):
+    the note, the kind, the exact text added and removed, the note's hashes and
+    a folded twin's text, so that a revert of the dream can undo it exactly
+    (``unpromote.undo``).
 """
 
 from __future__ import annotations
@@ -91,6 +95,7 @@ from services.kb.vault.note_index import reindex_notes
 from services.kb.vault.promotion_names import Naming, choose_name
 from services.kb.vault.retirement import fold, note_file, read_note
 from services.kb.vault.similar import Scored, document_counts, score_candidates
+from services.kb.vault.unpromote import PromotionWrite, written
 
 MERGE_CONTAINMENT: Final = 0.5
 MERGE_MIN_TERMS: Final = 3
@@ -126,7 +131,8 @@ class PromoteResult:
     twin was folded in and deleted; ``twin_kept``: it had to stay (the cap; the
     reason says so). ``held``/``seed``/``weight``: the merge target's seed words
     held, of the seed's size, and the share of the seed's weight they carry (0
-    when there was no merge). ``reason``: why this outcome."""
+    when there was no merge). ``reason``: why this outcome. ``write``: what was written, exactly
+    enough to undo it (``unpromote``); None when nothing was."""
 
     outcome: str
     name: str
@@ -139,6 +145,7 @@ class PromoteResult:
     held: int = 0
     seed: int = 0
     weight: float = 0.0
+    write: PromotionWrite | None = None
 
     @property
     def message(self) -> str:
@@ -268,36 +275,38 @@ def _decide(conn: apsw.Connection, vault_dir: Path, name: str, fact: str) -> _Pl
     return _search(conn, vault_dir, name, fact, may_merge=not recurrence)
 
 
-def _fold(vault_dir: Path, name: str, text: str) -> tuple[str, bool, str]:
-    """``(text to write, folded, why the twin stays or "")`` for a write of ``text`` under ``name`` (rule 8)."""
+def _fold(vault_dir: Path, name: str, text: str) -> tuple[str, str, str]:
+    """``(text to write, the twin's text when it is folded in else "", why the twin stays or "")`` for a
+    write of ``text`` under ``name`` (rule 8)."""
     try:
         retired = read_note(note_file(vault_dir, retired_name(name)))
     except (FileNotFoundError, IsADirectoryError):
-        return text, False, ""
+        return text, "", ""
     try:
-        retired.decode("utf-8")
+        twin = retired.decode("utf-8")
     except UnicodeDecodeError:
         why = f"the retired twin {retired_name(name)!r} was kept: it is not valid UTF-8, so it is never folded in"
         log.warning("vault_promotion_twin_kept", note=name, reason=why)
-        return text, False, why
+        return text, "", why
     merged = fold(text, retired)
     size = len(merged.encode("utf-8"))
     if size > notes.MAX_NOTE_BYTES:
         why = (f"the retired twin {retired_name(name)!r} was kept: folded in, the note would be {size:,} bytes, "
                f"over the {notes.MAX_NOTE_BYTES:,}-byte cap")
         log.warning("vault_promotion_twin_kept", note=name, reason=why)
-        return text, False, why
-    return merged, True, ""
+        return text, "", why
+    return merged, twin, ""
 
 
 def _attempt(conn: apsw.Connection, vault_dir: Path, naming: Naming, fact: str, marker: str) -> PromoteResult:
     """One decision and its write. Raises WriteConflict when the vault changed under it, OSError."""
     plan = _decide(conn, vault_dir, naming.name, fact)
 
-    def result(outcome: str, reason: str, linked: tuple[str, ...] = (), folded: bool = False, kept: str = "") -> PromoteResult:
+    def result(outcome: str, reason: str, linked: tuple[str, ...] = (), folded: bool = False, kept: str = "",
+               write: PromotionWrite | None = None) -> PromoteResult:
         reason += f"; {kept}" if kept else ""
         return PromoteResult(outcome, plan.target, naming.source, reason, naming.passed_over, linked, folded,
-                             bool(kept), plan.held, plan.seed, plan.weight)
+                             bool(kept), plan.held, plan.seed, plan.weight, write)
 
     try:
         old_text = "" if plan.old is None else plan.old.decode("utf-8")
@@ -306,6 +315,7 @@ def _attempt(conn: apsw.Connection, vault_dir: Path, naming: Naming, fact: str, 
                                 "read exactly; nothing was written")
     present = plan.old is not None and _collapsed(fact) in _collapsed(old_text)
     links: tuple[str, ...] = ()
+    block = ""
     if present:
         text, reason = old_text, f"the fact is already in {plan.target!r}"
     else:
@@ -317,14 +327,16 @@ def _attempt(conn: apsw.Connection, vault_dir: Path, naming: Naming, fact: str, 
         what = "the new note" if plan.old is None else f"{plan.target!r} with the fact appended"
         return result(DECLINED, f"the note-size cap refuses it: {what} would be {size:,} bytes, over the "
                                 f"{notes.MAX_NOTE_BYTES:,}-byte cap; nothing was written")
-    text, folded, kept = _fold(vault_dir, plan.target, text)
+    text, twin, kept = _fold(vault_dir, plan.target, text)
+    folded = bool(twin)
     if present and not folded:
         return result(UNCHANGED, reason, kept=kept)
     write_atomic(note_file(vault_dir, plan.target), text.encode("utf-8"), expected=plan.old)
     if folded:  # only now that the live write landed
         note_file(vault_dir, retired_name(plan.target)).unlink(missing_ok=True)
     reindex_notes(conn, vault_dir, [plan.target, *([retired_name(plan.target)] if folded else [])])
-    return result(UPDATED if present else plan.outcome, reason, links, folded, kept)
+    write = written(vault_dir.name, plan.target, None if plan.old is None else old_text, text, block, twin)
+    return result(UPDATED if present else plan.outcome, reason, links, folded, kept, write)
 
 
 def check_request(topic: str, content: str) -> None:

@@ -38,7 +38,7 @@ from services.kb.file_watch import index_matches_file, plain_source
 from services.kb.index import schema
 from services.kb.index.search import SearchResult, tune_reader
 from services.kb.threads import until_done
-from services.kb.vault import gc, note_index, notes, promotion, retirement
+from services.kb.vault import gc, note_index, notes, promotion, retirement, unpromote
 
 log = structlog.get_logger()
 
@@ -161,6 +161,13 @@ class Vaults:
         promotion.check_request(topic, content)
         return await self._write(v, lambda conn, directory: promotion.promote(
             conn, directory, agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id))
+
+    async def undo_promotion(self, agent_id: str, write: unpromote.PromotionWrite, run_id: str, op_id: str) -> unpromote.UndoResult:
+        """Undo one promotion's write (``unpromote``), serialised with the vault's other writes (its
+        promotions included). FailedPrecondition when the agent's shared KB is off; an undo is allowed
+        whatever the ``mode`` (it takes out what a promotion wrote, it promotes nothing)."""
+        v = self._vault(agent_id)
+        return await self._write(v, lambda conn, directory: unpromote.undo(conn, directory, write, run_id=run_id, op_id=op_id))
 
     # --- recall and the GC --------------------------------------------------------------
 
