@@ -81,16 +81,18 @@ async def serve(
     from gateway.metrics import serve_metrics  # here: gateway.metrics imports BindError from this module
 
     metrics_address = serve_metrics(name, metrics)
+    # Before the server starts: a SIGTERM that comes as soon as the health check says SERVING (a
+    # launcher stopped right after ready) must take the graceful path, not the default action.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     await server.start()
     named = ["", *services] + ([instance_service(instance)] if instance else [])
     for service in named:
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     log.info("listening", address=address, services=services, loop=running_loop_name(), metrics=metrics_address)
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     serving = asyncio.ensure_future(server.wait_for_termination())
     stopping = asyncio.ensure_future(stop.wait())
     waits: set[asyncio.Future[Any]] = {serving, stopping}
