@@ -36,7 +36,8 @@ PLACES = 16  # places of one file where a text stands that a probe tries (a text
 
 
 def _normalized(text: str) -> str:
-    return " ".join(text.split())
+    """``text`` with its whitespace normalised, a NUL counted as a space (a chunk's text holds one so)."""
+    return " ".join(text.replace("\x00", " ").split())
 
 
 class _File:
@@ -49,7 +50,7 @@ class _File:
         self.numbers: list[int] = []  # its line number
         at = 0
         for number, line in enumerate(split_lines(text), start=1):
-            words = line.split()
+            words = line.replace("\x00", " ").split()
             if not words:
                 continue
             if parts:

@@ -98,8 +98,8 @@ from gateway.errors import InvalidArgument, NotFound
 # (indexer_parse.body_chunks), so older indexes are rebuilt; 5: 16 KiB pages (``_repage`` VACUUMs the
 # file while the dropped index tables are empty), entries packed as line numbers and raw digests, chunk overlap
 # stored once (kb_chunk_rows.carried); 6: entries name their digests by an 8-byte prefix, resolved in kb_lifecycle;
-# 7: a line longer than a chunk is cut between words (``chunking``), so the sources with such a line are read
-# again (``_resegment``: a version-6 index keeps everything else).
+# 7: a line longer than a chunk is cut between words (``chunking``), and a NUL in a chunk's text is a space, so
+# the sources with such a line or a NUL are read again (``_resegment``: a version-6 index keeps everything else).
 SCHEMA_VERSION: Final = 7
 RESEGMENTED_FROM: Final = "6"  # the version whose index only needs its long lines cut again
 PAGE_BYTES: Final = 16384
@@ -377,17 +377,19 @@ def _ensure_schema(conn: apsw.Connection, settings: ArchiveSettings) -> None:
 
 
 def _resegment(conn: apsw.Connection) -> None:
-    """Have the next refresh read again every source that has a line cut into segments.
+    """Have the next refresh read again every source that has a line cut into segments or a NUL.
 
-    Version 7 changed only where a line longer than a chunk is cut (``chunking``). Such a line is
-    the only thing that gives a source two chunks of the same single line, so those sources are
-    found from their chunks and marked changed (as a chunking change marks every source:
-    ``indexer``); the next refresh re-chunks them. Everything else stays, rows and ids alike.
-    Runs inside the caller's transaction.
+    Version 7 changed only where a line longer than a chunk is cut (``chunking``), and stores a
+    NUL of a chunk's text as a space (``indexer_parse``). Such a line is the only thing
+    that gives a source two chunks of the same single line, so those sources are found from their
+    chunks, and those with a NUL from their texts' bytes, and marked changed (as a chunking change
+    marks every source: ``indexer``); the next refresh re-chunks them. Everything else stays,
+    rows and ids alike. Runs inside the caller's transaction.
     """
     conn.execute(
         "UPDATE kb_sources SET content_hash = '', checked_ns = 0 WHERE id IN (SELECT source_id FROM kb_chunk_rows "
-        "WHERE start_line = end_line GROUP BY source_id, start_line HAVING count(*) > 1)"
+        "WHERE start_line = end_line GROUP BY source_id, start_line HAVING count(*) > 1) "
+        "OR id IN (SELECT source_id FROM kb_chunk_rows WHERE instr(CAST(text AS BLOB), x'00') > 0)"
     )
 
 

@@ -83,6 +83,22 @@ def test_an_entry_longer_than_a_chunk_is_found_by_each_of_its_words(conn: apsw.C
     assert probe(conn, workspace, [("memory/notes.md", "start here", entry)]) == [False]  # "here" is a neighbour's
 
 
+@pytest.mark.parametrize("tokenizer", ["unicode61", "trigram"])
+def test_a_nul_in_a_note_hides_nothing_after_it(conn: apsw.Connection, workspace: Path, tokenizer: str) -> None:
+    """SQLite's LIKE and substr read a text only up to its first NUL: a short word after one was not
+    found (LIKE), and a chunk carrying the overlap of one holding a NUL read back other text. A NUL
+    in a chunk's text is stored as a space."""
+    lines = ["# Notes", "", "- the ferry\x00 zq leaves at nine", "- the harbour gauge reads low", "- tide tables"]
+    write(workspace, "memory/notes.md", "\n".join(lines) + "\n")
+    refresh(conn, workspace, settings(tokenizer, chunk_tokens=16, chunk_overlap=12))
+    assert 3 in _lines_found(conn, workspace, "zq")  # two letters: a LIKE scan under trigram
+    assert 4 in _lines_found(conn, workspace, "harbour gauge")
+    file = [line.replace("\x00", " ") for line in lines]
+    for start, end, text in conn.execute("SELECT start_line, end_line, text FROM kb_chunks"):
+        assert text == "\n".join(file[start - 1 : end]), (start, end, text)
+    assert probe(conn, workspace, [("memory/notes.md", "ferry leaves", lines[2])]) == [True]
+
+
 def _old_segments(line: str, max_chars: int) -> list[tuple[int, int]]:
     """Version 6's cut of a long line: every ``max_chars`` characters, wherever that fell."""
     return [(start, min(start + max_chars, len(line))) for start in range(0, len(line), max_chars)]
@@ -92,14 +108,17 @@ def test_a_version_6_index_reads_again_only_the_sources_with_a_long_line(
     conn: apsw.Connection, workspace: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The upgrade keeps the index and its lifecycle rows; only a source that had a line cut into
-    segments is read again by the next refresh, and its words are then found."""
+    segments (or a NUL) is read again by the next refresh, and its words are then found."""
     word = "K" * 1200
     write(workspace, "memory/long.md", f"# Long\n\n- {'pad ' * 100}{word} rotates\n")  # the word across 1,024
     write(workspace, "memory/short.md", "# Short\n\n- the ferry leaves at nine\n")
     write(workspace, "MEMORY.md", "# Memory\n\n- coffee is black\n")
+    write(workspace, "memory/nul.md", "# Nul\n\n- a\x00b\n")
     with monkeypatch.context() as patched:
         patched.setattr(chunking, "segment_spans", _old_segments)
-        assert refresh(conn, workspace, settings(chunk_tokens=256)).indexed == 3
+        assert refresh(conn, workspace, settings(chunk_tokens=256)).indexed == 4
+    nul = "SELECT id FROM kb_sources WHERE path = 'memory/nul.md'"
+    conn.execute(f"UPDATE kb_chunk_rows SET text = replace(text, 'a b', ?) WHERE source_id = ({nul})", ("a\x00b",))  # as 6 stored it
     schema.set_meta(conn, "schema_version", "6")
     life = conn.execute("SELECT * FROM kb_lifecycle ORDER BY entry_hash").fetchall()
     short_rows = conn.execute("SELECT * FROM kb_chunk_rows WHERE source_id = (SELECT id FROM kb_sources WHERE path = 'memory/short.md')").fetchall()
@@ -110,9 +129,9 @@ def test_a_version_6_index_reads_again_only_the_sources_with_a_long_line(
     try:
         assert schema.get_meta(upgraded, "schema_version") == str(schema.SCHEMA_VERSION) == "7"
         hashes = dict(upgraded.execute("SELECT path, content_hash FROM kb_sources").fetchall())
-        assert hashes["memory/long.md"] == "" and hashes["memory/short.md"] and hashes["MEMORY.md"]
+        assert hashes["memory/long.md"] == hashes["memory/nul.md"] == "" and hashes["memory/short.md"] and hashes["MEMORY.md"]
         report = refresh(upgraded, workspace, settings(chunk_tokens=256))
-        assert (report.indexed, report.skipped) == (1, 2)
+        assert (report.indexed, report.skipped) == (2, 2)
         assert _lines_found(upgraded, workspace, word, "memory/long.md") == {3}
         assert upgraded.execute("SELECT * FROM kb_lifecycle ORDER BY entry_hash").fetchall() == life
         same = upgraded.execute("SELECT * FROM kb_chunk_rows WHERE source_id = (SELECT id FROM kb_sources WHERE path = 'memory/short.md')")
