@@ -34,6 +34,9 @@ QUERY_CHARS = 1000
 SEARCH_LIMIT = 20
 SEARCHES_AT_ONCE = 8  # in flight to the KB at once (a pass may move thousands of entries)
 _WORD = re.compile(r"[^\x00-\x20\x7f]+")  # a word as Search splits a query: between spaces and ASCII controls
+# ``sections.entries`` splits lines as ``str.splitlines``, also after NEL, LS and PS (which stay in the line), and
+# joins them with "\n": the file holds no "\n" there, and under ``ascii`` those characters are inside a token.
+_JOINED = re.compile(r"([\x85\u2028\u2029])\n")
 STOP_WORDS = frozenset(
     "the and for are but not you all any can had her was one our out has him his how its may new now old see two who "
     "did get let put say she too use that with have this will your from they know want been good much some time very "
@@ -101,7 +104,7 @@ def query_for(entry: str) -> str:
     ``QUERY_CHARS`` are left out, but the longest one is always taken (Search cuts a word longer
     than that to a prefix of itself)."""
     found: dict[str, tuple[int, int]] = {}  # word: (letters and digits, position)
-    for position, match in enumerate(_WORD.finditer(entry)):
+    for position, match in enumerate(_WORD.finditer(_JOINED.sub(r"\1", entry))):
         word = match.group(0)
         key = "".join(ch for ch in word if ch.isalnum()).casefold()
         wide = any(ord(ch) >= 0x2E80 for ch in key)  # CJK and other scripts where two chars are a word

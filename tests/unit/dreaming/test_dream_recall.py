@@ -53,6 +53,8 @@ def test_query_words_are_the_text_as_search_splits_it() -> None:
     no token of the index is), and case is kept (the ascii tokenizer folds ASCII only)."""
     assert query_for("- hmm🤔 thinking (zebra) deploy東京 Éclair") == "hmm🤔 thinking (zebra) deploy東京 Éclair"
     assert query_for("- **DONE** The snake_case_name is set") == "**DONE** snake_case_name set"
+    # sections.entries splits after NEL, LS and PS too and joins with "\n", which the file does not hold there.
+    assert query_for("- abcd\x85\nefgh ijkl\u2028\nmnop") == "abcd\x85efgh ijkl\u2028mnop"
 
 
 def test_a_long_word_is_the_query_alone_and_fits_search_s_limit() -> None:

@@ -1,7 +1,8 @@
 """Properties of the recall check against the real KB (indexer, Search, ``ProbeRecall``'s probe) in-process.
 
 Whatever the words of MEMORY.md's entries (any length, from a letter to a 2,500-character key;
-Latin, decomposed marks, CJK, Thai, Hangul, emoji, private use; punctuation FTS5 splits on),
+Latin, decomposed marks, CJK, Thai, Hangul, emoji, private use; punctuation FTS5 splits on;
+controls, a NUL, and the line separators Python splits lines at but the index does not),
 under every tokenizer and chunk size:
 
 - the compactor's and the route-out's moves pass the recall check: every moved entry is found
@@ -43,7 +44,7 @@ CHUNK_TOKENS = (16, 64, 400)  # 64, 256 and 1,600 characters: under and over Sea
 SHORT = st.text(
     st.sampled_from(
         list("abcxyzKQ019") + ["é", "\u0301", "ß", "İ", "東", "京", "ไ", "ท", "한", "🙂", "🤔", "\ue000", "-", "_", ".",
-                                 "/", ":", "'", '"', "*", "(", "+", "\u3001", "\u00a0"]
+                                 "/", ":", "'", '"', "*", "(", "+", "\u3001", "\u00a0", "\t", "\x00", "\x0b", "\x85", "\u2028"]
     ),
     min_size=1, max_size=14,
 )
