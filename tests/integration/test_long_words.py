@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Iterator
+
 import pytest
 from dreaming_support import audit, cli, client, dreaming, read, reviewer, search, start_suite, write_reply
 from grpc import insecure_channel
