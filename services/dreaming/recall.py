@@ -3,8 +3,11 @@
 After a run that changed anything, the KB reindexes the files the run wrote (it
 names them, so the KB need not wait for its file watch); then
 each removed block is split into entries (``sections.entries``) and each entry
-is searched for with its own distinctive words: up to ``QUERY_WORDS`` of its
-longest words, stop words and one- or two-letter words left out. The entry is
+is searched for with its own distinctive words (``query_for``): words as Search
+reads a query, split at spaces and ASCII control characters only, so each is
+text the index holds as it stands (``hmm🤔``, ``deploy東京``, a 1,200-character
+key); up to ``QUERY_WORDS`` of the longest, in at most Search's 1,000 characters,
+stop words and one- or two-letter words left out. The entry is
 *found* when a hit's file holds the entry's text (whitespace aside) in the
 hit's lines or, for an entry that straddles two chunks, anywhere in that file.
 An entry with no searchable word (a rule, a lone symbol) has nothing to find
@@ -26,9 +29,14 @@ from services.dreaming.archive_view import IndexedEntry, LifecycleUpdate, Listin
 from services.dreaming.commit import PRUNED, Pruned, Unsafe, read_text
 
 QUERY_WORDS = 6
+# Search reads a query's words up to 1,000 characters (README "Knowledge archive (KB)" › Long words).
+QUERY_CHARS = 1000
 SEARCH_LIMIT = 20
 SEARCHES_AT_ONCE = 8  # in flight to the KB at once (a pass may move thousands of entries)
-_WORD = re.compile(r"\w+")
+_WORD = re.compile(r"[^\x00-\x20\x7f]+")  # a word as Search splits a query: between spaces and ASCII controls
+# ``sections.entries`` splits lines as ``str.splitlines``, also after NEL, LS and PS (which stay in the line), and
+# joins them with "\n": the file holds no "\n" there, and under ``ascii`` those characters are inside a token.
+_JOINED = re.compile(r"([\x85\u2028\u2029])\n")
 STOP_WORDS = frozenset(
     "the and for are but not you all any can had her was one our out has him his how its may new now old see two who "
     "did get let put say she too use that with have this will your from they know want been good much some time very "
@@ -85,15 +93,33 @@ class Missing:
 
 
 def query_for(entry: str) -> str:
-    """The entry's distinctive words, longest first (ties in text order); "" when it has none."""
-    words: dict[str, int] = {}
-    for i, match in enumerate(_WORD.finditer(entry)):
-        word = match.group(0).casefold().strip("_")
-        wide = any(ord(ch) >= 0x2E80 for ch in word)  # CJK and other scripts where two chars are a word
-        if (len(word) >= 3 or wide) and word not in STOP_WORDS and word not in words:
-            words[word] = i
-    ranked = sorted(words, key=lambda w: (-len(w), words[w]))[:QUERY_WORDS]
-    return " ".join(sorted(ranked, key=lambda w: words[w]))
+    """The entry's distinctive words, longest first (ties in text order), given in text order; ""
+    when it has none.
+
+    A word is a run of text between spaces and ASCII control characters, kept as it stands (no
+    case folding: the ``ascii`` tokenizer folds ASCII only), which is how Search splits a query
+    and how the indexer cuts a long line: so each word is found by its own text, under every
+    tokenizer and in every script. Its letters and digits decide: a word with fewer than three
+    (unless CJK-wide) or that is a stop word is left out. Words that would take the query past
+    ``QUERY_CHARS`` are left out, but the longest one is always taken (Search cuts a word longer
+    than that to a prefix of itself)."""
+    found: dict[str, tuple[int, int]] = {}  # word: (letters and digits, position)
+    for position, match in enumerate(_WORD.finditer(_JOINED.sub(r"\1", entry))):
+        word = match.group(0)
+        key = "".join(ch for ch in word if ch.isalnum()).casefold()
+        wide = any(ord(ch) >= 0x2E80 for ch in key)  # CJK and other scripts where two chars are a word
+        if key and (len(key) >= 3 or wide) and key not in STOP_WORDS and word not in found:
+            found[word] = (len(key), position)
+    picked: list[str] = []
+    used = -1
+    for word in sorted(found, key=lambda w: (-found[w][0], found[w][1])):
+        if len(picked) == QUERY_WORDS:
+            break
+        if picked and used + 1 + len(word) > QUERY_CHARS:
+            continue
+        picked.append(word)
+        used += 1 + len(word)
+    return " ".join(sorted(picked, key=lambda w: found[w][1]))
 
 
 def _normalized(text: str) -> str:

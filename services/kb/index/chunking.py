@@ -5,17 +5,34 @@ A chunk is a run of whole lines of at most ``chunk_tokens * 4`` characters
 one that fit in ``chunk_overlap * 4`` characters, so context carries forward.
 Overlap is clamped to ``[0, chunk_tokens - 1]`` and the start always advances,
 so chunking terminates on any input. A single line longer than a chunk is split
-into chunk-sized segments that keep its line number; each segment is a chunk of
-its own (``start_line == end_line``), never joined to the lines around it nor
-carried into the next chunk, so every other chunk is whole lines. Segments of
-one line never overlap.
+into segments of at most a chunk's length that keep its line number; each
+segment is a chunk of its own (``start_line == end_line``), never joined to the
+lines around it nor carried into the next chunk, so every other chunk is whole
+lines.
+
+**Where a long line is cut** (``segment_spans``; README "Knowledge archive (KB)" ›
+Long words). A *word* here is a run of characters between ``BREAKS`` (space and
+the ASCII control characters): a word boundary under every tokenizer, and where
+Search splits a query into words (``query``). A segment ends at the last word
+boundary within a chunk's length, so a word no longer than a chunk is never cut
+and a longer word starts a segment of its own: that segment holds its first
+chunk's length of characters. Inside such a word (no boundary within a chunk's
+length) the segment is cut at the chunk's length and the next one starts half a
+chunk earlier, so every stretch of the word of up to half a chunk (a token in a
+minified JSON line) is whole in one segment. Those segments overlap by half a
+chunk; all others tile the line. So Search finds every word of the line by its
+own text (a long one by its first ``query.word_chars`` characters: a chunk's
+length, or the query's 1,000).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Final, NamedTuple
 
 CHARS_PER_TOKEN: Final = 4
+BREAKS: Final = r"\x00-\x20\x7f"  # a regex class body: space and the ASCII control characters
+_BREAK: Final = re.compile(f"[{BREAKS}]")
 
 
 class Chunk(NamedTuple):
@@ -36,10 +53,44 @@ def _pieces(lines: list[str], max_chars: int, first_line: int) -> tuple[list[tup
         if len(line) <= max_chars:
             pieces.append((number, line))
             continue
-        for start in range(0, len(line), max_chars):
+        for segment in segments_of(line, max_chars):
             segments.add(len(pieces))
-            pieces.append((number, line[start : start + max_chars]))
+            pieces.append((number, segment))
     return pieces, segments
+
+
+def segments_of(line: str, max_chars: int) -> list[str]:
+    """``line`` cut into segments of at most ``max_chars`` (``segment_spans``)."""
+    return [line[start:end] for start, end in segment_spans(line, max_chars)]
+
+
+def segment_spans(line: str, max_chars: int) -> list[tuple[int, int]]:
+    """Where ``line`` is cut (module docstring, "Where a long line is cut"): ``(start, end)`` offsets.
+
+    A segment ends before a break that stands right after a full chunk's length, else after the
+    last break within it; with no break in it, at ``max_chars``, and the next one starts
+    ``max_chars // 2`` earlier. ``max_chars`` is at least 2 (chunks are 4 characters a token), so
+    every segment advances.
+    """
+    spans: list[tuple[int, int]] = []
+    start, size, back = 0, len(line), max_chars // 2
+    while size - start > max_chars:
+        end = start + max_chars
+        if _BREAK.match(line, end):
+            cut = end
+        else:
+            found = None
+            for found in _BREAK.finditer(line, start, end):
+                pass
+            cut = found.end() if found is not None else -1
+        if cut > start:
+            spans.append((start, cut))
+            start = cut
+        else:
+            spans.append((start, end))
+            start = end - back
+    spans.append((start, size))
+    return spans
 
 
 def chunk_lines(lines: list[str], chunk_tokens: int, chunk_overlap: int, first_line: int = 1) -> list[Chunk]:

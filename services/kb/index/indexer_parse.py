@@ -2,7 +2,9 @@
 
 ``parse_source`` decodes a source (UTF-8 with replacement characters, a BOM
 dropped), reads its frontmatter, entries and chunks (of the lines after the
-frontmatter only: ``body_chunks``), and attributes each chunk its importance (the highest among the entries it touches) and its dominant entry
+frontmatter only: ``body_chunks``; a NUL in a chunk's text becomes a space, as
+SQLite's ``LIKE`` and ``substr`` read a text only up to its first NUL, and FTS5
+splits words there anyway), and attributes each chunk its importance (the highest among the entries it touches) and its dominant entry
 (the one covering most of its lines, earliest on a tie). ``parse_batches`` does
 that for a run of sources, hash guard included, in groups of about a given
 number of chunks: the bulk path runs it on a producer thread, or in a worker
@@ -105,6 +107,8 @@ def parse_source(data: bytes, chunk_tokens: int, chunk_overlap: int) -> Parsed:
     frontmatter = parse_frontmatter(lines)
     entries = parse_entries(lines, frontmatter)
     chunks = body_chunks(lines, frontmatter, chunk_tokens, chunk_overlap)
+    if "\x00" in text:  # rare: only a chunk's text changes (entries and their hashes are the file's)
+        chunks = [Chunk(start, end, chunk.replace("\x00", " ")) for start, end, chunk in chunks]
     default = frontmatter.importance if frontmatter.importance is not None else DEFAULT_IMPORTANCE
     # One check for the whole file: most files hold no CJK/Thai, so their chunks need none.
     cjk = not text.isascii() and has_unsegmented(text)

@@ -2,18 +2,31 @@
 
 Rules:
 
-- The query (first 1,000 chars, NUL and control chars removed) is split on
-  whitespace into *pieces*. Each piece that holds a letter or a digit is one
-  FTS5 phrase: its own text in double quotes (``well-known`` → ``"well-known"``,
-  ``foo:bar`` → ``"foo:bar"``, a ``"`` doubled), which FTS5 splits into tokens
+- **Words and the cut.** The query is split into *words* at ``chunking.BREAKS``
+  (space and the ASCII control characters: a boundary under every tokenizer, and
+  where the indexer cuts a long line). Words are taken in order while they fit
+  in ``MAX_QUERY_CHARS`` (1,000) characters, one space counted between two; the
+  first word that does not fit ends the query (a word is never cut to fit).
+  A word longer than ``word_chars`` (1,000, or the index's chunk length in
+  characters when that is shorter: ``word_chars``) is searched by its first
+  ``word_chars`` characters, as a prefix: its last token may go on in the text.
+  The indexer starts such a word's own segment (``chunking``), so those
+  characters are whole in one chunk: a 1,200-character base64 blob is found by
+  its own text, and a query of any length never fails. Under ``porter`` the
+  kept part goes back to its last character that is not a letter, digit or
+  combining mark, when there is one (the stemmer would change a cut token).
+- Each word is split into *pieces* at whitespace (ASCII whitespace only under
+  ``ascii``, whose tokens hold every non-ASCII character). Each piece that
+  holds a letter or a digit is one FTS5 phrase: its own text in double quotes
+  (``well-known`` → ``"well-known"``, ``foo:bar`` → ``"foo:bar"``, a ``"``
+  doubled), which FTS5 splits into tokens
   with the very tokenizer that split the chunks. So quotes,
   ``AND``/``OR``/``NOT``/``NEAR``, hyphens, parentheses, colons and ``^`` are
   plain text (``AND`` searches the word "and"), and a piece's tokens are the
   tokens its text has in a chunk, whatever the tokenizer keeps in a token:
   combining marks (a decomposed ``Überprüfung``), private-use characters, the
   characters unicode61's Unicode 6.1 tables do not know (``hmm🤔`` is one
-  token), every non-ASCII character under ``ascii`` (whose pieces are split
-  on ASCII whitespace only, as its tokens are). (Splitting the piece
+  token), every non-ASCII character under ``ascii``. (Splitting the piece
   into words here instead breaks on each of those: the phrase no longer
   matches the text it was typed from.) A piece ending in ``*`` is a prefix
   query (``deploy*`` → ``"deploy"*``). A piece with no letter or digit
@@ -43,9 +56,12 @@ Rules:
   unicode61 makes a whole run of such characters one token, so a two-character
   word inside a longer run never matches. Such runs are cut out of the pieces
   and routed to a second FTS5 table with the trigram tokenizer that holds only
-  the chunks containing those scripts (``kb_chunks_cjk``): a run of 3+ chars is
-  a trigram phrase; a run of 1–2 chars (below trigram's reach) is a ``LIKE``
-  substring scan over those chunks only. The text on either side of a run is
+  the chunks containing those scripts (``kb_chunks_cjk``), together with the
+  characters glued to them up to the nearest ASCII punctuation (``deploy東京``
+  is one unicode61 token, so ``deploy`` alone would not match it; the trigram
+  table matches the whole stretch as a substring): a stretch of 3+ chars is
+  a trigram phrase; one of 1–2 chars (below trigram's reach) is a ``LIKE``
+  substring scan over those chunks only. The text on either side of a stretch is
   a phrase of its own (``foo-東京-bar`` → ``"foo-"``, ``"-bar"``: the chunk holds
   ``東京`` between them). This works under every configured
   tokenizer, so a mixed query (``東京 deploy``) needs no special setting.
@@ -60,8 +76,11 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from services.kb.index.chunking import BREAKS, CHARS_PER_TOKEN
+
 MAX_QUERY_CHARS: Final = 1000
 MAX_TERMS: Final = 32
+PORTER_MAX_BYTES: Final = 64  # FTS5's porter stemmer leaves longer tokens as they are
 
 UNSEGMENTED: Final = re.compile(
     "["
@@ -77,12 +96,14 @@ UNSEGMENTED: Final = re.compile(
 )
 OPERATOR_WORDS: Final = frozenset({"and", "or", "not", "near"})
 _LETTER = re.compile(r"[^\W_]")
-_ASCII_SPACE = re.compile(r"[\t\n\v\f\r ]+")
 # A word (for the trigram tokenizer's terms and for placing snippets): letters and digits, with the
 # combining marks inside it (a decomposed "é" stays in its word).
 _MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 _WORD = re.compile(rf"[^\W_](?:[^\W_]|[{_MARKS}])*")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_SPAN = re.compile(f"[^{BREAKS}]+")  # a word of the query (module docstring)
+# A stretch that may hold a CJK/Thai run: what lies between ASCII punctuation (a separator under every tokenizer).
+_UNPUNCTUATED = re.compile(r"[^\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]+")
+_NOT_WORD = re.compile(rf"[^\w{_MARKS}]|_")  # not a letter, digit or combining mark: where porter's cut goes back to
 
 
 def has_unsegmented(text: str) -> bool:
@@ -136,9 +157,75 @@ def fallback_terms(terms: tuple[str, ...]) -> tuple[str, ...]:
     return kept or terms
 
 
-def build_plan(query: str, tokenizer: str) -> QueryPlan:
-    """Turn any user string into a QueryPlan (rules in the module docstring). Never raises."""
-    cleaned = _CONTROL.sub(" ", query[:MAX_QUERY_CHARS])
+def word_chars(chunking: str | None) -> int:
+    """The longest word a query searches whole, for an index whose ``kb_meta`` ``chunking`` is
+    ``chunking`` (``"<chunkTokens>/<chunkOverlap>"``): ``MAX_QUERY_CHARS``, or a chunk's length in
+    characters when that is shorter (the indexer keeps that many of a long word in one chunk)."""
+    try:
+        tokens = int((chunking or "").split("/", 1)[0])
+    except ValueError:
+        return MAX_QUERY_CHARS
+    return min(MAX_QUERY_CHARS, max(1, tokens) * CHARS_PER_TOKEN)
+
+
+def query_words(query: str, limit: int = MAX_QUERY_CHARS) -> list[tuple[str, bool]]:
+    """The words of ``query`` that a search looks for, each with whether it was cut: to ``limit``
+    characters, or to the room left of ``MAX_QUERY_CHARS`` (module docstring, "Words and the
+    cut"). Reads no further than it keeps."""
+    limit = max(1, min(limit, MAX_QUERY_CHARS))
+    words: list[tuple[str, bool]] = []
+    room = MAX_QUERY_CHARS + 1  # one space before each word but the first
+    for match in _SPAN.finditer(query):
+        room -= 1
+        word = match.group()
+        keep = min(limit, room)
+        if len(word) > keep:
+            words.append((word[:keep], True))
+            if keep < limit:
+                break  # the query's 1,000 characters end inside this word
+            room -= keep
+        else:
+            words.append((word, False))
+            room -= len(word)
+        if room <= 1:
+            break
+    return words
+
+
+def _stretches(piece: str) -> tuple[list[str], list[str]]:
+    """The CJK/Thai stretches of ``piece`` (module docstring) and the text between them (one more than them)."""
+    stretches: list[str] = []
+    parts: list[str] = []
+    at = 0
+    for match in _UNPUNCTUATED.finditer(piece):
+        if UNSEGMENTED.search(match.group()):
+            stretches.append(match.group())
+            parts.append(piece[at : match.start()])
+            at = match.end()
+    parts.append(piece[at:])
+    return stretches, parts
+
+
+def _porter_cut(word: str, whole_limit: bool) -> str:
+    """A cut word as porter searches it ("" to leave it out): up to its last character that is not
+    a letter, digit or mark, when that leaves a letter or digit. Else as it is when it was cut at
+    ``word_chars`` (the indexer's segment holds it cut at the same place, stemmed alike) or is over
+    ``PORTER_MAX_BYTES`` (porter leaves it as it is); a shorter token cut by the query's length would
+    be stemmed as if it were a word (``relationa`` is not a prefix of ``relational``'s stem ``relat``)."""
+    last = None
+    for last in _NOT_WORD.finditer(word):
+        pass
+    if last is not None and _LETTER.search(word, 0, last.start()):
+        return word[: last.end()]
+    return word if whole_limit or len(word.encode()) > PORTER_MAX_BYTES else ""
+
+
+def build_plan(query: str, tokenizer: str, word_limit: int = MAX_QUERY_CHARS) -> QueryPlan:
+    """Turn any user string into a QueryPlan (rules in the module docstring). Never raises.
+
+    ``word_limit``: ``word_chars`` of the index searched (words longer are searched by a prefix).
+    """
+    word_limit = max(1, min(word_limit, MAX_QUERY_CHARS))
     fts: list[str] = []
     trigram: list[str] = []
     substrings: list[SubstringTerm] = []
@@ -148,34 +235,40 @@ def build_plan(query: str, tokenizer: str) -> QueryPlan:
         if term not in bucket:
             bucket.append(term)
 
-    # The ascii tokenizer keeps non-ASCII spaces in a token too: only ASCII whitespace parts pieces there.
-    pieces = [p for p in _ASCII_SPACE.split(cleaned) if p] if tokenizer == "ascii" else cleaned.split()
-    for piece in pieces:
-        prefix = piece.endswith("*")
-        if piece.isascii():  # no CJK/Thai run can be in it
-            parts = [piece]
-        else:
-            for run in UNSEGMENTED.findall(piece):
-                words.append(run.casefold())
-                if len(run) >= 3:
-                    add(trigram, _quote(run))
-                elif SubstringTerm(run, True) not in substrings:
-                    substrings.append(SubstringTerm(run, True))
-            parts = UNSEGMENTED.split(piece)  # the text on each side of a run is a phrase of its own
-        parts = [part for part in parts if _LETTER.search(part)]
-        for index, part in enumerate(parts):
-            tokens = _WORD.findall(part)
-            words.extend(token.casefold() for token in tokens)
-            if tokenizer == "trigram":
-                for token in tokens:
-                    if len(token) >= 3:
-                        add(fts, _quote(token))
-                    elif SubstringTerm(token, False) not in substrings:
-                        substrings.append(SubstringTerm(token, False))
-            elif index + 1 == len(parts) and prefix:
-                add(fts, _quote(part.rstrip("*")) + "*")
+    for word, cut in query_words(query, word_limit):
+        if cut and tokenizer == "porter":
+            word = _porter_cut(word, len(word) == word_limit)
+        # The ascii tokenizer keeps non-ASCII spaces in a token too: only ASCII whitespace parts pieces there.
+        pieces = [word] if tokenizer == "ascii" else word.split()
+        for number, piece in enumerate(pieces):
+            # A piece the cut ended goes on in the text: its last token is a prefix.
+            prefix = piece.endswith("*") or (cut and number + 1 == len(pieces))
+            if piece.isascii():  # no CJK/Thai run can be in it
+                parts = [piece]
             else:
-                add(fts, _quote(part))
+                stretches, parts = _stretches(piece)
+                for stretch in stretches:
+                    words.append(stretch.casefold())
+                    if len(stretch) >= 3:
+                        add(trigram, _quote(stretch))
+                    elif SubstringTerm(stretch, True) not in substrings:
+                        substrings.append(SubstringTerm(stretch, True))
+            last = len(parts) - 1
+            for index, part in enumerate(parts):
+                if not _LETTER.search(part):
+                    continue
+                tokens = _WORD.findall(part)
+                words.extend(token.casefold() for token in tokens)
+                if tokenizer == "trigram":
+                    for token in tokens:
+                        if len(token) >= 3:
+                            add(fts, _quote(token))
+                        elif SubstringTerm(token, False) not in substrings:
+                            substrings.append(SubstringTerm(token, False))
+                elif index == last and prefix:
+                    add(fts, _quote(part.rstrip("*")) + "*")
+                else:
+                    add(fts, _quote(part))
     budget = MAX_TERMS
     fts = fts[:budget]
     trigram = trigram[: max(0, budget - len(fts))]

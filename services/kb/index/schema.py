@@ -66,7 +66,8 @@ Tables (README "Knowledge archive (KB)" and "Staleness GC"):
 
 Times in the lifecycle and log tables are Unix epoch seconds (REAL).
 A schema-version change drops and rebuilds the index tables, never the
-lifecycle or log tables.
+lifecycle or log tables; from version 6 to 7 (long lines cut between words) only
+the sources with a line longer than a chunk are read again (``_resegment``).
 
 Pages are ``PAGE_BYTES`` (16 KiB; SQLite's default is 4 KiB). A chunk row holds
 about 1.4 KB of text, so a 4 KiB page fits two and leaves a fifth of the table
@@ -96,8 +97,11 @@ from gateway.errors import InvalidArgument, NotFound
 # (kb_source_entries, the kb_entries view), FTS hashsize; 4: chunks hold no frontmatter
 # (indexer_parse.body_chunks), so older indexes are rebuilt; 5: 16 KiB pages (``_repage`` VACUUMs the
 # file while the dropped index tables are empty), entries packed as line numbers and raw digests, chunk overlap
-# stored once (kb_chunk_rows.carried); 6: entries name their digests by an 8-byte prefix, resolved in kb_lifecycle.
-SCHEMA_VERSION: Final = 6
+# stored once (kb_chunk_rows.carried); 6: entries name their digests by an 8-byte prefix, resolved in kb_lifecycle;
+# 7: a line longer than a chunk is cut between words (``chunking``), and a NUL in a chunk's text is a space, so
+# the sources with such a line or a NUL are read again (``_resegment``: a version-6 index keeps everything else).
+SCHEMA_VERSION: Final = 7
+RESEGMENTED_FROM: Final = "6"  # the version whose index only needs its long lines cut again
 PAGE_BYTES: Final = 16384
 
 # SQL over one ``kb_source_entries AS e`` row's entries (``ENTRY_ROWS``, filtered by ``ENTRY_FIRST``: one
@@ -348,7 +352,9 @@ def _ensure_schema(conn: apsw.Connection, settings: ArchiveSettings) -> None:
     try:
         if _table_exists(conn, "kb_meta"):
             version = get_meta(conn, "schema_version")
-            if version is not None and version != str(SCHEMA_VERSION):
+            if version == RESEGMENTED_FROM and _table_exists(conn, "kb_chunk_rows"):
+                _resegment(conn)
+            elif version is not None and version != str(SCHEMA_VERSION):
                 for table in _INDEX_TABLES:
                     row = conn.execute("SELECT type FROM sqlite_master WHERE name = ?", (table,)).fetchone()
                     if row is not None:
@@ -368,6 +374,23 @@ def _ensure_schema(conn: apsw.Connection, settings: ArchiveSettings) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _resegment(conn: apsw.Connection) -> None:
+    """Have the next refresh read again every source that has a line cut into segments or a NUL.
+
+    Version 7 changed only where a line longer than a chunk is cut (``chunking``), and stores a
+    NUL of a chunk's text as a space (``indexer_parse``). Such a line is the only thing
+    that gives a source two chunks of the same single line, so those sources are found from their
+    chunks, and those with a NUL from their texts' bytes, and marked changed (as a chunking change
+    marks every source: ``indexer``); the next refresh re-chunks them. Everything else stays,
+    rows and ids alike. Runs inside the caller's transaction.
+    """
+    conn.execute(
+        "UPDATE kb_sources SET content_hash = '', checked_ns = 0 WHERE id IN (SELECT source_id FROM kb_chunk_rows "
+        "WHERE start_line = end_line GROUP BY source_id, start_line HAVING count(*) > 1) "
+        "OR id IN (SELECT source_id FROM kb_chunk_rows WHERE instr(CAST(text AS BLOB), x'00') > 0)"
+    )
 
 
 def ensure_lifecycle(conn: apsw.Connection) -> None:

@@ -64,7 +64,7 @@ import apsw
 import structlog
 
 from services.kb.index.hits import DETAIL_COLUMNS, ChunkRow, Entry, SearchHit, chunk_rows, make_hits, remember
-from services.kb.index.query import QueryPlan, build_plan, fallback_terms, like_pattern
+from services.kb.index.query import QueryPlan, build_plan, fallback_terms, like_pattern, word_chars
 from services.kb.index.sources import ARCHIVE_PROFILE, SourceProfile, stat_source
 
 DEFAULT_LIMIT: Final = 6
@@ -127,7 +127,7 @@ def search(
     try:
         meta = {str(k): str(v) for k, v in conn.execute(_META_SQL)}
         gen = int(meta.get("generation", 0))
-        plan = build_plan(query, meta.get("tokenizer") or "unicode61")
+        plan = build_plan(query, meta.get("tokenizer") or "unicode61", word_chars(meta.get("chunking")))
         hits = [] if plan.empty else _run(conn, plan, wanted, exclude_paths, _memo(conn, gen))
     finally:
         conn.execute("COMMIT")
@@ -135,7 +135,7 @@ def search(
     return SearchResult(hits, gen, stale)
 
 
-_META_SQL: Final = "SELECT key, value FROM kb_meta WHERE key IN ('generation', 'tokenizer')"
+_META_SQL: Final = "SELECT key, value FROM kb_meta WHERE key IN ('generation', 'tokenizer', 'chunking')"
 MEMO_TERMS: Final = 4096  # term counts one connection's memo keeps
 
 

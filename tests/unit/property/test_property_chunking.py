@@ -8,7 +8,12 @@ For any lines and any chunk size and overlap:
 - chunking progresses: each chunk starts after the previous one (a later line, or a later
   segment of the same over-long line), so it ends on any input;
 - no chunk is longer than ``chunk_tokens * 4`` characters; only a line that is longer
-  than that alone is split, and its segments together are that line;
+  than that alone is split, and its segments together are that line: they tile it, except
+  inside a word longer than a chunk, where they overlap by half a chunk;
+- a long line is cut so that Search finds every word of it by its own text: a word (text
+  between spaces and ASCII controls) no longer than a chunk is whole in one segment, a longer
+  one starts a segment that holds a chunk's length of it, and every stretch of a word of up to
+  half a chunk is whole in one segment;
 - the carried-forward overlap is whole lines that fit in ``chunk_overlap * 4`` characters;
 - the fast path (no line needs splitting) gives what the general path gives;
 - ``split_lines`` keeps every character but the line ends, and drops a trailing ``\\r``.
@@ -16,22 +21,26 @@ For any lines and any chunk size and overlap:
 
 from __future__ import annotations
 
+import re
 from unittest import mock
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from services.kb.index import chunking
-from services.kb.index.chunking import CHARS_PER_TOKEN, Chunk, chunk_lines, split_lines
+from services.kb.index.chunking import CHARS_PER_TOKEN, Chunk, chunk_lines, segment_spans, split_lines
 
 LINES = st.lists(
     st.one_of(
         st.text(st.sampled_from("ab \t#-*é東"), max_size=12),
         st.just(""),
         st.text(st.sampled_from("xy"), min_size=20, max_size=90),  # longer than the small chunk sizes
+        st.text(st.sampled_from("xy \x01-"), min_size=20, max_size=90),  # long, with words of every length
     ),
     max_size=40,
 )
+BREAK = re.compile(r"[\x00-\x20\x7f]")
+WORD = re.compile(r"[^\x00-\x20\x7f]+")
 TOKENS = st.integers(min_value=-2, max_value=12)
 OVERLAP = st.integers(min_value=-2, max_value=14)
 FIRST = st.integers(min_value=1, max_value=5)
@@ -69,8 +78,29 @@ def _check(lines: list[str], tokens: int, overlap: int, first: int, chunks: list
             assert len(carried) + 1 <= max(0, min(overlap, max(1, tokens) - 1)) * CHARS_PER_TOKEN + 1
     for number, line in enumerate(lines, start=first):
         if len(line) > max_chars:
-            pieces = _segments_of(chunks, number)
-            assert "".join(c.text for c in pieces) == line, "the segments of a long line are not the line"
+            spans = segment_spans(line, max_chars)
+            assert [c.text for c in _segments_of(chunks, number)] == [line[a:b] for a, b in spans]
+            _check_spans(line, max_chars, spans)
+
+
+def _check_spans(line: str, max_chars: int, spans: list[tuple[int, int]]) -> None:
+    """The segments of one long line, by their offsets (module docstring)."""
+    assert spans[0][0] == 0 and spans[-1][1] == len(line)
+    for (start, end), (after, _) in zip(spans, spans[1:]):
+        assert start < after <= end, "a gap between segments, or no progress"
+        if after < end:  # an overlap: only inside one word longer than a chunk, by half a chunk
+            assert after == end - max_chars // 2 and not BREAK.search(line, after - 1 if after else 0, end + 1)
+    assert all(0 < end - start <= max_chars for start, end in spans)
+    for word in WORD.finditer(line):
+        a, b = word.span()
+        if b - a <= max_chars:
+            assert any(s <= a and b <= e for s, e in spans), f"the word at {a} is cut"
+        else:
+            assert (a, a + max_chars) in spans, f"the long word at {a} does not start a segment"
+    half = max_chars // 2
+    for a in range(len(line) - half + 1):
+        if not BREAK.search(line, a, a + half):
+            assert any(s <= a and a + half <= e for s, e in spans), f"the stretch at {a} is in no segment"
 
 
 @given(lines=LINES, tokens=TOKENS, overlap=OVERLAP, first=FIRST)

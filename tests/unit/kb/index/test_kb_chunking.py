@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.kb.index.chunking import chunk_lines, split_lines
+from services.kb.index.chunking import chunk_lines, segments_of, split_lines
 
 
 def test_small_file_is_one_chunk() -> None:
@@ -46,16 +46,27 @@ def test_giant_single_line_is_split_and_progresses() -> None:
     chunks = chunk_lines(["before", giant, "after"], chunk_tokens=10, chunk_overlap=5)
     assert chunks[0].start_line == 1
     giant_chunks = [c for c in chunks if c.start_line == 2 and c.end_line == 2]
-    assert "".join(c.text for c in giant_chunks) == giant
+    # One word longer than a chunk: cut at 40 characters, each segment starting half a chunk after the last.
+    assert [c.text for c in giant_chunks] == [giant[n : n + 40] for n in range(0, 961, 20)]
     assert all(len(c.text) <= 40 for c in chunks)
     assert chunks[-1].end_line == 3
-    assert len(chunks) == 27  # "before", 25 segments of 40 chars, "after"
+    assert len(chunks) == 51  # "before", 49 segments, "after"
 
 
 def test_one_line_file_longer_than_a_chunk() -> None:
     chunks = chunk_lines(["y" * 95], chunk_tokens=10, chunk_overlap=9)
-    assert [len(c.text) for c in chunks] == [40, 40, 15]
+    assert [len(c.text) for c in chunks] == [40, 40, 40, 35]
     assert {(c.start_line, c.end_line) for c in chunks} == {(1, 1)}
+
+
+def test_a_long_line_is_cut_between_words() -> None:
+    """A word no longer than a chunk is never cut; a longer one starts a segment of its own, and inside
+    it segments overlap by half a chunk, so every stretch of up to half a chunk is whole in one."""
+    line = "alpha beta " + "z" * 30 + " gamma"
+    assert segments_of(line, 16) == ["alpha beta ", "z" * 16, "z" * 16, "z" * 14 + " ", "gamma"]
+    assert segments_of("ab cd\tef gh", 6) == ["ab cd\t", "ef gh"]
+    assert segments_of("abcdef gh", 6) == ["abcdef", " gh"]  # the break right after a chunk's length
+    assert "".join(segments_of("word " * 100, 64)) == "word " * 100  # no long word: the segments tile the line
 
 
 def test_split_lines_drops_trailing_newline_and_cr() -> None:
@@ -83,5 +94,5 @@ def test_a_segment_of_a_long_line_is_a_chunk_of_its_own() -> None:
     that claimed whole lines 2-4 and held only the end of line 2."""
     chunks = chunk_lines(["ab", "x" * 20, "", "cd"], chunk_tokens=2, chunk_overlap=1)
     assert [(c.start_line, c.end_line, c.text) for c in chunks] == [
-        (1, 1, "ab"), (2, 2, "x" * 8), (2, 2, "x" * 8), (2, 2, "xxxx"), (3, 4, "\ncd"),
+        (1, 1, "ab"), (2, 2, "x" * 8), (2, 2, "x" * 8), (2, 2, "x" * 8), (2, 2, "x" * 8), (3, 4, "\ncd"),
     ]

@@ -153,7 +153,7 @@ def integrity_problems(conn: apsw.Connection) -> list[str]:
 def test_a_new_index_has_16k_pages(conn: apsw.Connection, db_path: Path) -> None:
     assert PAGE_BYTES == 16384
     assert int(str(conn.execute("PRAGMA page_size").fetchall()[0][0])) == PAGE_BYTES
-    assert get_meta(conn, "schema_version") == str(SCHEMA_VERSION) == "6"
+    assert get_meta(conn, "schema_version") == str(SCHEMA_VERSION) == "7"
 
 
 def test_version_4_index_migrates_with_the_same_answers(conn: apsw.Connection, workspace: Path, db_path: Path) -> None:
