@@ -156,8 +156,10 @@ class KnowledgeServicer:
     def ProbeRecall(self, request, context):
         """Many recall probes in one call (dreaming's check that moved entries are
         still found): for each, whether the index finds the entry in the file it
-        stands in, by a query built with Search's rules whose every term matches
-        one chunk of that file holding the entry. Internal: no REST route.
+        stands in, by a query built with Search's rules: every term matches one
+        chunk of that file holding the entry, or, for an entry spread over several
+        chunks, each term matches a chunk on the entry's lines. Internal: no REST
+        route.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
