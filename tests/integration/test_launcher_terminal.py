@@ -148,8 +148,9 @@ def test_on_a_terminal_up_writes_for_a_person(tmp_path: Path) -> None:
     # Ctrl-C: the launcher says it stops, each process says it stopped, once, and the last line says it is over.
     [stopping] = [i for i, line in enumerate(lines) if line.endswith("gateway: stopping")]
     after = human(lines[stopping:])
-    assert sorted(service for _, event, service, _ in after) == sorted(SERVICES)
-    assert {event for _, event, _, _ in after} == {"stopped"}
+    # (a line a process was already writing, such as a late recomposition of the calls above, may come too)
+    assert sorted(service for _, event, service, _ in after if event == "stopped") == sorted(SERVICES), after
+    assert not [line for line in after if line[1] in ("stopping", "background_did_not_stop")], after
     assert lines[-1] == "gateway: stopped"
 
 
