@@ -18,6 +18,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from gateway.event_loop import running_loop_name
+from gateway.logs import flush_later
 from gateway.ports import listen_problem
 from gateway import reflection
 
@@ -103,6 +104,7 @@ async def serve(
     failure = worker.exception() if worker is not None and worker.done() and not worker.cancelled() else None
     if failure is not None:
         log.error("background_failed", error=repr(failure))
+    flush_later()  # the lines of the calls answered so far come before the stop's
     log.info("stopping", grace_s=STOP_GRACE_SECONDS)
     stop.set()
     await health_servicer.enter_graceful_shutdown()

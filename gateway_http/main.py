@@ -15,6 +15,7 @@ from gateway.event_loop import loop_name
 from gateway.files_limits import MAX_BODY_BYTES
 from gateway.grpc_server import BindError
 from gateway.live_config import LiveConfig
+from gateway.logs import flush_later
 from gateway.metrics import serve_metrics
 from gateway.ports import listen_problem
 from gateway_http.app import ShimApp
@@ -64,6 +65,7 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        flush_later()  # the lines of the requests answered so far come before the stop's
         log.info("stopping", grace_s=self.config.timeout_graceful_shutdown)
         await super().shutdown(sockets)
 
