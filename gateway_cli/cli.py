@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -135,13 +136,14 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None,
     return 0
 
 
-def _mcp_servers(kb_address: str, max_body_bytes: int, warm: tuple[str, ...]) -> AgentServers:
-    """The shim's MCP servers, built in its worker thread: the import loads the MCP SDK (about
-    0.7 s of CPU), which the shim's start does not wait for. Here because only the entry point
-    may import both ``gateway_http`` and ``gateway_mcp``."""
+def _mcp_servers(kb_address: str, max_body_bytes: int, known: Callable[[str], bool]) -> AgentServers:
+    """The shim's MCP host, made in its worker thread: the import loads the MCP SDK (about 0.7 s
+    of CPU), which the shim's start does not wait for. No agent's server is built here: each is
+    built on its agent's first request (``known``: whether the config in force has an agent).
+    Here because only the entry point may import both ``gateway_http`` and ``gateway_mcp``."""
     from gateway_mcp.streamable_http import AgentServers
 
-    return AgentServers(kb_address, max_body_bytes=max_body_bytes, warm=warm)
+    return AgentServers(kb_address, max_body_bytes=max_body_bytes, known=known)
 
 
 def _compose(home: Path, agent_id: str) -> int:

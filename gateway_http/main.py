@@ -81,10 +81,8 @@ def run(live: LiveConfig, load_mcp: LoadServers, instance: str | None = None) ->
     config = live.current
     sock = listen(config.api.host, config.api.port)
     metrics_address = serve_metrics("http", config.metrics.address("http"))
-    mcp = McpMount(
-        live.snapshot, config.grpc.address("kb"), load=load_mcp, max_body_bytes=MAX_BODY_BYTES,
-        warm=[a.id for a in config.agents],
-    )
+    mcp = McpMount(live.snapshot, config.grpc.address("kb"), load=load_mcp, max_body_bytes=MAX_BODY_BYTES)
+    live.subscribe(mcp.config_changed)
 
     async def background(stop: asyncio.Event) -> None:
         await asyncio.gather(live.follow(stop), mcp.serve(stop))

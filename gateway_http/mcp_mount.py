@@ -18,8 +18,9 @@ worker thread once the shim is up, so the shim answers /healthz and REST as
 soon as before; an MCP request that comes before the tools are ready waits
 for them (up to ``START_WAIT_S``, else 503). The shim never imports
 ``gateway_mcp`` itself: the entry point (``gateway_cli.cli``) hands the mount a
-``load`` function that imports the servers and builds them, and this module
-knows them only by the ``AgentServers`` protocol below.
+``load`` function that imports them and makes their host (each agent's server
+is built there on its agent's first request), and this module knows them only
+by the ``AgentServers`` protocol below.
 
 Refusals carry the DESIGN status and a JSON-RPC error body (``id`` null), the
 shape an MCP client reads and shows, rather than the REST routes'
@@ -36,7 +37,7 @@ import asyncio
 import json
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 import grpc
@@ -45,6 +46,7 @@ import structlog
 from gateway.auth import Authenticator
 from gateway.config import Config
 from gateway.errors import GatewayError
+from gateway.live_config import ConfigChange
 from gateway_http.credentials import BadCredential, credential_metadata
 from gateway_http.errors import bearer_challenge, http_status, presented_key
 from gateway_http.http_metrics import log_http, observe_http
@@ -71,9 +73,12 @@ class AgentServers(Protocol):
         self, agent_id: str, credentials: tuple[tuple[str, str], ...], scope: Scope, receive: Any, send: Any
     ) -> bool: ...
 
+    def prune(self) -> None: ...
 
-# Builds the servers for (kb_address, max_body_bytes, warm); it runs in a worker thread, so it may import the SDK.
-LoadServers = Callable[[str, int, tuple[str, ...]], AgentServers]
+
+# Builds the servers for (kb_address, max_body_bytes, known): ``known(agent_id)`` says whether the config in
+# force has the agent. It runs in a worker thread, so it may import the SDK; it builds no agent's server.
+LoadServers = Callable[[str, int, Callable[[str], bool]], AgentServers]
 
 
 class Refused(Exception):
@@ -88,24 +93,31 @@ class McpMount:
     """ASGI app for paths under ``/mcp/``: authorize, then hand the request to the agent's MCP server.
 
     ``serve(stop)`` runs from the shim's start-up to its shutdown (its background): it loads the
-    SDK and hosts the agents' servers (``load``, called in a worker thread; ``warm``: the agents
-    whose servers start at once).
+    SDK (``load``, called in a worker thread) and hosts the agents' servers, each built on its
+    agent's first request. ``config_changed`` (a config listener) closes the servers of agents
+    the new config no longer has.
     """
 
-    def __init__(self, snapshot: Snapshot, kb_address: str, *, load: LoadServers, max_body_bytes: int,
-                 warm: Iterable[str]) -> None:
+    def __init__(self, snapshot: Snapshot, kb_address: str, *, load: LoadServers, max_body_bytes: int) -> None:
         self._snapshot = snapshot
         self._load = load
         self._kb_address = kb_address
         self._max_body_bytes = max_body_bytes
-        self._warm = tuple(warm)
         self._servers: AgentServers | None = None
         self._loaded = asyncio.Event()
+
+    def _known(self, agent_id: str) -> bool:
+        return self._snapshot()[0].agent(agent_id) is not None
+
+    def config_changed(self, _config: Config, change: ConfigChange) -> None:
+        """After a reload: the servers of removed agents are closed (their requests are refused already)."""
+        if change.agents_removed and self._servers is not None:
+            self._servers.prune()
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Import the SDK in a worker thread, then host the MCP servers until ``stop`` is set."""
         try:
-            servers = await asyncio.to_thread(self._load, self._kb_address, self._max_body_bytes, self._warm)
+            servers = await asyncio.to_thread(self._load, self._kb_address, self._max_body_bytes, self._known)
             self._servers = servers
             self._loaded.set()
             await servers.serve(stop)

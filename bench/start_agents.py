@@ -1,0 +1,193 @@
+"""Benchmark: start-up with many agents: time to ready, CPU after ready, RSS at rest, per process.
+
+Run:  ``.venv/bin/python bench/start_agents.py [--agents 1000] [--reach 0] [--settle 30] [--keep-home]``
+(not part of ``make bench``; about a minute with 1,000 agents on 2 cores).
+
+Method
+------
+A fresh temp home holds ``--agents`` agents (``a0000``, ``a0001``…), each with a workspace
+holding a SOUL.md and a 2 KB MEMORY.md, and one read key for every agent. Nightly dreaming is
+on (the default) at a slot 12 hours from now, so the scheduler plans every agent at start but
+runs none. Every process of the suite (``file_api``, ``watcher``, ``kb``, ``dreaming``,
+``http``) is started at once with ``python -m gateway_cli.cli serve NAME`` on free loopback
+ports, as ``gateway up`` starts them. For each process:
+
+- **ready**: from the spawn until its health check answers (gRPC health SERVING; ``/healthz``
+  for the shim), polled every 20 ms;
+- **CPU after ready**: the process's user+system CPU (``/proc/PID/stat``) from the moment it
+  was ready until it is at rest: the first 3 s window after which it used less than 0.05 s
+  of CPU, or ``--settle`` seconds, whichever comes first;
+- **RSS at rest**: ``VmRSS`` at that moment.
+
+With ``--reach K`` the first K agents are then each sent one MCP ``tools/list`` over the shim's
+streamable HTTP endpoint, and the shim's RSS is read again once it is at rest, and once more
+after the shim's idle timeout for MCP servers has passed (``--idle-wait`` seconds, 0 to skip).
+
+Prints a markdown table; exits 0 whatever the figures are, non-zero only when the run itself
+failed. Every child is stopped (SIGTERM, then SIGKILL) at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+for _p in (str(REPO), str(BENCH_DIR)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from bench_ports import free_ports  # noqa: E402
+from kb_bench_support import Children, cpu_seconds, say  # noqa: E402
+
+KEY = "start-bench-key-0123456789"
+SERVICES = ("file_api", "watcher", "kb", "dreaming", "http")
+MEMORY = "# Memory\n\n" + "".join(f"- fact {n}: the lighthouse keeper logs the tide at dawn\n" for n in range(40))
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def write_home(home: Path, agents: int) -> dict[str, int]:
+    from gateway.config_migrations import CURRENT_VERSION
+    from gateway.home import ensure_home
+
+    fa, wa, kb, dr, http = free_ports(5)
+    ids = [f"a{n:04d}" for n in range(agents)]
+    slot = datetime.now(UTC) + timedelta(hours=12)
+    config = {
+        "configVersion": CURRENT_VERSION,
+        "gateway": {
+            "grpc": {"host": "127.0.0.1", "fileApi": fa, "watcher": wa, "kb": kb, "dreaming": dr},
+            "metrics": {"enabled": False},
+            "api": {"host": "127.0.0.1", "port": http, "keys": [{"name": "bench", "key": KEY, "agents": "*", "write": False}]},
+            "dreaming": {"dreamHour": slot.hour, "dreamMinute": slot.minute, "staggerWindowMinutes": 0},
+        },
+        "agents": [{"id": i, "workspace": f"agents/{i}/workspace", "transcriptsDir": f"agents/{i}/sessions"} for i in ids],
+    }  # fmt: skip
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    ensure_home(home)
+    for agent_id in ids:
+        ws = home / "agents" / agent_id / "workspace"
+        ws.mkdir(parents=True)
+        (home / "agents" / agent_id / "sessions").mkdir()
+        (ws / "SOUL.md").write_text(f"# Soul\n\n{agent_id} is careful.\n")
+        (ws / "MEMORY.md").write_text(MEMORY)
+    return {"file_api": fa, "watcher": wa, "kb": kb, "dreaming": dr, "http": http}
+
+
+def ready(name: str, port: int) -> bool:
+    if name == "http":
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                return True
+        except (urllib.error.URLError, OSError):
+            return False
+    from gateway_cli.launcher import grpc_serving
+
+    return grpc_serving(f"127.0.0.1:{port}")
+
+
+def at_rest(pid: int, settle_s: float, window_s: float = 3.0, quiet_cpu_s: float = 0.05) -> None:
+    """Return once ``pid`` used under ``quiet_cpu_s`` CPU in a ``window_s`` window, or after ``settle_s``."""
+    deadline = time.monotonic() + settle_s
+    while time.monotonic() < deadline:
+        before = cpu_seconds(pid)
+        time.sleep(window_s)
+        if cpu_seconds(pid) - before < quiet_cpu_s:
+            return
+
+
+def mcp_list(port: int, agent_id: str) -> int:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/mcp/agents/{agent_id}", data=body, method="POST",
+        headers={"X-Api-Key": KEY, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return int(answer.status)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--reach", type=int, default=0, help="agents sent one MCP request after the start")
+    parser.add_argument("--idle-wait", type=float, default=0, help="seconds to wait after --reach before a last RSS read")
+    parser.add_argument("--settle", type=float, default=60.0, help="at most this long to wait for each process to rest")
+    parser.add_argument("--keep-home", action="store_true")
+    args = parser.parse_args()
+
+    home = Path(tempfile.mkdtemp(prefix="start-agents-"))
+    children = Children(home)
+    try:
+        say(f"writing a home with {args.agents} agents in {home}")
+        ports = write_home(home, args.agents)
+        spawned: dict[str, float] = {}
+        for name in SERVICES:
+            spawned[name] = time.monotonic()
+            children.start(name, [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(home)])
+        cpu_at_ready: dict[str, float] = {}
+        ready_s: dict[str, float] = {}
+        deadline = time.monotonic() + 300
+        while len(ready_s) < len(SERVICES):
+            for name in SERVICES:
+                if name in ready_s:
+                    continue
+                if not children.alive(name):
+                    raise SystemExit(f"{name} exited:\n{children.tail(name)}")
+                if ready(name, ports[name]):
+                    ready_s[name] = time.monotonic() - spawned[name]
+                    cpu_at_ready[name] = cpu_seconds(children.procs[name].pid)
+            if time.monotonic() > deadline:
+                raise SystemExit(f"not ready within 300 s: {sorted(set(SERVICES) - set(ready_s))}")
+            time.sleep(0.02)
+        rows = []
+        for name in SERVICES:
+            pid = children.procs[name].pid
+            at_rest(pid, args.settle)
+            rows.append((name, ready_s[name], cpu_seconds(pid) - cpu_at_ready[name], rss_mb(pid)))
+        print(f"\n{args.agents} agents\n")
+        print("| process | ready | CPU after ready | RSS at rest |")
+        print("|---|---:|---:|---:|")
+        for name, secs, cpu, rss in rows:
+            print(f"| {name} | {secs:.2f} s | {cpu:.2f} s | {rss:.0f} MB |")
+        if args.reach:
+            pid = children.procs["http"].pid
+            started = time.monotonic()
+            for n in range(args.reach):
+                status = mcp_list(ports["http"], f"a{n:04d}")
+                if status != 200:
+                    raise SystemExit(f"MCP tools/list for a{n:04d} answered {status}")
+            took = time.monotonic() - started
+            at_rest(pid, args.settle)
+            print(f"\nshim after one MCP tools/list to each of {args.reach} agents ({took / args.reach * 1000:.1f} ms "
+                  f"each, first request per agent): RSS {rss_mb(pid):.0f} MB")
+            if args.idle_wait:
+                time.sleep(args.idle_wait)
+                at_rest(pid, args.settle)
+                print(f"shim {args.idle_wait:.0f} s later: RSS {rss_mb(pid):.0f} MB")
+        return 0
+    finally:
+        children.stop_all()
+        if args.keep_home:
+            say(f"home kept at {home}")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
