@@ -18,8 +18,9 @@ import re
 import secrets
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from gateway.config import Config, schema
 from gateway.errors import CommandError
@@ -51,9 +52,14 @@ def add_parsers(sub: Any) -> None:
 
     agents = sub.add_parser("agents", help="add or list agents")
     agents_sub = agents.add_subparsers(dest="action", required=True)
-    agent_add = agents_sub.add_parser("add", help="add an agent and create its workspace and sessions folders")
-    agent_add.add_argument("id", help="agent id: one safe path segment")
-    agent_add.add_argument("--workspace", help="workspace folder, relative to the home (default agents/ID/workspace)")
+    agent_add = agents_sub.add_parser(
+        "add", help="add agents (one or many, in one config write) and create their workspace and sessions folders"
+    )
+    agent_add.add_argument("ids", nargs="*", metavar="ID", help="agent id: one safe path segment; several may be given")
+    agent_add.add_argument("--from-file", metavar="FILE",
+                           help="read more ids from FILE, one per line ('#' comments and blank lines skipped; - for stdin)")
+    agent_add.add_argument("--workspace", help="workspace folder, relative to the home (default agents/ID/workspace); "
+                           "only with a single id")
     agent_list = agents_sub.add_parser("list", help="the agents and their workspaces")
     for p in (agent_add, agent_list):
         p.add_argument("--home", help="gateway home")
@@ -72,7 +78,7 @@ def run(args: argparse.Namespace, home: Path) -> int:
             return confirm_key(home)
     if args.command == "agents":
         if args.action == "add":
-            return add_agent(home, args.id, args.workspace)
+            return add_agents(home, agents_to_add(args.ids, args.from_file), args.workspace)
         if args.action == "list":
             return list_agents(home)
     return 2
@@ -204,8 +210,108 @@ def _agent_id_pattern() -> str:
     return pattern
 
 
+@dataclass(frozen=True)
+class NewAgent:
+    """An id ``agents add`` was given, and where: ``""`` on the command line, else ``FILE:LINE``."""
+
+    id: str
+    where: str = ""
+
+    def line(self, text: str) -> str:
+        """``text`` (a problem with this id), prefixed with where the id was read."""
+        return f"{self.where}: {text}" if self.where else text
+
+
+def agents_to_add(ids: Sequence[str], from_file: str | None, stdin: TextIO | None = None) -> list[NewAgent]:
+    """The ids of ``agents add``: the command line's, then ``from_file``'s (``-``: stdin), one per
+    line, leading and trailing blanks stripped, blank lines and ``#`` comment lines skipped. Raises
+    CommandError when none is given or the file cannot be read."""
+    out = [NewAgent(i) for i in ids]
+    if from_file is not None:
+        name = "stdin" if from_file == "-" else from_file
+        try:
+            text = (stdin or sys.stdin).read() if from_file == "-" else Path(from_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot read {from_file} ({exc.strerror or exc}); no agent was added") from None
+        except UnicodeDecodeError:
+            raise CommandError(f"{name} is not UTF-8 text; no agent was added") from None
+        for number, line in enumerate(text.splitlines(), 1):
+            stripped = line.strip()
+            if stripped and not stripped.startswith("#"):
+                out.append(NewAgent(stripped, f"{name}:{number}"))
+    if not out:
+        raise CommandError("no agent id given: pass IDs, or --from-file FILE with one id per line (- for stdin)")
+    return out
+
+
+def _batch_problems(home: Path, batch: list[NewAgent], existing: set[str]) -> list[str]:
+    """One line per id that cannot be added: not an id, given twice, or configured already."""
+    pattern = _agent_id_pattern()
+    problems = []
+    first: dict[str, NewAgent] = {}
+    for agent in batch:
+        if not re.fullmatch(pattern, agent.id):  # fullmatch: "$" alone would let "id\n" through
+            problems.append(agent.line(f"{agent.id!r} is not an agent id: one safe path segment matching {pattern}"))
+        elif agent.id in first:
+            earlier = first[agent.id].where or "the command line"
+            problems.append(agent.line(f"{agent.id!r} is given twice (first on {earlier})"))
+        elif agent.id in existing:
+            problems.append(agent.line(f"agent {agent.id!r} exists already in {home / 'config.json'}"))
+        first.setdefault(agent.id, agent)
+    return problems
+
+
+def add_agents(home: Path, batch: list[NewAgent], workspace: str | None = None) -> int:
+    """``agents add``: new agent entries, all in one config write, their workspace and sessions
+    folders created first. A batch with any bad id is refused whole, one line per problem, and
+    nothing is written. ``workspace`` only with a single id."""
+    if workspace is not None and len(batch) != 1:
+        raise CommandError(f"--workspace names one agent's folder; it cannot go with {len(batch)} ids "
+                           "(add that agent on its own)")
+    if len(batch) == 1:
+        return add_agent(home, batch[0].id, workspace)
+    entries = [{"id": a.id, "workspace": f"agents/{a.id}/workspace", "transcriptsDir": f"agents/{a.id}/sessions"}
+               for a in batch]
+
+    def change(raw: Raw) -> None:
+        refused = _batch_problems(home, batch, set(agent_ids(raw)))
+        if refused:
+            raise _refused(refused, len(batch))
+        agents = raw.setdefault("agents", [])
+        if not isinstance(agents, list):
+            raise CommandError(f"agents in {home / 'config.json'} is not a list")
+        agents.extend(entries)
+
+    config = edit_config(home, change, lambda c: _make_folders(c, [a.id for a in batch]))
+    for agent in batch:
+        made = config.agent(agent.id)
+        assert made is not None
+        print(f"added agent {agent.id!r}: workspace {made.workspace}, sessions {made.transcripts_dir}")
+    _say(f"added {len(batch)} agents to {home / 'config.json'} in one write")
+    return 0
+
+
+def _refused(problems: list[str], count: int) -> CommandError:
+    lines = "\n".join(f"  {line}" for line in problems)
+    return CommandError(f"refused: {len(problems)} problem{'s' if len(problems) > 1 else ''} in the {count} ids; "
+                        f"no agent was added, nothing was written:\n{lines}")
+
+
+def _make_folders(config: Config, ids: list[str]) -> None:
+    """Create each agent's workspace and sessions folders (before config.json names them)."""
+    for agent_id in ids:
+        agent = config.agent(agent_id)
+        assert agent is not None
+        for folder in (agent.workspace, agent.transcripts_dir):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                what = f"agent {agent_id!r} was not added" if len(ids) == 1 else "no agent was added"
+                raise CommandError(f"cannot create {folder} ({exc.strerror}); {what}") from None
+
+
 def add_agent(home: Path, agent_id: str, workspace: str | None) -> int:
-    """``agents add``: a new agent entry, its workspace and sessions folders created first."""
+    """``agents add ID``: a new agent entry, its workspace and sessions folders created first."""
     if not re.fullmatch(_agent_id_pattern(), agent_id):  # fullmatch: "$" alone would let "id\n" through
         raise CommandError(f"{agent_id!r} is not an agent id: one safe path segment matching {_agent_id_pattern()}")
     entry = {
@@ -222,16 +328,7 @@ def add_agent(home: Path, agent_id: str, workspace: str | None) -> int:
             raise CommandError(f"agents in {home / 'config.json'} is not a list")
         agents.append(entry)
 
-    def make_folders(config: Config) -> None:
-        agent = config.agent(agent_id)
-        assert agent is not None
-        for folder in (agent.workspace, agent.transcripts_dir):
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise CommandError(f"cannot create {folder} ({exc.strerror}); agent {agent_id!r} was not added") from None
-
-    config = edit_config(home, change, make_folders)
+    config = edit_config(home, change, lambda c: _make_folders(c, [agent_id]))
     agent = config.agent(agent_id)
     assert agent is not None
     print(f"added agent {agent_id!r}: workspace {agent.workspace}, sessions {agent.transcripts_dir}")

@@ -222,3 +222,84 @@ def test_keys_and_agents_commands_on_a_home_without_config_say_not_found(tmp_pat
     for argv in (["keys", "list"], ["keys", "add", "x", "--agents", "*"], ["keys", "revoke", "x"], ["agents", "list"], ["agents", "add", "x"]):
         code, _, err = gateway(capsys, tmp_path, *argv)
         assert code == 2 and err.startswith(f"gateway: no config.json in {tmp_path} (not found)"), (argv, err)
+
+
+# --- agents add, many at once --------------------------------------------------
+
+# Runs the CLI in a process of its own that counts, with an audit hook, every rename or
+# link that puts a file named config.json in place: how many times the command wrote it.
+COUNT_WRITES = """
+import os, sys
+writes = []
+def hook(event, args):
+    if event in ("os.rename", "os.link") and os.path.basename(os.fsdecode(args[1])) == "config.json":
+        writes.append(args[1])
+sys.addaudithook(hook)
+from gateway_cli.cli import main
+code = main(sys.argv[1:])
+print(f"config.json writes: {len(writes)}", file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def gateway_process(home: Path, *argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", COUNT_WRITES, *argv, "--home", str(home)], input=stdin,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_agents_add_takes_many_ids_and_a_file_in_one_config_write(home: Path, tmp_path: Path) -> None:
+    listing = tmp_path / "agents.txt"
+    listing.write_text("# the night shift\nnell\n\n  otto  \n# retired: pia\nquinn\n")
+    done = gateway_process(home, "agents", "add", "kai", "lena", "--from-file", str(listing))
+    assert done.returncode == 0, done.stderr
+    added = ["kai", "lena", "nell", "otto", "quinn"]
+    assert done.stdout.splitlines() == [
+        f"added agent {a!r}: workspace {home}/agents/{a}/workspace, sessions {home}/agents/{a}/sessions" for a in added
+    ]
+    assert done.stderr.splitlines() == [
+        f"gateway: added 5 agents to {home / 'config.json'} in one write", "config.json writes: 1",
+    ]
+    assert [a["id"] for a in config_of(home)["agents"]] == ["alfred", *added]
+    assert all((home / "agents" / a / "workspace").is_dir() and (home / "agents" / a / "sessions").is_dir() for a in added)
+    assert mode_of(home / "config.json") == 0o600
+
+
+def test_agents_add_reads_ids_from_stdin(home: Path) -> None:
+    ids = "".join(f"r{n:03d}\n" for n in range(300))
+    done = gateway_process(home, "agents", "add", "--from-file", "-", stdin=ids)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1] == "config.json writes: 1"
+    assert len(config_of(home)["agents"]) == 301 and len(load_config(home).agents) == 301
+
+
+def test_a_batch_with_any_bad_id_is_refused_whole_and_writes_nothing(home: Path, tmp_path: Path) -> None:
+    listing = tmp_path / "agents.txt"
+    listing.write_text("sam\nbad/id\ntia\nsam\nalfred\n")
+    before = (home / "config.json").read_bytes()
+    done = gateway_process(home, "agents", "add", "uma", "uma", "--from-file", str(listing))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "gateway: refused: 4 problems in the 7 ids; no agent was added, nothing was written:",
+        "  'uma' is given twice (first on the command line)",
+        f"  {listing}:2: 'bad/id' is not an agent id: one safe path segment matching ^[A-Za-z0-9][A-Za-z0-9._-]{{0,63}}$",
+        f"  {listing}:4: 'sam' is given twice (first on {listing}:1)",
+        f"  {listing}:5: agent 'alfred' exists already in {home / 'config.json'}",
+        "config.json writes: 0",
+    ]
+    assert (home / "config.json").read_bytes() == before
+    assert sorted(p.name for p in (home / "agents").iterdir()) == ["alfred"]  # no folder made either
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["vic", "wes", "--workspace", "spaces/x"], "--workspace names one agent's folder; it cannot go with 2 ids"),
+        ([], "no agent id given: pass IDs, or --from-file FILE with one id per line (- for stdin)"),
+        (["--from-file", "no-such-file.txt"], "cannot read no-such-file.txt (No such file or directory); no agent was added"),
+    ],
+)
+def test_agents_add_batch_misuse_is_one_line(home: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    before = (home / "config.json").read_bytes()
+    code, _, err = gateway(capsys, home, "agents", "add", *argv)
+    assert code == 2 and err.startswith(f"gateway: {message}"), err
+    assert (home / "config.json").read_bytes() == before
