@@ -128,6 +128,8 @@ def main() -> int:
     parser.add_argument("--reach", type=int, default=0, help="agents sent one MCP request after the start")
     parser.add_argument("--idle-wait", type=float, default=0, help="seconds to wait after --reach before a last RSS read")
     parser.add_argument("--settle", type=float, default=60.0, help="at most this long to wait for each process to rest")
+    parser.add_argument("--one-at-a-time", action="store_true",
+                        help="start each process only once the one before is at rest (figures without contention)")
     parser.add_argument("--keep-home", action="store_true")
     args = parser.parse_args()
 
@@ -137,24 +139,28 @@ def main() -> int:
         say(f"writing a home with {args.agents} agents in {home}")
         ports = write_home(home, args.agents)
         spawned: dict[str, float] = {}
-        for name in SERVICES:
-            spawned[name] = time.monotonic()
-            children.start(name, [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(home)])
         cpu_at_ready: dict[str, float] = {}
         ready_s: dict[str, float] = {}
-        deadline = time.monotonic() + 300
-        while len(ready_s) < len(SERVICES):
-            for name in SERVICES:
-                if name in ready_s:
-                    continue
-                if not children.alive(name):
-                    raise SystemExit(f"{name} exited:\n{children.tail(name)}")
-                if ready(name, ports[name]):
-                    ready_s[name] = time.monotonic() - spawned[name]
-                    cpu_at_ready[name] = cpu_seconds(children.procs[name].pid)
-            if time.monotonic() > deadline:
-                raise SystemExit(f"not ready within 300 s: {sorted(set(SERVICES) - set(ready_s))}")
-            time.sleep(0.02)
+        groups = [[name] for name in SERVICES] if args.one_at_a_time else [list(SERVICES)]
+        for group in groups:
+            for name in group:
+                spawned[name] = time.monotonic()
+                children.start(name, [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(home)])
+            deadline = time.monotonic() + 300
+            while any(name not in ready_s for name in group):
+                for name in group:
+                    if name in ready_s:
+                        continue
+                    if not children.alive(name):
+                        raise SystemExit(f"{name} exited:\n{children.tail(name)}")
+                    if ready(name, ports[name]):
+                        ready_s[name] = time.monotonic() - spawned[name]
+                        cpu_at_ready[name] = cpu_seconds(children.procs[name].pid)
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"not ready within 300 s: {sorted(set(group) - set(ready_s))}")
+                time.sleep(0.02)
+            if args.one_at_a_time:
+                at_rest(children.procs[group[0]].pid, args.settle)
         rows = []
         for name in SERVICES:
             pid = children.procs[name].pid

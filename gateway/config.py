@@ -305,6 +305,9 @@ def build(raw: Raw, home: Path) -> Config:
         raise ConfigError(problems)
     full = fill_defaults(raw)
     gw = full["gateway"]
+    # An agent without an override shares the gateway's settings objects (frozen): merging and
+    # typing the same blocks again for each of a thousand agents was most of a load's time.
+    memory, dreaming, knowledge = _memory(gw["memory"]), _dreaming(gw["dreaming"]), _knowledge(gw["knowledge"], home)
     agents = []
     for entry in raw.get("agents", []):
         agent_id = entry["id"]
@@ -315,9 +318,10 @@ def build(raw: Raw, home: Path) -> Config:
                 workspace=home / Path(entry.get("workspace", f"agents/{agent_id}/workspace")).expanduser(),
                 transcripts_dir=home
                 / Path(entry.get("transcriptsDir", f"agents/{agent_id}/sessions")).expanduser(),
-                memory=_memory(deep_merge(gw["memory"], entry.get("memory", {}))),
-                dreaming=_dreaming(deep_merge(gw["dreaming"], entry.get("dreaming", {}))),
-                knowledge=_knowledge(deep_merge(gw["knowledge"], entry.get("knowledge", {})), home),
+                memory=_memory(deep_merge(gw["memory"], entry["memory"])) if entry.get("memory") else memory,
+                dreaming=_dreaming(deep_merge(gw["dreaming"], entry["dreaming"])) if entry.get("dreaming") else dreaming,
+                knowledge=(_knowledge(deep_merge(gw["knowledge"], entry["knowledge"]), home) if entry.get("knowledge")
+                           else knowledge),
             )
         )
     grpc, metrics = gw["grpc"], gw["metrics"]
@@ -331,9 +335,9 @@ def build(raw: Raw, home: Path) -> Config:
             keys=tuple(_key(i, k) for i, k in enumerate(gw["api"]["keys"])),
             limits=HttpLimits.from_api(gw["api"]),
         ),
-        memory=_memory(gw["memory"]),
-        dreaming=_dreaming(gw["dreaming"]),
-        knowledge=_knowledge(gw["knowledge"], home),
+        memory=memory,
+        dreaming=dreaming,
+        knowledge=knowledge,
         agents=tuple(agents),
         metrics=MetricsSettings(
             enabled=metrics["enabled"],
