@@ -224,6 +224,10 @@ class Scheduler:
         except InvalidTimezone:
             return None
 
+    def kept(self) -> frozenset[str]:
+        """The agents this scheduler keeps anything for (a retry, a claimed night, a note)."""
+        return frozenset(self._retry) | frozenset(self._done) | frozenset(self._noted)
+
     def running(self) -> frozenset[str]:
         """The agents with an attempt in flight in this process."""
         return frozenset(self._tasks)
@@ -247,8 +251,9 @@ class Scheduler:
         """Start every attempt that is due; the instant of the next one (or of the next re-plan)."""
         agents = self._current_agents()
         deadline = now + REPLAN_EVERY
-        for agent_id in set(self._retry) - set(agents):
-            del self._retry[agent_id]
+        for kept in (self._retry, self._done, self._noted):  # an agent removed from the config leaves nothing here
+            for agent_id in [a for a in kept if a not in agents]:
+                del kept[agent_id]
         for agent_id, settings in agents.items():
             if not schedulable(settings) or agent_id in self._tasks:
                 continue  # a finished attempt wakes the loop, which plans the agent again

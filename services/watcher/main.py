@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from services.watcher.watch import Roots, WorkspaceWatch
 log = structlog.get_logger()
 
 LIVE_SESSIONS = Gauge("gateway_watcher_live_sessions", "Sessions registered and not ended, every agent.", registry=REGISTRY)
+SWEEP_S = 60.0  # how often sessions past their retention are forgotten (services.watcher.sessions)
 
 
 def wall_clock_ms() -> int:
@@ -71,6 +73,14 @@ def temp_folders(config: Config) -> list[Folder]:
     return [Folder(agent.workspace) for agent in config.agents]
 
 
+async def forget_stale(registry: SessionRegistry, stop: asyncio.Event) -> None:
+    """Every ``SWEEP_S`` until ``stop``: forget the sessions past their retention."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), SWEEP_S)
+        registry.forget_stale()
+
+
 async def run(live: LiveConfig, instance: str | None = None) -> None:
     """Serve gateway.v1.Sessions and keep every agent's CLAUDE.md composed until SIGTERM."""
     config = live.current
@@ -88,16 +98,19 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
         workspaces.ensure(changed)
         for agent_id in changed:
             recomposer.mark(agent_id)
+        # What is kept of a removed agent goes with it; its directive streams end with NOT_FOUND.
+        registry.forget_agents(change.agents_removed)
+        recomposer.forget(change.agents_removed)
+        hub.close(change.agents_removed)
 
     live.subscribe(on_config)
     watch = WorkspaceWatch(workspaces.roots, on_files=recomposer.mark, on_root_change=recomposer.mark)
     workspaces.ensure()
 
     async def background(stop: asyncio.Event) -> None:
-        for agent_id in workspaces.agents():
-            recomposer.mark(agent_id)  # compose everything once at start
+        recomposer.mark_later(workspaces.agents())  # compose everything once at start, behind any change
         try:
-            await asyncio.gather(recomposer.run(stop), watch.run(stop), live.follow(stop))
+            await asyncio.gather(recomposer.run(stop), watch.run(stop), live.follow(stop), forget_stale(registry, stop))
         finally:
             await kb.close()
 

@@ -6,13 +6,19 @@ arrives meanwhile is folded into the next pass, so a burst of writes costs
 at most one extra composition and the last one always sees the final
 content. CLAUDE.md is rewritten only when its bytes change, and sessions
 are told only then.
+
+The pass over every agent at start (``mark_later``) waits behind changes:
+it goes ``BACKLOG_STEP`` agents at a time, each step only when no change is
+waiting, so a write right after a start with many agents is composed as
+soon as the step in hand ends, not after every agent's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -36,6 +42,7 @@ COMPOSE_SECONDS = Histogram(
     "gateway_watcher_compose_duration_seconds", "Time one composition took (compose and write).", registry=REGISTRY
 )
 _OUTCOMES = {outcome: RECOMPOSITIONS.labels(outcome) for outcome in ("written", "unchanged", "failed")}
+BACKLOG_STEP = 16  # agents of the start pass composed between two looks for changes
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,7 @@ class Recomposer:
         self._registry = registry
         self._publish = publish
         self._dirty: dict[str, set[str]] = {}
+        self._backlog: dict[str, None] = {}  # agents to compose when nothing else waits (ordered set)
         self._wake = asyncio.Event()
         self._generations: dict[str, int] = {}
         self._problems: dict[str, tuple[str, ...]] = {}  # last logged, so each is logged once
@@ -81,6 +89,25 @@ class Recomposer:
         self.idle.clear()
         self._wake.set()
 
+    def mark_later(self, agent_ids: Iterable[str]) -> None:
+        """Queue recompositions that may wait for changes (the pass over every agent at start)."""
+        self._backlog.update(dict.fromkeys(agent_ids))
+        if self._backlog:
+            self.idle.clear()
+            self._wake.set()
+
+    def forget(self, agent_ids: Iterable[str]) -> None:
+        """Drop what is kept of agents removed from the config."""
+        for agent_id in agent_ids:
+            self._dirty.pop(agent_id, None)
+            self._backlog.pop(agent_id, None)
+            self._generations.pop(agent_id, None)
+            self._problems.pop(agent_id, None)
+
+    def agents(self) -> frozenset[str]:
+        """The agents anything is kept for (queued, or a generation, or logged problems)."""
+        return frozenset(self._dirty) | frozenset(self._backlog) | frozenset(self._generations) | frozenset(self._problems)
+
     def generation(self, agent_id: str) -> int:
         return self._generations.get(agent_id, 0)
 
@@ -89,7 +116,7 @@ class Recomposer:
         loop = asyncio.get_running_loop()
         try:
             while not stop.is_set():
-                if not self._dirty:
+                if not self._dirty and not self._backlog:
                     self.idle.set()
                     waker = asyncio.ensure_future(self._wake.wait())
                     stopper = asyncio.ensure_future(stop.wait())
@@ -98,7 +125,7 @@ class Recomposer:
                     stopper.cancel()
                     self._wake.clear()
                     continue
-                batch, self._dirty = self._dirty, {}
+                batch = self._next_batch()
                 agents = self._agents()
                 for agent_id, files in batch.items():
                     agent = agents.get(agent_id)
@@ -109,6 +136,18 @@ class Recomposer:
                         self._after(result)
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _next_batch(self) -> dict[str, set[str]]:
+        """Every change waiting; when there is none, the next step of the backlog."""
+        if self._dirty:
+            batch, self._dirty = self._dirty, {}
+            for agent_id in batch:
+                self._backlog.pop(agent_id, None)
+            return batch
+        step = list(itertools.islice(self._backlog, BACKLOG_STEP))
+        for agent_id in step:
+            del self._backlog[agent_id]
+        return {agent_id: set() for agent_id in step}
 
     def _one(self, agent: AgentConfig, files: set[str]) -> PassResult | None:
         start = time.perf_counter()

@@ -140,7 +140,11 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
                 if record.pending is not None:
                     yield directive_pb(record.pending)
             while True:
-                yield directive_pb(await queue.get())
+                directive = await queue.get()
+                if directive is None:  # the agent was removed from the config (DirectiveHub.close)
+                    code = "NOT_FOUND"
+                    break
+                yield directive_pb(directive)
         except asyncio.CancelledError:
             code = "CANCELLED"
             raise
@@ -153,3 +157,5 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
             observe_rpc("WatchDirectives", code, time.perf_counter() - start)
             log.info("rpc", method="WatchDirectives", agent=request.agent_id, key=key, code=code,
                      ms=round((time.perf_counter() - start) * 1000, 3))
+        if code == "NOT_FOUND":
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"agent {request.agent_id!r} not found: it was removed from the config")

@@ -2,13 +2,24 @@
 
 In memory: sessions are live processes that register again when the watcher
 restarts. Time comes from an injected clock so tests control it.
+
+What is kept is bounded (README "Sessions and restarts"): a runtime that dies
+without EndSession leaves its session behind, so a session with no call
+(register or report) for ``RETENTION_MS`` is forgotten (``forget_stale``, which
+the watcher runs every minute), an agent keeps at most ``MAX_SESSIONS_PER_AGENT``
+(registering one more forgets the least recently active), and everything of an
+agent removed from the config is dropped (``forget_agents``). A forgotten
+session is what a watcher restart makes of every session: its next report is
+NOT_FOUND, and its runtime registers it again.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
+import structlog
 
 from gateway.bidi import refuse_bidi
 from gateway.errors import InvalidArgument, NotFound
@@ -17,6 +28,10 @@ from services.watcher.restart_policy import REASONS, ChangeClass, DirectiveKind,
 Clock = Callable[[], int]  # milliseconds since the epoch
 
 MAX_SESSION_ID = 128
+MAX_SESSIONS_PER_AGENT = 64  # live sessions kept per agent; the least recently active one makes room
+RETENTION_MS = 24 * 3600 * 1000  # a session with no register or report for this long is forgotten
+
+log = structlog.get_logger()
 
 
 def check_session_id(session_id: str) -> None:
@@ -77,7 +92,14 @@ class SessionRegistry:
         check_session_id(session_id)
         now = self._touch(agent_id)
         record = SessionRecord(agent_id, session_id, busy, now, now)
-        self._sessions.setdefault(agent_id, {})[session_id] = record
+        sessions = self._sessions.setdefault(agent_id, {})
+        sessions.pop(session_id, None)  # a re-registration counts as the newest
+        sessions[session_id] = record
+        if len(sessions) > MAX_SESSIONS_PER_AGENT:
+            oldest = min((r for r in sessions.values() if r is not record), key=lambda r: r.last_activity_ms)
+            del sessions[oldest.session_id]
+            log.info("session_forgotten", agent=agent_id, session=oldest.session_id,
+                     reason=f"over {MAX_SESSIONS_PER_AGENT} live sessions for the agent: the least recently active goes")
         return record
 
     def get(self, agent_id: str, session_id: str) -> SessionRecord:
@@ -109,10 +131,37 @@ class SessionRegistry:
     def end(self, agent_id: str, session_id: str) -> bool:
         """Forget a session; False when it was not live. Raises InvalidArgument for a bad id."""
         check_session_id(session_id)
-        ended = self._sessions.get(agent_id, {}).pop(session_id, None) is not None
+        sessions = self._sessions.get(agent_id, {})
+        ended = sessions.pop(session_id, None) is not None
         if ended:
             self._touch(agent_id)
+            if not sessions:
+                del self._sessions[agent_id]
         return ended
+
+    def forget_stale(self) -> int:
+        """Forget every session with no register or report for ``RETENTION_MS``; how many went."""
+        cutoff = self.clock() - RETENTION_MS
+        forgotten = 0
+        for agent_id, sessions in list(self._sessions.items()):
+            for record in [r for r in sessions.values() if r.last_activity_ms <= cutoff]:
+                del sessions[record.session_id]
+                forgotten += 1
+                log.info("session_forgotten", agent=agent_id, session=record.session_id,
+                         reason=f"no call for {RETENTION_MS // 3_600_000} h: its runtime registers it again")
+            if not sessions:
+                del self._sessions[agent_id]
+        return forgotten
+
+    def forget_agents(self, agent_ids: Iterable[str]) -> None:
+        """Drop the sessions and last activity of agents removed from the config."""
+        for agent_id in agent_ids:
+            self._sessions.pop(agent_id, None)
+            self._last_activity.pop(agent_id, None)
+
+    def agents(self) -> frozenset[str]:
+        """The agents with live sessions or a last activity kept."""
+        return frozenset(self._sessions) | frozenset(self._last_activity)
 
     def count(self) -> int:
         """Live sessions of every agent (the metrics gauge reads it from the scrape's thread:

@@ -321,6 +321,21 @@ def test_moving_the_hour_later_after_tonights_run_does_not_run_tonight_again(tmp
     assert run(scenario()) == [N1, N2]
 
 
+def test_an_agent_removed_from_the_config_leaves_nothing_in_the_scheduler(tmp_path: Path) -> None:
+    agents = {"alfred": PLAIN, "bertha": PLAIN, "bad": settings(dream_timezone="Mars/Olympus")}
+
+    async def scenario() -> tuple[frozenset[str], frozenset[str]]:
+        async with Harness(tmp_path, agents, utc(2024, 6, 1, 2)) as h:
+            await h.advance_to(utc(2024, 6, 1, 4))  # both nights claimed, the bad zone noted
+            before = h.scheduler.kept()
+            del agents["bertha"], agents["bad"]
+            h.scheduler.replan()
+            await h.settle()
+            return before, h.scheduler.kept()
+
+    assert run(scenario()) == ({"alfred", "bertha", "bad"}, {"alfred"})
+
+
 def test_an_agent_with_a_bad_time_zone_is_not_scheduled_and_the_others_are(tmp_path: Path) -> None:
     agents = {"bad": settings(dream_timezone="Mars/Olympus"), "alfred": PLAIN}
 

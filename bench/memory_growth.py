@@ -1,0 +1,290 @@
+"""Measurement: what the watcher, dreaming and the shim keep under steady traffic (tracemalloc diffs, RSS slope).
+
+Run:  ``.venv/bin/python bench/memory_growth.py [--agents 50] [--rate 75] [--warmup 2] [--minutes 8]
+[--keep-home]``  (not part of ``make test`` or ``make bench``; the long soak is bench/soak.py).
+
+Method
+------
+A fresh temp home with ``--agents`` agents (each workspace: SOUL.md, MEMORY.md, a note under
+memory/; dreaming's reviewer is the stand-in, ``gateway reviewer stand-in``; the nightly slot 12
+hours away). The five processes start on free loopback ports; the watcher, dreaming and the shim
+run under ``bench/traced_serve.py`` (tracemalloc, 12 frames), the file API and the KB as usual.
+Then, for ``--warmup`` + ``--minutes`` minutes, at ``--rate`` requests a second over every agent in
+turn, through the shim with a key for every agent:
+
+- GET MEMORY.md; PUT USER.md (new content each time: a recomposition and directives);
+- memory:search; an MCP ``tools/call`` of memory_search (``/mcp/agents/{id}``);
+- sessions: register a new session (BUSY), report it IDLE, end it (``--left`` percent, 10 by default,
+  are never ended, as a runtime that crashed leaves them); GET activity; GET claude-md;
+- a WatchDirectives stream (gRPC, to the watcher) opened and closed every second for another agent;
+
+plus 4 note files a second written straight into workspaces' ``memory/`` (new files), and a dream
+(``dream:run``) every 10 s, each for the next agent. At the end of the warm-up and of the run
+each traced process writes a snapshot (SIGUSR2); the script prints, per process, the RSS at both
+moments, its slope over the run (least squares over samples every 10 s) in MB an hour, and the
+15 lines of code whose allocations grew most between the two snapshots. Tracing inflates a traced
+process's RSS and blurs its slope: ``--no-trace`` runs all five untraced, for the RSS figures.
+Exits 0 whatever it finds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import tracemalloc
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+for _p in (str(REPO), str(BENCH_DIR)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import grpc  # noqa: E402
+import httpx  # noqa: E402
+from bench_ports import free_ports  # noqa: E402
+from kb_bench_support import Children, say  # noqa: E402
+from start_agents import ready, rss_mb  # noqa: E402
+
+from gateway.v1 import watcher_pb2, watcher_pb2_grpc  # noqa: E402
+
+KEY = "growth-bench-key-0123456789"
+SERVICES = ("file_api", "kb", "watcher", "dreaming", "http")
+TRACED = ("watcher", "dreaming", "http")
+
+
+def write_home(home: Path, agents: int) -> tuple[dict[str, int], list[str]]:
+    from gateway.config_migrations import CURRENT_VERSION
+    from gateway.home import ensure_home
+
+    fa, wa, kb, dr, http = free_ports(5)
+    ids = [f"g{n:03d}" for n in range(agents)]
+    slot = datetime.now(UTC) + timedelta(hours=12)
+    config = {
+        "configVersion": CURRENT_VERSION,
+        "gateway": {
+            "grpc": {"host": "127.0.0.1", "fileApi": fa, "watcher": wa, "kb": kb, "dreaming": dr},
+            "metrics": {"enabled": False},
+            "api": {"host": "127.0.0.1", "port": http, "keys": [{"name": "bench", "key": KEY, "agents": "*", "write": True}]},
+            "dreaming": {"dreamHour": slot.hour, "dreamMinute": slot.minute, "staggerWindowMinutes": 0,
+                         "reviewerCommand": ["gateway", "reviewer", "stand-in"]},
+        },
+        "agents": [{"id": i} for i in ids],
+    }  # fmt: skip
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    ensure_home(home)
+    for agent_id in ids:
+        ws = home / "agents" / agent_id / "workspace"
+        (ws / "memory").mkdir(parents=True)
+        (home / "agents" / agent_id / "sessions").mkdir()
+        (ws / "SOUL.md").write_text(f"# Soul\n\n{agent_id} is careful.\n")
+        (ws / "MEMORY.md").write_text("# Memory\n\n- the harbour opens at six\n")
+        (ws / "memory" / "notes.md").write_text("# Notes\n\n- the pilot boat leaves at dawn\n")
+    return {"file_api": fa, "watcher": wa, "kb": kb, "dreaming": dr, "http": http}, ids
+
+
+class Load:
+    """The traffic, as asyncio tasks: requests at a rate, note files, dreams, directive streams."""
+
+    def __init__(self, home: Path, ports: dict[str, int], ids: list[str], rate: float, left: int) -> None:
+        self.home, self.ports, self.ids, self.rate, self.left = home, ports, ids, rate, left
+        self.statuses: dict[int, int] = {}
+        self.counter = itertools.count()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        headers = {"X-Api-Key": KEY}
+        limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{self.ports['http']}", headers=headers,
+                                     timeout=60, limits=limits) as client:
+            await asyncio.gather(self._requests(client, stop), self._notes(stop), self._dreams(client, stop),
+                                 self._streams(stop))
+
+    async def _requests(self, client: httpx.AsyncClient, stop: asyncio.Event) -> None:
+        pending: set[asyncio.Task[None]] = set()
+        step = 1 / self.rate
+        next_at = time.monotonic()
+        while not stop.is_set():
+            n = next(self.counter)
+            task = asyncio.ensure_future(self._one(client, self.ids[n % len(self.ids)], n))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            next_at += step
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _one(self, client: httpx.AsyncClient, agent: str, n: int) -> None:
+        base = f"/api/v1/agents/{agent}"
+        kind = n % 10
+        try:
+            if kind in (0, 1):
+                answers = [await client.get(f"{base}/files/MEMORY.md")]
+            elif kind == 2:
+                answers = [await client.put(f"{base}/files/USER.md", json={"content": f"# User\n\nvisit {n}\n"})]
+            elif kind in (3, 4):
+                answers = [await client.get(f"{base}/memory:search", params={"query": "pilot boat"})]
+            elif kind == 5:
+                body = {"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                        "params": {"name": "memory_search", "arguments": {"query": "harbour"}}}
+                answers = [await client.post(f"/mcp/agents/{agent}", json=body,
+                                             headers={"Accept": "application/json, text/event-stream"})]
+            elif kind == 6:
+                session = f"s{n}"
+                answers = [await client.post(f"{base}/sessions", json={"sessionId": session, "state": "SESSION_STATE_BUSY"}),
+                           await client.post(f"{base}/sessions/{session}/state", json={"state": "SESSION_STATE_IDLE"})]
+                if (n // 10) % 100 >= self.left:  # the others are left, as a runtime that crashed leaves them
+                    answers.append(await client.delete(f"{base}/sessions/{session}"))
+            elif kind in (7, 8):
+                answers = [await client.get(f"{base}/activity")]
+            else:
+                answers = [await client.get(f"{base}/claude-md")]
+        except httpx.HTTPError:
+            self.statuses[0] = self.statuses.get(0, 0) + 1
+            return
+        for answer in answers:
+            self.statuses[answer.status_code] = self.statuses.get(answer.status_code, 0) + 1
+
+    async def _notes(self, stop: asyncio.Event) -> None:
+        for n in itertools.count():
+            if stop.is_set():
+                return
+            agent = self.ids[n % len(self.ids)]
+            path = self.home / "agents" / agent / "workspace" / "memory" / f"note-{n}.md"
+            path.write_text(f"# Note {n}\n\n- the tide turned at {n % 24}:00 near buoy {n}\n")
+            await asyncio.sleep(0.25)
+
+    async def _dreams(self, client: httpx.AsyncClient, stop: asyncio.Event) -> None:
+        for n in itertools.count():
+            if stop.is_set():
+                return
+            try:
+                answer = await client.post(f"/api/v1/agents/{self.ids[n % len(self.ids)]}/dream:run", json={})
+                self.statuses[answer.status_code] = self.statuses.get(answer.status_code, 0) + 1
+            except httpx.HTTPError:
+                self.statuses[0] = self.statuses.get(0, 0) + 1
+            await asyncio.sleep(10)
+
+    async def _streams(self, stop: asyncio.Event) -> None:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{self.ports['watcher']}") as channel:
+            stub = watcher_pb2_grpc.SessionsStub(channel)
+            for n in itertools.count():
+                if stop.is_set():
+                    return
+                call = stub.WatchDirectives(watcher_pb2.WatchDirectivesRequest(agent_id=self.ids[n % len(self.ids)]),
+                                            metadata=(("x-api-key", KEY),))
+                await call.initial_metadata()
+                await asyncio.sleep(1)
+                call.cancel()
+
+
+def snapshot(children: Children, home: Path, name: str, index: int) -> tracemalloc.Snapshot:
+    path = home / "traces" / f"{name}-{index}.snap"
+    os.kill(children.procs[name].pid, signal.SIGUSR2)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return tracemalloc.Snapshot.load(str(path))
+        except (OSError, EOFError, ValueError):  # not there yet, or still being written
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name} wrote no snapshot {path}") from None
+            time.sleep(0.5)
+
+
+def slope_mb_per_hour(samples: list[tuple[float, float]]) -> float:
+    n = len(samples)
+    if n < 2:
+        return float("nan")
+    mt = sum(t for t, _ in samples) / n
+    mr = sum(r for _, r in samples) / n
+    var = sum((t - mt) ** 2 for t, _ in samples)
+    return sum((t - mt) * (r - mr) for t, r in samples) / var * 3600 if var else float("nan")
+
+
+async def drive(load: Load, seconds: float, sample: dict[str, list[tuple[float, float]]], children: Children) -> None:
+    stop = asyncio.Event()
+    task = asyncio.create_task(load.run(stop))
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        await asyncio.sleep(min(10.0, max(0.0, end - time.monotonic())))
+        for name in SERVICES:
+            if not children.alive(name):
+                raise SystemExit(f"{name} exited:\n{children.tail(name)}")
+            sample.setdefault(name, []).append((time.monotonic(), rss_mb(children.procs[name].pid)))
+    stop.set()
+    await task
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=50)
+    parser.add_argument("--rate", type=float, default=75.0)
+    parser.add_argument("--warmup", type=float, default=2.0, help="minutes before the first snapshot")
+    parser.add_argument("--minutes", type=float, default=8.0, help="minutes between the two snapshots")
+    parser.add_argument("--left", type=int, default=10, help="percent of sessions never ended")
+    parser.add_argument("--no-trace", action="store_true",
+                        help="run every process untraced (tracemalloc's own memory and snapshots blur RSS): RSS only")
+    parser.add_argument("--keep-home", action="store_true")
+    args = parser.parse_args()
+    traced = () if args.no_trace else TRACED
+
+    home = Path(tempfile.mkdtemp(prefix="memory-growth-"))
+    (home / "traces").mkdir()
+    children = Children(home)
+    try:
+        ports, ids = write_home(home, args.agents)
+        for name in SERVICES:
+            tool = [str(BENCH_DIR / "traced_serve.py"), str(home / "traces"), name] if name in traced else \
+                ["-m", "gateway_cli.cli", "serve", name]
+            children.start(name, [sys.executable, *tool, "--home", str(home)])
+        deadline = time.monotonic() + 120
+        while not all(ready(name, ports[name]) for name in SERVICES):
+            if time.monotonic() > deadline or not all(children.alive(n) for n in SERVICES):
+                raise SystemExit("the suite did not start:\n" + "\n".join(children.tail(n, 5) for n in SERVICES))
+            time.sleep(0.2)
+        load = Load(home, ports, ids, args.rate, args.left)
+        at_ready = {name: rss_mb(children.procs[name].pid) for name in SERVICES}
+        say(f"{args.agents} agents, {args.rate:.0f} requests/s; warm-up {args.warmup} min")
+        warm: dict[str, list[tuple[float, float]]] = {}
+        asyncio.run(drive(load, args.warmup * 60, warm, children))
+        first = {name: snapshot(children, home, name, 0) for name in traced}
+        rss0 = {name: rss_mb(children.procs[name].pid) for name in SERVICES}
+        say(f"measuring for {args.minutes} min")
+        run: dict[str, list[tuple[float, float]]] = {}
+        asyncio.run(drive(load, args.minutes * 60, run, children))
+        last = {name: snapshot(children, home, name, 1) for name in traced}
+        rss1 = {name: rss_mb(children.procs[name].pid) for name in SERVICES}
+        print(f"\n{args.agents} agents, {args.rate:.0f} requests/s, {args.minutes} min after a {args.warmup} min warm-up; "
+              f"answers by status: {dict(sorted(load.statuses.items()))}\n")
+        print("| process | RSS at ready | after warm-up | at the end | slope over the run |")
+        print("|---|---:|---:|---:|---:|")
+        for name in SERVICES:
+            print(f"| {name} | {at_ready[name]:.1f} MB | {rss0[name]:.1f} MB | {rss1[name]:.1f} MB "
+                  f"| {slope_mb_per_hour(run[name]):+.1f} MB/h |")
+        for name in traced:
+            stats = last[name].compare_to(first[name], "lineno")
+            total = sum(s.size_diff for s in stats)
+            print(f"\n{name}: traced Python allocations {total / 1e6:+.2f} MB over the run; top lines:")
+            for stat in stats[:15]:
+                frame = stat.traceback[0]
+                print(f"  {stat.size_diff / 1024:+9.1f} KiB {stat.count_diff:+7d} blocks  "
+                      f"{frame.filename.replace(str(REPO) + '/', '')}:{frame.lineno}")
+        return 0
+    finally:
+        children.stop_all()
+        if args.keep_home:
+            say(f"home kept at {home}")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
