@@ -9,8 +9,8 @@ The real KB and shim on a home with 1,000 configured agents (``a0000`` … ``a09
   a memory_search answered by the KB), and builds that agent's server only;
 - concurrent first requests for one agent all answer 200 and build one server;
 - an agent removed by a live edit of config.json is no longer served (404 for a ``*`` key),
-  its server is closed (``mcp_server_closed`` with ``reason=removed``), and the other
-  agents' servers are untouched.
+  its server is closed (``mcp_server_closed`` with ``reason=removed``), the other agents'
+  servers are untouched, and an agent added by the same edit is served.
 """
 
 from __future__ import annotations
@@ -99,11 +99,13 @@ def test_concurrent_first_requests_for_one_agent_build_one_server(suite: Suite) 
 def test_an_agent_removed_from_the_config_is_no_longer_served(suite: Suite) -> None:
     for agent in ("a0998", "a0999"):
         assert list_tools(suite, agent).status_code == 200
+    assert list_tools(suite, "newcomer").status_code == 404
     path = suite.home / "config.json"
     config = json.loads(path.read_text())
-    config["agents"] = [a for a in config["agents"] if a["id"] != "a0999"]
+    config["agents"] = [a for a in config["agents"] if a["id"] != "a0999"] + [{"id": "newcomer"}]
     path.write_text(json.dumps(config, indent=2))
     wait_until(lambda: list_tools(suite, "a0999").status_code == 404, 15, "the removed agent to be refused")
+    assert list_tools(suite, "newcomer").status_code == 200  # an agent added by the same edit is served
     refused = list_tools(suite, "a0999")
     assert refused.json()["error"]["message"].startswith("agent 'a0999' not found"), refused.text
     wait_until(lambda: any(line.get("event") == "mcp_server_closed" and line.get("agent") == "a0999"
