@@ -48,8 +48,11 @@ class WatchTiming:
 
 
 @contextlib.asynccontextmanager
-async def batches(paths: Sequence[str], stop: asyncio.Event, timing: WatchTiming) -> AsyncIterator[AsyncIterator[Batch]]:
-    """One watch over ``paths`` (folders, watched recursively), as an iterator of batches.
+async def batches(
+    paths: Sequence[str], stop: asyncio.Event, timing: WatchTiming, *, recursive: bool = True
+) -> AsyncIterator[AsyncIterator[Batch]]:
+    """One watch over ``paths`` (folders, watched recursively unless ``recursive`` is False: then
+    only what happens directly in each folder, one OS watch per folder), as an iterator of batches.
 
     Use it as ``async with batches(...) as stream: async for batch in stream: ...``. The
     iteration ends when ``stop`` is set; leaving the block (a break, an exception, a
@@ -64,6 +67,7 @@ async def batches(paths: Sequence[str], stop: asyncio.Event, timing: WatchTiming
         rust_timeout=timing.tick_ms,
         yield_on_timeout=True,
         ignore_permission_denied=True,
+        recursive=recursive,
     )
     async with contextlib.aclosing(stream):
         yield stream

@@ -1,6 +1,7 @@
 """The one file watch for every agent's workspace (through ``gateway.watching``).
 
-One ``awatch`` over all workspace roots, with a 5 ms step and a 1 ms
+One ``awatch`` over all workspace roots (their top level only: one OS watch
+per workspace, not one per folder under it), with a 5 ms step and a 1 ms
 debounce instead of watchfiles' defaults (the default debounce alone costs
 70 ms to 1.6 s): an event reaches the recomposer within a step, and bursts
 are coalesced there, not here. The step is the trade: watchfiles' loop wakes
@@ -110,7 +111,9 @@ class WorkspaceWatch:
                 self._tick(roots, state)
             return
         last_tick = asyncio.get_running_loop().time()
-        async with batches(sorted(state), stop, TIMING) as stream:
+        # Only each workspace's top level: its six identity files, and the folder itself. A recursive
+        # watch also walked every memory/ tree at each (re)plan and took an OS watch per folder.
+        async with batches(sorted(state), stop, TIMING, recursive=False) as stream:
             async for changes in stream:
                 while self._recheck:  # the new watch is live now
                     self._on_root_change(self._recheck.pop())

@@ -40,6 +40,34 @@ def test_a_watch_reports_every_file_unfiltered_and_ends_on_stop(tmp_path: Path) 
     assert {(Change.added, str(tmp_path / ".note.md.swp")), (Change.added, str(tmp_path / "note.md"))} <= set(seen)
 
 
+def test_a_flat_watch_sees_the_top_level_only(tmp_path: Path) -> None:
+    """``recursive=False`` (the watcher's): a write under a sub-folder is not reported, one at the top is."""
+    (tmp_path / "memory" / "deep").mkdir(parents=True)
+    seen: list[tuple[Change, str]] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+
+        async def writer() -> None:
+            (tmp_path / "memory" / "deep" / "note.md").write_text("x", encoding="utf-8")
+            (tmp_path / "memory" / "note.md").write_text("x", encoding="utf-8")
+            (tmp_path / "SOUL.md").write_text("x", encoding="utf-8")  # last: a batch with it has the others, if seen
+
+        async with batches([str(tmp_path)], stop, FAST, recursive=False) as stream:
+            quiet = 0
+            async for batch in stream:
+                if not batch:
+                    quiet += 1
+                    if quiet == 1:
+                        asyncio.get_running_loop().create_task(writer())
+                seen.extend(batch)
+                if str(tmp_path / "SOUL.md") in {path for _, path in seen}:
+                    stop.set()
+
+    asyncio.run(asyncio.wait_for(main(), DEADLINE_S))
+    assert {path for _, path in seen} <= {str(tmp_path / "SOUL.md"), str(tmp_path / "memory")}
+
+
 def test_an_os_error_is_logged_and_the_watch_planned_again_a_tick_later() -> None:
     calls: list[str] = []
 
