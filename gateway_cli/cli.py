@@ -89,6 +89,7 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None,
     from gateway.grpc_server import BindError
     from gateway.live_config import LiveConfig, loader
     from gateway.logs import configure
+    from gateway.resources import raise_open_files_limit
     from gateway.temp_sweep import Folder, sweep_at_start
 
     missing = not_initialised(home)
@@ -96,6 +97,8 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None,
         raise CommandError(missing)
     hold_home(home, name)  # for the process's life: gateway restore refuses a home a process holds
     log = configure(name, console=console)
+    before, soft, hard = raise_open_files_limit()  # docs/operations.md "Open files, disk and memory"
+    log.info("open_files_limit", soft=soft, hard=hard, raised_from=before if before != soft else None)
     # The home's own files (config.json, admin-key.txt, .internal-token): every serve sweeps them.
     sweep_at_start([Folder(home)])
     notice = admin_key_notice(home)
