@@ -21,7 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from gateway.event_loop import running_loop_name
 from gateway.logs import flush_later
 from gateway.ports import listen_problem
-from gateway.resources import NAMES, RESOURCES_SERVICE, SHORTAGES
+from gateway.resources import NAMES, RESOURCES_SERVICE, SHORTAGES, open_files_limit
 from gateway import reflection
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
@@ -120,7 +120,8 @@ async def serve(
     named = ["", *services] + ([instance_service(instance)] if instance else [])
     for service in named:
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    log.info("listening", address=address, services=services, loop=running_loop_name(), metrics=metrics_address)
+    log.info("listening", address=address, services=services, loop=running_loop_name(), metrics=metrics_address,
+             open_files_limit=open_files_limit())
 
     serving = asyncio.ensure_future(server.wait_for_termination())
     stopping = asyncio.ensure_future(stop.wait())

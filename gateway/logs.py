@@ -236,10 +236,9 @@ class Console:
     verbose: bool = False
 
 
-# Dropped on a terminal unless verbose: one line per request (rpc, http) is for log tools, a
-# process's "stopped" line follows its "stopping" line within its stop grace, and each process's
-# open-files limit at start is a figure for log tools too.
-QUIET_ON_A_TERMINAL = frozenset({"rpc", "http", "stopping", "open_files_limit"})
+# Dropped on a terminal unless verbose: one line per request (rpc, http) is for log tools, and a
+# process's "stopped" line follows its "stopping" line within its stop grace.
+QUIET_ON_A_TERMINAL = frozenset({"rpc", "http", "stopping"})
 CONSOLE_TIME = "%Y-%m-%d %H:%M:%S"
 
 

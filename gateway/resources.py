@@ -3,7 +3,7 @@
 docs/operations.md "Open files, disk and memory":
 
 - **The open-files limit.** Every process raises its soft ``RLIMIT_NOFILE`` to the hard limit at
-  start (``raise_open_files_limit``; the entry point logs both figures): the common soft limit of
+  start (``raise_open_files_limit``; its "listening" line says the figure): the common soft limit of
   1,024 is a default for interactive shells, not a ceiling the kernel needs.
 - **A shortage is not a bug.** A call that fails because the process is out of open files
   (EMFILE), the system's open-file table is full (ENFILE), the disk is full (ENOSPC, EDQUOT,

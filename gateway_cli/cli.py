@@ -97,8 +97,7 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None,
         raise CommandError(missing)
     hold_home(home, name)  # for the process's life: gateway restore refuses a home a process holds
     log = configure(name, console=console)
-    before, soft, hard = raise_open_files_limit()  # docs/operations.md "Open files, disk and memory"
-    log.info("open_files_limit", soft=soft, hard=hard, raised_from=before if before != soft else None)
+    raise_open_files_limit()  # docs/operations.md "Open files, disk and memory"; the "listening" line says it
     # The home's own files (config.json, admin-key.txt, .internal-token): every serve sweeps them.
     sweep_at_start([Folder(home)])
     notice = admin_key_notice(home)
