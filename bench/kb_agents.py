@@ -56,6 +56,7 @@ from typing import Any
 from bench_ports import free_ports
 
 REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results" / "kb_agents.md"
 START_TIMEOUT_S = 60.0
 WORDS = (
     "harbour deploy kernel lantern meadow orbit pylon quartz raven saddle timber umbra velvet willow "
@@ -298,9 +299,11 @@ def main() -> int:
         ("per agent at rest", f"{mb(stopped['db'] / args.agents)} of kb.sqlite"),
     ]
     width = max(len(r[0]) for r in rows)
-    print("| figure | value |\n|---|---|")
-    for name, value in rows:
-        print(f"| {name:<{width}} | {value} |")
+    table = "| figure | value |\n|---|---|\n" + "".join(f"| {name:<{width}} | {value} |\n" for name, value in rows)
+    print(table, end="")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text("## Many agents in one KB (bench/kb_agents.py)\n\n" + table, encoding="utf-8")
+    say(f"markdown written to {RESULTS.relative_to(REPO)}")
     if args.keep_home:
         say(f"home kept: {home}")
     else:
