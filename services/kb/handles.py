@@ -93,6 +93,7 @@ class OpenHandles:
         self._waiters: list[asyncio.Future[None]] = []
         self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-close")
         self.closed = 0  # archives closed so far (by the cap or idle): tests and the bench read it
+        self._shut = False
 
     @property
     def cap(self) -> int:
@@ -122,7 +123,7 @@ class OpenHandles:
         finally:
             slot.pins -= 1
             slot.last_used = self._clock()
-            if slot.pins == 0 and len(self._open) + len(self._closing) > self._cap:
+            if slot.pins == 0 and holder in self._open and len(self._open) + len(self._closing) > self._cap:
                 self._close_soon(holder)  # over a lowered cap: the one just released goes
             self._wake()
 
@@ -187,8 +188,12 @@ class OpenHandles:
         """Close ``holder`` (unpinned, open) now: its connections are detached at once, closed in the
         closer thread; it counts as open until they are."""
         self._open.pop(holder)
+        close = holder.detach()
+        if self._shut:  # after close_all (a task still ending at shutdown): here and now
+            close()
+            return asyncio.ensure_future(asyncio.sleep(0))
         # Submitted now, not when the task first runs: close_all's shutdown then waits for it.
-        done = self._closer.submit(holder.detach())
+        done = self._closer.submit(close)
         task = asyncio.ensure_future(self._finish_close(holder, done))
         self._closing[holder] = task
         return task
@@ -224,6 +229,7 @@ class OpenHandles:
 
     def close_all(self) -> None:
         """At shutdown (nothing is in use any more): close every open holder here, synchronously."""
+        self._shut = True
         for holder in list(self._open):
             self._open.pop(holder)
             try:

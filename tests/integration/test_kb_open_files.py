@@ -157,12 +157,15 @@ def test_files_running_out_anyway_is_503_naming_them_and_degraded_until_it_recov
             healthz = client.get("/healthz").json()
             kb_health = health("kb", suite.home)
             http_health = health("http", suite.home)
-            # Recovered: every agent answers (a retry, as a client would after a 503).
+            # Recovered: every agent answers (a 503 says "try again shortly": a client retries, a few times).
             answered: Counter[int] = Counter()
             for agent in ids:
-                reply = search(client, agent, "memory")
-                if reply.status_code == 503:
+                for _ in range(5):
                     reply = search(client, agent, "memory")
+                    statuses.append(reply.status_code)
+                    if reply.status_code != 503:
+                        break
+                    time.sleep(0.2)
                 answered[reply.status_code] += 1
 
             def healthy() -> bool:
@@ -173,11 +176,12 @@ def test_files_running_out_anyway_is_503_naming_them_and_degraded_until_it_recov
             recovered = health("kb", suite.home)
     finally:
         suite.stop_all()
-    record("KB: open files run out", inputs=len(statuses) + 2 * len(ids), errors_5xx=statuses.count(500),
+    record("KB: open files run out", inputs=len(statuses), errors_5xx=statuses.count(500),
            notes=f"maxOpenArchives 1000 under a limit of 96: the call that ran out answered 503 naming open files "
-                 f"after {len(statuses) - 1} agents; /healthz and gateway health kb said degraded; every agent then "
-                 f"answered ({dict(answered)}) and /healthz said ok again")
-    assert 500 not in statuses and statuses[-1] == 503
+                 f"after {statuses.index(503)} agents; /healthz and gateway health kb said degraded; every agent then "
+                 f"answered ({dict(answered)}; {statuses.count(503)} answers 503 in all, each retried) "
+                 f"and /healthz said ok again")
+    assert 500 not in statuses and 503 in statuses
     assert "ran out of open files" in short["message"] and "limit is 96" in short["message"], short
     assert healthz["status"] == "degraded" and healthz["backends"]["kb"] == "SERVING", healthz
     assert healthz["resources"] == {"kb": ["open files"]}, healthz
