@@ -25,11 +25,10 @@ import contextlib
 import errno
 import os
 import resource
+import sys
 import time
 from collections.abc import Callable
 from typing import Final
-
-import apsw
 
 OPEN_FILES: Final = "open files"
 FILE_TABLE: Final = "the system's open-file table"
@@ -104,17 +103,18 @@ def files_short() -> str | None:
 
 def shortage(exc: BaseException) -> str | None:
     """What ran out, when ``exc`` (or an exception it was raised from) is a resource shortage; else None."""
+    apsw = sys.modules.get("apsw")  # only a process that uses SQLite can have its errors (no import here)
     seen = 0
     current: BaseException | None = exc
     while current is not None and seen < 5:
         seen += 1
         if isinstance(current, OSError) and current.errno in _ERRNOS:
             return _ERRNOS[current.errno]
-        if isinstance(current, (MemoryError, apsw.NoMemError)):
+        if isinstance(current, MemoryError) or (apsw is not None and isinstance(current, apsw.NoMemError)):
             return MEMORY
-        if isinstance(current, apsw.FullError):
+        if apsw is not None and isinstance(current, apsw.FullError):
             return DISK_SPACE
-        if isinstance(current, (apsw.CantOpenError, apsw.IOError)):  # how SQLite says EMFILE
+        if apsw is not None and isinstance(current, (apsw.CantOpenError, apsw.IOError)):  # how SQLite says EMFILE
             found = files_short()
             if found is not None:
                 return found
