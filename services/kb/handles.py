@@ -101,8 +101,12 @@ class OpenHandles:
 
     @cap.setter
     def cap(self, value: int) -> None:
-        """A new cap (config reload): extra open ones are closed as they are released or go idle."""
+        """A new cap (a config reload, on the event loop): open ones beyond it that are not in use
+        start closing now, those in use when they are released."""
+        lower = value < self._cap
         self._cap = max(1, value)
+        if lower:
+            self._make_room()
         self._wake()
 
     def open_count(self) -> int:

@@ -61,6 +61,7 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
     await asyncio.to_thread(sweep_at_start, temp_folders(config))  # before SERVING: no temp file a crash left
     roots: dict[str, Root] = {}
     watch = SourceWatch(lambda: roots, config.home / SYNC_DIR)
+    capped = [config.knowledge.max_open_archives]  # the configured cap in force (0: derived)
     handles = OpenHandles(open_archives_cap(config))
     archives = Archives(config.agents, sync=watch.sync, handles=handles)
     vaults = Vaults(config.agents, archives.executor, handles=handles)
@@ -83,7 +84,9 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
     def on_config(fresh: Config, change: ConfigChange) -> None:
         archives.update_agents(fresh.agents)
         vaults.update_agents(fresh.agents)
-        handles.cap = open_archives_cap(fresh)
+        if fresh.knowledge.max_open_archives != capped[0]:  # a cap lowered after a shortage holds till then
+            capped[0] = fresh.knowledge.max_open_archives
+            handles.cap = open_archives_cap(fresh)
         plan_roots()
 
     plan_roots()

@@ -194,3 +194,24 @@ def test_files_running_out_anyway_is_503_naming_them_and_degraded_until_it_recov
     assert "kb_open_archives_over_limit" in events and "kb_open_archives_lowered" in events
     assert "rpc_failed" not in events  # no INTERNAL anywhere
     assert json.dumps(short).count("internal") == 0
+
+
+def test_a_changed_cap_applies_without_a_restart(tmp_path: Path) -> None:
+    """``gateway config set gateway.knowledge.maxOpenArchives`` while the KB runs: the extra archives
+    close, and searches go on under the new cap."""
+    suite, ids = agents_home(tmp_path, 30)
+    try:
+        suite.start("kb")
+        suite.start("http")
+        with httpx.Client(base_url=suite.base_url) as client:
+            assert {search(client, agent, "memory").status_code for agent in ids} == {200}
+            before = metric(suite, "gateway_knowledge_open_archives")
+            subprocess.run([sys.executable, "-m", "gateway_cli.cli", "config", "set", "gateway.knowledge.maxOpenArchives",
+                            "5", "--home", str(suite.home)], check=True, capture_output=True, env=env_without_home())
+            wait_until(lambda: metric(suite, "gateway_knowledge_open_archives_cap") == 5, 15, "the new cap")
+            wait_until(lambda: metric(suite, "gateway_knowledge_open_archives") <= 5, 15, "archives closed down to it")
+            assert {search(client, agent, "memory").status_code for agent in ids} == {200}
+            after = metric(suite, "gateway_knowledge_open_archives")
+    finally:
+        suite.stop_all()
+    assert before == len(ids) and after <= 5  # every archive open; then at most the cap
