@@ -27,6 +27,7 @@ from suite_support import free_ports
 
 from gateway.config_migrations import CURRENT_VERSION
 from gateway.home import ensure_home, read_internal_token
+from gateway.resources import SHORTAGE_METADATA
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 
 pytestmark = pytest.mark.integration
@@ -90,6 +91,9 @@ def one_start(root: Path) -> tuple[Counter[str], list[str]]:
                 code, details = "OK", ""
             except grpc.RpcError as exc:
                 code, details = exc.code().name, exc.details() or ""
+                trailing = dict(exc.trailing_metadata() or ())  # type: ignore[attr-defined]
+                if code == "UNAVAILABLE" and SHORTAGE_METADATA in trailing:
+                    code = "UNAVAILABLE_FROM_KB"  # the KB answered: only "not listening yet" is expected
             with lock:
                 codes[code] += 1
                 if code not in ("OK", "UNAVAILABLE") or "no such table" in details:
