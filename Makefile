@@ -51,6 +51,7 @@ bench: install
 	$(PY) bench/kb_archive.py
 	$(PY) bench/kb_size.py
 	$(PY) bench/kb_live.py
+	$(PY) bench/kb_agents.py
 	$(PY) bench/kb_shared.py
 	$(PY) bench/dream_overhead.py
 	$(PY) bench/dream_fidelity.py

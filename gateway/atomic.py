@@ -203,6 +203,22 @@ def open_temp(directory: Path, name: str) -> tuple[int, Path]:
     raise FileExistsError(errno.EEXIST, f"no free temp file name for {name} after {_TEMP_ATTEMPTS} tries", str(directory))
 
 
+def link_new(tmp: Path, path: Path) -> bool:
+    """Put the finished temp file ``tmp`` (from ``open_temp``, its descriptor closed) at ``path``
+    unless something is there already (under the folder's lock, as ``write_atomic`` creates a
+    file), then sync the folder; whether it was put there. ``tmp`` is gone afterwards either way.
+    FileNotFoundError when ``tmp`` itself is gone (a sweep took it once it was unlocked)."""
+    try:
+        with folder_lock(path.parent):
+            _create(tmp, path)
+    except WriteConflict:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        return False
+    _fsync_dir(path.parent)
+    return True
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:

@@ -281,6 +281,7 @@ def _knowledge(raw: Raw, home: Path) -> KnowledgeSettings:
                 max_retirements_per_run=sh["gc"]["maxRetirementsPerRun"],
             ),
         ),
+        max_open_archives=raw.get("maxOpenArchives", 0),
     )
 
 

@@ -141,6 +141,7 @@ class SharedSettings:
 class KnowledgeSettings:
     archive: ArchiveSettings
     shared: SharedSettings
+    max_open_archives: int = 0  # gateway-wide only (0: derived from the KB's open-files limit)
 
 
 @dataclass(frozen=True)

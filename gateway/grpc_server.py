@@ -1,7 +1,8 @@
 """Start-up and shutdown of a gRPC server, the same for every service.
 
 Health (``grpc.health.v1``) and server reflection (``grpc.reflection.v1`` and ``v1alpha``,
-``gateway.reflection``) are always on; message sizes are explicit; SIGTERM and SIGINT stop
+``gateway.reflection``) are always on; health also answers for ``gateway.resources``
+(``resources_status``: NOT_SERVING while the process is degraded by a recent shortage); message sizes are explicit; SIGTERM and SIGINT stop
 the server gracefully: health flips to NOT_SERVING, in-flight calls get a grace period,
 then it exits.
 """
@@ -20,6 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from gateway.event_loop import running_loop_name
 from gateway.logs import flush_later
 from gateway.ports import listen_problem
+from gateway.resources import NAMES, RESOURCES_SERVICE, SHORTAGES, open_files_limit
 from gateway import reflection
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
@@ -36,6 +38,31 @@ log = structlog.get_logger()
 
 class BindError(RuntimeError):
     """The server could not listen on its address."""
+
+
+def resources_status(service: str) -> int | None:
+    """The health of ``RESOURCES_SERVICE`` (any resource) or ``RESOURCES_SERVICE/<name>`` (that one):
+    NOT_SERVING while it ran out recently (``gateway.resources.Shortages``); None for another name."""
+    degraded = [NAMES[what] for what in SHORTAGES.degraded()]
+    if service == RESOURCES_SERVICE:
+        short = bool(degraded)
+    elif service.startswith(RESOURCES_SERVICE + "/") and service.partition("/")[2] in NAMES.values():
+        short = service.partition("/")[2] in degraded
+    else:
+        return None
+    status: int = health_pb2.HealthCheckResponse.NOT_SERVING if short else health_pb2.HealthCheckResponse.SERVING
+    return status
+
+
+class _Health(health.aio.HealthServicer):  # type: ignore[misc]
+    """grpc.health.v1 with the resources' health computed at each Check (it changes with time)."""
+
+    async def Check(self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext) -> health_pb2.HealthCheckResponse:  # noqa: N802
+        status = resources_status(request.service)
+        if status is not None:
+            return health_pb2.HealthCheckResponse(status=status)
+        reply: health_pb2.HealthCheckResponse = await super().Check(request, context)
+        return reply
 
 
 def instance_service(instance: str) -> str:
@@ -64,9 +91,10 @@ async def serve(
     child from another suite's server on the same port. ``metrics``: where the process's
     Prometheus endpoint listens (None: nowhere); a port that cannot be bound is a BindError too.
     """
+    SHORTAGES.process = f"the {name} process"
     server = grpc.aio.server(options=SERVER_OPTIONS)
     services = list(register(server))
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = _Health()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable([*services, health.SERVICE_NAME], server)
     host, _, port_text = address.rpartition(":")
@@ -92,7 +120,8 @@ async def serve(
     named = ["", *services] + ([instance_service(instance)] if instance else [])
     for service in named:
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    log.info("listening", address=address, services=services, loop=running_loop_name(), metrics=metrics_address)
+    log.info("listening", address=address, services=services, loop=running_loop_name(), metrics=metrics_address,
+             open_files_limit=open_files_limit())
 
     serving = asyncio.ensure_future(server.wait_for_termination())
     stopping = asyncio.ensure_future(stop.wait())

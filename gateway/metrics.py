@@ -32,12 +32,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, start_http_server
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from gateway.grpc_server import BindError
 from gateway.ports import listen_problem
+from gateway.resources import NAMES, open_files, open_files_limit
 
 disable_created_metrics()  # the *_created series double a scrape and say nothing an operator alerts on
 
@@ -102,6 +105,41 @@ def observe_rpc(method: str, code: str, seconds: float) -> None:
     if observe is None:
         observe = _rpc_children[(method, code)] = RPC_DURATION.labels(method, code).observe
     observe_later(observe, seconds)
+
+
+SHORTAGES = Counter(
+    "gateway_resource_shortages_total",
+    "Calls answered UNAVAILABLE because the process ran out of a resource (gateway.resources), by resource.",
+    ("resource",),
+    registry=REGISTRY,
+)
+
+
+def observe_shortage(resource: str) -> None:
+    """Count one call that hit a shortage of ``resource`` (a ``gateway.resources.NAMES`` value)."""
+    SHORTAGES.labels(closed_label(resource, NAMES.values())).inc()
+
+
+class _OpenFiles(Collector):
+    """``gateway_open_files`` and ``gateway_open_files_limit``: the process's descriptors, read at scrape time."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        used = open_files()
+        family = GaugeMetricFamily("gateway_open_files", "File descriptors the process has open.")
+        if used is not None:
+            family.add_metric((), used)
+        yield family
+        yield GaugeMetricFamily(
+            "gateway_open_files_limit", "The process's soft open-files limit (RLIMIT_NOFILE; -1: unlimited).",
+            value=open_files_limit(),
+        )
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily("gateway_open_files", "File descriptors the process has open.")
+        yield GaugeMetricFamily("gateway_open_files_limit", "The process's soft open-files limit (RLIMIT_NOFILE; -1: unlimited).")
+
+
+REGISTRY.register(_OpenFiles())
 
 
 def closed_label(value: str, allowed: Iterable[str]) -> str:

@@ -1,8 +1,10 @@
 """Server-side RPC plumbing shared by every gRPC service.
 
 ``unary`` wraps a servicer method: it maps GatewayError to gRPC status (the
-one place that happens), turns anything unexpected into INTERNAL with a
-generic message, and logs one JSON line per call (method, agent, key, code,
+one place that happens), a resource shortage (out of open files, disk or
+memory: ``gateway.resources``) to UNAVAILABLE naming it (trailing metadata
+``SHORTAGE_METADATA`` tells the shim so), anything else unexpected to INTERNAL
+with a generic message, and logs one JSON line per call (method, agent, key, code,
 ms). ``key`` is the label of the caller ``caller_of`` identified: the key's
 ``name`` from config.json (``keys[i]`` for a key without one), ``internal``
 for the internal token, null when no caller was identified.
@@ -30,7 +32,8 @@ import structlog
 from gateway.auth import Authenticator, Caller
 from gateway.errors import GatewayError
 from gateway.logs import later
-from gateway.metrics import observe_rpc
+from gateway.metrics import observe_rpc, observe_shortage
+from gateway.resources import NAMES, SHORTAGE_METADATA, SHORTAGES, describe, shortage
 
 log = structlog.get_logger()
 
@@ -57,7 +60,9 @@ def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
         code = "OK"
         label_token = _caller_label.set(None)
         try:
-            return await func(self, request, context)
+            reply = await func(self, request, context)
+            SHORTAGES.succeeded()
+            return reply
         except GatewayError as exc:
             code = exc.code
             await context.abort(grpc.StatusCode[exc.code], exc.message)
@@ -68,7 +73,15 @@ def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
         except asyncio.CancelledError:  # the caller went away or its deadline passed
             code = "CANCELLED"
             raise
-        except Exception:
+        except Exception as exc:
+            what = shortage(exc)
+            if what is not None:  # not a bug: the same call can succeed once the resource is back
+                code = "UNAVAILABLE"
+                SHORTAGES.ran_out(what)
+                observe_shortage(NAMES[what])
+                log.warning("resource_shortage", method=method, resource=what, error=f"{type(exc).__name__}: {exc}")
+                context.set_trailing_metadata(((SHORTAGE_METADATA, NAMES[what]),))
+                await context.abort(grpc.StatusCode.UNAVAILABLE, describe(what, SHORTAGES.process))
             code = "INTERNAL"
             log.exception("rpc_failed", method=method)
             await context.abort(grpc.StatusCode.INTERNAL, "internal error")

@@ -90,6 +90,7 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None,
     from gateway.grpc_server import BindError
     from gateway.live_config import LiveConfig, loader
     from gateway.logs import configure
+    from gateway.resources import raise_open_files_limit
     from gateway.temp_sweep import Folder, sweep_at_start
 
     missing = not_initialised(home)
@@ -97,6 +98,7 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None,
         raise CommandError(missing)
     hold_home(home, name)  # for the process's life: gateway restore refuses a home a process holds
     log = configure(name, console=console)
+    raise_open_files_limit()  # docs/operations.md "Open files, disk and memory"; the "listening" line says it
     # The home's own files (config.json, admin-key.txt, .internal-token): every serve sweeps them.
     sweep_at_start([Folder(home)])
     notice = admin_key_notice(home)

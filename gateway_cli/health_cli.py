@@ -6,7 +6,9 @@ variables (``GATEWAY_BIND_HOST``) say: a gRPC process through
 grpc.health.v1 Check of its own gRPC service's name (so another process of
 the suite answering on that port is not taken for it), the REST shim through
 ``GET /healthz`` (which is 200 only when its backends are up). A wildcard listen address (0.0.0.0, ::) is
-asked on loopback, since the probe runs beside the process.
+asked on loopback, since the probe runs beside the process. A process that serves but ran out of
+open files, disk or memory recently (``gateway.resources``: its health for ``gateway.resources``)
+is reported DEGRADED, naming what ran out, and exits 1 too: a healthcheck flags it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.channels import sync_channel
 from gateway.config import Config
+from gateway.resources import NAMES, RESOURCES_SERVICE
 from gateway.v1 import dreaming_pb2, files_pb2, kb_pb2, watcher_pb2
 from gateway_cli.launcher import SERVICES
 
@@ -32,6 +35,8 @@ GRPC_SERVICE = {
     "dreaming": dreaming_pb2.DESCRIPTOR.services_by_name["Dreaming"].full_name,
 }
 
+# A degraded process still answers: its log and its 503 answers say more (docs/operations.md).
+DEGRADED_HINT = "it answers 503 when that happens again; see its log and docs/operations.md"
 # Short enough for compose's healthcheck timeout (5 s), long enough for a loaded machine.
 DEADLINE_S = 3.0
 WILDCARDS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1", "[::]": "::1"}
@@ -72,7 +77,11 @@ def check(config: Config, name: str) -> tuple[bool, str]:
             if code == grpc.StatusCode.NOT_FOUND:
                 return False, f"{name} NOT_SERVING at {address}: the server there does not serve {request.service} (not {name})"
             return False, f"{name} NOT_SERVING at {address}: health check answered {code.name if code else 'an error'}"
-    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+        status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+        if status == "SERVING":
+            ran_out = _degraded(channel)
+            if ran_out:
+                return False, f"{name} DEGRADED at {address}: ran out of {' and '.join(ran_out)} recently ({DEGRADED_HINT})"
     return status == "SERVING", f"{name} {status} at {address}"
 
 
@@ -90,7 +99,27 @@ def _check_http(address: str) -> tuple[bool, str]:
         return False, f"http NOT_SERVING at {address}: /healthz answered 200 without a JSON body"
     if isinstance(body, dict) and body.get("status") == "ok":
         return True, f"http SERVING at {address}"
+    resources = body.get("resources") if isinstance(body, dict) else None
+    if isinstance(resources, dict) and resources:
+        said = "; ".join(f"{k} ran out of {' and '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in sorted(resources.items()))
+        return False, f"http DEGRADED at {address}: {said} recently ({DEGRADED_HINT})"
     return False, f"http NOT_SERVING at {address}: /healthz answered {json.dumps(body)[:200]}"
+
+
+def _degraded(channel: grpc.Channel) -> list[str]:
+    """What the process behind ``channel`` ran out of recently (``gateway.resources``); [] when
+    nothing did, or when it does not say (an older version)."""
+    stub = health_pb2_grpc.HealthStub(channel)
+    try:
+        reply = stub.Check(health_pb2.HealthCheckRequest(service=RESOURCES_SERVICE), timeout=DEADLINE_S)
+        if reply.status == health_pb2.HealthCheckResponse.SERVING:
+            return []
+        out = [what for what, short in NAMES.items() if stub.Check(
+            health_pb2.HealthCheckRequest(service=f"{RESOURCES_SERVICE}/{short}"), timeout=DEADLINE_S
+        ).status != health_pb2.HealthCheckResponse.SERVING]
+    except grpc.RpcError:
+        return []
+    return out or ["a resource"]
 
 
 def _backends(exc: urllib.error.HTTPError) -> str:

@@ -32,6 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S, HEALTH_DEADLINE_S, aio_channel
 from gateway.files_limits import MAX_BODY_BYTES
 from gateway.metrics import exposition
+from gateway.resources import NAMES, RESOURCES_SERVICE, SHORTAGE_METADATA
 from gateway_http.credentials import BadCredential, credential_metadata
 from gateway_http.descriptors import Route, all_routes
 from gateway_http.errors import bearer_challenge, error_body, http_status, presented_key
@@ -251,7 +252,7 @@ class ShimApp:
         except grpc.aio.AioRpcError as err:
             code = err.code()
             message = err.details() or code.name
-            if code == grpc.StatusCode.UNAVAILABLE:
+            if code == grpc.StatusCode.UNAVAILABLE and not _shortage(err):
                 message = f"backend {route.backend} is unavailable; try again shortly"
             headers = None
             if code == grpc.StatusCode.UNAUTHENTICATED:
@@ -260,19 +261,52 @@ class ShimApp:
         return 200, render(reply), None
 
     async def _healthz(self) -> tuple[int, bytes]:
+        """200 ``ok`` when every backend serves; 200 ``degraded`` with ``resources`` when one serves but
+        ran out of a resource recently (``gateway.resources``: it still answers what it can); 503
+        ``degraded`` when one does not serve."""
         report: dict[str, str] = {}
+        short: dict[str, list[str]] = {}
         for backend in sorted({r.backend for r in self._router.routes}):
             stub = health_pb2_grpc.HealthStub(self._channel(backend))
             try:
                 reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=HEALTH_DEADLINE_S)
                 report[backend] = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    ran_out = await degraded_resources(stub)
+                    if ran_out:
+                        short[backend] = ran_out
             except grpc.aio.AioRpcError as err:
                 report[backend] = err.code().name
-        ok = all(v == "SERVING" for v in report.values())
-        body: dict[str, object] = {"status": "ok" if ok else "degraded", "backends": report}
+        serving = all(v == "SERVING" for v in report.values())
+        body: dict[str, object] = {"status": "ok" if serving and not short else "degraded", "backends": report}
+        if short:
+            body["resources"] = short
         if self._instance is not None:
             body["instance"] = self._instance
-        return (200 if ok else 503), json.dumps(body).encode()
+        return (200 if serving else 503), json.dumps(body).encode()
+
+
+async def degraded_resources(stub: health_pb2_grpc.HealthStub) -> list[str]:
+    """What the backend behind ``stub`` ran out of recently (``gateway.resources``: its health for
+    ``RESOURCES_SERVICE``, then for each resource); [] when nothing did or it cannot say."""
+    try:
+        reply = await stub.Check(health_pb2.HealthCheckRequest(service=RESOURCES_SERVICE), timeout=HEALTH_DEADLINE_S)
+        if reply.status == health_pb2.HealthCheckResponse.SERVING:
+            return []
+        out = []
+        for what, name in NAMES.items():
+            one = await stub.Check(health_pb2.HealthCheckRequest(service=f"{RESOURCES_SERVICE}/{name}"), timeout=HEALTH_DEADLINE_S)
+            if one.status != health_pb2.HealthCheckResponse.SERVING:
+                out.append(what)
+        return out or ["a resource"]
+    except grpc.aio.AioRpcError:  # NOT_FOUND from a process that does not report resources
+        return []
+
+
+def _shortage(err: grpc.aio.AioRpcError) -> bool:
+    """Whether an UNAVAILABLE answer came from a backend that ran out of a resource (its message
+    names it: ``gateway.rpc``), rather than from a backend the shim could not reach."""
+    return any(key == SHORTAGE_METADATA for key, _ in err.trailing_metadata() or ())
 
 
 def _frames(exc: BaseException) -> list[str]:

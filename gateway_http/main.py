@@ -15,6 +15,7 @@ from gateway.event_loop import loop_name
 from gateway.files_limits import MAX_BODY_BYTES
 from gateway.grpc_server import BindError
 from gateway.live_config import LiveConfig
+from gateway.resources import open_files_limit
 from gateway.logs import flush_later
 from gateway.metrics import serve_metrics
 from gateway.ports import listen_problem
@@ -106,6 +107,7 @@ def run(live: LiveConfig, load_mcp: LoadServers, instance: str | None = None) ->
             timeout_graceful_shutdown=5,
         )
     )
-    log.info("listening", address=f"{config.api.host}:{config.api.port}", loop=loop_name(), metrics=metrics_address)
+    log.info("listening", address=f"{config.api.host}:{config.api.port}", loop=loop_name(), metrics=metrics_address,
+             open_files_limit=open_files_limit())
     server.run(sockets=[sock])
     log.info("stopped")

@@ -6,24 +6,45 @@ import asyncio
 import sys
 
 import grpc
+import structlog
 
 from gateway.config import Config
 from gateway.grpc_server import serve
 from gateway.live_config import ConfigChange, LiveConfig
+from gateway.resources import FILE_TABLE, OPEN_FILES, SHORTAGES, open_files_limit
 from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb.archive.archives import Archives
 from services.kb.file_watch import Root, SourceWatch, archive_folder, archive_source, vault_source
-from services.kb.metrics import register_index_sizes
+from services.kb.handles import OpenHandles, default_cap, files_needed
+from services.kb.metrics import register_index_sizes, register_open_archives
 from services.kb.servicer import Knowledge
 from services.kb.vault.names import NOTES_DIR
 from services.kb.vault.note_index import REPORTS_DIR
 from services.kb.vault.registry import Vaults
 
+log = structlog.get_logger()
+
 SYNC_DIR = ".kb-sync"  # under the home: the file watch's barrier markers (file_watch.SourceWatch)
 # Refreshes parse in worker threads while searches run on the event loop: with the default 5 ms
 # the loop waits up to 5 ms for the GIL at every step of a search during a burst (issue 15).
 SWITCH_INTERVAL_S = 0.0005
+
+
+def open_archives_cap(config: Config) -> int:
+    """How many archives and vaults may be open at once: ``gateway.knowledge.maxOpenArchives``, else
+    derived from the open-files limit (``handles.default_cap``). Logged, with a warning when the
+    configured figure needs more files than the limit allows (a shortage is then answered 503)."""
+    limit = open_files_limit()
+    configured = config.knowledge.max_open_archives
+    cap = configured or default_cap(limit)
+    needed = files_needed(cap)
+    log.info("kb_open_archives", cap=cap, configured=configured or None, open_files_limit=limit, files_needed=needed)
+    if configured and 0 < limit < needed:
+        log.warning("kb_open_archives_over_limit", detail=(
+            f"gateway.knowledge.maxOpenArchives {configured} needs about {needed} open files, more than the limit of "
+            f"{limit}: raise the limit (ulimit -n, LimitNOFILE) or set maxOpenArchives to 0 (derived: {default_cap(limit)})"))
+    return cap
 
 
 def temp_folders(config: Config) -> list[Folder]:
@@ -40,8 +61,10 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
     await asyncio.to_thread(sweep_at_start, temp_folders(config))  # before SERVING: no temp file a crash left
     roots: dict[str, Root] = {}
     watch = SourceWatch(lambda: roots, config.home / SYNC_DIR)
-    archives = Archives(config.agents, sync=watch.sync)
-    vaults = Vaults(config.agents, archives.executor)
+    capped = [config.knowledge.max_open_archives]  # the configured cap in force (0: derived)
+    handles = OpenHandles(open_archives_cap(config))
+    archives = Archives(config.agents, sync=watch.sync, handles=handles)
+    vaults = Vaults(config.agents, archives.executor, handles=handles)
 
     def plan_roots() -> None:
         """The watch's roots from the agents served now (the watch re-plans when they change)."""
@@ -61,11 +84,21 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
     def on_config(fresh: Config, change: ConfigChange) -> None:
         archives.update_agents(fresh.agents)
         vaults.update_agents(fresh.agents)
+        if fresh.knowledge.max_open_archives != capped[0]:  # a cap lowered after a shortage holds till then
+            capped[0] = fresh.knowledge.max_open_archives
+            handles.cap = open_archives_cap(fresh)
         plan_roots()
 
     plan_roots()
     live.subscribe(on_config)
     register_index_sizes(lambda: live.current.agents)
+    register_open_archives(handles)
+
+    def on_shortage(what: str) -> None:
+        if what in (OPEN_FILES, FILE_TABLE):  # fewer archives open from now on (handles.shed)
+            handles.shed()
+
+    SHORTAGES.listeners.append(on_shortage)
 
     def register(server: grpc.aio.Server) -> list[str]:
         kb_pb2_grpc.add_KnowledgeServicer_to_server(Knowledge(archives, vaults, lambda: live.auth), server)
@@ -73,11 +106,12 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
 
     async def background(stop: asyncio.Event) -> None:
         try:
-            await asyncio.gather(watch.run(stop), live.follow(stop))
+            await asyncio.gather(watch.run(stop), live.follow(stop), handles.run(stop))
         finally:
             await vaults.settle()
             vaults.close()
             archives.close()
+            handles.close_all()  # every archive and vault closed, each WAL checkpointed to 0 bytes
 
     await serve(
         "kb", config.grpc.bind_address("kb"), register, background=background, instance=instance,

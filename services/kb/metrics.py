@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 from gateway.config import AgentConfig
 from gateway.metrics import REGISTRY
 from services.kb.arguments import CORPORA
+from services.kb.handles import OpenHandles
 
 REFRESH_MODES = ("targeted", "walk", "failed")
 
@@ -63,6 +64,31 @@ class IndexSizes(Collector):
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily("gateway_knowledge_index_bytes", "Bytes on disk of an agent's kb.sqlite (with its WAL).", labels=("agent",))
+
+
+class OpenArchives(Collector):
+    """``gateway_knowledge_open_archives`` and ``gateway_knowledge_open_archives_cap``: archives and
+    vaults open now, and how many may be (``handles.OpenHandles``)."""
+
+    def __init__(self, handles: OpenHandles) -> None:
+        self._handles = handles
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(_OPEN, _OPEN_HELP, value=self._handles.open_count())
+        yield GaugeMetricFamily(_CAP, _CAP_HELP, value=self._handles.cap)
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(_OPEN, _OPEN_HELP)
+        yield GaugeMetricFamily(_CAP, _CAP_HELP)
+
+
+_OPEN, _OPEN_HELP = "gateway_knowledge_open_archives", "Archives and shared vaults the KB has open now."
+_CAP, _CAP_HELP = "gateway_knowledge_open_archives_cap", "Archives and shared vaults the KB may have open at once."
+
+
+def register_open_archives(handles: OpenHandles) -> None:
+    """Expose how many archives ``handles`` holds open, and its cap, at every scrape."""
+    REGISTRY.register(OpenArchives(handles))
 
 
 def register_index_sizes(agents: Callable[[], Iterable[AgentConfig]]) -> None:

@@ -204,7 +204,7 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def GetIndexStatus(self, request: kb_pb2.GetIndexStatusRequest, context: grpc.aio.ServicerContext) -> kb_pb2.IndexStatus:  # noqa: N802
         self._check(context, request.agent_id)
-        return pb.IndexStatus(agent_id=request.agent_id, **self._archives.status(request.agent_id))  # type: ignore[arg-type]
+        return pb.IndexStatus(agent_id=request.agent_id, **await self._archives.status(request.agent_id))  # type: ignore[arg-type]
 
     # --- shared vault -------------------------------------------------------------
 

@@ -33,6 +33,9 @@ The writer is one connection per agent: a refresh, a fold and a lifecycle
 update (the staleness GC's ``UpdateEntryLifecycle``) each hold the agent's lock
 while they use it, so none begins a transaction inside another's. The GC's
 listing (``entries``, ``lifecycle``) reads through a connection of its own.
+
+Open archives are bounded (``services.kb.handles``): every use of a writer or reader is inside
+``OpenHandles.use``; a closed archive keeps its state (``archive_state``) and opens on its next use.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -50,12 +53,15 @@ import apsw
 import structlog
 
 from gateway.config import AgentConfig
-from gateway.errors import FailedPrecondition
+from gateway.errors import FailedPrecondition, NotFound
+from gateway.resources import SHORTAGES, shortage
 from services.kb.archive import own_reads, retrieval_log
+from services.kb.archive.archive_state import ArchiveState as _State
 from services.kb.arguments import CORPORA, MAX_NAMED_SOURCES, check_corpus, check_query, check_sources
 from services.kb.file_watch import index_matches_file, plain_source
+from services.kb.handles import OpenHandles, default_cap
 from services.kb.index import excerpt, indexer, lifecycle_rows, schema
-from services.kb.index.search import SearchResult, search, tune_reader
+from services.kb.index.search import SearchResult, search
 from services.kb.metrics import observe_refresh
 from services.kb.threads import until_done
 
@@ -70,41 +76,32 @@ BATCH_PAUSE_S = 0.005  # at least this between two batches: searches waiting mea
 BATCH_SHARE = 0.5  # and half the batch's own time: a burst takes at most about 2/3 of a core from searches
 
 
-@dataclass
-class _State:
-    agent: AgentConfig
-    writer: apsw.Connection | None = None
-    reader: apsw.Connection | None = None
-    next_run: asyncio.Future[indexer.RefreshReport] | None = None
-    drain: asyncio.Task[None] | None = None
-    dirty: bool | None = None  # None: unknown until first checked
-    recheck: set[str] = field(default_factory=set)  # events seen while a refresh ran
-    changed: set[str] = field(default_factory=set)  # sources named by events since the last refresh began
-    rescan: bool = True  # the next refresh walks the whole tree
-    generation: int = 0
-    last_report: indexer.RefreshReport | None = None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    reopen: bool = False  # the archive settings changed: the writer reopens before the next refresh
-    barrier: bool = False  # a waiter of the next refresh wants every earlier change (the watch's barrier)
-    named: set[str] = field(default_factory=set)  # sources callers of the next refresh said they wrote
-    indexing: bool = False  # the running refresh carries changes that made the archive stale
-    runs: int = 0  # refreshes run (targeted batches count once per refresh): coalescing is visible
-
-
 class Archives:
     def __init__(
-        self, agents: Iterable[AgentConfig], *, workers: int = 2, sync: Callable[[], Awaitable[bool]] | None = None
+        self,
+        agents: Iterable[AgentConfig],
+        *,
+        workers: int = 2,
+        sync: Callable[[], Awaitable[bool]] | None = None,
+        handles: OpenHandles | None = None,
     ) -> None:
-        """``sync``: the file watch's barrier (``SourceWatch.sync``); without it every refresh walks the tree."""
+        """``sync``: the file watch's barrier (``SourceWatch.sync``); without it every refresh walks the tree.
+        ``handles``: the LRU of open archives (shared with the vaults; one of its own by default)."""
         self._states = {a.id: _State(a) for a in agents}
         self._gone: dict[str, _State] = {}  # agents removed by a config reload (their files stay)
         self._sync = sync
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kb")
         self._recorder = retrieval_log.Recorder()
+        self._own_handles = handles is None
+        self._handles = handles if handles is not None else OpenHandles(default_cap())
 
     @property
     def executor(self) -> ThreadPoolExecutor:
         return self._executor
+
+    @property
+    def handles(self) -> OpenHandles:
+        return self._handles
 
     def agent(self, agent_id: str) -> AgentConfig | None:
         state = self._states.get(agent_id)
@@ -180,7 +177,10 @@ class Archives:
             state.rescan = True
 
     def _check_source(self, state: _State, rel: str) -> None:
-        reader = self._reader(state)
+        """Mark ``state`` stale unless its index matches ``rel`` on disk. Only an open archive is
+        asked (on the loop, synchronously: nothing closes it meanwhile); a closed one is taken as
+        stale, and the refresh that follows finds out (opening it for one event would cost more)."""
+        reader = state.open_reader() if self._handles.is_open(state) else None
         if reader is None or not index_matches_file(reader, rel.replace(os.sep, "/"), state.agent.workspace / rel):
             state.dirty = True
 
@@ -213,9 +213,13 @@ class Archives:
             state.dirty = False  # events from now on mark it again
             state.runs += 1
             try:
-                report, targeted = await self._run(state, paths)
+                async with self._handles.use(state):
+                    report, targeted = await self._run(state, paths)
             except Exception as exc:  # report to every waiter; the next event or refresh may succeed
                 log.exception("kb_refresh_failed", agent=state.agent.id)
+                what = shortage(exc)
+                if what is not None:  # degraded as a call that hit it would be (gateway.resources)
+                    SHORTAGES.ran_out(what)
                 observe_refresh("failed", None)
                 state.dirty = True
                 state.rescan = True
@@ -247,7 +251,7 @@ class Archives:
         before the refresh was asked for are in ``state.changed``. Without ``barrier`` (every
         waiter named what it wrote) and with the index open and trusted, the named sources
         and the events seen so far are enough: no wait for the watch."""
-        if not barrier and not state.rescan and state.writer is not None and self._sync is not None:
+        if not barrier and not state.rescan and state.ready and self._sync is not None:
             paths = sorted({rel.replace(os.sep, "/") for rel in state.changed} | named)
             state.changed.clear()
             return paths
@@ -305,14 +309,14 @@ class Archives:
         whole (no writer yet, settings to reconcile, a backfill due). One walk over a burst's 5,000
         files in one transaction held the writer, and the GIL, for a second: searches waited."""
         agent = state.agent
-        if state.writer is None or state.reopen or not agent.knowledge.archive.enabled:
+        if not state.ready or state.reopen or not agent.knowledge.archive.enabled:
             return []
 
         def due() -> list[str]:
-            assert state.writer is not None
-            if schema.get_meta(state.writer, "lifecycle_backfill") is not None:
+            writer = state.open_writer()
+            if schema.get_meta(writer, "lifecycle_backfill") is not None:
                 return []
-            return [rel for rel in indexer.walk_reads(state.writer, agent.workspace) if plain_source(agent.workspace, rel)]
+            return [rel for rel in indexer.walk_reads(writer, agent.workspace) if plain_source(agent.workspace, rel)]
 
         async with state.lock:
             return await until_done(asyncio.get_running_loop().run_in_executor(self._executor, due))
@@ -321,51 +325,46 @@ class Archives:
         """Run one refresh: targeted at ``paths`` when they are all plain sources, else a walk.
         Returns the report and whether it was targeted."""
         agent = state.agent
-        if state.reopen:
-            state.reopen = False
-            if state.writer is not None:
-                state.writer.close()
-                state.writer = None
         if not agent.knowledge.archive.enabled:
             return indexer.RefreshReport(generation=0, indexed=0, skipped=0, pruned=0, errors=[], seconds=0.0, rebuilt=False), False
-        if state.writer is None:
-            agent.kb_path.parent.mkdir(parents=True, exist_ok=True)
-            state.writer = schema.open_index(agent.kb_path, agent.knowledge.archive, create=True)
-            paths = None  # a fresh connection: settings and backfills are reconciled by a full walk
-        if (
-            paths is None
-            or not all(plain_source(agent.workspace, rel) for rel in paths)
-            or schema.get_meta(state.writer, "lifecycle_backfill") is not None  # only a walk backfills
-        ):
-            return indexer.refresh(state.writer, agent.workspace, agent.knowledge.archive), False
-        if paths:
-            report = indexer.reindex_paths(state.writer, agent.workspace, paths, agent.knowledge.archive)
-        else:
-            report = indexer.RefreshReport(generation=schema.generation(state.writer))
-        # As a walk would report it: every stored source that was not (re)indexed is unchanged.
-        sources = int(str(state.writer.execute("SELECT count(*) FROM kb_sources").fetchall()[0][0]))
-        report.skipped = sources - report.indexed
-        return report, True
+        writer = state.open_writer()
+        try:
+            if (
+                not state.ready  # first use since start (or a settings change): reconciled by a full walk
+                or paths is None
+                or not all(plain_source(agent.workspace, rel) for rel in paths)
+                or schema.get_meta(writer, "lifecycle_backfill") is not None  # only a walk backfills
+            ):
+                report = indexer.refresh(writer, agent.workspace, agent.knowledge.archive)
+                state.ready = True
+                return report, False
+            if paths:
+                report = indexer.reindex_paths(writer, agent.workspace, paths, agent.knowledge.archive)
+            else:
+                report = indexer.RefreshReport(generation=schema.generation(writer))
+            # As a walk would report it: every stored source that was not (re)indexed is unchanged.
+            sources = int(str(writer.execute("SELECT count(*) FROM kb_sources").fetchall()[0][0]))
+            report.skipped = sources - report.indexed
+            return report, True
+        finally:
+            state.release_memory()
 
     # --- search and get ---------------------------------------------------------
-
-    def _reader(self, state: _State) -> apsw.Connection | None:
-        if state.reader is None:
-            if not state.agent.kb_path.exists():
-                return None
-            state.reader = schema.open_reader(state.agent.kb_path)
-            tune_reader(state.reader)
-        return state.reader
 
     async def search(self, agent_id: str, query: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:
         """``(result, refreshed)`` over the agent's own archive. Raises FailedPrecondition when it is off."""
         state = self._state(agent_id)
         self._require_enabled(state.agent)
+        async with self._handles.use(state):
+            return await self._search(state, query, limit, refresh_first)
+
+    async def _search(self, state: _State, query: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:
         refreshed = False
-        if refresh_first or self._reader(state) is None:
-            await self.refresh(agent_id)
+        first_walk = not state.ready and state.drain is not None and not state.drain.done()
+        if refresh_first or first_walk or state.open_reader() is None:  # an index being built: wait for it
+            await self.refresh(state.agent.id)
             refreshed = True
-        reader = self._reader(state)
+        reader = state.open_reader()
         if reader is None:  # refresh made nothing (e.g. workspace missing and index never built)
             return SearchResult([], 0, False), refreshed
         if state.dirty is None:  # first search since start: one full check, then file events
@@ -398,19 +397,21 @@ class Archives:
         of its own; ``(found per probe, generation)``. Raises FailedPrecondition when the archive is off."""
         agent = self._state(agent_id).agent
         self._require_enabled(agent)
-        if not agent.kb_path.exists():
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._executor, own_reads.probe_recall, agent.kb_path, agent.workspace, probes)
+        except NotFound:  # no index yet
             return [False] * len(probes), 0
-        return await asyncio.get_running_loop().run_in_executor(
-            self._executor, own_reads.probe_recall, agent.kb_path, agent.workspace, probes)
 
     async def _read_index(self, agent_id: str, work: Callable[[apsw.Connection], _T], empty: _T) -> _T:
         """``work`` on a read connection of its own in a worker thread; ``empty`` before any index.
         Raises FailedPrecondition when the archive is off."""
         agent = self._state(agent_id).agent
         self._require_enabled(agent)
-        if not agent.kb_path.exists():
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, own_reads.read, agent.kb_path, work)
+        except NotFound:  # no index yet
             return empty
-        return await asyncio.get_running_loop().run_in_executor(self._executor, own_reads.read, agent.kb_path, work)
 
     async def entries(self, agent_id: str, after: str, page_size: int) -> lifecycle_rows.Page:
         """One page of the archive's entries with their lifecycle rows (``lifecycle_rows.list_entries``)."""
@@ -430,11 +431,12 @@ class Archives:
             return 0, [u.entry_hash for u in updates]
 
         def run() -> tuple[int, list[str]]:
-            if state.writer is None:
-                state.writer = schema.open_index(state.agent.kb_path, state.agent.knowledge.archive, create=True)
-            return lifecycle_rows.update_lifecycle(state.writer, updates)
+            try:
+                return lifecycle_rows.update_lifecycle(state.open_writer(), updates)
+            finally:
+                state.release_memory()
 
-        async with state.lock:
+        async with self._handles.use(state), state.lock:
             return await until_done(asyncio.get_running_loop().run_in_executor(self._executor, run))
 
     def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
@@ -454,35 +456,46 @@ class Archives:
 
         def run() -> retrieval_log.FoldReport:
             self._recorder.flush(timeout=5.0)  # fold what was retrieved before this call
-            if state.writer is None:
-                state.writer = schema.open_index(state.agent.kb_path, state.agent.knowledge.archive, create=True)
-            return retrieval_log.fold_retrievals(state.writer)
+            try:
+                return retrieval_log.fold_retrievals(state.open_writer())
+            finally:
+                state.release_memory()
 
-        async with state.lock:
+        async with self._handles.use(state), state.lock:
             return await until_done(asyncio.get_running_loop().run_in_executor(self._executor, run))
 
-    def status(self, agent_id: str) -> dict[str, object]:
+    async def status(self, agent_id: str) -> dict[str, object]:
         state = self._state(agent_id)
         agent = state.agent
         out: dict[str, object] = {"enabled": agent.knowledge.archive.enabled, "exists": agent.kb_path.exists(),
                                   "tokenizer": agent.knowledge.archive.tokenizer, "generation": 0, "sources": 0,
                                   "chunks": 0, "stale": self.stale(state)}
-        reader = self._reader(state) if agent.knowledge.archive.enabled else None
+        if not agent.knowledge.archive.enabled:
+            return out
+        async with self._handles.use(state):
+            self._count(state, out)
+        return out
+
+    @staticmethod
+    def _count(state: _State, out: dict[str, object]) -> None:
+        reader = state.open_reader()
         if reader is not None:
             out["generation"] = schema.generation(reader)
             out["sources"] = next(reader.execute("SELECT count(*) FROM kb_sources"))[0]
             out["chunks"] = next(reader.execute("SELECT count(*) FROM kb_chunks"))[0]
-        return out
 
     def roots(self) -> dict[str, str]:
         """Real workspace path → agent id, for agents with the archive on."""
         return {str(Path(s.agent.workspace).resolve()): s.agent.id for s in self._states.values() if s.agent.knowledge.archive.enabled}
 
     def close(self) -> None:
+        """At a clean stop: the running refreshes finish, the queued recall rows are written, and
+        every archive is closed with its WAL checkpointed and truncated (README "Bounded WAL")."""
         self._executor.shutdown(wait=True, cancel_futures=True)
         self._recorder.close()
-        for state in [*self._states.values(), *self._gone.values()]:
-            for conn in (state.writer, state.reader):
-                if conn is not None:
-                    conn.close()
+        if self._own_handles:
+            self._handles.close_all()
+        for state in [*self._states.values(), *self._gone.values()]:  # any not closed by the handles
+            if state.writer is not None or state.reader is not None:
+                state.detach()()
 

@@ -6,7 +6,7 @@ read-modify-write of chunk rows), fire-and-forget. Two ways in:
 
 - ``Recorder`` (what the KB service uses): ``submit`` only puts the rows, stamped
   with the retrieval time, on a queue and returns; one writer thread with one
-  long-lived connection per database appends whatever queued up during the
+  connection per database appends whatever queued up during the
   last ``linger_s`` (0.5 s) in one transaction. A read never waits for a write,
   a commit per search is avoided, and ``close`` writes what is still queued.
   A batch refused because the database stayed locked for ``busy_timeout_ms``
@@ -14,7 +14,9 @@ read-modify-write of chunk rows), fire-and-forget. Two ways in:
   the oldest are dropped beyond that); any other error drops the batch. A
   database file that disappeared or was replaced is reopened, never created.
   Rows still queued when the process dies (kill -9) are lost: at most one
-  linger's worth of recall counts.
+  linger's worth of recall counts. Its connections are bounded (README "Open
+  archives and files"): at most ``MAX_OPEN`` at once (the least recently
+  written is closed to open another), none kept once unused for ``IDLE_S``.
 - ``record_retrievals``: one short-lived connection and one transaction per
   call (scripts, tests).
 
@@ -34,6 +36,7 @@ import os
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,12 +45,15 @@ from typing import Final, Protocol
 import apsw
 import structlog
 
-from services.kb.index.schema import get_meta, lifecycle_key, path_id, set_meta
+from services.kb.index.index_files import close_quietly
+from services.kb.index.schema import get_meta, lifecycle_key, path_id, set_meta, tune_writer
 
 KINDS: Final = ("search", "get")
 RECORD_BUSY_TIMEOUT_MS: Final = 250
 LINGER_S: Final = 0.5
 MAX_PENDING_ROWS: Final = 10_000
+MAX_OPEN: Final = 8  # connections the recorder keeps open (each holds two or three files)
+IDLE_S: Final = 5.0  # a connection unused this long is closed
 _INSERT: Final = "INSERT INTO kb_retrieval_log(entry_hash, path, at, kind) VALUES (?, ?, ?, ?)"
 
 log = structlog.get_logger()
@@ -108,7 +114,8 @@ _Row = tuple[str, str, float, str]  # entry_hash, path, at, kind
 def _open_writer(db_path: Path, busy_timeout_ms: int) -> apsw.Connection:
     conn = apsw.Connection(os.fspath(db_path), flags=apsw.SQLITE_OPEN_READWRITE)  # never creates the file
     conn.setbusytimeout(busy_timeout_ms)
-    conn.execute("PRAGMA synchronous=NORMAL")  # as the index's own writer: WAL, no fsync per commit
+    tune_writer(conn)  # as the index's own writer: no fsync per commit, a bounded WAL
+    conn.execute("PRAGMA cache_size=-512")  # it appends a few rows: a small page cache is plenty
     return conn
 
 
@@ -146,8 +153,8 @@ class Recorder:
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
-        # Owned by the recorder thread only:
-        self._conns: dict[Path, tuple[apsw.Connection, tuple[int, int]]] = {}
+        # Owned by the recorder thread only (least recently used first; identity; when last used):
+        self._conns: OrderedDict[Path, tuple[apsw.Connection, tuple[int, int], float]] = OrderedDict()
         self._pending: dict[Path, list[_Row]] = {}
 
     def submit(self, db_path: Path, hits: Iterable[Retrieved], kind: str) -> int:
@@ -199,8 +206,11 @@ class Recorder:
         try:
             while True:
                 try:  # rows kept after a busy database are retried after a linger even if nothing new comes
-                    item = self._queue.get(timeout=self._linger_s if self._pending else None)
+                    item = self._queue.get(timeout=self._linger_s if self._pending else IDLE_S if self._conns else None)
                 except queue.Empty:
+                    if not self._pending:
+                        self._close_idle()
+                        continue
                     item = _RETRY
                 if isinstance(item, tuple) and not self._stop.is_set():
                     self._hurry.wait(self._linger_s)  # let a batch gather; flush() and close() cut it short
@@ -215,14 +225,15 @@ class Recorder:
                     if isinstance(each, tuple):
                         self._pending.setdefault(each[0], []).extend(each[1])
                 self._write_pending()
+                self._close_idle()
                 for each in items:
                     if isinstance(each, threading.Event) and each is not _RETRY:
                         each.set()  # a flush() waiter
                 if self._stop.is_set() and None in items:
                     return
         finally:
-            for conn, _ in self._conns.values():
-                conn.close()
+            for conn, _, _ in self._conns.values():
+                close_quietly(conn)
             self._conns.clear()
 
     def _write_pending(self) -> None:
@@ -243,16 +254,30 @@ class Recorder:
         identity = (st.st_dev, st.st_ino)
         held = self._conns.get(db_path)
         if held is not None and held[1] == identity:
+            self._conns[db_path] = (held[0], identity, time.monotonic())
+            self._conns.move_to_end(db_path)
             return held[0]
         self._drop(db_path)
+        while len(self._conns) >= MAX_OPEN:
+            self._drop(next(iter(self._conns)))
         conn = _open_writer(db_path, self._busy_timeout_ms)
-        self._conns[db_path] = (conn, identity)
+        self._conns[db_path] = (conn, identity, time.monotonic())
         return conn
+
+    def _close_idle(self) -> None:
+        """Close the connections unused for ``IDLE_S``."""
+        now = time.monotonic()
+        for db_path in [p for p, (_, _, used) in self._conns.items() if now - used >= IDLE_S]:
+            self._drop(db_path)
+
+    def open_count(self) -> int:
+        """Connections open now (tests)."""
+        return len(self._conns)
 
     def _drop(self, db_path: Path) -> None:
         held = self._conns.pop(db_path, None)
         if held is not None:
-            held[0].close()
+            close_quietly(held[0])
 
 
 def fold_retrievals(conn: apsw.Connection) -> FoldReport:

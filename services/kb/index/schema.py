@@ -92,6 +92,7 @@ import apsw
 
 from gateway.config import ArchiveSettings
 from gateway.errors import InvalidArgument, NotFound
+from services.kb.index.index_files import close_quietly, create_whole
 
 # 2: kb_entries keyed by (source_id, start_line), WITHOUT ROWID; 3: entries packed per source
 # (kb_source_entries, the kb_entries view), FTS hashsize; 4: chunks hold no frontmatter
@@ -123,6 +124,11 @@ ENTRY_HASH_SQL: Final = f"lower(hex({ENTRY_DIGEST_SQL}))"  # "" when unresolved
 ENTRY_IMPORTANCE_SQL: Final = "e.lines ->> (j.key + 2)"
 FTS_HASH_BYTES: Final = 16 * 1024 * 1024
 BUSY_TIMEOUT_MS: Final = 5000
+# README "Bounded WAL": a WAL is checkpointed into the database once it holds WAL_CHECKPOINT_BYTES
+# (SQLite's default, 1,000 pages, is 16 MB at 16 KiB pages) and cut back to WAL_LIMIT_BYTES when it
+# restarts; closing an index checkpoints it with TRUNCATE (``index_files.close_connections``).
+WAL_CHECKPOINT_BYTES: Final = 4 * 1024 * 1024
+WAL_LIMIT_BYTES: Final = 4 * 1024 * 1024
 
 TOKENIZERS: Final = {
     "unicode61": "unicode61",
@@ -278,32 +284,51 @@ def open_index(
 ) -> apsw.Connection:
     """Open (and with ``create``, create) the read-write archive index at ``path``.
 
-    Sets WAL and a busy timeout and makes sure every table exists. A missing FTS
-    table is created with ``settings.tokenizer``; a different stored tokenizer is
-    left for ``indexer.refresh`` to rebuild. With ``create=False`` nothing is
-    created on disk and a missing file raises NotFound. InvalidArgument for an
-    unknown tokenizer. ``busy_timeout_ms`` bounds every wait for another
-    connection's (or process's) lock.
+    Sets WAL (``tune_writer``) and a busy timeout and makes sure every table exists. A
+    missing file is built whole under a temp name and linked into place (``index_files.create_whole``),
+    so no reader ever opens a file without its tables. A missing FTS table is created with
+    ``settings.tokenizer``; a different stored tokenizer is left for ``indexer.refresh`` to
+    rebuild; a schema-version change is one transaction (``_ensure_schema``). With
+    ``create=False`` nothing is created on disk and a missing file raises NotFound.
+    InvalidArgument for an unknown tokenizer. ``busy_timeout_ms`` bounds every wait for
+    another connection's (or process's) lock.
     """
     fts_tokenize(settings.tokenizer)
-    flags = apsw.SQLITE_OPEN_READWRITE
-    if create:
-        flags |= apsw.SQLITE_OPEN_CREATE
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if create and not path.is_file():
+        create_whole(path, lambda conn: _build(conn, settings, busy_timeout_ms))
     elif not path.is_file():
         raise NotFound("the knowledge archive has not been built yet")
     try:
-        conn = apsw.Connection(os.fspath(path), flags=flags)
+        conn = apsw.Connection(os.fspath(path), flags=apsw.SQLITE_OPEN_READWRITE)
     except apsw.CantOpenError:
+        if path.is_file():
+            raise  # there, yet it cannot be opened: out of descriptors (gateway.resources), permissions
         raise NotFound("the knowledge archive has not been built yet") from None
     _configure(conn, busy_timeout_ms)
-    conn.execute(f"PRAGMA page_size={PAGE_BYTES}")  # takes effect only in a new, empty file (else: _repage)
     conn.execute("PRAGMA journal_mode=WAL").fetchall()
-    conn.execute("PRAGMA synchronous=NORMAL")
+    tune_writer(conn)
     conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: a full index inserts in random key order
     _ensure_schema(conn, settings)
     _repage(conn)
     return conn
+
+
+def _build(conn: apsw.Connection, settings: ArchiveSettings, busy_timeout_ms: int) -> None:
+    """Every table of a new index, in ``conn`` to a new, empty file (``index_files.create_whole``)."""
+    _configure(conn, busy_timeout_ms)
+    conn.execute(f"PRAGMA page_size={PAGE_BYTES}")
+    conn.execute("PRAGMA journal_mode=MEMORY").fetchall()  # no journal file: the temp file is all or nothing
+    _ensure_schema(conn, settings)
+
+
+def tune_writer(conn: apsw.Connection) -> None:
+    """Settings of every connection that writes an index (its writer, the retrieval log's, a
+    checkpoint's): no fsync per commit (``synchronous=NORMAL``: WAL commits are synced by the
+    checkpoint), and a bounded WAL (README "Bounded WAL"): checkpointed once it holds
+    ``WAL_CHECKPOINT_BYTES`` and cut back to ``WAL_LIMIT_BYTES`` whenever it restarts."""
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}").fetchall()
+    conn.wal_autocheckpoint(max(1, WAL_CHECKPOINT_BYTES // PAGE_BYTES))
 
 
 def _repage(conn: apsw.Connection) -> None:
@@ -333,12 +358,27 @@ def _repage(conn: apsw.Connection) -> None:
 
 
 def open_reader(path: Path) -> apsw.Connection:
-    """A read-only connection to an existing index; NotFound when there is none."""
+    """A read-only connection to an existing index; NotFound when there is none, or when the file
+    there has no tables yet (a file an older version, or another tool, made and had not filled:
+    the KB's own are whole before they are visible, ``index_files.create_whole``)."""
     if not path.is_file():
         raise NotFound("the knowledge archive has not been built yet")
-    conn = apsw.Connection(os.fspath(path), flags=apsw.SQLITE_OPEN_READONLY)
-    _configure(conn)
-    conn.execute("PRAGMA query_only=ON")
+    try:
+        conn = apsw.Connection(os.fspath(path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.CantOpenError:
+        if path.is_file():
+            raise
+        raise NotFound("the knowledge archive has not been built yet") from None
+    try:
+        _configure(conn)
+        conn.execute("PRAGMA query_only=ON")
+        built = _table_exists(conn, "kb_meta") and get_meta(conn, "schema_version") is not None
+    except BaseException:
+        close_quietly(conn)
+        raise
+    if not built:
+        close_quietly(conn)
+        raise NotFound("the knowledge archive has not been built yet")
     return conn
 
 
@@ -348,6 +388,8 @@ def _table_exists(conn: apsw.Connection, name: str) -> bool:
 
 
 def _ensure_schema(conn: apsw.Connection, settings: ArchiveSettings) -> None:
+    if _schema_current(conn):
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         if _table_exists(conn, "kb_meta"):
@@ -374,6 +416,23 @@ def _ensure_schema(conn: apsw.Connection, settings: ArchiveSettings) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+# Every table, index and view of a current index (the FTS tables' shadow tables come with them).
+_CURRENT_NAMES: Final = frozenset((
+    "kb_meta", "kb_sources", "kb_chunk_rows", "kb_chunks_source", "kb_chunks_cjk_ids", "kb_chunks", "kb_source_entries",
+    "kb_entries", "kb_chunks_cjk", "kb_chunks_fts", "kb_retrieval_log", "kb_paths", "kb_lifecycle", "kb_entry_lifecycle",
+))
+
+
+def _schema_current(conn: apsw.Connection) -> bool:
+    """Whether ``_ensure_schema`` has nothing to do: every name there, ``kb_entry_lifecycle`` the view,
+    the version current. One read, no write transaction: what an archive opened again (``handles``)
+    costs, where the full check takes the write lock and parses the whole DDL."""
+    kinds = {str(name): str(kind) for name, kind in conn.execute("SELECT name, type FROM sqlite_master")}
+    if not _CURRENT_NAMES <= kinds.keys() or kinds["kb_entry_lifecycle"] != "view":
+        return False
+    return get_meta(conn, "schema_version") == str(SCHEMA_VERSION)
 
 
 def _resegment(conn: apsw.Connection) -> None:

@@ -32,10 +32,12 @@ import apsw
 import structlog
 
 from gateway.config import AgentConfig, SharedSettings, VaultGcSettings
-from gateway.errors import FailedPrecondition
+from gateway.errors import FailedPrecondition, NotFound
 from services.kb.archive import retrieval_log
 from services.kb.file_watch import index_matches_file, plain_source
+from services.kb.handles import OpenHandles, default_cap
 from services.kb.index import schema
+from services.kb.index.index_files import close_connections
 from services.kb.index.search import SearchResult, tune_reader
 from services.kb.threads import until_done
 from services.kb.vault import gc, note_index, notes, promotion, retirement, unpromote
@@ -46,7 +48,7 @@ T = TypeVar("T")
 EVENT_BATCH = 256  # notes per transaction of a reindex driven by events (as ``archives.EVENT_BATCH``)
 
 
-@dataclass
+@dataclass(eq=False)  # a key of the open-handles LRU: by identity
 class _Vault:
     directory: Path
     graph: bool
@@ -61,6 +63,23 @@ class _Vault:
     index_task: asyncio.Task[None] | None = None  # the reindex those events queued (one at a time)
     index_again: bool = False
     indexing: bool = False  # a reindex of changes that made the vault stale is running
+    walked: bool = False  # a search's refresh has walked the notes since start
+
+    def detach(self) -> Callable[[], None]:
+        """``handles.Holder``: the connections, taken out; what closes them (the WAL emptied)."""
+        writer, reader, self.writer, self.reader = self.writer, self.reader, None, None
+        index = self.directory / note_index.INDEX_FILE
+        return lambda: close_connections(index, writer, reader)
+
+    def open_reader(self) -> apsw.Connection | None:
+        """The search connection (on the event loop, inside a use); None before the index exists."""
+        if self.reader is None:
+            try:
+                self.reader = schema.open_reader(self.directory / note_index.INDEX_FILE)
+            except NotFound:
+                return None
+            tune_reader(self.reader)
+        return self.reader
 
 
 class Vaults:
@@ -72,9 +91,11 @@ class Vaults:
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         day_zone: tzinfo | None = None,
         recorder: retrieval_log.Recorder | None = None,
+        handles: OpenHandles | None = None,
     ) -> None:
         """``clock``: aware datetimes. ``day_zone``: where the GC's day is a date (None: this
-        process's local time zone). ``recorder``: the recall writer (one of its own by default)."""
+        process's local time zone). ``recorder``: the recall writer (one of its own by default).
+        ``handles``: the LRU of open indexes (shared with the archives; one of its own by default)."""
         self._settings: dict[str, SharedSettings] = {}
         self._records: dict[str, bool] = {}
         self._vaults: dict[Path, _Vault] = {}
@@ -82,6 +103,8 @@ class Vaults:
         self._clock = clock
         self._day_zone = day_zone
         self._recorder = recorder or retrieval_log.Recorder(clock=lambda: self._clock().timestamp())
+        self._own_handles = handles is None
+        self._handles = handles if handles is not None else OpenHandles(default_cap())
         self.update_agents(agents)
 
     def update_agents(self, agents: Iterable[AgentConfig]) -> None:
@@ -119,7 +142,7 @@ class Vaults:
                 v.writer = note_index.open_vault_index(v.directory)
             return op(v.writer, v.directory, *args, **kwargs)
 
-        async with v.lock:
+        async with self._handles.use(v), v.lock:
             result = await until_done(loop.run_in_executor(self._executor, run))
         while v.recheck:
             self._check_note(v, v.recheck.pop())
@@ -266,28 +289,35 @@ class Vaults:
                 return
 
     def _check_note(self, v: _Vault, rel: str) -> None:
-        index = v.directory / note_index.INDEX_FILE
-        if not rel or not index.exists():
-            v.dirty = True
-            return
-        if v.reader is None:
-            v.reader = schema.open_reader(index)
-        if not index_matches_file(v.reader, f"notes/{rel}", v.directory / "notes" / rel):
+        """Stale unless the index matches the note on disk; a closed vault is taken as stale (as
+        ``Archives._check_source``: the reindex that follows finds out)."""
+        reader = v.open_reader() if rel and self._handles.is_open(v) else None
+        if reader is None or not index_matches_file(reader, f"notes/{rel}", v.directory / "notes" / rel):
             v.dirty = True
 
     async def search(self, agent_id: str, query: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:
         """``(result, refreshed)`` over the agent's vault, twin rule applied."""
         v = self._vault(agent_id)
-        refreshed = False
-        if refresh_first or not (v.directory / note_index.INDEX_FILE).exists():
-            await self._write(v, lambda conn, directory: note_index.refresh_vault(conn, directory))
-            v.dirty = False
-            refreshed = True
-        if v.reader is None:
-            v.reader = schema.open_reader(v.directory / note_index.INDEX_FILE)
-            tune_reader(v.reader)
-        result = note_index.search_vault(v.reader, query, limit)
+        async with self._handles.use(v):
+            refreshed = False
+            if refresh_first or not v.walked or v.open_reader() is None:
+                await self._write(v, lambda conn, directory: self._walk(v, conn, directory, again=refresh_first))
+                v.dirty = False
+                refreshed = True
+            reader = v.open_reader()
+            if reader is None:  # the refresh made no index (the vault's folder cannot be written)
+                return SearchResult([], 0, False), refreshed
+            result = note_index.search_vault(reader, query, limit)
         return replace(result, stale=v.dirty or v.indexing), refreshed
+
+    @staticmethod
+    def _walk(v: _Vault, conn: apsw.Connection, directory: Path, *, again: bool) -> None:
+        """The vault's refresh for a search: always when asked (``again``), else only the first one
+        since start. Searches that came while the first was running wait for it (the vault's lock)
+        and do not walk again: an index whose notes are still being added is never answered from."""
+        if again or not v.walked:
+            note_index.refresh_vault(conn, directory)
+            v.walked = True
 
     def roots(self) -> dict[str, Path]:
         """Real notes folder → vault dir, for the file watch."""
@@ -328,8 +358,11 @@ class Vaults:
                 await v.graph_task
 
     def close(self) -> None:
+        """At a clean stop (after ``settle``): queued recall rows written, every vault closed with its
+        WAL checkpointed and truncated (README "Bounded WAL")."""
         self._recorder.close()
-        for v in self._vaults.values():
-            for conn in (v.writer, v.reader):
-                if conn is not None:
-                    conn.close()
+        if self._own_handles:
+            self._handles.close_all()
+        for v in self._vaults.values():  # any not closed by the handles
+            if v.writer is not None or v.reader is not None:
+                v.detach()()

@@ -102,7 +102,7 @@ def test_many_events_coalesce_into_one_running_and_one_queued_refresh(
         await settle(archives)
         result, _ = await archives.search("a", "wombat", 5, False)
         assert not result.stale
-        return archives.refreshes("a") - before, int(str(archives.status("a")["sources"]))
+        return archives.refreshes("a") - before, int(str((await archives.status("a"))["sources"]))
 
     try:
         runs, hits = asyncio.run(scenario())
@@ -139,7 +139,7 @@ def test_a_burst_is_reindexed_in_bounded_batches_while_searches_answer(
             await asyncio.sleep(0)
         await settle(archives)
         result, _ = await archives.search("a", "kelp", 5, False)
-        return answered, int(str(archives.status("a")["sources"])) - 1, result.stale
+        return answered, int(str((await archives.status("a"))["sources"])) - 1, result.stale
 
     try:
         answered, hits, stale = asyncio.run(scenario())
@@ -186,11 +186,11 @@ def test_a_walk_over_many_files_commits_in_batches_while_searches_answer(
         while not waiter.done():
             result, _ = await archives.search("a", "kelp", 5, False)
             always_stale = always_stale and result.stale
-            seen.add(int(str(archives.status("a")["sources"])))
+            seen.add(int(str((await archives.status("a"))["sources"])))
             await asyncio.sleep(0)
         report = await waiter
         after, _ = await archives.search("a", "kelp", 5, False)
-        return seen, always_stale, report.indexed, int(str(archives.status("a")["sources"])), after.stale
+        return seen, always_stale, report.indexed, int(str((await archives.status("a"))["sources"])), after.stale
 
     try:
         seen, always_stale, indexed, sources, stale_after = asyncio.run(scenario())

@@ -1,0 +1,260 @@
+"""The KB's open databases, bounded: an LRU of archives and vaults under a cap (README "Open archives and files").
+
+An open archive holds up to ``FILES_PER_ARCHIVE`` descriptors (its writer: the database, its WAL
+and the shared-memory file; its reader: the database and its WAL) and the SQLite memory of both
+connections (their page caches and schemas). Every use of an archive's or a vault's connections
+happens inside ``OpenHandles.use(holder)``: a search, a refresh, a fold, a lifecycle update, a
+vault write. While one is inside, the holder is *pinned* and never closed. Opening one more
+than ``cap`` closes the least recently used unpinned one first; when every open one is pinned,
+the newcomer waits until one is released (a use ends in a bounded time: the work of one call).
+The connections themselves are still opened lazily by their owner (``archives``, ``registry``)
+inside a use; the cap counts holders, not connections. Closing starts a little before the cap
+is reached (``_make_room``), so a newcomer seldom waits for one.
+
+Closing (``_close``) detaches the holder's connections on the event loop (so nothing can use them
+any more) and closes them in a thread of its own: the reader first, then the WAL checkpointed with
+TRUNCATE on the writer (``schema.close_connections``), so a closed archive leaves a WAL of 0
+bytes. An archive used again is simply opened again: the holder keeps everything else
+(generation, pending file events, the retrieval log's queued rows are the recorder's).
+
+A holder unused for ``IDLE_CLOSE_S`` is closed by ``run`` (its memory and its WAL go back),
+and after closing some, ``run`` asks the C allocator to return freed memory to the system
+(``malloc_trim``, where the C library has it): SQLite's page caches are freed into the heap,
+which would otherwise keep them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import structlog
+
+from gateway.resources import open_files_limit
+
+log = structlog.get_logger()
+
+FILES_PER_ARCHIVE: Final = 6  # writer: db, WAL, shm; reader: db, WAL; one more while a worker reads on its own
+RESERVED_FILES: Final = 128  # sockets, the file watch, logs, worker pipes, the recorders' connections, reads
+MIN_CAP: Final = 4
+MAX_DEFAULT_CAP: Final = 4096  # a derived cap stops here: more open archives than this is memory, not speed
+HEADROOM_DIVISOR: Final = 16  # past cap - cap/16 open (cap - 2 at least), closes start ahead of need
+MIN_HEADROOM: Final = 2
+IDLE_CLOSE_S: Final = 60.0
+SWEEP_S: Final = 5.0
+
+
+def default_cap(limit: int | None = None) -> int:
+    """The cap derived from the open-files limit (``limit``, else the process's soft limit now):
+    what is left after ``RESERVED_FILES``, ``FILES_PER_ARCHIVE`` per archive, between ``MIN_CAP``
+    and ``MAX_DEFAULT_CAP`` (an unlimited limit gives the latter)."""
+    limit = open_files_limit() if limit is None else limit
+    if limit < 0:
+        return MAX_DEFAULT_CAP
+    return max(MIN_CAP, min(MAX_DEFAULT_CAP, (limit - RESERVED_FILES) // FILES_PER_ARCHIVE))
+
+
+def files_needed(cap: int) -> int:
+    """About how many open files a KB with ``cap`` open archives needs at most."""
+    return cap * FILES_PER_ARCHIVE + RESERVED_FILES
+
+
+class Holder(Protocol):
+    """An archive or a vault: what it holds open, handed over to be closed."""
+
+    def detach(self) -> Callable[[], None]:
+        """Take the connections out of the holder (it has none open afterwards) and return what closes them."""
+        ...
+
+
+@dataclass(eq=False)
+class _Slot:
+    pins: int = 0
+    last_used: float = 0.0
+
+
+class OpenHandles:
+    """The LRU (module docstring). Every method runs on the event loop."""
+
+    def __init__(self, cap: int, *, clock: Callable[[], float] = time.monotonic, idle_s: float = IDLE_CLOSE_S) -> None:
+        self._cap = max(1, cap)
+        self._clock = clock
+        self._idle_s = idle_s
+        self._open: OrderedDict[Holder, _Slot] = OrderedDict()  # least recently used first
+        self._closing: dict[Holder, asyncio.Task[None]] = {}
+        self._waiters: list[asyncio.Future[None]] = []
+        self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-close")
+        self.closed = 0  # archives closed so far (by the cap or idle): tests and the bench read it
+        self._shut = False
+
+    @property
+    def cap(self) -> int:
+        return self._cap
+
+    @cap.setter
+    def cap(self, value: int) -> None:
+        """A new cap (a config reload, on the event loop): open ones beyond it that are not in use
+        start closing now, those in use when they are released."""
+        lower = value < self._cap
+        self._cap = max(1, value)
+        if lower:
+            self._make_room()
+        self._wake()
+
+    def open_count(self) -> int:
+        """Holders open now, those being closed included (their descriptors are not free yet)."""
+        return len(self._open) + len(self._closing)
+
+    def is_open(self, holder: Holder) -> bool:
+        """Whether ``holder`` counts as open (its connections may be used from the event loop without
+        a ``use``, synchronously: nothing closes it before the loop's next turn)."""
+        return holder in self._open
+
+    @contextlib.asynccontextmanager
+    async def use(self, holder: Holder) -> AsyncIterator[None]:
+        """Hold ``holder`` open (pinned) for the block; may wait for a slot (module docstring)."""
+        slot = await self._acquire(holder)
+        try:
+            yield
+        finally:
+            slot.pins -= 1
+            slot.last_used = self._clock()
+            if slot.pins == 0 and holder in self._open and len(self._open) + len(self._closing) > self._cap:
+                self._close_soon(holder)  # over a lowered cap: the one just released goes
+            self._wake()
+
+    async def _acquire(self, holder: Holder) -> _Slot:
+        while True:
+            slot = self._open.get(holder)
+            if slot is not None:
+                self._open.move_to_end(holder)
+                slot.pins += 1
+                return slot
+            closing = self._closing.get(holder)
+            if closing is not None:  # closed just now: opened again once that is done
+                await asyncio.shield(closing)
+                continue
+            if len(self._open) + len(self._closing) < self._cap:
+                slot = self._open[holder] = _Slot(pins=1, last_used=self._clock())
+                self._make_room()
+                return slot
+            victim = next((h for h, s in self._open.items() if s.pins == 0), None)
+            if victim is not None:
+                await asyncio.shield(self._close_soon(victim))
+                continue
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+
+    def shed(self) -> int:
+        """Files ran out although the cap was kept (the limit was lower than the cap assumed, or other
+        files took them): lower the cap to three quarters of what is open now (``MIN_CAP`` at least)
+        and start closing down to it, so the next calls find files free. The new cap; it holds until
+        a config reload sets one again."""
+        lowered = max(MIN_CAP, self.open_count() * 3 // 4)
+        if lowered < self._cap:
+            log.warning("kb_open_archives_lowered", cap=lowered, was=self._cap, open=self.open_count(),
+                        detail="open files ran out: fewer archives are kept open from now on")
+            self._cap = lowered
+        self._make_room()
+        return self._cap
+
+    def _make_room(self) -> None:
+        """Past ``cap - headroom`` open, start closing the least recently used unpinned ones without
+        waiting: the next newcomer then finds a free slot instead of waiting for a close (a
+        checkpoint and its fsync)."""
+        excess = len(self._open) + len(self._closing) - (self._cap - max(MIN_HEADROOM, self._cap // HEADROOM_DIVISOR))
+        if excess <= 0:
+            return
+        for victim in [h for h, s in self._open.items() if s.pins == 0][:excess]:
+            self._close_soon(victim)
+
+    def _wake(self) -> None:
+        """Let every waiter look again (few wait, and only while every open holder is pinned)."""
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _close_soon(self, holder: Holder) -> asyncio.Task[None]:
+        """Close ``holder`` (unpinned, open) now: its connections are detached at once, closed in the
+        closer thread; it counts as open until they are."""
+        self._open.pop(holder)
+        close = holder.detach()
+        if self._shut:  # after close_all (a task still ending at shutdown): here and now
+            close()
+            return asyncio.ensure_future(asyncio.sleep(0))
+        # Submitted now, not when the task first runs: close_all's shutdown then waits for it.
+        done = self._closer.submit(close)
+        task = asyncio.ensure_future(self._finish_close(holder, done))
+        self._closing[holder] = task
+        return task
+
+    async def _finish_close(self, holder: Holder, done: Future[None]) -> None:
+        try:
+            await asyncio.wrap_future(done)
+        except Exception:  # a close that failed leaves nothing to retry: the connections are gone either way
+            log.exception("kb_close_failed")
+        finally:
+            self.closed += 1
+            self._closing.pop(holder, None)
+            self._wake()
+
+    async def close_idle(self) -> int:
+        """Close every unpinned holder unused for ``idle_s``; how many were closed."""
+        now = self._clock()
+        idle = [h for h, s in self._open.items() if s.pins == 0 and now - s.last_used >= self._idle_s]
+        tasks = [self._close_soon(h) for h in idle]
+        if tasks:
+            await asyncio.gather(*(asyncio.shield(t) for t in tasks))
+        return len(tasks)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Close idle holders every ``SWEEP_S`` until ``stop``; give freed memory back after closing some."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), SWEEP_S)
+            if stop.is_set():
+                return
+            if await self.close_idle():
+                await asyncio.get_running_loop().run_in_executor(self._closer, release_memory)
+
+    def close_all(self) -> None:
+        """At shutdown (nothing is in use any more): close every open holder here, synchronously."""
+        self._shut = True
+        for holder in list(self._open):
+            self._open.pop(holder)
+            try:
+                holder.detach()()
+            except Exception:  # the others are still closed
+                log.exception("kb_close_failed")
+        self._closer.shutdown(wait=True)  # the closes already under way end first
+        self._closing.clear()
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def release_memory() -> None:
+    """Return the C heap's free memory to the system (glibc's ``malloc_trim``; a no-op elsewhere)."""
+    global _libc
+    if _libc is None:
+        name = ctypes.util.find_library("c")
+        if name is None:
+            return
+        _libc = ctypes.CDLL(name)
+    trim = getattr(_libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)

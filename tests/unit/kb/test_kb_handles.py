@@ -1,0 +1,177 @@
+"""The LRU of open archives (services.kb.handles): a cap, least recently used first, never one in use."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from services.kb import handles as handles_module
+from services.kb.handles import MIN_CAP, OpenHandles, default_cap, files_needed
+
+
+class Holder:
+    """Stands for an archive: counts how often its connections were closed."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.closes = 0
+        self.open = False
+        self.closed_in: list[str] = []
+
+    def use(self) -> None:
+        self.open = True
+
+    def detach(self) -> Callable[[], None]:
+        was_open, self.open = self.open, False
+
+        def close() -> None:
+            self.closes += was_open
+            self.closed_in.append(threading.current_thread().name)
+
+        return close
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def test_the_cap_closes_the_least_recently_used_one() -> None:
+    async def scenario() -> tuple[list[int], int]:
+        handles = OpenHandles(8)
+        holders = [Holder(f"h{i}") for i in range(20)]
+        for h in holders[:8]:
+            async with handles.use(h):
+                h.use()
+        async with handles.use(holders[0]):  # h0 is the most recently used now
+            pass
+        for h in holders[8:]:
+            async with handles.use(h):
+                h.use()
+        await asyncio.sleep(0.05)
+        count = handles.open_count()
+        handles.close_all()
+        return [h.closes for h in holders], count
+
+    closes, count = run(scenario())
+    assert count <= 8
+    assert closes[1] == 1  # least recently used: closed
+    assert sum(closes) >= 20 - 8
+
+
+def test_one_in_use_is_never_closed_and_a_newcomer_waits_for_a_release() -> None:
+    async def scenario() -> tuple[int, bool, bool, int]:
+        handles = OpenHandles(MIN_CAP)
+        pinned = [Holder(f"p{i}") for i in range(MIN_CAP)]
+        release = asyncio.Event()
+        entered = 0
+
+        async def hold(h: Holder) -> None:
+            nonlocal entered
+            async with handles.use(h):
+                h.use()
+                entered += 1
+                await release.wait()
+
+        tasks = [asyncio.ensure_future(hold(h)) for h in pinned]
+        while entered < MIN_CAP:
+            await asyncio.sleep(0)
+        newcomer = Holder("new")
+        got_in = asyncio.Event()
+
+        async def come() -> None:
+            async with handles.use(newcomer):
+                got_in.set()
+
+        waiting = asyncio.ensure_future(come())
+        await asyncio.sleep(0.05)
+        waited = not got_in.is_set()
+        closed_while_pinned = sum(h.closes for h in pinned)
+        release.set()
+        await asyncio.gather(*tasks, waiting)
+        handles.close_all()
+        return closed_while_pinned, waited, got_in.is_set(), handles.open_count()
+
+    closed, waited, got_in, left = run(scenario())
+    assert (closed, waited, got_in, left) == (0, True, True, 0)
+
+
+def test_a_holder_in_use_by_two_callers_stays_open_until_both_are_done() -> None:
+    async def scenario() -> int:
+        handles = OpenHandles(MIN_CAP)
+        shared = Holder("shared")
+        async with handles.use(shared):
+            shared.use()
+            async with handles.use(shared):  # a refresh inside a search: the same slot
+                pass
+            for i in range(3 * MIN_CAP):
+                async with handles.use(Holder(f"x{i}")):
+                    pass
+            await asyncio.sleep(0.05)
+            closes = shared.closes
+        handles.close_all()
+        return closes
+
+    assert run(scenario()) == 0
+
+
+def test_idle_ones_are_closed_in_the_closer_thread_and_opened_again_on_use() -> None:
+    now = [0.0]
+
+    async def scenario() -> tuple[int, int, int, list[str]]:
+        handles = OpenHandles(100, clock=lambda: now[0], idle_s=60.0)
+        a, b = Holder("a"), Holder("b")
+        async with handles.use(a):
+            a.use()
+        now[0] = 30.0
+        async with handles.use(b):
+            b.use()
+        now[0] = 61.0
+        first = await handles.close_idle()  # a: 61 s unused; b: 31 s
+        now[0] = 200.0
+        async with handles.use(a):  # opened again
+            a.use()
+        second = await handles.close_idle()  # b only: a was just used
+        left = handles.open_count()
+        handles.close_all()
+        return first, second, left, [a.closed_in[0], b.closed_in[0]]
+
+    first, second, left, threads = run(scenario())
+    assert (first, second, left) == (1, 1, 1)  # a, then b; a is open again
+    assert threads == ["kb-close_0", "kb-close_0"]  # idle closes run off the event loop
+
+
+def test_a_lower_cap_and_a_shed_close_down_to_it() -> None:
+    async def scenario() -> tuple[int, int, int]:
+        handles = OpenHandles(40)
+        holders = [Holder(f"h{i}") for i in range(30)]
+        for h in holders:
+            async with handles.use(h):
+                h.use()
+        shed = handles.shed()  # three quarters of 30
+        await asyncio.sleep(0.05)
+        after_shed = handles.open_count()
+        handles.cap = 5
+        async with handles.use(Holder("new")):
+            pass
+        await asyncio.sleep(0.05)
+        left = handles.open_count()
+        handles.close_all()
+        return shed, after_shed, left
+
+    shed, after_shed, left = run(scenario())
+    assert shed == 22 and after_shed <= 22 - 2
+    assert left <= 5
+
+
+def test_the_default_cap_follows_the_open_files_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert default_cap(256) == (256 - handles_module.RESERVED_FILES) // handles_module.FILES_PER_ARCHIVE
+    assert default_cap(64) == MIN_CAP
+    assert default_cap(-1) == handles_module.MAX_DEFAULT_CAP
+    assert default_cap(10_000_000) == handles_module.MAX_DEFAULT_CAP
+    assert files_needed(default_cap(1024)) <= 1024
