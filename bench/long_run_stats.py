@@ -73,16 +73,18 @@ def median(values: Sequence[float]) -> float:
 
 
 def growth_verdict(name: str, ts: Sequence[float], ys_mb: Sequence[float], limit_mb: float = RSS_GROWTH_MB) -> Verdict:
-    """RSS of one process (MB, sampled at ``ts`` seconds): PASS when its fitted growth is at most ``limit_mb``."""
+    """RSS of one process (MB, sampled at ``ts`` seconds): PASS when its fitted growth is at most
+    ``limit_mb`` (FAIL with no samples: nothing was shown)."""
+    if not ys_mb:
+        return Verdict(False, f"{name} RSS growth: no samples")
     grown = fitted_growth(ts, ys_mb)
     span_min = (ts[-1] - ts[0]) / 60 if len(ts) > 1 else 0.0
     per_hour = grown / span_min * 60 if span_min > 0 else 0.0
-    delta = ys_mb[-1] - ys_mb[0] if ys_mb else 0.0
+    delta = ys_mb[-1] - ys_mb[0]
     return Verdict(
         grown <= limit_mb,
         f"{name} RSS growth <= {limit_mb:g} MB over the run: {grown:+.1f} MB fitted over {span_min:.1f} min "
-        f"({per_hour:+.0f} MB/h; first {ys_mb[0]:.1f} -> last {ys_mb[-1]:.1f} MB, {delta:+.1f})"
-        if ys_mb else f"{name} RSS growth: no samples",
+        f"({per_hour:+.0f} MB/h; first {ys_mb[0]:.1f} -> last {ys_mb[-1]:.1f} MB, {delta:+.1f})",
     )
 
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import random
@@ -168,36 +169,63 @@ async def traffic_run(args: argparse.Namespace, fleet: Any, up: GatewayUp, out: 
             mcp.stdio_loop(stop, args.stdio_every), sessions.run(stop, args.runtimes),
         ]
         tasks = [asyncio.create_task(job) for job in loops]
+        watchdog = asyncio.create_task(watch_suite(up, stop))
         k = 0
         while True:
             t_next = min(k * args.sample_seconds, duration)
-            await asyncio.sleep(max(0.0, t_next - rec.now()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), max(0.0, t_next - rec.now()))
             for task in tasks:
                 if task.done() and task.exception() is not None:
                     raise RuntimeError(f"a traffic loop failed: {task.exception()!r}") from task.exception()
-            up.check_alive()
+            if stop.is_set():  # the suite went down: no more samples of its processes
+                break
             await sampler.take(t_next)
             if t_next >= duration:
                 break
             k += 1
         stop.set()
+        watchdog.cancel()
         traffic_s = rec.now()
         gen_cpu = own_cpu() - cpu0
-        suite_used = {n: c - suite_cpu0[n] for n, c in suite_cpu(up).items()}
+        suite_used = cpu_over(sampler.samples, suite_cpu0)
         say("traffic stopped; waiting for the requests in flight")
         for result in await asyncio.gather(*tasks, return_exceptions=True):
             if isinstance(result, BaseException):
                 raise RuntimeError(f"a traffic loop failed: {result!r}") from result
         await rest.drain()
-        say(f"checking every agent's CLAUDE.md and search against its files ({len(fleet.agents)} agents)")
-        checks = await agreement(rest, fleet)
-        say(f"agreement: {checks[1]} of {checks[0]} checks disagree; idling {args.rest_seconds:.0f} s before the at-rest sample")
-        await asyncio.sleep(args.rest_seconds)
-        await sampler.take(rec.now(), "rest")
+        died = up.exit_line() if up.proc is not None and up.proc.poll() is not None else ""
+        checks: tuple[int, int, list[str]] = (0, 0, [])
+        if died:
+            say(f"the suite went down {traffic_s / 60:.1f} min into the run: {died}; no check at rest")
+        else:
+            say(f"checking every agent's CLAUDE.md and search against its files ({len(fleet.agents)} agents)")
+            checks = await agreement(rest, fleet)
+            say(f"agreement: {checks[1]} of {checks[0]} checks disagree; idling {args.rest_seconds:.0f} s before the at-rest sample")
+            await asyncio.sleep(args.rest_seconds)
+            await sampler.take(rec.now(), "rest")
     finally:
         await rest.close()
     return {"rec": rec, "samples": sampler.samples, "traffic_s": traffic_s, "gen_cpu": gen_cpu, "suite_cpu": suite_used,
-            "agreement": checks, "directives": sessions.directives, "shared_notes": len(rest.shared)}
+            "agreement": checks, "directives": sessions.directives, "shared_notes": len(rest.shared), "died": died}
+
+
+async def watch_suite(up: GatewayUp, stop: asyncio.Event) -> None:
+    """Stop the traffic as soon as ``gateway up`` exits (it stops the whole suite when one child dies)."""
+    while not stop.is_set():
+        if up.proc is None or up.proc.poll() is not None:
+            stop.set()
+            return
+        await asyncio.sleep(0.5)
+
+
+def cpu_over(samples: list[dict[str, Any]], start: dict[str, float]) -> dict[str, float]:
+    """CPU seconds each process used from ``start`` to the last sample that saw it (nan: none did)."""
+    out = {}
+    for name, cpu0 in start.items():
+        seen = [s["procs"][name]["cpu_s"] for s in samples if s["procs"].get(name)]
+        out[name] = seen[-1] - cpu0 if seen else float("nan")
+    return out
 
 
 def suite_cpu(up: GatewayUp) -> dict[str, float]:
@@ -215,8 +243,13 @@ def build_report(args: argparse.Namespace, argv: list[str], meta: dict[str, Any]
     warmup_s = args.warmup_minutes * 60
     found = report.verdicts(samples, rec, warmup_s, run["traffic_s"])
     checks, bad, examples = run["agreement"]
-    found.append(report.Verdict(bad == 0, f"at rest every agent's CLAUDE.md and search agree with its files: "
-                                          f"{bad} of {checks:,} checks disagree"))  # fmt: skip
+    if run["died"]:
+        found.insert(0, report.Verdict(False, f"the suite stays up for the whole run: it went down "
+                                              f"{run['traffic_s'] / 60:.1f} min in ({run['died']})"))  # fmt: skip
+    else:
+        found.insert(0, report.Verdict(True, f"the suite stays up for the whole run ({run['traffic_s'] / 60:.1f} min)"))
+        found.append(report.Verdict(bad == 0, f"at rest every agent's CLAUDE.md and search agree with its files: "
+                                              f"{bad} of {checks:,} checks disagree"))  # fmt: skip
     stopped = [s for s in samples if s["phase"] == "stopped"]
     after_stop = report.wal_verdict(stopped[-1]["disk"]["wals"], when="after the clean stop") if stopped else None
     cores = os.cpu_count() or 1

@@ -53,13 +53,16 @@ def verdicts(samples: list[Sample], rec: Recorder, warmup_s: float, stop_s: floa
     """Every goal of the soak, judged on the samples after the warm-up (and the at-rest sample)."""
     after = measured(samples)
     out = []
-    for proc in PROCESSES:
-        ts, ys = series(after, proc, "rss_mb")
-        out.append(growth_verdict(proc, ts, ys))
-    for key, what in (("fds", "open files"), ("threads", "threads")):
+    if not after:
+        out.append(Verdict(False, "RSS, open files and threads: no sample after the warm-up, nothing to judge"))
+    else:
         for proc in PROCESSES:
-            ts, ys = series(after, proc, key)
-            out.append(flat_verdict(proc, what, ts, ys))
+            ts, ys = series(after, proc, "rss_mb")
+            out.append(growth_verdict(proc, ts, ys))
+        for key, what in (("fds", "open files"), ("threads", "threads")):
+            for proc in PROCESSES:
+                ts, ys = series(after, proc, key)
+                out.append(flat_verdict(proc, what, ts, ys))
     rest = [s for s in samples if s["phase"] == "rest"]
     if rest:
         out.append(wal_verdict(rest[-1]["disk"]["wals"], when="at rest"))

@@ -181,6 +181,12 @@ class GatewayUp:
         except OSError:
             return "(no output)"
 
+    def exit_line(self) -> str:
+        """Why ``gateway up`` stopped, in its own words (its last ``gateway:`` line about a child), or its exit code."""
+        said = [line for line in self.tail(400).splitlines() if line.startswith("gateway: ") and "stopped" != line[9:]]
+        code = None if self.proc is None else self.proc.poll()
+        return (said[0] if said else "gateway up exited") + f"; exit code {code}"
+
     def wait_ready(self, timeout: float) -> float:
         """Seconds from the spawn to the ``ready URL`` line. Raises when it exits or after ``timeout``."""
         offset = 0

@@ -58,6 +58,7 @@ def test_rss_growth_verdict_judges_the_fitted_line_not_two_samples() -> None:
     verdict = stats.growth_verdict("http", ts, spiky)
     assert verdict.ok and "+11.0)" in verdict.text
     assert verdict.line().startswith("PASS http RSS growth")
+    assert not stats.growth_verdict("kb", [], []).ok  # no samples shows nothing: not a pass
 
 
 def test_flat_verdict_allows_a_few_files_and_five_percent() -> None:
