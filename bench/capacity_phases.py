@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from long_run_stats import settled
 from suite_up import KEY, FleetHome, GatewayUp, open_files_limit, proc_figures
 from watcher_support import memory_text, seen_after
 
@@ -30,7 +31,8 @@ class SizeFigures:
     ready_s: float = float("nan")
     composed_s: float = float("nan")
     cpu_to_ready: dict[str, float] = field(default_factory=dict)  # CPU s from the spawn to ready
-    cpu_after_ready: dict[str, float] = field(default_factory=dict)  # CPU s in the rest window after ready
+    settle_s: float = float("nan")  # from ready until the six processes are idle (nan: not within the timeout)
+    cpu_after_ready: dict[str, float] = field(default_factory=dict)  # CPU s from ready until settled
     idle_pct: dict[str, float] = field(default_factory=dict)  # CPU % of a core in the idle window after it
     rest: dict[str, dict[str, float]] = field(default_factory=dict)  # process -> rss_mb, anon_mb, fds, threads
     kb_limit: tuple[int, int] | None = None
@@ -71,12 +73,24 @@ def start(up: GatewayUp, fleet: FleetHome, fig: SizeFigures, ready_timeout: floa
     fig.started = True
 
 
-def rest(up: GatewayUp, fig: SizeFigures, rest_s: float, idle_s: float) -> None:
-    """CPU in the ``rest_s`` after ready (what start-up still does then), then the idle CPU over
-    ``idle_s`` more, and RSS, open files and threads at the end (the highest RSS sampled each second)."""
+def rest(up: GatewayUp, fig: SizeFigures, min_s: float, idle_s: float, settle_timeout: float) -> None:
+    """From ready until start-up is over (``long_run_stats.settled``: the six processes together
+    under 5% of a core over 5 s, and at least ``min_s`` after ready; at most ``settle_timeout``):
+    the CPU each used meanwhile. Then the idle CPU over ``idle_s`` more, and RSS, open files and
+    threads at the end (the highest RSS sampled each second)."""
     ready_at = up.spawned + fig.ready_s
-    time.sleep(max(0.0, ready_at + rest_s - time.perf_counter()))
-    mid = figures_of(up)
+    points: list[tuple[float, float]] = []
+    while True:
+        now = time.perf_counter()
+        mid = figures_of(up)
+        points.append((now, sum(f["cpu_s"] for f in mid.values())))
+        if now - ready_at >= min_s and settled(points):
+            fig.settle_s = now - ready_at
+            break
+        if now - ready_at > settle_timeout:
+            break  # still busy: settle_s stays nan, and the idle window shows how busy
+        up.check_alive()
+        time.sleep(1.0)
     fig.cpu_after_ready = {n: f["cpu_s"] - fig.cpu_to_ready.get(n, 0.0) for n, f in mid.items()}
     t0 = time.perf_counter()
     peak: dict[str, float] = {}

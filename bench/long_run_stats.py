@@ -6,10 +6,11 @@ function as the other benches' (``watcher_support.percentile``).
 
 How a goal is judged (the docs' capacity page says the same):
 
-- **Growth** of a series (RSS, open files, threads) over a run is the least-squares slope over
-  the samples taken after the warm-up, times the time they span: one noisy first or last sample
-  moves it little, and a series that rises then levels off is judged on its whole course. The
-  difference between the last and the first sample is shown beside it.
+- **Growth** of a series (RSS, open files, threads) over a run is its Theil-Sen slope (the
+  median of the slopes between every two samples taken after the warm-up) times the time they
+  span. A transient (a burst of sockets while the machine stalls, one high RSS sample before a
+  collection) moves the median little, where it would tilt a least-squares line; a steady rise
+  moves it fully. The difference between the last and the first sample is shown beside it.
 - **Flat** (open files, threads): a growth of at most ``max(FLAT_ABS, FLAT_REL x median)``.
 - **p99 stable**: the p99 of the requests of the last window (5 minutes, or half the measured
   span when that is shorter) at most ``P99_RATIO`` times the p99 of the first window after the
@@ -32,6 +33,8 @@ FLAT_REL = 0.05
 WAL_REST_MB = 8.0
 P99_RATIO = 1.5
 P99_WINDOW_S = 300.0
+SETTLE_WINDOW_S = 5.0
+SETTLE_SHARE = 0.05  # the six processes together below 5% of one core: start-up is over
 MB = 1024 * 1024
 
 
@@ -60,11 +63,23 @@ def slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
 
 
+def median_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Theil-Sen slope: the median of ``(y_j - y_i) / (x_j - x_i)`` over every pair with ``x_i < x_j``
+    (0.0 when there is no such pair). Raises ValueError when the lengths differ."""
+    if len(xs) != len(ys):
+        raise ValueError(f"{len(xs)} x values for {len(ys)} y values")
+    slopes = sorted((ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs)) for j in range(i + 1, len(xs)) if xs[j] > xs[i])
+    if not slopes:
+        return 0.0
+    mid = len(slopes) // 2
+    return slopes[mid] if len(slopes) % 2 else (slopes[mid - 1] + slopes[mid]) / 2
+
+
 def fitted_growth(ts: Sequence[float], ys: Sequence[float]) -> float:
-    """How much the series grew over the span of ``ts`` by its least-squares line: slope x span."""
+    """How much the series grew over the span of ``ts`` by its Theil-Sen line: median slope x span."""
     if len(ts) < 2:
         return 0.0
-    return slope(ts, ys) * (ts[-1] - ts[0])
+    return median_slope(ts, ys) * (ts[-1] - ts[0])
 
 
 def median(values: Sequence[float]) -> float:
@@ -155,6 +170,16 @@ def wal_verdict(wal_bytes: dict[str, int], limit_mb: float = WAL_REST_MB, when: 
 def zero_verdict(what: str, count: int, detail: str = "") -> Verdict:
     """PASS when ``count`` is 0."""
     return Verdict(count == 0, f"0 {what}: {count:,}{f' ({detail})' if detail else ''}")
+
+
+def settled(points: Sequence[tuple[float, float]], window_s: float = SETTLE_WINDOW_S, share: float = SETTLE_SHARE) -> bool:
+    """``points``: ``(t, CPU seconds used so far)``, oldest first. True when they span at least
+    ``window_s`` and the CPU used over the last ``window_s`` is at most ``share`` of one core."""
+    if not points or points[-1][0] - points[0][0] < window_s:
+        return False
+    t_end, cpu_end = points[-1]
+    start = [p for p in points if p[0] <= t_end - window_s][-1]
+    return (cpu_end - start[1]) / (t_end - start[0]) <= share
 
 
 def per_agent_growth(agents: Sequence[int], values: Sequence[float]) -> list[float]:

@@ -196,12 +196,17 @@ def plot(samples: list[Sample], warmup_s: float, path: Path, title: str) -> None
     traffic = [s for s in samples if "p99" in s and not math.isnan(s["p99"])]
     axes[2].plot([s["t"] / 60 for s in traffic], [s["p99"] for s in traffic], marker=".", label="p99")
     axes[2].plot([s["t"] / 60 for s in traffic], [s["p50"] for s in traffic], marker=".", label="p50")
-    labels = ("RSS (MB)", "open files", "latency per 30 s (ms)")
+    load = axes[2].twinx()  # latency follows the machine's load: other work on a shared host shows here
+    load.plot([s["t"] / 60 for s in live], [s["load"] for s in live], color="grey", linewidth=1, label="load average (right)")
+    load.set_ylabel("1-minute load average")
+    load.legend(loc="upper right", fontsize=8)
+    axes[1].set_yscale("log")
+    labels = ("RSS (MB)", "open files (log scale)", "latency per sample interval (ms)")
     for ax, label in zip(axes, labels, strict=True):
         ax.set_ylabel(label)
         ax.axvline(warmup_s / 60, color="grey", linestyle="--", linewidth=1)
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="upper left", fontsize=8, ncol=3)
+        ax.legend(loc="center left", fontsize=8, ncol=3)
     axes[2].set_xlabel("minutes after the traffic started (dashed: end of the warm-up; last points: at rest)")
     fig.suptitle(title)
     fig.tight_layout()

@@ -45,6 +45,19 @@ def test_slope_and_fitted_growth() -> None:
     assert stats.fitted_growth([0.0, 600.0, 1200.0], [100.0, 103.0, 106.0]) == pytest.approx(6.0)
     with pytest.raises(ValueError):
         stats.slope([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError):
+        stats.median_slope([1.0, 2.0], [1.0])
+
+
+def test_median_slope_ignores_a_transient_and_follows_a_steady_rise() -> None:
+    ts = [30.0 * i for i in range(37)]
+    sockets = [33.0] * 37
+    sockets[-6:-2] = [64.0, 60.0, 62.0, 50.0]  # a burst of connections late in the run, gone again
+    assert stats.slope(ts, sockets) * (ts[-1] - ts[0]) > 8  # a least-squares line would call it growth
+    assert stats.fitted_growth(ts, sockets) == 0.0
+    assert stats.median_slope([0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [0.0, 2.0, 4.0, 6.0, 8.0, 100.0]) == pytest.approx(2.0)
+    assert stats.fitted_growth(ts, [1447 + 6 * t / 60 for t in ts]) == pytest.approx(108.0)
+    assert stats.median_slope([5.0], [1.0]) == 0.0
 
 
 def test_rss_growth_verdict_judges_the_fitted_line_not_two_samples() -> None:
@@ -95,6 +108,16 @@ def test_wal_and_zero_verdicts() -> None:
     assert stats.wal_verdict({}).ok
     assert stats.zero_verdict("5xx", 0).ok
     assert stats.zero_verdict("5xx", 3, "search").line() == "FAIL 0 5xx: 3 (search)"
+
+
+def test_settled_once_the_last_window_is_quiet() -> None:
+    busy = [(float(t), 0.5 * t) for t in range(11)]  # half a core, all along
+    assert not stats.settled(busy)
+    quiet = busy + [(11.0 + t, 5.0 + 0.01 * t) for t in range(1, 7)]  # then 1% of a core for 6 s
+    assert stats.settled(quiet)
+    assert not stats.settled(quiet[-3:])  # under 5 s of points: not judged yet
+    assert not stats.settled([])
+    assert stats.settled([(0.0, 1.0), (5.0, 1.25)])  # exactly 5% of a core over 5 s
 
 
 def test_growth_per_added_agent() -> None:
