@@ -274,7 +274,7 @@ def build_report(args: argparse.Namespace, argv: list[str], meta: dict[str, Any]
           f"one core, {gen_pct / cores:.1f}% of the machine; open-loop ticks sent late: {len(lag):,} (p99 "
           f"{percentile(lag, 99) if lag else 0:.1f} ms late), not sent because {MAX_IN_FLIGHT} were in flight: "
           f"{rec.behind:,}",
-          f"- the suite's six processes: {suite_total:.1f} CPU s over the traffic = {100 * suite_total / run['traffic_s'] / cores:.1f}% "
+          f"- the suite's six processes: {suite_total:.1f} CPU s over the traffic (to its last sample) = {100 * suite_total / run['traffic_s'] / cores:.1f}% "
           f"of the machine (" + ", ".join(f"{n} {c:.0f} s" for n, c in run["suite_cpu"].items()) + ")",
           f"- directives received on the gRPC sessions' streams: {run['directives']:,}; shared notes written: {run['shared_notes']:,}",
           "", "### Goals", "", *report.lines(verdict_lines)]

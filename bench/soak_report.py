@@ -170,10 +170,12 @@ def log_problems(log: Path) -> list[str]:
                 continue
             key = (record.get("service", "?"), record.get("level", "?"), record.get("event", "?"))
             counts[key] += 1
-            first.setdefault(key, line.decode(errors="replace")[:300])
+            exception = str(record.get("exception", "")).strip().splitlines()
+            said = exception[-1] if exception else str(record.get("error") or record.get("reason") or line.decode(errors="replace"))
+            first.setdefault(key, said[:300])
     if not counts:
         return ["(no line at level warning or worse)"]
-    md = ["| process | level | event | lines | first |", "|---|---|---|---:|---|"]
+    md = ["| process | level | event | lines | the first one said |", "|---|---|---|---:|---|"]
     for key, n in counts.most_common(25):
         md.append(f"| {key[0]} | {key[1]} | {key[2]} | {n:,} | `{first[key].replace('|', '/')}` |")
     return md
