@@ -45,6 +45,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy gateway gateway_cli services gateway_http gateway_mcp
 
+## make bench: every benchmark but the soak (bench/soak.py, 20+ minutes: docs/capacity.md says how to run it)
 bench: install
 	$(PY) bench/rest_files.py
 	$(PY) bench/watcher_latency.py
@@ -59,6 +60,7 @@ bench: install
 	$(PY) bench/dream_staleness.py
 	$(PY) bench/dream_promotion.py
 	$(PY) bench/mcp_ready.py
+	$(PY) bench/capacity.py --agents 100,1000
 
 protos: install
 	$(PY) -m gateway_cli.protogen
