@@ -5,7 +5,7 @@ server options, on the suite's event loop (``gateway.event_loop``), and does
 nothing else: GetFile answers a reply built once at start (the same 4 KB the
 file API reads from disk), PutFile answers the saved message without writing.
 No auth, no log line, no file system, no health or reflection. The file API's
-gRPC server is measured against it (issue 15: at least 0.8x its GET
+gRPC server is measured against it (the goal: at least 0.8x its GET
 throughput).
 
 With ``--required-work KEY`` it is instead the least a GetFile that keeps the

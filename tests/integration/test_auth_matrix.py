@@ -447,7 +447,7 @@ def test_no_secret_in_any_log(matrix: Run) -> None:
         errors_5xx=errors_5xx,
         longest_ms=round(max(o.ms for o in cases), 1),
         notes=(f"REST {len(rest)} routes × {per_rest} cases, gRPC {len(rpcs)} methods × {per_grpc} cases "
-               "(issue 14's 6 columns, the unknown agent with a * and with a scoped key, each key as X-Api-Key and as Bearer; "
+               "(the 6 key kinds, the unknown agent with a * and with a scoped key, each key as X-Api-Key and as Bearer; "
                "internal token: gRPC accepts it, a wrong one is 401, REST does not forward it), "
                f"MCP {len(matrix.mcp)} probes; {sum(1 for o in allowed if o.succeeded)} of {len(allowed)} allowed cases "
                f"succeeded (not: {', '.join(unsucceeded) or 'none'}); {unexpected} unexpected; no secret in any log"),
