@@ -1,8 +1,11 @@
 """The KB's open databases, bounded: an LRU of archives and vaults under a cap (README "Open archives and files").
 
 An open archive holds up to ``FILES_PER_ARCHIVE`` descriptors (its writer: the database, its WAL
-and the shared-memory file; its reader: the database and its WAL) and the SQLite memory of both
-connections (their page caches and schemas). Every use of an archive's or a vault's connections
+and the shared-memory file; its reader: the database and its WAL; the retrieval log's connection:
+the database and its WAL; the database of a worker's read on a connection of its own, which SQLite
+keeps, to reuse, until the archive's last connection closes) and the SQLite memory of its
+connections (their page caches and schemas). The count is the same from the first recorded
+search until the archive is closed, when every one of them is closed. Every use of an archive's or a vault's connections
 happens inside ``OpenHandles.use(holder)``: a search, a refresh, a fold, a lifecycle update, a
 vault write. While one is inside, the holder is *pinned* and never closed. Opening one more
 than ``cap`` closes the least recently used unpinned one first; when every open one is pinned,
@@ -14,8 +17,9 @@ is reached (``_make_room``), so a newcomer seldom waits for one.
 Closing (``_close``) detaches the holder's connections on the event loop (so nothing can use them
 any more) and closes them in a thread of its own: the reader first, then the WAL checkpointed with
 TRUNCATE on the writer (``schema.close_connections``), so a closed archive leaves a WAL of 0
-bytes. An archive used again is simply opened again: the holder keeps everything else
-(generation, pending file events, the retrieval log's queued rows are the recorder's).
+bytes. The retrieval log's connection to it is closed before those, on the recorder's thread,
+once the rows queued for it are written (``retrieval_log.Recorder.release``). An archive used
+again is simply opened again: the holder keeps everything else (generation, pending file events).
 
 A holder unused for ``IDLE_CLOSE_S`` is closed by ``run`` (its memory and its WAL go back),
 and after closing some, ``run`` asks the C allocator to return freed memory to the system
@@ -42,8 +46,8 @@ from gateway.resources import open_files_limit
 
 log = structlog.get_logger()
 
-FILES_PER_ARCHIVE: Final = 6  # writer: db, WAL, shm; reader: db, WAL; one more while a worker reads on its own
-RESERVED_FILES: Final = 128  # sockets, the file watch, logs, worker pipes, the recorders' connections, reads
+FILES_PER_ARCHIVE: Final = 8  # writer: db, WAL, shm; reader: db, WAL; retrieval log: db, WAL; a worker's read: db
+RESERVED_FILES: Final = 128  # sockets, the file watch, logs, worker pipes, a worker read's WAL, a batch's connection
 MIN_CAP: Final = 4
 MAX_DEFAULT_CAP: Final = 4096  # a derived cap stops here: more open archives than this is memory, not speed
 HEADROOM_DIVISOR: Final = 16  # past cap - cap/16 open (cap - 2 at least), closes start ahead of need

@@ -4,7 +4,9 @@ The connections are opened lazily and only inside ``OpenHandles.use`` (``service
 which may close them (``detach``) whenever the archive is not in use; everything else here
 outlives a close: the generation, the file events not yet indexed, whether the next refresh
 must walk. An archive opened again needs no walk (``ready``): the events that arrived while it
-was closed are in ``changed``, as they would be while it was open.
+was closed are in ``changed``, as they would be while it was open. The retrieval log's connection
+to the archive is closed with the others (``detach``), first: its rows are written before the
+writer's last checkpoint, and no descriptor of it is left behind (``retrieval_log``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import apsw
 
 from gateway.config import AgentConfig
 from gateway.errors import NotFound
+from services.kb.archive.retrieval_log import Recorder
 from services.kb.index import indexer, schema
 from services.kb.index.index_files import close_connections, close_quietly
 from services.kb.index.search import tune_reader
@@ -25,6 +28,7 @@ from services.kb.index.search import tune_reader
 @dataclass(eq=False)  # a key of the open-handles LRU: by identity
 class ArchiveState:
     agent: AgentConfig
+    recorder: Recorder | None = None  # the retrieval log's writer: its connection closes with the archive's
     writer: apsw.Connection | None = None
     reader: apsw.Connection | None = None
     next_run: asyncio.Future[indexer.RefreshReport] | None = None
@@ -74,5 +78,11 @@ class ArchiveState:
     def detach(self) -> Callable[[], None]:
         """``handles.Holder``: the connections, taken out; what closes them (the WAL emptied)."""
         writer, reader, self.writer, self.reader = self.writer, self.reader, None, None
-        path = self.agent.kb_path
-        return lambda: close_connections(path, writer, reader)
+        path, recorder = self.agent.kb_path, self.recorder
+
+        def close() -> None:
+            if recorder is not None:
+                recorder.release(path)  # its queued rows written, its connection closed: before the writer's
+            close_connections(path, writer, reader)
+
+        return close

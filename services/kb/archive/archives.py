@@ -7,8 +7,8 @@ always sees what was on disk when it asked. Searches use a separate
 read-only connection (WAL lets them run beside a refresh), memory-mapped
 (``search.tune_reader``), and run on the event loop: a search is a few
 milliseconds of SQLite, cheaper than a thread hand-off. Recall is recorded by
-one ``retrieval_log.Recorder`` (its own write connections, batched; a fold
-first flushes it, ``close`` writes what is queued).
+one ``retrieval_log.Recorder`` (batched; its connection to an archive lives as long as the
+archive is open; a fold first flushes it, ``close`` writes what is queued).
 
 File events (``file_watch.py``) drive three things. **Staleness**: a search
 never walks the tree; an event marks the archive stale when the index does not
@@ -87,11 +87,11 @@ class Archives:
     ) -> None:
         """``sync``: the file watch's barrier (``SourceWatch.sync``); without it every refresh walks the tree.
         ``handles``: the LRU of open archives (shared with the vaults; one of its own by default)."""
-        self._states = {a.id: _State(a) for a in agents}
+        self._recorder = retrieval_log.Recorder()
+        self._states = {a.id: _State(a, self._recorder) for a in agents}
         self._gone: dict[str, _State] = {}  # agents removed by a config reload (their files stay)
         self._sync = sync
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kb")
-        self._recorder = retrieval_log.Recorder()
         self._own_handles = handles is None
         self._handles = handles if handles is not None else OpenHandles(default_cap())
 
@@ -121,7 +121,7 @@ class Archives:
         for agent_id, agent in fresh.items():
             state = self._states.get(agent_id) or self._gone.pop(agent_id, None)
             if state is None:
-                self._states[agent_id] = _State(agent)
+                self._states[agent_id] = _State(agent, self._recorder)
                 continue
             self._states[agent_id] = state
             if state.agent != agent:
@@ -440,13 +440,14 @@ class Archives:
             return await until_done(asyncio.get_running_loop().run_in_executor(self._executor, run))
 
     def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
-        """Fire-and-forget append to kb_retrieval_log through its own write handle (queued, written in batches)."""
-        agent = self._state(agent_id).agent
+        """Fire-and-forget append to kb_retrieval_log (queued, written in batches) through its own write
+        handle: kept while the archive is open (closed by its ``detach``), else one for the batch."""
+        agent = (state := self._state(agent_id)).agent
         if not agent.knowledge.archive.enabled or not agent.dreaming.staleness.record_retrievals:
             return
         # Search hits come from the index, so its file exists; Get reads files, maybe before any index.
         if kind == "search" or agent.kb_path.exists():
-            self._recorder.submit(agent.kb_path, hits, kind)
+            self._recorder.submit(agent.kb_path, hits, kind, keep=self._handles.is_open(state))
 
     async def fold(self, agent_id: str) -> retrieval_log.FoldReport:
         state = self._state(agent_id)

@@ -14,9 +14,17 @@ read-modify-write of chunk rows), fire-and-forget. Two ways in:
   the oldest are dropped beyond that); any other error drops the batch. A
   database file that disappeared or was replaced is reopened, never created.
   Rows still queued when the process dies (kill -9) are lost: at most one
-  linger's worth of recall counts. Its connections are bounded (README "Open
-  archives and files"): at most ``MAX_OPEN`` at once (the least recently
-  written is closed to open another), none kept once unused for ``IDLE_S``.
+  linger's worth of recall counts.
+  Its connections live as long as the archive (or vault) they write to is open
+  (README "Open archives and files"): rows submitted with ``keep`` (the caller
+  holds the database open) are written through a connection kept until
+  ``release``, which the archive's close calls first: it writes what is queued
+  for that database, then closes the connection, before the archive's own
+  connections close. Closing it earlier, on its own, would not free its file:
+  SQLite's unix layer keeps the descriptor of a connection closed while another
+  connection of the process has the same file open, until the last one closes.
+  Rows submitted without ``keep`` (the archive was closed meanwhile) go through
+  a connection opened for that batch and closed right after it.
 - ``record_retrievals``: one short-lived connection and one transaction per
   call (scripts, tests).
 
@@ -36,7 +44,6 @@ import os
 import queue
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,8 +59,7 @@ KINDS: Final = ("search", "get")
 RECORD_BUSY_TIMEOUT_MS: Final = 250
 LINGER_S: Final = 0.5
 MAX_PENDING_ROWS: Final = 10_000
-MAX_OPEN: Final = 8  # connections the recorder keeps open (each holds two or three files)
-IDLE_S: Final = 5.0  # a connection unused this long is closed
+RELEASE_TIMEOUT_S: Final = 5.0  # an archive's close waits at most this for its rows to be written
 _INSERT: Final = "INSERT INTO kb_retrieval_log(entry_hash, path, at, kind) VALUES (?, ?, ?, ?)"
 
 log = structlog.get_logger()
@@ -125,14 +131,30 @@ def _append(conn: apsw.Connection, rows: list[_Row]) -> None:
 
 
 _RETRY: Final = threading.Event()  # a queue item that only wakes the writer to retry kept rows
-_Item = tuple[Path, list[_Row]] | threading.Event | None  # rows to write; a flush waiter; None = stop
+
+
+@dataclass(frozen=True)
+class _Rows:
+    db_path: Path
+    rows: list[_Row]
+    keep: bool  # the caller holds the database open: the connection stays until ``release``
+
+
+@dataclass(frozen=True)
+class _Release:
+    db_path: Path
+    done: threading.Event
+
+
+_Item = _Rows | _Release | threading.Event | None  # rows; a release; a flush waiter; None = stop
 
 
 class Recorder:
     """The batching, fire-and-forget retrieval-log writer (module docstring).
 
     ``submit`` may be called from any thread (the event loop); everything else
-    happens on the recorder's own thread, started on the first submit.
+    happens on the recorder's own thread, started on the first submit: each
+    connection is used and closed there only.
     """
 
     def __init__(
@@ -150,15 +172,21 @@ class Recorder:
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._hurry = threading.Event()
-        self._start_lock = threading.Lock()
+        self._start_lock = threading.Lock()  # also orders a release against the thread's end
         self._thread: threading.Thread | None = None
+        self._ended = False
         self._closed = False
-        # Owned by the recorder thread only (least recently used first; identity; when last used):
-        self._conns: OrderedDict[Path, tuple[apsw.Connection, tuple[int, int], float]] = OrderedDict()
+        # Owned by the recorder thread only: the kept connections (with the file's identity), the
+        # databases whose rows came with ``keep`` since their last release, the rows not yet written.
+        self._conns: dict[Path, tuple[apsw.Connection, tuple[int, int]]] = {}
+        self._kept: set[Path] = set()
         self._pending: dict[Path, list[_Row]] = {}
 
-    def submit(self, db_path: Path, hits: Iterable[Retrieved], kind: str) -> int:
-        """Queue one row per hit that names an entry; the number queued. Never raises, never blocks."""
+    def submit(self, db_path: Path, hits: Iterable[Retrieved], kind: str, *, keep: bool = False) -> int:
+        """Queue one row per hit that names an entry; the number queued. Never raises, never blocks.
+
+        ``keep``: the caller holds ``db_path`` open (an open archive) and calls ``release`` when it
+        closes it; the connection written through is kept until then."""
         try:
             if kind not in KINDS:
                 raise ValueError(f"unknown retrieval kind {kind!r}")
@@ -169,7 +197,7 @@ class Recorder:
             if not rows:
                 return 0
             self._ensure_thread()
-            self._queue.put((db_path, rows))
+            self._queue.put(_Rows(db_path, rows, keep))
             return len(rows)
         except Exception as exc:  # noqa: BLE001 - fire-and-forget: a failure never fails the read
             log.warning("kb_retrieval_log_failed", kind=kind, error=f"{type(exc).__name__}: {exc}")
@@ -183,6 +211,21 @@ class Recorder:
         self._queue.put(done)
         self._hurry.set()
         return done.wait(timeout)
+
+    def release(self, db_path: Path, timeout: float = RELEASE_TIMEOUT_S) -> bool:
+        """The caller is closing ``db_path`` (any thread but the recorder's): block until the rows
+        queued for it so far are written (or kept for a retry) and its connection is closed.
+        False when that took longer than ``timeout`` (it still happens, later)."""
+        with self._start_lock:
+            if self._thread is None or self._ended:
+                return True
+            done = threading.Event()
+            self._queue.put(_Release(db_path, done))
+        self._hurry.set()
+        if done.wait(timeout):
+            return True
+        log.warning("kb_retrieval_log_slow_release", db=str(db_path), timeout_s=timeout)
+        return False
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Write what is still queued, stop the thread and close its connections."""
@@ -206,14 +249,11 @@ class Recorder:
         try:
             while True:
                 try:  # rows kept after a busy database are retried after a linger even if nothing new comes
-                    item = self._queue.get(timeout=self._linger_s if self._pending else IDLE_S if self._conns else None)
+                    item = self._queue.get(timeout=self._linger_s if self._pending else None)
                 except queue.Empty:
-                    if not self._pending:
-                        self._close_idle()
-                        continue
                     item = _RETRY
-                if isinstance(item, tuple) and not self._stop.is_set():
-                    self._hurry.wait(self._linger_s)  # let a batch gather; flush() and close() cut it short
+                if isinstance(item, _Rows) and not self._stop.is_set():
+                    self._hurry.wait(self._linger_s)  # let a batch gather; flush(), release() and close() cut it short
                 self._hurry.clear()
                 items = [item]
                 while True:
@@ -222,25 +262,44 @@ class Recorder:
                     except queue.Empty:
                         break
                 for each in items:
-                    if isinstance(each, tuple):
-                        self._pending.setdefault(each[0], []).extend(each[1])
+                    if isinstance(each, _Rows):
+                        self._pending.setdefault(each.db_path, []).extend(each.rows)
+                        if each.keep:
+                            self._kept.add(each.db_path)
                 self._write_pending()
-                self._close_idle()
                 for each in items:
-                    if isinstance(each, threading.Event) and each is not _RETRY:
+                    if isinstance(each, _Release):  # after the writes: its rows went first
+                        self._kept.discard(each.db_path)
+                        self._drop(each.db_path)
+                        each.done.set()
+                    elif isinstance(each, threading.Event) and each is not _RETRY:
                         each.set()  # a flush() waiter
                 if self._stop.is_set() and None in items:
                     return
         finally:
-            for conn, _, _ in self._conns.values():
+            with self._start_lock:
+                self._ended = True  # no release waits for this thread from now on
+            for conn, _ in self._conns.values():
                 close_quietly(conn)
             self._conns.clear()
+            while True:  # waiters that came with the stop: their connections are closed above
+                try:
+                    left = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(left, _Release):
+                    left.done.set()
+                elif isinstance(left, threading.Event):
+                    left.set()
 
     def _write_pending(self) -> None:
         for db_path in list(self._pending):
             rows = self._pending.pop(db_path)
+            conn: apsw.Connection | None = None
             try:
-                _append(self._connection(db_path), rows)
+                conn = self._connection(db_path)
+                _append(conn, rows)
+                conn.execute("PRAGMA shrink_memory")  # kept for as long as the archive is open: no page cache
             except apsw.BusyError as exc:  # locked past busy_timeout_ms: keep the rows for the next batch
                 log.warning("kb_retrieval_log_failed", rows=len(rows), retry=True, error=f"{type(exc).__name__}: {exc}")
                 if not self._stop.is_set():
@@ -248,27 +307,22 @@ class Recorder:
             except Exception as exc:  # noqa: BLE001 - fire-and-forget: a failure never fails the read
                 log.warning("kb_retrieval_log_failed", rows=len(rows), error=f"{type(exc).__name__}: {exc}")
                 self._drop(db_path)
+            finally:
+                if conn is not None and db_path not in self._kept:
+                    self._drop(db_path)  # one for this batch (module docstring)
 
     def _connection(self, db_path: Path) -> apsw.Connection:
+        """The connection to ``db_path``: the one held when it is still the same file, else a new one
+        (held in ``_conns`` until ``_drop``)."""
         st = os.stat(db_path)  # FileNotFoundError when it is gone: this batch is dropped, nothing created
         identity = (st.st_dev, st.st_ino)
         held = self._conns.get(db_path)
         if held is not None and held[1] == identity:
-            self._conns[db_path] = (held[0], identity, time.monotonic())
-            self._conns.move_to_end(db_path)
             return held[0]
         self._drop(db_path)
-        while len(self._conns) >= MAX_OPEN:
-            self._drop(next(iter(self._conns)))
         conn = _open_writer(db_path, self._busy_timeout_ms)
-        self._conns[db_path] = (conn, identity, time.monotonic())
+        self._conns[db_path] = (conn, identity)
         return conn
-
-    def _close_idle(self) -> None:
-        """Close the connections unused for ``IDLE_S``."""
-        now = time.monotonic()
-        for db_path in [p for p, (_, _, used) in self._conns.items() if now - used >= IDLE_S]:
-            self._drop(db_path)
 
     def open_count(self) -> int:
         """Connections open now (tests)."""

@@ -11,8 +11,9 @@ meanwhile.
 
 Recall: Search hits from the shared corpus and GetSharedNote are appended to
 the vault's own ``kb_retrieval_log`` by a ``retrieval_log.Recorder``
-(fire-and-forget, batched, never slowing a read), unless the calling agent
-has ``recordRetrievals`` off. ``collect`` runs the vault's GC
+(fire-and-forget, batched, never slowing a read; its connection to the vault
+lives as long as the vault is open, as an archive's does), unless the calling
+agent has ``recordRetrievals`` off. ``collect`` runs the vault's GC
 (``gc``) for the day, once per vault: with the most cautious of the GC
 settings of the agents that share the vault (on only when every one of them
 has it on, the largest ``staleDays``, the smallest cap).
@@ -64,12 +65,20 @@ class _Vault:
     index_again: bool = False
     indexing: bool = False  # a reindex of changes that made the vault stale is running
     walked: bool = False  # a search's refresh has walked the notes since start
+    recorder: retrieval_log.Recorder | None = None  # the recall writer: its connection closes with the vault's
 
     def detach(self) -> Callable[[], None]:
-        """``handles.Holder``: the connections, taken out; what closes them (the WAL emptied)."""
+        """``handles.Holder``: the connections, taken out; what closes them (the WAL emptied): the
+        recall writer's first, its queued rows written (``ArchiveState.detach``)."""
         writer, reader, self.writer, self.reader = self.writer, self.reader, None, None
-        index = self.directory / note_index.INDEX_FILE
-        return lambda: close_connections(index, writer, reader)
+        index, recorder = self.directory / note_index.INDEX_FILE, self.recorder
+
+        def close() -> None:
+            if recorder is not None:
+                recorder.release(index)
+            close_connections(index, writer, reader)
+
+        return close
 
     def open_reader(self) -> apsw.Connection | None:
         """The search connection (on the event loop, inside a use); None before the index exists."""
@@ -120,7 +129,7 @@ class Vaults:
         for directory, graph in graphs.items():
             known = self._vaults.get(directory)
             if known is None:
-                self._vaults[directory] = _Vault(directory, graph)
+                self._vaults[directory] = _Vault(directory, graph, recorder=self._recorder)
             else:
                 known.graph = graph
 
@@ -201,7 +210,8 @@ class Vaults:
             return
         index = shared.vault_dir / note_index.INDEX_FILE
         if index.exists():  # a note read before any index: nothing to append to (never created here)
-            self._recorder.submit(index, hits, kind)
+            v = self._vaults.get(shared.vault_dir)
+            self._recorder.submit(index, hits, kind, keep=v is not None and self._handles.is_open(v))
 
     def gc_settings(self, directory: Path) -> tuple[VaultGcSettings, list[str]]:
         """The vault's GC settings, the most cautious of its agents' (module docstring), and the

@@ -122,11 +122,11 @@ def test_a_wal_left_by_another_connection_is_emptied_by_a_close_without_a_writer
     assert wal_bytes(path) == 0
 
 
-def test_the_recorder_keeps_few_connections_and_a_bounded_wal(tmp_path: Path) -> None:
-    from services.kb.archive import retrieval_log
-
+def test_the_recorder_keeps_a_connection_only_for_a_database_held_open(tmp_path: Path) -> None:
+    """Rows for a database the caller holds open (``keep``) go through a connection kept until its
+    ``release``; any other rows through one that is closed with its batch."""
     paths = []
-    for i in range(retrieval_log.MAX_OPEN + 4):
+    for i in range(12):
         path = tmp_path / f"a{i}" / "kb.sqlite"
         open_index(path, settings()).close()
         paths.append(path)
@@ -137,12 +137,20 @@ def test_the_recorder_keeps_few_connections_and_a_bounded_wal(tmp_path: Path) ->
 
     recorder = Recorder(linger_s=0.01)
     try:
-        for round_ in range(3):
+        for _ in range(2):
             for path in paths:
                 recorder.submit(path, [Hit(n) for n in range(200)], "search")
             assert recorder.flush(10)
-            assert recorder.open_count() <= retrieval_log.MAX_OPEN
+            assert recorder.open_count() == 0
+        for path in paths:
+            recorder.submit(path, [Hit(n) for n in range(200)], "search", keep=True)
+        assert recorder.flush(10)
+        assert recorder.open_count() == len(paths)
+        for released, path in enumerate(paths, start=1):
+            assert recorder.release(path)
+            assert recorder.open_count() == len(paths) - released
     finally:
         recorder.close()
     counts = [apsw.Connection(os.fspath(p)).execute("SELECT count(*) FROM kb_retrieval_log").fetchall()[0][0] for p in paths]
     assert counts == [600] * len(paths)
+    assert [wal_bytes(p) for p in paths] == [0] * len(paths)  # each closed as the last connection: WAL gone
