@@ -35,7 +35,9 @@ the database file.
 into ``kb_entry_lifecycle`` (``retrieval_count += n``, ``last_retrieved = max``)
 and advances that id in the same transaction, so folding twice counts nothing
 twice. An entry with no lifecycle row yet (retrieved before its file was
-indexed) gets one, first seen at its first retrieval.
+indexed) gets one, first seen at its first retrieval. The folded rows are
+deleted in that transaction: the log holds only what is not yet counted, so its
+size follows the searches since the last fold (a night's), not every search ever.
 """
 
 from __future__ import annotations
@@ -364,6 +366,9 @@ def fold_retrievals(conn: apsw.Connection) -> FoldReport:
             folded += int(str(count))
             newest = max(newest, int(str(max_id)))
         set_meta(conn, "last_folded_log_id", str(newest))
+        # Folded rows are counted for good: keeping them would grow the file by every search
+        # ever made. AUTOINCREMENT never hands out an id again, so the watermark stays sound.
+        conn.execute("DELETE FROM kb_retrieval_log WHERE id <= ?", (newest,))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -177,6 +177,8 @@ def fold(conn: apsw.Connection) -> int:
         [(name, latest, seen) for name, (seen, latest) in sorted(by_name.items())],
     )
     set_meta(conn, FOLDED_KEY, str(newest))
+    # Folded rows are counted for good (the archive's fold says why they go).
+    conn.execute("DELETE FROM kb_retrieval_log WHERE id <= ?", (newest,))
     return folded
 
 

@@ -49,7 +49,12 @@ def test_log_growth_and_fold(conn: apsw.Connection, db_path: Path, workspace: Pa
     untouched = conn.execute("SELECT retrieval_count, last_retrieved FROM kb_entry_lifecycle WHERE entry_hash != ?",
                              (hits[0].entry_hash,)).fetchall()
     assert untouched == [(0, None)]
-    assert len(log_rows(conn)) == 4  # append-only: folding deletes nothing
+    # Counted rows are deleted: the log holds only what is not folded yet, and an id is never reused,
+    # so a row written after the log was emptied is still above the watermark.
+    assert log_rows(conn) == []
+    record_retrievals(db_path, hits, "search", clock=lambda: 3000.0)
+    assert [r[2] for r in log_rows(conn)] == [3000.0]
+    assert fold_retrievals(conn).folded == 1 and log_rows(conn) == []
 
 
 def test_fold_creates_missing_lifecycle_rows(conn: apsw.Connection, db_path: Path) -> None:

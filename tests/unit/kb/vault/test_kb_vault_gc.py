@@ -78,6 +78,7 @@ def test_a_retrieval_resets_the_age_of_an_old_file(vconn: apsw.Connection, vault
     report = run(vconn, vault_dir)
     assert report.retired == ("once",) and report.folded == 2
     assert vault_gc.read_states(vconn)["used"].retrieval_count == 1
+    assert vconn.execute("SELECT count(*) FROM kb_retrieval_log").fetchall() == [(0,)]  # counted rows are gone
 
 
 def test_the_cap_retires_the_oldest_first_and_the_rest_resume_on_later_nights(vconn: apsw.Connection, vault_dir: Path) -> None:
