@@ -257,6 +257,9 @@ class RestTraffic:
         (self.fleet.workspaces[agent] / rel).write_text(text, encoding="utf-8")
 
     async def disk_loop(self, stop: asyncio.Event, per_second: float) -> None:
+        if per_second <= 0:  # --notes-per-second 0: no note written to disk
+            await stop.wait()
+            return
         interval = 1.0 / per_second
         next_at = time.perf_counter()
         while not stop.is_set():
