@@ -35,6 +35,7 @@ import logging
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Final
 
+import grpc
 import structlog
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
@@ -118,13 +119,30 @@ class McpHost:
         """Serve the tools until ``stop`` is set, then end the manager and close the KB channel."""
         route_sdk_logs()
         channel = aio_channel(self._kb_address)
+        try:
+            manager = self._build(channel)
+            # The SDK's import left about 100,000 long-lived objects (its pydantic models), and the
+            # server adds its own; a full collection scanning them paused the shim for 60-370 ms,
+            # in the middle of requests. Frozen, the collector skips them (they live as long as
+            # the process).
+            gc.freeze()
+            async with manager.run():
+                self._manager = manager
+                self._up.set()
+                log.info("mcp_tools_ready")
+                await stop.wait()
+        finally:
+            self._manager = None
+            await channel.close()
+
+    def _build(self, channel: grpc.aio.Channel) -> StreamableHTTPSessionManager:
+        """The one server of the tools, and its session manager, making every KB call on ``channel``."""
         # Acts for no agent and presents nothing itself: every call goes through a view of it for
-        # the request's agent and key (``as_caller``), all on this one channel.
+        # the request's agent and key (``as_caller``).
         client = KnowledgeClient(self._kb_address, "", None, channel=channel)
 
         def client_for(ctx: Context) -> KnowledgeClient:
-            request = ctx.request_context
-            return client.as_caller(caller_credentials(ctx), request_agent(request))
+            return client.as_caller(caller_credentials(ctx), request_agent(ctx.request_context))
 
         server = build_server(request_agent, client_for)
         # streamable_http_app() is how the SDK creates a server's manager; its Starlette app is
@@ -135,21 +153,7 @@ class McpHost:
             max_request_body_size=self._max_body_bytes,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
-        manager = server.session_manager
-        # The SDK's import left about 100,000 long-lived objects (its pydantic models), and the
-        # server adds its own; a full collection scanning them paused the shim for 60-370 ms, in
-        # the middle of requests. Frozen, the collector skips them (they live as long as the process).
-        gc.freeze()
-        try:
-            async with manager.run():
-                self._manager = manager
-                self._up.set()
-                log.info("mcp_tools_ready")
-                await stop.wait()
-                self._manager = None
-        finally:
-            self._manager = None
-            await channel.close()
+        return server.session_manager
 
     async def handle(
         self, agent_id: str, credentials: tuple[tuple[str, str], ...], scope: Scope, receive: Receive, send: Send
