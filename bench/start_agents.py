@@ -21,7 +21,7 @@ ports, as ``gateway up`` starts them. For each process:
 
 With ``--reach K`` the first K agents are then each sent one MCP ``tools/list`` over the shim's
 streamable HTTP endpoint, and the shim's RSS is read again once it is at rest, and once more
-after the shim's idle timeout for MCP servers has passed (``--idle-wait`` seconds, 0 to skip).
+``--idle-wait`` seconds later (0 to skip).
 
 Prints a markdown table; exits 0 whatever the figures are, non-zero only when the run itself
 failed. Every child is stopped (SIGTERM, then SIGKILL) at the end.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +16,7 @@ from gateway_cli import admin_cli, backup_cli, config_cli, dream_cli, health_cli
 if TYPE_CHECKING:
     from gateway.config import Config
     from gateway.logs import Console
-    from gateway_mcp.streamable_http import AgentServers
+    from gateway_mcp.streamable_http import McpHost
 
 SERVE_NAMES = ("file_api", "watcher", "kb", "dreaming", "http")
 
@@ -138,14 +137,14 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None,
     return 0
 
 
-def _mcp_servers(kb_address: str, max_body_bytes: int, known: Callable[[str], bool]) -> AgentServers:
+def _mcp_servers(kb_address: str, max_body_bytes: int) -> McpHost:
     """The shim's MCP host, made in its worker thread: the import loads the MCP SDK (about 0.7 s
-    of CPU), which the shim's start does not wait for. No agent's server is built here: each is
-    built on its agent's first request (``known``: whether the config in force has an agent).
-    Here because only the entry point may import both ``gateway_http`` and ``gateway_mcp``."""
-    from gateway_mcp.streamable_http import AgentServers
+    of CPU), which the shim's start does not wait for. The host serves every agent with one
+    server, whatever their number. Here because only the entry point may import both
+    ``gateway_http`` and ``gateway_mcp``."""
+    from gateway_mcp.streamable_http import McpHost
 
-    return AgentServers(kb_address, max_body_bytes=max_body_bytes, known=known)
+    return McpHost(kb_address, max_body_bytes=max_body_bytes)
 
 
 def _compose(home: Path, agent_id: str) -> int:

@@ -22,7 +22,7 @@ from gateway.ports import listen_problem
 from gateway_http.app import ShimApp
 from gateway_http.connections import protocol_class
 from gateway_http.mcp_mount import PREFIX as MCP_PREFIX
-from gateway_http.mcp_mount import LoadServers, McpMount
+from gateway_http.mcp_mount import LoadHost, McpMount
 
 log = structlog.get_logger()
 
@@ -71,10 +71,10 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def run(live: LiveConfig, load_mcp: LoadServers, instance: str | None = None) -> None:
+def run(live: LiveConfig, load_mcp: LoadHost, instance: str | None = None) -> None:
     """Serve the shim on ``api.host:api.port`` until SIGTERM/SIGINT (uvicorn handles both),
     following config.json, with the MCP tools over streamable HTTP mounted at ``/mcp/agents/{agentId}``
-    (``mcp_mount``; ``load_mcp`` builds their servers). ``instance``: the launcher's start nonce,
+    (``mcp_mount``; ``load_mcp`` makes their host: one server for every agent). ``instance``: the launcher's start nonce,
     reported by /healthz.
     Connections get the client limits of ``gateway.api`` in force when they open
     (``connections``). Its Prometheus metrics are served on their own port as well as at
@@ -83,7 +83,6 @@ def run(live: LiveConfig, load_mcp: LoadServers, instance: str | None = None) ->
     sock = listen(config.api.host, config.api.port)
     metrics_address = serve_metrics("http", config.metrics.address("http"))
     mcp = McpMount(live.snapshot, config.grpc.address("kb"), load=load_mcp, max_body_bytes=MAX_BODY_BYTES)
-    live.subscribe(mcp.config_changed)
 
     async def background(stop: asyncio.Event) -> None:
         await asyncio.gather(live.follow(stop), mcp.serve(stop))

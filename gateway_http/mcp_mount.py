@@ -18,9 +18,11 @@ worker thread once the shim is up, so the shim answers /healthz and REST as
 soon as before; an MCP request that comes before the tools are ready waits
 for them (up to ``START_WAIT_S``, else 503). The shim never imports
 ``gateway_mcp`` itself: the entry point (``gateway_cli.cli``) hands the mount a
-``load`` function that imports them and makes their host (each agent's server
-is built there on its agent's first request), and this module knows them only
-by the ``AgentServers`` protocol below.
+``load`` function that imports them and makes their host (one server for every
+agent, built when the host starts), and this module knows it only by the
+``McpHost`` protocol below. The agent goes to the host with each request:
+nothing in the mount or the host is per agent, so a live config edit needs
+nothing here (the next request is checked against the config in force).
 
 Refusals carry the DESIGN status and a JSON-RPC error body (``id`` null), the
 shape an MCP client reads and shows, rather than the REST routes'
@@ -46,7 +48,6 @@ import structlog
 from gateway.auth import Authenticator
 from gateway.config import Config
 from gateway.errors import GatewayError
-from gateway.live_config import ConfigChange
 from gateway_http.credentials import BadCredential, credential_metadata
 from gateway_http.errors import bearer_challenge, http_status, presented_key
 from gateway_http.http_metrics import log_http, observe_http
@@ -64,8 +65,8 @@ Snapshot = Callable[[], tuple[Config, Authenticator]]
 Scope = dict[str, Any]
 
 
-class AgentServers(Protocol):
-    """The agents' MCP servers as the mount uses them (``gateway_mcp.streamable_http.AgentServers``)."""
+class McpHost(Protocol):
+    """The MCP tools' host as the mount uses it (``gateway_mcp.streamable_http.McpHost``)."""
 
     async def serve(self, stop: asyncio.Event) -> None: ...
 
@@ -73,12 +74,9 @@ class AgentServers(Protocol):
         self, agent_id: str, credentials: tuple[tuple[str, str], ...], scope: Scope, receive: Any, send: Any
     ) -> bool: ...
 
-    def prune(self) -> None: ...
 
-
-# Builds the servers for (kb_address, max_body_bytes, known): ``known(agent_id)`` says whether the config in
-# force has the agent. It runs in a worker thread, so it may import the SDK; it builds no agent's server.
-LoadServers = Callable[[str, int, Callable[[str], bool]], AgentServers]
+# Makes the host for (kb_address, max_body_bytes). It runs in a worker thread, so it may import the SDK.
+LoadHost = Callable[[str, int], McpHost]
 
 
 class Refused(Exception):
@@ -90,37 +88,28 @@ class Refused(Exception):
 
 
 class McpMount:
-    """ASGI app for paths under ``/mcp/``: authorize, then hand the request to the agent's MCP server.
+    """ASGI app for paths under ``/mcp/``: authorize, then hand the request and its agent to the MCP host.
 
     ``serve(stop)`` runs from the shim's start-up to its shutdown (its background): it loads the
-    SDK (``load``, called in a worker thread) and hosts the agents' servers, each built on its
-    agent's first request. ``config_changed`` (a config listener) closes the servers of agents
-    the new config no longer has.
+    SDK and makes the host (``load``, called in a worker thread), then runs it: one MCP server
+    for every agent.
     """
 
-    def __init__(self, snapshot: Snapshot, kb_address: str, *, load: LoadServers, max_body_bytes: int) -> None:
+    def __init__(self, snapshot: Snapshot, kb_address: str, *, load: LoadHost, max_body_bytes: int) -> None:
         self._snapshot = snapshot
         self._load = load
         self._kb_address = kb_address
         self._max_body_bytes = max_body_bytes
-        self._servers: AgentServers | None = None
+        self._host: McpHost | None = None
         self._loaded = asyncio.Event()
 
-    def _known(self, agent_id: str) -> bool:
-        return self._snapshot()[0].agent(agent_id) is not None
-
-    def config_changed(self, _config: Config, change: ConfigChange) -> None:
-        """After a reload: the servers of removed agents are closed (their requests are refused already)."""
-        if change.agents_removed and self._servers is not None:
-            self._servers.prune()
-
     async def serve(self, stop: asyncio.Event) -> None:
-        """Import the SDK in a worker thread, then host the MCP servers until ``stop`` is set."""
+        """Import the SDK in a worker thread, then run the MCP host until ``stop`` is set."""
         try:
-            servers = await asyncio.to_thread(self._load, self._kb_address, self._max_body_bytes, self._known)
-            self._servers = servers
+            host = await asyncio.to_thread(self._load, self._kb_address, self._max_body_bytes)
+            self._host = host
             self._loaded.set()
-            await servers.serve(stop)
+            await host.serve(stop)
         except Exception as exc:  # a bug: MCP requests then get 503, the REST routes are unaffected
             log.error("mcp_http_failed", error=type(exc).__name__,
                       at=[f"{f.filename}:{f.lineno} {f.name}" for f in traceback.extract_tb(exc.__traceback__)[-8:]])
@@ -153,13 +142,13 @@ class McpMount:
 
     async def _handle(self, agent_id: str, credentials: tuple[tuple[str, str], ...], scope: Scope, receive: Any,
                       send: Any) -> bool:
-        if self._servers is None:
+        if self._host is None:
             try:
                 await asyncio.wait_for(self._loaded.wait(), START_WAIT_S)
             except asyncio.TimeoutError:
                 return False
-        servers = self._servers
-        return servers is not None and await servers.handle(agent_id, credentials, scope, receive, send)
+        host = self._host
+        return host is not None and await host.handle(agent_id, credentials, scope, receive, send)
 
     def _authorize(self, scope: Scope) -> tuple[str, tuple[tuple[str, str], ...]]:
         """The agent and the checked key headers of an allowed request; raises Refused otherwise."""

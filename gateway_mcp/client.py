@@ -113,13 +113,17 @@ class KnowledgeClient:
         self._channel = aio_channel(address) if channel is None else channel
         self._stub = kb_pb2_grpc.KnowledgeStub(self._channel)
 
-    def as_caller(self, credentials: Iterable[tuple[str, str]]) -> KnowledgeClient:
-        """This client for calls made with a caller's key headers (``x-api-key``, ``authorization``).
+    def as_caller(self, credentials: Iterable[tuple[str, str]], agent_id: str | None = None) -> KnowledgeClient:
+        """This client for calls made with a caller's key headers (``x-api-key``, ``authorization``),
+        for ``agent_id`` (by default this client's agent).
 
         The view shares the channel and drops any internal token (the KB would
-        prefer it to the key); its auth refusals are the KB's own words.
+        prefer it to the key); its auth refusals are the KB's own words. It is
+        cheap (a shallow copy): one is made per tool call over HTTP.
         """
         view = copy.copy(self)
+        if agent_id is not None:
+            view.agent_id = agent_id
         kept = tuple(item for item in self._metadata if item[0] != INTERNAL_TOKEN_HEADER)
         view._metadata = (*kept, *credentials)
         view._caller_key = True

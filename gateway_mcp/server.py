@@ -8,7 +8,8 @@ thin client of the KB service (docs/architecture.md "Processes"): each tool call
 ``gateway.v1.Knowledge`` RPC for the one agent it was started for, presenting
 the home's internal token (docs/architecture.md "Auth and the internal token"). ``build_server`` is the one
 implementation of the tools: MCP over streamable HTTP (``gateway_mcp.streamable_http``)
-serves the same server, each call presenting the caller's key instead. KB errors become MCP tool errors
+serves one such server for every agent, each call acting for the agent of the request that
+carried it and presenting the caller's key instead. KB errors become MCP tool errors
 carrying the KB's message (a name clash and a missing note are worded in terms
 of the tools instead). A create or update the KB held back (similar notes, the
 line-drop guard) wrote nothing, so it is a tool error too (``isError``: the call
@@ -23,8 +24,9 @@ import asyncio
 import logging
 import sys
 from collections.abc import Callable, Mapping
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
@@ -106,8 +108,9 @@ it: relative to your workspace, "/" separators, no leading "/" or "..". Hits fro
 The result starts with a header "path lines a-b of N", then the file's text verbatim. When the \
 file continues, the last line says which from_line to pass next. Read-only."""
 
+# The server's instructions; each answer that carries them names the agent first (``instructions``).
 INSTRUCTIONS: Final = (
-    "Memory of agent {agent}. Your always-loaded memory (MEMORY.md, USER.md) is only the core; "
+    "Your always-loaded memory (MEMORY.md, USER.md) is only the core; "
     "older notes, task logs and details live in the archive. Call memory_search with a few keywords "
     "when a question may depend on something you learned before, then memory_get to read a hit in full. "
     "Knowledge for every agent of your project lives in the shared vault: search it with corpus=\"shared\", "
@@ -202,8 +205,41 @@ NoteName = Annotated[
 Corpus = Literal["memory", "shared", "all"]
 
 # The client one tool call goes through, given the call's context: the stdio server's one client,
-# or over HTTP the shared client acting with the key of the request that carried the call.
+# or over HTTP a view of the shared client acting for the agent and with the key of the request
+# that carried the call.
 ClientFor = Callable[[Context], KnowledgeClient]
+# The agent a request acts for, given the SDK's per-request context: the stdio server's one agent,
+# or over HTTP the agent the request's URL names; None when the request names none.
+AgentFor = Callable[[ServerRequestContext[Any, Any]], str | None]
+# The answers that carry the server's instructions: the handshake's, and the stateless protocol's
+# discovery (a client of that protocol never sends ``initialize``).
+INSTRUCTED_METHODS: Final = frozenset(("initialize", "server/discover"))
+
+
+def instructions(agent_id: str) -> str:
+    """The instructions a session for ``agent_id`` is given: whose memory this is, then how to use it."""
+    return f"Memory of agent {agent_id}. {INSTRUCTIONS}"
+
+
+class AgentInstructions:
+    """SDK server middleware: an answer carrying the instructions names the request's agent.
+
+    The SDK reads a server's instructions from the server, one text for all its
+    requests; the HTTP transport serves every agent with one server, so the
+    agent's name goes in per request here (``agent_for``). A request naming no
+    agent keeps the server's own text, which names none.
+    """
+
+    def __init__(self, agent_for: AgentFor) -> None:
+        self._agent_for = agent_for
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method in INSTRUCTED_METHODS and isinstance(result, dict):
+            agent_id = self._agent_for(ctx)
+            if agent_id is not None:
+                result = {**result, "instructions": instructions(agent_id)}
+        return result
 
 
 def record_retrievals(env: Mapping[str, str]) -> bool:
@@ -233,13 +269,17 @@ def write_result(text: str, out: SharedCreateOut | SharedUpdateOut | SharedDelet
                           is_error=not out.written)
 
 
-def build_server(agent_id: str, client_for: ClientFor) -> MCPServer:
-    """An MCP server whose six tools act for ``agent_id``, each call through ``client_for(ctx)``.
+def build_server(agent_for: AgentFor, client_for: ClientFor) -> MCPServer:
+    """An MCP server of the six tools, each call going through ``client_for(ctx)`` (which decides
+    the agent and the credential), its instructions naming the agent ``agent_for`` gives per request.
 
-    The one implementation of the tools, behind both transports; ``ctx`` is the
-    SDK's per-call context, injected by the SDK and absent from the input schemas.
+    The one implementation of the tools, behind both transports: stdio builds one for its one
+    agent, HTTP one for every agent. ``ctx`` is the SDK's per-call context, injected by the SDK
+    and absent from the input schemas. Nothing here holds an agent: a server costs the same
+    whatever number of agents it serves.
     """
-    server: MCPServer = MCPServer(SERVER_NAME, version=package_version(), instructions=INSTRUCTIONS.format(agent=agent_id))
+    server: MCPServer = MCPServer(SERVER_NAME, version=package_version(), instructions=INSTRUCTIONS,
+                                  middleware=[AgentInstructions(agent_for)])
 
     async def memory_search(
         ctx: Context,
@@ -352,7 +392,7 @@ async def serve(address: str, agent_id: str, internal_token: str, *, record: boo
     """Serve the tools over stdin/stdout until the client closes stdin."""
     client = KnowledgeClient(address, agent_id, internal_token, record_retrievals=record)
     try:
-        await build_server(agent_id, lambda _ctx: client).run_stdio_async()
+        await build_server(lambda _request: agent_id, lambda _ctx: client).run_stdio_async()
     finally:
         await client.close()
 

@@ -84,8 +84,10 @@ async def test_lists_all_six_tools_with_descriptions_a_model_can_use(home: Path)
 async def test_server_info_carries_the_package_version(home: Path) -> None:
     async with mcp_session(home) as session:
         info = session.server_info
+        instructions = session.initialize_result.instructions if session.initialize_result else None
     assert info is not None and info.name == "claude-gateway-memory"
     assert info.version == installed_version("claude-gateway") and info.version
+    assert instructions is not None and instructions.startswith("Memory of agent alfred. Your always-loaded memory")
 
 
 @pytest.mark.anyio

@@ -1,68 +1,112 @@
-"""The shim's MCP servers (``gateway_mcp.streamable_http.AgentServers``): built on first use, bounded.
+"""The shim's MCP host: one server for every agent (``gateway_mcp.streamable_http.McpHost``).
 
-Driven in-process through ASGI with real SDK servers (``tools/list`` needs no KB): nothing is
-built before an agent's first request, concurrent first requests build one server, the least
-recently used server is closed past the cap, an idle one after its timeout, one of an agent the
-config no longer has at once (``prune``) or at the next sweep, and a server with a request in
-flight is closed only once that request is answered.
+Driven in-process through the shim's mount (``gateway_http.mcp_mount.McpMount``, made as the shim
+makes it, with ``gateway_cli.cli``'s loader) over ASGI, with the real SDK (``initialize`` and
+``tools/list`` need no KB): requests for hundreds of distinct agents build one MCP server in all,
+the ``initialize`` answer names the agent of each request, an agent added to the config in force
+is served and a removed one refused, and once the shim stops a request is answered 503.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-from gateway_mcp.streamable_http import AgentServers
+import pytest
 
-from gateway.metrics import REGISTRY
+import gateway_mcp.server
+from gateway.auth import Authenticator
+from gateway.config import Config, load_config
+from gateway_cli.cli import _mcp_servers
+from gateway_http.mcp_mount import McpMount
 
-BODY = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
-
-
-def request_scope(agent_id: str) -> dict[str, Any]:
-    path = f"/mcp/agents/{agent_id}"
-    return {
-        "type": "http", "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-        "headers": [(b"content-type", b"application/json"), (b"accept", b"application/json, text/event-stream")],
-        "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 1), "client": ("127.0.0.1", 2),
-    }  # fmt: skip
+KEY = "mcp-host-test-key-0123"
+AGENTS = [f"a{n:04d}" for n in range(300)]
 
 
-async def list_tools(servers: AgentServers, agent_id: str, body_sent: asyncio.Event | None = None) -> list[str]:
-    """One ``tools/list`` for ``agent_id``; the tool names. ``body_sent``: the body is sent only once it is set."""
-    sent: list[dict[str, Any]] = []
-    delivered = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            if body_sent is not None:
-                await body_sent.wait()
-            delivered = True
-            return {"type": "http.request", "body": BODY, "more_body": False}
-        await asyncio.Event().wait()  # no disconnect: the answer comes first
-        raise AssertionError("unreachable")
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    assert await servers.handle(agent_id, (), request_scope(agent_id), receive, send)
-    assert sent[0]["status"] == 200, sent[0]
-    answer = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
-    return [tool["name"] for tool in answer["result"]["tools"]]
+def write_config(home: Path, agents: list[str]) -> tuple[Config, Authenticator]:
+    """config.json with ``agents`` and one write key for every agent; the config and its authenticator."""
+    raw = {
+        "configVersion": "1.0.26",
+        "gateway": {"api": {"keys": [{"name": "admin", "keySha256": hashlib.sha256(KEY.encode()).hexdigest(),
+                                      "agents": "*", "write": True}]}},
+        "agents": [{"id": agent} for agent in agents],
+    }
+    (home / "config.json").write_text(json.dumps(raw))
+    config = load_config(home)
+    return config, Authenticator(config.api.keys, None)
 
 
-def hosted(check: Callable[[AgentServers, asyncio.Event], Awaitable[None]], **options: Any) -> None:
-    """Run ``check(servers, stop)`` while ``servers`` is hosted (as the shim hosts it), then stop it."""
+class Shim:
+    """The mount as the shim runs it, on a config the test can change (``configure``)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.state = write_config(home, AGENTS)
+        self.mount = McpMount(lambda: self.state, "127.0.0.1:9", load=_mcp_servers, max_body_bytes=1 << 20)
+
+    def configure(self, agents: list[str]) -> None:
+        self.state = write_config(self.home, agents)
+
+    async def post(self, agent_id: str, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """One JSON-RPC request for ``agent_id`` (no initialize first: the transport is stateless)."""
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+        path = f"/mcp/agents/{agent_id}"
+        scope = {
+            "type": "http", "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"",
+            "root_path": "", "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 1),
+            "client": ("127.0.0.1", 2),
+            "headers": [(b"content-type", b"application/json"), (b"accept", b"application/json, text/event-stream"),
+                        (b"x-api-key", KEY.encode())],
+        }  # fmt: skip
+        sent: list[dict[str, Any]] = []
+        delivered = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await asyncio.Event().wait()  # no disconnect: the answer comes first
+            raise AssertionError("unreachable")
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await self.mount(scope, receive, send)
+        return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+
+
+INITIALIZE = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
+
+
+@pytest.fixture
+def servers_built(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every MCP server ``build_server`` makes, by name, from now on."""
+    built: list[str] = []
+    real = gateway_mcp.server.MCPServer
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        server = real(*args, **kwargs)
+        built.append(server.name)
+        return server
+
+    monkeypatch.setattr(gateway_mcp.server, "MCPServer", counted)
+    yield built
+
+
+def running(shim: Shim, check: Callable[[], Awaitable[None]]) -> None:
+    """Run ``check()`` while the mount serves (as the shim's background runs it), then stop it."""
 
     async def main() -> None:
-        servers = AgentServers("127.0.0.1:9", max_body_bytes=1 << 20, **options)
         stop = asyncio.Event()
-        host = asyncio.create_task(servers.serve(stop))
+        host = asyncio.create_task(shim.mount.serve(stop))
         try:
-            await check(servers, stop)
+            await check()
         finally:
             stop.set()
             await asyncio.wait_for(host, 10)
@@ -70,92 +114,62 @@ def hosted(check: Callable[[AgentServers, asyncio.Event], Awaitable[None]], **op
     asyncio.run(main())
 
 
-async def until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
+def test_requests_for_many_agents_are_served_by_one_server(tmp_path: Path, servers_built: list[str]) -> None:
+    shim = Shim(tmp_path)
+
+    async def check() -> None:
+        for agent_id in AGENTS:
+            status, answer = await shim.post(agent_id, "tools/list", {})
+            assert status == 200, answer
+            assert "memory_search" in [tool["name"] for tool in answer["result"]["tools"]]
+        answers = await asyncio.gather(*(shim.post(agent_id, "tools/list", {}) for agent_id in AGENTS[:40]))
+        assert [status for status, _ in answers] == [200] * 40
+        assert servers_built == ["claude-gateway-memory"]  # one, for all 300 agents
+
+    running(shim, check)
 
 
-def built_total() -> float:
-    return REGISTRY.get_sample_value("gateway_mcp_servers_built_total") or 0.0
+def test_the_initialize_answer_names_the_requests_agent(tmp_path: Path) -> None:
+    shim = Shim(tmp_path)
+
+    async def check() -> None:
+        for agent_id in ("a0007", "a0123", "a0007"):
+            status, answer = await shim.post(agent_id, "initialize", INITIALIZE)
+            assert status == 200, answer
+            assert answer["result"]["instructions"].startswith(f"Memory of agent {agent_id}. Your always-loaded"), answer
+            assert answer["result"]["serverInfo"]["name"] == "claude-gateway-memory"
+
+    running(shim, check)
 
 
-def test_nothing_is_built_before_an_agents_first_request() -> None:
-    async def check(servers: AgentServers, _stop: asyncio.Event) -> None:
-        before = built_total()
-        await asyncio.sleep(0.05)
-        assert servers.held() == frozenset()
-        assert "memory_search" in await list_tools(servers, "alfred")
-        assert servers.held() == {"alfred"}
-        assert built_total() == before + 1
-        assert REGISTRY.get_sample_value("gateway_mcp_servers") == 1
+def test_the_config_in_force_decides_which_agents_are_served(tmp_path: Path, servers_built: list[str]) -> None:
+    shim = Shim(tmp_path)
 
-    hosted(check)
+    async def check() -> None:
+        assert (await shim.post("a0001", "tools/list", {}))[0] == 200
+        status, answer = await shim.post("newcomer", "tools/list", {})
+        assert status == 404 and answer["error"]["message"].startswith("agent 'newcomer' not found"), answer
+        shim.configure([*AGENTS[2:], "newcomer"])  # a0000 and a0001 removed, newcomer added
+        status, answer = await shim.post("newcomer", "initialize", INITIALIZE)
+        assert status == 200 and answer["result"]["instructions"].startswith("Memory of agent newcomer."), answer
+        status, answer = await shim.post("a0001", "tools/list", {})
+        assert status == 404 and answer["error"]["message"].startswith("agent 'a0001' not found"), answer
+        assert (await shim.post("a0002", "tools/list", {}))[0] == 200
+        assert servers_built == ["claude-gateway-memory"]
 
-
-def test_concurrent_first_requests_for_one_agent_build_one_server() -> None:
-    async def check(servers: AgentServers, _stop: asyncio.Event) -> None:
-        before = built_total()
-        answers = await asyncio.gather(*(list_tools(servers, "bob") for _ in range(12)))
-        assert all("memory_get" in tools for tools in answers)
-        assert built_total() == before + 1
-        assert servers.held() == {"bob"}
-
-    hosted(check)
+    running(shim, check)
 
 
-def test_the_least_recently_used_server_makes_room_past_the_cap() -> None:
-    async def check(servers: AgentServers, _stop: asyncio.Event) -> None:
-        for agent_id in ("a", "b", "a", "c"):
-            await list_tools(servers, agent_id)
-        assert servers.held() == {"a", "c"}  # b was used least recently
-        await list_tools(servers, "b")  # built again on its next request
-        assert servers.held() == {"c", "b"}
+def test_a_request_after_the_shim_stopped_is_answered_503(tmp_path: Path) -> None:
+    shim = Shim(tmp_path)
 
-    hosted(check, max_servers=2)
+    async def main() -> None:
+        stop = asyncio.Event()
+        host = asyncio.create_task(shim.mount.serve(stop))
+        assert (await shim.post("a0003", "tools/list", {}))[0] == 200
+        stop.set()
+        await asyncio.wait_for(host, 10)
+        status, answer = await shim.post("a0003", "tools/list", {})
+        assert status == 503 and "not being served right now" in answer["error"]["message"], answer
 
-
-def test_an_idle_server_is_closed_and_built_again_when_asked_for() -> None:
-    async def check(servers: AgentServers, _stop: asyncio.Event) -> None:
-        await list_tools(servers, "a")
-        await until(lambda: not servers.held(), "the idle server to be closed")
-        before = built_total()
-        assert await list_tools(servers, "a")
-        assert built_total() == before + 1
-
-    hosted(check, idle_s=0.05, sweep_s=0.02)
-
-
-def test_servers_of_agents_the_config_no_longer_has_are_closed() -> None:
-    configured = {"a", "b", "c"}
-
-    async def check(servers: AgentServers, _stop: asyncio.Event) -> None:
-        for agent_id in sorted(configured):
-            await list_tools(servers, agent_id)
-        configured.discard("b")
-        servers.prune()
-        assert servers.held() == {"a", "c"}
-        configured.discard("c")  # no prune: the next sweep finds it
-        await until(lambda: servers.held() == {"a"}, "the sweep to close c's server")
-
-    hosted(check, known=lambda agent_id: agent_id in configured, sweep_s=0.02)
-
-
-def test_a_server_answering_a_request_is_closed_only_after_the_answer() -> None:
-    configured = {"a", "b"}
-
-    async def check(servers: AgentServers, _stop: asyncio.Event) -> None:
-        body_sent = asyncio.Event()
-        slow = asyncio.create_task(list_tools(servers, "a", body_sent))
-        await until(lambda: "a" in servers.held(), "a's server to be built")
-        await list_tools(servers, "b")  # past the cap of 1, but a is answering: both are held
-        assert servers.held() == {"a", "b"}
-        configured.discard("a")
-        servers.prune()  # a is dropped, its request still answered
-        assert servers.held() == {"b"}
-        body_sent.set()
-        assert "memory_search" in await asyncio.wait_for(slow, 10)
-
-    hosted(check, known=lambda agent_id: agent_id in configured, max_servers=1)
+    asyncio.run(main())
