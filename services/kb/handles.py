@@ -2,10 +2,9 @@
 
 An open archive holds up to ``FILES_PER_ARCHIVE`` descriptors (its writer: the database, its WAL
 and the shared-memory file; its reader: the database and its WAL; the retrieval log's connection:
-the database and its WAL; the database of a worker's read on a connection of its own, which SQLite
-keeps, to reuse, until the archive's last connection closes) and the SQLite memory of its
-connections (their page caches and schemas). The count is the same from the first recorded
-search until the archive is closed, when every one of them is closed. Every use of an archive's or a vault's connections
+the database and its WAL; worker threads read on the reader) and the SQLite memory of its
+connections (their page caches and schemas). None of them is closed while the archive is open
+(SQLite would keep the file of one closed alone), and every one of them is closed with it. Every use of an archive's or a vault's connections
 happens inside ``OpenHandles.use(holder)``: a search, a refresh, a fold, a lifecycle update, a
 vault write. While one is inside, the holder is *pinned* and never closed. Opening one more
 than ``cap`` closes the least recently used unpinned one first; when every open one is pinned,
@@ -46,8 +45,8 @@ from gateway.resources import open_files_limit
 
 log = structlog.get_logger()
 
-FILES_PER_ARCHIVE: Final = 8  # writer: db, WAL, shm; reader: db, WAL; retrieval log: db, WAL; a worker's read: db
-RESERVED_FILES: Final = 128  # sockets, the file watch, logs, worker pipes, a worker read's WAL, a batch's connection
+FILES_PER_ARCHIVE: Final = 7  # writer: db, WAL, shm; reader: db, WAL; retrieval log: db, WAL
+RESERVED_FILES: Final = 128  # sockets, the file watch, logs, worker pipes, a batch's connection
 MIN_CAP: Final = 4
 MAX_DEFAULT_CAP: Final = 4096  # a derived cap stops here: more open archives than this is memory, not speed
 HEADROOM_DIVISOR: Final = 16  # past cap - cap/16 open (cap - 2 at least), closes start ahead of need

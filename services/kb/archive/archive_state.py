@@ -6,7 +6,10 @@ outlives a close: the generation, the file events not yet indexed, whether the n
 must walk. An archive opened again needs no walk (``ready``): the events that arrived while it
 was closed are in ``changed``, as they would be while it was open. The retrieval log's connection
 to the archive is closed with the others (``detach``), first: its rows are written before the
-writer's last checkpoint, and no descriptor of it is left behind (``retrieval_log``).
+writer's last checkpoint, and no descriptor of it is left behind (``retrieval_log``). Work in a
+worker thread reads on the archive's reader too (``Archives._on_reader``), holding ``read_lock``
+that searches take on the loop: a connection of its own, closed while the others are open, would
+leave its descriptor behind in SQLite, one more for every archive a dream or a listing had read.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class ArchiveState:
     recorder: Recorder | None = None  # the retrieval log's writer: its connection closes with the archive's
     writer: apsw.Connection | None = None
     reader: apsw.Connection | None = None
+    read_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the reader: a search, or a worker's read
     next_run: asyncio.Future[indexer.RefreshReport] | None = None
     drain: asyncio.Task[None] | None = None
     dirty: bool | None = None  # None: unknown until first checked

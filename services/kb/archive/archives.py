@@ -180,7 +180,8 @@ class Archives:
         """Mark ``state`` stale unless its index matches ``rel`` on disk. Only an open archive is
         asked (on the loop, synchronously: nothing closes it meanwhile); a closed one is taken as
         stale, and the refresh that follows finds out (opening it for one event would cost more)."""
-        reader = state.open_reader() if self._handles.is_open(state) else None
+        busy = not self._handles.is_open(state) or state.read_lock.locked()  # a worker reads on it now
+        reader = None if busy else state.open_reader()
         if reader is None or not index_matches_file(reader, rel.replace(os.sep, "/"), state.agent.workspace / rel):
             state.dirty = True
 
@@ -368,9 +369,10 @@ class Archives:
         if reader is None:  # refresh made nothing (e.g. workspace missing and index never built)
             return SearchResult([], 0, False), refreshed
         if state.dirty is None:  # first search since start: one full check, then file events
-            state.dirty = await asyncio.get_running_loop().run_in_executor(
-                self._executor, own_reads.is_stale, state.agent.kb_path, state.agent.workspace)
-        result = search(reader, state.agent.workspace, query, limit, check_stale=False)
+            workspace = state.agent.workspace
+            state.dirty = await self._on_reader(state, lambda conn: own_reads.is_stale(conn, workspace))
+        async with state.read_lock:  # never beside a worker's read of the same connection
+            result = search(reader, state.agent.workspace, query, limit, check_stale=False)
         if state.dirty and not refreshed:
             self._index_soon(state)  # stale at start (or after a failed run): index without being asked
         return replace(result, stale=self.stale(state)), refreshed
@@ -393,23 +395,34 @@ class Archives:
         )
 
     async def probe_recall(self, agent_id: str, probes: list[tuple[str, str, str]]) -> tuple[list[bool], int]:
-        """``recall_probe.probe`` over the agent's archive, in a worker thread with a read connection
-        of its own; ``(found per probe, generation)``. Raises FailedPrecondition when the archive is off."""
-        agent = self._state(agent_id).agent
-        self._require_enabled(agent)
+        """``recall_probe.probe`` over the agent's archive, in a worker thread on the archive's worker
+        connection; ``(found per probe, generation)``. Raises FailedPrecondition when the archive is off."""
+        state = self._state(agent_id)
+        self._require_enabled(state.agent)
+        workspace = state.agent.workspace
         try:
-            return await asyncio.get_running_loop().run_in_executor(
-                self._executor, own_reads.probe_recall, agent.kb_path, agent.workspace, probes)
+            async with self._handles.use(state):
+                return await self._on_reader(state, lambda conn: own_reads.probe_recall(conn, workspace, probes))
         except NotFound:  # no index yet
             return [False] * len(probes), 0
 
+    async def _on_reader(self, state: _State, work: Callable[[apsw.Connection], _T]) -> _T:
+        """``work`` on the archive's reader in a worker thread (inside a use), its searches waiting
+        meanwhile; NotFound before the index exists. ``work`` leaves no transaction open."""
+        async with state.read_lock:
+            reader = state.open_reader()
+            if reader is None:
+                raise NotFound("the knowledge archive has not been built yet")
+            return await asyncio.get_running_loop().run_in_executor(self._executor, work, reader)
+
     async def _read_index(self, agent_id: str, work: Callable[[apsw.Connection], _T], empty: _T) -> _T:
-        """``work`` on a read connection of its own in a worker thread; ``empty`` before any index.
+        """``work`` on the archive's worker connection in a worker thread; ``empty`` before any index.
         Raises FailedPrecondition when the archive is off."""
-        agent = self._state(agent_id).agent
-        self._require_enabled(agent)
+        state = self._state(agent_id)
+        self._require_enabled(state.agent)
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, own_reads.read, agent.kb_path, work)
+            async with self._handles.use(state):
+                return await self._on_reader(state, work)
         except NotFound:  # no index yet
             return empty
 
@@ -473,7 +486,7 @@ class Archives:
                                   "chunks": 0, "stale": self.stale(state)}
         if not agent.knowledge.archive.enabled:
             return out
-        async with self._handles.use(state):
+        async with self._handles.use(state), state.read_lock:
             self._count(state, out)
         return out
 

@@ -1,9 +1,11 @@
 """The KB's open files per open archive: the same from the first recorded search on, whatever the
-retrieval log's writer does, at most ``FILES_PER_ARCHIVE``, and none left once the archive is closed.
+retrieval log's writer or a worker thread's read does, at most ``FILES_PER_ARCHIVE``, and none left
+once the archive is closed.
 
 SQLite keeps the descriptor of a connection closed while another connection of the process has the
 same file open (it is reused by the next open, and closed only with the last connection): a
-retrieval-log connection closed on its own while the archive stays open would leave one behind.
+retrieval-log connection closed on its own while the archive stays open would leave one behind, and
+so would a worker's read on a connection of its own.
 The archives and the vault here are the real ones, sharing one ``OpenHandles`` as in the KB; the
 files counted are this process's descriptors (``/proc/self/fd``) on the ``kb.sqlite`` files.
 """
@@ -57,12 +59,15 @@ def test_open_files_per_archive_stay_flat_and_none_outlive_the_archive(tmp_path:
     archives = Archives(config.agents, handles=handles)
     vaults = Vaults(config.agents, archives.executor, handles=handles)
 
-    async def one_round() -> None:
+    async def one_round(n: int) -> None:
         for agent in ids:
             mine, _ = await archives.search(agent, "kestrel", 5, False)
             shared, _ = await vaults.search(agent, "kestrel", 5, False)
             assert mine.hits and shared.hits
-            assert (await archives.entries(agent, "", 10)).entries  # a worker's read on a connection of its own
+            if n > 0:  # worker threads' reads (as a dream's) only after the first round: they add no file
+                assert (await archives.entries(agent, "", 10)).entries
+                found, _ = await archives.probe_recall(agent, [("memory/notes.md", "kestrel", "kestrel")])
+                assert found == [True]
             archives.record(agent, mine.hits, "search")  # as the servicer does once it has replied
             vaults.record(agent, shared.hits, "search")
         await archives.fold(ids[0])  # a fold writes every archive's queued rows first
@@ -75,8 +80,8 @@ def test_open_files_per_archive_stay_flat_and_none_outlive_the_archive(tmp_path:
 
     async def scenario() -> tuple[list[Counter[str]], Counter[str]]:
         seen: list[Counter[str]] = []
-        for _ in range(ROUNDS):
-            await one_round()
+        for n in range(ROUNDS):
+            await one_round(n)
             seen.append(kb_files(tmp_path))
             await idle()
             seen.append(kb_files(tmp_path))
