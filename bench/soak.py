@@ -280,6 +280,7 @@ def build_report(args: argparse.Namespace, argv: list[str], meta: dict[str, Any]
           "", "### Goals", "", *report.lines(verdict_lines)]
     if after_stop is not None:
         md.append(f"- info: {after_stop.text}")
+    md += [f"- info: {line}" for line in report.kb_memory_split(samples)]
     md += ["", "### Per process (after the warm-up)", "", *report.process_summary(samples),
            "", "### Requests by kind (whole run)", "", *report.latency_table(rec),
            "", "### What the answers said", "", *report.lines(f"{k}: {v:,}" for k, v in sorted(rec.outcomes.items()))]

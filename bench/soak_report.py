@@ -49,6 +49,21 @@ def series(samples: list[Sample], proc: str, key: str) -> tuple[list[float], lis
     return ts, ys
 
 
+def kb_memory_split(samples: list[Sample]) -> list[str]:
+    """The KB's RSS growth split into anonymous memory (what the process allocated) and the rest
+    (mostly the database files' pages its readers map, which grow with the databases and which the
+    kernel may drop): one line, or none without samples after the warm-up."""
+    after = measured(samples)
+    ts, rss = series(after, "kb", "rss_mb")
+    _, anon = series(after, "kb", "anon_mb")
+    if len(ts) < 2 or len(anon) != len(ts):
+        return []
+    grown_anon = fitted_growth(ts, anon)
+    grown_rest = fitted_growth(ts, [r - a for r, a in zip(rss, anon, strict=True)])
+    return [f"kb RSS growth split: anonymous {grown_anon:+.1f} MB fitted (first {anon[0]:.1f} -> last {anon[-1]:.1f}), "
+            f"file-backed and shared {grown_rest:+.1f} MB (first {rss[0] - anon[0]:.1f} -> last {rss[-1] - anon[-1]:.1f})"]
+
+
 def verdicts(samples: list[Sample], rec: Recorder, warmup_s: float, stop_s: float) -> list[Verdict]:
     """Every goal of the soak, judged on the samples after the warm-up (and the at-rest sample)."""
     after = measured(samples)
