@@ -149,7 +149,12 @@ class Vaults:
         def run() -> T:
             if v.writer is None:
                 v.writer = note_index.open_vault_index(v.directory)
-            return op(v.writer, v.directory, *args, **kwargs)
+            try:
+                return op(v.writer, v.directory, *args, **kwargs)
+            finally:
+                # Its page cache back after each write (the archives' writer does the same after a
+                # refresh): kept, it grew with every page of the vault ever written, up to 64 MiB.
+                v.writer.execute("PRAGMA shrink_memory")
 
         async with self._handles.use(v), v.lock:
             result = await until_done(loop.run_in_executor(self._executor, run))

@@ -172,3 +172,29 @@ def test_recorded_retrievals_reach_the_gc_and_an_agent_without_recording_adds_no
         vaults.close()
         executor.shutdown(wait=True)
     assert report.folded == 1 and report.retired == ("lantern",)
+
+
+def test_the_vault_writer_hands_its_page_cache_back_after_each_write(tmp_path: Path) -> None:
+    """Kept across writes, the writer's page cache grew with every page of the vault written (up to
+    its 64 MiB): KB memory that grew for as long as notes were shared."""
+    import apsw
+
+    executor = ThreadPoolExecutor(max_workers=2)
+    vaults = make(tmp_path, executor)
+    body = " ".join(f"word{i}" for i in range(400))
+
+    async def scenario() -> list[int]:
+        used = []
+        for n in range(60):
+            assert (await vaults.create("alfred", f"note {n}", f"# Note {n}\n\n- {n} {body}\n", True)).created
+            (v,) = vaults._vaults.values()
+            assert v.writer is not None
+            used.append(v.writer.status(apsw.SQLITE_DBSTATUS_CACHE_USED)[0])
+        return used
+
+    try:
+        used = asyncio.run(scenario())
+    finally:
+        vaults.close()
+        executor.shutdown()
+    assert max(used) < 256 * 1024, used  # a few pages at most, not the vault (over 600 KB after these 60 before)
