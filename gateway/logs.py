@@ -174,6 +174,19 @@ def flush_later() -> None:
 
 atexit.register(flush_later)
 
+_stopping = threading.Event()
+
+
+def mark_stopping() -> None:
+    """Say that this process is stopping (call it as its ``stopping`` line is logged): a start-up
+    line that comes later (a part still loading) is left out rather than logged after it."""
+    _stopping.set()
+
+
+def stopping() -> bool:
+    """Whether ``mark_stopping`` was called in this process."""
+    return _stopping.is_set()
+
 
 _NOT_FOR_QUEUED_LINES = (structlog.contextvars.merge_contextvars, structlog.processors.format_exc_info)
 

@@ -16,7 +16,7 @@ from gateway.files_limits import MAX_BODY_BYTES
 from gateway.grpc_server import BindError
 from gateway.live_config import LiveConfig
 from gateway.resources import open_files_limit
-from gateway.logs import flush_later
+from gateway.logs import flush_later, mark_stopping
 from gateway.metrics import serve_metrics
 from gateway.ports import listen_problem
 from gateway_http.app import ShimApp
@@ -67,6 +67,7 @@ class _Server(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         flush_later()  # the lines of the requests answered so far come before the stop's
+        mark_stopping()
         log.info("stopping", grace_s=self.config.timeout_graceful_shutdown)
         await super().shutdown(sockets)
 

@@ -42,6 +42,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
+from gateway import logs
 from gateway.channels import aio_channel
 from gateway_mcp.client import KnowledgeClient
 from gateway_mcp.server import build_server
@@ -129,7 +130,8 @@ class McpHost:
             async with manager.run():
                 self._manager = manager
                 self._up.set()
-                log.info("mcp_tools_ready")
+                if not logs.stopping():  # the shim said "stopping" while the SDK loaded: no ready line after it
+                    log.info("mcp_tools_ready")
                 await stop.wait()
         finally:
             self._manager = None
