@@ -365,13 +365,15 @@ class Archives:
         if refresh_first or first_walk or state.open_reader() is None:  # an index being built: wait for it
             await self.refresh(state.agent.id)
             refreshed = True
-        reader = state.open_reader()
-        if reader is None:  # refresh made nothing (e.g. workspace missing and index never built)
+        if state.open_reader() is None:  # refresh made nothing (e.g. workspace missing and index never built)
             return SearchResult([], 0, False), refreshed
         if state.dirty is None:  # first search since start: one full check, then file events
             workspace = state.agent.workspace
             state.dirty = await self._on_reader(state, lambda conn: own_reads.is_stale(conn, workspace))
         async with state.read_lock:  # never beside a worker's read of the same connection
+            reader = state.open_reader()  # here: one got before an await may have been renewed since
+            if reader is None:
+                return SearchResult([], 0, False), refreshed
             result = search(reader, state.agent.workspace, query, limit, check_stale=False)
         if state.dirty and not refreshed:
             self._index_soon(state)  # stale at start (or after a failed run): index without being asked

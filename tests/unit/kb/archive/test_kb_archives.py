@@ -251,3 +251,31 @@ def test_a_cancelled_fold_holds_the_writer_until_its_worker_is_done(tmp_path: Pa
     finally:
         archives.close()
     assert order == ["fold done", "refresh ran"]
+
+
+def test_a_search_connection_is_opened_again_once_old_and_answers_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its memory map held every page searches ever touched while it lived; renewed, the map holds
+    what they touch now. Nothing else changes: the same answers, the state kept."""
+    from services.kb.archive import archive_state
+
+    archives = make(tmp_path)
+    note = tmp_path / "agents" / "a" / "workspace" / "memory" / "n.md"
+    note.write_text("# N\n\n- quokka facts\n")
+    monkeypatch.setattr(archive_state, "READER_RENEW_S", 3600.0)
+
+    async def scenario() -> list[tuple[object, int]]:
+        seen: list[tuple[object, int]] = []
+        for renew_s in (3600.0, 3600.0, 0.0, 3600.0):
+            monkeypatch.setattr(archive_state, "READER_RENEW_S", renew_s)
+            result, _ = await archives.search("a", "quokka", 5, False)
+            seen.append((archives._state("a").reader, len(result.hits)))  # held: no id reused
+        return seen
+
+    try:
+        seen = asyncio.run(scenario())
+    finally:
+        archives.close()
+    assert [hits for _, hits in seen] == [1, 1, 1, 1]
+    assert seen[0][0] is seen[1][0] and seen[1][0] is not seen[2][0] and seen[2][0] is seen[3][0]  # renewed when old
