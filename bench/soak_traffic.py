@@ -14,6 +14,7 @@ transport failure counts as status 0.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import time
@@ -279,11 +280,10 @@ class RestTraffic:
         running: asyncio.Task[None] | None = None
         i = 0
         while not stop.is_set():
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), every_s)
+            if stop.is_set():
                 break
-            except TimeoutError:
-                pass
             if running is not None and not running.done():
                 self.rec.outcomes["dream tick skipped (previous run still going)"] += 1
                 continue

@@ -284,15 +284,15 @@ def proc_figures(pid: int) -> ProcFigures | None:
 
 
 def open_files_limit(pid: int) -> tuple[int, int] | None:
-    """(soft, hard) open-files limit of ``pid``, from /proc/PID/limits."""
+    """(soft, hard) open-files limit of ``pid``, from /proc/PID/limits; None when it cannot be read
+    (the process is gone) or is "unlimited"."""
     try:
-        for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
-            if line.startswith("Max open files"):
-                soft, hard = line.split()[3:5]
-                return int(soft), int(hard)
-    except (OSError, ValueError):
-        pass
-    return None
+        text = Path(f"/proc/{pid}/limits").read_text()
+        line = next(line for line in text.splitlines() if line.startswith("Max open files"))
+        soft, hard = line.split()[3:5]
+        return int(soft), int(hard)
+    except (OSError, StopIteration, ValueError):
+        return None
 
 
 @dataclass

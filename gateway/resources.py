@@ -60,11 +60,9 @@ def raise_open_files_limit() -> tuple[int, int, int]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     before = soft
     if soft != hard:
-        try:
+        with contextlib.suppress(ValueError, OSError):  # the kernel may refuse it (above fs.nr_open)
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
             soft = hard
-        except (ValueError, OSError):
-            pass
     return _figure(before), _figure(soft), _figure(hard)
 
 

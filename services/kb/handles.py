@@ -75,7 +75,6 @@ class Holder(Protocol):
 
     def detach(self) -> Callable[[], None]:
         """Take the connections out of the holder (it has none open afterwards) and return what closes them."""
-        ...
 
 
 @dataclass(eq=False)

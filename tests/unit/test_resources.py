@@ -53,7 +53,7 @@ def test_sqlite_cannot_open_counts_as_open_files_only_at_the_limit(tmp_path: Pat
     """SQLite says only "unable to open database file": at the limit that is the limit."""
     script = textwrap.dedent(
         f"""
-        import os, resource, apsw
+        import contextlib, os, resource, apsw
         from gateway.resources import shortage
         try:
             apsw.Connection({str(tmp_path / "missing" / "x.sqlite")!r}, flags=apsw.SQLITE_OPEN_READWRITE)
@@ -62,11 +62,9 @@ def test_sqlite_cannot_open_counts_as_open_files_only_at_the_limit(tmp_path: Pat
         used = len(os.listdir("/proc/self/fd"))
         resource.setrlimit(resource.RLIMIT_NOFILE, (used + 4, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
         held = []
-        try:
+        with contextlib.suppress(OSError):  # open until the limit refuses one
             while True:
                 held.append(os.open(os.devnull, os.O_RDONLY))
-        except OSError:
-            pass
         try:
             apsw.Connection({str(tmp_path / "x.sqlite")!r})
             print("opened")
@@ -110,7 +108,7 @@ def test_health_answers_for_the_resources(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 class Aborted(Exception):
-    pass
+    """What the fake gRPC context's abort raises, as grpc.aio's does."""
 
 
 class Context:

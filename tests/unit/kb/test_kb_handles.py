@@ -49,7 +49,7 @@ def test_the_cap_closes_the_least_recently_used_one() -> None:
             async with handles.use(h):
                 h.use()
         async with handles.use(holders[0]):  # h0 is the most recently used now
-            pass
+            assert handles.is_open(holders[0])
         for h in holders[8:]:
             async with handles.use(h):
                 h.use()
@@ -108,10 +108,11 @@ def test_a_holder_in_use_by_two_callers_stays_open_until_both_are_done() -> None
         async with handles.use(shared):
             shared.use()
             async with handles.use(shared):  # a refresh inside a search: the same slot
-                pass
+                assert handles.is_open(shared)
             for i in range(3 * MIN_CAP):
-                async with handles.use(Holder(f"x{i}")):
-                    pass
+                other = Holder(f"x{i}")
+                async with handles.use(other):
+                    assert handles.is_open(other)
             await asyncio.sleep(0.05)
             closes = shared.closes
         handles.close_all()
@@ -157,8 +158,9 @@ def test_a_lower_cap_and_a_shed_close_down_to_it() -> None:
         await asyncio.sleep(0.05)
         after_shed = handles.open_count()
         handles.cap = 5
-        async with handles.use(Holder("new")):
-            pass
+        newcomer = Holder("new")
+        async with handles.use(newcomer):
+            assert handles.is_open(newcomer)
         await asyncio.sleep(0.05)
         left = handles.open_count()
         handles.close_all()

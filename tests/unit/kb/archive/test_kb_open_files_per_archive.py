@@ -44,7 +44,6 @@ def kb_files(home: Path) -> Counter[str]:
     return held
 
 
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors through /proc")
 def test_open_files_per_archive_stay_flat_and_none_outlive_the_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(retrieval_log, "IDLE_S", IDLE_S, raising=False)
     ids = [f"a{i}" for i in range(AGENTS)]
