@@ -90,6 +90,46 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def rss_mb(pid: int) -> float:
+    """``VmRSS`` of ``pid`` in MiB (nan when the line is missing)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def write_suite_config(home: Path, ids: list[str], key: str, *, write: bool,
+                       reviewer: list[str] | None = None) -> dict[str, int]:
+    """config.json for the whole suite on free loopback ports, with agents ``ids`` (workspaces and
+    transcripts at their default places), one key for every agent, metrics off and the nightly
+    dream slot 12 hours away (no scheduled run during a bench); the home made. The ports by
+    service name (``file_api``, ``watcher``, ``kb``, ``dreaming``, ``http``)."""
+    from datetime import UTC, datetime, timedelta
+
+    from gateway.config_migrations import CURRENT_VERSION
+    from gateway.home import ensure_home
+
+    fa, wa, kb, dr, http = free_ports(5)
+    slot = datetime.now(UTC) + timedelta(hours=12)
+    dreaming: dict[str, Any] = {"dreamHour": slot.hour, "dreamMinute": slot.minute, "staggerWindowMinutes": 0}
+    if reviewer is not None:
+        dreaming["reviewerCommand"] = reviewer
+    config = {
+        "configVersion": CURRENT_VERSION,
+        "gateway": {
+            "grpc": {"host": "127.0.0.1", "fileApi": fa, "watcher": wa, "kb": kb, "dreaming": dr},
+            "metrics": {"enabled": False},
+            "api": {"host": "127.0.0.1", "port": http, "keys": [{"name": "bench", "key": key, "agents": "*", "write": write}]},
+            "dreaming": dreaming,
+        },
+        "agents": [{"id": i} for i in ids],
+    }  # fmt: skip
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    ensure_home(home)
+    return {"file_api": fa, "watcher": wa, "kb": kb, "dreaming": dr, "http": http}
+
+
 def write_home(home: Path, kb_port: int) -> None:
     from gateway.config_migrations import CURRENT_VERSION
     from gateway.home import ensure_home

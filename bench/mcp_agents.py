@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import random
 import shutil
 import signal
@@ -44,46 +42,19 @@ for _p in (str(REPO), str(BENCH_DIR)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from bench_ports import free_ports  # noqa: E402
+from kb_bench_support import cpu_seconds, rss_mb, write_suite_config  # noqa: E402
 
 KEY = "bench-key-0123456789abcdef"
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def write_home(home: Path, agents: int) -> dict[str, int]:
-    from gateway.config_migrations import CURRENT_VERSION
-    from gateway.home import ensure_home
-
-    fa, wa, kb, dr, http = free_ports(5)
     ids = [f"a{n:04d}" for n in range(agents)]
-    config = {
-        "configVersion": CURRENT_VERSION,
-        "gateway": {
-            "grpc": {"host": "127.0.0.1", "fileApi": fa, "watcher": wa, "kb": kb, "dreaming": dr},
-            "metrics": {"enabled": False},
-            "api": {"host": "127.0.0.1", "port": http, "keys": [{"name": "bench", "key": KEY, "agents": "*", "write": False}]},
-        },
-        "agents": [{"id": i} for i in ids],
-    }
-    home.mkdir(parents=True)
-    (home / "config.json").write_text(json.dumps(config))
-    ensure_home(home)
+    ports = write_suite_config(home, ids, KEY, write=False)
     for i in ids:
         mem = home / "agents" / i / "workspace" / "memory"
         mem.mkdir(parents=True)
         (mem / "notes.md").write_text(f"# Notes\n\n- {i} keeps the lighthouse log at dawn\n")
-    return {"kb": kb, "http": http}
+    return ports
 
 
 def post(client: httpx.Client, port: int, agent: str, method: str, params: dict[str, Any]) -> float:
@@ -145,7 +116,7 @@ def run(repo: str, agents: int, one_n: int) -> dict[str, str]:
                     time.sleep(0.2)
             time.sleep(3)
             out = {"rest (SDK loaded, 1 request)": f"{rss_mb(shim):.1f} MB"}
-            cpu0 = cpu_s(shim)
+            cpu0 = cpu_seconds(shim)
             one = [call(client, port, "a0000") for _ in range(one_n)]
             out[f"after {one_n} calls on 1 agent"] = f"{rss_mb(shim):.1f} MB"
             first = min(200, agents)
@@ -158,7 +129,7 @@ def run(repo: str, agents: int, one_n: int) -> dict[str, str]:
             rng = random.Random(7)
             warm = [call(client, port, f"a{rng.randrange(agents):04d}") for _ in range(1000)]
             out["after 1,000 more calls on random agents"] = f"{rss_mb(shim):.1f} MB"
-            cpu1 = cpu_s(shim)
+            cpu1 = cpu_seconds(shim)
             total_calls = one_n + agents + 1000
             out["shim CPU per tool call (all)"] = f"{(cpu1 - cpu0) / total_calls * 1000:.2f} ms"
             out[f"tool-call p50, 1 agent (n={one_n})"] = f"{statistics.median(one) * 1000:.2f} ms"

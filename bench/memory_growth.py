@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import os
 import shutil
 import signal
@@ -40,7 +39,6 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -51,9 +49,8 @@ for _p in (str(REPO), str(BENCH_DIR)):
 
 import grpc  # noqa: E402
 import httpx  # noqa: E402
-from bench_ports import free_ports  # noqa: E402
-from kb_bench_support import Children, say  # noqa: E402
-from start_agents import ready, rss_mb  # noqa: E402
+from kb_bench_support import Children, rss_mb, say, write_suite_config  # noqa: E402
+from start_agents import ready  # noqa: E402
 
 from gateway.v1 import watcher_pb2, watcher_pb2_grpc  # noqa: E402
 
@@ -63,26 +60,8 @@ TRACED = ("watcher", "dreaming", "http")
 
 
 def write_home(home: Path, agents: int) -> tuple[dict[str, int], list[str]]:
-    from gateway.config_migrations import CURRENT_VERSION
-    from gateway.home import ensure_home
-
-    fa, wa, kb, dr, http = free_ports(5)
     ids = [f"g{n:03d}" for n in range(agents)]
-    slot = datetime.now(UTC) + timedelta(hours=12)
-    config = {
-        "configVersion": CURRENT_VERSION,
-        "gateway": {
-            "grpc": {"host": "127.0.0.1", "fileApi": fa, "watcher": wa, "kb": kb, "dreaming": dr},
-            "metrics": {"enabled": False},
-            "api": {"host": "127.0.0.1", "port": http, "keys": [{"name": "bench", "key": KEY, "agents": "*", "write": True}]},
-            "dreaming": {"dreamHour": slot.hour, "dreamMinute": slot.minute, "staggerWindowMinutes": 0,
-                         "reviewerCommand": ["gateway", "reviewer", "stand-in"]},
-        },
-        "agents": [{"id": i} for i in ids],
-    }  # fmt: skip
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    ensure_home(home)
+    ports = write_suite_config(home, ids, KEY, write=True, reviewer=["gateway", "reviewer", "stand-in"])
     for agent_id in ids:
         ws = home / "agents" / agent_id / "workspace"
         (ws / "memory").mkdir(parents=True)
@@ -90,7 +69,7 @@ def write_home(home: Path, agents: int) -> tuple[dict[str, int], list[str]]:
         (ws / "SOUL.md").write_text(f"# Soul\n\n{agent_id} is careful.\n")
         (ws / "MEMORY.md").write_text("# Memory\n\n- the harbour opens at six\n")
         (ws / "memory" / "notes.md").write_text("# Notes\n\n- the pilot boat leaves at dawn\n")
-    return {"file_api": fa, "watcher": wa, "kb": kb, "dreaming": dr, "http": http}, ids
+    return ports, ids
 
 
 class Load:

@@ -37,7 +37,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -46,48 +45,23 @@ for _p in (str(REPO), str(BENCH_DIR)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from bench_ports import free_ports  # noqa: E402
-from kb_bench_support import Children, cpu_seconds, say  # noqa: E402
+from kb_bench_support import Children, cpu_seconds, rss_mb, say, write_suite_config  # noqa: E402
 
 KEY = "start-bench-key-0123456789"
 SERVICES = ("file_api", "watcher", "kb", "dreaming", "http")
 MEMORY = "# Memory\n\n" + "".join(f"- fact {n}: the lighthouse keeper logs the tide at dawn\n" for n in range(40))
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def write_home(home: Path, agents: int) -> dict[str, int]:
-    from gateway.config_migrations import CURRENT_VERSION
-    from gateway.home import ensure_home
-
-    fa, wa, kb, dr, http = free_ports(5)
     ids = [f"a{n:04d}" for n in range(agents)]
-    slot = datetime.now(UTC) + timedelta(hours=12)
-    config = {
-        "configVersion": CURRENT_VERSION,
-        "gateway": {
-            "grpc": {"host": "127.0.0.1", "fileApi": fa, "watcher": wa, "kb": kb, "dreaming": dr},
-            "metrics": {"enabled": False},
-            "api": {"host": "127.0.0.1", "port": http, "keys": [{"name": "bench", "key": KEY, "agents": "*", "write": False}]},
-            "dreaming": {"dreamHour": slot.hour, "dreamMinute": slot.minute, "staggerWindowMinutes": 0},
-        },
-        "agents": [{"id": i, "workspace": f"agents/{i}/workspace", "transcriptsDir": f"agents/{i}/sessions"} for i in ids],
-    }  # fmt: skip
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    ensure_home(home)
+    ports = write_suite_config(home, ids, KEY, write=False)
     for agent_id in ids:
         ws = home / "agents" / agent_id / "workspace"
         ws.mkdir(parents=True)
         (home / "agents" / agent_id / "sessions").mkdir()
         (ws / "SOUL.md").write_text(f"# Soul\n\n{agent_id} is careful.\n")
         (ws / "MEMORY.md").write_text(MEMORY)
-    return {"file_api": fa, "watcher": wa, "kb": kb, "dreaming": dr, "http": http}
+    return ports
 
 
 def ready(name: str, port: int) -> bool:

@@ -194,13 +194,18 @@ def open_temp(directory: Path, name: str) -> tuple[int, Path]:
             if os.fstat(fd).st_nlink > 0:
                 return fd, tmp
         except BaseException:
-            os.close(fd)
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+            discard_temp(fd, tmp)
             raise
         # A sweep took it between our create and our lock (it was unlocked then): make another.
         os.close(fd)
     raise FileExistsError(errno.EEXIST, f"no free temp file name for {name} after {_TEMP_ATTEMPTS} tries", str(directory))
+
+
+def discard_temp(fd: int, tmp: Path) -> None:
+    """Give up a temp file from ``open_temp``: close its descriptor and remove it (gone already is fine)."""
+    os.close(fd)
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
 
 
 def link_new(tmp: Path, path: Path) -> bool:

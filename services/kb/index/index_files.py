@@ -23,7 +23,7 @@ from typing import Final
 
 import apsw
 
-from gateway.atomic import link_new, open_temp
+from gateway.atomic import discard_temp, link_new, open_temp
 
 CLOSE_BUSY_TIMEOUT_MS: Final = 250  # a TRUNCATE checkpoint waits this long for another connection, then gives up
 _CREATE_ATTEMPTS: Final = 3
@@ -42,9 +42,7 @@ def create_whole(path: Path, build: Callable[[apsw.Connection], None]) -> None:
             finally:
                 close_quietly(conn)
         except BaseException:
-            os.close(fd)
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+            discard_temp(fd, tmp)
             raise
         # Our descriptor goes before the file is visible: closing a descriptor drops every POSIX lock
         # the process holds on the file, and a connection to ``path`` may take such locks from the link on.
