@@ -22,7 +22,7 @@ again is simply opened again: the holder keeps everything else (generation, pend
 
 A holder unused for ``IDLE_CLOSE_S`` is closed by ``run`` (its memory and its WAL go back),
 and after closing some, ``run`` asks the C allocator to return freed memory to the system
-(``malloc_trim``, where the C library has it): SQLite's page caches are freed into the heap,
+(``heap.release_memory``, where the C library has it): SQLite's page caches are freed into the heap,
 which would otherwise keep them.
 """
 
@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -42,6 +40,7 @@ from typing import Final, Protocol
 import structlog
 
 from gateway.resources import open_files_limit
+from services.kb.heap import release_memory
 
 log = structlog.get_logger()
 
@@ -244,19 +243,3 @@ class OpenHandles:
                 log.exception("kb_close_failed")
         self._closer.shutdown(wait=True)  # the closes already under way end first
         self._closing.clear()
-
-
-_libc: ctypes.CDLL | None = None
-
-
-def release_memory() -> None:
-    """Return the C heap's free memory to the system (glibc's ``malloc_trim``; a no-op elsewhere)."""
-    global _libc
-    if _libc is None:
-        name = ctypes.util.find_library("c")
-        if name is None:
-            return
-        _libc = ctypes.CDLL(name)
-    trim = getattr(_libc, "malloc_trim", None)
-    if trim is not None:
-        trim(0)

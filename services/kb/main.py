@@ -17,6 +17,7 @@ from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb.archive.archives import Archives
 from services.kb.file_watch import Root, SourceWatch, archive_folder, archive_source, vault_source
 from services.kb.handles import OpenHandles, default_cap, files_needed
+from services.kb.heap import PAGE_BUFFER_THRESHOLD, keep_pages_off_heap
 from services.kb.metrics import register_index_sizes, register_open_archives
 from services.kb.servicer import Knowledge
 from services.kb.vault.names import NOTES_DIR
@@ -58,6 +59,8 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
     """Serve gateway.v1.Knowledge until SIGTERM, following config.json."""
     config = live.current
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    if keep_pages_off_heap():  # before any page cache: SQLite's page buffers are mappings of their own
+        log.info("kb_page_buffers_off_heap", threshold_bytes=PAGE_BUFFER_THRESHOLD)
     await asyncio.to_thread(sweep_at_start, temp_folders(config))  # before SERVING: no temp file a crash left
     roots: dict[str, Root] = {}
     watch = SourceWatch(lambda: roots, config.home / SYNC_DIR)

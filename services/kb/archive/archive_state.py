@@ -15,7 +15,6 @@ leave its descriptor behind in SQLite, one more for every archive a dream or a l
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,7 +25,7 @@ from gateway.errors import NotFound
 from services.kb.archive.retrieval_log import Recorder
 from services.kb.index import indexer, schema
 from services.kb.index.index_files import close_connections, close_quietly
-from services.kb.index.search import READER_RENEW_S, tune_reader
+from services.kb.index.search import tune_reader
 
 
 @dataclass(eq=False)  # a key of the open-handles LRU: by identity
@@ -36,7 +35,6 @@ class ArchiveState:
     writer: apsw.Connection | None = None
     reader: apsw.Connection | None = None
     read_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the reader: a search, or a worker's read
-    reader_since: float = 0.0  # when the reader was opened (``time.monotonic``)
     next_run: asyncio.Future[indexer.RefreshReport] | None = None
     drain: asyncio.Task[None] | None = None
     dirty: bool | None = None  # None: unknown until first checked
@@ -66,19 +64,13 @@ class ArchiveState:
         return self.writer
 
     def open_reader(self) -> apsw.Connection | None:
-        """The search connection (on the event loop, inside a use); None before the index exists.
-        One ``READER_RENEW_S`` old is opened again when no worker reads on it (``read_lock``): a
-        caller uses what this returns before its next ``await``, or under ``read_lock``."""
-        if self.reader is not None and not self.read_lock.locked() and time.monotonic() - self.reader_since >= READER_RENEW_S:
-            close_quietly(self.reader)
-            self.reader = None
+        """The search connection (on the event loop, inside a use); None before the index exists."""
         if self.reader is None:
             try:
                 self.reader = schema.open_reader(self.agent.kb_path)
             except NotFound:
                 return None
             tune_reader(self.reader)
-            self.reader_since = time.monotonic()
         return self.reader
 
     def release_memory(self) -> None:

@@ -71,13 +71,11 @@ DEFAULT_LIMIT: Final = 6
 MAX_LIMIT: Final = 20
 POOL: Final = 200
 COMMON_CHUNKS: Final = 2000  # a term in more chunks does not drive the OR fallback (see query)
-READER_MMAP_BYTES: Final = 1 << 30  # a ceiling: SQLite maps at most the file's size
-READER_CACHE_KIB: Final = 32 * 1024
-# A search connection is closed and opened again when it is this old and not in use: its memory map
-# then holds the pages searches touched since, not every page of a database that keeps changing
-# (they stayed in the process's resident memory as long as the connection lived). Reopening costs
-# about 2 ms (README "Open archives and files").
-READER_RENEW_S: Final = 300.0
+# A search connection's page cache, at most (SQLite fills it only with the pages searches read, so
+# an archive of a few hundred KB holds that much). No memory map: a mapped database kept every page
+# a search had touched resident in the process for as long as the connection lived, and so the
+# KB's memory grew with its databases (docs/capacity.md "Where the KB's memory goes").
+READER_CACHE_KIB: Final = 8 * 1024
 
 log = structlog.get_logger()
 
@@ -98,15 +96,14 @@ def clamp_limit(limit: int | None) -> int:
 
 
 def tune_reader(conn: apsw.Connection) -> None:
-    """Read-path settings for a long-lived search connection: memory-mapped I/O and a larger page cache.
+    """Read-path settings for a long-lived search connection: reads through SQLite's page cache,
+    bounded by ``READER_CACHE_KIB``, and no memory map.
 
-    A search touches hundreds of random pages (FTS doclists and docsizes, chunk
-    rows); through ``mmap`` each costs a memory access instead of a ``pread``
-    into a 2 MB default cache, and the mapping survives another connection's
-    commit where the page cache does not. (Measured on the 50 MB benchmark
-    corpus: the 200-row importance join went from ~1 ms to ~0.1 ms.)
+    The pages a search reads come from the system's file cache (a ``pread`` each) into the page
+    cache, which another connection's commit empties: what the connection holds is at most the
+    cache's bound, whatever the size of the database or how long the connection lives.
     """
-    conn.execute(f"PRAGMA mmap_size={READER_MMAP_BYTES}").fetchall()
+    conn.execute("PRAGMA mmap_size=0").fetchall()
     conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB}")
 
 

@@ -22,7 +22,6 @@ has it on, the largest ``staleDays``, the smallest cap).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -39,8 +38,8 @@ from services.kb.archive import retrieval_log
 from services.kb.file_watch import index_matches_file, plain_source
 from services.kb.handles import OpenHandles, default_cap
 from services.kb.index import schema
-from services.kb.index.index_files import close_connections, close_quietly
-from services.kb.index.search import READER_RENEW_S, SearchResult, tune_reader
+from services.kb.index.index_files import close_connections
+from services.kb.index.search import SearchResult, tune_reader
 from services.kb.threads import until_done
 from services.kb.vault import gc, note_index, notes, promotion, retirement, unpromote
 
@@ -56,7 +55,6 @@ class _Vault:
     graph: bool
     writer: apsw.Connection | None = None
     reader: apsw.Connection | None = None
-    reader_since: float = 0.0  # when the reader was opened (``time.monotonic``)
     lock: asyncio.Lock | None = None
     dirty: bool = False
     graph_task: asyncio.Task[None] | None = None
@@ -83,19 +81,13 @@ class _Vault:
         return close
 
     def open_reader(self) -> apsw.Connection | None:
-        """The search connection (on the event loop, inside a use); None before the index exists.
-        Opened again when ``READER_RENEW_S`` old (as an archive's): every use of it is on the loop,
-        with no ``await`` between getting it and using it."""
-        if self.reader is not None and time.monotonic() - self.reader_since >= READER_RENEW_S:
-            close_quietly(self.reader)
-            self.reader = None
+        """The search connection (on the event loop, inside a use); None before the index exists."""
         if self.reader is None:
             try:
                 self.reader = schema.open_reader(self.directory / note_index.INDEX_FILE)
             except NotFound:
                 return None
             tune_reader(self.reader)
-            self.reader_since = time.monotonic()
         return self.reader
 
 

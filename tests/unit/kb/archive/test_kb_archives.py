@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import apsw
 import pytest
 
 from gateway.config import build
@@ -253,29 +254,40 @@ def test_a_cancelled_fold_holds_the_writer_until_its_worker_is_done(tmp_path: Pa
     assert order == ["fold done", "refresh ran"]
 
 
-def test_a_search_connection_is_opened_again_once_old_and_answers_the_same(
+def test_a_search_connection_maps_no_file_and_caches_at_most_its_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Its memory map held every page searches ever touched while it lived; renewed, the map holds
-    what they touch now. Nothing else changes: the same answers, the state kept."""
-    from services.kb.archive import archive_state
+    """What a search connection holds does not grow with its database: no memory map of the index
+    (a mapped page a search touched stayed resident while the connection lived) and a page cache
+    of at most ``READER_CACHE_KIB``, over an archive several times that size, between commits."""
+    from services.kb.index import search as search_module
 
     archives = make(tmp_path)
-    note = tmp_path / "agents" / "a" / "workspace" / "memory" / "n.md"
-    note.write_text("# N\n\n- quokka facts\n")
-    monkeypatch.setattr(archive_state, "READER_RENEW_S", 3600.0)
+    memory = tmp_path / "agents" / "a" / "workspace" / "memory"
+    words = [f"w{i:05d}" for i in range(20_000)]
+    for n in range(60):  # about 2 MB of distinct words: more pages than the bound, in the test below
+        (memory / f"n{n}.md").write_text(f"# N{n}\n\n" + " ".join(words[(n * 331 + k) % 20_000] for k in range(6_000)) + "\n")
+    kb = tmp_path / "agents" / "a" / "kb.sqlite"
 
-    async def scenario() -> list[tuple[object, int]]:
-        seen: list[tuple[object, int]] = []
-        for renew_s in (3600.0, 3600.0, 0.0, 3600.0):
-            monkeypatch.setattr(archive_state, "READER_RENEW_S", renew_s)
-            result, _ = await archives.search("a", "quokka", 5, False)
-            seen.append((archives._state("a").reader, len(result.hits)))  # held: no id reused
-        return seen
+    async def scenario() -> tuple[int, int, int]:
+        await archives.refresh("a")
+        found = 0
+        for k in range(0, 20_000, 97):
+            result, _ = await archives.search("a", words[k], 5, False)
+            found += bool(result.hits)
+        reader = archives._state("a").reader
+        assert reader is not None
+        used = reader.status(apsw.SQLITE_DBSTATUS_CACHE_USED)[0]
+        mapped = int(reader.execute("PRAGMA mmap_size").fetchall()[0][0])
+        return found, used, mapped
 
+    monkeypatch.setattr(search_module, "READER_CACHE_KIB", 256)  # a bound the archive is far above
     try:
-        seen = asyncio.run(scenario())
+        found, used, mapped = asyncio.run(scenario())
+        maps = [line for line in Path("/proc/self/maps").read_text().splitlines() if line.endswith(str(kb))]
     finally:
         archives.close()
-    assert [hits for _, hits in seen] == [1, 1, 1, 1]
-    assert seen[0][0] is seen[1][0] and seen[1][0] is not seen[2][0] and seen[2][0] is seen[3][0]  # renewed when old
+    assert found == len(range(0, 20_000, 97))
+    assert kb.stat().st_size > 4 * 256 * 1024  # the database is larger than the bound
+    assert mapped == 0 and maps == []
+    assert used <= 256 * 1024 * 1.1, used  # the bound, with SQLite's per-page headers

@@ -1,5 +1,5 @@
 """The KB's open files per open archive: the same from the first recorded search on, whatever the
-retrieval log's writer, a worker thread's read or a renewed search connection does, at most ``FILES_PER_ARCHIVE``, and none left
+retrieval log's writer or a worker thread's read does, at most ``FILES_PER_ARCHIVE``, and none left
 once the archive is closed.
 
 SQLite keeps the descriptor of a connection closed while another connection of the process has the
@@ -20,10 +20,9 @@ from pathlib import Path
 import pytest
 
 from gateway.config import build
-from services.kb.archive import archive_state, retrieval_log
+from services.kb.archive import retrieval_log
 from services.kb.archive.archives import Archives
 from services.kb.handles import FILES_PER_ARCHIVE, OpenHandles
-from services.kb.vault import registry as vault_registry
 from services.kb.vault.registry import Vaults
 
 AGENTS = 6
@@ -81,9 +80,6 @@ def test_open_files_per_archive_stay_flat_and_none_outlive_the_archive(tmp_path:
     async def scenario() -> tuple[list[Counter[str]], Counter[str]]:
         seen: list[Counter[str]] = []
         for n in range(ROUNDS):
-            if n == 1:  # from here every search connection is renewed (as each is once 5 minutes old)
-                monkeypatch.setattr(archive_state, "READER_RENEW_S", 0.0)
-                monkeypatch.setattr(vault_registry, "READER_RENEW_S", 0.0)
             await one_round(n)
             seen.append(kb_files(tmp_path))
             await idle()

@@ -1,0 +1,44 @@
+"""The KB's C heap: where SQLite's page buffers live, and giving freed memory back.
+
+SQLite allocates each page of a page cache with ``malloc`` (16 KiB pages, so a little over 16 KiB
+each) and frees it when a cache is emptied: after every write (``PRAGMA shrink_memory``), at every
+commit of another connection (a reader's cache), at a close. Under glibc those buffers came from
+the heap's arenas, where the small allocations made between them pinned the freed space: under
+steady traffic the heap's free space grew by about a megabyte a minute that ``malloc_trim`` could
+not return (docs/capacity.md "Where the KB's memory goes"). ``keep_pages_off_heap`` sets glibc's
+mmap threshold to 16 KiB at start, so each such buffer is a mapping of its own, returned to the
+system when freed. The threshold set by hand also turns off glibc's sliding threshold, which
+otherwise rises to the largest block ever freed. Elsewhere (another C library) both are no-ops.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+from typing import Final
+
+M_MMAP_THRESHOLD: Final = -3  # glibc's mallopt parameter
+PAGE_BUFFER_THRESHOLD: Final = 16 * 1024  # a 16 KiB page's buffer and above: a mapping each
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name) if name else None
+
+
+def keep_pages_off_heap() -> bool:
+    """Allocations of ``PAGE_BUFFER_THRESHOLD`` and more get mappings of their own; whether the C
+    library took it (glibc's ``mallopt``)."""
+    libc = _libc()
+    mallopt = getattr(libc, "mallopt", None) if libc is not None else None
+    return bool(mallopt is not None and mallopt(M_MMAP_THRESHOLD, PAGE_BUFFER_THRESHOLD) == 1)
+
+
+def release_memory() -> None:
+    """Return the C heap's free memory to the system (glibc's ``malloc_trim``; a no-op elsewhere)."""
+    libc = _libc()
+    trim = getattr(libc, "malloc_trim", None) if libc is not None else None
+    if trim is not None:
+        trim(0)
