@@ -115,16 +115,16 @@ def _each_term_covers(conn: apsw.Connection, source_id: int, plan: QueryPlan, fi
     if span is None or span[0] is None:
         return False
     low, high = int(span[0]), int(span[1])
-    checks = [(f"SELECT 1 FROM kb_chunks_fts WHERE kb_chunks_fts MATCH ? AND rowid BETWEEN {low} AND {high} LIMIT 1", t)
+    checks = [("SELECT 1 FROM kb_chunks_fts WHERE kb_chunks_fts MATCH ? AND rowid BETWEEN ? AND ? LIMIT 1", t)
               for t in plan.fts_terms]
-    checks += [(f"SELECT 1 FROM kb_chunks_cjk WHERE kb_chunks_cjk MATCH ? AND rowid BETWEEN {low} AND {high} LIMIT 1", t)
+    checks += [("SELECT 1 FROM kb_chunks_cjk WHERE kb_chunks_cjk MATCH ? AND rowid BETWEEN ? AND ? LIMIT 1", t)
                for t in plan.trigram_terms]
     for term in plan.substrings:
         cjk = " AND has_cjk = 1" if term.cjk_only else ""
-        sql = f"SELECT 1 FROM kb_chunks WHERE id BETWEEN {low} AND {high}{cjk} AND text LIKE ? ESCAPE '\\' LIMIT 1"
+        sql = f"SELECT 1 FROM kb_chunks WHERE text LIKE ? ESCAPE '\\' AND id BETWEEN ? AND ?{cjk} LIMIT 1"
         checks.append((sql, like_pattern(term.text)))
     try:
-        return all(conn.execute(sql, (param,)).fetchone() is not None for sql, param in checks)
+        return all(conn.execute(sql, (param, low, high)).fetchone() is not None for sql, param in checks)
     except apsw.SQLError:  # defensive: build_plan quotes everything
         return False
 

@@ -55,7 +55,7 @@ import apsw
 import structlog
 
 from services.kb.index.index_files import close_quietly
-from services.kb.index.schema import get_meta, lifecycle_key, path_id, set_meta, tune_writer
+from services.kb.index.schema import STATEMENT_CACHE, get_meta, lifecycle_key, path_id, set_meta, tune_writer
 
 KINDS: Final = ("search", "get")
 RECORD_BUSY_TIMEOUT_MS: Final = 250
@@ -120,7 +120,9 @@ _Row = tuple[str, str, float, str]  # entry_hash, path, at, kind
 
 
 def _open_writer(db_path: Path, busy_timeout_ms: int) -> apsw.Connection:
-    conn = apsw.Connection(os.fspath(db_path), flags=apsw.SQLITE_OPEN_READWRITE)  # never creates the file
+    conn = apsw.Connection(  # never creates the file
+        os.fspath(db_path), flags=apsw.SQLITE_OPEN_READWRITE, statementcachesize=STATEMENT_CACHE
+    )
     conn.setbusytimeout(busy_timeout_ms)
     tune_writer(conn)  # as the index's own writer: no fsync per commit, a bounded WAL
     conn.execute("PRAGMA cache_size=-512")  # it appends a few rows: a small page cache is plenty

@@ -75,8 +75,8 @@ class ChunkRow:
 
 def chunk_rows(conn: apsw.Connection, ids: list[int]) -> dict[int, ChunkRow]:
     """Everything a hit shows, for the final few chunks only (text is the costly column)."""
-    marks = ",".join("?" * len(ids))
-    return {int(row[0]): ChunkRow(*row[1:]) for row in conn.execute(f"SELECT c.id, {DETAIL_COLUMNS} WHERE c.id IN ({marks})", ids)}
+    rows = conn.execute(f"SELECT c.id, {DETAIL_COLUMNS} WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
+    return {int(row[0]): ChunkRow(*row[1:]) for row in rows}
 
 
 def make_hits(
@@ -124,8 +124,8 @@ def entries_of(conn: apsw.Connection, rows: list[ChunkRow]) -> list[list[Entry]]
     its id: one statement fetches the rows of every source involved, unpacked in Python
     (``json.loads`` is several times cheaper than unpacking them with ``json_each``)."""
     ids = sorted({row.source_id for row in rows})
-    sql = f"SELECT source_id, lines, hashes FROM kb_source_entries WHERE source_id IN ({','.join('?' * len(ids))})"
-    arrays = {int(source_id): (json.loads(lines), hashes) for source_id, lines, hashes in conn.execute(sql, ids)}
+    sql = "SELECT source_id, lines, hashes FROM kb_source_entries WHERE source_id IN (SELECT value FROM json_each(?))"
+    arrays = {int(source_id): (json.loads(lines), hashes) for source_id, lines, hashes in conn.execute(sql, (json.dumps(ids),))}
     found: list[list[tuple[int, int, bytes]]] = []
     for row in rows:
         first, last = row.start_line, row.end_line

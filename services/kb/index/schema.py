@@ -124,6 +124,12 @@ ENTRY_HASH_SQL: Final = f"lower(hex({ENTRY_DIGEST_SQL}))"  # "" when unresolved
 ENTRY_IMPORTANCE_SQL: Final = "e.lines ->> (j.key + 2)"
 FTS_HASH_BYTES: Final = 16 * 1024 * 1024
 BUSY_TIMEOUT_MS: Final = 5000
+# Prepared statements a long-lived connection keeps (apsw's default is 100). A statement over the
+# FTS tables holds 10-20 KB, and the KB keeps three connections per open archive: the statements
+# every search or refresh runs stay cached within this bound, and the SQL of the hot paths does not
+# vary with its input (lists are passed as one JSON array, ``json_each(?)``), so a cache of 100
+# per connection only filled up, over hours, with statements run once.
+STATEMENT_CACHE: Final = 64
 # README "Bounded WAL": a WAL is checkpointed into the database once it holds WAL_CHECKPOINT_BYTES
 # (SQLite's default, 1,000 pages, is 16 MB at 16 KiB pages) and cut back to WAL_LIMIT_BYTES when it
 # restarts; closing an index checkpoints it with TRUNCATE (``index_files.close_connections``).
@@ -299,7 +305,7 @@ def open_index(
     elif not path.is_file():
         raise NotFound("the knowledge archive has not been built yet")
     try:
-        conn = apsw.Connection(os.fspath(path), flags=apsw.SQLITE_OPEN_READWRITE)
+        conn = apsw.Connection(os.fspath(path), flags=apsw.SQLITE_OPEN_READWRITE, statementcachesize=STATEMENT_CACHE)
     except apsw.CantOpenError:
         if path.is_file():
             raise  # there, yet it cannot be opened: out of descriptors (gateway.resources), permissions
@@ -364,7 +370,7 @@ def open_reader(path: Path) -> apsw.Connection:
     if not path.is_file():
         raise NotFound("the knowledge archive has not been built yet")
     try:
-        conn = apsw.Connection(os.fspath(path), flags=apsw.SQLITE_OPEN_READONLY)
+        conn = apsw.Connection(os.fspath(path), flags=apsw.SQLITE_OPEN_READONLY, statementcachesize=STATEMENT_CACHE)
     except apsw.CantOpenError:
         if path.is_file():
             raise

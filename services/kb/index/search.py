@@ -52,6 +52,7 @@ and ``profile`` says which files count as sources for the staleness check.
 from __future__ import annotations
 
 import functools
+import json
 import heapq
 import threading
 import weakref
@@ -207,7 +208,7 @@ def _like(conn: apsw.Connection, text: str, cjk_only: bool) -> dict[int, _Cand]:
 
 
 @functools.lru_cache(maxsize=64)
-def _ranked_sql(table: str, excluded: int, skipped: int = 0, bonus: bool = True) -> str:
+def _ranked_sql(table: str, excluded: bool, skipped: bool = False, bonus: bool = True) -> str:
     """One FTS table's pool ranked in SQLite: the top ``?`` chunks with everything a hit shows, in no set order.
 
     Columns: id, x, relevance, then ``ChunkRow``'s. ``x / (1 + x) * (0.8 + 0.02 *
@@ -217,17 +218,17 @@ def _ranked_sql(table: str, excluded: int, skipped: int = 0, bonus: bool = True)
     pool, whose chunks matched every term) or by ``relevance`` (an OR pool),
     then id, so both paths score and choose identically (``_best`` puts them in
     that order; sorting the few rows in Python spares SQLite a sort of their
-    text). ``excluded`` source ids and ``skipped`` chunk ids (parameters after
-    the MATCH expression, in that order) are dropped after the pool is taken, as
-    ``_top`` drops them. Importance and source come from ``kb_chunk_rows`` itself:
+    text). ``excluded`` source ids and ``skipped`` chunk ids (each one JSON array
+    parameter after the MATCH expression, in that order: the SQL does not vary
+    with how many) are dropped after the pool is taken, as ``_top`` drops them. Importance and source come from ``kb_chunk_rows`` itself:
     joined through the ``kb_chunks`` view (``schema``) this statement measured
     about 9% slower; only the final rows' details need the view's whole texts.
     """
     conditions = []
     if excluded:
-        conditions.append(f"k.source_id NOT IN ({','.join('?' * excluded)})")
+        conditions.append("k.source_id NOT IN (SELECT value FROM json_each(?))")
     if skipped:
-        conditions.append(f"m.id NOT IN ({','.join('?' * skipped)})")
+        conditions.append("m.id NOT IN (SELECT value FROM json_each(?))")
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     key = "rel + 1.0" if bonus else "rel"
     return (
@@ -268,13 +269,15 @@ def _run(conn: apsw.Connection, plan: QueryPlan, limit: int, exclude_paths: Coll
     tables = [(t, terms) for t, terms in (("kb_chunks_fts", plan.fts_terms), ("kb_chunks_cjk", plan.trigram_terms)) if terms]
     if len(tables) == 1 and not plan.substrings:
         table, terms = tables[0]
-        rows = _ranked(conn, table, _ranked_sql(table, len(excluded)), (" AND ".join(terms), *excluded, limit))
+        exclusion = (json.dumps(list(excluded)),) if excluded else ()
+        rows = _ranked(conn, table, _ranked_sql(table, bool(excluded)), (" AND ".join(terms), *exclusion, limit))
         ranked = [(row[2] + 1.0, row[0]) for row in rows]
         if len(rows) < limit and len(terms) > 1 and not excluded:
             # Fewer than limit rows: that was the whole AND pool. A chunk in it keeps its AND score.
             ids = tuple(ranked_id for _, ranked_id in ranked)
             expression = " OR ".join(_or_terms(conn, table, terms, limit, memo))
-            partial = _ranked(conn, table, _ranked_sql(table, 0, len(ids), bonus=False), (expression, *ids, limit))
+            partial = _ranked(conn, table, _ranked_sql(table, False, bool(ids), bonus=False),
+                              (expression, *((json.dumps(ids),) if ids else ()), limit))
             ranked += [(row[2] + 0.0, row[0]) for row in partial]  # + 0.0 as in _top (-0.0 becomes 0.0)
             rows += partial
         if len(rows) >= limit or len(terms) == 1 or not excluded:
@@ -350,9 +353,8 @@ def _top(
 
 
 def _source_ids(conn: apsw.Connection, paths: Collection[str]) -> tuple[int, ...]:
-    paths = list(paths)
-    marks = ",".join("?" * len(paths))
-    return tuple(int(r[0]) for r in conn.execute(f"SELECT id FROM kb_sources WHERE path IN ({marks})", paths))
+    rows = conn.execute("SELECT id FROM kb_sources WHERE path IN (SELECT value FROM json_each(?))", (json.dumps(list(paths)),))
+    return tuple(int(r[0]) for r in rows)
 
 
 def is_stale(conn: apsw.Connection, workspace: Path, profile: SourceProfile = ARCHIVE_PROFILE) -> bool:

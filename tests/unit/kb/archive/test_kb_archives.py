@@ -291,3 +291,52 @@ def test_a_search_connection_maps_no_file_and_caches_at_most_its_bound(
     assert kb.stat().st_size > 4 * 256 * 1024  # the database is larger than the bound
     assert mapped == 0 and maps == []
     assert used <= 256 * 1024 * 1.1, used  # the bound, with SQLite's per-page headers
+
+
+def test_searches_run_the_same_few_statements_whatever_their_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Statements are cached per connection (``STATEMENT_CACHE`` of them, 2-15 KB each): the SQL a
+    search or a recall probe runs does not carry its input (how many hits, which sources, which
+    lines), so once every kind of search has run no new statement appears. (SQL that spelled
+    out a list's length or a line range filled every connection's cache with statements run once.)"""
+    from services.kb.index import schema
+
+    seen: list[set[str]] = []
+    opened = schema.open_reader
+
+    def traced(path: Path) -> apsw.Connection:
+        conn = opened(path)
+        conn.exec_trace = lambda _cursor, sql, _bindings: seen[-1].add(sql) or True
+        return conn
+
+    monkeypatch.setattr(schema, "open_reader", traced)
+    archives = make(tmp_path)
+    memory = tmp_path / "agents" / "a" / "workspace" / "memory"
+    for n in range(40):
+        lines = "\n".join(f"- fact {n}-{k}: heron{k % 7} otter{n % 5} 東京{k % 3} zx{n}{k}" for k in range(30))
+        (memory / f"n{n}.md").write_text(f"# Notes {n}\n\n{lines}\n")
+    queries = ["heron1", "otter2 heron3", "東京", "zx37", "otter4 nothinghere", "heron5 otter1 東京2", "fact 3-1"]
+
+    async def scenario() -> int:
+        await archives.refresh("a")
+        for round_ in range(40):
+            seen.append(set())
+            for q in queries:
+                await archives.search("a", q, 1 + (round_ % 20), False)
+            n = round_ % 40
+            await archives.probe_recall("a", [(f"memory/n{n}.md", f"zx{n}{round_}", f"zx{n}{round_}")])
+        reader = archives._state("a").reader
+        assert reader is not None
+        return int(reader.cache_stats()["size"])
+
+    seen.append(set())
+    try:
+        size = asyncio.run(scenario())
+    finally:
+        archives.close()
+    first = set().union(*seen[:21])  # every limit from 1 to 20 once, recall probes on notes 0-19
+    later = set().union(*seen[21:])  # the same searches again, probes on notes 20-39
+    assert size == schema.STATEMENT_CACHE
+    assert len(first) <= 24, sorted(first)
+    assert later <= first, sorted(later - first)  # nothing new: the input is in the bindings
