@@ -1,7 +1,7 @@
 """The one decode step of a REST request body: bytes to a JSON value, or BadRequest.
 
 ``json.loads`` alone lets through, or fails with something other than a
-clear refusal on, several inputs (issue 14); this step refuses each with a
+clear refusal on, several inputs; this step refuses each with a
 message naming it, before the body meets a message:
 
 - **UTF-8 only** (RFC 8259 §8.1, and what grpc-gateway reads). ``json.loads``

@@ -72,7 +72,7 @@ the sources with a line longer than a chunk are read again (``_resegment``).
 Pages are ``PAGE_BYTES`` (16 KiB; SQLite's default is 4 KiB). A chunk row holds
 about 1.4 KB of text, so a 4 KiB page fits two and leaves a fifth of the table
 empty: on the 50 MB benchmark corpus ``kb_chunks`` took 77 MB of pages for 61 MB
-of rows at 4 KiB and 65 MB at 16 KiB (issue 15, "KB storage"). A new file gets
+of rows at 4 KiB and 65 MB at 16 KiB. A new file gets
 them at creation; an older file is VACUUMed to them (``_repage``) while its index
 tables are empty, that is right after a schema-version change dropped them and
 before the refresh that fills them again, so the VACUUM copies only the
@@ -456,7 +456,7 @@ def ensure_lifecycle(conn: apsw.Connection) -> None:
     """Create ``kb_lifecycle`` if it is missing, and then flag a backfill.
 
     The next refresh sees ``lifecycle_backfill`` in ``kb_meta`` and writes rows for
-    every stored source, first seen at the source's stored mtime (issue #398).
+    every stored source, first seen at the source's stored mtime, so old sources keep their age.
     A ``kb_entry_lifecycle`` *table* (the layout before version 5) is first moved
     into ``kb_lifecycle`` row for row (``_move_old_lifecycle``), so nothing needs a
     backfill. Runs inside the caller's transaction.
