@@ -1,4 +1,4 @@
-"""services.file_api.files.read_file: the cheap read path (issue 15) keeps every refusal of the old one."""
+"""services.file_api.files.read_file: the cheap read path, and every refusal it makes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Indexing on file events (issue 15): a stale archive refreshes itself, coalesced, in bounded batches.
+"""Indexing on file events: a stale archive refreshes itself, coalesced, in bounded batches.
 
 The file watch is played by calling ``mark_dirty`` as ``freshness.SourceWatch``
 would; ``sync`` is a barrier that always passes, so event-driven refreshes are

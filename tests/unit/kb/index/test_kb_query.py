@@ -82,7 +82,7 @@ def _found(text: str, query: str, tokenizer: str) -> bool:
     ],
 )
 def test_a_chunk_is_found_by_the_text_it_holds(text: str, tokenizer: str) -> None:
-    """Issue 14 (property tests): a phrase built from words split here missed the chunk it was typed from."""
+    """A phrase built from words split here finds the chunk it was typed from."""
     assert _found(text, text, tokenizer)
 
 
