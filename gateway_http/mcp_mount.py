@@ -24,7 +24,7 @@ agent, built when the host starts), and this module knows it only by the
 nothing in the mount or the host is per agent, so a live config edit needs
 nothing here (the next request is checked against the config in force).
 
-Refusals carry the DESIGN status and a JSON-RPC error body (``id`` null), the
+Refusals carry the status above and a JSON-RPC error body (``id`` null), the
 shape an MCP client reads and shows, rather than the REST routes'
 grpc-gateway body. A 401 also carries RFC 6750's ``WWW-Authenticate: Bearer``
 challenge (``gateway_http.errors.bearer_challenge``); a 403 carries none. Only POST is served: the transport is stateless (no GET
