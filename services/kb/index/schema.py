@@ -16,7 +16,7 @@ Tables (README "Knowledge archive (KB)" and "Staleness GC"):
   last ``carried`` characters of the stored text of chunk ``id - 1`` (the one
   before it in the same source: a source's chunks have consecutive ids and are
   replaced together), and ``text`` holds the rest (``indexer_parse.carry``).
-  That was 7.9 MB of the 57.6 MB of chunk text of the 50 MB benchmark corpus.
+  The overlap is 7.9 MB of the 57.6 MB of chunk text of the 50 MB benchmark corpus.
   ``kb_chunks`` is a view with every chunk's whole text, for reading (the FTS
   tables' content too); writes go to ``kb_chunk_rows``.
 - ``kb_source_entries`` (child of a source): one row per source holding all its
@@ -26,16 +26,16 @@ Tables (README "Knowledge archive (KB)" and "Staleness GC"):
   (entry ``k`` is ``lines[3k..3k+2]`` and ``hashes[8k..8k+7]``). The prefix names
   the entry's ``kb_lifecycle`` row, which holds the whole digest (``RESOLVE_SQL``,
   ``resolve_prefixes``): every write of a source's entries writes their rows in the
-  same transaction, and rows are never deleted. Until version 6 the whole digests
-  were stored here too (11 MB of the 50 MB benchmark corpus). A prefix that names
+  same transaction, and rows are never deleted. The whole digests stored here too
+  would take 11 MB of the 50 MB benchmark corpus. A prefix that names
   several rows (two digests agreeing in 64 bits: not seen by chance, but text can be
   crafted to) resolves to nothing: the entry is left out of listings and of a hit's
   entry choice rather than given another entry's hash. It lets a refresh write
   lifecycle rows for skipped files without reading them, and a search find the
   entries a hit overlaps. One row per source rather than one per entry: a full
   index of 10,000 files writes 10,000 rows instead of 380,000 (a fifth of its
-  SQLite time). Until version 5 it was one JSON array of ``[start, end,
-  "<64 hex digits>", importance]``: 77 bytes an entry, 35 MB of the 50 MB
+  SQLite time). One JSON array of ``[start, end, "<64 hex digits>",
+  importance]`` would take 77 bytes an entry, 35 MB of the 50 MB
   benchmark corpus's 377,000 entries, where the packed form takes about 45
   (``ENTRY_HASH_SQL`` and the other ``ENTRY_*`` fragments unpack it in SQL). ``kb_entries`` is a view with
   the per-entry rows (source_id, start_line, end_line, entry_hash, importance),
