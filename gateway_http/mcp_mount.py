@@ -15,7 +15,7 @@ key's ``memory_shared_*`` write, which the tool returns as an error saying so.
 
 The MCP SDK takes about 0.7 s of CPU to import. ``serve`` imports it in a
 worker thread once the shim is up, so the shim answers /healthz and REST as
-soon as before; an MCP request that comes before the tools are ready waits
+soon as it would without MCP; an MCP request that comes before the tools are ready waits
 for them (up to ``START_WAIT_S``, else 503). The shim never imports
 ``gateway_mcp`` itself: the entry point (``gateway_cli.cli``) hands the mount a
 ``load`` function that imports them and makes their host (one server for every
