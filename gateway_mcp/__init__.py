@@ -1,4 +1,4 @@
-"""The MCP server of the memory tools (README "MCP: stdio and streamable HTTP").
+"""The MCP stdio server of the memory tools (README "MCP: stdio and streamable HTTP").
 
 A thin client of the KB service (docs/architecture.md "Processes"): ``gateway mcp --agent
 ID`` serves, for one agent over stdio with the official ``mcp`` SDK, the
