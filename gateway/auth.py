@@ -6,8 +6,8 @@ Keys are compared as SHA-256 digests in constant time and never logged.
 
 **Callers seen before.** Each call of a busy client carries the same metadata,
 so ``identify`` keeps the metadata of the last ``MEMO_SIZE`` calls it accepted
-with the caller they identified, and answers such a call from there (issue 15:
-reading the key, hashing it and comparing it was a tenth of the file API's own
+with the caller they identified, and answers such a call from there (reading
+the key, hashing it and comparing it would be a tenth of the file API's own
 work per GetFile). Only accepted metadata is kept: a refused one goes the whole
 way every time, and a key that is not accepted never gets near the memo. The
 lookup hashes the metadata with Python's per-process secret hash, and compares

@@ -5,7 +5,7 @@ U+200F, U+202A–U+202E, U+2066–U+2069) is invisible and reorders the text
 around it, so a name holding one is displayed as something it is not:
 ``"invoice\\u202edm.exe"`` reads as ``invoiceexe.md`` (the "Trojan Source"
 trick, CVE-2021-42574). The name rules already refuse control characters; these
-are refused beside them (issue 14 item 5), with a message that names the
+are refused beside them, with a message that names the
 character, since the caller cannot see it.
 
 Domain code calls ``refuse_bidi``; it raises the suite's InvalidArgument, so a

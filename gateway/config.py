@@ -307,7 +307,7 @@ def build(raw: Raw, home: Path) -> Config:
     full = fill_defaults(raw)
     gw = full["gateway"]
     # An agent without an override shares the gateway's settings objects (frozen): merging and
-    # typing the same blocks again for each of a thousand agents was most of a load's time.
+    # typing the same blocks again for each of a thousand agents would be most of a load's time.
     memory, dreaming, knowledge = _memory(gw["memory"]), _dreaming(gw["dreaming"]), _knowledge(gw["knowledge"], home)
     agents = []
     for entry in raw.get("agents", []):

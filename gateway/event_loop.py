@@ -1,6 +1,6 @@
 """Which asyncio event loop the processes of the suite run on: uvloop, but for dreaming.
 
-The profile of a REST GET (issue 15) showed the asyncio loop's own Python
+A profile of a REST GET shows the asyncio loop's own Python
 work (its selector, handles and socket transports) in both the shim and the
 file API; uvloop does that work in C. grpc.aio runs on it unchanged: its
 completion queue poller wakes the loop through a file descriptor, which any

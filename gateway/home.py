@@ -49,7 +49,7 @@ def first_config(admin_key: str) -> dict[str, object]:
                     }
                 ]
             },
-            # SPEC: writeRouting defaults to false but the template turns it on.
+            # writeRouting defaults to false, but a new home starts with it on.
             "memory": {"writeRouting": True},
         },
         "agents": [

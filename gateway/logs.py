@@ -1,8 +1,8 @@
 """structlog set-up: JSON lines (or lines for a person) on stdout, context bound through contextvars.
 
 Every RPC writes one line (``gateway.rpc``), so rendering a line is on the
-request path. The profile of a REST GET (issue 15) put structlog's stdlib
-``json.dumps`` and ``print`` at about 40% of a line's cost; lines are rendered
+request path. In a profile of a REST GET, structlog's stdlib ``json.dumps``
+and ``print`` would be about 40% of a line's cost; lines are rendered
 by orjson and written as bytes (structlog's ``BytesLoggerFactory``), the
 set-up structlog's own documentation gives for speed. The lines read the same
 to a JSON parser. orjson refuses what ``json`` would write (an integer past
@@ -25,7 +25,7 @@ each event through the processors ``configure`` set, as structlog would (all
 but the contextvars merge and the exception formatting: a queued line carries
 its own fields, and the batch's context is not its request's), and joins what
 they render: the same line, without structlog's logger calls and one write per
-line, which were half of a line's cost (issue 15). Rendered one
+line, which would be half of a line's cost. Rendered one
 by one between the requests, these lines cost the file API about a fifth of
 its throughput under load; rendered together, a couple of microseconds each.
 A process killed outright (SIGKILL, a crash of the interpreter) loses at most

@@ -13,8 +13,8 @@ for the internal token, null when no caller was identified.
 The line is not written by the call itself: the call queues it with the
 time it ended (``gateway.logs.later``), and queued lines are rendered and
 written together a few milliseconds later. Rendering lines one by one between
-the calls cost the file API about a fifth of its GetFile throughput under load
-(issue 15). Keys and request bodies are never logged.
+the calls would cost the file API about a fifth of its GetFile throughput under
+load. Keys and request bodies are never logged.
 """
 
 from __future__ import annotations

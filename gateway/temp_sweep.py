@@ -1,4 +1,4 @@
-"""The start-up sweep of the temp files a crash left behind (issue 14; ``gateway/atomic.py``).
+"""The start-up sweep of the temp files a crash left behind (``gateway/atomic.py``).
 
 A writer killed mid-write leaves its ``.<name>.<random>.gwtmp`` beside the
 target for good. Each process, at start and before it reports SERVING, sweeps

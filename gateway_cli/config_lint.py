@@ -3,7 +3,7 @@
 Start-up accepts a key scoped to an agent that is not configured (it gets 403
 for that agent at runtime, which lets an operator provision a key before its
 agent), and an ``overBudget`` value that is neither ``warn`` nor ``error``
-(SPEC: it falls back to warn). Both are almost always typos, so ``config
+(it falls back to warn). Both are almost always typos, so ``config
 check`` names them: the first as an error, the second as a warning.
 """
 

@@ -4,7 +4,7 @@ Every request is matched against the routes built from the protos, turned
 into the RPC's message, sent to the backend that serves the RPC with the
 caller's key as metadata and a deadline, and the reply rendered as protojson.
 
-The rule for errors (issue 14): input never gets a 5xx from the shim. Bad
+The rule for errors: input never gets a 5xx from the shim. Bad
 input is refused where it enters (``credentials`` for the key headers,
 ``json_body`` for the body, ``router`` for the path, ``fields`` and
 ``transcode`` for the message) with a 4xx naming it; 5xx comes only from a

@@ -83,8 +83,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self.timeout_keep_alive = self.limits.keep_alive_seconds
         # The deadline in force (loop time) and what it fires; the timer behind it is re-armed lazily:
         # moving or clearing a deadline touches no timer, so a request on a kept-alive connection
-        # costs no timer of its own (issue 15: two timers made and cancelled per request showed in
-        # the shim's CPU per GET). The timer, when it fires early, re-arms for the deadline in force.
+        # costs no timer of its own (two timers made and cancelled per request show in the shim's
+        # CPU per GET). The timer, when it fires early, re-arms for the deadline in force.
         self._deadline: float | None = None
         self._deadline_fire: Callable[[], None] | None = None
         self._timer: asyncio.TimerHandle | None = None

@@ -5,7 +5,7 @@ The shim forwards ``X-Api-Key`` and ``Authorization`` as they came
 second). A value that cannot hold a key is refused here with 401 naming the
 header, where it would otherwise fail in gRPC in ways that say nothing about
 the key: a TAB or a non-ASCII byte is not allowed in gRPC metadata (an
-error, formerly a 500), and a 64 KB value passes the channel's metadata
+error that would be a 500), and a 64 KB value passes the channel's metadata
 limit (a 429).
 
 What a key can be is ``gateway.http_limits``' rule, which config.json's

@@ -4,7 +4,7 @@ Metrics count requests by route template, method and status. The ``http`` line
 (method, route, status, ms) is queued and written with the next batch of lines
 (``gateway.logs.later``), stamped with the moment the answer ended.
 
-``route`` is a template (``/v1/agents/{agentId}/files/{filename}``), one of the shim's
+``route`` is a template (``/api/v1/agents/{agent_id}/files/{filename}``), one of the shim's
 own paths, or ``unmatched``: never the raw path, which can hold a file name or anything
 a client sends. ``method`` outside HTTP's usual verbs is ``other``.
 """

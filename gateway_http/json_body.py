@@ -1,7 +1,7 @@
 """The one decode step of a REST request body: bytes to a JSON value, or BadRequest.
 
 ``json.loads`` alone lets through, or fails with something other than a
-clear refusal on, several inputs (issue 14); this step refuses each with a
+clear refusal on, several inputs; this step refuses each with a
 message naming it, before the body meets a message:
 
 - **UTF-8 only** (RFC 8259 §8.1, and what grpc-gateway reads). ``json.loads``
@@ -18,7 +18,7 @@ message naming it, before the body meets a message:
 - **Number literals** of at most ``MAX_NUMBER_CHARS`` characters: our numbers
   are int32/int64 (20 characters at most) and a double needs 24, so this never
   refuses a real value, and it keeps Python's 4,300-digit ``int`` limit (a
-  ValueError, formerly a 500) out of reach.
+  ValueError that would be a 500) out of reach.
 - **Finite numbers only.** ``NaN``, ``Infinity`` and ``-Infinity`` are not
   JSON (Python accepts them), and a literal such as ``1e999999`` that
   overflows to infinity is refused too.

@@ -15,7 +15,7 @@ key's ``memory_shared_*`` write, which the tool returns as an error saying so.
 
 The MCP SDK takes about 0.7 s of CPU to import. ``serve`` imports it in a
 worker thread once the shim is up, so the shim answers /healthz and REST as
-soon as before; an MCP request that comes before the tools are ready waits
+soon as it would without MCP; an MCP request that comes before the tools are ready waits
 for them (up to ``START_WAIT_S``, else 503). The shim never imports
 ``gateway_mcp`` itself: the entry point (``gateway_cli.cli``) hands the mount a
 ``load`` function that imports them and makes their host (one server for every
@@ -24,7 +24,7 @@ agent, built when the host starts), and this module knows it only by the
 nothing in the mount or the host is per agent, so a live config edit needs
 nothing here (the next request is checked against the config in force).
 
-Refusals carry the DESIGN status and a JSON-RPC error body (``id`` null), the
+Refusals carry the status above and a JSON-RPC error body (``id`` null), the
 shape an MCP client reads and shows, rather than the REST routes'
 grpc-gateway body. A 401 also carries RFC 6750's ``WWW-Authenticate: Bearer``
 challenge (``gateway_http.errors.bearer_challenge``); a 403 carries none. Only POST is served: the transport is stateless (no GET

@@ -165,7 +165,7 @@ def render(message: Message) -> bytes:
     unset ones without presence in declaration order), and encoded by orjson:
     for strings, booleans and 32-bit integers its bytes are ``json.dumps``'
     (unescaped UTF-8, the same escapes), at a tenth of the cost on a 4 KB file
-    (issue 15; property tests compare the two renders and the two encoders).
+    (property tests compare the two renders and the two encoders).
     """
     plan = flat_plan(message.DESCRIPTOR)
     if plan is None:

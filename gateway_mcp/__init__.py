@@ -5,5 +5,6 @@ ID`` serves, for one agent over stdio with the official ``mcp`` SDK, the
 read-only ``memory_search`` / ``memory_get`` tools and the shared-vault tools
 ``memory_shared_create`` / ``_get`` / ``_update`` / ``_delete`` (README
 "Shared vault"), forwarding every call to ``gateway.v1.Knowledge`` over gRPC.
-Nothing under ``services/`` imports this package.
+The same tools are served over streamable HTTP inside the REST shim
+(``streamable_http``). Nothing under ``services/`` imports this package.
 """

@@ -21,8 +21,8 @@ from gateway.auth import INTERNAL_TOKEN_HEADER
 from gateway.channels import DEFAULT_DEADLINE_S, aio_channel
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 
-# SPEC "Archive staleness GC": the read-path recorder is gated to the MCP layer
-# (GATEWAY_RECORD_RETRIEVALS). The KB skips recording when this key says "0".
+# The MCP server can switch the KB's read-path recorder off (GATEWAY_RECORD_RETRIEVALS):
+# the KB skips recording when this key says "0".
 RECORD_RETRIEVALS_HEADER: Final = "x-gateway-record-retrievals"
 # A search that refreshes first may re-index a large archive before answering.
 REFRESH_DEADLINE_S: Final = 60.0

@@ -1,8 +1,8 @@
 """When an agent's nightly dreaming run is due: pure arithmetic over IANA time zones.
 
-SPEC "Nightly dreaming" sets the inputs: ``dreamHour``/``dreamMinute`` in
+The inputs: ``dreamHour``/``dreamMinute`` in
 ``dreamTimezone``, plus a deterministic per-agent stagger in
-``[0, staggerWindowMinutes * 60)`` seconds (planning-68), the window clamped to
+``[0, staggerWindowMinutes * 60)`` seconds, the window clamped to
 [0, 55] and 0 meaning the exact HH:MM. This module turns them into instants:
 
 - **Night.** A night is a calendar date in ``dreamTimezone``: the local date of
@@ -36,7 +36,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.config import DreamingSettings
 
-MAX_STAGGER_MINUTES = 55  # SPEC: the offset never crosses into the next hour
+MAX_STAGGER_MINUTES = 55  # the offset never crosses into the next hour
 ONE_DAY = timedelta(days=1)
 # Names that load but are not IANA zones: they depend on how the host was set up.
 _HOST_SPECIFIC = frozenset({"localtime", "posixrules", "Factory"})
@@ -76,7 +76,7 @@ def _zone(name: str) -> tzinfo:
 
 
 def clamp_window(window_minutes: int) -> int:
-    """The stagger window in minutes, clamped to [0, 55] (SPEC)."""
+    """The stagger window in minutes, clamped to [0, 55]."""
     return min(max(window_minutes, 0), MAX_STAGGER_MINUTES)
 
 

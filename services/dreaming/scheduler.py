@@ -1,6 +1,6 @@
 """The nightly loop: each agent's scheduled run at its slot, at most once a night.
 
-Rules (SPEC "Nightly dreaming"; the arithmetic is in ``schedule``):
+Rules (the arithmetic is in ``schedule``):
 
 - An agent with ``enabled: false`` or ``maxChangesPerRun: 0`` is not scheduled.
 - A night is attempted from its slot until ``CATCH_UP`` (6 h) after it. A
@@ -144,7 +144,7 @@ class _Plan:
 
 
 def schedulable(settings: DreamingSettings) -> bool:
-    """SPEC: enabled false or maxChangesPerRun 0 makes dreaming a no-op (nothing is scheduled)."""
+    """Enabled false or maxChangesPerRun 0 makes dreaming a no-op (nothing is scheduled)."""
     return settings.enabled and settings.max_changes_per_run > 0
 
 

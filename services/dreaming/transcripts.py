@@ -8,7 +8,7 @@ calls and images, truncated tool results. The model's private reasoning
 ``file-history-snapshot``, anything unknown) are left out.
 
 Everything is bounded, always from the newest end, because the newest sessions
-say most about what memory should hold now (the spec's lookback window):
+say most about what memory should hold now (the lookback window):
 
 - per file, at most ``max_bytes_per_file`` bytes, taken from its tail (a
   multi-GB transcript is never read whole; the partial first line is dropped);

@@ -44,8 +44,8 @@ def read_file(workspace: Path, name: str) -> str:
     workspace, larger than MAX_READ_BYTES, or not valid UTF-8.
 
     Four system calls in the common case (open without following a link, fstat,
-    one read sized from the file, close): a GetFile's own cost was mostly the
-    checks before the open and a read buffer sized for the 4 MB limit (issue 15).
+    one read sized from the file, close): checks before the open and a read buffer
+    sized for the 4 MB limit would be most of a GetFile's own cost.
     """
     path = f"{workspace}/{name}"  # a string (a Path caches its own): no Path built per call
     try:

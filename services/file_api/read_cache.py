@@ -1,8 +1,8 @@
 """Identity files answered from memory while they are unchanged on disk.
 
 A GetFile of an unchanged file costs one ``lstat`` here instead of the open,
-fstat, read, close and UTF-8 decode of ``files.read_file`` (issue 15: the
-read was about a fifth of the file API's own cost per call).
+fstat, read, close and UTF-8 decode of ``files.read_file`` (the read is about
+a fifth of the file API's own cost per call).
 
 **When an entry is used.** An entry is the text of one path together with what
 ``lstat`` said of it when it was read: device, inode, size, mtime and ctime in

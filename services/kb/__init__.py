@@ -1,1 +1,1 @@
-"""KB service (gRPC :50053): per-agent knowledge archives (and, later, the shared vault)."""
+"""KB service (gRPC :50053): per-agent knowledge archives, the shared vaults and their graph reports."""

@@ -15,7 +15,7 @@ is reached (``_make_room``), so a newcomer seldom waits for one.
 
 Closing (``_close``) detaches the holder's connections on the event loop (so nothing can use them
 any more) and closes them in a thread of its own: the reader first, then the WAL checkpointed with
-TRUNCATE on the writer (``schema.close_connections``), so a closed archive leaves a WAL of 0
+TRUNCATE on the writer (``index_files.close_connections``), so a closed archive leaves a WAL of 0
 bytes. The retrieval log's connection to it is closed before those, on the recorder's thread,
 once the rows queued for it are written (``retrieval_log.Recorder.release``). An archive used
 again is simply opened again: the holder keeps everything else (generation, pending file events).

@@ -2,9 +2,9 @@
 
 SQLite allocates each page of a page cache with ``malloc`` (16 KiB pages, so a little over 16 KiB
 each) and frees it when a cache is emptied: after every write (``PRAGMA shrink_memory``), at every
-commit of another connection (a reader's cache), at a close. Under glibc those buffers came from
-the heap's arenas, where the small allocations made between them pinned the freed space: under
-steady traffic the heap's free space grew by about a megabyte a minute that ``malloc_trim`` could
+commit of another connection (a reader's cache), at a close. Under glibc, in the heap's arenas,
+the small allocations made between those buffers pin the space they free: left there, under
+steady traffic the heap's free space grows by about a megabyte a minute that ``malloc_trim`` does
 not return (docs/capacity.md "Where the KB's memory goes"). ``keep_pages_off_heap`` sets glibc's
 mmap threshold to 16 KiB at start, so each such buffer is a mapping of its own, returned to the
 system when freed. The threshold set by hand also turns off glibc's sliding threshold, which

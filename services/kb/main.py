@@ -28,7 +28,7 @@ log = structlog.get_logger()
 
 SYNC_DIR = ".kb-sync"  # under the home: the file watch's barrier markers (file_watch.SourceWatch)
 # Refreshes parse in worker threads while searches run on the event loop: with the default 5 ms
-# the loop waits up to 5 ms for the GIL at every step of a search during a burst (issue 15).
+# the loop would wait up to 5 ms for the GIL at every step of a search during a burst.
 SWITCH_INTERVAL_S = 0.0005
 
 

@@ -45,7 +45,7 @@ RECORD_METADATA = "x-gateway-record-retrievals"
 
 
 def _recording_allowed(context: grpc.aio.ServicerContext) -> bool:
-    """SPEC: the read-path recorder can be switched off by the MCP layer (GATEWAY_RECORD_RETRIEVALS)."""
+    """Whether to record this read: the MCP layer can switch the read-path recorder off (GATEWAY_RECORD_RETRIEVALS)."""
     for name, value in context.invocation_metadata() or ():
         if name == RECORD_METADATA and str(value).strip().lower() in ("0", "false", "no", "off"):
             return False

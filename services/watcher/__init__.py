@@ -1,1 +1,1 @@
-"""Watcher service (gRPC :50052): file watch, CLAUDE.md composition, sessions. Not built yet (issue 3)."""
+"""Watcher service (gRPC :50052): file watch, CLAUDE.md composition, sessions."""

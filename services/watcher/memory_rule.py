@@ -1,9 +1,9 @@
 """Platform texts of CLAUDE.md: the Memory Rule and the Memory Retrieval note.
 
 The Memory Rule comes first in every CLAUDE.md. With write routing off (the
-SPEC's kill-switch, "exact pre-routing behavior") it is PLAIN_MEMORY_RULE,
-byte for byte. With routing on it carries the two-tier write contract of
-``writeRouting`` (README "CLAUDE.md and the watcher"; planning-65): durable facts in MEMORY.md/USER.md,
+kill-switch) it is PLAIN_MEMORY_RULE, the rule without routing, byte for
+byte. With routing on it carries the two-tier write contract of
+``writeRouting`` (README "CLAUDE.md and the watcher"): durable facts in MEMORY.md/USER.md,
 episodic task-log in ``<episodicArchiveDir>/<topic>.md``.
 
 The retrieval note (README "CLAUDE.md and the watcher") is injected

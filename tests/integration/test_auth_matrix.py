@@ -1,4 +1,4 @@
-"""The auth matrix (issue 14, docs/architecture.md "Auth and the internal token") over the real suite: REST, gRPC and MCP.
+"""The auth matrix (docs/architecture.md "Auth and the internal token") over the real suite: REST, gRPC and MCP.
 
 Every REST route (``all_routes()``, so a new route is in the matrix with no
 edit here) and every RPC of every service (the descriptors, streaming and

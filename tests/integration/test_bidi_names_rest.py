@@ -1,4 +1,4 @@
-"""Bidirectional controls in a name are a 400 naming the character, over REST (issue 14 item 5).
+"""Bidirectional controls in a name are a 400 naming the character, over REST.
 
 The twelve Bidi_Control code points, each in every place a REST caller names
 something that becomes a file name or is shown as one: a shared note name (in

@@ -1,4 +1,4 @@
-"""config.json edited under a running suite: every process follows it (issue: operator safety, item 2).
+"""config.json edited under a running suite: every process follows it.
 
 The edits are made the way an operator or the CLI makes them (a temp file
 renamed into place), then the new agent and key are driven through every

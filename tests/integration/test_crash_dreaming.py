@@ -1,4 +1,4 @@
-"""kill -9 of dreaming while its applier writes (issue 14, "Crash consistency").
+"""kill -9 of dreaming while its applier writes.
 
 The agent's reviewer (tests/reviewers/hold.py) proposes five changes to MEMORY.md (a replace,
 two removes, two adds) and holds the run open until the test releases it; then the applier

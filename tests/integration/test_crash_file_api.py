@@ -1,4 +1,4 @@
-"""kill -9 of the file API under a stream of PUTs (issue 14, "Crash consistency").
+"""kill -9 of the file API under a stream of PUTs.
 
 Three writers PUT numbered, self-checking contents of 150-700 KB (crash_support.stamp) to
 MEMORY.md, USER.md and SOUL.md over gRPC, one file each, as fast as the file API answers. At

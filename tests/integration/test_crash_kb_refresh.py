@@ -1,4 +1,4 @@
-"""kill -9 of the KB mid-refresh, on a refresh large enough for its parse workers (issue 14).
+"""kill -9 of the KB mid-refresh, on a refresh large enough for its parse workers.
 
 An archive of ``FILES`` memory files, ``FILE_BYTES`` each (over indexer_bulk.PROCESS_BYTES
 in all, and more than indexer.BULK_FILES of them), is rewritten whole every round, each line

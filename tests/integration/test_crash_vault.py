@@ -1,4 +1,4 @@
-"""kill -9 of the KB under shared-vault creates and updates (issue 14, "Crash consistency").
+"""kill -9 of the KB under shared-vault creates and updates.
 
 Writers create notes and then update them (``CreateSharedNote`` / ``UpdateSharedNote`` over
 gRPC), each note's contents numbered and self-checking (crash_support.stamp, 30-100 KB, words

@@ -56,7 +56,7 @@ def padded(body: str, total: int, tail: str) -> str:
     return body + sentence("Filler fact about the quay", filler, ("quay", "crane", "bollard")) + "\n" + tail
 
 
-# The case: over 8,000 chars as the run began, the compactor leaves about 250, and the
+# The case to guard: over 8,000 chars as the run began, the compactor leaves about 250, and the
 # reviewer removes an 81-char stale line (25% of what is left would be about 60).
 KESTREL_STALE = sentence("The old slipway crane is still waiting for its inspection", 81)
 KESTREL = padded(HEAD + KESTREL_STALE + "\n", 8_240, tasks(8_000))

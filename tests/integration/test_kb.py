@@ -221,7 +221,7 @@ def test_get_refuses_a_link_out_and_reads_bounded_excerpts(ksuite: Suite, kb: kb
 
 
 def test_stale_flag_and_read_your_writes(ksuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
-    """A new note is indexed on its file event, with no refresh asked for (issue 15); ``stale``
+    """A new note is indexed on its file event, with no refresh asked for; ``stale``
     clears once it is; ``refresh: true`` still answers with what was written just before."""
     refresh(kb)
     assert not search(kb, "anything").stale

@@ -1,4 +1,4 @@
-"""The real KB indexes on file events (issue 15): no refresh call, bursts, links, coalescing.
+"""The real KB indexes on file events: no refresh call, bursts, links, coalescing.
 
 Nothing here asks for a refresh: each test writes files and waits (bounded) for
 Search to find them. The KB's own ``kb_refreshed`` log lines count the refreshes.

@@ -2,8 +2,8 @@
 
 Each test writes files and calls Refresh (or Search with refresh) *at once*, with
 no sleep in between: the barrier must make every write before the call count.
-The KB's own log says whether a refresh was targeted or walked the tree. Since
-the KB indexes on file events by itself (issue 15), the work of one write may be
+The KB's own log says whether a refresh was targeted or walked the tree. As
+the KB indexes on file events by itself, the work of one write may be
 done by the refresh the event queued or by the one the test asked for: the tests
 add up every refresh logged since the write (each logs before it answers).
 """

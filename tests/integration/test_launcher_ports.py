@@ -1,4 +1,4 @@
-"""The launcher and busy ports: no false "ready", one clear line, no traceback (operator safety, item 4)."""
+"""The launcher and busy ports: no false "ready", one clear line, no traceback."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""A long word no longer blocks a night's compaction, with the real processes.
+"""A long word does not block a night's compaction, with the real processes.
 
 MEMORY.md is over its budget with 60 finished entries, one holding a 1,200-character unbroken key.
-Search read a query's first 1,000 characters and looked for them as a whole token, which that key
-is not: the compactor's recall check could not find the entry, and the whole pass was rolled back
-(MEMORY.md left over budget, none of the 60 moved), every night. Now a manual ``gateway dream``
+Were Search to look for a query's first 1,000 characters as a whole token, which that key is not,
+the compactor's recall check could not find the entry and the whole pass would be rolled back
+(MEMORY.md left over budget, none of the 60 moved), every night. A manual ``gateway dream``
 with a stand-in reviewer moves them all, the recall check passes, and REST Search finds the key by
 its own text (README "Knowledge archive (KB)" › Long words).
 """

@@ -1,4 +1,4 @@
-"""MCP over streamable HTTP (issue 15): the shim serves the six tools at ``/mcp/agents/{agentId}``.
+"""MCP over streamable HTTP: the shim serves the six tools at ``/mcp/agents/{agentId}``.
 
 Driven by the SDK's own streamable HTTP client (``streamable_http_client`` and
 ``ClientSession``) against the real KB and the real shim, with the README's example keys

@@ -1,4 +1,4 @@
-"""Prometheus metrics of every process, scraped after real traffic (issue 16, item 5).
+"""Prometheus metrics of every process, scraped after real traffic.
 
 One suite takes a REST PUT and GETs, a session, a KB refresh and search, the
 recomposition the write causes and one dream with a scripted reviewer; then every

@@ -1,4 +1,4 @@
-"""Schemathesis against the shim's own ``/openapi.json``, over the real suite (issue 14, "Fuzzing").
+"""Schemathesis against the shim's own ``/openapi.json``, over the real suite.
 
 Every documented operation gets a bounded number of generated requests: some
 that fit the document (positive), sent with the admin key, and some that break

@@ -1,7 +1,7 @@
-"""An unknown session state never becomes IDLE, over REST or gRPC (issue 14, item 3).
+"""An unknown session state never becomes IDLE, over REST or gRPC.
 
-A busy session reported as ``"BUSY"`` or ``"busy"`` used to be read as the
-enum's zero value and taken for idle, so it could be restarted mid-task.
+A busy session reported as ``"BUSY"`` or ``"busy"`` and read as the enum's
+zero value would be taken for idle, and could be restarted mid-task.
 The shim refuses any name or number the enum does not have; the watcher
 refuses ``SESSION_STATE_UNSPECIFIED`` and any number it does not know,
 which is what a raw unknown value on the wire arrives as (proto3 enums are

@@ -1,4 +1,4 @@
-"""Hostile input over REST, table-driven, against the real suite (issue 14).
+"""Hostile input over REST, table-driven, against the real suite.
 
 Every vector gets a 4xx naming what was wrong (never a 5xx, and never 404
 where the route exists and only the name is bad), and the home is unchanged.

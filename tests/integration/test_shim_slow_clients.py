@@ -1,4 +1,4 @@
-"""Slow and greedy clients of the REST shim, against the real processes (issue 14, item 4).
+"""Slow and greedy clients of the REST shim, against the real processes.
 
 With one-second limits in config.json: a connection that sends nothing is
 closed, trickled headers and a trickled body are cut (408, then closed),
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 LIMITS = {"headerTimeoutSeconds": 1, "bodyTimeoutSeconds": 1, "keepAliveSeconds": 1, "maxConnections": 16}
 FILE = "/api/v1/agents/alfred/files/SOUL.md"
-DRIP_S = 0.5  # one byte every half second, as in the issue
+DRIP_S = 0.5  # one byte every half second
 MAX_DRIPS = 120  # a minute of trickling: far past every limit, so an answer before the end is a cut
 READ_TIMEOUT_S = 30.0
 

@@ -1,4 +1,4 @@
-"""The architecture rules of STYLE.md, enforced."""
+"""The architecture's rules on imports and the environment, enforced."""
 
 from __future__ import annotations
 

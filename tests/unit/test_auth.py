@@ -92,7 +92,7 @@ def test_internal_caller_may_read_and_write_any_existing_agent() -> None:
 
 
 def test_a_caller_seen_before_is_identified_from_the_memo(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Issue 15: the same metadata again skips the hash and the comparisons, and gets the same caller.
+    # The same metadata again skips the hash and the comparisons, and gets the same caller.
     auth = Authenticator(AUTH._keys, "internal-tok")
     metadata = (("x-api-key", "reader-key"), ("user-agent", "grpc-python"))
     first = auth.identify(metadata)

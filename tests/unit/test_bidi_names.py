@@ -1,4 +1,4 @@
-"""Bidirectional controls are refused in every name a caller picks (issue 14 item 5).
+"""Bidirectional controls are refused in every name a caller picks.
 
 Each of the twelve Bidi_Control code points, in each name rule: shared note
 names, workspace file names, memory paths (memory_get), the paths a refresh is

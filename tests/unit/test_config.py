@@ -75,7 +75,7 @@ def test_clamps_and_normalisations() -> None:
     raw = {"gateway": {"memory": {"overBudget": "loud"}, "dreaming": {"staggerWindowMinutes": 90},
                        "knowledge": {"archive": {"chunkTokens": 100, "chunkOverlap": 500}}}}
     config = build(raw, Path("/h"))
-    assert config.memory.over_budget == "warn"  # SPEC: unknown value falls back to warn
+    assert config.memory.over_budget == "warn"  # an unknown value falls back to warn
     assert config.dreaming.stagger_window_minutes == 55
     assert config.knowledge.archive.chunk_overlap == 99
 
@@ -200,7 +200,7 @@ def test_first_run_writes_hashed_admin_key_and_token(tmp_path: Path) -> None:
     assert key not in raw
     config = load_config(tmp_path)
     assert [a.id for a in config.agents] == ["alfred"]
-    assert config.memory.write_routing is True  # SPEC: the template turns routing on
+    assert config.memory.write_routing is True  # a new home's template turns routing on
     assert config.api.keys[0].digest == hashlib.sha256(key.encode()).digest()
     assert len(read_internal_token(tmp_path)) >= 32
     assert (tmp_path / "config.json").stat().st_mode & 0o777 == 0o600

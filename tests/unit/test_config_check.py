@@ -1,4 +1,4 @@
-"""``gateway config check`` names the mistakes that used to pass it, through the CLI."""
+"""``gateway config check`` through the CLI: the mistakes it names, as errors or as warnings."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""services.file_api.files.read_file: the cheap read path (issue 15) keeps every refusal of the old one."""
+"""services.file_api.files.read_file: the cheap read path, and every refusal it makes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from services.file_api import files
 
 def test_the_read_asks_for_the_file_size_not_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A read allocates what it asks for: asking for the 4 MB limit on every GetFile of a 4 KB file
-    # was most of the file API's own cost per call.
+    # would be most of the file API's own cost per call.
     (tmp_path / "MEMORY.md").write_text("x" * 4096, encoding="utf-8")
     asked: list[int] = []
     real_read = os.read

@@ -1,4 +1,4 @@
-"""Properties of the shim's one JSON decode step (gateway_http/json_body.py, issue 14).
+"""Properties of the shim's one JSON decode step (gateway_http/json_body.py).
 
 Whatever ``json.dumps`` makes of finite, shallow data decodes to the same
 value; a document past any bound, with a non-finite number or a lone

@@ -97,7 +97,7 @@ def test_observe_rpc_counts_each_call_and_is_cheap() -> None:
 
 
 def test_a_queued_observation_is_applied_before_any_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Issue 15: requests queue their observations; a read (a scrape, exposition, get_sample_value) applies them first.
+    # Requests queue their observations; a read (a scrape, exposition, get_sample_value) applies them first.
     def sample() -> float | None:
         return REGISTRY.get_sample_value("gateway_rpc_duration_seconds_count", {"method": "UnitQueued", "code": "OK"})
 

@@ -120,8 +120,8 @@ def test_an_unexpected_exception_is_internal_with_a_generic_message_and_logged(m
 
 
 def test_the_lines_of_a_busy_moment_wait_for_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Rendered one by one between the calls, the lines cost a fifth of the file API's throughput
-    # (issue 15): they queue, and leave together on the timer, or on the next turn once the queue is full.
+    # Rendered one by one between the calls, the lines would cost a fifth of the file API's throughput:
+    # they queue, and leave together on the timer, or on the next turn once the queue is full.
     lines = logged(monkeypatch)
 
     async def main() -> list[int]:

@@ -1,5 +1,5 @@
 """Where input enters the suite: credential headers, names no agent or session can have, and the
-shim's rule that input never gets a 500 (issue 14)."""
+shim's rule that input never gets a 500."""
 
 from __future__ import annotations
 

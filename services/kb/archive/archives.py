@@ -12,7 +12,7 @@ archive is open; a fold first flushes it, ``close`` writes what is queued).
 
 File events (``file_watch.py``) drive three things. **Staleness**: a search
 never walks the tree; an event marks the archive stale when the index does not
-match the file. **Indexing on events** (issue 15): a stale archive gets a
+match the file. **Indexing on events**: a stale archive gets a
 refresh queued at once, through the same coalescing as any other (at most one
 running per agent, one more queued), so a new note becomes searchable without
 anyone asking; ``stale`` is true only while such a refresh is queued or

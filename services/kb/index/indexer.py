@@ -30,7 +30,7 @@ first of their paths in sorted order. A source skipped by the stat guard already
 built before it existed, or a dropped table) it is created and flagged
 (``kb_meta.lifecycle_backfill``), and that refresh writes rows for *every*
 stored source, each first seen at its stored mtime: old sources keep their real
-age instead of restarting it (issue #398). Writing every source's rows on every
+age instead of restarting it. Writing every source's rows on every
 refresh would cost a lookup per entry (about 0.13 s for 80,000 entries), which
 the no-change goal (10,000 files in 0.5 s) cannot afford.
 
@@ -39,7 +39,7 @@ chunk settings re-chunk every source. The generation counter moves only when a
 refresh changed the index. The whole refresh is one ``BEGIN IMMEDIATE``
 transaction: an exception (or a kill) mid-way leaves the previous index intact.
 
-Speed (issue 4's goals: a full index at half the speed of a bare FTS5 insert,
+Speed (the goals: a full index at half the speed of a bare FTS5 insert,
 a one-file refresh of 10,000 sources in 50 ms):
 
 - The stat comparison runs against a per-connection copy of ``kb_sources``

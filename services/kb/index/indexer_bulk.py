@@ -4,7 +4,7 @@
 index, a re-chunk, a restored backup). It writes what the one-by-one path writes
 (same rows, same ids: ids are handed out in path order, as that path would) inside
 the caller's transaction; an error on any side stops everything and propagates,
-and the caller rolls back. Issue 4's goal is a full index at half the speed of a
+and the caller rolls back. The goal is a full index at half the speed of a
 bare FTS5 insert of the same chunk texts. The work splits into Python parsing
 (``indexer_parse``) and SQLite writing, of about the same size, overlapped two ways:
 

@@ -16,7 +16,7 @@ Tables (README "Knowledge archive (KB)" and "Staleness GC"):
   last ``carried`` characters of the stored text of chunk ``id - 1`` (the one
   before it in the same source: a source's chunks have consecutive ids and are
   replaced together), and ``text`` holds the rest (``indexer_parse.carry``).
-  That was 7.9 MB of the 57.6 MB of chunk text of the 50 MB benchmark corpus.
+  The overlap is 7.9 MB of the 57.6 MB of chunk text of the 50 MB benchmark corpus.
   ``kb_chunks`` is a view with every chunk's whole text, for reading (the FTS
   tables' content too); writes go to ``kb_chunk_rows``.
 - ``kb_source_entries`` (child of a source): one row per source holding all its
@@ -26,16 +26,16 @@ Tables (README "Knowledge archive (KB)" and "Staleness GC"):
   (entry ``k`` is ``lines[3k..3k+2]`` and ``hashes[8k..8k+7]``). The prefix names
   the entry's ``kb_lifecycle`` row, which holds the whole digest (``RESOLVE_SQL``,
   ``resolve_prefixes``): every write of a source's entries writes their rows in the
-  same transaction, and rows are never deleted. Until version 6 the whole digests
-  were stored here too (11 MB of the 50 MB benchmark corpus). A prefix that names
+  same transaction, and rows are never deleted. The whole digests stored here too
+  would take 11 MB of the 50 MB benchmark corpus. A prefix that names
   several rows (two digests agreeing in 64 bits: not seen by chance, but text can be
   crafted to) resolves to nothing: the entry is left out of listings and of a hit's
   entry choice rather than given another entry's hash. It lets a refresh write
   lifecycle rows for skipped files without reading them, and a search find the
   entries a hit overlaps. One row per source rather than one per entry: a full
   index of 10,000 files writes 10,000 rows instead of 380,000 (a fifth of its
-  SQLite time). Until version 5 it was one JSON array of ``[start, end,
-  "<64 hex digits>", importance]``: 77 bytes an entry, 35 MB of the 50 MB
+  SQLite time). One JSON array of ``[start, end, "<64 hex digits>",
+  importance]`` would take 77 bytes an entry, 35 MB of the 50 MB
   benchmark corpus's 377,000 entries, where the packed form takes about 45
   (``ENTRY_HASH_SQL`` and the other ``ENTRY_*`` fragments unpack it in SQL). ``kb_entries`` is a view with
   the per-entry rows (source_id, start_line, end_line, entry_hash, importance),
@@ -72,7 +72,7 @@ the sources with a line longer than a chunk are read again (``_resegment``).
 Pages are ``PAGE_BYTES`` (16 KiB; SQLite's default is 4 KiB). A chunk row holds
 about 1.4 KB of text, so a 4 KiB page fits two and leaves a fifth of the table
 empty: on the 50 MB benchmark corpus ``kb_chunks`` took 77 MB of pages for 61 MB
-of rows at 4 KiB and 65 MB at 16 KiB (issue 15, "KB storage"). A new file gets
+of rows at 4 KiB and 65 MB at 16 KiB. A new file gets
 them at creation; an older file is VACUUMed to them (``_repage``) while its index
 tables are empty, that is right after a schema-version change dropped them and
 before the refresh that fills them again, so the VACUUM copies only the
@@ -462,7 +462,7 @@ def ensure_lifecycle(conn: apsw.Connection) -> None:
     """Create ``kb_lifecycle`` if it is missing, and then flag a backfill.
 
     The next refresh sees ``lifecycle_backfill`` in ``kb_meta`` and writes rows for
-    every stored source, first seen at the source's stored mtime (issue #398).
+    every stored source, first seen at the source's stored mtime, so old sources keep their age.
     A ``kb_entry_lifecycle`` *table* (the layout before version 5) is first moved
     into ``kb_lifecycle`` row for row (``_move_old_lifecycle``), so nothing needs a
     backfill. Runs inside the caller's transaction.

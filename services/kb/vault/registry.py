@@ -153,7 +153,7 @@ class Vaults:
                 return op(v.writer, v.directory, *args, **kwargs)
             finally:
                 # Its page cache back after each write (the archives' writer does the same after a
-                # refresh): kept, it grew with every page of the vault ever written, up to 64 MiB.
+                # refresh): kept, it would grow with every page of the vault ever written, up to 64 MiB.
                 v.writer.execute("PRAGMA shrink_memory")
 
         async with self._handles.use(v), v.lock:

@@ -1,4 +1,4 @@
-"""A commit cut short by a crash: the journal still says what the file holds (issue 14).
+"""A commit cut short by a crash: the journal still says what the file holds.
 
 The crash is a BaseException raised by a patched step of ``write_atomic`` (the rename, or
 the folder's fsync just after it), which nothing in the commit catches: what is on disk then

@@ -44,7 +44,7 @@ def moved_out(kept: str, moved_chars: int) -> str:
 
 
 def test_over_budget_as_the_run_began_the_cap_is_90_percent_of_that_file_whatever_the_passes_moved() -> None:
-    # The case: over 8,000 chars as the run began, 242 after the passes, an 81-char stale line.
+    # The case to guard: over 8,000 chars as the run began, 242 after the passes, an 81-char stale line.
     stale = line(81)
     kept = HEAD + stale + "\n" + line(242 - len(HEAD) - 82 - 1, "fact") + "\n"
     assert len(kept) == 242

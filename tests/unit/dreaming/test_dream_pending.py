@@ -42,7 +42,7 @@ def test_proposed_ops_are_pending_until_a_run_applies_them() -> None:
 
 
 def test_a_proposal_made_after_an_auto_run_applied_it_is_not_pending() -> None:
-    # The case: applied by an auto run, then re-proposed by a propose run.
+    # The case to guard: applied by an auto run, then re-proposed by a propose run.
     after = MEMORY + FACT.content + "\n"
     records = [op("r1", 1, FACT, "applied"),
                op("r2", 1, FACT, "proposed", "the applier would skip it now: already in MEMORY.md")]

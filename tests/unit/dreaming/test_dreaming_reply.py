@@ -251,9 +251,9 @@ def test_a_huge_list_is_read_only_up_to_the_cap() -> None:
 
 
 def test_lone_surrogate_escapes_never_reach_a_proposal_nor_break_the_reply() -> None:
-    """Issue 14 (property tests): JSON lets a reviewer write "\\ud800", which no UTF-8 file can hold.
-    In a content it made parse_reply raise UnicodeEncodeError (the proposal's id hashes it), so the
-    run failed; in a summary, a reason or a refused value it reached the audit, written as UTF-8."""
+    """JSON lets a reviewer write "\\ud800", which no UTF-8 file can hold. In a content it would make
+    parse_reply raise UnicodeEncodeError (the proposal's id hashes it) and fail the run; in a summary,
+    a reason or a refused value it would reach the audit, written as UTF-8."""
     text = (
         '{"summary": "sum \\ud800", "proposals": ['
         '{"op": "add", "file": "MEMORY.md", "content": "- fact \\udfff"},'

@@ -1,4 +1,4 @@
-"""The Hypothesis profile of the property tests (issue 14, "Fuzzing").
+"""The Hypothesis profile of the property tests.
 
 Deterministic: ``derandomize`` draws the same examples on every run and no
 example database is read or written, so a failure in CI is a failure on a

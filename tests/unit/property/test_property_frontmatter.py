@@ -5,10 +5,10 @@
   ``RecursionError``, ``IndexError``…); and what a small YAML emitter writes from a value
   (block mappings and sequences, flow collections, quoted and plain scalars) reads back as
   that value;
-- ``graph_parse.parse_note`` never raises, and takes its links from the body only;
+- ``graph.parse.parse_note`` never raises, and takes its links from the body only;
 - ``entries.parse_frontmatter`` (the indexer's) never raises and ends the frontmatter on its
   closing line, so the body's line numbers, the chunks the indexer makes of the body, and
-  ``vault_retire``'s byte offset (where a retirement marker goes) are right, CRLF included.
+  ``vault.retirement``'s byte offset (where a retirement marker goes) are right, CRLF included.
 """
 
 from __future__ import annotations

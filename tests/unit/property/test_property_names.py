@@ -1,5 +1,5 @@
-"""Properties of the name rules: shared-note names (``vault_names``), workspace file names
-(``file_api.names``) and the slugs promotion makes into note names (``vault_promote_names``).
+"""Properties of the name rules: shared-note names (``vault.names``), workspace file names
+(``file_api.names``) and the slugs promotion makes into note names (``vault.promotion_names``).
 
 - an accepted note name is canonical (validating it again gives it back), maps to one file
   directly inside ``notes/`` and back to the same name, and its longest file name (the retired

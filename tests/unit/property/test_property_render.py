@@ -1,4 +1,4 @@
-"""The shim's fast protojson render of flat replies is byte for byte protojson's own (issue 15)."""
+"""The shim's fast protojson render of flat replies is byte for byte protojson's own."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The router tries a path only against the routes that fit its length: the answer of a full scan (issue 15)."""
+"""The router tries a path only against the routes that fit its length: the answer of a full scan."""
 
 from __future__ import annotations
 

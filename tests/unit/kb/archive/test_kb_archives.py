@@ -258,7 +258,7 @@ def test_a_search_connection_maps_no_file_and_caches_at_most_its_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What a search connection holds does not grow with its database: no memory map of the index
-    (a mapped page a search touched stayed resident while the connection lived) and a page cache
+    (a mapped page a search touches stays resident while the connection lives) and a page cache
     of at most ``READER_CACHE_KIB``, over an archive several times that size, between commits."""
     from services.kb.index import search as search_module
 

@@ -1,6 +1,6 @@
-"""Indexing on file events (issue 15): a stale archive refreshes itself, coalesced, in bounded batches.
+"""Indexing on file events: a stale archive refreshes itself, coalesced, in bounded batches.
 
-The file watch is played by calling ``mark_dirty`` as ``freshness.SourceWatch``
+The file watch is played by calling ``mark_dirty`` as ``file_watch.SourceWatch``
 would; ``sync`` is a barrier that always passes, so event-driven refreshes are
 targeted once the first walk has built the index. The indexer is wrapped (not
 replaced) where a test must hold a refresh open or count its transactions.

@@ -77,9 +77,9 @@ def test_yaml_1_2_core_scalars() -> None:
 
 
 def test_double_quoted_escapes_are_yaml_1_2s_and_always_valid_unicode(tmp_path: Path) -> None:
-    """Issue 14 (property tests): a JSON-style pair of escapes stayed two lone surrogates, and a lone
-    one stayed as it was: one such title made build_reports raise for the whole vault (it cannot be
-    written as UTF-8); \\f, \\b and the other YAML 1.2 escapes were refused."""
+    """A JSON-style pair of escapes makes one character and a lone one becomes U+FFFD: a lone
+    surrogate cannot be written as UTF-8, so one such title would make build_reports raise for the
+    whole vault. \\f, \\b and the other YAML 1.2 escapes are read too."""
     document = 'a: "\\ud83d\\ude00"\nb: "\\ud800 lone"\nc: "\\f\\b\\a\\v\\N\\_\\L\\P"\nd: "\\U0000DC00"\n'
     assert load_frontmatter(document) == yaml.safe_load(document.replace("\\ud800", "\\ufffd").replace(
         "\\U0000DC00", "\\ufffd").replace("\\ud83d\\ude00", "\\U0001F600"))

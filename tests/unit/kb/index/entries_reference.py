@@ -1,4 +1,4 @@
-"""The line loop ``services.kb.index.entries.parse_entries`` had before it was made faster, kept verbatim
+"""The plain line loop of ``services.kb.index.entries.parse_entries``, without its fast paths, kept
 as the oracle of the differential test (test_kb_entries_differential.py)."""
 
 from __future__ import annotations

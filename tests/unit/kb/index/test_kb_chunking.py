@@ -90,8 +90,8 @@ def test_first_line_numbers_the_chunks_as_in_the_file() -> None:
 
 
 def test_a_segment_of_a_long_line_is_a_chunk_of_its_own() -> None:
-    """Issue 14 (property tests): the last segment was joined to the lines after it, giving a chunk
-    that claimed whole lines 2-4 and held only the end of line 2."""
+    """The last segment is not joined to the lines after it, which would give a chunk that claims
+    whole lines 2-4 and holds only the end of line 2."""
     chunks = chunk_lines(["ab", "x" * 20, "", "cd"], chunk_tokens=2, chunk_overlap=1)
     assert [(c.start_line, c.end_line, c.text) for c in chunks] == [
         (1, 1, "ab"), (2, 2, "x" * 8), (2, 2, "x" * 8), (2, 2, "x" * 8), (2, 2, "x" * 8), (3, 4, "\ncd"),

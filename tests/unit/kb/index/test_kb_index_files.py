@@ -18,8 +18,8 @@ from services.kb.index.schema import get_meta, open_index, open_reader
 
 
 def test_readers_racing_the_creation_of_an_index_never_find_it_half_made(tmp_path: Path) -> None:
-    """A reader that finds the file reads every table: before, an index opened in place was an
-    empty file, then a database without tables, and a search in between failed ("no such table")."""
+    """A reader that finds the file reads every table: an index made in place would be an empty
+    file, then a database without tables, and a search in between would fail ("no such table")."""
     errors: list[str] = []
     answered = 0
     done = threading.Event()

@@ -2,9 +2,9 @@
 
 A query reads its words up to 1,000 characters and searches a longer word by its first
 characters as a prefix; the indexer cuts a long line between words, so those characters are
-whole in one chunk (README "Knowledge archive (KB)" › Long words). Before, a 1,200-character
-word was searched as its first 1,000 characters as a whole token, which no token of the index
-is, and a word across a segment's cut was in no chunk at all.
+whole in one chunk (README "Knowledge archive (KB)" › Long words). Searched as its first 1,000
+characters as a whole token, a 1,200-character word would match no token of the index, and a word
+across a cut made wherever a count fell would be in no chunk at all.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ def test_a_huge_query_word_is_a_prefix_not_an_error(conn: apsw.Connection, works
 
 @pytest.mark.parametrize("tokenizer", ["unicode61", "porter", "ascii", "trigram"])
 def test_a_word_across_a_chunk_boundary_of_a_long_line_is_found(conn: apsw.Connection, workspace: Path, tokenizer: str) -> None:
-    """A line longer than a chunk (64 characters here) was cut every 64 characters: a word across a cut
-    was in no chunk whole. Now it is cut between words."""
+    """A line longer than a chunk (64 characters here) is cut between words: cut every 64 characters,
+    a word across a cut would be in no chunk whole."""
     line = "- " + " ".join(f"harbour{n:03d}" for n in range(40))  # 400 characters, no word at a multiple of 64 alone
     write(workspace, "memory/notes.md", f"# Notes\n\n{line}\n")
     archive = settings(tokenizer, chunk_tokens=16, chunk_overlap=4)
@@ -85,8 +85,8 @@ def test_an_entry_longer_than_a_chunk_is_found_by_each_of_its_words(conn: apsw.C
 
 @pytest.mark.parametrize("tokenizer", ["unicode61", "trigram"])
 def test_a_nul_in_a_note_hides_nothing_after_it(conn: apsw.Connection, workspace: Path, tokenizer: str) -> None:
-    """SQLite's LIKE and substr read a text only up to its first NUL: a short word after one was not
-    found (LIKE), and a chunk carrying the overlap of one holding a NUL read back other text. A NUL
+    """SQLite's LIKE and substr read a text only up to its first NUL: a short word after one would not
+    be found (LIKE), and a chunk carrying the overlap of one holding a NUL would read back other text. A NUL
     in a chunk's text is stored as a space."""
     lines = ["# Notes", "", "- the ferry\x00 zq leaves at nine", "- the harbour gauge reads low", "- tide tables"]
     write(workspace, "memory/notes.md", "\n".join(lines) + "\n")
@@ -122,7 +122,7 @@ def test_a_version_6_index_reads_again_only_the_sources_with_a_long_line(
     schema.set_meta(conn, "schema_version", "6")
     life = conn.execute("SELECT * FROM kb_lifecycle ORDER BY entry_hash").fetchall()
     short_rows = conn.execute("SELECT * FROM kb_chunk_rows WHERE source_id = (SELECT id FROM kb_sources WHERE path = 'memory/short.md')").fetchall()
-    assert _lines_found(conn, workspace, word, "memory/long.md") == set()  # the bug: cut at 1,024, searched as 1,000
+    assert _lines_found(conn, workspace, word, "memory/long.md") == set()  # version 6: cut at 1,024, searched as 1,000
     conn.close()
 
     upgraded = schema.open_index(db_path, settings(chunk_tokens=256))

@@ -3,7 +3,7 @@
 - ``parse_entries`` on clean files (ASCII, " " the only whitespace: the case its short
   paths serve), against the frozen line loop ``entries_reference``;
 - ``chunk_lines``' search over the joined text against its general path (by pieces);
-- ``parse_batches``' lifecycle rows against the format they had.
+- ``parse_batches``' lifecycle rows against the same rows written with ``json.dumps``.
 """
 
 from __future__ import annotations

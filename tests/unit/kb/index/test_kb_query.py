@@ -35,8 +35,8 @@ def test_cjk_and_thai_runs_are_routed_to_trigram_or_substring() -> None:
 
 
 def test_a_run_glued_to_other_characters_is_searched_with_them() -> None:
-    """``deploy東京`` is one unicode61 token: the phrase ``"deploy"`` never matched it, so a chunk
-    holding it was found only by the OR fallback, and the recall probe (every term) not at all. The
+    """``deploy東京`` is one unicode61 token: the phrase ``"deploy"`` never matches it, so a chunk
+    holding it would be found only by the OR fallback, and the recall probe (every term) not at all. The
     stretch up to the nearest ASCII punctuation goes to the trigram table, which matches substrings."""
     plan = build_plan("deploy東京 x東 東京🙂/done", "unicode61")
     assert plan.fts_terms == ('"/done"',)
@@ -72,17 +72,17 @@ def _found(text: str, query: str, tokenizer: str) -> bool:
 @pytest.mark.parametrize(
     ("text", "tokenizer"),
     [
-        (unicodedata.normalize("NFD", "Überprüfung der Server"), "unicode61"),  # was "U berpru fung": three tokens
+        (unicodedata.normalize("NFD", "Überprüfung der Server"), "unicode61"),  # not "U berpru fung": three tokens
         ("q\u0301x notes", "unicode61"),  # a combining mark inside a word
         ("hmm🤔 later", "unicode61"),  # unicode61 keeps characters newer than Unicode 6.1 in a token
         ("tag\ue000x", "porter"),  # private use
-        ("foo-ぁ-bar", "unicode61"),  # was "foo bar": one phrase across the run cut out of it
+        ("foo-ぁ-bar", "unicode61"),  # not "foo bar": one phrase across the run cut out of it
         ("résumé—draft", "ascii"),  # ascii keeps every non-ASCII character in a token
         ("0\u00a0x", "ascii"),  # even a no-break space
     ],
 )
 def test_a_chunk_is_found_by_the_text_it_holds(text: str, tokenizer: str) -> None:
-    """Issue 14 (property tests): a phrase built from words split here missed the chunk it was typed from."""
+    """A phrase built from words split here finds the chunk it was typed from."""
     assert _found(text, text, tokenizer)
 
 

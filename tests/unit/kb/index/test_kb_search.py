@@ -373,7 +373,7 @@ def test_common_terms_do_not_drive_the_or_fallback(conn: apsw.Connection, worksp
     monkeypatch.setattr(search_module, "COMMON_CHUNKS", 5)
     # "common" matches 8 chunks (> 5), "walrus" 3: at least the limit, so only walrus drives the fallback.
     assert sorted(h.path for h in search(conn, workspace, "walrus common", 3).hits) == [f"memory/r{n}.md" for n in range(3)]
-    # With a limit the rare terms cannot fill, every term drives it again (results up to the limit, as before).
+    # With a limit the rare terms cannot fill, every term drives it (results up to the limit, as with no bound on common terms).
     paths = [h.path for h in search(conn, workspace, "walrus common", 6).hits]
     assert len(paths) == 6 and {f"memory/r{n}.md" for n in range(3)} <= set(paths)
     monkeypatch.setattr(search_module, "COMMON_CHUNKS", 2000)

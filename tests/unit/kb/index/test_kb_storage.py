@@ -1,4 +1,4 @@
-"""The archive's storage layout (issue 15, "KB storage"): overlap stored once, packed entries, compact lifecycle
+"""The archive's storage layout: overlap stored once, packed entries, compact lifecycle
 rows, 16 KiB pages, and the version-5 migration.
 
 A version-4 index is made from a real one: its chunks, entries and lifecycle

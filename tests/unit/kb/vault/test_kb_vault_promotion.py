@@ -1,4 +1,4 @@
-"""Nightly promotion into the shared vault (vault_promote): update, merge bar, link bar, twins, the size cap."""
+"""Nightly promotion into the shared vault (vault.promotion): update, merge bar, link bar, twins, the size cap."""
 
 from __future__ import annotations
 

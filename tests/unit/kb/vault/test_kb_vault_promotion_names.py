@@ -104,7 +104,7 @@ def test_names_are_capped_at_whole_words() -> None:
 
 
 def test_names_are_capped_in_bytes_too_so_four_byte_letters_still_make_a_valid_name() -> None:
-    """64 CJK extension B letters are 256 bytes: over the 200 a note name may have (issue 14, fuzzing)."""
+    """64 CJK extension B letters are 256 bytes: over the 200 a note name may have."""
     wide = "\U00020000" * 70
     assert slugify(wide) == "\U00020000" * 50 and validate_name(slugify(wide)) == slugify(wide)
     words = " ".join(["\U00020001" * 20] * 4)  # 20 letters (80 bytes) a word

@@ -175,8 +175,8 @@ def test_recorded_retrievals_reach_the_gc_and_an_agent_without_recording_adds_no
 
 
 def test_the_vault_writer_hands_its_page_cache_back_after_each_write(tmp_path: Path) -> None:
-    """Kept across writes, the writer's page cache grew with every page of the vault written (up to
-    its 64 MiB): KB memory that grew for as long as notes were shared."""
+    """Kept across writes, the writer's page cache would grow with every page of the vault written (up
+    to its 64 MiB): KB memory that grows for as long as notes are shared."""
     import apsw
 
     executor = ThreadPoolExecutor(max_workers=2)

@@ -90,8 +90,8 @@ def test_retire_and_restore_are_byte_for_byte(vconn: apsw.Connection, vault_dir:
 
 
 def test_a_note_that_is_only_frontmatter_keeps_it_when_retired(vconn: apsw.Connection, vault_dir: Path) -> None:
-    """Issue 14 (property tests): without a final newline the marker went first, before the
-    ``---``, and the retired note's frontmatter (its provenance) stopped counting."""
+    """Without a final newline too, the marker goes after the closing ``---``: before it, the
+    retired note's frontmatter (its provenance) would stop counting."""
     data = b"---\nprovenance: untrusted\n---"
     put(vconn, vault_dir, "bare", data)
     retire(vconn, vault_dir, "bare", "r", NOW)
