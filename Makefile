@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 GATEWAY_HOME_DIR ?= ./var/gateway
 
-.PHONY: install up demo test unit integration lint typecheck docs bench protos clean clean-data
+.PHONY: install up demo test unit integration lint typecheck docs reference bench protos clean clean-data
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ typecheck: install
 ## make docs: the documentation site into build/site; a broken link or anchor, or a page left out of the nav, fails it
 docs: install
 	$(VENV)/bin/mkdocs build --strict
+
+## make reference: regenerate docs/reference/ from the code (protos, MCP tools, config schema, CLI, metrics)
+reference: install
+	$(PY) -m gateway_cli.docs_reference
 
 ## make bench: every benchmark but the soak (bench/soak.py, 20+ minutes: docs/capacity.md says how to run it)
 bench: install

@@ -45,3 +45,6 @@ def test_make_test_builds_the_documentation_site_strictly() -> None:
     assert built == [".venv/bin/mkdocs build --strict"], lines
     assert lines.index(built[0]) < next(i for i, line in enumerate(lines) if "pytest" in line)
 
+
+def test_make_reference_regenerates_the_reference_pages() -> None:
+    assert dry_run("reference") == [".venv/bin/python -m gateway_cli.docs_reference"]
