@@ -71,14 +71,21 @@ def _write_of(cls: type[Any], call: ast.Call) -> bool | None:
     raise AccessUnknown(f"{cls.__name__}.{call.func.attr} is called without write and has no default")
 
 
-@cache
-def rpc_access(method: descriptor.MethodDescriptor) -> str:
-    """``READ`` or ``WRITE``: the access the servicer method of ``method`` checks the caller's key for."""
-    cls = servicer_class(method.containing_service)
-    function = inspect.unwrap(getattr(cls, method.name))
+def method_access(cls: type[Any], name: str) -> str:
+    """``READ`` or ``WRITE``: what method ``name`` of servicer class ``cls`` checks the caller's key for.
+
+    Raises AccessUnknown when the method makes no such check, or passes a ``write`` that is not a constant.
+    """
+    function = inspect.unwrap(getattr(cls, name))
     tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     for call in _self_calls(tree):
         write = _write_of(cls, call)
         if write is not None:
             return WRITE if write else READ
-    raise AccessUnknown(f"{cls.__name__}.{method.name} calls no access check of its class (a helper taking write)")
+    raise AccessUnknown(f"{cls.__name__}.{name} calls no access check of its class (a helper taking write)")
+
+
+@cache
+def rpc_access(method: descriptor.MethodDescriptor) -> str:
+    """``READ`` or ``WRITE``: the access the servicer method of ``method`` checks the caller's key for."""
+    return method_access(servicer_class(method.containing_service), method.name)

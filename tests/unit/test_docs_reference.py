@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gateway_cli.docs_reference import cli_page, grpc_page, mcp_page, metrics_page
 from gateway_cli.docs_reference.__main__ import main
-from gateway_cli.docs_reference.access import READ, WRITE, rpc_access
+from gateway_cli.docs_reference.access import READ, WRITE, AccessUnknown, method_access, rpc_access
 from gateway_cli.docs_reference.markdown import prose
 from gateway_cli.docs_reference.pages import PAGES, REFERENCE_DIR
 from gateway_http.descriptors import all_routes
@@ -63,6 +64,35 @@ def test_access_is_what_the_servicers_check() -> None:
     for service in grpc_page.services():
         for method in service.methods:  # every RPC, internal ones too: none is left unknown
             assert rpc_access(method) in (READ, WRITE)
+
+
+class _Servicer:
+    """A servicer as the access reader sees one: methods and the access check they call."""
+
+    def _check(self, context: object, agent_id: str, *, write: bool = False) -> None: ...
+
+    def _log(self, text: str) -> None: ...
+
+    async def Reads(self, request: Any, context: object) -> None:  # noqa: N802
+        self._log("first")  # a helper without write is no access check
+        self._check(context, request.agent_id)
+
+    async def Writes(self, request: Any, context: object) -> None:  # noqa: N802
+        self._check(context, request.agent_id, write=True)
+
+    async def Decides(self, request: Any, context: object) -> None:  # noqa: N802
+        self._check(context, request.agent_id, write=request.flag)
+
+    async def Unchecked(self, request: Any, context: object) -> None:  # noqa: N802
+        self._log("no check")
+
+
+def test_access_is_read_from_the_check_and_never_guessed() -> None:
+    assert method_access(_Servicer, "Reads") == READ  # write left out: the helper's default
+    assert method_access(_Servicer, "Writes") == WRITE
+    for name in ("Decides", "Unchecked"):
+        with pytest.raises(AccessUnknown):
+            method_access(_Servicer, name)
 
 
 def test_the_grpc_page_has_every_rpc_message_and_enum(rendered: dict[str, str]) -> None:
