@@ -85,4 +85,4 @@ def render() -> str:
     body: list[str] = []
     for name, text, sub in _subcommands(parser):
         body += _command(["gateway", name], text, sub, 2)
-    return page("Command line", intro, body)
+    return page("Command line", "the argument parser of `gateway` (`gateway_cli/cli.py` and the modules that add its commands)", intro, body)

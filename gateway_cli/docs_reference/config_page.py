@@ -25,4 +25,4 @@ def render() -> str:
         "An empty default means the key has none of its own (an object, or a key that is optional).",
     ]
     body = [*heading(2, "Keys", "keys"), reference_table(), ""]
-    return page("config.json", intro, body)
+    return page("config.json", "`gateway/config_schema.json`", intro, body)

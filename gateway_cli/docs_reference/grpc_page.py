@@ -188,4 +188,4 @@ def render() -> str:
     body += heading(2, "Enums", "enums")
     for enum in enums():
         body += _enum(enum)
-    return page("gRPC API", intro, body)
+    return page("gRPC API", "the `.proto` files in `protos/gateway/v1/` (their descriptors and comments)", intro, body)

@@ -16,11 +16,14 @@ from collections.abc import Iterable, Sequence
 _ESCAPED = re.compile(r"([\\*_\[\]{}|#`])")
 _SPANS = re.compile(r"(`[^`]+`)")
 
-GENERATED_NOTE = (
-    "!!! note \"Generated page\"\n"
-    "    This page is generated from the code by `python -m gateway_cli.docs_reference` "
-    "(`make reference`); edit the source it names, not this file.\n"
-)
+
+def generated_note(source: str) -> str:
+    """The admonition that opens every page: what it is generated from, and how to regenerate it."""
+    return (
+        '!!! note "Generated page"\n'
+        f"    Generated from {source} by `python -m gateway_cli.docs_reference` (`make reference`): "
+        "change the source, not this file.\n"
+    )
 
 
 def prose(text: str) -> str:
@@ -68,9 +71,9 @@ def slug(*parts: str) -> str:
     return "-".join(re.sub(r"[^a-z0-9]+", "-", part.lower()).strip("-") for part in parts if part)
 
 
-def page(title: str, intro: Sequence[str], body: Sequence[str]) -> str:
-    """A whole page: title, the generated-page note, the intro lines, the body; one final newline."""
-    lines = [f"# {title}", "", GENERATED_NOTE, *intro, "", *body]
+def page(title: str, source: str, intro: Sequence[str], body: Sequence[str]) -> str:
+    """A whole page: title, the note naming its ``source`` (Markdown), the intro lines, the body; one final newline."""
+    lines = [f"# {title}", "", generated_note(source), *intro, "", *body]
     text = "\n".join(lines)
     text = re.sub(r"\n{3,}", "\n\n", text)
     return text.strip() + "\n"

@@ -96,4 +96,4 @@ def render() -> str:
     body: list[str] = []
     for tool in listed:
         body += _tool(tool)
-    return page("MCP tools", intro, body)
+    return page("MCP tools", "the tools `gateway_mcp/server.py` registers, as the server lists them", intro, body)

@@ -94,4 +94,4 @@ def render() -> str:
         body += [f"- **Type**: {m.type}",
                  f"- **Labels**: {', '.join(code(label) for label in m.labels) if m.labels else 'none'}",
                  f"- **Exposed by**: {prose(m.process)} (declared in {code(m.module)})", ""]
-    return page("Metrics", intro, body)
+    return page("Metrics", "the metrics declared in " + ", ".join(code(m) for m in METRIC_MODULES), intro, body)

@@ -121,4 +121,4 @@ def render() -> str:
         f"{code(TOO_LARGE[0])} is answered only by routes that take a request body.",
         "",
     ]
-    return page("REST API", intro, body)
+    return page("REST API", "the HTTP rules and comments of the `.proto` files in `protos/gateway/v1/`", intro, body)
