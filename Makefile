@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 GATEWAY_HOME_DIR ?= ./var/gateway
 
-.PHONY: install up demo test unit integration lint typecheck bench protos clean clean-data
+.PHONY: install up demo test unit integration lint typecheck docs reference bench protos clean clean-data
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(PY):
 # constraints.txt holds every package at the version the suite was tested with.
 $(STAMP): pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -29,8 +29,8 @@ demo: install
 	test -f var/demo/config.json || install -m 600 examples/demo-config.json var/demo/config.json
 	$(VENV)/bin/gateway up --home ./var/demo
 
-## make test: the whole test suite (lint, type check, unit, integration)
-test: install lint typecheck
+## make test: the whole test suite (lint, type check, the documentation site, unit, integration)
+test: install lint typecheck docs
 	$(PY) -m pytest
 
 unit: install
@@ -44,6 +44,14 @@ lint: install
 
 typecheck: install
 	$(VENV)/bin/mypy gateway gateway_cli services gateway_http gateway_mcp
+
+## make docs: the documentation site into build/site; a broken link or anchor, or a page left out of the nav, fails it
+docs: install
+	$(VENV)/bin/mkdocs build --strict
+
+## make reference: regenerate docs/reference/ from the code (protos, MCP tools, config schema, CLI, metrics)
+reference: install
+	$(PY) -m gateway_cli.docs_reference
 
 ## make bench: every benchmark but the soak (bench/soak.py, 20+ minutes: docs/capacity.md says how to run it)
 bench: install

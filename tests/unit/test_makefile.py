@@ -37,3 +37,14 @@ def test_make_clean_data_deletes_var_and_says_what_that_is() -> None:
     lines = dry_run("clean-data")
     assert lines[-1] == "rm -rf var"
     assert lines[0].startswith('echo "deleting ./var:') and "config.json" in lines[0] and "workspaces" in lines[0]
+
+
+def test_make_test_builds_the_documentation_site_strictly() -> None:
+    lines = dry_run("test")
+    built = [line for line in lines if "mkdocs build" in line]
+    assert built == [".venv/bin/mkdocs build --strict"], lines
+    assert lines.index(built[0]) < next(i for i, line in enumerate(lines) if "pytest" in line)
+
+
+def test_make_reference_regenerates_the_reference_pages() -> None:
+    assert dry_run("reference") == [".venv/bin/python -m gateway_cli.docs_reference"]
