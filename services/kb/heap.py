@@ -5,7 +5,7 @@ each) and frees it when a cache is emptied: after every write (``PRAGMA shrink_m
 commit of another connection (a reader's cache), at a close. Under glibc those buffers came from
 the heap's arenas, where the small allocations made between them pinned the freed space: under
 steady traffic the heap's free space grew by about a megabyte a minute that ``malloc_trim`` could
-not return (docs/capacity.md "Where the KB's memory goes"). ``keep_pages_off_heap`` sets glibc's
+not return (docs/concepts/archive.md "Open archives and files"). ``keep_pages_off_heap`` sets glibc's
 mmap threshold to 16 KiB at start, so each such buffer is a mapping of its own, returned to the
 system when freed. The threshold set by hand also turns off glibc's sliding threshold, which
 otherwise rises to the largest block ever freed. Elsewhere (another C library) both are no-ops.

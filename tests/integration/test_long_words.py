@@ -5,7 +5,7 @@ Search read a query's first 1,000 characters and looked for them as a whole toke
 is not: the compactor's recall check could not find the entry, and the whole pass was rolled back
 (MEMORY.md left over budget, none of the 60 moved), every night. Now a manual ``gateway dream``
 with a stand-in reviewer moves them all, the recall check passes, and REST Search finds the key by
-its own text (README "Knowledge archive (KB)" › Long words).
+its own text (docs/concepts/archive.md "Knowledge archive (KB)" › Long words).
 """
 
 from __future__ import annotations

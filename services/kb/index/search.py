@@ -74,7 +74,7 @@ COMMON_CHUNKS: Final = 2000  # a term in more chunks does not drive the OR fallb
 # A search connection's page cache, at most (SQLite fills it only with the pages searches read, so
 # an archive of a few hundred KB holds that much). No memory map: a mapped database kept every page
 # a search had touched resident in the process for as long as the connection lived, and so the
-# KB's memory grew with its databases (docs/capacity.md "Where the KB's memory goes").
+# KB's memory grew with its databases (docs/concepts/archive.md "Open archives and files").
 READER_CACHE_KIB: Final = 8 * 1024
 
 log = structlog.get_logger()
