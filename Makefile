@@ -23,7 +23,7 @@ install: $(STAMP)
 up: install
 	$(VENV)/bin/gateway up --home $(GATEWAY_HOME_DIR)
 
-## make demo: the suite on ./var/demo with the README's two example keys ("Trying the API") and the stand-in reviewer ("Dreaming")
+## make demo: the suite on ./var/demo with two example keys and the stand-in reviewer (the README's tour)
 demo: install
 	mkdir -p var/demo
 	test -f var/demo/config.json || install -m 600 examples/demo-config.json var/demo/config.json

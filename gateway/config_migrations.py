@@ -1,4 +1,4 @@
-"""``configVersion`` migrations (README "config.json").
+"""``configVersion`` migrations (docs/concepts/config.md "config.json").
 
 Each step injects the block its version introduced, with that block's
 defaults written out, so an upgraded file shows the new settings. Steps are

@@ -37,7 +37,7 @@ class GrpcSettings:
 
 @dataclass(frozen=True)
 class MetricsSettings:
-    """``gateway.metrics``: each process's Prometheus port (README "Metrics")."""
+    """``gateway.metrics``: each process's Prometheus port (docs/operations.md "Metrics and alerts")."""
 
     enabled: bool
     host: str  # gateway.grpc.host when unset; GATEWAY_BIND_HOST replaces it (live_config.with_deployment)
@@ -116,7 +116,7 @@ class ArchiveSettings:
 
 @dataclass(frozen=True)
 class VaultGcSettings:
-    """``knowledge.shared.gc``: the vault's own nightly GC (README "Shared vault")."""
+    """``knowledge.shared.gc``: the vault's own nightly GC (docs/concepts/vault.md "Shared vault")."""
 
     enabled: bool
     stale_days: int

@@ -1,6 +1,6 @@
 """The gateway home: where it is, and what the first start writes into it.
 
-First start (README "config.json"): a config with one agent, ``alfred``,
+First start (docs/concepts/config.md "config.json"): a config with one agent, ``alfred``,
 and one admin key that is returned once and stored in config.json only as its
 SHA-256. The key is also written to ``admin-key.txt`` (mode 0600) before the
 config, so a start that fails later (a port taken) cannot lose it; the file

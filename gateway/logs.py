@@ -34,7 +34,7 @@ normal exit) writes them all.
 
 **Lines for a person.** ``configure(console=Console(...))`` renders the same
 events with structlog's ``ConsoleRenderer`` instead (local time, level, event,
-``[service]``, key=value), for a terminal (README "Logs"): the entry point
+``[service]``, key=value), for a terminal (docs/operations.md "Logs"): the entry point
 decides, and ``gateway up`` passes its decision to every child. There the
 per-request lines and each process's ``stopping`` line are dropped unless
 ``verbose`` (``QUIET_ON_A_TERMINAL``), and exceptions are printed as plain

@@ -18,7 +18,7 @@ ignored, and removed by the next holder. A clean exit removes its own record.
 While a restore holds the lock exclusively, a process that starts on that home
 refuses to (one line naming the restore), so it never reads a half-restored home.
 The folder is transient: backups leave it out, and a restore does not count it
-when it checks that a home is empty (README "Home layout").
+when it checks that a home is empty (docs/architecture.md "Home layout").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``gateway`` command (README "Command line")."""
+"""The ``gateway`` command (docs/concepts/command-line.md "Command line")."""
 
 from __future__ import annotations
 

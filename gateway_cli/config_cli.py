@@ -13,8 +13,8 @@ against what it read; a refused change writes nothing. It may fix an invalid
 file (the result must be valid; an invalid one lists what is still wrong). VALUE is read as JSON
 when it parses (``3``, ``true``, ``["gateway","reviewer","stand-in"]``,
 ``"3"``), else as a plain string (``propose``). A running suite picks the
-change up within a second (README "Changing config.json while the suite
-runs"); addresses and ports need a restart, and the line says so. API keys
+change up within a second (docs/concepts/config.md
+"Changing config.json while the suite runs"); addresses and ports need a restart, and the line says so. API keys
 and agents have their own commands (``gateway keys``, ``gateway agents``),
 which ``set`` points to instead of writing them.
 
@@ -52,7 +52,7 @@ from gateway_cli.config_paths import (
 )
 
 ACTIONS = ("get", "set", "show")
-# Settings a running process keeps until it restarts (README "Changing config.json while the suite runs").
+# Settings a running process keeps until it restarts (docs/concepts/config.md "Changing config.json while the suite runs").
 RESTART_PREFIXES = (("gateway", "grpc"), ("gateway", "api", "host"), ("gateway", "api", "port"), ("gateway", "metrics"))
 
 

@@ -11,7 +11,7 @@ The *effective* config is config.json migrated as start-up does, with every
 default filled in: the gateway's blocks, each API key's ``write``, the metrics
 host (unset: the gRPC host), and each agent's ``workspace``,
 ``transcriptsDir`` and its ``memory``, ``dreaming`` and ``knowledge`` blocks
-merged over the gateway's (README "config.json"). Deployment overrides from the
+merged over the gateway's (docs/concepts/config.md "config.json"). Deployment overrides from the
 environment (``GATEWAY_BIND_HOST``, ``GATEWAY_<SERVICE>_HOST``) are not part of
 it: they belong to each process's start.
 

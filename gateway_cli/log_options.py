@@ -1,4 +1,4 @@
-"""``--log-format`` and ``--verbose``: how ``gateway up`` and ``gateway serve`` write their logs (README "Logs").
+"""``--log-format`` and ``--verbose``: how ``gateway up`` and ``gateway serve`` write their logs (docs/operations.md "Logs").
 
 The decision is made once, at the entry point: ``auto`` renders lines for a
 person when the stream the logs go to (stdout) is a terminal, and JSON lines

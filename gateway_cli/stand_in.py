@@ -1,6 +1,6 @@
-"""``gateway reviewer stand-in``: a reviewer without a model, for trying dreaming (README "Dreaming").
+"""``gateway reviewer stand-in``: a reviewer without a model, for trying dreaming (docs/how-to/dreams.md "Try dreaming without a model").
 
-It speaks the reviewer protocol (README "The reviewer"): the prompt on stdin, one
+It speaks the reviewer protocol (docs/concepts/reviewer.md "The reviewer"): the prompt on stdin, one
 JSON reply on stdout. For each line of the prompt that starts with
 ``REMEMBER: `` (a line of a session transcript, say), it proposes adding the
 rest of that line to MEMORY.md (``--file USER.md`` for USER.md) as a bullet,

@@ -4,7 +4,7 @@ Operation summaries and descriptions, and the descriptions of fields and
 parameters, are the protos' comments (``proto_docs``); a field marked
 ``(google.api.field_behavior) = REQUIRED`` is a required property or query
 parameter, as grpc-gateway's generator marks it. Path parameters are
-named by their JSON names (``{agentId}``), as the README writes them; the shim
+named by their JSON names (``{agentId}``), as the docs write them; the shim
 matches the same segments whatever the name.
 """
 

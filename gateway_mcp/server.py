@@ -1,7 +1,7 @@
 """``gateway mcp --agent ID``: the MCP stdio server of the agent's memory tools.
 
-README "Knowledge archive (KB)": retrieval is exposed to the agent as two read-only
-MCP tools, ``memory_search`` and ``memory_get``. README "Shared vault": the
+docs/concepts/archive.md "Knowledge archive (KB)": retrieval is exposed to the agent as two read-only
+MCP tools, ``memory_search`` and ``memory_get``. docs/concepts/vault.md "Shared vault": the
 shared vault's notes are created, read, updated and deleted on demand with
 ``memory_shared_create``/``_get``/``_update``/``_delete``. This server is a
 thin client of the KB service (docs/architecture.md "Processes"): each tool call is one

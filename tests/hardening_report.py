@@ -4,7 +4,8 @@ Each hardening test calls ``record(section, ...)`` with the figures it
 measured; every section is kept as one JSON file under
 ``bench/results/hardening/`` and the Markdown table is rebuilt from all of
 them, so a run of one test module updates its own row and keeps the others.
-The README copies the table.
+docs/architecture.md "Hardening: what every `make test` proves" says what the
+tests prove; the figures stay in this generated file.
 """
 
 from __future__ import annotations

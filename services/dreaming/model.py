@@ -1,8 +1,8 @@
 """The values dreaming passes between its steps (reviewer → selection → applier → audit).
 
 Plain frozen dataclasses, no I/O: the reviewer's validated proposals, what
-became of each op, and what a run did. README "Dreaming" and its
-reviewer protocol (README "Dreaming") define the fields.
+became of each op, and what a run did. docs/concepts/reviewer.md "The reviewer" and its
+reviewer protocol (docs/concepts/reviewer.md "The reviewer") define the fields.
 """
 
 from __future__ import annotations

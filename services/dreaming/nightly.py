@@ -1,6 +1,6 @@
 """One dreaming run of one agent, in the nightly order.
 
-The order (README "Dreaming"):
+The order (docs/concepts/dreaming.md "A run, in order"):
 
 1. quiet-window check — scheduled runs only, done by the caller (``dreamer.py``)
    before the night is claimed;

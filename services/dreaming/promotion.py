@@ -1,4 +1,4 @@
-"""Step 9 of a run: shared promotion of the durable adds the applier wrote (README "Shared promotion").
+"""Step 9 of a run: shared promotion of the durable adds the applier wrote (docs/concepts/promotion.md "Shared promotion").
 
 When the agent's ``knowledge.shared`` is ``enabled`` and its ``mode`` is
 ``auto``, each op of the run that is an **applied durable add** (status

@@ -1,7 +1,7 @@
 """The nightly reviewer's prompt (its stdin): the job, the reply format, and the data, fenced.
 
 The reviewer reads an agent's transcripts and its current MEMORY.md and USER.md
-and answers with proposals in the reviewer protocol (README "Dreaming"). Every
+and answers with proposals in the reviewer protocol (docs/concepts/reviewer.md "The reviewer"). Every
 piece of data in the prompt is untrusted: transcripts hold whatever users,
 tools and web pages said, and a memory file may hold text an agent copied from
 them. So each is fenced between ``BEGIN``/``END`` lines carrying a random

@@ -29,7 +29,7 @@ from services.dreaming.archive_view import IndexedEntry, LifecycleUpdate, Listin
 from services.dreaming.commit import PRUNED, Pruned, Unsafe, read_text
 
 QUERY_WORDS = 6
-# Search reads a query's words up to 1,000 characters (README "Knowledge archive (KB)" › Long words).
+# Search reads a query's words up to 1,000 characters (docs/concepts/archive.md "Knowledge archive (KB)" › Long words).
 QUERY_CHARS = 1000
 SEARCH_LIMIT = 20
 SEARCHES_AT_ONCE = 8  # in flight to the KB at once (a pass may move thousands of entries)

@@ -1,4 +1,4 @@
-"""Run the reviewer command and read its reply (the reviewer protocol, README "Dreaming").
+"""Run the reviewer command and read its reply (the reviewer protocol, docs/concepts/reviewer.md "The reviewer").
 
 ``run_reviewer`` starts ``reviewerCommand`` with the prompt on stdin and turns
 whatever happens into a ``ReviewerOutcome``; it never raises for what the

@@ -5,7 +5,7 @@ dreaming process's interpreter with ``-m gateway_cli.cli`` (``resolve_command``)
 The reviewer's PATH is the gateway's (``reviewer.reviewer_environment``), which
 often lacks the virtualenv's ``bin``: ``make up`` runs ``.venv/bin/gateway`` by
 its path. So ``["gateway", "reviewer", "stand-in"]`` works wherever the suite
-runs, with no path in config.json (README "The reviewer").
+runs, with no path in config.json (docs/concepts/reviewer.md "The reviewer").
 
 A command that cannot start gets a reason that says how to fix it, with the
 exact commands (``start_failure``): on a first try that is almost always the

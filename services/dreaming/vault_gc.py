@@ -1,4 +1,4 @@
-"""The shared vault's GC in a dreaming run: the last step before the audit (README "Shared vault").
+"""The shared vault's GC in a dreaming run: the last step before the audit (docs/concepts/vault.md "Shared vault").
 
 The KB owns the vault, so the GC runs there (``CollectVault``); dreaming only
 asks, from each agent's **scheduled** run in **auto** mode when the agent's

@@ -1,6 +1,6 @@
 """A revert reaches the shared vault: the promotions of the reverted ops are undone through the KB.
 
-README "Propose mode, accept, revert". The journal keeps, besides each op's
+docs/concepts/proposals.md "Propose mode, accept, revert". The journal keeps, besides each op's
 ``edit`` records, one ``promotion`` record per shared promotion that wrote a
 note (``write_record``: the op, and the KB's report of the write, ``VaultWrite``:
 note, project, kind, the exact text added and removed with its offset, the

@@ -1,4 +1,4 @@
-"""Which workspace file names the API accepts (README "REST API", Names)."""
+"""Which workspace file names the API accepts (docs/concepts/apis.md "REST API", Names)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The KB's open databases, bounded: an LRU of archives and vaults under a cap (README "Open archives and files").
+"""The KB's open databases, bounded: an LRU of archives and vaults under a cap (docs/concepts/archive.md "Open archives and files").
 
 An open archive holds up to ``FILES_PER_ARCHIVE`` descriptors (its writer: the database, its WAL
 and the shared-memory file; its reader: the database and its WAL; the retrieval log's connection:

@@ -1,4 +1,4 @@
-"""Soft memory budgets and the over-budget banners (README "CLAUDE.md and the watcher").
+"""Soft memory budgets and the over-budget banners (docs/concepts/budgets.md "Budgets and banners").
 
 MEMORY.md and USER.md have a soft budget in characters (Unicode code points,
 ``len(str)``); 0 disables it. A file strictly over its budget gets a loud,

@@ -1,6 +1,6 @@
 """Core-shrink: a compact section index of an over-budget MEMORY.md.
 
-README "CLAUDE.md and the watcher", Core-shrink: when the archive is enabled and
+docs/concepts/budgets.md "Core-shrink", Core-shrink: when the archive is enabled and
 MEMORY.md is over its soft budget, CLAUDE.md carries a deterministic index of
 the file (headings plus a brief per section) and a pointer to
 ``memory_search``/``memory_get`` instead of the banner and full text. No LLM,

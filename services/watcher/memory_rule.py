@@ -3,10 +3,10 @@
 The Memory Rule comes first in every CLAUDE.md. With write routing off (the
 kill-switch) it is PLAIN_MEMORY_RULE, the rule without routing, byte for
 byte. With routing on it carries the two-tier write contract of
-``writeRouting`` (README "CLAUDE.md and the watcher"): durable facts in MEMORY.md/USER.md,
+``writeRouting`` (docs/concepts/tiers.md "Write routing"): durable facts in MEMORY.md/USER.md,
 episodic task-log in ``<episodicArchiveDir>/<topic>.md``.
 
-The retrieval note (README "CLAUDE.md and the watcher") is injected
+The retrieval note (docs/concepts/claude-md.md "CLAUDE.md and the watcher") is injected
 whenever the archive is enabled, independent of any over-budget shrink, so
 ``memory_search`` and ``memory_get`` are always discoverable.
 """

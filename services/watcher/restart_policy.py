@@ -1,4 +1,4 @@
-"""Which sessions restart after a recomposition (README "Sessions and restarts").
+"""Which sessions restart after a recomposition (docs/concepts/sessions.md "Sessions and restarts").
 
 | changed files                  | busy session         | idle session                  |
 |--------------------------------|----------------------|-------------------------------|

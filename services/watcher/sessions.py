@@ -3,7 +3,7 @@
 In memory: sessions are live processes that register again when the watcher
 restarts. Time comes from an injected clock so tests control it.
 
-What is kept is bounded (README "Sessions and restarts"): a runtime that dies
+What is kept is bounded (docs/concepts/sessions.md "Sessions and restarts"): a runtime that dies
 without EndSession leaves its session behind, so a session with no call
 (register or report) for ``RETENTION_MS`` is forgotten (``forget_stale``, which
 the watcher runs every minute), an agent keeps at most ``MAX_SESSIONS_PER_AGENT``

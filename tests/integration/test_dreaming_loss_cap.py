@@ -1,5 +1,5 @@
 """The bounded-loss cap against real processes: a share of MEMORY.md as the run began, before the
-compactor and the route-out shrank it (README "The applier's guards"), so a reviewer's removal
+compactor and the route-out shrank it (docs/concepts/guards.md "The applier's guards"), so a reviewer's removal
 after those passes is measured against the file the agent had, and the passes' moves are not
 counted as deletions. At the boundary: a removal of exactly the cap applies, one char more is
 skipped. Every removal is still archived and found by the recall check.

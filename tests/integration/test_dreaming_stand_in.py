@@ -125,10 +125,10 @@ def test_the_stand_in_proposes_and_an_accept_applies(tmp_path: Path, bare_path: 
 
 
 def readme_dream_tour() -> str:
-    """The shell block of README "Dreaming" that follows "Trying it without a model"."""
-    readme = (ROOT / "README.md").read_text()
-    after = readme.split("**Trying it without a model.**", 1)[1]
-    return after.split("```sh\n", 1)[1].split("```", 1)[0]
+    """The README tour's shell block that dreams and accepts a proposal (the one holding ``gateway dream accept``)."""
+    blocks = re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
+    [block] = [b for b in blocks if "gateway dream accept" in b]
+    return block
 
 
 def demo_home(repo: Path) -> tuple[Path, dict[str, int], int]:

@@ -85,7 +85,7 @@ def test_every_allowed_name_round_trips(http: httpx.Client, suite: Suite) -> Non
         assert (workspace(suite, "alfred") / name).read_text(encoding="utf-8") == body
 
 
-# --- README "REST API": the errors -------------------------------------------
+# --- docs/concepts/apis.md "REST API": the errors -------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["CLAUDE.md", "NOTES.md", "soul.md"])

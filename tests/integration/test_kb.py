@@ -296,7 +296,7 @@ def test_auth_and_rest_routes(ksuite: Suite) -> None:
 
 
 def test_posts_with_no_required_field_take_an_empty_body(ksuite: Suite) -> None:
-    """As the README shows them: no body at all, or an empty one, is read as {} (grpc-gateway does the same)."""
+    """As docs/concepts/apis.md "REST API" states it: no body at all, or an empty one, is read as {} (grpc-gateway does the same)."""
     with httpx.Client(base_url=ksuite.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as http:
         for path in ("/api/v1/agents/alfred/memory:fold-retrievals", "/api/v1/agents/alfred/memory:refresh"):
             for content in (b"", b"  \n"):

@@ -5,7 +5,7 @@ Were Search to look for a query's first 1,000 characters as a whole token, which
 the compactor's recall check could not find the entry and the whole pass would be rolled back
 (MEMORY.md left over budget, none of the 60 moved), every night. A manual ``gateway dream``
 with a stand-in reviewer moves them all, the recall check passes, and REST Search finds the key by
-its own text (README "Knowledge archive (KB)" › Long words).
+its own text (docs/concepts/archive.md "Knowledge archive (KB)" › Long words).
 """
 
 from __future__ import annotations

@@ -52,15 +52,16 @@ def test_an_invalid_config_is_still_called_invalid(tmp_path: Path, capsys: pytes
     assert err[1].startswith("  agents[0].id:")
 
 
-def readme_block(containing: str) -> str:
-    """The README's fenced ``sh`` block that contains ``containing``."""
-    blocks = re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
+def guide_block(containing: str) -> str:
+    """The fenced ``sh`` block of docs/getting-started.md that contains ``containing``."""
+    guide = ROOT / "docs" / "getting-started.md"
+    blocks = re.findall(r"```sh\n(.*?)```", guide.read_text(encoding="utf-8"), flags=re.S)
     [block] = [b for b in blocks if containing in b]
     return block
 
 
-def test_the_readme_commands_after_make_up_work_as_written(tmp_path: Path) -> None:
-    """Run the README's block verbatim from a copy of the repo root where ``make up`` has made ./var/gateway."""
+def test_the_guide_commands_after_make_up_work_as_written(tmp_path: Path) -> None:
+    """Run the getting-started guide's block verbatim from a copy of the repo root where ``make up`` has made ./var/gateway."""
     gateway_script = Path(sys.executable).parent / "gateway"
     if not gateway_script.exists():
         pytest.skip(f"no gateway console script beside {sys.executable} (not installed with pip install -e)")
@@ -68,7 +69,7 @@ def test_the_readme_commands_after_make_up_work_as_written(tmp_path: Path) -> No
     (tmp_path / ".venv" / "bin").symlink_to(Path(sys.executable).parent)
     ensure_home(tmp_path / "var" / "gateway")  # what `make up` does first
     env = {k: v for k, v in os.environ.items() if k != "GATEWAY_HOME"}
-    script = "set -eu\n" + readme_block("export GATEWAY_HOME=$PWD/var/gateway")
+    script = "set -eu\n" + guide_block("export GATEWAY_HOME=$PWD/var/gateway")
     result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr
     assert "--- MEMORY RULE ---" in result.stdout  # gateway compose alfred printed alfred's CLAUDE.md

@@ -1,4 +1,4 @@
-"""The OpenAPI document: valid OpenAPI 3.0, documented from the protos' comments, named as the README names."""
+"""The OpenAPI document: valid OpenAPI 3.0, documented from the protos' comments, named as the docs name them."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_fields_and_parameters_carry_their_comments_and_required_marks() -> None
     assert register["requestBody"]["required"] is True and fold["requestBody"]["required"] is False  # empty body = {}
 
 
-def test_path_parameters_are_named_as_the_readme_names_them() -> None:
+def test_path_parameters_are_named_as_the_docs_name_them() -> None:
     doc = document()
     declared: set[str] = set()
     for path, _, op in operations(doc):
@@ -69,10 +69,11 @@ def test_path_parameters_are_named_as_the_readme_names_them() -> None:
         assert in_path == {p["name"] for p in op["parameters"] if p["in"] == "path"}, path
         declared |= in_path
     assert declared == {"agentId", "filename", "name", "sessionId"}
-    readme = (ROOT / "README.md").read_text()
-    routes = re.findall(r"(?:/api/v1/|…/)[^\s`\"'|]*", readme)
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    text = "\n".join(page.read_text(encoding="utf-8") for page in pages)
+    routes = re.findall(r"(?:/api/v1/|…/)[^\s`\"'|]*", text)
     used = {name for route in routes for name in re.findall(r"\{([A-Za-z_]+)\}", route)}
-    assert used and used <= declared, f"README names path parameters {sorted(used - declared)} the API does not"
+    assert used and used <= declared, f"the docs name path parameters {sorted(used - declared)} the API does not"
 
 
 def test_comments_are_read_from_the_descriptor_set() -> None:

@@ -506,7 +506,7 @@ class Archives:
 
     def close(self) -> None:
         """At a clean stop: the running refreshes finish, the queued recall rows are written, and
-        every archive is closed with its WAL checkpointed and truncated (README "Bounded WAL")."""
+        every archive is closed with its WAL checkpointed and truncated (docs/concepts/archive.md "Bounded WAL")."""
         self._executor.shutdown(wait=True, cancel_futures=True)
         self._recorder.close()
         if self._own_handles:

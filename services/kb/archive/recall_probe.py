@@ -15,7 +15,7 @@ table for CJK stretches, LIKE for short ones). The entry is found when
   lines. That is an entry longer than a chunk (a long line is cut into segments:
   ``chunking``), or one that straddles two chunks: its words are spread over
   several chunks, so no single chunk matches them all, and Search finds it by
-  each of them (README "Knowledge archive (KB)" › Long words).
+  each of them (docs/concepts/archive.md "Knowledge archive (KB)" › Long words).
 
 An empty query (no searchable word) is found by definition.
 """

@@ -1,6 +1,6 @@
 """Recall recording: the append-only ``kb_retrieval_log`` and its fold into lifecycle rows.
 
-README "Staleness GC": the read path appends one row per retrieved
+docs/concepts/staleness.md "Staleness GC": the read path appends one row per retrieved
 entry through a *dedicated* write connection (never the reader's, never a
 read-modify-write of chunk rows), fire-and-forget. Two ways in:
 
@@ -16,7 +16,7 @@ read-modify-write of chunk rows), fire-and-forget. Two ways in:
   Rows still queued when the process dies (kill -9) are lost: at most one
   linger's worth of recall counts.
   Its connections live as long as the archive (or vault) they write to is open
-  (README "Open archives and files"): rows submitted with ``keep`` (the caller
+  (docs/concepts/archive.md "Open archives and files"): rows submitted with ``keep`` (the caller
   holds the database open) are written through a connection kept until
   ``release``, which the archive's close calls first: it writes what is queued
   for that database, then closes the connection, before the archive's own

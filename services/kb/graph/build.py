@@ -1,6 +1,6 @@
 """The graph layer: a deterministic (no LLM) compile of a vault's notes into reports.
 
-README "Shared vault", Graph layer: every ``*.md`` directly in ``notes_dir`` is a node named
+docs/concepts/vault.md "Shared vault", Graph layer: every ``*.md`` directly in ``notes_dir`` is a node named
 by its file stem; ``stale__*`` notes are retired (nodes and link targets, but
 left out of the contradiction, stale and low-confidence reports: they are
 already out of service). Dot files and symlinks are not notes (a link could

@@ -1,4 +1,4 @@
-"""One note's graph facts: frontmatter fields and body ``[[wiki-links]]`` (README "Shared vault", Graph layer).
+"""One note's graph facts: frontmatter fields and body ``[[wiki-links]]`` (docs/concepts/vault.md "Shared vault", Graph layer).
 
 Frontmatter is the text between a leading ``---`` line and the next ``---``
 (or ``...``) line, read by ``frontmatter.load_frontmatter`` (PyYAML, safe profile). Fields:

@@ -10,7 +10,7 @@ segment is a chunk of its own (``start_line == end_line``), never joined to the
 lines around it nor carried into the next chunk, so every other chunk is whole
 lines.
 
-**Where a long line is cut** (``segment_spans``; README "Knowledge archive (KB)" ›
+**Where a long line is cut** (``segment_spans``; docs/concepts/archive.md "Knowledge archive (KB)" ›
 Long words). A *word* here is a run of characters between ``BREAKS`` (space and
 the ASCII control characters): a word boundary under every tokenizer, and where
 Search splits a query into words (``query``). A segment ends at the last word

@@ -1,6 +1,6 @@
 """Archive *entries*: the unit whose identity and age the staleness GC tracks.
 
-The staleness GC (README "Staleness GC") needs an identity that survives re-chunking, so an
+The staleness GC (docs/concepts/staleness.md "Staleness GC") needs an identity that survives re-chunking, so an
 entry is a markdown block, found from the file text alone (never from chunk
 boundaries):
 

@@ -7,7 +7,7 @@
   database without tables, then one with them: searches racing the first refresh read it in
   between and failed with "no such table: kb_meta".) When another creator linked its file first,
   that one stays: it is whole too.
-- **Closing** (``close_connections``, README "Bounded WAL"): the reader first, then a TRUNCATE
+- **Closing** (``close_connections``, docs/concepts/archive.md "Bounded WAL"): the reader first, then a TRUNCATE
   checkpoint on the writer, so a closed index leaves its WAL at 0 bytes (a read-only connection
   cannot checkpoint: closed last, it left a full WAL behind).
 """

@@ -1,6 +1,6 @@
 """Refresh: bring ``kb.sqlite`` in line with the workspace's sources in one transaction.
 
-Per source (README "Knowledge archive (KB)": hash-guarded, fail-closed, prune only
+Per source (docs/concepts/archive.md "Knowledge archive (KB)": hash-guarded, fail-closed, prune only
 the genuinely absent):
 
 1. **Stat guard.** Same size and mtime_ns as stored, and the stored content was
@@ -21,7 +21,7 @@ pruned when the workspace itself cannot be listed (an unmounted volume is not
 an empty memory); a listed symlink whose target leaves the workspace is pruned
 as excluded.
 
-Lifecycle (README "Staleness GC"): lifecycle rows are written with
+Lifecycle (docs/concepts/staleness.md "Staleness GC"): lifecycle rows are written with
 INSERT OR IGNORE for every entry of every source a refresh reads, the ones the
 hash guard then skips included; ``first_seen`` is the source's stored mtime
 (never later than now); an entry held by several sources is first seen under the

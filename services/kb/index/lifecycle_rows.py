@@ -1,4 +1,4 @@
-"""What the staleness GC reads from and records in an archive (README "Staleness GC").
+"""What the staleness GC reads from and records in an archive (docs/concepts/staleness.md "Staleness GC").
 
 The dreaming process never opens a ``kb.sqlite``: it asks the KB, which answers
 from here.

@@ -1,4 +1,4 @@
-"""Fail-closed provenance of an archive source (README "Knowledge archive (KB)").
+"""Fail-closed provenance of an archive source (docs/concepts/archive.md "Knowledge archive (KB)").
 
 Every chunk carries one of four labels, decided from the file's path relative to
 the workspace (POSIX separators) and, only to *lower* trust, its frontmatter.

@@ -1,6 +1,6 @@
 """The per-agent ``kb.sqlite``: tables, connections and the ``kb_meta`` store.
 
-Tables (README "Knowledge archive (KB)" and "Staleness GC"):
+Tables (docs/concepts/archive.md "Knowledge archive (KB)" and "Staleness GC"):
 
 - ``kb_meta(key, value)``: ``schema_version``, ``tokenizer``, ``chunking``
   (``"<chunkTokens>/<chunkOverlap>"``), ``generation`` (bumped by every refresh
@@ -130,7 +130,7 @@ BUSY_TIMEOUT_MS: Final = 5000
 # vary with its input (lists are passed as one JSON array, ``json_each(?)``), so a cache of 100
 # per connection only filled up, over hours, with statements run once.
 STATEMENT_CACHE: Final = 64
-# README "Bounded WAL": a WAL is checkpointed into the database once it holds WAL_CHECKPOINT_BYTES
+# docs/concepts/archive.md "Bounded WAL": a WAL is checkpointed into the database once it holds WAL_CHECKPOINT_BYTES
 # (SQLite's default, 1,000 pages, is 16 MB at 16 KiB pages) and cut back to WAL_LIMIT_BYTES when it
 # restarts; closing an index checkpoints it with TRUNCATE (``index_files.close_connections``).
 WAL_CHECKPOINT_BYTES: Final = 4 * 1024 * 1024
@@ -330,7 +330,7 @@ def _build(conn: apsw.Connection, settings: ArchiveSettings, busy_timeout_ms: in
 def tune_writer(conn: apsw.Connection) -> None:
     """Settings of every connection that writes an index (its writer, the retrieval log's, a
     checkpoint's): no fsync per commit (``synchronous=NORMAL``: WAL commits are synced by the
-    checkpoint), and a bounded WAL (README "Bounded WAL"): checkpointed once it holds
+    checkpoint), and a bounded WAL (docs/concepts/archive.md "Bounded WAL"): checkpointed once it holds
     ``WAL_CHECKPOINT_BYTES`` and cut back to ``WAL_LIMIT_BYTES`` whenever it restarts."""
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}").fetchall()

@@ -1,7 +1,7 @@
 """Which workspace files the archive indexes, found with one cheap stat each.
 
 Sources are ``MEMORY.md`` and ``USER.md`` at the workspace root plus every
-``memory/**/*.md`` (README "Knowledge archive (KB)"). The walk skips names starting
+``memory/**/*.md`` (docs/concepts/archive.md "Knowledge archive (KB)"). The walk skips names starting
 with ``.``, never descends into a symlinked directory (no loops, no escape) and
 treats a symlinked file as a source only when its real path stays inside the
 workspace; an escaping link is reported in ``excluded``. A directory that cannot

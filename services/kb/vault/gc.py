@@ -1,4 +1,4 @@
-"""The shared vault's own GC: retire idle notes, restore retired ones retrieved again (README "Shared vault").
+"""The shared vault's own GC: retire idle notes, restore retired ones retrieved again (docs/concepts/vault.md "Shared vault").
 
 Pure domain code over the vault's index connection and its ``notes/``; the
 KB's ``Vaults`` runs it in a worker thread under the vault's write lock and

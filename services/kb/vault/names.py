@@ -1,4 +1,4 @@
-"""Shared-vault note names and the name → file mapping (README "Shared vault").
+"""Shared-vault note names and the name → file mapping (docs/concepts/vault.md "Shared vault").
 
 A note's identity is a freeform name the caller picks. A name is accepted when,
 after trimming surrounding whitespace and Unicode NFC normalisation, it:

@@ -1,4 +1,4 @@
-"""The shared vault's index: layout, sources, reindex, search and merging (README "Shared vault").
+"""The shared vault's index: layout, sources, reindex, search and merging (docs/concepts/vault.md "Shared vault").
 
 Layout of a vault dir (``SharedSettings.vault_dir`` = ``<root>/<project>/``)::
 
@@ -14,7 +14,7 @@ path stays inside the vault. Every source gets provenance ``agent`` (the
 owner's own trust domain), except that frontmatter ``provenance: untrusted``
 lowers it, as in the archive; any other path would be ``untrusted``.
 
-Concurrency (README "Shared vault": writers in other processes are safe
+Concurrency (docs/concepts/vault.md "Shared vault": writers in other processes are safe
 without an in-process lock): every connection waits up to ``BUSY_TIMEOUT_MS`` (10 s) for another
 process's lock, and every index write is one short ``BEGIN IMMEDIATE``
 transaction (``indexer.reindex_paths``) that reads the note as it is at that

@@ -1,4 +1,4 @@
-"""The shared cross-agent vault: create, get, update, delete notes (README "Shared vault").
+"""The shared cross-agent vault: create, get, update, delete notes (docs/concepts/vault.md "Shared vault").
 
 Pure domain code: functions take the vault dir (``SharedSettings.vault_dir``)
 and an open index connection (``note_index.open_vault_index``), return typed

@@ -1,4 +1,4 @@
-"""Nightly promotion of one durable dreamed fact into the shared vault (README "Shared promotion").
+"""Nightly promotion of one durable dreamed fact into the shared vault (docs/concepts/promotion.md "Shared promotion").
 
 ``promote`` makes one promotion and returns its outcome; it never raises for
 the vault's state (a refusal is the outcome ``declined`` with its reason, and

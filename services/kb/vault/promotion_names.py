@@ -1,4 +1,4 @@
-"""The name a promoted fact gets in the shared vault (README "Shared promotion").
+"""The name a promoted fact gets in the shared vault (docs/concepts/promotion.md "Shared promotion").
 
 Promotion shares the vault's freeform namespace, and a name is how the same
 recurring fact finds its note again on a later night: the same name lands as an

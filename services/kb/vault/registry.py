@@ -1,4 +1,4 @@
-"""The shared vaults inside the KB process (README "Shared vault").
+"""The shared vaults inside the KB process (docs/concepts/vault.md "Shared vault").
 
 One vault per ``<root>/<project>/``; agents with the same project share it.
 Each vault has one writer connection in this process, used from worker
@@ -374,7 +374,7 @@ class Vaults:
 
     def close(self) -> None:
         """At a clean stop (after ``settle``): queued recall rows written, every vault closed with its
-        WAL checkpointed and truncated (README "Bounded WAL")."""
+        WAL checkpointed and truncated (docs/concepts/archive.md "Bounded WAL")."""
         self._recorder.close()
         if self._own_handles:
             self._handles.close_all()

@@ -1,4 +1,4 @@
-"""Retiring shared notes to ``stale__<name>`` and back (README "Shared vault").
+"""Retiring shared notes to ``stale__<name>`` and back (docs/concepts/vault.md "Shared vault").
 
 ``retire`` writes ``notes/stale__<name>.md`` holding the live note's bytes
 unchanged plus one marker line, then removes the live file::

@@ -1,4 +1,4 @@
-"""Near-duplicate check before a shared note is created (README "Shared vault";
+"""Near-duplicate check before a shared note is created (docs/concepts/vault.md "Shared vault";
 docs/architecture.md "Limits and defaults": a near-duplicate check on the leading terms before create).
 
 1. **Seed.** The content's body (frontmatter and ``<!-- key: value -->`` markers

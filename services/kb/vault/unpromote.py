@@ -1,4 +1,4 @@
-"""Undoing one nightly promotion (README "Propose mode, accept, revert" and "Shared promotion").
+"""Undoing one nightly promotion (docs/concepts/proposals.md "Propose mode, accept, revert" and "Shared promotion").
 
 Every promotion that writes a note reports its write (``PromotionWrite``,
 built by ``written``): the note and the vault's project, the kind (``created``:

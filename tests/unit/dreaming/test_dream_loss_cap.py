@@ -1,5 +1,5 @@
 """The bounded-loss cap is a share of each file as the run began, before the deterministic passes
-(README "The applier's guards"): the passes' moves shrink the file first, are not counted as the
+(docs/concepts/guards.md "The applier's guards"): the passes' moves shrink the file first, are not counted as the
 reviewer's deletions, and leave the cap where it was. Each case at its boundary: exactly at the cap
 applies, one char over is skipped."""
 

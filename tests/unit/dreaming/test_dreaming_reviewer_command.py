@@ -1,5 +1,5 @@
 """The reviewer command: ``gateway`` as this installation's command, the shipped stand-in reviewer, and
-what a reviewer that cannot start says (README "The reviewer")."""
+what a reviewer that cannot start says (docs/concepts/reviewer.md "The reviewer")."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ under every tokenizer and chunk size:
 
 - the compactor's and the route-out's moves pass the recall check: every moved entry is found
   through the index in its destination, so a run is never rolled back for a word the index
-  holds (README "Knowledge archive (KB)" › Long words);
+  holds (docs/concepts/archive.md "Knowledge archive (KB)" › Long words);
 - an entry is found by the recall probe with its distinctive words and by Search with them, and
   each of its words alone finds it by Search (a word longer than Search reads, by its first
   characters).

@@ -1,4 +1,4 @@
-"""Soft memory budgets and banners (README "CLAUDE.md and the watcher")."""
+"""Soft memory budgets and banners (docs/concepts/budgets.md "Budgets and banners")."""
 
 from __future__ import annotations
 

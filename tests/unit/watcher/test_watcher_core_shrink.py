@@ -1,4 +1,4 @@
-"""Core-shrink index of an over-budget MEMORY.md (README "CLAUDE.md and the watcher")."""
+"""Core-shrink index of an over-budget MEMORY.md (docs/concepts/budgets.md "Core-shrink")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The restart table (README "Sessions and restarts") and the session registry, with an injected clock."""
+"""The restart table (docs/concepts/sessions.md "Sessions and restarts") and the session registry, with an injected clock."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A query reads its words up to 1,000 characters and searches a longer word by its first
 characters as a prefix; the indexer cuts a long line between words, so those characters are
-whole in one chunk (README "Knowledge archive (KB)" › Long words). Searched as its first 1,000
+whole in one chunk (docs/concepts/archive.md "Knowledge archive (KB)" › Long words). Searched as its first 1,000
 characters as a whole token, a 1,200-character word would match no token of the index, and a word
 across a cut made wherever a count fell would be in no chunk at all.
 """

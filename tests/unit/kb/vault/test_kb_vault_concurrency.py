@@ -1,5 +1,5 @@
 """Concurrent writers in separate processes share one vault without an in-process lock
-(README "Shared vault": temp-then-atomic-rename note files, busy_timeout on the index)."""
+(docs/concepts/vault.md "Shared vault": temp-then-atomic-rename note files, busy_timeout on the index)."""
 
 from __future__ import annotations
 
