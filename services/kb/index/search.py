@@ -76,7 +76,7 @@ COMMON_CHUNKS: Final = 2000  # a term in more chunks does not drive the OR fallb
 # an archive of a few hundred KB holds that much). No memory map: a mapped database keeps every page
 # a search has touched resident in the process for as long as the connection lives, and so the
 # KB's memory would grow with its databases (docs/capacity.md "Where the KB's memory goes").
-READER_CACHE_KIB: Final = 8 * 1024
+READER_CACHE_KIB: Final = 32 * 1024
 
 log = structlog.get_logger()
 
