@@ -342,7 +342,6 @@ def build_report(agents: list[AgentSetup], sim: dict[str, Any] | None, meta: dic
               f"in MEMORY.md at the end: {', '.join(a.id for a in agents if INJECTED_LINE in sim['final'][a.id]) or 'nowhere'} |")  # fmt: skip
     md.append(f"| scheduled runs | {len(run_s)}; Dreamer.run p50 {dc.fmt_ms(dc.pct(run_s, 50))}, p99 {dc.fmt_ms(dc.pct(run_s, 99))}, "
               f"max {dc.fmt_ms(max(run_s)) if run_s else 'n/a'} (real time; the recall check included) |")  # fmt: skip
-    md += ["", *[f"- {v}" for v in verdicts]]
     return "\n".join(md), verdicts
 
 

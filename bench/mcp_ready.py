@@ -277,7 +277,6 @@ def report(stdio: Series, http: Series, fresh: Series, own: dict[str, list[float
         f"{'PASS' if p99 <= GOAL_HTTP_READY_MS else 'FAIL'}: HTTP ready p99 <= {GOAL_HTTP_READY_MS:g} ms: {p99:.1f} ms",
         f"info: stdio ready p50 / HTTP ready p50 = {ratio:.0f}x",
     ]
-    md += ["", *[f"- {line}" for line in verdicts]]
     return "\n".join(md), verdicts
 
 
