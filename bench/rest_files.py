@@ -308,7 +308,7 @@ def check_responses(shim_url: str, base_url: str, body: bytes, content: str) -> 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    run = docs_page.Run.begin("rest_files", TITLE, METHOD, argv)
+    bench_run = docs_page.Run.begin("rest_files", TITLE, METHOD, argv)
     concs = sorted({int(c) for c in args.concurrency.split(",") if c.strip()})
     # Ctrl-C and SIGTERM both end the run through the clean-up below (SIGINT even
     # when a non-interactive shell started us with it ignored).
@@ -510,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         "REST shim shows shim + file API",
     }
     markdown, verdicts = report(results, meta, concs)
-    run.finish(markdown, verdicts, write_docs=args.write_docs)
+    bench_run.finish(markdown, verdicts, write_docs=args.write_docs)
     return 0
 
 
