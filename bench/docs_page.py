@@ -99,8 +99,12 @@ def commit() -> str:
 
 
 def scrub(text: str) -> str:
-    """Machine-specific paths out of ``text``: the checkout becomes relative, the temp folder ``$TMPDIR``
-    and the home folder ``~``, so a page does not carry one machine's absolute paths."""
+    """Machine-specific paths out of ``text``: the checkout becomes relative, a virtual environment
+    outside it ``<venv>``, the temp folder ``$TMPDIR`` and the home folder ``~``, so a page does not
+    carry one machine's absolute paths."""
+    venv = sys.prefix
+    if venv not in ("", "/") and not Path(venv).is_relative_to(REPO):
+        text = text.replace(venv, "<venv>")
     text = text.replace(str(REPO) + "/", "").replace(str(REPO), ".")
     tmp = tempfile.gettempdir()
     if tmp not in ("", "/"):

@@ -107,6 +107,13 @@ def test_machine_paths_stay_out_of_the_page() -> None:
     assert "cached in $TMPDIR/kb-bench-corpus" in text and "- code: services/kb" in text and "PASS kept ." in text
 
 
+def test_a_virtual_environment_outside_the_checkout_is_named_not_spelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(docs_page.sys, "prefix", "/srv/envs/gateway")
+    assert docs_page.scrub("/srv/envs/gateway/lib/python3.11/site-packages/anyio/x.py:3") == "<venv>/lib/python3.11/site-packages/anyio/x.py:3"
+    monkeypatch.setattr(docs_page.sys, "prefix", str(docs_page.REPO / ".venv"))
+    assert docs_page.scrub(f"{docs_page.REPO}/.venv/lib/y.py") == ".venv/lib/y.py"
+
+
 def test_headings_move_down_a_level_outside_code() -> None:
     assert docs_page.demote("## a\ntext\n```\n# not a heading\n```\n### b") == "### a\ntext\n```\n# not a heading\n```\n#### b"
 
