@@ -63,8 +63,10 @@ One KB process serves 1,000 agents of 20 short notes each, with the shared vault
 searched in its archive and in the vault, then three more rounds go over all of them, while the
 KB's memory (`smaps_rollup`) and open files are sampled as agents become active. A search of an
 open archive is timed against one of an archive reopened; every WAL and database is measured after
-50 agents are written and refreshed, after 70 s without traffic and after a clean stop. No goal is
-checked: the figures show what an agent costs the KB."""
+50 agents are written and refreshed, after 70 s without traffic and after a clean stop. `--nofile N`
+starts the KB under that open-files limit, `--max-open N` sets `maxOpenArchives`, `--tracemalloc`
+measures Python's own allocations in process instead. No goal is checked: the figures show what an
+agent costs the KB."""
 START_TIMEOUT_S = 60.0
 WORDS = (
     "harbour deploy kernel lantern meadow orbit pylon quartz raven saddle timber umbra velvet willow "
