@@ -87,12 +87,13 @@ def load_average() -> str:
 
 
 def commit() -> str:
-    """The short commit of the checkout, with "+ uncommitted changes" when tracked files differ from it."""
+    """The short commit of the checkout, with "+ uncommitted changes" when tracked files differ from it
+    (the pages themselves excepted: a run of several benches rewrites them one after the other)."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                               check=True).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
-                               text=True, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs/benchmarks"],
+                               cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
     return f"{head} + uncommitted changes" if dirty else head
