@@ -128,7 +128,15 @@ from dream_fidelity_sim import (  # noqa: E402  (the profiles, the fake clock, t
     injection_night,
 )
 
-RESULTS = BENCH_DIR / "results" / "dream_fidelity.md"
+import docs_page  # noqa: E402  (the one writer of results and pages)
+
+TITLE = "Dream fidelity: 30 simulated nights"
+METHOD = """\
+Four agents, each with 200 seeded probe facts in MEMORY.md, go through 30 nights driven by the real
+scheduler on a fake clock, with a seeded reviewer stand-in that is noisy every night and hostile
+about one night in six (mass removes, attacks on the pinned `## User` section, injected
+instructions). After each night every probe fact is searched for in the KB; the table follows the
+facts found, the file sizes against their budgets, the pinned facts and the runs per night."""
 say = dc.say
 
 
@@ -334,7 +342,6 @@ def build_report(agents: list[AgentSetup], sim: dict[str, Any] | None, meta: dic
               f"in MEMORY.md at the end: {', '.join(a.id for a in agents if INJECTED_LINE in sim['final'][a.id]) or 'nowhere'} |")  # fmt: skip
     md.append(f"| scheduled runs | {len(run_s)}; Dreamer.run p50 {dc.fmt_ms(dc.pct(run_s, 50))}, p99 {dc.fmt_ms(dc.pct(run_s, 99))}, "
               f"max {dc.fmt_ms(max(run_s)) if run_s else 'n/a'} (real time; the recall check included) |")  # fmt: skip
-    md += ["", *[f"- {v}" for v in verdicts]]
     return "\n".join(md), verdicts
 
 
@@ -348,6 +355,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=5, help="facts and reviewer seed (default 5)")
     p.add_argument("--quick", action="store_true", help="smoke run: 8 nights, 80 facts per agent")
     p.add_argument("--keep-home", action="store_true", help="keep the temp home (workspaces, audit, logs)")
+    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.nights, args.facts = 8, 80
@@ -356,6 +364,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    run = docs_page.Run.begin("dream_fidelity", TITLE, METHOD, argv)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     load_before = dc.load_average()
@@ -405,14 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         "bench run time": f"{time.perf_counter() - started:.0f} s",
     }
     markdown, verdicts = build_report(agents, sim, meta, note)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(markdown + "\n", encoding="utf-8")
-    print()
-    for line in verdicts:
-        print(line)
-    print()
-    print(markdown)
-    say(f"markdown written to {RESULTS.relative_to(REPO)}")
+    run.finish(markdown, verdicts, write_docs=args.write_docs)
     return 0
 
 

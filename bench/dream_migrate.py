@@ -34,12 +34,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import docs_page
 import dream_common as dc
+
+TITLE = "Draining a 164 KB MEMORY.md"
+METHOD = """\
+An agent's workspace holds a 164 KB MEMORY.md (a pinned `## User` section and about 7 KB of
+durable facts, then checked-off tasks and a dated work log) and a 500-note archive, indexed by the
+real KB process. On fresh copies of the workspace the bench times `gateway migrate-memory` (the
+plan, then `--apply`, as a user runs them) and one full nightly pass in auto mode, then searches
+the KB for every entry that was moved out of MEMORY.md."""
 
 BUDGET = 8000
 TARGET_CHARS = 164 * 1024
 NOTES = 500
-RESULTS = dc.BENCH_DIR / "results"
 
 
 def big_memory(rng: random.Random, target: int) -> str:
@@ -135,7 +143,9 @@ async def nightly_pass(home: Path, kb_address: str) -> tuple[float, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a 40 KB MEMORY.md and 100 notes (a smoke run)")
+    docs_page.add_flag(parser)
     args = parser.parse_args()
+    run = docs_page.Run.begin("dream_migrate", TITLE, METHOD)
     target, notes = (40 * 1024, 100) if args.quick else (TARGET_CHARS, NOTES)
     rng = random.Random(164)
     tmp = Path(tempfile.mkdtemp(prefix="dream-migrate-"))
@@ -202,13 +212,8 @@ def main() -> int:
         checks.append((not restored and len(after) <= BUDGET, "nightly pass: every moved entry found by its recall check, MEMORY.md within budget"))
     finally:
         children.stop_all()
-    lines = ["| figure | value | goal | result |", "|---|---|---|---|"] + [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in figures]
-    table = "\n".join(lines)
-    print(table)
-    for ok, text in checks:
-        print(f"- {'PASS' if ok else 'FAIL'} {text}")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "dream_migrate.md").write_text(f"# dream_migrate ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {dc.load_average()})\n\n{table}\n")
+    verdicts = [docs_page.verdict(ok, text) for ok, text in checks]
+    run.finish(docs_page.figures_table(figures), verdicts, write_docs=args.write_docs)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -131,7 +131,16 @@ from dream_overhead_passes import (  # noqa: E402
     in_process,
 )
 
-RESULTS = BENCH_DIR / "results" / "dream_overhead.md"
+import docs_page  # noqa: E402  (the one writer of results and pages)
+
+TITLE = "Dream pass overhead: 1,000 agents, an 8 KB MEMORY.md each"
+METHOD = """\
+The bench process drives what the scheduler does around a dream for each of 1,000 agents (run lock,
+quiet check, claim, `Dreamer.run`, record) with the real objects and a real KB process: once
+through the real reviewer path (a `/bin/cat` subprocess returning a canned reply with a remove, a
+replace and an add) and once with an in-process stand-in. The floor, measured per agent in the
+same run, is the same writes made with bare `os` calls, the KB's refresh and searches and a bare
+spawn. Last, `Dreaming.RunNow` over gRPC against a running dreaming process."""
 
 def grpc_phase(home: Path, ports: dict[str, int], agents: list[Agent], children: ka.Children) -> dict[str, Any]:
     import grpc
@@ -263,9 +272,8 @@ def build_report(args: argparse.Namespace, setup: dict[str, Any], res: dict[str,
             figs.add("  runs not as expected", f"{len(grpc_res['problems'])}: {grpc_res['problems'][0][:300]}")
     md = [f"## Dream pass overhead benchmark ({setup['agents']:,} agents)", ""]
     md += [f"- {k}: {v}" for k, v in meta.items()]
-    md += ["", "| figure | value | goal | result |", "|---|---|---|---|"]
-    md += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in figs.rows]
-    verdicts = [f"{d}: {a} = {b} (goal {c})" for a, b, c, d in figs.rows if d]
+    md += ["", figs.table()]
+    verdicts = figs.verdicts()
     return "\n".join(md), verdicts
 
 
@@ -279,6 +287,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=11, help="workspace seed (default 11)")
     p.add_argument("--quick", action="store_true", help="smoke run: 100 agents, 20 over gRPC")
     p.add_argument("--keep-home", action="store_true", help="keep the temp home (workspaces, logs)")
+    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.agents, args.grpc_agents = 100, 20
@@ -304,6 +313,7 @@ async def first_index(agents: list[Agent], address: str, token: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    run = docs_page.Run.begin("dream_overhead", TITLE, METHOD, argv)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     load_before = dc.load_average()
@@ -372,14 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         "bench run time": f"{time.perf_counter() - started:.0f} s",
     }
     markdown, verdicts = build_report(args, setup, res, grpc_res, meta, note)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(markdown + "\n", encoding="utf-8")
-    print()
-    for line in verdicts:
-        print(line)
-    print()
-    print(markdown)
-    say(f"markdown written to {RESULTS.relative_to(REPO)}")
+    run.finish(markdown, verdicts, write_docs=args.write_docs)
     return 0
 
 

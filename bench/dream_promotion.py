@@ -68,7 +68,14 @@ import dream_promotion_facts as data  # noqa: E402  (the hand-labelled notes and
 import kb_archive as ka  # noqa: E402  (children, ports, percentiles, figures)
 import kb_shared as ks  # noqa: E402  (the vault generator, the home, rpc log times)
 
-RESULTS = BENCH_DIR / "results" / "dream_promotion.md"
+import docs_page  # noqa: E402  (the one writer of results and pages)
+
+TITLE = "Shared promotion: 100 facts into a 10,000-note vault"
+METHOD = """\
+100 hand-labelled facts (66 new, 34 reworded recurrences of facts already in the vault) are
+promoted one `PromoteFact` call at a time through the real KB process into a vault of 43
+hand-written and 9,957 generated notes. Each outcome (created, merged, updated) is checked against
+the note its label names."""
 RUN_ID = "20260402T030000Z-bench1"
 RPC_TIMEOUT_S = 30.0
 DUPLICATE_GOAL = 0.02
@@ -157,13 +164,12 @@ def build_report(outcomes: list[Outcome], server: list[float], wall_s: float, va
     figs.add("Links added (info)", f"{links} [[wikilinks]] on {sum(1 for o in outcomes if o.linked)} facts")
     md = [f"## Shared promotion benchmark ({vault[0]:,} notes, {len(outcomes)} facts)", ""]
     md += [f"- {k}: {v}" for k, v in meta.items()]
-    md += ["", "| figure | value | goal | result |", "|---|---|---|---|"]
-    md += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in figs.rows]
+    md += ["", figs.table()]
     wrong = [o for o in outcomes if o.verdict != "right"]
     if wrong:
         md += ["", "Judged wrong:", ""]
         md += [f"- {o.verdict}: {o.fact.content!r} (label {o.fact.label}) -> {o.outcome} {o.note!r}: {o.reason}" for o in wrong]
-    return "\n".join(md), [f"{d}: {a} = {b} (goal {c})" for a, b, c, d in figs.rows if d]
+    return "\n".join(md), figs.verdicts()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -172,6 +178,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=4, help="seed of the generated notes (default 4)")
     p.add_argument("--quick", action="store_true", help="smoke run: 1,000 vault notes")
     p.add_argument("--keep-home", action="store_true", help="keep the temp home (vault, logs)")
+    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.notes = 1000
@@ -180,6 +187,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    run = docs_page.Run.begin("dream_promotion", TITLE, METHOD, argv)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     load_before = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
@@ -238,14 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         "facts": "100 hand-labelled facts in a fixed order, one PromoteFact each, sequential, sync stub",
     }
     markdown, verdicts = build_report(outcomes, server, wall_s, vault, meta)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(markdown + "\n", encoding="utf-8")
-    print()
-    for line in verdicts:
-        print(line)
-    print()
-    print(markdown)
-    ka.say(f"markdown written to {RESULTS.relative_to(REPO)}")
+    run.finish(markdown, verdicts, write_docs=args.write_docs)
     return 0
 
 

@@ -33,9 +33,17 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import docs_page
 import dream_common as dc
 
-RESULTS = dc.BENCH_DIR / "results"
+TITLE = "Staleness GC: 20,000 entries, a year of retrievals"
+METHOD = """\
+One agent's archive of 1,000 notes (20 one-line entries each, first seen over the last year, 200
+of them superseded by a later note) is indexed by the real KB process, and a year of synthetic
+retrievals goes into its retrieval log. One staleness GC pass of the real dreaming code runs
+against the KB over gRPC in propose mode, then in auto mode with the default settings (at most 50
+moves a night), then once more for the next night."""
+
 NOTES = 1000
 PER_NOTE = 20
 YEAR_S = 365 * 86_400
@@ -139,7 +147,9 @@ async def first_index(home: Path, kb_address: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="100 notes (2,000 entries): a smoke run")
+    docs_page.add_flag(parser)
     args = parser.parse_args()
+    run = docs_page.Run.begin("dream_staleness", TITLE, METHOD)
     notes = 100 if args.quick else NOTES
     rng = random.Random(66)
     tmp = Path(tempfile.mkdtemp(prefix="dream-staleness-"))
@@ -184,13 +194,8 @@ def main() -> int:
         figures.append(("Next night's pass (info)", f"{again_s:.2f} s, {moved_again} more moved", "", ""))
     finally:
         children.stop_all()
-    lines = ["| figure | value | goal | result |", "|---|---|---|---|"] + [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in figures]
-    table = "\n".join(lines)
-    print(table)
-    for ok, text in checks:
-        print(f"- {'PASS' if ok else 'FAIL'} {text}")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "dream_staleness.md").write_text(f"# dream_staleness ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {dc.load_average()})\n\n{table}\n")
+    verdicts = [docs_page.verdict(ok, text) for ok, text in checks]
+    run.finish(docs_page.figures_table(figures), verdicts, write_docs=args.write_docs)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -53,10 +53,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import docs_page
 from bench_ports import free_ports
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results" / "kb_agents.md"
+TITLE = "Many agents in one KB: open files, memory, WAL, reopening"
+METHOD = """\
+One KB process serves 1,000 agents of 20 short notes each, with the shared vault on. Every agent is
+searched in its archive and in the vault, then three more rounds go over all of them, while the
+KB's memory (`smaps_rollup`) and open files are sampled as agents become active. A search of an
+open archive is timed against one of an archive reopened; every WAL and database is measured after
+50 agents are written and refreshed, after 70 s without traffic and after a clean stop. `--nofile N`
+starts the KB under that open-files limit, `--max-open N` sets `maxOpenArchives`, `--tracemalloc`
+measures Python's own allocations in process instead. No goal is checked: the figures show what an
+agent costs the KB."""
 START_TIMEOUT_S = 60.0
 WORDS = (
     "harbour deploy kernel lantern meadow orbit pylon quartz raven saddle timber umbra velvet willow "
@@ -166,7 +176,9 @@ def main() -> int:
     parser.add_argument("--tracemalloc", action="store_true", help="measure Python's allocations in process instead")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--keep-home", action="store_true")
+    docs_page.add_flag(parser)
     args = parser.parse_args()
+    run = docs_page.Run.begin("kb_agents", TITLE, METHOD)
     if args.quick:
         args.agents, args.idle = 200, 0.0
 
@@ -182,7 +194,9 @@ def main() -> int:
     say(f"home with {args.agents} agents × {args.notes} notes in {time.perf_counter() - t0:.1f} s: {home}")
     if args.tracemalloc:
         try:
-            return in_process(home, args.agents, args.rounds)
+            table = docs_page.table(("figure", "value"), in_process(home, args.agents, args.rounds))
+            run.finish(table, [], write_docs=args.write_docs)
+            return 0
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -298,12 +312,7 @@ def main() -> int:
         ("disk after a clean stop", f"WAL {mb(stopped['wal'])} (largest {mb(stopped['largest_wal'])}), db {mb(stopped['db'])}, home {mb(stopped['home'])}"),
         ("per agent at rest", f"{mb(stopped['db'] / args.agents)} of kb.sqlite"),
     ]
-    width = max(len(r[0]) for r in rows)
-    table = "| figure | value |\n|---|---|\n" + "".join(f"| {name:<{width}} | {value} |\n" for name, value in rows)
-    print(table, end="")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text("## Many agents in one KB (bench/kb_agents.py)\n\n" + table, encoding="utf-8")
-    say(f"markdown written to {RESULTS.relative_to(REPO)}")
+    run.finish(docs_page.table(("figure", "value"), rows), [], write_docs=args.write_docs)
     if args.keep_home:
         say(f"home kept: {home}")
     else:
@@ -311,7 +320,7 @@ def main() -> int:
     return 0
 
 
-def in_process(home: Path, agents: int, rounds: int) -> int:
+def in_process(home: Path, agents: int, rounds: int) -> list[tuple[str, str]]:
     """Step 7 of the method: Python's allocations per agent and per search, with tracemalloc."""
     import asyncio
     import logging
@@ -360,11 +369,7 @@ def in_process(home: Path, agents: int, rounds: int) -> int:
         archives.handles.close_all()
         return [("Python bytes per active agent", per_agent), ("Python bytes per 1,000 searches", per_search)]
 
-    rows = asyncio.run(run())
-    print("| figure | value |\n|---|---|")
-    for name, value in rows:
-        print(f"| {name} | {value / 1e3:.1f} KB |")
-    return 0
+    return [(name, f"{value / 1e3:.1f} KB") for name, value in asyncio.run(run())]
 
 
 if __name__ == "__main__":

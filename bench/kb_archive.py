@@ -136,7 +136,14 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 if str(BENCH_DIR) not in sys.path:  # the modules below, when this file is loaded by its path (a unit test does)
     sys.path.append(str(BENCH_DIR))
-RESULTS = BENCH_DIR / "results" / "kb_archive.md"
+import docs_page  # noqa: E402  (the one writer of results and pages)
+
+TITLE = "KB archive: 10,000 notes, 50 MB"
+METHOD = """\
+A generated archive of 10,000 notes (50 MB, some CJK, some with frontmatter) is indexed in process
+and compared with the floor, a bare apsw FTS5 insert of the same chunks. Refreshes with nothing
+changed and with one file changed are timed, then 1,000 seeded queries go to the KB service over
+gRPC, alternating query by query with the baseline, an in-process FTS5 MATCH on the same file."""
 
 # The corpus, the phases and the helpers live in these modules; every name stays reachable here too
 # (kb_archive.Children, kb_archive.corpus, ...: the other benches import this module).
@@ -308,10 +315,9 @@ def build_report(args: argparse.Namespace, info: CorpusInfo, idx: dict[str, Any]
             kind_rows.append(f"| {kind} | {len(ix)} | {cell(srch['base'])} | {cell(srch['domain'])} | {cell(grpc_all)} | {hits} | {ors[len(ors) // 2]:,} |")
     md = [f"## KB archive benchmark ({info.files:,} files, {mb:.1f} MB)", ""]
     md += [f"- {k}: {v}" for k, v in meta.items()]
-    md += ["", "| figure | value | goal | result |", "|---|---|---|---|"]
-    md += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in figs.rows]
+    md += ["", figs.table()]
     md += kind_rows
-    verdicts = [f"{d}: {a} = {b} (goal {c})" for a, b, c, d in figs.rows if d]
+    verdicts = figs.verdicts()
     return "\n".join(md), verdicts
 
 
@@ -330,6 +336,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-grpc", action="store_true", help="skip the KB service (in-process figures only)")
     p.add_argument("--profile", action="store_true", help="cProfile the full index and print the top functions")
     p.add_argument("--keep-home", action="store_true", help="keep the temp home (workspace, kb.sqlite, logs)")
+    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.notes, args.mb = 1000, 5.0
@@ -338,6 +345,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    run = docs_page.Run.begin("kb_archive", TITLE, METHOD, argv)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     load_before = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
@@ -407,14 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         "alternating with the baseline query by query; internal-token metadata; nearest-rank percentiles",
     }
     markdown, verdicts = build_report(args, info, idx, srch, grpc_note, meta, query_kinds)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(markdown + "\n", encoding="utf-8")
-    print()
-    for line in verdicts:
-        print(line)
-    print()
-    print(markdown)
-    say(f"markdown written to {RESULTS.relative_to(REPO)}")
+    run.finish(markdown, verdicts, write_docs=args.write_docs)
     return 0
 
 

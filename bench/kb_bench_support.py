@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import docs_page
 from bench_ports import free_ports
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -168,6 +169,12 @@ class Figures:
     def add(self, figure: str, value: str, goal: str = "", ok: bool | None = None) -> None:
         verdict = "" if ok is None else ("PASS" if ok else "FAIL")
         self.rows.append((figure, value, goal, verdict))
+
+    def table(self) -> str:
+        return docs_page.figures_table(self.rows)
+
+    def verdicts(self) -> list[str]:
+        return docs_page.figure_verdicts(self.rows)
 
 
 def fmt_ms(seconds: float) -> str:

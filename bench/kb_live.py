@@ -59,7 +59,14 @@ for _p in (str(REPO), str(BENCH_DIR)):
 
 import kb_archive as ka  # noqa: E402  (corpus, Children, write_home, start_kb, pct, fmt_ms, say)
 
-RESULTS = BENCH_DIR / "results" / "kb_live.md"
+import docs_page  # noqa: E402  (the one writer of results and pages)
+
+TITLE = "KB live indexing: write → searchable"
+METHOD = """\
+On the 10,000-note archive of the KB archive bench, a note is written into the agent's workspace
+with no refresh call, and `Search` is polled until it finds it: the time from the write to the
+first answer that holds it, 100 times. Then 5,000 files are copied in at once while searches keep
+running, to see how long they wait and when every file is indexed."""
 AGENT = ka.AGENT
 say, pct, fmt_ms = ka.say, ka.pct, ka.fmt_ms
 POLL_TIMEOUT_S = 30.0  # one write not searchable within this: the round is reported as lost
@@ -195,9 +202,8 @@ def report(args: argparse.Namespace, info: Any, first_index_s: float, wr: dict[s
              ", ".join(f"{n} {m}" for m, n in sorted(modes.items())) + f"; longest {longest:.0f} ms")
     md = [f"## KB live indexing benchmark ({info.files:,} files)", ""]
     md += [f"- {k}: {v}" for k, v in meta.items()]
-    md += ["", "| figure | value | goal | result |", "|---|---|---|---|"]
-    md += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in figs.rows]
-    return "\n".join(md), [f"{d}: {a} = {b} (goal {c})" for a, b, c, d in figs.rows if d]
+    md += ["", figs.table()]
+    return "\n".join(md), figs.verdicts()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -209,6 +215,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=4, help="corpus seed (default 4)")
     p.add_argument("--quick", action="store_true", help="smoke run: 1,000 notes / 5 MB, 30 writes, 1,000-file burst")
     p.add_argument("--keep-home", action="store_true", help="keep the temp home (workspace, kb.sqlite, logs)")
+    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.notes, args.mb, args.writes, args.burst = 1000, 5.0, 30, 1000
@@ -217,6 +224,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    run = docs_page.Run.begin("kb_live", TITLE, METHOD, argv)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     load_before = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     home = Path(tempfile.mkdtemp(prefix="bench-kb-live-"))
@@ -266,14 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         "nothing being indexed",
     }
     markdown, verdicts = report(args, info, first_index_s, wr, br, meta)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(markdown + "\n", encoding="utf-8")
-    print()
-    for line in verdicts:
-        print(line)
-    print()
-    print(markdown)
-    say(f"markdown written to {RESULTS.relative_to(REPO)}")
+    run.finish(markdown, verdicts, write_docs=args.write_docs)
     return 0
 
 

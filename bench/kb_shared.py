@@ -126,7 +126,14 @@ __all__ = [  # re-exported for bench/dream_promotion.py and any other importer
     "parse_args", "prefill", "rpc_ms", "schedstat", "search_phase", "write_home",
 ]  # fmt: skip
 
-RESULTS = BENCH_DIR / "results" / "kb_shared.md"
+import docs_page  # noqa: E402  (the one writer of results and pages)
+
+TITLE = "Shared vault: 10,000 shared notes"
+METHOD = """\
+A shared vault is pre-filled with 10,000 generated notes (frontmatter, links, some malformed) and an
+agent's archive with 500. Through the KB service over gRPC the bench creates shared notes (a third
+near-duplicates, which are nudged towards the existing note, some then confirmed), searches the
+archive, the vault and both, and builds the vault's graph and reports cold and warm."""
 BREAKDOWN_OPS = 60
 CREATE_P99_GOAL_S = 0.050
 GRAPH_GOAL_S = 5.0
@@ -219,9 +226,8 @@ def build_report(args: argparse.Namespace, vinfo: VaultInfo, index_s: float, ind
         figs.add("  report sizes (info)", ", ".join(f"{k} {v / 1000:.0f} kB" for k, v in gr["sizes"].items()))
     md = [f"## KB shared vault benchmark ({vinfo.notes:,} notes)", ""]
     md += [f"- {k}: {v}" for k, v in meta.items()]
-    md += ["", "| figure | value | goal | result |", "|---|---|---|---|"]
-    md += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in figs.rows]
-    verdicts = [f"{d}: {a} = {b} (goal {c})" for a, b, c, d in figs.rows if d]
+    md += ["", figs.table()]
+    verdicts = figs.verdicts()
     return "\n".join(md), verdicts
 
 
@@ -237,6 +243,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=4, help="corpus and query seed (default 4)")
     p.add_argument("--quick", action="store_true", help="smoke run: 1,000 vault notes, 100 creates, 100 queries")
     p.add_argument("--keep-home", action="store_true", help="keep the temp home (vault, reports, logs)")
+    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.notes, args.creates, args.queries = 1000, 100, 100
@@ -245,6 +252,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    run = docs_page.Run.begin("kb_shared", TITLE, METHOD, argv)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     load_before = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
@@ -325,14 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         f"now = {DATA_NOW.date()}",
     }
     markdown, verdicts = build_report(args, vinfo, index_s, index_report, arch, cr, sr, bd, gr, note, meta)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(markdown + "\n", encoding="utf-8")
-    print()
-    for line in verdicts:
-        print(line)
-    print()
-    print(markdown)
-    say(f"markdown written to {RESULTS.relative_to(REPO)}")
+    run.finish(markdown, verdicts, write_docs=args.write_docs)
     return 0
 
 

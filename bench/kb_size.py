@@ -47,7 +47,17 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
-RESULTS = BENCH_DIR / "results" / "kb_size.md"
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+import docs_page  # noqa: E402  (the one writer of results and pages)
+
+TITLE = "KB size: kb.sqlite bytes per corpus byte"
+METHOD = """\
+The corpus and the 1,000 queries of the KB archive bench (10,000 notes, 50 MB, the same seed). Two
+child processes each build a full index of a fresh copy in process, one with this checkout's code
+and one with the code of a baseline git ref (`--baseline-ref`, default `main`), checkpoint the WAL
+and measure the file and every table (`dbstat`). Each then runs the queries through
+`search.search`, the two taking turns by blocks, and the answers are compared hit by hit."""
 GOAL = 2.5
 LIMIT = 6
 BLOCK = 50  # queries one child runs before the other takes its turn
@@ -190,7 +200,8 @@ def mb(value: int) -> str:
     return f"{value / 1e6:.1f}"
 
 
-def report(old: dict[str, Any], new: dict[str, Any], ref: str) -> str:
+def report(old: dict[str, Any], new: dict[str, Any], ref: str) -> tuple[str, list[str]]:
+    """(markdown, PASS/FAIL lines)."""
     corpus = new["corpus_bytes"]
     same = sum(a == b for a, b in zip(old["results"], new["results"], strict=True))
     count = len(new["results"])
@@ -214,12 +225,16 @@ def report(old: dict[str, Any], new: dict[str, Any], ref: str) -> str:
         "", "Pages per table and index (MB; `dbstat`, 0.1 MB and up):", "",
         "| table or index | before | after |", "|---|---:|---:|",
     ]  # fmt: skip
+    verdicts = [
+        docs_page.verdict(ratio_new <= GOAL, f"kb.sqlite <= {GOAL}x the corpus bytes: {ratio_new:.2f}x ({mb(new['bytes'])} MB)"),
+        docs_page.verdict(same == count, f"identical Search results before and after: {same:,} of {count:,} queries"),
+    ]
     names = list(dict.fromkeys([*old["tables"], *new["tables"]]))
     for name in sorted(names, key=lambda n: -max(old["tables"].get(n, 0), new["tables"].get(n, 0))):
         a, b = old["tables"].get(name), new["tables"].get(name)
         if max(a or 0, b or 0) >= 100_000:
             lines.append(f"| {name} | {mb(a) if a is not None else '—'} | {mb(b) if b is not None else '—'} |")
-    return "\n".join(lines)
+    return "\n".join(lines), verdicts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,7 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="1,000 notes / 5 MB")
     p.add_argument("--baseline-ref", default="main", help="git ref whose layout is 'before' (default main)")
     p.add_argument("--child", nargs=2, metavar=("REPO", "OUT"), help=argparse.SUPPRESS)
+    docs_page.add_flag(p)
     args = p.parse_args(argv)
+    run = docs_page.Run.begin("kb_size", TITLE, METHOD, argv)
     if args.quick:
         args.notes, args.mb = 1000, 5.0
     if args.child:
@@ -252,14 +269,12 @@ def main(argv: list[str] | None = None) -> int:
                 assert proc.stdin is not None
                 proc.stdin.close()
                 proc.wait()
-    markdown = report(old, new, args.baseline_ref)
+    markdown, verdicts = report(old, new, args.baseline_ref)
     differing = [i for i, (a, b) in enumerate(zip(old["results"], new["results"], strict=True)) if a != b]
     if differing:
         print(f"bench: first differing query #{differing[0]}: before {old['results'][differing[0]]!r}, "
               f"after {new['results'][differing[0]]!r}", file=sys.stderr)  # fmt: skip
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(markdown + "\n", encoding="utf-8")
-    print(markdown)
+    run.finish(markdown, verdicts, write_docs=args.write_docs)
     return 0
 
 

@@ -78,7 +78,14 @@ for _p in (str(REPO), str(BENCH_DIR)):
 
 from kb_archive import Children, free_ports, say  # noqa: E402  (the benches' shared process and port helpers)
 from kb_archive import pct as percentile  # noqa: E402  (nearest rank, as the tables here always used)
-RESULTS = BENCH_DIR / "results" / "mcp_ready.md"
+import docs_page  # noqa: E402  (the one writer of results and pages)
+
+TITLE = "MCP ready: stdio cold start vs streamable HTTP"
+METHOD = """\
+What a runtime waits for when a session starts: from connecting to the answer of `tools/list`,
+with the MCP SDK's own client. Each round starts one stdio session (spawning `gateway mcp`) and
+four streamable HTTP sessions against a running shim; each session then makes five
+`memory_search` calls over 300 notes. The shim's own time per request comes from its log."""
 
 KEY = "bench-mcp-key-123456"
 AGENT = "bench"
@@ -270,7 +277,6 @@ def report(stdio: Series, http: Series, fresh: Series, own: dict[str, list[float
         f"{'PASS' if p99 <= GOAL_HTTP_READY_MS else 'FAIL'}: HTTP ready p99 <= {GOAL_HTTP_READY_MS:g} ms: {p99:.1f} ms",
         f"info: stdio ready p50 / HTTP ready p50 = {ratio:.0f}x",
     ]
-    md += ["", *[f"- {line}" for line in verdicts]]
     return "\n".join(md), verdicts
 
 
@@ -283,6 +289,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--notes", type=int, default=300, help="notes in the agent's memory/ (default 300)")
     p.add_argument("--seed", type=int, default=15)
     p.add_argument("--keep-home", action="store_true", help="keep the temp home (logs) after the run")
+    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if min(args.samples, args.searches, args.notes, args.http_per_round) < 1:
         p.error("--samples, --http-per-round, --searches and --notes must be at least 1")
@@ -311,6 +318,7 @@ async def measure(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    run = docs_page.Run.begin("mcp_ready", TITLE, METHOD, argv)
     rng = random.Random(args.seed)
     home = Path(tempfile.mkdtemp(prefix="mcp-ready-"))
     ports = free_ports(5)
@@ -353,14 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.searches} memory_search)",
     }
     markdown, verdicts = report(stdio, http, fresh, own, meta)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(markdown + "\n", encoding="utf-8")
-    print()
-    for line in verdicts:
-        print(line)
-    print()
-    print(markdown)
-    say(f"markdown written to {RESULTS.relative_to(REPO)}")
+    run.finish(markdown, verdicts, write_docs=args.write_docs)
     return 0
 
 

@@ -49,6 +49,7 @@ for _p in (str(REPO), str(BENCH_DIR)):
 
 import grpc  # noqa: E402
 import httpx  # noqa: E402
+import docs_page  # noqa: E402
 from kb_bench_support import Children, rss_mb, say, write_suite_config  # noqa: E402
 from start_agents import ready  # noqa: E402
 
@@ -57,6 +58,15 @@ from gateway.v1 import watcher_pb2, watcher_pb2_grpc  # noqa: E402
 KEY = "growth-bench-key-0123456789"
 SERVICES = ("file_api", "kb", "watcher", "dreaming", "http")
 TRACED = ("watcher", "dreaming", "http")
+TITLE = "Memory under steady traffic"
+METHOD = """\
+50 agents get steady traffic through the shim, 75 requests a second (file reads and writes,
+searches, MCP tool calls, session register/report/end, activity, CLAUDE.md previews), a
+WatchDirectives stream opened and closed every second, 4 note files a second written into
+workspaces and a dream every 10 s with the stand-in reviewer. With `--left N`, N% of sessions are
+never ended, as when runtimes die. Each process's RSS is sampled every 10 s; the slope is a least
+squares line over the measured minutes. Without `--no-trace` the watcher, dreaming and the shim run
+under tracemalloc and the lines whose allocations grew most are listed."""
 
 
 def write_home(home: Path, agents: int) -> tuple[dict[str, int], list[str]]:
@@ -212,7 +222,9 @@ def main() -> int:
     parser.add_argument("--no-trace", action="store_true",
                         help="run every process untraced (tracemalloc's own memory and snapshots blur RSS): RSS only")
     parser.add_argument("--keep-home", action="store_true")
+    docs_page.add_flag(parser)
     args = parser.parse_args()
+    bench_run = docs_page.Run.begin("memory_growth", TITLE, METHOD)
     traced = () if args.no_trace else TRACED
 
     home = Path(tempfile.mkdtemp(prefix="memory-growth-"))
@@ -241,21 +253,21 @@ def main() -> int:
         asyncio.run(drive(load, args.minutes * 60, run, children))
         last = {name: snapshot(children, home, name, 1) for name in traced}
         rss1 = {name: rss_mb(children.procs[name].pid) for name in SERVICES}
-        print(f"\n{args.agents} agents, {args.rate:.0f} requests/s, {args.minutes} min after a {args.warmup} min warm-up; "
-              f"answers by status: {dict(sorted(load.statuses.items()))}\n")
-        print("| process | RSS at ready | after warm-up | at the end | slope over the run |")
-        print("|---|---:|---:|---:|---:|")
-        for name in SERVICES:
-            print(f"| {name} | {at_ready[name]:.1f} MB | {rss0[name]:.1f} MB | {rss1[name]:.1f} MB "
-                  f"| {slope_mb_per_hour(run[name]):+.1f} MB/h |")
+        body = [f"{args.agents} agents, {args.rate:.0f} requests/s, {args.minutes} min after a {args.warmup} min warm-up; "
+                f"answers by status: {dict(sorted(load.statuses.items()))}", "",
+                docs_page.table(("process", "RSS at ready", "after warm-up", "at the end", "slope over the run"),
+                                [(name, f"{at_ready[name]:.1f} MB", f"{rss0[name]:.1f} MB", f"{rss1[name]:.1f} MB",
+                                  f"{slope_mb_per_hour(run[name]):+.1f} MB/h") for name in SERVICES], "lrrrr")]  # fmt: skip
         for name in traced:
             stats = last[name].compare_to(first[name], "lineno")
             total = sum(s.size_diff for s in stats)
-            print(f"\n{name}: traced Python allocations {total / 1e6:+.2f} MB over the run; top lines:")
+            body += ["", f"{name}: traced Python allocations {total / 1e6:+.2f} MB over the run; top lines:", "", "```text"]
             for stat in stats[:15]:
                 frame = stat.traceback[0]
-                print(f"  {stat.size_diff / 1024:+9.1f} KiB {stat.count_diff:+7d} blocks  "
-                      f"{frame.filename.replace(str(REPO) + '/', '')}:{frame.lineno}")
+                body.append(f"  {stat.size_diff / 1024:+9.1f} KiB {stat.count_diff:+7d} blocks  "
+                            f"{frame.filename.replace(str(REPO) + '/', '')}:{frame.lineno}")
+            body.append("```")
+        bench_run.finish("\n".join(body), [], write_docs=args.write_docs)
         return 0
     finally:
         children.stop_all()

@@ -87,9 +87,17 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
-RESULTS = BENCH_DIR / "results" / "rest_files.md"
+TITLE = "REST file API: GET and PUT of a 4 KB MEMORY.md"
+METHOD = """\
+Closed-loop clients read and write one agent's 4 KB MEMORY.md through the REST shim (wrk), and the
+same requests go to a single-process uvicorn + starlette app doing the same work (the baseline) and,
+with h2load and a Python client, straight to the file API's gRPC. Bare servers beside them (a bare
+grpc.aio server, the same server doing only the work the suite's rules require, a bare ASGI shim)
+give the floors. Each case runs for a few seconds after a warm-up, several rounds alternating; the
+median round is reported with the server processes' CPU per request."""
 if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
+import docs_page  # noqa: E402
 from rest_cases import (  # noqa: E402
     KEY,
     AGENT,
@@ -202,7 +210,6 @@ def report(results: list[Result], meta: dict[str, str], concs: list[int]) -> tup
     errors = sum(r.errors for r in results)
     if errors:
         verdicts.append(f"note: {errors} errors in total; see the errors column")
-    md += ["", "Goals (issue):", "", *[f"- {v}" for v in verdicts], ""]
     return "\n".join(md), verdicts
 
 
@@ -273,6 +280,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "too, on a home of their own, and are measured in the same run",
     )
     p.add_argument("--pause", action="store_true", help="after start-up, print the ports and wait for Enter (for profiling)")
+    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if args.duration < 1 or args.warmup < 1:
         p.error("--duration and --warmup are whole seconds, at least 1 (wrk takes no fractions)")
@@ -300,6 +308,7 @@ def check_responses(shim_url: str, base_url: str, body: bytes, content: str) -> 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    bench_run = docs_page.Run.begin("rest_files", TITLE, METHOD, argv)
     concs = sorted({int(c) for c in args.concurrency.split(",") if c.strip()})
     # Ctrl-C and SIGTERM both end the run through the clean-up below (SIGINT even
     # when a non-interactive shell started us with it ignored).
@@ -501,14 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         "REST shim shows shim + file API",
     }
     markdown, verdicts = report(results, meta, concs)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(markdown + "\n", encoding="utf-8")
-    print()
-    for line in verdicts:
-        print(line)
-    print()
-    print(markdown)
-    say(f"markdown written to {RESULTS.relative_to(REPO)}")
+    bench_run.finish(markdown, verdicts, write_docs=args.write_docs)
     return 0
 
 

@@ -45,7 +45,17 @@ for _p in (str(REPO), str(BENCH_DIR)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
+import docs_page  # noqa: E402
 from kb_bench_support import Children, cpu_seconds, rss_mb, say, write_suite_config  # noqa: E402
+
+TITLE = "Start-up with 1,000 agents"
+METHOD = """\
+A fresh home holds 1,000 agents (each a SOUL.md and a 2 KB MEMORY.md; nightly dreaming on, its slot
+12 hours away). Each process of the suite is started with `gateway serve NAME` (with
+`--one-at-a-time`, once the one before is at rest). **Ready** is from the spawn to its health check
+answering, **CPU after ready** what it spends from then until at rest (a 3 s window under 0.05 s of
+CPU), **RSS** is then. With `--reach N`, N agents are then each sent one MCP `tools/list` through
+the shim and its memory is read again."""
 
 KEY = "start-bench-key-0123456789"
 SERVICES = ("file_api", "watcher", "kb", "dreaming", "http")
@@ -105,7 +115,9 @@ def main() -> int:
     parser.add_argument("--one-at-a-time", action="store_true",
                         help="start each process only once the one before is at rest (figures without contention)")
     parser.add_argument("--keep-home", action="store_true")
+    docs_page.add_flag(parser)
     args = parser.parse_args()
+    run = docs_page.Run.begin("start_agents", TITLE, METHOD)
 
     home = Path(tempfile.mkdtemp(prefix="start-agents-"))
     children = Children(home)
@@ -140,11 +152,9 @@ def main() -> int:
             pid = children.procs[name].pid
             at_rest(pid, args.settle)
             rows.append((name, ready_s[name], cpu_seconds(pid) - cpu_at_ready[name], rss_mb(pid)))
-        print(f"\n{args.agents} agents\n")
-        print("| process | ready | CPU after ready | RSS at rest |")
-        print("|---|---:|---:|---:|")
-        for name, secs, cpu, rss in rows:
-            print(f"| {name} | {secs:.2f} s | {cpu:.2f} s | {rss:.0f} MB |")
+        body = [f"{args.agents} agents", "", docs_page.table(
+            ("process", "ready", "CPU after ready", "RSS at rest"),
+            [(name, f"{secs:.2f} s", f"{cpu:.2f} s", f"{rss:.0f} MB") for name, secs, cpu, rss in rows], "lrrr")]
         if args.reach:
             pid = children.procs["http"].pid
             started = time.monotonic()
@@ -154,12 +164,13 @@ def main() -> int:
                     raise SystemExit(f"MCP tools/list for a{n:04d} answered {status}")
             took = time.monotonic() - started
             at_rest(pid, args.settle)
-            print(f"\nshim after one MCP tools/list to each of {args.reach} agents ({took / args.reach * 1000:.1f} ms "
-                  f"each, first request per agent): RSS {rss_mb(pid):.0f} MB")
+            body += ["", f"shim after one MCP tools/list to each of {args.reach} agents ({took / args.reach * 1000:.1f} ms "
+                     f"each, first request per agent): RSS {rss_mb(pid):.0f} MB"]
             if args.idle_wait:
                 time.sleep(args.idle_wait)
                 at_rest(pid, args.settle)
-                print(f"shim {args.idle_wait:.0f} s later: RSS {rss_mb(pid):.0f} MB")
+                body += ["", f"shim {args.idle_wait:.0f} s later: RSS {rss_mb(pid):.0f} MB"]
+        run.finish("\n".join(body), [], write_docs=args.write_docs)
         return 0
     finally:
         children.stop_all()

@@ -87,7 +87,15 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
-RESULTS = BENCH_DIR / "results" / "watcher_latency.md"
+import docs_page  # noqa: E402  (the one writer of results and pages)
+
+TITLE = "Watcher: write → CLAUDE.md on disk"
+METHOD = """\
+An agent's MEMORY.md is written with `gateway.atomic.write_atomic` (a unique marker in it) while a
+real watcher process serves 50 agents; the clock starts when the write returns and stops when the
+agent's CLAUDE.md on disk holds the marker. The floor is a bare watchfiles watch seeing the same
+write. Bursts of back-to-back writes count how many compositions they cost, and a second watcher
+over 1,000 agents gives the idle CPU, the memory and the same latency at that size."""
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 from watcher_support import (  # noqa: E402
@@ -175,11 +183,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--idle-seconds", type=float, default=20.0, help="idle CPU sampling window (default 20)")
     p.add_argument("--seed", type=int, default=7, help="seed of the markers and gaps (default 7)")
     p.add_argument("--keep-home", action="store_true", help="keep the temp homes (logs, config) after the run")
+    docs_page.add_flag(p)
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    run = docs_page.Run.begin("watcher_latency", TITLE, METHOD, argv)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 
@@ -336,16 +346,8 @@ def main(argv: list[str] | None = None) -> int:
             verdict(fleet["rss"] < GOAL_RSS_MB,
                     f"idle watcher over {args.fleet:,} agents < {GOAL_RSS_MB:g} MB RSS: {fleet['rss']:.1f} MB"),  # fmt: skip
         ]
-    md += ["", "Goals (issue 3):", "", *[f"- {v}" for v in verdicts], ""]
     markdown = "\n".join(md)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(markdown + "\n", encoding="utf-8")
-    print()
-    for line in verdicts:
-        print(line)
-    print()
-    print(markdown)
-    say(f"markdown written to {RESULTS.relative_to(REPO)}")
+    run.finish(markdown, verdicts, write_docs=args.write_docs)
     return 0
 
 
