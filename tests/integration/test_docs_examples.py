@@ -557,5 +557,5 @@ def restore_then_up(tour: Tour, block: str) -> None:
         up.wait(timeout=30)
         reader.join(timeout=5)
         up.stdout.close()
-    assert (tour.repo / "var" / "gateway-restored" / "config.json").exists()
-    assert any("stopped" in line for line in lines[-3:]), lines[-10:]
+    assert lines[0].startswith("restored ") and (tour.repo / "var" / "gateway-restored" / "config.json").exists(), lines[:3]
+    assert up.returncode == 0 and lines[-1] == "gateway: stopped", (up.returncode, lines[-5:])  # Ctrl-C stops it cleanly
