@@ -98,7 +98,8 @@ def blocks(page: str) -> list[Block]:
 SKIPPED: dict[tuple[str, str], str] = {
     ("README.md", "make up     # creates .venv"): "make up runs the suite in the foreground until Ctrl-C, and make test runs every test, this one included",
     ("docs/getting-started.md", "make up     # creates .venv"): "the same block as the README's: make up blocks, make test runs every test",
-    ("docs/how-to/docker-compose.md", "docker compose up -d"): "needs a Docker engine; tests/integration/test_compose_stack.py runs these steps where there is one",
+    ("docs/how-to/docker-compose.md", "docker compose up -d"): "needs a Docker engine and host port 10850; tests/integration/test_compose_stack.py brings the stack up, "
+    "reads the admin key from the init logs and calls the REST API where there is one",
     ("docs/how-to/dreams.md", "$ gateway dream explain"): "the history of an entry the staleness GC moved a year after it was written; "
     "tests/integration/test_dreaming_staleness.py runs explain on such an entry",
     ("docs/how-to/dreams.md", "$ gateway dream alfred\n"): "the report of a model reviewer's run (a remove, a replace, two guards); "
