@@ -1,4 +1,4 @@
-"""Benchmark: nightly shared promotion (issue 13): 100 facts into a 10,000-note vault, a third recurrences.
+"""Benchmark: nightly shared promotion: 100 facts into a 10,000-note vault, a third recurrences.
 
 Run:  ``.venv/bin/python bench/dream_promotion.py [--notes 10000] [--seed 4] [--quick] [--keep-home]``
 (``--quick`` = 1,000 vault notes: a smoke run of about 4 s; the full run takes about 15 s on 2 cores.)
@@ -34,7 +34,7 @@ Method
    **merged into an unrelated note**. Declines are counted (there should be
    none). Links added are counted (info).
 
-Goals (issue 13): reworded duplicates under 2% of the promoted facts; no fact
+Goals: reworded duplicates under 2% of the promoted facts; no fact
 merged into an unrelated note. Percentiles are nearest-rank. The script prints a
 markdown table with PASS/FAIL (also written to
 ``bench/results/dream_promotion.md``, git-ignored) and the facts that were

@@ -1,4 +1,4 @@
-"""Benchmark: the per-agent knowledge archive (issue 4): indexing, refreshes and Search.
+"""Benchmark: the per-agent knowledge archive: indexing, refreshes and Search.
 
 Run:  ``.venv/bin/python bench/kb_archive.py [--notes 10000] [--mb 50] [--queries 1000]
 [--seed 4] [--quick] [--no-grpc] [--profile] [--keep-home]``
@@ -105,7 +105,7 @@ Method
    (``services/kb/archive/archives.py``); the in-process ``indexer.refresh`` of step 2
    walks and stats the whole tree every time and is shown as information.
 
-Goals (issue 4): full index >= 0.5x the floor in the same run; no-change
+Goals: full index >= 0.5x the floor in the same run; no-change
 refresh of 10,000 files <= 0.5 s; one-file refresh <= 50 ms; Search p50 <=
 2x the in-process query and <= 5 ms. The script prints a markdown table with
 PASS/FAIL (also written to ``bench/results/kb_archive.md``, git-ignored) and

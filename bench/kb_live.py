@@ -1,4 +1,4 @@
-"""Benchmark: write → searchable without a refresh call (issue 15), and Search during a 5,000-file burst.
+"""Benchmark: write → searchable without a refresh call, and Search during a 5,000-file burst.
 
 Run:  ``.venv/bin/python bench/kb_live.py [--notes 10000] [--mb 50] [--writes 100] [--burst 5000]
 [--seed 4] [--quick] [--keep-home]``

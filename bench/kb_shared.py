@@ -1,4 +1,4 @@
-"""Benchmark: the shared cross-agent vault (issue 5): create with the near-duplicate check, search, graph.
+"""Benchmark: the shared cross-agent vault: create with the near-duplicate check, search, graph.
 
 Run:  ``.venv/bin/python bench/kb_shared.py [--notes 10000] [--creates 300] [--queries 300]
 [--archive-notes 500] [--seed 4] [--quick] [--keep-home]``
@@ -70,10 +70,9 @@ Method
    times the load (list, read, parse every note) and the rendering on their
    own (private helpers ``graph._load`` and ``graph_reports.render_all``).
 
-Goals (issue 5): create p99 <= 50 ms (every CreateSharedNote call, nudged or
+Goals: create p99 <= 50 ms (every CreateSharedNote call, nudged or
 written); graph build for 10,000 notes <= 5 s (cold and warm). Search has no
-goal in issue 5 (the archive's issue 4 asked for p50 <= 5 ms; shown as
-reference). Percentiles are nearest-rank. The script prints a markdown table
+goal of its own here (the archive's is p50 <= 5 ms; shown as reference). Percentiles are nearest-rank. The script prints a markdown table
 with PASS/FAIL (also written to ``bench/results/kb_shared.md``, git-ignored)
 and exits 0 whatever the goals say; non-zero only when the benchmark itself
 could not run. The KB child is stopped (SIGTERM, then SIGKILL) on exit,

@@ -1,4 +1,4 @@
-"""Benchmark: ``kb.sqlite`` bytes per corpus byte, this layout against an older one, same run (issue 15).
+"""Benchmark: ``kb.sqlite`` bytes per corpus byte, this layout against an older one, same run.
 
 Run:  ``.venv/bin/python bench/kb_size.py [--notes 10000] [--mb 50] [--queries 1000] [--seed 4]
 [--quick] [--baseline-ref main]`` (``bench/kb_archive.py`` runs it too, after its own table).

@@ -1,4 +1,4 @@
-"""Benchmark: MCP ready (issue 15): stdio cold start against streamable HTTP on the shim.
+"""Benchmark: MCP ready: stdio cold start against streamable HTTP on the shim.
 
 Run:  ``make bench``  or  ``.venv/bin/python bench/mcp_ready.py [--samples 30] [--searches 5]
 [--notes 300] [--keep-home]``  (the default run takes about a minute on 2 cores, nearly all
@@ -43,7 +43,7 @@ MCP request (the ``ms`` of its ``http`` log lines, the warm-up session
 included) shows how much of an HTTP figure is the server's. Both servers are the same
 code (``gateway_mcp.server.build_server``); only the transport differs.
 
-Goal (issue 15): HTTP ready <= 50 ms. Shown against p50 and p99 separately.
+Goal: HTTP ready <= 50 ms. Shown against p50 and p99 separately.
 Percentiles are nearest-rank. The script prints a markdown table with
 PASS/FAIL (also written to ``bench/results/mcp_ready.md``, git-ignored) and
 exits 0 whatever the goals say; non-zero only when the benchmark itself could

@@ -63,7 +63,7 @@ shim path is two server processes (shim + file API), the baseline one.
 The script prints a table (requests/s, p50, p99, errors per case), the
 ratios shim/baseline and shim/gRPC, and PASS/FAIL lines against the goals
 (REST GET at 32 connections >= 0.5x baseline GET with p99 < 15 ms; REST PUT
-at 32 >= 0.5x baseline PUT; issue 15: the file API's gRPC GET >= 0.8x the bare
+at 32 >= 0.5x baseline PUT; the request path: the file API's gRPC GET >= 0.8x the bare
 server's, REST GET >= 0.9x direct gRPC, CPU per REST GET <= 0.5x the old
 tree's, REST PUT >= 0.9x the old tree's). It exits 0 whatever the goals say; non-zero only
 when the benchmark itself could not run. The markdown table also goes to
@@ -218,7 +218,7 @@ def cpu_total(r: Result | None) -> float | None:
 
 
 def cheaper_path_verdicts(by: dict[tuple[str, str, int], Result], top: int) -> list[str]:
-    """Issue 15's goals for the request path, at ``top`` connections, from this run's cases."""
+    """The request path's goals, at ``top`` connections, from this run's cases."""
     out = []
 
     def goal(a: Result | None, b: Result | None, floor: float, text: str) -> None:
@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
                                          "--backend", f"127.0.0.1:{required_port}"])  # fmt: skip
         if args.old_tree is not None:
             old = args.old_tree.resolve()
-            # Its own entry point: gateway_cli/ since issue 17, gateway/cli.py before.
+            # Its own entry point: gateway_cli/ in newer trees, gateway/cli.py in older ones.
             old_cli = [py, "-m", "gateway_cli.cli" if (old / "gateway_cli").is_dir() else "gateway.cli", "serve"]
             children.start("old_file_api", [*old_cli, "file_api", "--home", str(old_home)], cwd=old)
             children.start("old_http", [*old_cli, "http", "--home", str(old_home)], cwd=old)

@@ -60,7 +60,7 @@ Only the watcher runs; no file API, no shim.
    over the fleet, measure the latency at that fleet size (judged against the
    same p50/p99 goals, on their own lines).
 
-Goals (issue 3): p50 <= 10 ms, p99 <= 50 ms for write -> CLAUDE.md; the idle
+Goals: p50 <= 10 ms, p99 <= 50 ms for write -> CLAUDE.md; the idle
 watcher over 1,000 agents under 2% of a core and 150 MB RSS. Also judged: a
 tight burst of 10 writes costs at most 3 compositions. PASS/FAIL lines
 are printed; the script exits 0 whatever they say, non-zero only when the
