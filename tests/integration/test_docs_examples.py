@@ -51,7 +51,7 @@ from gateway.home import ensure_home
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(shutil.which("curl") is None or shutil.which("jq") is None, reason="the examples need curl and jq"),
+    pytest.mark.skipif(shutil.which("curl") is None, reason="the documented examples are curl commands: without curl they cannot run as written"),
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +62,12 @@ TOOLS = {"memory_search", "memory_get", "memory_shared_create", "memory_shared_g
 SOUL = "# Soul\n\nAlfred is warm, helpful, and precise."
 BLOCK_TIMEOUT_S = 120
 BASE_PATH = "/usr/bin:/bin"  # curl, jq, less, seq; never the gateway command nor claude
+# Stand-ins for the viewers the pages pipe into, where the machine has none (a fresh machine may lack
+# jq and less): jq with no filter pretty-prints the JSON it reads, less not on a terminal copies.
+STAND_INS = {
+    "jq": f"#!/bin/sh\nexec \"{sys.executable}\" -c 'import json, sys; print(json.dumps(json.load(sys.stdin), indent=2))'\n",
+    "less": "#!/bin/sh\nexec cat \"$@\"\n",
+}
 
 
 # --- the pages' fenced blocks -------------------------------------------------------------------
@@ -212,12 +218,13 @@ class Tour:
     gw: Suite
     admin_key: str  # var/gateway's, from its admin-key.txt
     state: dict[str, Any] = field(default_factory=dict)
+    base_path: str = BASE_PATH  # with the stand-ins' folder first when the machine needed one
 
     def env(self, suite: Suite | None = None, **extra: str) -> dict[str, str]:
         """The environment of a second terminal; with ``suite``, GATEWAY_HOME and PATH set as the pages say."""
-        env = {"PATH": BASE_PATH, "HOME": str(self.tmp), "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
+        env = {"PATH": self.base_path, "HOME": str(self.tmp), "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
         if suite is not None:
-            env.update(GATEWAY_HOME=str(suite.home), PATH=f"{self.repo}/.venv/bin:{BASE_PATH}")
+            env.update(GATEWAY_HOME=str(suite.home), PATH=f"{self.repo}/.venv/bin:{self.base_path}")
         env.update(extra)
         return env
 
@@ -298,6 +305,12 @@ def tour(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tour]:
     (venv_bin / "gateway").write_text(
         f'#!/bin/sh\nPYTHONPATH="{ROOT}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" -m gateway_cli.cli "$@"\n')
     (venv_bin / "gateway").chmod(0o755)
+    shims = tmp / "stand-ins"
+    shims.mkdir()
+    for name, script in STAND_INS.items():
+        if shutil.which(name, path=BASE_PATH) is None:
+            (shims / name).write_text(script)
+            (shims / name).chmod(0o755)
 
     demo = repo / "var" / "demo"  # make demo: examples/demo-config.json, mode 0600
     demo.mkdir(parents=True)
@@ -312,7 +325,7 @@ def tour(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tour]:
     suites = [suite_of(demo), suite_of(gateway)]
     try:
         launch(suites)
-        yield Tour(repo, tmp, suites[0], suites[1], admin_key)
+        yield Tour(repo, tmp, suites[0], suites[1], admin_key, base_path=f"{shims}:{BASE_PATH}")
     finally:
         for suite in suites:
             suite.stop_all()
@@ -415,7 +428,7 @@ def agents_and_keys_session(tour: Tour, block: str) -> None:
 def agents_and_keys_many_at_once(tour: Tour, block: str) -> None:
     home = tour.tmp / "gw-many"  # a home of its own: no running suite reloads 999 agents
     ensure_home(home)
-    tour.console(block, tour.env(**{"GATEWAY_HOME": str(home), "PATH": f"{tour.repo}/.venv/bin:{BASE_PATH}"}), {"/srv/gw": str(home)})
+    tour.console(block, tour.env(**{"GATEWAY_HOME": str(home), "PATH": f"{tour.repo}/.venv/bin:{tour.base_path}"}), {"/srv/gw": str(home)})
     assert len(json.loads((home / "config.json").read_text())["agents"]) == 1000
 
 
@@ -532,7 +545,7 @@ def upgrade_config(tour: Tour, block: str) -> None:
     home.mkdir()
     (home / "config.json").write_text(json.dumps({"configVersion": "1.0.19", "agents": [{"id": "alfred"}]}, indent=2))
     os.chmod(home / "config.json", 0o600)
-    tour.console(block, tour.env(**{"GATEWAY_HOME": str(home), "PATH": f"{tour.repo}/.venv/bin:{BASE_PATH}"}), {"/srv/gw": str(home)})
+    tour.console(block, tour.env(**{"GATEWAY_HOME": str(home), "PATH": f"{tour.repo}/.venv/bin:{tour.base_path}"}), {"/srv/gw": str(home)})
     assert json.loads((home / "config.json").read_text())["configVersion"] == "1.0.26"
 
 
