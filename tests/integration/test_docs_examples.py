@@ -60,6 +60,10 @@ DOC_PORT = "10850"
 SERVICES = ("file_api", "watcher", "kb", "dreaming", "http")
 TOOLS = {"memory_search", "memory_get", "memory_shared_create", "memory_shared_get", "memory_shared_update", "memory_shared_delete"}
 SOUL = "# Soul\n\nAlfred is warm, helpful, and precise."
+SOUL_ANSWERS = [  # the PUT and the GET of SOUL.md, as the pages show them
+    {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload."},
+    {"filename": "SOUL.md", "content": SOUL},
+]
 BLOCK_TIMEOUT_S = 120
 BASE_PATH = "/usr/bin:/bin"  # curl, jq, less, seq; never the gateway command nor claude
 # Stand-ins for the viewers the pages pipe into, where the machine has none (a fresh machine may lack
@@ -346,9 +350,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @example('"content": "# Soul', "README.md")
 def readme_write_and_read_soul(tour: Tour, block: str) -> None:
     out = tour.sh(block, tour.demo)
-    assert json_values(out) == shown_answers(block) == [
-        {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload."},
-        {"filename": "SOUL.md", "content": SOUL}], out
+    assert json_values(out) == shown_answers(block) == SOUL_ANSWERS, out
 
 
 @example("grep -A 3 -- '--- SOUL.md ---'", "README.md")
@@ -408,9 +410,7 @@ def getting_started_gateway_command(tour: Tour, block: str) -> None:
 @example("export KEY=$(tail -n 1 var/gateway/admin-key.txt)", "docs/getting-started.md")
 def getting_started_try_the_api(tour: Tour, block: str) -> None:
     out = tour.sh(block, tour.gw)
-    assert json_values(out) == shown_answers(block) == [
-        {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload."},
-        {"filename": "SOUL.md", "content": SOUL}], out
+    assert json_values(out) == shown_answers(block) == SOUL_ANSWERS, out
 
 
 # --- how-to guides ------------------------------------------------------------------------------

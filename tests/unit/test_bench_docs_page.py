@@ -4,22 +4,11 @@ a page survive the next run."""
 
 from __future__ import annotations
 
-import importlib
-import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def bench(name: str) -> ModuleType:
-    """Import a bench module the way the scripts do (bench/ on the path, its siblings beside it)."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module(name)
+from bench_modules import bench
 
 
 docs_page = bench("docs_page")

@@ -4,22 +4,10 @@ goals, and the growth per added agent. The benches themselves run the suite and 
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def bench(name: str) -> ModuleType:
-    """Import a bench module the way the scripts do (bench/ on the path, its siblings beside it)."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module(name)
+from bench_modules import bench
 
 
 stats = bench("long_run_stats")
