@@ -12,6 +12,10 @@ docs/operations.md "Open files, disk and memory":
   request, and the same call can succeed a moment later. SQLite reports a descriptor shortage only
   as "unable to open database file"; that error counts as one when the process is at its limit
   when it is looked at (``files_short``).
+- **A lock held too long is not a bug either.** A call whose SQLite database stayed locked by
+  another writer past the connection's busy timeout (``apsw.BusyError``: ``busy``) is answered
+  UNAVAILABLE too, saying so (``BUSY_MESSAGE``), with ``BUSY_METADATA``; it does not make the
+  process degraded, since nothing ran out.
 - **Degraded.** The process is *degraded* while a shortage is recent: from a shortage until
   ``HOLD_S`` have passed and a call has succeeded since the last one (``Shortages``). Its gRPC health service answers
   NOT_SERVING for ``RESOURCES_SERVICE`` meanwhile (and for ``RESOURCES_SERVICE/<name>`` of each
@@ -42,6 +46,8 @@ PROBE_MARGIN: Final = 16  # descriptors under the soft limit that already count 
 # Trailing metadata of an UNAVAILABLE answer caused by a shortage: the resource's NAMES value. The
 # shim keeps such an answer's message (it names what ran out) instead of saying the backend is down.
 SHORTAGE_METADATA: Final = "x-gateway-shortage"
+BUSY_METADATA: Final = "x-gateway-busy"  # likewise, for an answer caused by a database locked too long
+BUSY_MESSAGE: Final = "{process} found a database locked by another writer for longer than it waits; try again shortly"
 
 _ERRNOS: Final = {
     errno.EMFILE: OPEN_FILES,
@@ -118,6 +124,22 @@ def shortage(exc: BaseException) -> str | None:
                 return found
         current = current.__cause__ or current.__context__
     return None
+
+
+def busy(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) is SQLite's "database is locked" past
+    the busy timeout."""
+    apsw = sys.modules.get("apsw")
+    if apsw is None:
+        return False
+    current: BaseException | None = exc
+    for _ in range(5):
+        if current is None:
+            return False
+        if isinstance(current, apsw.BusyError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def describe(what: str, process: str) -> str:

@@ -3,7 +3,8 @@
 ``unary`` wraps a servicer method: it maps GatewayError to gRPC status (the
 one place that happens), a resource shortage (out of open files, disk or
 memory: ``gateway.resources``) to UNAVAILABLE naming it (trailing metadata
-``SHORTAGE_METADATA`` tells the shim so), anything else unexpected to INTERNAL
+``SHORTAGE_METADATA`` tells the shim so), a database locked past its busy timeout to
+UNAVAILABLE saying so (``BUSY_METADATA``), anything else unexpected to INTERNAL
 with a generic message, and logs one JSON line per call (method, agent, key, code,
 ms). ``key`` is the label of the caller ``caller_of`` identified: the key's
 ``name`` from config.json (``keys[i]`` for a key without one), ``internal``
@@ -33,7 +34,7 @@ from gateway.auth import Authenticator, Caller
 from gateway.errors import GatewayError
 from gateway.logs import later
 from gateway.metrics import observe_rpc, observe_shortage
-from gateway.resources import NAMES, SHORTAGE_METADATA, SHORTAGES, describe, shortage
+from gateway.resources import BUSY_MESSAGE, BUSY_METADATA, NAMES, SHORTAGE_METADATA, SHORTAGES, busy, describe, shortage
 
 log = structlog.get_logger()
 
@@ -82,6 +83,11 @@ def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
                 log.warning("resource_shortage", method=method, resource=what, error=f"{type(exc).__name__}: {exc}")
                 context.set_trailing_metadata(((SHORTAGE_METADATA, NAMES[what]),))
                 await context.abort(grpc.StatusCode.UNAVAILABLE, describe(what, SHORTAGES.process))
+            if busy(exc):  # another writer held the lock past the timeout: the same call can succeed soon
+                code = "UNAVAILABLE"
+                log.warning("database_busy", method=method, error=f"{type(exc).__name__}: {exc}")
+                context.set_trailing_metadata(((BUSY_METADATA, "1"),))
+                await context.abort(grpc.StatusCode.UNAVAILABLE, BUSY_MESSAGE.format(process=SHORTAGES.process))
             code = "INTERNAL"
             log.exception("rpc_failed", method=method)
             await context.abort(grpc.StatusCode.INTERNAL, "internal error")

@@ -32,7 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S, HEALTH_DEADLINE_S, aio_channel
 from gateway.files_limits import MAX_BODY_BYTES
 from gateway.metrics import exposition
-from gateway.resources import NAMES, RESOURCES_SERVICE, SHORTAGE_METADATA
+from gateway.resources import BUSY_METADATA, NAMES, RESOURCES_SERVICE, SHORTAGE_METADATA
 from gateway_http.credentials import BadCredential, credential_metadata
 from gateway_http.descriptors import Route, all_routes
 from gateway_http.errors import bearer_challenge, error_body, http_status, presented_key
@@ -252,7 +252,7 @@ class ShimApp:
         except grpc.aio.AioRpcError as err:
             code = err.code()
             message = err.details() or code.name
-            if code == grpc.StatusCode.UNAVAILABLE and not _shortage(err):
+            if code == grpc.StatusCode.UNAVAILABLE and not _answered(err):
                 message = f"backend {route.backend} is unavailable; try again shortly"
             headers = None
             if code == grpc.StatusCode.UNAUTHENTICATED:
@@ -303,10 +303,11 @@ async def degraded_resources(stub: health_pb2_grpc.HealthStub) -> list[str]:
         return []
 
 
-def _shortage(err: grpc.aio.AioRpcError) -> bool:
-    """Whether an UNAVAILABLE answer came from a backend that ran out of a resource (its message
-    names it: ``gateway.rpc``), rather than from a backend the shim could not reach."""
-    return any(key == SHORTAGE_METADATA for key, _ in err.trailing_metadata() or ())
+def _answered(err: grpc.aio.AioRpcError) -> bool:
+    """Whether an UNAVAILABLE answer came from a backend's own handler (it ran out of a resource, or
+    found a database locked too long: its message says which, ``gateway.rpc``), rather than from a
+    backend the shim could not reach."""
+    return any(key in (SHORTAGE_METADATA, BUSY_METADATA) for key, _ in err.trailing_metadata() or ())
 
 
 def _frames(exc: BaseException) -> list[str]:

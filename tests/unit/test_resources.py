@@ -16,7 +16,7 @@ import pytest
 
 from gateway import resources, rpc
 from gateway.grpc_server import resources_status
-from gateway.resources import DISK_SPACE, MEMORY, OPEN_FILES, SHORTAGE_METADATA, Shortages, shortage
+from gateway.resources import BUSY_METADATA, DISK_SPACE, MEMORY, OPEN_FILES, SHORTAGE_METADATA, Shortages, shortage
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -163,6 +163,32 @@ def test_a_call_that_ran_out_of_files_is_unavailable_naming_them(monkeypatch: py
     bug = asyncio.run(call(ValueError("a bug")))
     assert bug.status == (grpc.StatusCode.INTERNAL, "internal error") and bug.trailing == ()
 
+
+
+def test_a_database_locked_past_its_timeout_is_unavailable_saying_so_and_not_degraded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer holding a lock too long is not a bug in the request: 503 with a message that
+    says what happened (the shim keeps it, by the metadata), and nothing ran out."""
+    s = Shortages()
+    monkeypatch.setattr(rpc, "SHORTAGES", s)
+    s.process = "the kb process"
+
+    async def call(exc: BaseException) -> Context:
+        context = Context()
+        with pytest.raises(Aborted):
+            await Servicer(exc).Search(Request(), context)
+        return context
+
+    try:
+        raise RuntimeError("reindex failed") from apsw.BusyError("database is locked")
+    except RuntimeError as wrapped:
+        behind = wrapped
+    for exc in (apsw.BusyError("database is locked"), behind):
+        locked = asyncio.run(call(exc))
+        assert locked.status == (grpc.StatusCode.UNAVAILABLE, resources.BUSY_MESSAGE.format(process="the kb process"))
+        assert "locked by another writer" in locked.status[1]
+        assert locked.trailing == ((BUSY_METADATA, "1"),)
+    assert s.degraded() == []
+    assert not resources.busy(apsw.SQLError("no such table: kb_meta")) and not resources.busy(ValueError())
 
 def test_the_soft_open_files_limit_is_raised_to_the_hard_one() -> None:
     script = textwrap.dedent(

@@ -24,7 +24,7 @@ from gateway.config import AgentConfig
 from gateway.errors import NotFound
 from services.kb.archive.retrieval_log import Recorder
 from services.kb.index import indexer, schema
-from services.kb.index.index_files import close_connections, close_quietly
+from services.kb.index.index_files import close_connections, close_quietly, idle_or_closed
 from services.kb.index.search import tune_reader
 
 
@@ -52,13 +52,15 @@ class ArchiveState:
     runs: int = 0  # refreshes run (targeted batches count once per refresh): coalescing is visible
 
     def open_writer(self) -> apsw.Connection:
-        """The writer, opened (and the index file created) when it is not (in a worker thread,
-        under the agent's lock, inside a use)."""
+        """The writer, opened (and the index file created) when it is not, or when the one open still
+        holds a transaction (``index_files.idle_or_closed``) (in a worker thread, under the agent's
+        lock, inside a use)."""
         if self.reopen:
             self.reopen = self.ready = False
             if self.writer is not None:
                 close_quietly(self.writer)
                 self.writer = None
+        self.writer = idle_or_closed(self.writer, self.agent.kb_path)
         if self.writer is None:
             self.writer = schema.open_index(self.agent.kb_path, self.agent.knowledge.archive, create=True)
         return self.writer

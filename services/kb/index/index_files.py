@@ -7,6 +7,10 @@
   database without tables, then one with them: searches racing the first refresh read it in
   between and failed with "no such table: kb_meta".) When another creator linked its file first,
   that one stays: it is whole too.
+- **A writer between writes** (``idle_or_closed``) holds no transaction. One that does (a
+  statement of an earlier call never reset, which pins the read snapshot it began with) would
+  fail every later ``BEGIN IMMEDIATE`` at once with ``SQLITE_BUSY_SNAPSHOT`` as soon as another
+  connection commits, without waiting: it is closed, and the next write opens a fresh one.
 - **Closing** (``close_connections``, docs/concepts/archive.md "Bounded WAL"): the reader first, then a TRUNCATE
   checkpoint on the writer, so a closed index leaves its WAL at 0 bytes (a read-only connection
   cannot checkpoint: closed last, it left a full WAL behind).
@@ -22,8 +26,11 @@ from pathlib import Path
 from typing import Final
 
 import apsw
+import structlog
 
 from gateway.atomic import discard_temp, link_new, open_temp
+
+log = structlog.get_logger()
 
 CLOSE_BUSY_TIMEOUT_MS: Final = 250  # a TRUNCATE checkpoint waits this long for another connection, then gives up
 _CREATE_ATTEMPTS: Final = 3
@@ -72,6 +79,23 @@ def close_connections(path: Path, writer: apsw.Connection | None, reader: apsw.C
             checkpoint.setbusytimeout(CLOSE_BUSY_TIMEOUT_MS)
             checkpoint.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         close_quietly(checkpoint)
+
+
+def idle_or_closed(conn: apsw.Connection | None, path: Path) -> apsw.Connection | None:
+    """``conn`` when it holds no transaction (or is None); else None, after closing it (module
+    docstring), logged as ``kb_writer_reopened``."""
+    if conn is None:
+        return None
+    state = conn.txn_state("main")
+    if state == apsw.SQLITE_TXN_NONE:
+        return conn
+    log.warning("kb_writer_reopened", index=os.fspath(path), autocommit=conn.getautocommit(),
+                transaction="write" if state == apsw.SQLITE_TXN_WRITE else "read")
+    with contextlib.suppress(apsw.Error):
+        if not conn.getautocommit():
+            conn.execute("ROLLBACK")
+    close_quietly(conn)
+    return None
 
 
 def close_quietly(conn: apsw.Connection) -> None:

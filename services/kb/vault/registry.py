@@ -22,6 +22,7 @@ has it on, the largest ``staleDays``, the smallest cap).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -38,7 +39,7 @@ from services.kb.archive import retrieval_log
 from services.kb.file_watch import index_matches_file, plain_source
 from services.kb.handles import OpenHandles, default_cap
 from services.kb.index import schema
-from services.kb.index.index_files import close_connections
+from services.kb.index.index_files import close_connections, idle_or_closed
 from services.kb.index.search import SearchResult, tune_reader
 from services.kb.threads import until_done
 from services.kb.vault import gc, note_index, notes, promotion, retirement, unpromote
@@ -147,6 +148,7 @@ class Vaults:
         loop = asyncio.get_running_loop()
 
         def run() -> T:
+            v.writer = idle_or_closed(v.writer, v.directory / note_index.INDEX_FILE)
             if v.writer is None:
                 v.writer = note_index.open_vault_index(v.directory)
             try:
@@ -154,14 +156,20 @@ class Vaults:
             finally:
                 # Its page cache back after each write (the archives' writer does the same after a
                 # refresh): kept, it would grow with every page of the vault ever written, up to 64 MiB.
-                v.writer.execute("PRAGMA shrink_memory")
+                with contextlib.suppress(apsw.Error):
+                    v.writer.execute("PRAGMA shrink_memory")
 
-        async with self._handles.use(v), v.lock:
-            result = await until_done(loop.run_in_executor(self._executor, run))
-        while v.recheck:
-            self._check_note(v, v.recheck.pop())
-        if v.dirty:  # a note changed by hand while this write landed
-            self._index_soon(v)
+        try:
+            async with self._handles.use(v), v.lock:
+                result = await until_done(loop.run_in_executor(self._executor, run))
+        except apsw.BusyError:  # the index locked past its timeout by another process: reindexed soon
+            v.dirty = True
+            raise
+        finally:  # a write that failed (the index locked past its timeout) may have landed its note
+            while v.recheck:
+                self._check_note(v, v.recheck.pop())
+            if v.dirty:  # a note changed by hand while this write landed, or not reindexed by it
+                self._index_soon(v)
         self._graph_soon(v)
         return result
 

@@ -12,7 +12,7 @@ from kb_helpers import settings
 
 from gateway.errors import NotFound
 from services.kb.archive.retrieval_log import Recorder
-from services.kb.index import schema
+from services.kb.index import index_files, schema
 from services.kb.index.index_files import close_connections, wal_bytes
 from services.kb.index.schema import get_meta, open_index, open_reader
 
@@ -154,3 +154,27 @@ def test_the_recorder_keeps_a_connection_only_for_a_database_held_open(tmp_path:
     counts = [apsw.Connection(os.fspath(p)).execute("SELECT count(*) FROM kb_retrieval_log").fetchall()[0][0] for p in paths]
     assert counts == [600] * len(paths)
     assert [wal_bytes(p) for p in paths] == [0] * len(paths)  # each closed as the last connection: WAL gone
+
+
+def test_a_writer_holding_a_transaction_between_writes_is_closed_and_an_idle_one_kept(tmp_path: Path) -> None:
+    """``idle_or_closed``: a statement left open (a read snapshot) or a transaction never ended makes
+    the connection unfit to begin the next write; an idle one is kept as it is."""
+    path = tmp_path / "kb.sqlite"
+    idle = apsw.Connection(str(path))
+    idle.execute("PRAGMA journal_mode=WAL").fetchall()
+    idle.execute("CREATE TABLE t(x); INSERT INTO t VALUES (1), (2), (3)")
+    assert index_files.idle_or_closed(idle, path) is idle
+    assert index_files.idle_or_closed(None, path) is None
+
+    reading = apsw.Connection(str(path))
+    left_open = reading.execute("SELECT x FROM t")
+    next(left_open)
+    assert index_files.idle_or_closed(reading, path) is None
+    with pytest.raises(apsw.ConnectionClosedError):
+        reading.execute("SELECT 1")
+
+    writing = apsw.Connection(str(path))
+    writing.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (4)")
+    assert index_files.idle_or_closed(writing, path) is None  # rolled back, closed: the lock is free
+    idle.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (5); COMMIT")
+    assert [r[0] for r in idle.execute("SELECT x FROM t ORDER BY x")] == [1, 2, 3, 5]

@@ -198,3 +198,41 @@ def test_the_vault_writer_hands_its_page_cache_back_after_each_write(tmp_path: P
         vaults.close()
         executor.shutdown()
     assert max(used) < 256 * 1024, used  # a few pages at most, not the vault (over 600 KB after these 60 before)
+
+
+def test_a_statement_left_open_on_the_vault_writer_does_not_lock_every_later_write(tmp_path: Path) -> None:
+    """A statement never reset pins the writer's read snapshot: once another connection commits,
+    each ``BEGIN IMMEDIATE`` on that writer fails at once with SQLITE_BUSY_SNAPSHOT, and every shared
+    write would answer an error from then on. The next write finds the writer holding a transaction,
+    closes it and opens a fresh one."""
+    import apsw
+
+    from services.kb.vault import note_index
+
+    executor = ThreadPoolExecutor(max_workers=2)
+    vaults = make(tmp_path, executor)
+
+    async def scenario() -> tuple[Any, Any, list[str]]:
+        assert (await vaults.create("alfred", "first", "# First\n\nmarrowfin beacons\n", True)).created
+        (v,) = vaults._vaults.values()
+        stuck = v.writer
+        assert stuck is not None
+        left_open = stuck.execute("SELECT path FROM kb_sources, (SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3)")
+        next(left_open)  # one row of three read: the statement stays active, its snapshot with it
+        other = apsw.Connection(str(v.directory / note_index.INDEX_FILE))
+        other.execute("UPDATE kb_sources SET checked_ns = checked_ns + 1")  # a commit elsewhere
+        other.close()
+        with pytest.raises(apsw.BusyError):  # what every write met before the writer was checked
+            stuck.execute("BEGIN IMMEDIATE")
+        assert (await vaults.create("bob", "second", "# Second\n\nkelpwise lanterns\n", True)).created
+        assert (await vaults.update("alfred", "first", "# First\n\nmarrowfin beacons, twice\n", True)).updated
+        result, _ = await vaults.search("alfred", "kelpwise", 5, True)
+        return stuck, v.writer, [h.path for h in result.hits]
+
+    try:
+        stuck, writer, paths = asyncio.run(scenario())
+    finally:
+        vaults.close()
+        executor.shutdown()
+    assert writer is not stuck
+    assert paths == ["notes/second.md"]
