@@ -1,8 +1,9 @@
 """Benchmark: capacity. What one more agent costs the suite on one host, at 100, 1,000 and 3,000 agents.
 
-Run:  ``.venv/bin/python bench/capacity.py [--agents 100,1000,3000] [--out DIR]``
+Run:  ``.venv/bin/python bench/capacity.py [--agents 100,1000,3000] [--out DIR] [--write-docs]``
 (``make bench`` runs it at 100 and 1,000 agents, about four minutes on 2 cores; 3,000 adds about
-five more).
+five more). ``.venv/bin/python bench/capacity.py --from-run DIR`` runs nothing: it writes the page a
+finished run would have written with ``--write-docs``, from the report that run left in ``DIR``.
 
 Method
 ------
@@ -33,8 +34,9 @@ The suite is stopped (SIGTERM) and its home deleted before the next size. The ta
 figure per size and its **growth per added agent**, the slope between two consecutive sizes.
 Verdicts: every search answered (no 5xx, no error) at each size. PASS/FAIL lines are printed;
 the exit code is 0 whatever they say. ``DIR`` (default ``bench/results/capacity``, git-ignored)
-gets ``capacity.md``, ``figures.json`` and each size's suite output (``suite-N.log``). The machine
-may be shared: the load average is printed with the results.
+gets ``capacity.md``, ``figures.json`` and each size's suite output (``suite-N.log``); with
+``--write-docs`` the report also becomes ``docs/benchmarks/capacity.md`` (bench/long_run_page.py).
+The machine may be shared: the load average is printed with the results.
 """
 
 from __future__ import annotations
@@ -42,8 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import shutil
 import signal
 import sys
@@ -51,6 +51,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -58,12 +59,24 @@ REPO = BENCH_DIR.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 import capacity_phases as phases  # noqa: E402
+import docs_page  # noqa: E402
+import long_run_page  # noqa: E402
 from capacity_phases import SizeFigures  # noqa: E402
 from long_run_stats import MB, Verdict, per_agent_growth, percentile, zero_verdict  # noqa: E402
-from suite_up import PROCESSES, GatewayUp, disk_figures, git_commit, write_fleet_home  # noqa: E402
+from suite_up import PROCESSES, GatewayUp, disk_figures, write_fleet_home  # noqa: E402
 from watcher_support import say  # noqa: E402
 
 READY_TIMEOUT_S = 900.0
+TITLE = "Capacity: what one more agent costs"
+METHOD = """\
+At each fleet size (100, 1,000 and 3,000 agents by default) the whole suite is started with
+`gateway up` in a fresh temporary home, with the soft open-files limit of a login shell (1,024).
+Measured, one after the other: the time to ready and to every agent's CLAUDE.md; the CPU and memory
+of each of the six processes once start-up is over; 100 writes of MEMORY.md, each timed until
+CLAUDE.md shows it; a sample of agents' first and second search; and a search of every agent, after
+which the KB's memory and open files are read. Each figure is given per size and as its growth per
+added agent between two sizes. [Capacity and long runs](../capacity.md) says how to run it and
+what each figure means."""
 
 
 def run_size(args: argparse.Namespace, n: int, tmp: Path, out: Path) -> SizeFigures:
@@ -232,20 +245,43 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=7, help="seed of the notes (default 7)")
     p.add_argument("--out", type=Path, default=BENCH_DIR / "results" / "capacity", help="where the report goes")
     p.add_argument("--keep-home", action="store_true", help="keep each size's temp home")
+    docs_page.add_flag(p)
+    p.add_argument("--from-run", type=Path, metavar="DIR",
+                   help="run nothing: write docs/benchmarks/capacity.md from the report (capacity.md) a finished run left in DIR")  # fmt: skip
     return p.parse_args(argv)
+
+
+def report(args: argparse.Namespace, argv: list[str], figs: list[SizeFigures], started: datetime, took_s: float,
+           load_before: str, load_after: str) -> tuple[str, list[str]]:  # fmt: skip
+    """The report (``capacity.md``, and the page's text) and its PASS/FAIL lines."""
+    found = verdicts(figs)
+    limit = next((f.kb_limit for f in figs if f.kb_limit), None)
+    md = [f"## Capacity: {', '.join(f'{f.agents:,}' for f in figs)} agents on one host", "",
+          *long_run_page.about_lines("capacity", argv, docs_page.commit(), started, took_s, load_before, load_after),
+          f"- suite: `gateway up` with the soft open-files limit {args.nofile or 'inherited'} (the KB's limits: "
+          f"{'soft %d, hard %d' % limit if limit else 'n/a'}); at rest: once the six processes use under 5% of a core "
+          f"(at least {args.rest_seconds:g} s after ready), then {args.idle_seconds:g} s idle; {args.writes} writes and {args.search_sample} first/warm searches per size",
+          "", *table(figs), "", *[f"- {v.line()}" for v in found]]
+    for f in figs:
+        if f.search_examples:
+            md += ["", f"Searches not answered at {f.agents:,} agents, first ones:", "", *[f"- `{e}`" for e in f.search_examples]]
+    return "\n".join(md), [v.line() for v in found]
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.from_run is not None:
+        return long_run_page.from_run("capacity", TITLE, METHOD, args.from_run.resolve())
+    t0 = time.monotonic()
+    started = datetime.now(UTC)
     sizes = sorted({int(x) for x in args.agents.split(",") if x.strip()})
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
-    load_before = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    load_before = docs_page.load_average()
     figs: list[SizeFigures] = []
     try:
         for n in sizes:
@@ -256,27 +292,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    load_after = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-    found = verdicts(figs)
-    limit = next((f.kb_limit for f in figs if f.kb_limit), None)
-    md = [f"## Capacity: {', '.join(f'{n:,}' for n in sizes)} agents on one host", "",
-          f"- command: `.venv/bin/python bench/capacity.py {' '.join(argv)}`",
-          f"- code: {git_commit()}; started {started}",
-          f"- machine: {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}; "
-          f"load average {load_before} before, {load_after} after (other work on the machine skews the figures)",
-          f"- suite: `gateway up` with the soft open-files limit {args.nofile or 'inherited'} (the KB's limits: "
-          f"{'soft %d, hard %d' % limit if limit else 'n/a'}); at rest: once the six processes use under 5% of a core "
-          f"(at least {args.rest_seconds:g} s after ready), then {args.idle_seconds:g} s idle; {args.writes} writes and {args.search_sample} first/warm searches per size",
-          "", *table(figs), "", *[f"- {v.line()}" for v in found]]
-    for f in figs:
-        if f.search_examples:
-            md += ["", f"Searches not answered at {f.agents:,} agents, first ones:", "", *[f"- `{e}`" for e in f.search_examples]]
-    markdown = "\n".join(md)
+    markdown, verdict_lines = report(args, argv, figs, started, time.monotonic() - t0, load_before, docs_page.load_average())
     (out / "capacity.md").write_text(markdown + "\n", encoding="utf-8")
     (out / "figures.json").write_text(json.dumps([asdict(f) for f in figs], indent=1) + "\n", encoding="utf-8")
+    if args.write_docs:
+        long_run_page.write("capacity", TITLE, METHOD, markdown, out)
     print()
-    for v in found:
-        print(v.line())
+    for line in verdict_lines:
+        print(line)
     print()
     print(markdown)
     say(f"report and figures in {out}")

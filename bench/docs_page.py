@@ -51,7 +51,7 @@ class Page:
     date: str  # "YYYY-MM-DD HH:MM UTC", when the run began
     commit: str
     command: str
-    duration_s: float
+    duration_s: float | None  # None: the run did not record how long it took
     cores: int
     load_before: str
     load_after: str
@@ -160,7 +160,7 @@ def render(page: Page, kept: str = "") -> str:
         f"- **Date:** {page.date}",
         f"- **Commit:** `{page.commit}`",
         f"- **Command:** `{page.command}`",
-        f"- **Duration:** {page.duration_s:,.0f} s",
+        f"- **Duration:** {'not recorded' if page.duration_s is None else f'{page.duration_s:,.0f} s'}",
         f"- **Machine:** {page.cores} cores, {page.platform}, Python {page.python}",
         f"- **Load average** (1, 5, 15 min): {page.load_before} before the run, {page.load_after} after",
         *[f"- {note}" for note in page.notes],
@@ -231,9 +231,15 @@ class Run:
         print(f"bench: markdown written to {results.relative_to(REPO)}", file=sys.stderr, flush=True)
         if not write_docs:
             return None
-        DOCS_DIR.mkdir(parents=True, exist_ok=True)
-        path = DOCS_DIR / f"{self.name}.md"
-        kept = kept_notes(path.read_text(encoding="utf-8")) if path.exists() else ""
-        path.write_text(render(self.page(body, verdicts, notes), kept), encoding="utf-8")
-        print(f"bench: page written to {path.relative_to(REPO)}", file=sys.stderr, flush=True)
-        return path
+        return write_page(self.page(body, verdicts, notes))
+
+
+def write_page(page: Page) -> Path:
+    """Write ``docs/benchmarks/<name>.md`` from ``page``, keeping the hand-written notes at the end of
+    the page it replaces. Returns the page's path."""
+    DOCS_DIR.mkdir(parents=True, exist_ok=True)
+    path = DOCS_DIR / f"{page.name}.md"
+    kept = kept_notes(path.read_text(encoding="utf-8")) if path.exists() else ""
+    path.write_text(render(page, kept), encoding="utf-8")
+    print(f"bench: page written to {path.relative_to(REPO)}", file=sys.stderr, flush=True)
+    return path

@@ -1,8 +1,10 @@
 """Benchmark: the soak. The whole suite under steady mixed traffic for a long while: does what it holds stop growing?
 
 Run:  ``.venv/bin/python bench/soak.py [--agents 200] [--minutes 20] [--warmup-minutes 2]
-[--seed 7] [--out DIR]``  (not in ``make test`` nor ``make bench``: it takes the minutes it is
-given, plus about two for the start, the check at rest and the stop).
+[--seed 7] [--out DIR] [--write-docs]``  (not in ``make test`` nor ``make bench``: it takes the
+minutes it is given, plus about two for the start, the check at rest and the stop).
+``.venv/bin/python bench/soak.py --from-run DIR`` runs nothing: it writes the page a finished
+run would have written with ``--write-docs``, from the report and plot that run left in ``DIR``.
 
 Method
 ------
@@ -43,8 +45,9 @@ and threads flat, each WAL <= 8 MB at rest, the p99 of the last 5 minutes within
 minutes after the warm-up, 0 errors and 0 5xx (the whole run, warm-up included). PASS/FAIL lines
 are printed; the exit code is 0 whatever they say, non-zero only when the benchmark itself could
 not run. ``DIR`` (default ``bench/results/soak``, git-ignored) gets ``soak.md`` (the report),
-``soak.png`` (RSS, open files and latency over time), ``samples.json`` and ``suite.log``. The
-machine may be shared: the load average is in every sample.
+``soak.png`` (RSS, open files and latency over time), ``samples.json`` and ``suite.log``; with
+``--write-docs`` the report also becomes ``docs/benchmarks/soak.md``, the plot beside it
+(bench/long_run_page.py). The machine may be shared: the load average is in every sample.
 """
 
 from __future__ import annotations
@@ -53,7 +56,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import platform
 import random
 import resource
 import shutil
@@ -61,6 +63,7 @@ import signal
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,16 +71,29 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+import docs_page  # noqa: E402
+import long_run_page  # noqa: E402
 import soak_report as report  # noqa: E402
 from long_run_stats import interval_summary, percentile  # noqa: E402
 from soak_clients import McpTraffic, SessionTraffic  # noqa: E402
 from soak_traffic import MAX_IN_FLIGHT, Recorder, RestTraffic, agreement, family, judged  # noqa: E402
-from suite_up import GatewayUp, disk_figures, git_commit, open_files_limit, proc_figures, write_fleet_home  # noqa: E402
+from suite_up import GatewayUp, disk_figures, open_files_limit, proc_figures, write_fleet_home  # noqa: E402
 from watcher_support import say  # noqa: E402
 
 READY_TIMEOUT_S = 600.0
 STAND_IN = ["gateway", "reviewer", "stand-in"]
 SETUP_SHARED_NOTES = 20
+TITLE = "Soak: the whole suite under steady traffic"
+METHOD = """\
+The whole suite, started with `gateway up` in a temporary home of 200 agents, gets 20 minutes of
+steady mixed traffic from one process: REST reads, writes and searches, shared notes, note files
+written straight to disk, a dream every 10 s, MCP sessions over HTTP and stdio, and runtimes
+reporting sessions over REST and gRPC. Every 30 s each of the six processes is sampled (memory,
+open files, threads, CPU) with the disk and the requests of the interval. After a 2-minute
+warm-up the goals are judged: memory that keeps growing, files or threads that leak, WAL files
+left large, latency that drifts up, and any error. Then every agent's CLAUDE.md and search are
+checked against its files. [Capacity and long runs](../capacity.md) says how to run it and what
+each figure means."""
 
 
 def own_cpu() -> float:
@@ -258,11 +274,8 @@ def build_report(args: argparse.Namespace, argv: list[str], meta: dict[str, Any]
     lag = sorted(rec.lag_ms)
     verdict_lines = [v.line() for v in found]
     md = [f"## Soak: {args.agents} agents, {args.minutes:g} minutes", "",
-          f"- command: `.venv/bin/python bench/soak.py {' '.join(argv)}`",
-          f"- code: {meta['commit']}; started {meta['started']}",
-          f"- machine: {cores} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}; load "
-          f"average {meta['load_before']} before the run, {meta['load_after']} after the traffic (other work on the "
-          "machine skews the figures)",
+          *long_run_page.about_lines("soak", argv, meta["commit"], meta["started"], meta["took_s"], meta["load_before"],
+                                     meta["load_after"], after="the traffic"),
           f"- suite: `gateway up` with the soft open-files limit {meta['nofile']} (the KB's limits: soft {meta['kb_limit'][0]}, "
           f"hard {meta['kb_limit'][1]}); ready {meta['ready_s']:.1f} s after the spawn, every CLAUDE.md after "
           f"{meta['composed_s']:.1f} s",
@@ -310,20 +323,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--nofile", type=int, default=1024, help="soft open-files limit the suite starts with (default 1024; 0: inherit)")
     p.add_argument("--plot-name", default="soak.png", help="the plot's file name in --out (default soak.png)")
     p.add_argument("--keep-home", action="store_true", help="keep the temp home after the run")
+    docs_page.add_flag(p)
+    p.add_argument("--from-run", type=Path, metavar="DIR",
+                   help="run nothing: write docs/benchmarks/soak.md from the report (soak.md) and plot a finished run left in DIR")  # fmt: skip
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.from_run is not None:
+        return long_run_page.from_run("soak", TITLE, METHOD, args.from_run.resolve())
+    t0 = time.monotonic()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     (out / "suite.log").unlink(missing_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-soak-"))
-    meta: dict[str, Any] = {"commit": git_commit(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                            "load_before": "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), "nofile": args.nofile or "inherited"}  # fmt: skip
+    meta: dict[str, Any] = {"commit": docs_page.commit(), "started": datetime.now(UTC), "load_before": docs_page.load_average(),
+                            "nofile": args.nofile or "inherited"}  # fmt: skip
     up: GatewayUp | None = None
     try:
         t = time.perf_counter()
@@ -344,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{meta['kb_limit']}; traffic for {args.minutes:g} min")  # fmt: skip
         preload()
         run = asyncio.run(traffic_run(args, fleet, up, out))
-        meta["load_after"] = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+        meta["load_after"] = docs_page.load_average()
         stop_s = up.stop()
         say(f"suite stopped in {stop_s:.1f} s; sampling the disk after the stop")
         run["samples"].append(snapshot(up, fleet.home, run["samples"][-1]["t"] + stop_s, "stopped"))
@@ -359,11 +378,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    meta["took_s"] = time.monotonic() - t0
     markdown, verdict_lines = build_report(args, argv, meta, run, out)
     report.dump(run["samples"], out / "samples.json")
     report.plot(run["samples"], args.warmup_minutes * 60, out / args.plot_name,
                 f"soak: {args.agents} agents, {args.minutes:g} min, {meta['commit']}")  # fmt: skip
     (out / "soak.md").write_text(markdown + "\n", encoding="utf-8")
+    if args.write_docs:
+        long_run_page.write("soak", TITLE, METHOD, markdown, out)
     print()
     for line in verdict_lines:
         print(line)

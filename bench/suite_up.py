@@ -129,17 +129,6 @@ def write_fleet_home(home: Path, count: int, *, seed: int, notes_per_agent: int 
 # --------------------------------------------------------------------------- gateway up
 
 
-def git_commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
-                               text=True, timeout=10).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return f"{head}{' with uncommitted changes' if dirty else ''}"
-
-
-
 def _limit_open_files(soft: int | None) -> None:
     """In the child before exec: the soft open-files limit ``gateway up`` and its children start with."""
     if soft is not None:
