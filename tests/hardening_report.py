@@ -4,7 +4,7 @@ Each hardening test calls ``record(section, ...)`` with the figures it
 measured; every section is kept as one JSON file under
 ``bench/results/hardening/`` and the Markdown table is rebuilt from all of
 them, so a run of one test module updates its own row and keeps the others.
-docs/architecture.md "Hardening: what every `make test` proves" says what the
+docs/hardening.md "Hardening: what every `make test` proves" says what the
 tests prove; the figures stay in this generated file.
 """
 
