@@ -46,6 +46,8 @@ typecheck: install
 	$(VENV)/bin/mypy gateway gateway_cli services gateway_http gateway_mcp
 
 ## make docs: the documentation site into build/site; a broken link or anchor, or a page left out of the nav, fails it
+# mkdocs-material prints an end-of-life banner on every build (stderr only): this is its documented opt-out.
+docs: export NO_MKDOCS_2_WARNING := 1
 docs: install
 	$(VENV)/bin/mkdocs build --strict
 
