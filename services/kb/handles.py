@@ -24,6 +24,14 @@ A holder unused for ``IDLE_CLOSE_S`` is closed by ``run`` (its memory and its WA
 and after closing some, ``run`` asks the C allocator to return freed memory to the system
 (``heap.release_memory``, where the C library has it): SQLite's page caches are freed into the heap,
 which would otherwise keep them.
+
+Holders in steady use are never idle, and a search connection's page cache keeps every page its
+searches have read until its database changes: over hours it fills toward the whole database (its
+bound, 32 MiB, is far above a typical archive), so the KB's memory would follow the size of every
+archive in use. Every ``RELEASE_S`` ``run`` hands back the page caches of every open holder not in
+use at that moment (``Holder.release_caches``) and then the freed memory: what stays cached is what
+the last minute's searches read. A search after that reads its pages again from the system's file
+cache (a ``pread`` of a few microseconds each), once a minute per archive.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ HEADROOM_DIVISOR: Final = 16  # past cap - cap/16 open (cap - 2 at least), close
 MIN_HEADROOM: Final = 2
 IDLE_CLOSE_S: Final = 60.0
 SWEEP_S: Final = 5.0
+RELEASE_S: Final = 60.0
 
 
 def default_cap(limit: int | None = None) -> int:
@@ -75,6 +84,9 @@ class Holder(Protocol):
     def detach(self) -> Callable[[], None]:
         """Take the connections out of the holder (it has none open afterwards) and return what closes them."""
 
+    def release_caches(self) -> None:
+        """Hand back the page caches of its open connections (on the event loop, while not in use)."""
+
 
 @dataclass(eq=False)
 class _Slot:
@@ -85,10 +97,15 @@ class _Slot:
 class OpenHandles:
     """The LRU (module docstring). Every method runs on the event loop."""
 
-    def __init__(self, cap: int, *, clock: Callable[[], float] = time.monotonic, idle_s: float = IDLE_CLOSE_S) -> None:
+    def __init__(
+        self, cap: int, *, clock: Callable[[], float] = time.monotonic, idle_s: float = IDLE_CLOSE_S,
+        release_s: float = RELEASE_S,
+    ) -> None:
         self._cap = max(1, cap)
         self._clock = clock
         self._idle_s = idle_s
+        self._release_s = release_s
+        self._released_at = clock()
         self._open: OrderedDict[Holder, _Slot] = OrderedDict()  # least recently used first
         self._closing: dict[Holder, asyncio.Task[None]] = {}
         self._waiters: list[asyncio.Future[None]] = []
@@ -222,14 +239,32 @@ class OpenHandles:
             await asyncio.gather(*(asyncio.shield(t) for t in tasks))
         return len(tasks)
 
+    def release_caches(self) -> int:
+        """Hand back the page caches of every open holder not in use now (module docstring); how many.
+        Synchronous on the event loop: no use can begin on one of them meanwhile."""
+        released = 0
+        for holder, slot in self._open.items():
+            if slot.pins == 0:
+                try:
+                    holder.release_caches()
+                except Exception:  # a cache kept is only memory kept: the others are still released
+                    log.exception("kb_release_caches_failed")
+                released += 1
+        return released
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Close idle holders every ``SWEEP_S`` until ``stop``; give freed memory back after closing some."""
+        """Close idle holders every ``SWEEP_S`` until ``stop``, and release the caches of the others
+        every ``RELEASE_S``; give freed memory back after either."""
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), SWEEP_S)
             if stop.is_set():
                 return
-            if await self.close_idle():
+            freed = await self.close_idle()
+            if self._clock() - self._released_at >= self._release_s:
+                self._released_at = self._clock()
+                freed += self.release_caches()
+            if freed:
                 await asyncio.get_running_loop().run_in_executor(self._closer, release_memory)
 
     def close_all(self) -> None:

@@ -81,6 +81,12 @@ class ArchiveState:
         if self.writer is not None:
             self.writer.execute("PRAGMA shrink_memory")
 
+    def release_caches(self) -> None:
+        """``handles.Holder``: the page caches of the reader and the writer, handed back."""
+        for conn in (self.reader, self.writer):
+            if conn is not None:
+                conn.execute("PRAGMA shrink_memory")
+
     def detach(self) -> Callable[[], None]:
         """``handles.Holder``: the connections, taken out; what closes them (the WAL emptied)."""
         writer, reader, self.writer, self.reader = self.writer, self.reader, None, None

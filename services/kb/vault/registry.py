@@ -81,6 +81,12 @@ class _Vault:
 
         return close
 
+    def release_caches(self) -> None:
+        """``handles.Holder``: the page caches of the reader and the writer, handed back."""
+        for conn in (self.reader, self.writer):
+            if conn is not None:
+                conn.execute("PRAGMA shrink_memory")
+
     def open_reader(self) -> apsw.Connection | None:
         """The search connection (on the event loop, inside a use); None before the index exists."""
         if self.reader is None:

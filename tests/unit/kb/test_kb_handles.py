@@ -20,6 +20,7 @@ class Holder:
         self.closes = 0
         self.open = False
         self.closed_in: list[str] = []
+        self.released = 0
 
     def use(self) -> None:
         self.open = True
@@ -32,6 +33,9 @@ class Holder:
             self.closed_in.append(threading.current_thread().name)
 
         return close
+
+    def release_caches(self) -> None:
+        self.released += 1
 
     def __repr__(self) -> str:
         return self.name
@@ -146,6 +150,40 @@ def test_idle_ones_are_closed_in_the_closer_thread_and_opened_again_on_use() -> 
     assert (first, second, left) == (1, 1, 1)  # a, then b; a is open again
     assert threads == ["kb-close_0", "kb-close_0"]  # idle closes run off the event loop
 
+
+
+def test_the_caches_of_holders_not_in_use_are_released_every_minute_and_never_of_one_in_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Archives in steady use are never idle: their page caches are handed back once a minute, and
+    the freed memory with them; one in use at that moment keeps its caches."""
+    now = [0.0]
+    trims: list[float] = []
+    monkeypatch.setattr(handles_module, "SWEEP_S", 0.01)
+    monkeypatch.setattr(handles_module, "release_memory", lambda: trims.append(now[0]))
+
+    async def scenario() -> tuple[int, int, int]:
+        handles = OpenHandles(100, clock=lambda: now[0], idle_s=1e9, release_s=60.0)
+        busy, quiet = Holder("busy"), Holder("quiet")
+        async with handles.use(quiet):
+            quiet.use()
+        stop = asyncio.Event()
+        sweeper = asyncio.ensure_future(handles.run(stop))
+        async with handles.use(busy):
+            busy.use()
+            now[0] = 30.0
+            await asyncio.sleep(0.05)
+            early = quiet.released  # not a minute yet
+            now[0] = 61.0
+            await asyncio.sleep(0.05)
+        stop.set()
+        await sweeper
+        handles.close_all()
+        return early, quiet.released, busy.released
+
+    early, quiet_released, busy_released = run(scenario())
+    assert (early, quiet_released, busy_released) == (0, 1, 0)
+    assert trims == [61.0]
 
 def test_a_lower_cap_and_a_shed_close_down_to_it() -> None:
     async def scenario() -> tuple[int, int, int]:

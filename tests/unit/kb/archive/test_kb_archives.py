@@ -293,6 +293,38 @@ def test_a_search_connection_maps_no_file_and_caches_at_most_its_bound(
     assert used <= 256 * 1024 * 1.1, used  # the bound, with SQLite's per-page headers
 
 
+
+def test_an_archive_in_steady_use_hands_its_page_caches_back_when_released(tmp_path: Path) -> None:
+    """Between commits a search connection keeps every page its searches read: an archive searched
+    all day is never idle, so ``release_caches`` (called by the handles once a minute) empties the
+    caches of its connections, and the next search still answers, from pages read again."""
+    archives = make(tmp_path)
+    memory = tmp_path / "agents" / "a" / "workspace" / "memory"
+    words = [f"w{i:05d}" for i in range(8_000)]
+    for n in range(20):
+        (memory / f"n{n}.md").write_text(f"# N{n}\n\n" + " ".join(words[(n * 331 + k) % 8_000] for k in range(3_000)) + "\n")
+
+    async def scenario() -> tuple[int, int, int, bool]:
+        await archives.refresh("a")
+        for k in range(0, 8_000, 61):
+            await archives.search("a", words[k], 5, False)
+        state = archives._state("a")
+        assert state.reader is not None
+        before = state.reader.status(apsw.SQLITE_DBSTATUS_CACHE_USED)[0]
+        state.release_caches()
+        after = state.reader.status(apsw.SQLITE_DBSTATUS_CACHE_USED)[0]
+        writer_after = state.writer.status(apsw.SQLITE_DBSTATUS_CACHE_USED)[0] if state.writer is not None else 0
+        result, _ = await archives.search("a", words[4_321], 5, False)
+        return before, after, writer_after, bool(result.hits)
+
+    try:
+        before, after, writer_after, found = asyncio.run(scenario())
+    finally:
+        archives.close()
+    assert before > 200 * 1024, before  # the pages of over a hundred searches
+    assert after < before // 10 and writer_after < 64 * 1024, (before, after, writer_after)
+    assert found
+
 def test_searches_run_the_same_few_statements_whatever_their_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
