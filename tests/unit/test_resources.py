@@ -142,18 +142,20 @@ class Servicer:
         raise self.exc
 
 
+async def call(exc: BaseException) -> Context:
+    """What a handler that raises ``exc`` answers, through ``rpc.unary``."""
+    context = Context()
+    with pytest.raises(Aborted):
+        await Servicer(exc).Search(Request(), context)
+    return context
+
+
 def test_a_call_that_ran_out_of_files_is_unavailable_naming_them(monkeypatch: pytest.MonkeyPatch) -> None:
     s = Shortages()
     monkeypatch.setattr(rpc, "SHORTAGES", s)
     told: list[str] = []
     s.listeners.append(told.append)
     s.process = "the kb process"
-
-    async def call(exc: BaseException) -> Context:
-        context = Context()
-        with pytest.raises(Aborted):
-            await Servicer(exc).Search(Request(), context)
-        return context
 
     short = asyncio.run(call(OSError(errno.EMFILE, "Too many open files")))
     assert short.status is not None and short.status[0] == grpc.StatusCode.UNAVAILABLE
@@ -164,19 +166,12 @@ def test_a_call_that_ran_out_of_files_is_unavailable_naming_them(monkeypatch: py
     assert bug.status == (grpc.StatusCode.INTERNAL, "internal error") and bug.trailing == ()
 
 
-
 def test_a_database_locked_past_its_timeout_is_unavailable_saying_so_and_not_degraded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Another writer holding a lock too long is not a bug in the request: 503 with a message that
     says what happened (the shim keeps it, by the metadata), and nothing ran out."""
     s = Shortages()
     monkeypatch.setattr(rpc, "SHORTAGES", s)
     s.process = "the kb process"
-
-    async def call(exc: BaseException) -> Context:
-        context = Context()
-        with pytest.raises(Aborted):
-            await Servicer(exc).Search(Request(), context)
-        return context
 
     try:
         raise RuntimeError("reindex failed") from apsw.BusyError("database is locked")
@@ -189,6 +184,7 @@ def test_a_database_locked_past_its_timeout_is_unavailable_saying_so_and_not_deg
         assert locked.trailing == ((BUSY_METADATA, "1"),)
     assert s.degraded() == []
     assert not resources.busy(apsw.SQLError("no such table: kb_meta")) and not resources.busy(ValueError())
+
 
 def test_the_soft_open_files_limit_is_raised_to_the_hard_one() -> None:
     script = textwrap.dedent(
