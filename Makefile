@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 GATEWAY_HOME_DIR ?= ./var/gateway
 
-.PHONY: install up demo test unit integration lint typecheck docs reference bench protos clean clean-data
+.PHONY: install tools up demo test unit integration lint typecheck docs reference bench protos clean clean-data
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,13 @@ demo: install
 	test -f var/demo/config.json || install -m 600 examples/demo-config.json var/demo/config.json
 	$(VENV)/bin/gateway up --home ./var/demo
 
+# The docs' shell examples (run by tests/integration/test_docs_examples.py) are curl commands: a fresh
+# machine without curl gets it from apt where it can (CI runs as root on Debian).
+tools:
+	@command -v curl >/dev/null || { command -v apt-get >/dev/null && apt-get update -q >/dev/null && apt-get install -y -q curl >/dev/null; } || echo "make: curl is missing and cannot be installed here: the docs' examples will be skipped"
+
 ## make test: the whole test suite (lint, type check, the documentation site, unit, integration)
-test: install lint typecheck docs
+test: install tools lint typecheck docs
 	$(PY) -m pytest
 
 unit: install
