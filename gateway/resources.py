@@ -31,7 +31,7 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final
 
 OPEN_FILES: Final = "open files"
@@ -108,10 +108,7 @@ def files_short() -> str | None:
 def shortage(exc: BaseException) -> str | None:
     """What ran out, when ``exc`` (or an exception it was raised from) is a resource shortage; else None."""
     apsw = sys.modules.get("apsw")  # only a process that uses SQLite can have its errors (no import here)
-    seen = 0
-    current: BaseException | None = exc
-    while current is not None and seen < 5:
-        seen += 1
+    for current in _chain(exc):
         if isinstance(current, OSError) and current.errno in _ERRNOS:
             return _ERRNOS[current.errno]
         if isinstance(current, MemoryError) or (apsw is not None and isinstance(current, apsw.NoMemError)):
@@ -122,24 +119,24 @@ def shortage(exc: BaseException) -> str | None:
             found = files_short()
             if found is not None:
                 return found
-        current = current.__cause__ or current.__context__
     return None
+
+
+def _chain(exc: BaseException, depth: int = 5) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or during, at most ``depth`` of them."""
+    current: BaseException | None = exc
+    for _ in range(depth):
+        if current is None:
+            return
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 def busy(exc: BaseException) -> bool:
     """Whether ``exc`` (or an exception it was raised from) is SQLite's "database is locked" past
     the busy timeout."""
     apsw = sys.modules.get("apsw")
-    if apsw is None:
-        return False
-    current: BaseException | None = exc
-    for _ in range(5):
-        if current is None:
-            return False
-        if isinstance(current, apsw.BusyError):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    return apsw is not None and any(isinstance(current, apsw.BusyError) for current in _chain(exc))
 
 
 def describe(what: str, process: str) -> str:

@@ -24,7 +24,7 @@ from gateway.config import AgentConfig
 from gateway.errors import NotFound
 from services.kb.archive.retrieval_log import Recorder
 from services.kb.index import indexer, schema
-from services.kb.index.index_files import close_connections, close_quietly, idle_or_closed
+from services.kb.index.index_files import close_connections, close_quietly, idle_or_closed, release_caches
 from services.kb.index.search import tune_reader
 
 
@@ -83,9 +83,7 @@ class ArchiveState:
 
     def release_caches(self) -> None:
         """``handles.Holder``: the page caches of the reader and the writer, handed back."""
-        for conn in (self.reader, self.writer):
-            if conn is not None:
-                conn.execute("PRAGMA shrink_memory")
+        release_caches(self.reader, self.writer)
 
     def detach(self) -> Callable[[], None]:
         """``handles.Holder``: the connections, taken out; what closes them (the WAL emptied)."""

@@ -98,6 +98,13 @@ def idle_or_closed(conn: apsw.Connection | None, path: Path) -> apsw.Connection 
     return None
 
 
+def release_caches(*conns: apsw.Connection | None) -> None:
+    """Hand back the page caches of the open ones of ``conns`` (``handles.Holder.release_caches``)."""
+    for conn in conns:
+        if conn is not None:
+            conn.execute("PRAGMA shrink_memory")
+
+
 def close_quietly(conn: apsw.Connection) -> None:
     """Close ``conn``, forcing it when SQLite objects (a statement left open by an error)."""
     try:

@@ -39,7 +39,7 @@ from services.kb.archive import retrieval_log
 from services.kb.file_watch import index_matches_file, plain_source
 from services.kb.handles import OpenHandles, default_cap
 from services.kb.index import schema
-from services.kb.index.index_files import close_connections, idle_or_closed
+from services.kb.index.index_files import close_connections, idle_or_closed, release_caches
 from services.kb.index.search import SearchResult, tune_reader
 from services.kb.threads import until_done
 from services.kb.vault import gc, note_index, notes, promotion, retirement, unpromote
@@ -83,9 +83,7 @@ class _Vault:
 
     def release_caches(self) -> None:
         """``handles.Holder``: the page caches of the reader and the writer, handed back."""
-        for conn in (self.reader, self.writer):
-            if conn is not None:
-                conn.execute("PRAGMA shrink_memory")
+        release_caches(self.reader, self.writer)
 
     def open_reader(self) -> apsw.Connection | None:
         """The search connection (on the event loop, inside a use); None before the index exists."""
