@@ -6,6 +6,7 @@ subprocesses and polls their health until a deadline.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
@@ -14,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,21 +35,33 @@ CAROL_KEY = "carol-key-000000"  # scope names carol, who is not configured
 START_DEADLINE_S = 30.0
 
 
+_HANDED_OUT: collections.deque[int] = collections.deque(maxlen=4096)  # most recent first out
+_HANDED_LOCK = threading.Lock()
+
+
 def free_port() -> int:
     """A port free to listen on, picked below the kernel's ephemeral range.
 
     A port the kernel hands out (bind to 0) can be taken again, before our
     server binds it, by any outgoing connection of the test run; ports under
-    the ephemeral range are never handed out that way.
+    the ephemeral range are never handed out that way. A port is free only
+    until a server binds it, so two callers (tests that start homes side by
+    side in threads) could both be told the same one, and one's clients would
+    then talk to the other's server. The last 4,096 ports handed out are
+    never handed out again.
     """
     low, _ = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    for _ in range(200):
-        port = random.randrange(max(1024, low - 12000), low)
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
+    with _HANDED_LOCK:
+        for _ in range(200):
+            port = random.randrange(max(1024, low - 12000), low)
+            if port in _HANDED_OUT:
                 continue
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _HANDED_OUT.append(port)
             return port
     raise RuntimeError("no free port below the ephemeral range")
 
