@@ -20,7 +20,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from gateway.event_loop import running_loop_name
 from gateway.logs import flush_later
-from gateway.ports import listen_problem
+from gateway.metrics import serve_metrics
+from gateway.ports import BindError, listen_problem
 from gateway.resources import NAMES, RESOURCES_SERVICE, SHORTAGES, open_files_limit
 from gateway import reflection
 
@@ -34,10 +35,6 @@ SERVER_OPTIONS = [
 ]
 
 log = structlog.get_logger()
-
-
-class BindError(RuntimeError):
-    """The server could not listen on its address."""
 
 
 def resources_status(service: str) -> int | None:
@@ -107,8 +104,6 @@ async def serve(
         port = 0
     if port == 0:
         raise BindError(f"{name}: cannot listen on {address} (address in use?)")
-    from gateway.metrics import serve_metrics  # here: gateway.metrics imports BindError from this module
-
     metrics_address = serve_metrics(name, metrics)
     # Before the server starts: a SIGTERM that comes as soon as the health check says SERVING (a
     # launcher stopped right after ready) must take the graceful path, not the default action.

@@ -5,9 +5,10 @@ loads it once in its entry point and then follows the file through this one
 mechanism:
 
 - **Follow.** A watch on the home folder (not recursive, so agents' files are
-  not watched here) reports writes of ``config.json``, whether in place or by
-  rename; the file's identity (inode, size, mtime) is also compared once a
-  second, so a missed event costs at most a second.
+  not watched here; through ``gateway.watching``) wakes on every change there,
+  a write of ``config.json`` in place or by rename among them, and at least
+  once a second; each wake-up compares the file's identity (inode, size,
+  mtime), so a missed event costs at most a second.
 - **Validate, then swap.** The new file is read, migrated and validated with
   the rules start-up uses. A valid one replaces the running config and its
   authenticator in one assignment, so a request sees the old pair or the new
@@ -28,7 +29,6 @@ mechanism:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -36,19 +36,20 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from watchfiles import awatch
 
 from gateway.auth import Authenticator
 from gateway.config import ApiKey, Config, load_config
 from gateway.errors import ConfigError
 from gateway.home import read_internal_token
+from gateway.watching import WatchTiming, batches, wait_or_stop
 
 log = structlog.get_logger()
 
 CONFIG_FILE = "config.json"
 GRPC_SERVICES = ("file_api", "watcher", "kb", "dreaming")
-CHECK_INTERVAL_MS = 1000  # the stat comparison that catches a missed event
-DEBOUNCE_MS = 20  # an editor's write-then-rename arrives as one batch
+# An editor's write-then-rename arrives as one batch (20 ms); a quiet tick each second compares the
+# file's identity, which catches a missed event.
+FOLLOW_TIMING = WatchTiming(debounce_ms=20, step_ms=20, tick_ms=1000)
 
 Loader = Callable[[], Config]
 Listener = Callable[[Config, "ConfigChange"], None]
@@ -199,28 +200,17 @@ class LiveConfig:
             self.reload()
 
     async def follow(self, stop: asyncio.Event) -> None:
-        """Reload whenever config.json changes, until ``stop`` is set."""
-        home = str(self.current.home)
-        while not stop.is_set():
-            try:
-                async for _ in awatch(
-                    home,
-                    watch_filter=lambda _change, p: os.path.basename(p) == CONFIG_FILE,
-                    recursive=False,
-                    debounce=DEBOUNCE_MS,
-                    step=DEBOUNCE_MS,
-                    stop_event=stop,
-                    rust_timeout=CHECK_INTERVAL_MS,
-                    yield_on_timeout=True,
-                    ignore_permission_denied=True,
-                ):
+        """Reload whenever config.json changes, until ``stop`` is set. Without a watch (the inotify
+        limit, say) the file is checked once a second instead."""
+        try:
+            async with batches([str(self.current.home)], stop, FOLLOW_TIMING, recursive=False) as stream:
+                async for _ in stream:
                     self._check()
-            except OSError as exc:  # no watch (e.g. the inotify limit): check by polling
-                log.warning("config_watch_error", error=str(exc), fallback="polling every second")
-                while not stop.is_set():
-                    self._check()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), CHECK_INTERVAL_MS / 1000)
+        except OSError as exc:
+            log.warning("config_watch_error", error=str(exc), fallback="polling every second")
+            while not stop.is_set():
+                self._check()
+                await wait_or_stop(stop, FOLLOW_TIMING.tick_s)
 
 
 def with_deployment(config: Config, env: dict[str, str]) -> Config:

@@ -38,8 +38,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from gateway.grpc_server import BindError
-from gateway.ports import listen_problem
+from gateway.ports import BindError, listen_problem
 from gateway.resources import NAMES, open_files, open_files_limit
 
 disable_created_metrics()  # the *_created series double a scrape and say nothing an operator alerts on

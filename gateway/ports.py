@@ -18,6 +18,10 @@ PROC = Path("/proc")
 TCP_LISTEN = "0A"  # st column of /proc/net/tcp{,6}
 
 
+class BindError(RuntimeError):
+    """A process could not listen on one of its addresses (its gRPC port, its metrics port, the shim's port)."""
+
+
 def listen_problem(host: str, port: int) -> str | None:
     """None when ``host:port`` can be bound now; else one line saying why (and who holds it)."""
     try:

@@ -1,11 +1,12 @@
 """The one facade over watchfiles: a watch over some folders, its batches, and its re-planning.
 
-Two processes watch files: the watcher (identity files of every workspace) and the KB
-(its sources, for freshness). Both want the same thing from watchfiles: every event,
+Three callers watch files: the watcher (identity files of every workspace), the KB
+(its sources, for freshness) and every process's live config (``gateway.live_config``:
+config.json in the home folder). All want the same thing from watchfiles: every event,
 unfiltered (each caller decides what counts), a short step so an event is seen within
 milliseconds, a wake-up every tick even when nothing happens (so the caller can check
-whether its roots changed), and permission errors on a folder ignored rather than
-fatal. Both also run the same outer loop: plan a watch over the folders that exist
+whether its roots changed, or its file), and permission errors on a folder ignored rather
+than fatal. The watcher and the KB also run the same outer loop: plan a watch over the folders that exist
 now, run it until the caller wants a new plan or ``stop`` is set, and when the watch
 fails with an ``OSError`` (a root vanished while the watch was set up, the inotify
 limit) log it and try again a tick later instead of dying.

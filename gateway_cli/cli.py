@@ -86,9 +86,9 @@ def _tighten_config_mode(home: Path) -> str | None:
 
 def _serve(name: str, home: Path, port: int | None, instance: str | None = None, console: Console | None = None) -> int:
     from gateway.event_loop import run as run_loop
-    from gateway.grpc_server import BindError
     from gateway.live_config import LiveConfig, loader
     from gateway.logs import configure
+    from gateway.ports import BindError
     from gateway.resources import raise_open_files_limit
     from gateway.temp_sweep import Folder, sweep_at_start
 

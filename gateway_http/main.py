@@ -13,12 +13,11 @@ import uvicorn
 
 from gateway.event_loop import loop_name
 from gateway.files_limits import MAX_BODY_BYTES
-from gateway.grpc_server import BindError
 from gateway.live_config import LiveConfig
 from gateway.resources import open_files_limit
 from gateway.logs import flush_later, mark_stopping
 from gateway.metrics import serve_metrics
-from gateway.ports import listen_problem
+from gateway.ports import BindError, listen_problem
 from gateway_http.app import ShimApp
 from gateway_http.connections import protocol_class
 from gateway_http.mcp_mount import PREFIX as MCP_PREFIX

@@ -165,6 +165,30 @@ def test_follow_picks_up_edits_by_rename_and_in_place(home: Path) -> None:
     asyncio.run(scenario())
 
 
+
+def test_follow_checks_once_a_second_when_no_watch_can_be_set(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_watch(*_args: Any, **_kwargs: Any) -> Any:
+        raise OSError(28, "inotify watch limit reached")
+
+    monkeypatch.setattr("gateway.live_config.batches", no_watch)
+    live = LiveConfig(loader(home, {}))
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        with structlog.testing.capture_logs() as logs:
+            task = asyncio.ensure_future(live.follow(stop))
+            try:
+                raw = base()
+                raw["agents"].append({"id": "dave"})
+                write(home, raw)
+                await until(lambda: live.current.agent("dave") is not None)
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 5)
+        assert [entry["fallback"] for entry in logs if entry["event"] == "config_watch_error"] == ["polling every second"]
+
+    asyncio.run(scenario())
+
 async def until(predicate: Any, timeout: float = 10.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.config import build
 from gateway.errors import ConfigError
-from gateway.grpc_server import BindError
+from gateway.ports import BindError
 from gateway.live_config import with_deployment
 from gateway import metrics
 from gateway.metrics import REGISTRY, exposition, observe_rpc, serve_metrics
