@@ -16,9 +16,9 @@ from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb.archive.archives import Archives
 from services.kb.file_watch import Root, SourceWatch, archive_folder, archive_source, vault_source
-from services.kb.handles import OpenHandles, default_cap, files_needed
-from services.kb.heap import PAGE_BUFFER_THRESHOLD, keep_pages_off_heap
 from services.kb.metrics import register_index_sizes, register_open_archives
+from services.kb.resources.handles import OpenHandles, default_cap, files_needed
+from services.kb.resources.heap import PAGE_BUFFER_THRESHOLD, keep_pages_off_heap
 from services.kb.servicer import Knowledge
 from services.kb.vault.names import NOTES_DIR
 from services.kb.vault.note_index import REPORTS_DIR

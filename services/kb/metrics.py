@@ -17,8 +17,8 @@ from prometheus_client.registry import Collector
 
 from gateway.config import AgentConfig
 from gateway.metrics import REGISTRY
-from services.kb.arguments import CORPORA
-from services.kb.handles import OpenHandles
+from services.kb.archive.arguments import CORPORA
+from services.kb.resources.handles import OpenHandles
 
 REFRESH_MODES = ("targeted", "walk", "failed")
 

@@ -25,7 +25,8 @@ from gateway.errors import InvalidArgument
 from gateway.rpc import authorize_call, unary
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
-from services.kb.archive.archives import Archives, check_corpus, check_query, check_sources
+from services.kb.archive.archives import Archives
+from services.kb.archive.arguments import check_corpus, check_query, check_sources
 from services.kb.archive.recall_probe import MAX_PROBES
 from services.kb.archive.retrieval_log import Retrieved
 from services.kb.index.hits import shown_score

@@ -21,7 +21,7 @@ from services.dreaming.applier import Budgets, plan
 from services.dreaming.model import EPISODIC, Proposal
 from services.dreaming.reviewer import parse_reply
 from services.file_api.names import check_filename
-from services.kb.archive.archives import check_sources
+from services.kb.archive.arguments import check_sources
 from services.kb.index.excerpt import validate_path
 from services.kb.vault.names import validate_name
 from services.kb.vault.promotion import check_request

@@ -1,6 +1,6 @@
 """One agent's archive inside the KB process: its connections and the state of its refreshes.
 
-The connections are opened lazily and only inside ``OpenHandles.use`` (``services.kb.handles``),
+The connections are opened lazily and only inside ``OpenHandles.use`` (``services.kb.resources.handles``),
 which may close them (``detach``) whenever the archive is not in use; everything else here
 outlives a close: the generation, the file events not yet indexed, whether the next refresh
 must walk. An archive opened again needs no walk (``ready``): the events that arrived while it

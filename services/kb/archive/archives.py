@@ -34,7 +34,7 @@ update (the staleness GC's ``UpdateEntryLifecycle``) each hold the agent's lock
 while they use it, so none begins a transaction inside another's. The GC's
 listing (``entries``, ``lifecycle``) reads through a connection of its own.
 
-Open archives are bounded (``services.kb.handles``): every use of a writer or reader is inside
+Open archives are bounded (``services.kb.resources.handles``): every use of a writer or reader is inside
 ``OpenHandles.use``; a closed archive keeps its state (``archive_state``) and opens on its next use.
 """
 
@@ -57,17 +57,15 @@ from gateway.errors import FailedPrecondition, NotFound
 from gateway.resources import SHORTAGES, shortage
 from services.kb.archive import own_reads, retrieval_log
 from services.kb.archive.archive_state import ArchiveState as _State
-from services.kb.arguments import CORPORA, MAX_NAMED_SOURCES, check_corpus, check_query, check_sources
 from services.kb.file_watch import index_matches_file, plain_source
-from services.kb.handles import OpenHandles, default_cap
 from services.kb.index import excerpt, indexer, lifecycle_rows, schema
 from services.kb.index.search import SearchResult, search
 from services.kb.metrics import observe_refresh
-from services.kb.threads import until_done
+from services.kb.resources.handles import OpenHandles, default_cap
+from services.kb.resources.threads import until_done
 
 log = structlog.get_logger()
 
-__all__ = ["CORPORA", "MAX_NAMED_SOURCES", "Archives", "check_corpus", "check_query", "check_sources"]
 _T = TypeVar("_T")
 
 

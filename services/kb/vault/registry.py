@@ -37,11 +37,11 @@ from gateway.config import AgentConfig, SharedSettings, VaultGcSettings
 from gateway.errors import FailedPrecondition, NotFound
 from services.kb.archive import retrieval_log
 from services.kb.file_watch import index_matches_file, plain_source
-from services.kb.handles import OpenHandles, default_cap
 from services.kb.index import schema
 from services.kb.index.index_files import close_connections, idle_or_closed, release_caches
 from services.kb.index.search import SearchResult, tune_reader
-from services.kb.threads import until_done
+from services.kb.resources.handles import OpenHandles, default_cap
+from services.kb.resources.threads import until_done
 from services.kb.vault import gc, note_index, notes, promotion, retirement, unpromote
 
 log = structlog.get_logger()

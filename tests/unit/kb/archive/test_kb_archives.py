@@ -78,7 +78,7 @@ def test_disabled_archive_and_bad_corpus(tmp_path: Path) -> None:
     finally:
         archives.close()
     assert not (tmp_path / "agents" / "a" / "kb.sqlite").exists()
-    from services.kb.archive.archives import check_corpus
+    from services.kb.archive.arguments import check_corpus
 
     assert check_corpus("") == "memory" and check_corpus("all") == "all"
     with pytest.raises(InvalidArgument, match="corpus"):
@@ -152,7 +152,7 @@ def test_a_refresh_that_names_its_sources_does_not_wait_for_the_barrier(tmp_path
 
 @pytest.mark.parametrize("bad", ["SOUL.md", "../MEMORY.md", "memory/../x.md", "memory/.hidden/x.md", "memory/x.txt", "memory//x.md", "/etc/passwd"])
 def test_named_sources_must_be_sources_of_the_archive(bad: str) -> None:
-    from services.kb.archive.archives import check_sources
+    from services.kb.archive.arguments import check_sources
 
     with pytest.raises(InvalidArgument, match="not a source"):
         check_sources([bad])

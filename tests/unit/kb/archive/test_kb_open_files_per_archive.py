@@ -22,7 +22,7 @@ import pytest
 from gateway.config import build
 from services.kb.archive import retrieval_log
 from services.kb.archive.archives import Archives
-from services.kb.handles import FILES_PER_ARCHIVE, OpenHandles
+from services.kb.resources.handles import FILES_PER_ARCHIVE, OpenHandles
 from services.kb.vault.registry import Vaults
 
 AGENTS = 6

@@ -48,7 +48,7 @@ from typing import Final, Protocol
 import structlog
 
 from gateway.resources import open_files_limit
-from services.kb.heap import release_memory
+from services.kb.resources.heap import release_memory
 
 log = structlog.get_logger()
 

@@ -1,7 +1,7 @@
 """The arguments of Search and Refresh that the KB checks before it touches an index.
 
-Kept apart from ``archives`` (which re-exports them) so the archive manager
-stays about its state; each raises InvalidArgument naming what was wrong.
+Kept apart from ``archives`` so the archive manager stays about its state; each
+raises InvalidArgument naming what was wrong.
 """
 
 from __future__ import annotations

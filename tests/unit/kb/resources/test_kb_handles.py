@@ -1,4 +1,4 @@
-"""The LRU of open archives (services.kb.handles): a cap, least recently used first, never one in use."""
+"""The LRU of open archives (services.kb.resources.handles): a cap, least recently used first, never one in use."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from services.kb import handles as handles_module
-from services.kb.handles import MIN_CAP, OpenHandles, default_cap, files_needed
+from services.kb.resources import handles as handles_module
+from services.kb.resources.handles import MIN_CAP, OpenHandles, default_cap, files_needed
 
 
 class Holder:

@@ -1,4 +1,4 @@
-"""``services.kb.heap``: with the threshold set, a page-sized buffer is a mapping of its own (given
+"""``services.kb.resources.heap``: with the threshold set, a page-sized buffer is a mapping of its own (given
 back to the system when freed); without it, the same buffers come from the heap. Each case runs in a
 child process: the setting is for a process's life."""
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
 
 CHILD = """
 import ctypes, json, sys
-from services.kb.heap import keep_pages_off_heap
+from services.kb.resources.heap import keep_pages_off_heap
 class Info(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in
                 ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
