@@ -173,5 +173,5 @@ class McpHost:
             return False
         scope[AGENT] = agent_id
         scope[CREDENTIALS] = credentials
-        await manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
+        await manager.handle_request(scope, receive, send)
         return True

@@ -29,9 +29,8 @@ from services.kb.archive.archives import Archives
 from services.kb.archive.arguments import check_corpus, check_query, check_sources
 from services.kb.archive.recall_probe import MAX_PROBES
 from services.kb.archive.retrieval_log import Retrieved
-from services.kb.index.hits import shown_score
+from services.kb.index.hits import SearchHit, shown_score
 from services.kb.index.lifecycle_rows import MAX_HASHES, MAX_UPDATES, EntryRow, Lifecycle, Update, check_hashes
-from services.kb.index.search import SearchHit
 from services.kb.metrics import observe_search
 from services.kb.vault.gc import GcReport, note_ref
 from services.kb.vault.note_index import merge_hits

@@ -46,7 +46,7 @@ class FrontmatterError(ValueError):
         self.line = line
 
 
-class _Constructor(yaml.constructor.SafeConstructor):
+class _Constructor(yaml.constructor.SafeConstructor):  # type: ignore[misc]  # PyYAML ships no type stubs: its classes are Any here
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -69,7 +69,7 @@ _Constructor.add_constructor("tag:yaml.org,2002:str", _Constructor.construct_yam
 _Constructor.add_constructor("tag:yaml.org,2002:map", _Constructor.construct_mapping)
 
 
-class _Resolver(yaml.resolver.BaseResolver):
+class _Resolver(yaml.resolver.BaseResolver):  # type: ignore[misc]  # PyYAML ships no type stubs: its classes are Any here
     yaml_implicit_resolvers: dict[str | None, list[tuple[str, re.Pattern[str]]]] = {}
 
 
@@ -77,7 +77,8 @@ for _tag, (_pattern, _first) in _CORE_SCHEMA.items():
     _Resolver.add_implicit_resolver(_tag, re.compile(f"(?:{_pattern})$"), list(_first) + ([""] if "~" in _first else []))
 
 
-class _PyLoader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer, _Constructor, _Resolver):
+# Ignored: PyYAML ships no type stubs, so its classes are Any here.
+class _PyLoader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer, _Constructor, _Resolver):  # type: ignore[misc]
     def __init__(self, stream: str) -> None:
         yaml.reader.Reader.__init__(self, stream)
         yaml.scanner.Scanner.__init__(self)

@@ -110,7 +110,7 @@ class ParseWorker:
     def finish(self) -> str:
         """After the last part: the lifecycle rows of every part (``lifecycle_json``)."""
         kind, payload = self._receive()
-        if kind != "done":
+        if kind != "done" or not isinstance(payload, str):
             raise ParseWorkerError(f"the parse worker sent {kind!r} after its last part")
         self.lifecycle, self._done = payload, True
         return payload

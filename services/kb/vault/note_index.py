@@ -41,8 +41,9 @@ import apsw
 
 from gateway.config import ArchiveSettings
 from services.kb.index import indexer, schema
+from services.kb.index.hits import SearchHit
 from services.kb.index.provenance import Provenance
-from services.kb.index.search import DEFAULT_LIMIT, SearchHit, SearchResult, clamp_limit, search
+from services.kb.index.search import DEFAULT_LIMIT, SearchResult, clamp_limit, search
 from services.kb.index.sources import Scan, SourceProfile, add_entry
 from services.kb.vault.names import NOTE_SUFFIX, NOTES_DIR, RETIRED_PREFIX, name_from_path
 
