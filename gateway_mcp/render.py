@@ -19,8 +19,12 @@ does a KB error (``written: false``, ``needs_confirm: false``).
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Mapping
+from types import GenericAlias
+from typing import Any
 
-from pydantic import BaseModel, Field
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from pydantic import BaseModel, Field, create_model
 
 from gateway.v1 import kb_pb2
 
@@ -29,26 +33,41 @@ SHARED_NOTES_DIR = "notes/"
 SHARED_NOTE_SUFFIX = ".md"
 
 
-class SearchHitOut(BaseModel):
-    path: str
-    start_line: int
-    end_line: int
-    snippet: str
-    score: float
-    provenance: str
-    importance: int
-    corpus: str
+# Protobuf scalar types as the JSON a structured result holds.
+_SCALARS: dict[int, type] = {
+    FieldDescriptor.TYPE_STRING: str,
+    FieldDescriptor.TYPE_INT32: int,
+    FieldDescriptor.TYPE_INT64: int,
+    FieldDescriptor.TYPE_DOUBLE: float,
+    FieldDescriptor.TYPE_BOOL: bool,
+}
 
 
-class SearchOut(BaseModel):
-    """Structured content of ``memory_search``."""
+def proto_fields(
+    message: Descriptor, *, leave_out: Collection[str] = (), nested: Mapping[str, type[BaseModel]] | None = None
+) -> dict[str, Any]:
+    """Pydantic field definitions (for ``create_model``) of ``message``'s fields in their order, the
+    same names and types, all required; ``nested`` names the model of each message field. Raises
+    KeyError on a field of another type (the caller says what it means)."""
+    fields: dict[str, Any] = {}
+    for field in message.fields:
+        if field.name in leave_out:
+            continue
+        kind = (nested or {})[field.name] if field.type == FieldDescriptor.TYPE_MESSAGE else _SCALARS[field.type]
+        fields[field.name] = (GenericAlias(list, (kind,)) if field.is_repeated else kind, ...)
+    return fields
 
-    query: str
-    corpus: str
-    hits: list[SearchHitOut]
-    generation: int
-    stale: bool
-    refreshed: bool
+
+# A hit as the KB's proto defines it (gateway.v1.SearchHit), so the two cannot drift apart; the
+# entry hash is the KB's and the dreaming service's business, not a model's.
+SearchHitOut: type[BaseModel] = create_model("SearchHitOut", **proto_fields(kb_pb2.SearchHit.DESCRIPTOR, leave_out={"entry_hash"}))
+SearchOut: type[BaseModel] = create_model(
+    "SearchOut",
+    __doc__="Structured content of ``memory_search``.",
+    query=(str, ...),
+    corpus=(str, ...),
+    **proto_fields(kb_pb2.SearchResponse.DESCRIPTOR, nested={"hits": SearchHitOut}),
+)
 
 
 class GetOut(BaseModel):
@@ -62,59 +81,60 @@ class GetOut(BaseModel):
     text: str
 
 
-def search_out(query: str, corpus: str, reply: kb_pb2.SearchResponse) -> SearchOut:
+def _provenance(hit: kb_pb2.SearchHit) -> str:
+    return hit.provenance or "untrusted"
+
+
+def _corpus(hit: kb_pb2.SearchHit) -> str:
+    return hit.corpus or "memory"
+
+
+def search_out(query: str, corpus: str, reply: kb_pb2.SearchResponse) -> dict[str, Any]:
+    """The structured content of a ``memory_search`` result (``SearchOut``, as JSON)."""
     hits = [
-        SearchHitOut(
-            path=h.path,
-            start_line=h.start_line,
-            end_line=h.end_line,
-            snippet=h.snippet,
-            score=h.score,
-            provenance=h.provenance or "untrusted",
-            importance=h.importance,
-            corpus=h.corpus or "memory",
-        )
-        for h in reply.hits
+        {name: getattr(hit, name) for name in SearchHitOut.model_fields}
+        | {"provenance": _provenance(hit), "corpus": _corpus(hit)}
+        for hit in reply.hits
     ]
-    return SearchOut(
-        query=query, corpus=corpus, hits=hits, generation=reply.generation, stale=reply.stale, refreshed=reply.refreshed
-    )
+    rest = {name: getattr(reply, name) for name in SearchOut.model_fields if name not in ("query", "corpus", "hits")}
+    return SearchOut.model_validate({"query": query, "corpus": corpus, "hits": hits, **rest}).model_dump(mode="json")
 
 
-def _freshness(out: SearchOut) -> str:
-    if out.stale:
+def _freshness(reply: kb_pb2.SearchResponse) -> str:
+    if reply.stale:
         return (
-            f"Index may be stale: a file changed after generation {out.generation} was built. "
+            f"Index may be stale: a file changed after generation {reply.generation} was built. "
             "Pass refresh=true to re-index before searching."
         )
-    if out.refreshed:
-        return f"Index refreshed before searching (generation {out.generation})."
-    return f"Index generation {out.generation}, up to date."
+    if reply.refreshed:
+        return f"Index refreshed before searching (generation {reply.generation})."
+    return f"Index generation {reply.generation}, up to date."
 
 
-def search_text(out: SearchOut) -> str:
+def search_text(query: str, corpus: str, reply: kb_pb2.SearchResponse) -> str:
     """The text block of a ``memory_search`` result."""
     where = {"memory": "your memory", "shared": "the shared vault", "all": "your memory and the shared vault"}
-    scope = where.get(out.corpus, out.corpus)
-    quoted = json.dumps(out.query, ensure_ascii=False)
-    if not out.hits:
+    scope = where.get(corpus, corpus)
+    quoted = json.dumps(query, ensure_ascii=False)
+    hits = list(reply.hits)
+    if not hits:
         lines = [
             f"No hits for {quoted} in {scope}. Try fewer or other keywords (synonyms, a name, a date)"
-            + (', or corpus="all".' if out.corpus == "memory" else ".")
+            + (', or corpus="all".' if corpus == "memory" else ".")
         ]
     else:
-        lines = [f'{len(out.hits)} hit{"s" if len(out.hits) != 1 else ""} for {quoted} in {scope}:', ""]
-        for number, hit in enumerate(out.hits, 1):
-            where_from = "[shared] " if out.corpus == "all" and hit.corpus == "shared" else ""
+        lines = [f'{len(hits)} hit{"s" if len(hits) != 1 else ""} for {quoted} in {scope}:', ""]
+        for number, hit in enumerate(hits, 1):
+            where_from = "[shared] " if corpus == "all" and _corpus(hit) == "shared" else ""
             lines.append(
                 f"{number}. {where_from}{hit.path}:{hit.start_line}-{hit.end_line} "
-                f"(score {hit.score:.2f}, {hit.provenance}, importance {hit.importance})"
+                f"(score {hit.score:.2f}, {_provenance(hit)}, importance {hit.importance})"
             )
             lines.extend(SNIPPET_INDENT + line for line in (hit.snippet.strip() or "(empty)").splitlines())
             lines.append("")
-        if any(hit.corpus != "shared" for hit in out.hits):
+        if any(_corpus(hit) != "shared" for hit in hits):
             lines.append("Read a full passage with memory_get(path, from_line, lines) using a path and range above.")
-        shared = [hit for hit in out.hits if hit.corpus == "shared"]
+        shared = [hit for hit in hits if _corpus(hit) == "shared"]
         if shared:
             example = shared_note_name(shared[0].path)
             how = (
@@ -124,7 +144,7 @@ def search_text(out: SearchOut) -> str:
                 "Read a shared note in full with memory_shared_get(name); its name is the hit path without "
                 f'"notes/" and ".md"{how}.'
             )
-    lines.append(_freshness(out))
+    lines.append(_freshness(reply))
     return "\n".join(lines)
 
 

@@ -300,9 +300,9 @@ def build_server(agent_for: AgentFor, client_for: ClientFor) -> MCPServer:
                 reply = await client_for(ctx).search(query, corpus, min(limit, MAX_LIMIT), True)
         except KnowledgeError as err:
             return tool_error("memory_search", err)
-        out = search_out(query, corpus, reply)
         return CallToolResult(
-            content=[TextContent(type="text", text=search_text(out))], structured_content=out.model_dump(mode="json")
+            content=[TextContent(type="text", text=search_text(query, corpus, reply))],
+            structured_content=search_out(query, corpus, reply),
         )
 
     async def memory_get(
