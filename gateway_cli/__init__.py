@@ -1,5 +1,4 @@
-"""The ``gateway`` command and the launcher: the one package that may import every other.
+"""The ``gateway`` command and the launcher: the entry points that start the services, the shim and the MCP server.
 
-``gateway`` stays a library under everything; the entry points that start the
-services, the shim and the MCP server live here, above them all.
+The one package that may import every other; none imports it (``gateway`` stays a library under everything).
 """
