@@ -35,7 +35,7 @@ figure per size and its **growth per added agent**, the slope between two consec
 Verdicts: every search answered (no 5xx, no error) at each size. PASS/FAIL lines are printed;
 the exit code is 0 whatever they say. ``DIR`` (default ``bench/results/capacity``, git-ignored)
 gets ``capacity.md``, ``figures.json`` and each size's suite output (``suite-N.log``); with
-``--write-docs`` the report also becomes ``docs/benchmarks/capacity.md`` (bench/long_run_page.py).
+``--write-docs`` the report also becomes ``docs/benchmarks/capacity.md`` (bench/harness/long_run_page.py).
 The machine may be shared: the load average is printed with the results.
 """
 
@@ -45,7 +45,6 @@ import argparse
 import json
 import math
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -54,17 +53,14 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-import capacity_phases as phases  # noqa: E402
-import docs_page  # noqa: E402
-import long_run_page  # noqa: E402
-from capacity_phases import SizeFigures  # noqa: E402
-from long_run_stats import MB, Verdict, per_agent_growth, percentile, zero_verdict  # noqa: E402
-from suite_up import PROCESSES, GatewayUp, disk_figures, write_fleet_home  # noqa: E402
-from watcher_support import say  # noqa: E402
+from harness import BENCH_DIR, long_run_page, page
+from harness.procs import stop_on_signals
+from harness.report import say
+from harness.stats import MB, Verdict, per_agent_growth, percentile, zero_verdict
+
+import capacity_phases as phases
+from capacity_phases import SizeFigures
+from suite_up import PROCESSES, GatewayUp, disk_figures, write_fleet_home
 
 READY_TIMEOUT_S = 900.0
 TITLE = "Capacity: what one more agent costs"
@@ -232,7 +228,7 @@ def verdicts(figs: list[SizeFigures]) -> list[Verdict]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="What one more agent costs: start, memory, CPU, latency and open files at several fleet sizes.")
+    p = page.parser(__doc__, keep_home="keep each size's temp home")
     p.add_argument("--agents", default="100,1000,3000", help="fleet sizes, comma-separated (default 100,1000,3000)")
     p.add_argument("--writes", type=int, default=100, help="PUTs of MEMORY.md timed to CLAUDE.md per size (default 100)")
     p.add_argument("--search-sample", type=int, default=100, help="agents whose first and warm search are timed (default 100)")
@@ -244,8 +240,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--nofile", type=int, default=1024, help="soft open-files limit the suite starts with (default 1024; 0: inherit)")
     p.add_argument("--seed", type=int, default=7, help="seed of the notes (default 7)")
     p.add_argument("--out", type=Path, default=BENCH_DIR / "results" / "capacity", help="where the report goes")
-    p.add_argument("--keep-home", action="store_true", help="keep each size's temp home")
-    docs_page.add_flag(p)
     p.add_argument("--from-run", type=Path, metavar="DIR",
                    help="run nothing: write docs/benchmarks/capacity.md from the report (capacity.md) a finished run left in DIR")  # fmt: skip
     return p.parse_args(argv)
@@ -257,7 +251,7 @@ def report(args: argparse.Namespace, argv: list[str], figs: list[SizeFigures], s
     found = verdicts(figs)
     limit = next((f.kb_limit for f in figs if f.kb_limit), None)
     md = [f"## Capacity: {', '.join(f'{f.agents:,}' for f in figs)} agents on one host", "",
-          *long_run_page.about_lines("capacity", argv, docs_page.commit(), started, took_s, load_before, load_after),
+          *long_run_page.about_lines("capacity", argv, page.commit(), started, took_s, load_before, load_after),
           f"- suite: `gateway up` with the soft open-files limit {args.nofile or 'inherited'} (the KB's limits: "
           f"{'soft %d, hard %d' % limit if limit else 'n/a'}); at rest: once the six processes use under 5% of a core "
           f"(at least {args.rest_seconds:g} s after ready), then {args.idle_seconds:g} s idle; {args.writes} writes and {args.search_sample} first/warm searches per size",
@@ -276,12 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     started = datetime.now(UTC)
     sizes = sorted({int(x) for x in args.agents.split(",") if x.strip()})
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    stop_on_signals()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
-    load_before = docs_page.load_average()
+    load_before = page.load_average()
     figs: list[SizeFigures] = []
     try:
         for n in sizes:
@@ -292,16 +285,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    markdown, verdict_lines = report(args, argv, figs, started, time.monotonic() - t0, load_before, docs_page.load_average())
-    (out / "capacity.md").write_text(markdown + "\n", encoding="utf-8")
+    markdown, verdict_lines = report(args, argv, figs, started, time.monotonic() - t0, load_before, page.load_average())
     (out / "figures.json").write_text(json.dumps([asdict(f) for f in figs], indent=1) + "\n", encoding="utf-8")
-    if args.write_docs:
-        long_run_page.write("capacity", TITLE, METHOD, markdown, out)
-    print()
-    for line in verdict_lines:
-        print(line)
-    print()
-    print(markdown)
+    long_run_page.publish("capacity", TITLE, METHOD, markdown, verdict_lines, out, write_docs=args.write_docs)
     say(f"report and figures in {out}")
     return 0
 

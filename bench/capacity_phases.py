@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from long_run_stats import settled
+from harness.stats import settled
 from suite_up import KEY, FleetHome, GatewayUp, open_files_limit, proc_figures
 from watcher_support import memory_text, seen_after
 
@@ -74,7 +74,7 @@ def start(up: GatewayUp, fleet: FleetHome, fig: SizeFigures, ready_timeout: floa
 
 
 def rest(up: GatewayUp, fig: SizeFigures, min_s: float, idle_s: float, settle_timeout: float) -> None:
-    """From ready until start-up is over (``long_run_stats.settled``: the six processes together
+    """From ready until start-up is over (``harness.stats.settled``: the six processes together
     under 5% of a core over 5 s, and at least ``min_s`` after ready; at most ``settle_timeout``):
     the CPU each used meanwhile. Then the idle CPU over ``idle_s`` more, and RSS, open files and
     threads at the end (the highest RSS sampled each second)."""

@@ -8,39 +8,22 @@
   paragraph), list items.
 - **Home**: a config.json for many agents (every port free, the gateway's
   defaults unless a bench overrides them) and the internal token.
-- **Processes**: start the real KB (or dreaming) process with
-  ``python -m gateway_cli.cli serve NAME --home H`` and wait for SERVING.
-- **/proc**: RSS and CPU of a process.
 
 Nothing here is a test: the benches print PASS/FAIL and never fail the build.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import random
 import re
-import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-for _p in (str(REPO), str(BENCH_DIR)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-import kb_archive as ka  # noqa: E402  (Children, free_ports, pct, say, fmt_ms, cpu_seconds)
+from harness.home import api_key, write_config
 
 START_TIMEOUT_S = 120.0
-say = ka.say
-pct = ka.pct
-fmt_ms = ka.fmt_ms
 
 
 # =========================================================================== facts
@@ -217,83 +200,12 @@ def reword(text: str, rng: random.Random, *, shorter: bool = False) -> str:
 # =========================================================================== home
 
 
-def agent_entry(agent_id: str, *, memory: dict[str, Any] | None = None, dreaming: dict[str, Any] | None = None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"id": agent_id, "workspace": f"agents/{agent_id}/workspace",
-                             "transcriptsDir": f"agents/{agent_id}/sessions"}  # fmt: skip
-    if memory:
-        entry["memory"] = memory
-    if dreaming:
-        entry["dreaming"] = dreaming
-    return entry
-
-
 def write_home(home: Path, agents: list[dict[str, Any]], *, memory: dict[str, Any] | None = None,
                dreaming: dict[str, Any] | None = None) -> dict[str, int]:  # fmt: skip
-    """config.json with ``agents`` (``agent_entry`` dicts), every port free; the internal token.
-    Returns the ports by name (fileApi, watcher, kb, dreaming, api)."""
-    from gateway.config_migrations import CURRENT_VERSION
-    from gateway.home import ensure_home
-
-    names = ("fileApi", "watcher", "kb", "dreaming", "api")
-    ports = dict(zip(names, ka.free_ports(len(names)), strict=True))
-    gateway: dict[str, Any] = {
-        "grpc": {"host": "127.0.0.1", **{k: ports[k] for k in names[:4]}},
-        "metrics": {"enabled": False},  # not the default ports: another run may hold them
-        "api": {"host": "127.0.0.1", "port": ports["api"], "keys": [{"key": ka.KEY, "agents": "*", "write": True, "name": "bench"}]},
-    }  # fmt: skip
-    if memory:
-        gateway["memory"] = memory
-    if dreaming:
-        gateway["dreaming"] = dreaming
-    config = {"configVersion": CURRENT_VERSION, "gateway": gateway, "agents": agents}
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.json").write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
-    ensure_home(home)
-    return ports
-
-
-# =========================================================================== processes
-
-
-def start_service(name: str, home: Path, port: int, children: ka.Children) -> int:
-    """``gateway_cli.cli serve NAME`` on ``home``; returns its pid once grpc.health says SERVING."""
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    proc = children.start(name, [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(home)])
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    health = health_pb2_grpc.HealthStub(channel)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{name} exited with code {proc.returncode}; log tail:\n{children.tail(name)}")
-            with contextlib.suppress(grpc.RpcError):
-                reply = health.Check(health_pb2.HealthCheckRequest(), timeout=1)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return proc.pid
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{name} not SERVING after {START_TIMEOUT_S:.0f}s; log tail:\n{children.tail(name)}")
-            time.sleep(0.1)
-    finally:
-        channel.close()
-
-
-def rss_mb(pid: int | None = None) -> float:
-    """VmRSS of ``pid`` (default: this process) in MB (10^6 bytes)."""
-    with open(f"/proc/{pid or 'self'}/status") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024 / 1e6
-    return float("nan")
-
-
-def cpu_seconds(pid: int | None = None) -> float:
-    return ka.cpu_seconds(pid or os.getpid())
-
-
-def load_average() -> str:
-    return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    """config.json with ``agents`` (``harness.home.agent_entry`` dicts), every port free, one write key
+    for every agent; the internal token. Returns the ports by name (fileApi, watcher, kb, dreaming, api)."""
+    blocks = {name: block for name, block in (("memory", memory), ("dreaming", dreaming)) if block}
+    return write_config(home, agents, keys=[api_key(write=True)], gateway=blocks, indent=1)
 
 
 # =========================================================================== finding a fact

@@ -86,28 +86,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
 import random
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-for _p in (str(REPO), str(BENCH_DIR)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+from harness import page
+from harness.clock import FakeClock
+from harness.home import agent_entry, session
+from harness.procs import start_service
+from harness.report import fmt_ms, say
+from harness.stats import percentile
 
-import dream_common as dc  # noqa: E402
-import kb_archive as ka  # noqa: E402
-from dream_fidelity_agents import (  # noqa: E402  (workspaces, transcripts, a night's figures, the probe)
+import dream_common as dc
+from dream_fidelity_agents import (  # workspaces, transcripts, a night's figures, the probe
     AgentSetup,
     Night,
     audit_rows,
@@ -117,18 +112,15 @@ from dream_fidelity_agents import (  # noqa: E402  (workspaces, transcripts, a n
     write_agents,
     write_transcript,
 )
-from dream_fidelity_sim import (  # noqa: E402  (the profiles, the fake clock, the loop, the stand-ins)
+from dream_fidelity_sim import (  # the profiles, the loop, the stand-ins
     FIRST_NIGHT,
     INJECTED_LINE,
     Activity,
-    FakeClock,
     Loop,
     ReviewLog,
     ScriptedReviewer,
     injection_night,
 )
-
-import docs_page  # noqa: E402  (the one writer of results and pages)
 
 TITLE = "Dream fidelity: 30 simulated nights"
 METHOD = """\
@@ -137,7 +129,6 @@ scheduler on a fake clock, with a seeded reviewer stand-in that is noisy every n
 about one night in six (mass removes, attacks on the pinned `## User` section, injected
 instructions). After each night every probe fact is searched for in the KB; the table follows the
 facts found, the file sizes against their budgets, the pinned facts and the runs per night."""
-say = dc.say
 
 
 # =========================================================================== the simulation
@@ -340,8 +331,8 @@ def build_report(agents: list[AgentSetup], sim: dict[str, Any] | None, meta: dic
     applied_at = [f"{a} night {x.number}" for x in run_nights for a in x.injected_applied]
     md.append(f"| injected-instruction line applied (an add: no guard can tell it from a fact) | {', '.join(applied_at) or 'never'}; "
               f"in MEMORY.md at the end: {', '.join(a.id for a in agents if INJECTED_LINE in sim['final'][a.id]) or 'nowhere'} |")  # fmt: skip
-    md.append(f"| scheduled runs | {len(run_s)}; Dreamer.run p50 {dc.fmt_ms(dc.pct(run_s, 50))}, p99 {dc.fmt_ms(dc.pct(run_s, 99))}, "
-              f"max {dc.fmt_ms(max(run_s)) if run_s else 'n/a'} (real time; the recall check included) |")  # fmt: skip
+    md.append(f"| scheduled runs | {len(run_s)}; Dreamer.run p50 {fmt_ms(percentile(run_s, 50))}, p99 {fmt_ms(percentile(run_s, 99))}, "
+              f"max {fmt_ms(max(run_s)) if run_s else 'n/a'} (real time; the recall check included) |")  # fmt: skip
     return "\n".join(md), verdicts
 
 
@@ -349,13 +340,10 @@ def build_report(agents: list[AgentSetup], sim: dict[str, Any] | None, meta: dic
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = page.parser(__doc__, quick="smoke run: 8 nights, 80 facts per agent", keep_home="keep the temp home (workspaces, audit, logs)")
     p.add_argument("--nights", type=int, default=30, help="simulated nights (default 30)")
     p.add_argument("--facts", type=int, default=200, help="probe facts per agent (default 200)")
     p.add_argument("--seed", type=int, default=5, help="facts and reviewer seed (default 5)")
-    p.add_argument("--quick", action="store_true", help="smoke run: 8 nights, 80 facts per agent")
-    p.add_argument("--keep-home", action="store_true", help="keep the temp home (workspaces, audit, logs)")
-    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.nights, args.facts = 8, 80
@@ -364,50 +352,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    run = docs_page.Run.begin("dream_fidelity", TITLE, METHOD, argv)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    load_before = dc.load_average()
+    run = page.Run.begin("dream_fidelity", TITLE, METHOD, argv)
     started = time.perf_counter()
-    home = Path(tempfile.mkdtemp(prefix="bench-dream-fidelity-"))
-    (home / "bench").mkdir()
-    children = ka.Children(home / "bench")
     sim: dict[str, Any] | None = None
     note = ""
     agents: list[AgentSetup] = []
-    try:
+    with session("bench-dream-fidelity-", keep=args.keep_home) as (home, children):
         import structlog
 
         from gateway.home import read_internal_token
         from gateway.logs import configure
 
         agents = write_agents(home, args.seed, args.facts)
-        entries = [dc.agent_entry(a.id, memory={"memoryBudgetChars": a.budget}, dreaming={"maxChangesPerRun": a.profile.max_changes})
+        entries = [agent_entry(a.id, memory={"memoryBudgetChars": a.budget}, dreaming={"maxChangesPerRun": a.profile.max_changes})
                    for a in agents]  # fmt: skip
         ports = dc.write_home(home, entries, dreaming={"dreamHour": 3, "dreamMinute": 0, "dreamTimezone": "UTC", "mode": "auto"})
         configure("dreaming")
         log_file = open(home / "bench" / "in-process.log", "w", encoding="utf-8")  # noqa: SIM115
         structlog.configure(logger_factory=structlog.PrintLoggerFactory(log_file))
         try:
-            dc.start_service("kb", home, ports["kb"], children)
+            start_service(children, "kb", home, ports["kb"], dc.START_TIMEOUT_S)
         except RuntimeError as exc:
             note = f"the KB service failed: {str(exc).splitlines()[0]}"
             say(str(exc))
         else:
             sim = asyncio.run(simulate(home, agents, args.nights, args.seed, f"127.0.0.1:{ports['kb']}", read_internal_token(home)))
-    except KeyboardInterrupt:
-        say("interrupted; stopping the children")
-        return 130
-    finally:
-        children.stop_all()
-        if args.keep_home:
-            say(f"home kept: {home}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}; "
-        f"load average before {load_before}, after {dc.load_average()}",
+        "machine": f"{page.machine()}; load average before {run.load_before}, after {page.load_average()}",
         "run": f"{args.nights} simulated nights from {FIRST_NIGHT} (fake clock), seed {args.seed}, {args.facts} probe facts per agent; "
         "the real Scheduler, StateStore, Dreamer and KB process; the reviewer an in-process scripted stand-in for Deps.review "
         "whose JSON goes through reviewer.parse_reply",

@@ -21,20 +21,22 @@ under 2 s each; MEMORY.md within its budget after one apply; 100% of moved entri
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import docs_page
+from harness import REPO, page
+from harness.home import agent_entry, session
+from harness.procs import start_service
+from harness.report import figures_table, say, verdict
+
 import dream_common as dc
 
 TITLE = "Draining a 164 KB MEMORY.md"
@@ -79,7 +81,7 @@ def write_notes(folder: Path, rng: random.Random, count: int) -> None:
 def cli(home: Path, workspace: Path, *extra: str) -> tuple[float, subprocess.CompletedProcess[str]]:
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "gateway_cli.cli", "migrate-memory", str(workspace), *extra, "--home", str(home)],
-                          capture_output=True, text=True, cwd=dc.REPO, timeout=600)
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
     return time.perf_counter() - t0, done
 
 
@@ -141,20 +143,16 @@ async def nightly_pass(home: Path, kb_address: str) -> tuple[float, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a 40 KB MEMORY.md and 100 notes (a smoke run)")
-    docs_page.add_flag(parser)
+    parser = page.parser(__doc__, quick="a 40 KB MEMORY.md and 100 notes (a smoke run)")
     args = parser.parse_args()
-    run = docs_page.Run.begin("dream_migrate", TITLE, METHOD)
+    run = page.Run.begin("dream_migrate", TITLE, METHOD)
     target, notes = (40 * 1024, 100) if args.quick else (TARGET_CHARS, NOTES)
     rng = random.Random(164)
-    tmp = Path(tempfile.mkdtemp(prefix="dream-migrate-"))
-    home = tmp / "home"
-    children = dc.ka.Children(tmp)
     figures: list[tuple[str, str, str, str]] = []
     checks: list[tuple[bool, str]] = []
-    try:
-        ports = dc.write_home(home, [dc.agent_entry("big", memory={"memoryBudgetChars": BUDGET})])
+    with session("dream-migrate-", keep=False) as (tmp, children):
+        home = tmp / "home"
+        ports = dc.write_home(home, [agent_entry("big", memory={"memoryBudgetChars": BUDGET})])
         workspace = home / "agents" / "big" / "workspace"
         memory = big_memory(rng, target)
         write_notes(workspace / "memory", rng, notes)
@@ -163,8 +161,8 @@ def main() -> int:
         shutil.copytree(workspace, pristine)
         archive_bytes = sum(p.stat().st_size for p in (workspace / "memory").rglob("*.md"))
         figures.append(("Workspace", f"MEMORY.md {len(memory):,} chars (budget {BUDGET:,}); {notes} notes, {archive_bytes:,} bytes", "", ""))
-        dc.say(f"MEMORY.md {len(memory):,} chars; starting the KB")
-        dc.start_service("kb", home, ports["kb"], children)
+        say(f"MEMORY.md {len(memory):,} chars; starting the KB")
+        start_service(children, "kb", home, ports["kb"], dc.START_TIMEOUT_S)
         kb_address = f"127.0.0.1:{ports['kb']}"
 
         from services.dreaming.migration import Settings, make_plan
@@ -194,7 +192,7 @@ def main() -> int:
         again_s, done = cli(home, workspace, "--apply")
         figures.append(("migrate-memory --apply again (info)", f"{again_s:.2f} s: {done.stdout.strip()[:60]}…", "", ""))
 
-        dc.say("nightly pass on a fresh copy")
+        say("nightly pass on a fresh copy")
         shutil.rmtree(workspace)
         shutil.copytree(pristine, workspace)
         asyncio.run(found_share(kb_address, home, "big", workspace, []))  # the KB sees the fresh copy first
@@ -208,13 +206,10 @@ def main() -> int:
                         f"MEMORY.md {len(memory):,} → {len(after):,} chars; steps {' → '.join(report.steps)}", "", ""))
         checks.append((pass_s < 2, f"nightly pass {pass_s:.2f} s"))
         for note in report.notes:
-            dc.say(f"nightly pass note: {note}")
+            say(f"nightly pass note: {note}")
         checks.append((not restored and len(after) <= BUDGET, "nightly pass: every moved entry found by its recall check, MEMORY.md within budget"))
-    finally:
-        children.stop_all()
-    verdicts = [docs_page.verdict(ok, text) for ok, text in checks]
-    run.finish(docs_page.figures_table(figures), verdicts, write_docs=args.write_docs)
-    shutil.rmtree(tmp, ignore_errors=True)
+    verdicts = [verdict(ok, text) for ok, text in checks]
+    run.finish(figures_table(figures), verdicts, write_docs=args.write_docs)
     return 0
 
 

@@ -92,46 +92,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
-import os
-import platform
-import shutil
-import signal
 import sys
-import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-for _p in (str(REPO), str(BENCH_DIR)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-import dream_common as dc  # noqa: E402
-import kb_archive as ka  # noqa: E402
-from dream_overhead_setup import (  # noqa: E402
+from harness import page
+from harness.home import session
+from harness.procs import Children, cpu_seconds, log_lines, rpc_seconds, rss_mb, start_service
+from harness.report import latency_cell, Figures, fmt_ms, say
+from harness.stats import percentile
+import dream_common as dc
+from dream_overhead_setup import (
     WARMUP,
     BUDGET_CHARS,
     GOAL_P99_S,
     FLAT_MB,
     RPC_TIMEOUT_S,
-    say,
-    pct,
-    fmt_ms,
     Agent,
     put_back,
     write_setup,
 )
-from dream_overhead_passes import (  # noqa: E402
+from dream_overhead_passes import (
     Floors,
     in_process,
 )
-
-import docs_page  # noqa: E402  (the one writer of results and pages)
 
 TITLE = "Dream pass overhead: 1,000 agents, an 8 KB MEMORY.md each"
 METHOD = """\
@@ -142,13 +127,13 @@ replace and an add) and once with an in-process stand-in. The floor, measured pe
 same run, is the same writes made with bare `os` calls, the KB's refresh and searches and a bare
 spawn. Last, `Dreaming.RunNow` over gRPC against a running dreaming process."""
 
-def grpc_phase(home: Path, ports: dict[str, int], agents: list[Agent], children: ka.Children) -> dict[str, Any]:
+def grpc_phase(home: Path, ports: dict[str, int], agents: list[Agent], children: Children) -> dict[str, Any]:
     import grpc
 
     from gateway.home import read_internal_token
     from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
 
-    pid = dc.start_service("dreaming", home, ports["dreaming"], children)
+    pid = start_service(children, "dreaming", home, ports["dreaming"], dc.START_TIMEOUT_S)
     channel = grpc.insecure_channel(f"127.0.0.1:{ports['dreaming']}")
     stub = dreaming_pb2_grpc.DreamingStub(channel)
     metadata = (("x-gateway-internal-token", read_internal_token(home)),)
@@ -161,9 +146,9 @@ def grpc_phase(home: Path, ports: dict[str, int], agents: list[Agent], children:
         for agent in agents[:3]:
             put_back(home, agent)
         time.sleep(0.2)
-        log_mark = ka.rpc_log_lines(children.logs["dreaming"])
-        rss[0] = dc.rss_mb(pid)
-        cpu0 = ka.cpu_seconds(pid)
+        log_mark = log_lines(children.logs["dreaming"])
+        rss[0] = rss_mb(pid)
+        cpu0 = cpu_seconds(pid)
         half = max(1, len(agents) // 2)
         for n, agent in enumerate(agents, 1):
             t0 = time.perf_counter()
@@ -173,36 +158,16 @@ def grpc_phase(home: Path, ports: dict[str, int], agents: list[Agent], children:
             if reply.status != "applied" or applied != 3 or not any(x.startswith("Recall checked") for x in reply.notes):
                 problems.append(f"{agent.id}: {reply.status} {reply.reason} {applied} applied {list(reply.notes)}")
             if n in (half, len(agents)):
-                rss[n] = dc.rss_mb(pid)
-        cpu = ka.cpu_seconds(pid) - cpu0
+                rss[n] = rss_mb(pid)
+        cpu = cpu_seconds(pid) - cpu0
         time.sleep(0.3)
-        server = [float(x) for x in rpc_ms(children.logs["dreaming"], "RunNow", log_mark)]
+        server = [float(x) for x in rpc_seconds(children.logs["dreaming"], "RunNow", log_mark)]
     finally:
         channel.close()
     return {"lat": lat, "server": server, "cpu_ms": 1000 * cpu / max(1, len(agents)), "rss": rss, "problems": problems, "pid": pid}
 
 
-def rpc_ms(log: Path, method: str, skip: int) -> list[float]:
-    """Seconds of the service's own rpc log lines for ``method`` after its first ``skip`` lines."""
-    out = []
-    with open(log, encoding="utf-8", errors="replace") as handle:
-        for n, line in enumerate(handle):
-            if n < skip or not line.startswith("{"):
-                continue
-            with contextlib.suppress(ValueError):
-                row = json.loads(line)
-                if row.get("event") == "rpc" and row.get("method") == method and "ms" in row:
-                    out.append(float(row["ms"]) / 1000)
-    return out
-
-
 # =========================================================================== report
-
-
-def cell(values: Sequence[float]) -> str:
-    if not values:
-        return "n/a"
-    return f"p50 {fmt_ms(pct(list(values), 50))}, p99 {fmt_ms(pct(list(values), 99))}, max {fmt_ms(max(values))} (n={len(values)})"
 
 
 def rss_cell(rss: dict[int, float]) -> str:
@@ -219,7 +184,7 @@ def flat(rss: dict[int, float]) -> tuple[bool, str]:
 
 def build_report(args: argparse.Namespace, setup: dict[str, Any], res: dict[str, Any] | None, grpc_res: dict[str, Any] | None,
                  meta: dict[str, str], note: str) -> tuple[str, list[str]]:  # fmt: skip
-    figs = ka.Figures()
+    figs = Figures()
     figs.add("Setup", f"{setup['agents']:,} agents (+{WARMUP} warm-up), MEMORY.md {setup['mem_min']:,}-{setup['mem_max']:,} chars "
              f"(budget {BUDGET_CHARS:,}), written in {setup['write_s']:.1f} s; KB first index of every agent {setup['index_s']:.1f} s, "
              f"KB RSS then {setup.get('kb_rss', float('nan')):.0f} MB")  # fmt: skip
@@ -228,9 +193,9 @@ def build_report(args: argparse.Namespace, setup: dict[str, Any], res: dict[str,
     else:
         fl: Floors = res["floors"]
         for p in (res["a"], res["b"]):
-            p99 = pct(p.seconds, 99)
-            figs.add(f"Pass {p.label}: per agent (lock, quiet check, claim, run, record)", cell(p.seconds), "p99 <= 20 ms", p99 <= GOAL_P99_S)
-            figs.add("  of which Dreamer.run (nightly.run)", cell(p.run_s))
+            p99 = percentile(p.seconds, 99)
+            figs.add(f"Pass {p.label}: per agent (lock, quiet check, claim, run, record)", latency_cell(p.seconds), "p99 <= 20 ms", p99 <= GOAL_P99_S)
+            figs.add("  of which Dreamer.run (nightly.run)", latency_cell(p.run_s))
             figs.add("  total wall time / CPU of the bench process", f"{p.wall_s:.1f} s for {len(p.seconds):,} agents / "
                      f"{p.cpu_s:.1f} s ({1000 * p.cpu_s / len(p.seconds):.1f} ms per agent)")  # fmt: skip
             ok, why = flat(p.rss)
@@ -240,18 +205,18 @@ def build_report(args: argparse.Namespace, setup: dict[str, Any], res: dict[str,
             if p.problems:
                 figs.add("  runs not as expected", f"{len(p.problems)}: {p.problems[0][:300]}")
         sums = fl.sums()
-        figs.add("Floor sum per agent: bare writes + KB Refresh(wait) + 2 Searches + bare spawn", cell(sums),
-                 "below 20 ms, or the goal cannot be met", pct(sums, 99) <= GOAL_P99_S)  # fmt: skip
-        figs.add("  bare writes of one pass (6 atomic writes, 1 fsynced append, 1 append: 13 fsyncs)", cell(fl.writes))
-        figs.add("  KB Refresh(wait) after those writes + the recall check's 2 Searches at once", cell(fl.kb_reindex))
-        figs.add("    of which Refresh(wait) (reindexes MEMORY.md and pruned.md)", cell(fl.kb_refresh))
-        figs.add("  bare spawn of /bin/cat (own session, 3 pipes, prompt on stdin)", cell(fl.spawn))
-        figs.add("KB Refresh(wait) + 1 Search, nothing changed (info)", cell(fl.kb_roundtrip))
-        figs.add("One fsync'd 100-byte append (info)", cell(fl.fsync_one))
+        figs.add("Floor sum per agent: bare writes + KB Refresh(wait) + 2 Searches + bare spawn", latency_cell(sums),
+                 "below 20 ms, or the goal cannot be met", percentile(sums, 99) <= GOAL_P99_S)  # fmt: skip
+        figs.add("  bare writes of one pass (6 atomic writes, 1 fsynced append, 1 append: 13 fsyncs)", latency_cell(fl.writes))
+        figs.add("  KB Refresh(wait) after those writes + the recall check's 2 Searches at once", latency_cell(fl.kb_reindex))
+        figs.add("    of which Refresh(wait) (reindexes MEMORY.md and pruned.md)", latency_cell(fl.kb_refresh))
+        figs.add("  bare spawn of /bin/cat (own session, 3 pipes, prompt on stdin)", latency_cell(fl.spawn))
+        figs.add("KB Refresh(wait) + 1 Search, nothing changed (info)", latency_cell(fl.kb_roundtrip))
+        figs.add("One fsync'd 100-byte append (info)", latency_cell(fl.fsync_one))
         a, b = res["a"], res["b"]
-        figs.add("Pass (a) - floor sum, per agent (our code's share)", cell([x - y for x, y in zip(a.seconds, sums, strict=True)]))
+        figs.add("Pass (a) - floor sum, per agent (our code's share)", latency_cell([x - y for x, y in zip(a.seconds, sums, strict=True)]))
         figs.add("Pass (b) - (floor sum - bare spawn), per agent (our code's share)",
-                 cell([x - y for x, y in zip(b.seconds, fl.sequence, strict=True)]))  # fmt: skip
+                 latency_cell([x - y for x, y in zip(b.seconds, fl.sequence, strict=True)]))  # fmt: skip
         for key, p in (("a", a), ("b", b)):
             steps: list[dict[str, float]] = res["steps"][key]
             if not steps:
@@ -265,8 +230,8 @@ def build_report(args: argparse.Namespace, setup: dict[str, Any], res: dict[str,
         figs.add("Service path: RunNow over gRPC", f"n/a ({note})")
     else:
         lat = grpc_res["lat"]
-        figs.add(f"Service path: Dreaming.RunNow over gRPC, {len(lat)} agents, sequential (info)", cell(lat))
-        figs.add("  RunNow handler time in the service, rpc log (info)", cell(grpc_res["server"]))
+        figs.add(f"Service path: Dreaming.RunNow over gRPC, {len(lat)} agents, sequential (info)", latency_cell(lat))
+        figs.add("  RunNow handler time in the service, rpc log (info)", latency_cell(grpc_res["server"]))
         figs.add("  dreaming process CPU per RunNow / RSS (info)", f"{grpc_res['cpu_ms']:.1f} ms / {rss_cell(grpc_res['rss'])}")
         if grpc_res["problems"]:
             figs.add("  runs not as expected", f"{len(grpc_res['problems'])}: {grpc_res['problems'][0][:300]}")
@@ -281,13 +246,10 @@ def build_report(args: argparse.Namespace, setup: dict[str, Any], res: dict[str,
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = page.parser(__doc__, quick="smoke run: 100 agents, 20 over gRPC", keep_home="keep the temp home (workspaces, logs)")
     p.add_argument("--agents", type=int, default=1000, help="agents in each pass (default 1000)")
     p.add_argument("--grpc-agents", type=int, default=100, help="agents run through RunNow of a dreaming process (default 100)")
     p.add_argument("--seed", type=int, default=11, help="workspace seed (default 11)")
-    p.add_argument("--quick", action="store_true", help="smoke run: 100 agents, 20 over gRPC")
-    p.add_argument("--keep-home", action="store_true", help="keep the temp home (workspaces, logs)")
-    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.agents, args.grpc_agents = 100, 20
@@ -313,19 +275,13 @@ async def first_index(agents: list[Agent], address: str, token: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    run = docs_page.Run.begin("dream_overhead", TITLE, METHOD, argv)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    load_before = dc.load_average()
+    run = page.Run.begin("dream_overhead", TITLE, METHOD, argv)
     started = time.perf_counter()
-    home = Path(tempfile.mkdtemp(prefix="bench-dream-overhead-"))
-    (home / "bench").mkdir()
-    children = ka.Children(home / "bench")
     res: dict[str, Any] | None = None
     grpc_res: dict[str, Any] | None = None
     note = ""
     setup: dict[str, Any] = {"agents": args.agents, "mem_min": 0, "mem_max": 0, "write_s": float("nan"), "index_s": float("nan")}
-    try:
+    with session("bench-dream-overhead-", keep=args.keep_home) as (home, children):
         import structlog
 
         from gateway.home import read_internal_token
@@ -343,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         kb_address = f"127.0.0.1:{ports['kb']}"
         token = read_internal_token(home)
         try:
-            kb_pid = dc.start_service("kb", home, ports["kb"], children)
+            kb_pid = start_service(children, "kb", home, ports["kb"], dc.START_TIMEOUT_S)
         except RuntimeError as exc:
             note = f"the KB service failed: {str(exc).splitlines()[0]}"
             say(str(exc))
@@ -352,29 +308,20 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             asyncio.run(first_index(warm + agents, kb_address, token))
             index_s = time.perf_counter() - t0
-            kb_rss = dc.rss_mb(kb_pid)
+            kb_rss = rss_mb(kb_pid)
             say(f"KB (pid {kb_pid}) indexed {len(warm) + len(agents):,} agents in {index_s:.1f} s; RSS {kb_rss:.0f} MB")
             res = asyncio.run(in_process(home, warm, agents, kb_address, token))
             try:
                 grpc_res = grpc_phase(home, ports, agents[: args.grpc_agents], children)
-                say(f"RunNow over gRPC: p99 {fmt_ms(pct(grpc_res['lat'], 99))}")
+                say(f"RunNow over gRPC: p99 {fmt_ms(percentile(grpc_res['lat'], 99))}")
             except RuntimeError as exc:
                 note = f"the dreaming service failed: {str(exc).splitlines()[0]}"
                 say(str(exc))
         setup.update(agents=len(agents), mem_min=min(sizes), mem_max=max(sizes), write_s=write_s, index_s=index_s, kb_rss=kb_rss)
-    except KeyboardInterrupt:
-        say("interrupted; stopping the children")
-        return 130
-    finally:
-        children.stop_all()
-        if args.keep_home:
-            say(f"home kept: {home}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}; "
-        f"load average before {load_before}, after {dc.load_average()} (the machine is shared: numbers are noisy)",
+        "machine": f"{page.machine()}; load average before {run.load_before}, after {page.load_average()} "
+        "(the machine is shared: numbers are noisy)",
         "agents": f"{args.agents:,} (seed {args.seed}), one after the other; each MEMORY.md about 8 KB with a pinned ## User section; "
         "the reply: a remove, a replace, an add on real lines; mode auto",
         "driven": "passes (a) and (b) in the bench process (its RSS and CPU), against the real KB process over gRPC; "

@@ -8,26 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-for _p in (str(REPO), str(BENCH_DIR)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-import dream_common as dc  # noqa: E402
-from dream_overhead_setup import (  # noqa: E402
+from harness.procs import cpu_seconds, rss_mb
+from harness.report import fmt_ms, say
+from harness.stats import percentile
+from dream_overhead_setup import (
     BUDGET_CHARS,
     RSS_MARKS,
-    say,
-    pct,
-    fmt_ms,
     Agent,
     put_back,
     STEPS,
@@ -95,8 +87,8 @@ def check_report(report: Any, problems: list[str]) -> None:
 
 async def run_pass(label: str, agents: list[Agent], dreamer: Any, store: Any, night: date) -> Pass:
     out = Pass(label)
-    out.rss[0] = dc.rss_mb()
-    cpu0 = dc.cpu_seconds()
+    out.rss[0] = rss_mb()
+    cpu0 = cpu_seconds()
     wall0 = time.perf_counter()
     for n, agent in enumerate(agents, 1):
         STEPS.begin()
@@ -107,9 +99,9 @@ async def run_pass(label: str, agents: list[Agent], dreamer: Any, store: Any, ni
         out.statuses[report.status] = out.statuses.get(report.status, 0) + 1
         check_report(report, out.problems)
         if n in RSS_MARKS or n == len(agents):
-            out.rss[n] = dc.rss_mb()
+            out.rss[n] = rss_mb()
     out.wall_s = time.perf_counter() - wall0
-    out.cpu_s = dc.cpu_seconds() - cpu0
+    out.cpu_s = cpu_seconds() - cpu0
     return out
 
 
@@ -218,13 +210,13 @@ async def in_process(home: Path, warm: list[Agent], agents: list[Agent], kb_addr
         say("pass (a): the real reviewer path, /bin/cat of the reply")
         pass_a = await run_pass("(a) real reviewer path: run_reviewer + /bin/cat", agents, dreamer_a, store, night_a)
         steps_a, STEPS.runs = STEPS.runs, []
-        say(f"pass (a): {pass_a.wall_s:.1f} s, p99 {fmt_ms(pct(pass_a.seconds, 99))}; putting workspaces back")
+        say(f"pass (a): {pass_a.wall_s:.1f} s, p99 {fmt_ms(percentile(pass_a.seconds, 99))}; putting workspaces back")
         for agent in agents:
             put_back(home, agent)
             await kb.refresh(agent.id)
         say("pass (b): the in-process stand-in reviewer")
         pass_b = await run_pass("(b) in-process stand-in for Deps.review", agents, dreamer_b, store, night_b)
-        say(f"pass (b): {pass_b.wall_s:.1f} s, p99 {fmt_ms(pct(pass_b.seconds, 99))}; putting workspaces back")
+        say(f"pass (b): {pass_b.wall_s:.1f} s, p99 {fmt_ms(percentile(pass_b.seconds, 99))}; putting workspaces back")
         for agent in agents:
             put_back(home, agent)
             await kb.refresh(agent.id)

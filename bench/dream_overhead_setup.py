@@ -12,7 +12,6 @@ import json
 import os
 import random
 import shutil
-import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,13 +19,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-for _p in (str(REPO), str(BENCH_DIR)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-import dream_common as dc  # noqa: E402
+import dream_common as dc
+from harness.home import agent_entry
 
 WARMUP = 10
 MEMORY_CHARS = 8192
@@ -37,9 +31,6 @@ RSS_MARKS = (100, 500, 1000)
 RPC_TIMEOUT_S = 60.0
 CAT = "/bin/cat"
 T = TypeVar("T")
-say = dc.say
-pct = dc.pct
-fmt_ms = dc.fmt_ms
 
 
 # =========================================================================== workspaces
@@ -127,7 +118,7 @@ def put_back(home: Path, agent: Agent) -> None:
 def write_setup(home: Path, count: int, seed: int) -> tuple[list[Agent], list[Agent], dict[str, int]]:
     ids = [f"w{i:03d}" for i in range(WARMUP)] + [f"a{i:04d}" for i in range(count)]
     hour = (datetime.now(UTC).hour + 12) % 24
-    entries = [dc.agent_entry(i, dreaming={"reviewerCommand": [CAT, str(home / "bench" / "replies" / f"{i}.json")]}) for i in ids]
+    entries = [agent_entry(i, dreaming={"reviewerCommand": [CAT, str(home / "bench" / "replies" / f"{i}.json")]}) for i in ids]
     ports = dc.write_home(home, entries, memory={"memoryBudgetChars": BUDGET_CHARS},
                           dreaming={"dreamHour": hour, "dreamMinute": 0, "staggerWindowMinutes": 0})  # fmt: skip
     agents = [make_agent(home, agent_id, seed * 1_000_003 + n) for n, agent_id in enumerate(ids)]

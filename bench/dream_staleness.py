@@ -23,17 +23,18 @@ Nothing here is a test: it prints PASS/FAIL and never fails the build.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import random
-import shutil
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import docs_page
+from harness import page
+from harness.home import agent_entry, session
+from harness.procs import start_service
+from harness.report import figures_table, say, verdict
+
 import dream_common as dc
 
 TITLE = "Staleness GC: 20,000 entries, a year of retrievals"
@@ -145,32 +146,28 @@ async def first_index(home: Path, kb_address: str) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="100 notes (2,000 entries): a smoke run")
-    docs_page.add_flag(parser)
+    parser = page.parser(__doc__, quick="100 notes (2,000 entries): a smoke run")
     args = parser.parse_args()
-    run = docs_page.Run.begin("dream_staleness", TITLE, METHOD)
+    run = page.Run.begin("dream_staleness", TITLE, METHOD)
     notes = 100 if args.quick else NOTES
     rng = random.Random(66)
-    tmp = Path(tempfile.mkdtemp(prefix="dream-staleness-"))
-    home = tmp / "home"
-    children = dc.ka.Children(tmp)
     figures: list[tuple[str, str, str, str]] = []
     checks: list[tuple[bool, str]] = []
     now = time.time()
-    try:
-        ports = dc.write_home(home, [dc.agent_entry("big")])
+    with session("dream-staleness-", keep=False) as (tmp, children):
+        home = tmp / "home"
+        ports = dc.write_home(home, [agent_entry("big")])
         workspace = home / "agents" / "big" / "workspace"
         entries = write_archive(workspace, rng, notes, now)
         (workspace / "MEMORY.md").write_text("# Memory\n\n- The big agent keeps its notes under memory/.\n")
-        dc.say(f"{len(entries):,} entries in {notes:,} notes; starting the KB")
-        dc.start_service("kb", home, ports["kb"], children)
+        say(f"{len(entries):,} entries in {notes:,} notes; starting the KB")
+        start_service(children, "kb", home, ports["kb"], dc.START_TIMEOUT_S)
         kb_address = f"127.0.0.1:{ports['kb']}"
         index_s = asyncio.run(first_index(home, kb_address))
         rows = write_retrievals(home / "agents" / "big" / "kb.sqlite", entries, rng, now)
         figures.append(("Archive", f"{len(entries):,} entries in {notes:,} notes (first seen over a year); "
                         f"{rows:,} retrieval log rows over the year; KB first index {index_s:.1f} s (info)", "", ""))
-        dc.say(f"{rows:,} retrieval rows written; propose pass")
+        say(f"{rows:,} retrieval rows written; propose pass")
         list_s, listed = asyncio.run(listing_time(home, kb_address))
         figures.append(("ListArchiveEntries, every page (the KB's answer to the GC)", f"{list_s * 1000:.0f} ms for {listed:,} entries", "< 1 s",
                         "PASS" if list_s < 1 else "FAIL"))
@@ -188,15 +185,12 @@ def main() -> int:
                         f"of {due:,} due; the cap (maxInvalidationsPerRun 50) holds the rest", "", ""))
         checks.append((auto_s < 2 and len(applied) == min(50, due), f"auto pass {auto_s:.2f} s, {len(applied)} moved"))
         for note in done.notes:  # type: ignore[attr-defined]
-            dc.say(f"note: {note}")
+            say(f"note: {note}")
         again_s, again = asyncio.run(gc_pass(home, kb_address, "auto", "20260102T000100Z-cccc"))
         moved_again = sum(1 for r in again.results if r.status == "applied")  # type: ignore[attr-defined]
         figures.append(("Next night's pass (info)", f"{again_s:.2f} s, {moved_again} more moved", "", ""))
-    finally:
-        children.stop_all()
-    verdicts = [docs_page.verdict(ok, text) for ok, text in checks]
-    run.finish(docs_page.figures_table(figures), verdicts, write_docs=args.write_docs)
-    shutil.rmtree(tmp, ignore_errors=True)
+    verdicts = [verdict(ok, text) for ok, text in checks]
+    run.finish(figures_table(figures), verdicts, write_docs=args.write_docs)
     return 0
 
 

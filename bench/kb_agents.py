@@ -36,9 +36,7 @@ Numbers are of a shared 2-core machine: noisy. Nothing here is a pass/fail gate.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
 import random
 import resource
@@ -53,10 +51,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import docs_page
-from bench_ports import free_ports
+from harness import REPO, page
+from harness.home import api_key, write_config
+from harness.report import say, table
 
-REPO = Path(__file__).resolve().parent.parent
 TITLE = "Many agents in one KB: open files, memory, WAL, reopening"
 METHOD = """\
 One KB process serves 1,000 agents of 20 short notes each, with the shared vault on. Every agent is
@@ -75,37 +73,15 @@ WORDS = (
 ).split()
 
 
-def say(text: str) -> None:
-    print(f"bench: {text}", file=sys.stderr, flush=True)
-
-
 def agent_id(i: int) -> str:
     return f"a{i:04d}"
 
 
 def write_home(home: Path, agents: int, notes: int, max_open: int | None) -> int:
     """The home with ``agents`` agents and their notes; returns the KB's port."""
-    from gateway.config_migrations import CURRENT_VERSION
-    from gateway.home import ensure_home
-
-    ports = free_ports(5)
-    knowledge: dict[str, Any] = {}
-    if max_open is not None:
-        knowledge["maxOpenArchives"] = max_open
-    config = {
-        "configVersion": CURRENT_VERSION,
-        "gateway": {
-            "grpc": {"host": "127.0.0.1", "fileApi": ports[0], "watcher": ports[1], "kb": ports[2], "dreaming": ports[3]},
-            "metrics": {"enabled": False},
-            "api": {"host": "127.0.0.1", "port": ports[4], "keys": [{"key": "bench-key-123456", "agents": "*", "write": False}]},
-            "dreaming": {"enabled": False},
-            "knowledge": knowledge,
-        },
-        "agents": [{"id": agent_id(i)} for i in range(agents)],
-    }
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    ensure_home(home)
+    knowledge: dict[str, Any] = {} if max_open is None else {"maxOpenArchives": max_open}
+    agent_ids = [{"id": agent_id(i)} for i in range(agents)]
+    port = write_config(home, agent_ids, keys=[api_key(write=False)], gateway={"dreaming": {"enabled": False}, "knowledge": knowledge})["kb"]
     rng = random.Random(7)
     for i in range(agents):
         ws = home / "agents" / agent_id(i) / "workspace"
@@ -116,7 +92,7 @@ def write_home(home: Path, agents: int, notes: int, max_open: int | None) -> int
                 "- " + " ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(12)
             ]
             (ws / "memory" / f"note{n}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return ports[2]
+    return port
 
 
 def memory_of(pid: int) -> tuple[int, int]:
@@ -164,7 +140,7 @@ def mb(value: float) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = page.parser(__doc__, quick="smoke run: 200 agents, no idle wait", keep_home="keep the temp home after the run")
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--notes", type=int, default=20)
     parser.add_argument("--nofile", type=int, default=None, help="the KB's soft and hard open-files limit")
@@ -174,11 +150,8 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=70.0, help="seconds without traffic before the at-rest figures")
     parser.add_argument("--rounds", type=int, default=3, help="more rounds over every agent (per-request growth)")
     parser.add_argument("--tracemalloc", action="store_true", help="measure Python's allocations in process instead")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--keep-home", action="store_true")
-    docs_page.add_flag(parser)
     args = parser.parse_args()
-    run = docs_page.Run.begin("kb_agents", TITLE, METHOD)
+    run = page.Run.begin("kb_agents", TITLE, METHOD)
     if args.quick:
         args.agents, args.idle = 200, 0.0
 
@@ -194,8 +167,7 @@ def main() -> int:
     say(f"home with {args.agents} agents × {args.notes} notes in {time.perf_counter() - t0:.1f} s: {home}")
     if args.tracemalloc:
         try:
-            table = docs_page.table(("figure", "value"), in_process(home, args.agents, args.rounds))
-            run.finish(table, [], write_docs=args.write_docs)
+            run.finish(table(("figure", "value"), in_process(home, args.agents, args.rounds)), [], write_docs=args.write_docs)
             return 0
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -312,7 +284,7 @@ def main() -> int:
         ("disk after a clean stop", f"WAL {mb(stopped['wal'])} (largest {mb(stopped['largest_wal'])}), db {mb(stopped['db'])}, home {mb(stopped['home'])}"),
         ("per agent at rest", f"{mb(stopped['db'] / args.agents)} of kb.sqlite"),
     ]
-    run.finish(docs_page.table(("figure", "value"), rows), [], write_docs=args.write_docs)
+    run.finish(table(("figure", "value"), rows), [], write_docs=args.write_docs)
     if args.keep_home:
         say(f"home kept: {home}")
     else:

@@ -119,24 +119,19 @@ shared (2 cores): the load average before the run is printed.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import shutil
-import signal
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-if str(BENCH_DIR) not in sys.path:  # the modules below, when this file is loaded by its path (a unit test does)
-    sys.path.append(str(BENCH_DIR))
-import docs_page  # noqa: E402  (the one writer of results and pages)
+from harness import REPO, page
+from harness.home import session
+from harness.report import Figures, fmt_ms, say
+from harness.stats import percentile
+from kb_archive_index import index_phase
+from kb_archive_search import SEARCH_LIMIT, make_queries, search_phase
+from kb_bench_support import AGENT, MB, write_home
+from kb_corpus import CACHE_ROOT, CorpusInfo, corpus
 
 TITLE = "KB archive: 10,000 notes, 50 MB"
 METHOD = """\
@@ -144,74 +139,6 @@ A generated archive of 10,000 notes (50 MB, some CJK, some with frontmatter) is 
 and compared with the floor, a bare apsw FTS5 insert of the same chunks. Refreshes with nothing
 changed and with one file changed are timed, then 1,000 seeded queries go to the KB service over
 gRPC, alternating query by query with the baseline, an in-process FTS5 MATCH on the same file."""
-
-# The corpus, the phases and the helpers live in these modules; every name stays reachable here too
-# (kb_archive.Children, kb_archive.corpus, ...: the other benches import this module).
-from kb_archive_index import chunk_corpus, floor_insert, index_phase, python_work, read_sources  # noqa: E402
-from kb_archive_search import (  # noqa: E402
-    BASELINE_SQL,
-    CJK_QUERY_WORDS,
-    SEARCH_LIMIT,
-    baseline_match,
-    baseline_or,
-    baseline_terms,
-    make_queries,
-    search_phase,
-    service_refreshes,
-    start_match_server,
-)
-from kb_bench_support import (  # noqa: E402
-    AGENT,
-    KEY,
-    MB,
-    REFRESH_DEADLINE_S,
-    START_TIMEOUT_S,
-    STOP_TIMEOUT_S,
-    Children,
-    Figures,
-    cpu_seconds,
-    fmt_ms,
-    free_ports,
-    pct,
-    rpc_log_lines,
-    rpc_search_ms,
-    say,
-    start_kb,
-    write_home,
-)
-from kb_corpus import (  # noqa: E402
-    CACHE_ROOT,
-    CJK_JA,
-    CJK_ZH,
-    CODAS,
-    CONTENT_WORDS,
-    CORPUS_VERSION,
-    FIRST_NAMES,
-    FOLDERS,
-    FUNCTION_WORDS,
-    JA_ENDINGS,
-    JA_PARTICLES,
-    ONSETS,
-    SUFFIXES,
-    VOWELS,
-    CorpusInfo,
-    NoteWriter,
-    Vocabulary,
-    build_vocabulary,
-    corpus,
-    generate_corpus,
-)
-
-__all__ = [  # re-exported for the other benches and tests/unit/kb/index/test_kb_entries_differential.py
-    "AGENT", "BASELINE_SQL", "CACHE_ROOT", "CJK_JA", "CJK_QUERY_WORDS", "CJK_ZH", "CODAS", "CONTENT_WORDS", "CORPUS_VERSION",
-    "FIRST_NAMES", "FOLDERS", "FUNCTION_WORDS", "JA_ENDINGS", "JA_PARTICLES", "KEY", "MB", "ONSETS", "REFRESH_DEADLINE_S",
-    "SEARCH_LIMIT", "START_TIMEOUT_S", "STOP_TIMEOUT_S", "SUFFIXES", "VOWELS", "Children", "CorpusInfo", "Figures",
-    "NoteWriter", "Vocabulary", "baseline_match", "baseline_or", "baseline_terms", "build_report", "build_vocabulary",
-    "chunk_corpus", "corpus", "cpu_seconds", "floor_insert", "fmt_ms", "free_ports", "generate_corpus", "index_phase",
-    "main", "make_queries", "parse_args", "pct", "python_work", "read_sources", "rpc_log_lines", "rpc_search_ms", "say",
-    "search_phase", "service_refreshes", "start_kb", "start_match_server", "write_home",
-]  # fmt: skip
-
 
 # =========================================================================== report
 
@@ -237,7 +164,7 @@ def build_report(args: argparse.Namespace, info: CorpusInfo, idx: dict[str, Any]
     svc = (srch or {}).get("svc_onefile")
     if svc:
         figs.add("One-file-change refresh: Refresh(wait) via gRPC (file events + barrier)",
-                 f"median {fmt_ms(statistics.median(svc))} (p90 {fmt_ms(pct(svc, 90))}, max {fmt_ms(max(svc))}; n={len(svc)})",
+                 f"median {fmt_ms(statistics.median(svc))} (p90 {fmt_ms(percentile(svc, 90))}, max {fmt_ms(max(svc))}; n={len(svc)})",
                  "<= 50 ms", statistics.median(svc) <= 0.05)  # fmt: skip
         nc_svc = srch["svc_nochange"]  # type: ignore[index]
         figs.add("No-change refresh: Refresh(wait) via gRPC (info)",
@@ -251,37 +178,37 @@ def build_report(args: argparse.Namespace, info: CorpusInfo, idx: dict[str, Any]
         figs.add("One-file change via indexer.reindex_paths (info)", f"median {fmt_ms(statistics.median(tg))} (max {fmt_ms(max(tg))}; n={len(tg)})")
     if srch is not None:
         base = srch["base"]
-        figs.add("In-process FTS5 MATCH (baseline)", f"p50 {fmt_ms(pct(base, 50))}, p99 {fmt_ms(pct(base, 99))} "
+        figs.add("In-process FTS5 MATCH (baseline)", f"p50 {fmt_ms(percentile(base, 50))}, p99 {fmt_ms(percentile(base, 99))} "
                  f"({len(base):,} queries, {srch['base_hits'] / len(base):.1f} hits/query)")  # fmt: skip
         if "grpc" in srch:
             g = srch["grpc"]
-            p50, bp50 = pct(g, 50), pct(base, 50)
-            figs.add("gRPC Search", f"p50 {fmt_ms(p50)}, p99 {fmt_ms(pct(g, 99))} ({srch['grpc_hits'] / len(g):.1f} hits/query; "
+            p50, bp50 = percentile(g, 50), percentile(base, 50)
+            figs.add("gRPC Search", f"p50 {fmt_ms(p50)}, p99 {fmt_ms(percentile(g, 99))} ({srch['grpc_hits'] / len(g):.1f} hits/query; "
                      f"server CPU {srch['server_cpu_ms']:.2f} ms/query, mean)", "p50 <= 5 ms", p50 <= 0.005)  # fmt: skip
-            figs.add("gRPC Search p50 / in-process p50", f"{p50 / bp50:.1f}x (p99 ratio {pct(g, 99) / pct(base, 99):.1f}x)",
+            figs.add("gRPC Search p50 / in-process p50", f"{p50 / bp50:.1f}x (p99 ratio {percentile(g, 99) / percentile(base, 99):.1f}x)",
                      "<= 2x", p50 <= 2 * bp50)  # fmt: skip
             sm = srch.get("server_ms") or []
             if sm:
                 figs.add("Search handler time in the service, from its rpc log (info)",
-                         f"p50 {fmt_ms(pct(sm, 50))}, p99 {fmt_ms(pct(sm, 99))}, mean {fmt_ms(statistics.fmean(sm))} (n={len(sm)}); "
-                         f"so client + gRPC transport p50 about {fmt_ms(p50 - pct(sm, 50))}")  # fmt: skip
+                         f"p50 {fmt_ms(percentile(sm, 50))}, p99 {fmt_ms(percentile(sm, 99))}, mean {fmt_ms(statistics.fmean(sm))} (n={len(sm)}); "
+                         f"so client + gRPC transport p50 about {fmt_ms(p50 - percentile(sm, 50))}")  # fmt: skip
             if srch.get("bare"):
                 bare = srch["bare"]
                 figs.add("The baseline MATCH itself behind a bare grpc.aio server, bench/match_server.py (info)",
-                         f"p50 {fmt_ms(pct(bare, 50))} = {pct(bare, 50) / bp50:.1f}x the in-process p50 (p99 {fmt_ms(pct(bare, 99))}): "
+                         f"p50 {fmt_ms(percentile(bare, 50))} = {percentile(bare, 50) / bp50:.1f}x the in-process p50 (p99 {fmt_ms(percentile(bare, 99))}): "
                          "what the gRPC hop alone adds to a handler as long as the baseline query")  # fmt: skip
             figs.add("gRPC round trip floor: health Check on the KB server (info)",
-                     f"p50 {fmt_ms(pct(srch['ping'], 50))}, p99 {fmt_ms(pct(srch['ping'], 99))}")  # fmt: skip
+                     f"p50 {fmt_ms(percentile(srch['ping'], 50))}, p99 {fmt_ms(percentile(srch['ping'], 99))}")  # fmt: skip
             nr = srch["grpc_norecord"]
             figs.add("gRPC Search, retrieval recording off by metadata (info)",
-                     f"p50 {fmt_ms(pct(nr, 50))}, p99 {fmt_ms(pct(nr, 99))}; server CPU {srch['server_cpu_norecord_ms']:.2f} ms/query")  # fmt: skip
+                     f"p50 {fmt_ms(percentile(nr, 50))}, p99 {fmt_ms(percentile(nr, 99))}; server CPU {srch['server_cpu_norecord_ms']:.2f} ms/query")  # fmt: skip
         else:
             figs.add("gRPC Search", f"n/a ({grpc_note})", "p50 <= 5 ms and <= 2x in-process", None)
         bo = srch["base_or"]
-        figs.add("In-process FTS5 MATCH, pieces ORed (info)", f"p50 {fmt_ms(pct(bo, 50))}, p99 {fmt_ms(pct(bo, 99))}")
+        figs.add("In-process FTS5 MATCH, pieces ORed (info)", f"p50 {fmt_ms(percentile(bo, 50))}, p99 {fmt_ms(percentile(bo, 99))}")
         d, ds = srch["domain"], srch["domain_stale"]
-        figs.add("search.search in-process, check_stale=False (info)", f"p50 {fmt_ms(pct(d, 50))}, p99 {fmt_ms(pct(d, 99))}")
-        figs.add("search.search in-process, check_stale=True (info)", f"p50 {fmt_ms(pct(ds, 50))}, p99 {fmt_ms(pct(ds, 99))} (first {len(ds)} queries)")
+        figs.add("search.search in-process, check_stale=False (info)", f"p50 {fmt_ms(percentile(d, 50))}, p99 {fmt_ms(percentile(d, 99))}")
+        figs.add("search.search in-process, check_stale=True (info)", f"p50 {fmt_ms(percentile(ds, 50))}, p99 {fmt_ms(percentile(ds, 99))} (first {len(ds)} queries)")
         if "grpc_refresh_s" in srch:
             figs.add("Refresh(wait) via gRPC, index already current (info)", fmt_ms(srch["grpc_refresh_s"]))
             figs.add("Search reply after the run (info)", f"generation {srch['generation']}, stale={srch['stale_after']}")
@@ -308,7 +235,7 @@ def build_report(args: argparse.Namespace, info: CorpusInfo, idx: dict[str, Any]
                 if not values:
                     return "n/a"
                 sub = [values[i] for i in ix]
-                return f"{pct(sub, 50) * 1000:.2f} / {pct(sub, 99) * 1000:.2f}"
+                return f"{percentile(sub, 50) * 1000:.2f} / {percentile(sub, 99) * 1000:.2f}"
 
             hits = f"{sum(srch['grpc_hit_list'][i] for i in ix) / len(ix):.1f}" if grpc_all else "n/a"
             ors = sorted(srch["or_matches"][i] for i in ix)
@@ -325,18 +252,15 @@ def build_report(args: argparse.Namespace, info: CorpusInfo, idx: dict[str, Any]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = page.parser(__doc__, quick="smoke run: 1,000 notes / 5 MB", keep_home="keep the temp home (workspace, kb.sqlite, logs)")
     p.add_argument("--notes", type=int, default=10_000, help="notes under memory/ (default 10000)")
     p.add_argument("--mb", type=float, default=50.0, help="corpus size in MB of 10^6 bytes (default 50)")
-    p.add_argument("--quick", action="store_true", help="smoke run: 1,000 notes / 5 MB")
     p.add_argument("--queries", type=int, default=1000, help="measured search queries (default 1000)")
     p.add_argument("--warmup", type=int, default=50, help="unmeasured warm-up queries (default 50)")
     p.add_argument("--refreshes", type=int, default=5, help="no-change and one-file refreshes each (default 5)")
     p.add_argument("--seed", type=int, default=4, help="corpus and query seed (default 4)")
     p.add_argument("--no-grpc", action="store_true", help="skip the KB service (in-process figures only)")
     p.add_argument("--profile", action="store_true", help="cProfile the full index and print the top functions")
-    p.add_argument("--keep-home", action="store_true", help="keep the temp home (workspace, kb.sqlite, logs)")
-    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.notes, args.mb = 1000, 5.0
@@ -345,21 +269,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    run = docs_page.Run.begin("kb_archive", TITLE, METHOD, argv)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    load_before = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-    home = Path(tempfile.mkdtemp(prefix="bench-kb-archive-"))
-    tmp = home / "bench"
-    tmp.mkdir()
-    children = Children(tmp)
+    run = page.Run.begin("kb_archive", TITLE, METHOD, argv)
     srch: dict[str, Any] | None = None
     grpc_note = "--no-grpc"
-    try:
-        import apsw
+    import apsw
 
-        kb_port = free_ports(1)[0]
-        write_home(home, kb_port)
+    with session("bench-kb-archive-", keep=args.keep_home) as (home, children):
+        tmp = home / "bench"
+        kb_port = write_home(home)
         workspace = home / "agents" / AGENT / "workspace"
         info = corpus(args.seed, args.notes, args.mb, workspace)
         say(f"corpus: {info.files:,} files, {info.bytes / MB:.1f} MB in {workspace} "
@@ -383,22 +300,13 @@ def main(argv: list[str] | None = None) -> int:
             say(f"{exc}\nretrying the in-process search without the service")
             children.stop_all()
             srch = search_phase(home, workspace, idx["kb_path"], warm, queries, None, kb_port)
-    except KeyboardInterrupt:
-        say("interrupted; stopping the children")
-        return 130
-    finally:
-        children.stop_all()
-        if args.keep_home:
-            say(f"home kept: {home}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
 
     settings = idx["settings"]
     kinds = "single words, two/three words, a AND b, quoted phrases, x-y, prefixes word*, (a OR b), NOT, punctuation, 3% CJK"
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}, "
-        f"SQLite {apsw.sqlite_lib_version()} (apsw {apsw.apswversion()}); load average before the run {load_before} "
+        "machine": page.machine(f", SQLite {apsw.sqlite_lib_version()} (apsw {apsw.apswversion()})")
+        + f"; load average before the run {run.load_before} "
         "(the machine is shared: numbers are noisy)",
         "corpus": f"seed {args.seed}, {args.notes:,} notes + MEMORY.md + USER.md, target {args.mb:g} MB (MB = 10^6 bytes), "
         f"cached in {CACHE_ROOT}",

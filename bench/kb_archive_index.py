@@ -1,7 +1,6 @@
 """The KB archive bench's indexing phase: the in-process full index, the refreshes, the floor and its breakdown.
 
-Moved out of bench/kb_archive.py (whose docstring, steps 2 and 3, says the method; it re-exports
-every name here).
+bench/kb_archive.py's docstring (steps 2 and 3) says the method.
 """
 
 from __future__ import annotations
@@ -16,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kb_bench_support import AGENT, MB, say
+from harness.report import say
+from kb_bench_support import AGENT, MB, settled_bytes
 
 
 def read_sources(workspace: Path) -> list[tuple[str, bytes]]:
@@ -161,9 +161,7 @@ def index_phase(args: argparse.Namespace, home: Path, workspace: Path, corpus_by
         for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 6")
     }
     conn.close()
-    from kb_size import settled_bytes  # the WAL checkpointed first: a bulk refresh does it on a thread of its own
-
-    db_mb = settled_bytes(kb_path) / MB
+    db_mb = settled_bytes(kb_path) / MB  # the WAL checkpointed first: a bulk refresh does it on a thread of its own
     out["db_ratio"] = db_mb * MB / corpus_bytes
 
     # Floor and breakdown: same sources, chunked the same way.

@@ -1,7 +1,6 @@
 """The KB archive bench's queries and search phase: the query mix, the baseline MATCH, Search and Refresh via gRPC.
 
-Moved out of bench/kb_archive.py (whose docstring, step 4, says the method; it re-exports every
-name here).
+bench/kb_archive.py's docstring (step 4) says the method.
 """
 
 from __future__ import annotations
@@ -14,17 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kb_bench_support import (
-    AGENT,
-    BENCH_DIR,
-    START_TIMEOUT_S,
-    Children,
-    cpu_seconds,
-    free_ports,
-    rpc_log_lines,
-    rpc_search_ms,
-    start_kb,
-)
+from harness import BENCH_DIR
+from harness.ports import free_ports
+from harness.procs import Children, cpu_seconds, log_lines, rpc_seconds, wait_until
+from kb_bench_support import AGENT, START_TIMEOUT_S, start_kb
 from kb_corpus import CJK_JA, CJK_ZH, FUNCTION_WORDS, build_vocabulary
 
 SEARCH_LIMIT = 6
@@ -207,7 +199,7 @@ def search_phase(home: Path, workspace: Path, kb_path: Path, warm: list[str], qu
         base, grpc_lat, bare_lat, base_hits, grpc_hits = [], [], [], 0, 0
         out["grpc_hit_list"] = []
         cpu0 = cpu_seconds(out["kb_pid"]) if stub is not None else 0.0
-        log_mark = rpc_log_lines(children.logs["kb"]) if stub is not None and children is not None else 0
+        log_mark = log_lines(children.logs["kb"]) if stub is not None and children is not None else 0
         wall0 = time.perf_counter()
         for q in queries:
             s, n = inproc(q)
@@ -226,7 +218,7 @@ def search_phase(home: Path, workspace: Path, kb_path: Path, warm: list[str], qu
             out.update(grpc=grpc_lat, grpc_hits=grpc_hits, server_cpu_ms=1000 * (cpu_seconds(out["kb_pid"]) - cpu0) / len(queries))
             time.sleep(0.5)  # let the recorder thread and the log catch up
             assert children is not None
-            out["server_ms"] = [ms / 1000 for ms in rpc_search_ms(children.logs["kb"], log_mark)]
+            out["server_ms"] = rpc_seconds(children.logs["kb"], "Search", log_mark)
             # Informational: the gRPC round-trip floor of this server (grpc.health.v1 Check, same channel).
             from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -258,11 +250,7 @@ def start_match_server(kb_path: Path, children: Children) -> tuple[Any, Any]:
     import grpc
 
     port = free_ports(1)[0]
-    proc = children.start("match", [sys.executable, str(BENCH_DIR / "match_server.py"), str(port), str(kb_path), BASELINE_SQL])
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while "ready" not in children.tail("match"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"bench/match_server.py did not start; log tail:\n{children.tail('match')}")
-        time.sleep(0.05)
+    children.start("match", [sys.executable, str(BENCH_DIR / "match_server.py"), str(port), str(kb_path), BASELINE_SQL])
+    wait_until(children, lambda: "ready" in children.tail("match"), "bench/match_server.py", START_TIMEOUT_S, name="match", interval=0.05)
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     return channel.unary_unary("/bench.Match/Run"), channel

@@ -1,7 +1,6 @@
 """The KB archive bench's corpus: word lists, the vocabulary, the note writer and the cached corpus.
 
-Moved out of bench/kb_archive.py (whose docstring, step 0, says the method; it re-exports every
-name here). Deterministic: ``random.Random(seed)`` throughout.
+bench/kb_archive.py's docstring (step 0) says the method. Deterministic: ``random.Random(seed)`` throughout.
 """
 
 from __future__ import annotations
@@ -18,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kb_bench_support import MB, say
+from harness.report import say
+from kb_bench_support import MB
 
 CACHE_ROOT = Path(tempfile.gettempdir()) / "kb-bench-corpus"
 CORPUS_VERSION = 2

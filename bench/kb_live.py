@@ -40,26 +40,20 @@ import argparse
 import contextlib
 import json
 import os
-import platform
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-for _p in (str(REPO), str(BENCH_DIR)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-import kb_archive as ka  # noqa: E402  (corpus, Children, write_home, start_kb, pct, fmt_ms, say)
-
-import docs_page  # noqa: E402  (the one writer of results and pages)
+from harness import page
+from harness.home import session
+from harness.report import Figures, fmt_ms, say
+from harness.stats import percentile
+from kb_archive_search import make_queries
+from kb_bench_support import AGENT, MB, start_kb, write_home
+from kb_corpus import corpus
 
 TITLE = "KB live indexing: write → searchable"
 METHOD = """\
@@ -67,8 +61,6 @@ On the 10,000-note archive of the KB archive bench, a note is written into the a
 with no refresh call, and `Search` is polled until it finds it: the time from the write to the
 first answer that holds it, 100 times. Then 5,000 files are copied in at once while searches keep
 running, to see how long they wait and when every file is indexed."""
-AGENT = ka.AGENT
-say, pct, fmt_ms = ka.say, ka.pct, ka.fmt_ms
 POLL_TIMEOUT_S = 30.0  # one write not searchable within this: the round is reported as lost
 BURST_TIMEOUT_S = 600.0
 COMMON_WORD = "the"
@@ -173,25 +165,25 @@ def burst_phase(stub: Any, pb: Any, metadata: Any, workspace: Path, staging: Pat
 
 def report(args: argparse.Namespace, info: Any, first_index_s: float, wr: dict[str, Any], br: dict[str, Any],
            meta: dict[str, str]) -> tuple[str, list[str]]:  # fmt: skip
-    figs = ka.Figures()
+    figs = Figures()
     s, fl = wr["samples"], wr["floor"]
-    figs.add("Archive", f"{info.files:,} files, {info.bytes / ka.MB:.1f} MB; first index by Refresh(wait) {first_index_s:.1f} s")
+    figs.add("Archive", f"{info.files:,} files, {info.bytes / MB:.1f} MB; first index by Refresh(wait) {first_index_s:.1f} s")
     if s:
-        figs.add("Write → searchable, p50 (no refresh call)", fmt_ms(pct(s, 50)), "<= 100 ms", pct(s, 50) <= 0.1)
-        figs.add("Write → searchable, p99", f"{fmt_ms(pct(s, 99))} (max {fmt_ms(max(s))}; n={len(s)}, lost {wr['lost']})",
-                 "<= 500 ms", pct(s, 99) <= 0.5 and wr["lost"] == 0)  # fmt: skip
+        figs.add("Write → searchable, p50 (no refresh call)", fmt_ms(percentile(s, 50)), "<= 100 ms", percentile(s, 50) <= 0.1)
+        figs.add("Write → searchable, p99", f"{fmt_ms(percentile(s, 99))} (max {fmt_ms(max(s))}; n={len(s)}, lost {wr['lost']})",
+                 "<= 500 ms", percentile(s, 99) <= 0.5 and wr["lost"] == 0)  # fmt: skip
         figs.add("Write → searchable, the first write after the first index (info)", fmt_ms(s[0]))
     if fl:
         figs.add("Floor: the targeted reindex inside the KB (kb_refreshed ms)",
-                 f"p50 {fmt_ms(pct(fl, 50))}, p99 {fmt_ms(pct(fl, 99))} (n={len(fl)})")  # fmt: skip
+                 f"p50 {fmt_ms(percentile(fl, 50))}, p99 {fmt_ms(percentile(fl, 99))} (n={len(fl)})")  # fmt: skip
     figs.add("Refreshes the KB ran for those writes (info)", f"{wr['runs']} ({wr['walks']} walks) for {len(s) + wr['lost']} writes")
     lat, quiet = br["latencies"], br["quiet"]
     figs.add("Search with nothing being indexed, same queries (info)",
-             f"p50 {fmt_ms(pct(quiet, 50))}, p99 {fmt_ms(pct(quiet, 99))} (n={len(quiet)})")
+             f"p50 {fmt_ms(percentile(quiet, 50))}, p99 {fmt_ms(percentile(quiet, 99))} (n={len(quiet)})")
     if lat:
-        figs.add(f"Search during a {args.burst:,}-file burst, p99", f"{fmt_ms(pct(lat, 99))} (p50 {fmt_ms(pct(lat, 50))}, "
+        figs.add(f"Search during a {args.burst:,}-file burst, p99", f"{fmt_ms(percentile(lat, 99))} (p50 {fmt_ms(percentile(lat, 50))}, "
                  f"max {fmt_ms(max(lat))}; n={len(lat):,}, errors {len(br['errors'])})", "<= 50 ms",
-                 pct(lat, 99) <= 0.05 and not br["errors"])  # fmt: skip
+                 percentile(lat, 99) <= 0.05 and not br["errors"])  # fmt: skip
     modes: dict[str, int] = {}
     for mode, _, _ in br["runs"]:
         modes[mode] = modes.get(mode, 0) + 1
@@ -207,15 +199,12 @@ def report(args: argparse.Namespace, info: Any, first_index_s: float, wr: dict[s
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = page.parser(__doc__, quick="smoke run: 1,000 notes / 5 MB, 30 writes, 1,000-file burst", keep_home="keep the temp home (workspace, kb.sqlite, logs)")
     p.add_argument("--notes", type=int, default=10_000, help="notes in the archive (default 10000)")
     p.add_argument("--mb", type=float, default=50.0, help="corpus size in MB of 10^6 bytes (default 50)")
     p.add_argument("--writes", type=int, default=100, help="write → searchable rounds (default 100)")
     p.add_argument("--burst", type=int, default=5000, help="files in the burst (default 5000)")
     p.add_argument("--seed", type=int, default=4, help="corpus seed (default 4)")
-    p.add_argument("--quick", action="store_true", help="smoke run: 1,000 notes / 5 MB, 30 writes, 1,000-file burst")
-    p.add_argument("--keep-home", action="store_true", help="keep the temp home (workspace, kb.sqlite, logs)")
-    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.notes, args.mb, args.writes, args.burst = 1000, 5.0, 30, 1000
@@ -224,48 +213,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    run = docs_page.Run.begin("kb_live", TITLE, METHOD, argv)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    load_before = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-    home = Path(tempfile.mkdtemp(prefix="bench-kb-live-"))
-    tmp = home / "bench"
-    tmp.mkdir()
-    children = ka.Children(tmp)
-    try:
+    run = page.Run.begin("kb_live", TITLE, METHOD, argv)
+    with session("bench-kb-live-", keep=args.keep_home) as (home, children):
+        tmp = home / "bench"
         from gateway.v1 import kb_pb2
 
-        kb_port = ka.free_ports(1)[0]
-        ka.write_home(home, kb_port)
+        kb_port = write_home(home)
         workspace = home / "agents" / AGENT / "workspace"
-        info = ka.corpus(args.seed, args.notes, args.mb, workspace)
+        info = corpus(args.seed, args.notes, args.mb, workspace)
         for folder in ("live", "burst"):
             (workspace / "memory" / folder).mkdir(parents=True, exist_ok=True)
-        say(f"corpus: {info.files:,} files, {info.bytes / ka.MB:.1f} MB in {workspace}")
-        stub, channel, metadata, first_index_s, _pid = ka.start_kb(home, kb_port, children)
+        say(f"corpus: {info.files:,} files, {info.bytes / MB:.1f} MB in {workspace}")
+        stub, channel, metadata, first_index_s, _pid = start_kb(home, kb_port, children)
         try:
             log = children.logs["kb"]
             wr = write_phase(stub, kb_pb2, metadata, workspace, log, args.writes)
-            say(f"write → searchable: p50 {fmt_ms(pct(wr['samples'], 50))}, p99 {fmt_ms(pct(wr['samples'], 99))}")
-            queries = [q for _, q in ka.make_queries(args.seed, 300)]
+            say(f"write → searchable: p50 {fmt_ms(percentile(wr['samples'], 50))}, p99 {fmt_ms(percentile(wr['samples'], 99))}")
+            queries = [q for _, q in make_queries(args.seed, 300)]
             quiet = quiet_searches(stub, kb_pb2, metadata, queries)
             br = burst_phase(stub, kb_pb2, metadata, workspace, tmp / "staging", log, args.burst, queries)
             br["quiet"] = quiet
-            say(f"burst: Search p99 {fmt_ms(pct(br['latencies'], 99))} over {len(br['latencies']):,} searches")
+            say(f"burst: Search p99 {fmt_ms(percentile(br['latencies'], 99))} over {len(br['latencies']):,} searches")
         finally:
             channel.close()
-    except KeyboardInterrupt:
-        say("interrupted; stopping the children")
-        return 130
-    finally:
-        children.stop_all()
-        if args.keep_home:
-            say(f"home kept: {home}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}; "
-        f"load average before the run {load_before} (the machine is shared: numbers are noisy)",
+        "machine": f"{page.machine()}; load average before the run {run.load_before} (the machine is shared: numbers are noisy)",
         "archive": f"bench/kb_archive.py corpus, seed {args.seed}, {args.notes:,} notes, {args.mb:g} MB; one agent, default settings",
         "write → searchable": f"{args.writes} rounds: write a new note, poll Search (no refresh, limit 1) for its unique word "
         "back to back until it is found; the next round after stale clears",

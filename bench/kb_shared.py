@@ -84,48 +84,28 @@ printed.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import shutil
-import signal
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-for p in (str(REPO), str(BENCH_DIR)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-import kb_archive as ka  # noqa: E402  (bench/kb_archive.py: corpus, vocabulary, children, percentiles)
-# The vault generator and the phases live in these modules; every name stays reachable here too
-# (bench/dream_promotion.py uses kb_shared.VaultGen, prefill, write_home, rpc_ms and lat_cell).
-from kb_shared_phases import (  # noqa: E402
+from harness import page
+from harness.home import session
+from harness.report import Figures, fmt_ms, latency_cell, say
+from harness.stats import percentile
+from kb_bench_support import MB, start_kb
+from kb_corpus import corpus
+from kb_shared_phases import (
     CREATE_WARMUP,
-    RPC_TIMEOUT_S,
     SEARCH_LIMIT,
     SEARCH_WARMUP,
     Call,
     breakdown_phase,
     create_phase,
     graph_phase,
-    rpc_ms,
-    schedstat,
     search_phase,
 )
-from kb_shared_vault import AGENT, DATA_NOW, PROJECT, STATUSES, VaultGen, VaultInfo, prefill, write_home  # noqa: E402
-
-__all__ = [  # re-exported for bench/dream_promotion.py and any other importer
-    "AGENT", "CREATE_WARMUP", "DATA_NOW", "PROJECT", "RPC_TIMEOUT_S", "SEARCH_LIMIT", "SEARCH_WARMUP", "STATUSES", "Call",
-    "VaultGen", "VaultInfo", "breakdown_phase", "build_report", "create_phase", "graph_phase", "lat_cell", "main",
-    "parse_args", "prefill", "rpc_ms", "schedstat", "search_phase", "write_home",
-]  # fmt: skip
-
-import docs_page  # noqa: E402  (the one writer of results and pages)
+from kb_shared_vault import AGENT, DATA_NOW, PROJECT, VaultGen, VaultInfo, prefill, write_home
 
 TITLE = "Shared vault: 10,000 shared notes"
 METHOD = """\
@@ -136,46 +116,37 @@ archive, the vault and both, and builds the vault's graph and reports cold and w
 BREAKDOWN_OPS = 60
 CREATE_P99_GOAL_S = 0.050
 GRAPH_GOAL_S = 5.0
-say = ka.say
-pct = ka.pct
-fmt_ms = ka.fmt_ms
+NO_CALL = "n/a (no such call)"
 
 
 # =========================================================================== report
 
 
-def lat_cell(values: list[float]) -> str:
-    if not values:
-        return "n/a (no such call)"
-    return (f"p50 {fmt_ms(pct(values, 50))}, p99 {fmt_ms(pct(values, 99))}, max {fmt_ms(max(values))} "
-            f"(n={len(values)})")  # fmt: skip
-
-
 def build_report(args: argparse.Namespace, vinfo: VaultInfo, index_s: float, index_report: Any, arch: dict[str, Any],
                  cr: dict[str, Any] | None, sr: dict[str, Any] | None, bd: dict[str, Any] | None,
                  gr: dict[str, Any] | None, note: str, meta: dict[str, str]) -> tuple[str, list[str]]:  # fmt: skip
-    figs = ka.Figures()
-    figs.add("Vault pre-fill", f"{vinfo.notes:,} notes, {vinfo.bytes / ka.MB:.1f} MB ({vinfo.frontmatter:,} with frontmatter, "
+    figs = Figures()
+    figs.add("Vault pre-fill", f"{vinfo.notes:,} notes, {vinfo.bytes / MB:.1f} MB ({vinfo.frontmatter:,} with frontmatter, "
              f"{vinfo.malformed} malformed, {vinfo.links:,} links) written in {vinfo.seconds:.1f} s")  # fmt: skip
     figs.add("Vault full index, in-process (info)", f"{index_s:.2f} s ({index_report.indexed:,} notes, errors {len(index_report.errors)})")
-    figs.add("Agent archive", f"{arch['files']:,} files, {arch['bytes'] / ka.MB:.1f} MB; Refresh(wait) via gRPC {fmt_ms(arch['refresh_s'])}")
+    figs.add("Agent archive", f"{arch['files']:,} files, {arch['bytes'] / MB:.1f} MB; Refresh(wait) via gRPC {fmt_ms(arch['refresh_s'])}")
     if cr is not None:
         calls: list[Call] = cr["calls"]
         every = [c.seconds for c in calls]
-        p99 = pct(every, 99)
-        figs.add("CreateSharedNote, every call", lat_cell(every), "p99 <= 50 ms", p99 <= CREATE_P99_GOAL_S)
-        figs.add("  nudged (related returned, nothing written)", lat_cell([c.seconds for c in calls if not c.created]))
-        figs.add("  written (created=true)", lat_cell([c.seconds for c in calls if c.created]))
-        figs.add("  written on the first try (no similar note)", lat_cell([c.seconds for c in calls if c.created and not c.confirm]))
-        figs.add("  written with confirm=true (Related: links)", lat_cell([c.seconds for c in calls if c.created and c.confirm]))
+        p99 = percentile(every, 99)
+        figs.add("CreateSharedNote, every call", latency_cell(every, NO_CALL), "p99 <= 50 ms", p99 <= CREATE_P99_GOAL_S)
+        figs.add("  nudged (related returned, nothing written)", latency_cell([c.seconds for c in calls if not c.created], NO_CALL))
+        figs.add("  written (created=true)", latency_cell([c.seconds for c in calls if c.created], NO_CALL))
+        figs.add("  written on the first try (no similar note)", latency_cell([c.seconds for c in calls if c.created and not c.confirm], NO_CALL))
+        figs.add("  written with confirm=true (Related: links)", latency_cell([c.seconds for c in calls if c.created and c.confirm], NO_CALL))
         figs.add("  first calls of new notes / of near-duplicates (info)",
-                 f"p99 {fmt_ms(pct([c.seconds for c in calls if not c.confirm and not c.dup], 99))} / "
-                 f"p99 {fmt_ms(pct([c.seconds for c in calls if not c.confirm and c.dup], 99))}")  # fmt: skip
+                 f"p99 {fmt_ms(percentile([c.seconds for c in calls if not c.confirm and not c.dup], 99))} / "
+                 f"p99 {fmt_ms(percentile([c.seconds for c in calls if not c.confirm and c.dup], 99))}")  # fmt: skip
         figs.add("Near-duplicates nudged (info)", f"{cr['dup_found']} of {cr['dups']} ({100 * cr['dup_found'] / max(1, cr['dups']):.0f}%); "
                  f"the reworded note's original among the related: {cr['dup_found_original']}")  # fmt: skip
         figs.add("New notes nudged, false positives (info)", f"{cr['new_nudged']} of {cr['new']} ({100 * cr['new_nudged'] / max(1, cr['new']):.0f}%)")
         if cr["server"]:
-            figs.add("CreateSharedNote handler time in the service, rpc log (info)", lat_cell(cr["server"]))
+            figs.add("CreateSharedNote handler time in the service, rpc log (info)", latency_cell(cr["server"], NO_CALL))
         figs.add("Service CPU per create call (info)", f"{cr['cpu_ms']:.2f} ms (mean); {len(calls)} calls in {cr['wall_s']:.1f} s")
         slow = sorted(calls, key=lambda c: c.seconds)[-max(1, len(calls) // 50) :]
         for label, group in (("every create call", calls), (f"the slowest {len(slow)} create calls (2%)", slow)):
@@ -190,13 +161,13 @@ def build_report(args: argparse.Namespace, vinfo: VaultInfo, index_s: float, ind
     if sr is not None:
         lat = sr["lat"]
         n = sr["n"]
-        figs.add("Search corpus=all (archive + vault)", lat_cell(lat["all"]) + f"; {sr['hits']['all'] / n:.1f} hits/query, "
+        figs.add("Search corpus=all (archive + vault)", latency_cell(lat["all"], NO_CALL) + f"; {sr['hits']['all'] / n:.1f} hits/query, "
                  f"{100 * sr['all_shared'] / max(1, sr['hits']['all']):.0f}% from the vault", "none of its own (the archive's: p50 <= 5 ms)")  # fmt: skip
-        figs.add("Search corpus=shared (reference)", lat_cell(lat["shared"]) + f"; {sr['hits']['shared'] / n:.1f} hits/query")
-        figs.add("Search corpus=memory (reference)", lat_cell(lat["memory"]) + f"; {sr['hits']['memory'] / n:.1f} hits/query")
+        figs.add("Search corpus=shared (reference)", latency_cell(lat["shared"], NO_CALL) + f"; {sr['hits']['shared'] / n:.1f} hits/query")
+        figs.add("Search corpus=memory (reference)", latency_cell(lat["memory"], NO_CALL) + f"; {sr['hits']['memory'] / n:.1f} hits/query")
         for c in ("all", "shared", "memory"):
             if sr["server"].get(c):
-                figs.add(f"  Search handler time, corpus={c}, rpc log (info)", lat_cell(sr["server"][c]))
+                figs.add(f"  Search handler time, corpus={c}, rpc log (info)", latency_cell(sr["server"][c], NO_CALL))
         figs.add("Service CPU per Search call (info)", f"{sr['cpu_ms']:.2f} ms (mean over the three corpora)")
     else:
         figs.add("Search corpus=all", f"n/a ({note})")
@@ -205,11 +176,11 @@ def build_report(args: argparse.Namespace, vinfo: VaultInfo, index_s: float, ind
         mean = {k: statistics.fmean(v) for k, v in parts.items()}
         figs.add(f"In-process create breakdown, mean (max) of {len(parts['total'])} (info)",
                  ", ".join(f"{k} {mean[k] * 1000:.2f} ({max(parts[k]) * 1000:.1f})" for k in ("seed", "recall", "read+stem", "write", "reindex"))
-                 + f" ms; sum {mean['total'] * 1000:.2f} ms (p99 {fmt_ms(pct(parts['total'], 99))})")  # fmt: skip
-        figs.add("  recall query (vault_similar._candidates) (info)", lat_cell(parts["recall"]))
-        figs.add("  write_atomic, durable (fsync file + dir) (info)", lat_cell(parts["write"]))
-        figs.add("  reindex_notes (info)", lat_cell(parts["reindex"]))
-        figs.add("  vault.create(confirm=true) end to end (info)", lat_cell(parts["create"]))
+                 + f" ms; sum {mean['total'] * 1000:.2f} ms (p99 {fmt_ms(percentile(parts['total'], 99))})")  # fmt: skip
+        figs.add("  recall query (vault_similar._candidates) (info)", latency_cell(parts["recall"], NO_CALL))
+        figs.add("  write_atomic, durable (fsync file + dir) (info)", latency_cell(parts["write"], NO_CALL))
+        figs.add("  reindex_notes (info)", latency_cell(parts["reindex"], NO_CALL))
+        figs.add("  vault.create(confirm=true) end to end (info)", latency_cell(parts["create"], NO_CALL))
         figs.add("Vault index at the end (info)", f"{bd['sources']:,} notes, {bd['chunks']:,} chunks")
     if gr is not None:
         cold, warm, one = gr["cold"], gr["warm"], gr["one"]
@@ -234,15 +205,12 @@ def build_report(args: argparse.Namespace, vinfo: VaultInfo, index_s: float, ind
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = page.parser(__doc__, quick="smoke run: 1,000 vault notes, 100 creates, 100 queries", keep_home="keep the temp home (vault, reports, logs)")
     p.add_argument("--notes", type=int, default=10_000, help="vault notes written before the service starts (default 10000)")
     p.add_argument("--creates", type=int, default=300, help="measured create operations (default 300; a third near-duplicates)")
     p.add_argument("--queries", type=int, default=300, help="measured queries, each on corpus all, shared and memory (default 300)")
     p.add_argument("--archive-notes", type=int, default=500, help="notes in the agent's archive (default 500)")
     p.add_argument("--seed", type=int, default=4, help="corpus and query seed (default 4)")
-    p.add_argument("--quick", action="store_true", help="smoke run: 1,000 vault notes, 100 creates, 100 queries")
-    p.add_argument("--keep-home", action="store_true", help="keep the temp home (vault, reports, logs)")
-    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.notes, args.creates, args.queries = 1000, 100, 100
@@ -251,34 +219,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    run = docs_page.Run.begin("kb_shared", TITLE, METHOD, argv)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    load_before = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-    home = Path(tempfile.mkdtemp(prefix="bench-kb-shared-"))
-    tmp = home / "bench"
-    tmp.mkdir()
-    children = ka.Children(tmp)
+    run = page.Run.begin("kb_shared", TITLE, METHOD, argv)
     cr = sr = bd = gr = None
     note = ""
-    try:
+    with session("bench-kb-shared-", keep=args.keep_home) as (home, children):
         import apsw
 
         from gateway.config import load_config
         from services.kb.vault import note_index as vault_index
 
-        kb_port = ka.free_ports(1)[0]
-        write_home(home, kb_port)
+        kb_port = write_home(home)
         agent = load_config(home).agent(AGENT)
         assert agent is not None
         vault_dir = agent.knowledge.shared.vault_dir
         assert vault_dir == home / "shared" / "kb" / PROJECT, vault_dir
-        info = ka.corpus(args.seed, args.archive_notes, args.archive_notes * 0.005, agent.workspace)
+        info = corpus(args.seed, args.archive_notes, args.archive_notes * 0.005, agent.workspace)
         arch: dict[str, Any] = {"files": info.files, "bytes": info.bytes}
-        say(f"archive: {info.files:,} files, {info.bytes / ka.MB:.1f} MB in {agent.workspace}")
+        say(f"archive: {info.files:,} files, {info.bytes / MB:.1f} MB in {agent.workspace}")
         gen = VaultGen(args.seed)
         vinfo = prefill(gen, vault_dir / "notes", args.notes)
-        say(f"vault: {vinfo.notes:,} notes, {vinfo.bytes / ka.MB:.1f} MB written in {vinfo.seconds:.1f} s")
+        say(f"vault: {vinfo.notes:,} notes, {vinfo.bytes / MB:.1f} MB written in {vinfo.seconds:.1f} s")
         t0 = time.perf_counter()
         conn = vault_index.open_vault_index(vault_dir)
         index_report = vault_index.refresh_vault(conn, vault_dir)
@@ -286,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         index_s = time.perf_counter() - t0
         say(f"vault index: {index_report.indexed:,} notes in {index_s:.2f} s")
         try:
-            stub, channel, metadata, refresh_s, pid = ka.start_kb(home, kb_port, children)
+            stub, channel, metadata, refresh_s, pid = start_kb(home, kb_port, children)
         except RuntimeError as exc:
             note = f"the KB service failed: {str(exc).splitlines()[0]}"
             say(str(exc))
@@ -295,9 +255,9 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 log = children.logs["kb"]
                 cr = create_phase(stub, metadata, gen, vault_dir, args.creates, pid, log)
-                say(f"creates: {len(cr['calls'])} calls, p99 {fmt_ms(pct([c.seconds for c in cr['calls']], 99))}")
+                say(f"creates: {len(cr['calls'])} calls, p99 {fmt_ms(percentile([c.seconds for c in cr['calls']], 99))}")
                 sr = search_phase(stub, metadata, args.seed, args.queries, pid, log)
-                say(f"search: corpus=all p50 {fmt_ms(pct(sr['lat']['all'], 50))}")
+                say(f"search: corpus=all p50 {fmt_ms(percentile(sr['lat']['all'], 50))}")
             finally:
                 channel.close()
                 children.stop_all()
@@ -306,21 +266,11 @@ def main(argv: list[str] | None = None) -> int:
         say("breakdown done; building the graph reports")
         gr = graph_phase(vault_dir)
         say(f"graph: cold {gr['cold'].seconds:.2f} s, warm {gr['warm'].seconds:.2f} s")
-    except KeyboardInterrupt:
-        say("interrupted; stopping the children")
-        return 130
-    finally:
-        children.stop_all()
-        if args.keep_home:
-            say(f"home kept: {home}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
 
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}, "
-        f"SQLite {apsw.sqlite_lib_version()} (apsw {apsw.apswversion()}); load average before {load_before}, after "
-        "{:.2f} {:.2f} {:.2f} (the machine is shared: numbers are noisy)".format(*os.getloadavg()),
+        "machine": page.machine(f", SQLite {apsw.sqlite_lib_version()} (apsw {apsw.apswversion()})")
+        + f"; load average before {run.load_before}, after {page.load_average()} (the machine is shared: numbers are noisy)",
         "vault": f"seed {args.seed}, {args.notes:,} generated notes at <home>/shared/kb/{PROJECT}/notes, graph: false while "
         "measuring creates; the kb_archive vocabulary; frontmatter (title, tags, confidence, updatedAt, claims), [[links]]",
         "archive": f"kb_archive corpus, {args.archive_notes} notes (corpus=all searches both)",

@@ -1,14 +1,12 @@
 """The shared-vault bench's phases: creates and searches through the service, the in-process create
-breakdown and the graph build, and the service's rpc log times.
+breakdown and the graph build.
 
-Moved out of bench/kb_shared.py (whose docstring, steps 3 to 6, says the method; it re-exports every
-name here); nothing here decides a verdict.
+bench/kb_shared.py's docstring (steps 3 to 6) says the method; nothing here decides a verdict.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import time
@@ -16,27 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import kb_archive as ka  # bench/kb_archive.py: queries, CPU time, rpc log lines
+from harness.procs import cpu_seconds, log_lines, rpc_seconds
+from kb_archive_search import make_queries
 from kb_shared_vault import AGENT, DATA_NOW, VaultGen
 
 SEARCH_LIMIT = 6
 CREATE_WARMUP = 10
 SEARCH_WARMUP = 20
 RPC_TIMEOUT_S = 30.0
-
-
-def rpc_ms(log: Path, method: str, skip: int) -> list[float]:
-    """Seconds of the service's own ``rpc`` log lines for ``method`` after the first ``skip`` lines."""
-    out = []
-    with open(log, encoding="utf-8", errors="replace") as handle:
-        for n, line in enumerate(handle):
-            if n < skip or not line.startswith("{"):
-                continue
-            with contextlib.suppress(ValueError):
-                row = json.loads(line)
-                if row.get("event") == "rpc" and row.get("method") == method and "ms" in row:
-                    out.append(float(row["ms"]) / 1000)
-    return out
 
 
 # =========================================================================== phases
@@ -105,8 +90,8 @@ def create_phase(stub: Any, metadata: Any, gen: VaultGen, vault_dir: Path, creat
     dup_found = dup_found_original = 0
     new_nudged = 0
     nudged_dups = 0
-    log_mark = ka.rpc_log_lines(log)
-    cpu0 = ka.cpu_seconds(pid)
+    log_mark = log_lines(log)
+    cpu0 = cpu_seconds(pid)
     wall0 = time.perf_counter()
     for dup, name, content, original in ops:
         s, reply = call(name, content, False)
@@ -127,9 +112,9 @@ def create_phase(stub: Any, metadata: Any, gen: VaultGen, vault_dir: Path, creat
         if reply.created:
             gen.names.append(name)
     wall = time.perf_counter() - wall0
-    cpu = ka.cpu_seconds(pid) - cpu0
+    cpu = cpu_seconds(pid) - cpu0
     time.sleep(0.3)  # let the log catch up
-    server = rpc_ms(log, "CreateSharedNote", log_mark)
+    server = rpc_seconds(log, "CreateSharedNote", log_mark)
     return {
         "calls": calls, "dups": dup_count, "new": creates - dup_count, "dup_found": dup_found,
         "dup_found_original": dup_found_original, "new_nudged": new_nudged, "server": server,
@@ -140,7 +125,7 @@ def create_phase(stub: Any, metadata: Any, gen: VaultGen, vault_dir: Path, creat
 def search_phase(stub: Any, metadata: Any, seed: int, queries: int, pid: int, log: Path) -> dict[str, Any]:
     from gateway.v1 import kb_pb2
 
-    tagged = ka.make_queries(seed, SEARCH_WARMUP + queries)
+    tagged = make_queries(seed, SEARCH_WARMUP + queries)
     qs = [q for _, q in tagged]
 
     def call(q: str, corpus: str) -> tuple[float, Any]:
@@ -156,8 +141,8 @@ def search_phase(stub: Any, metadata: Any, seed: int, queries: int, pid: int, lo
     lat: dict[str, list[float]] = {c: [] for c in corpora}
     hits: dict[str, int] = dict.fromkeys(corpora, 0)
     all_shared = 0
-    log_mark = ka.rpc_log_lines(log)
-    cpu0 = ka.cpu_seconds(pid)
+    log_mark = log_lines(log)
+    cpu0 = cpu_seconds(pid)
     for q in qs[SEARCH_WARMUP:]:
         for c in corpora:
             s, reply = call(q, c)
@@ -165,9 +150,9 @@ def search_phase(stub: Any, metadata: Any, seed: int, queries: int, pid: int, lo
             hits[c] += len(reply.hits)
             if c == "all":
                 all_shared += sum(1 for h in reply.hits if h.corpus == "shared")
-    cpu = ka.cpu_seconds(pid) - cpu0
+    cpu = cpu_seconds(pid) - cpu0
     time.sleep(0.3)
-    server = rpc_ms(log, "Search", log_mark)  # the three corpora interleaved, in call order
+    server = rpc_seconds(log, "Search", log_mark)  # the three corpora interleaved, in call order
     return {"lat": lat, "hits": hits, "all_shared": all_shared, "n": queries,
             "server": {c: server[i :: 3] for i, c in enumerate(corpora)} if len(server) == 3 * queries else {},
             "cpu_ms": 1000 * cpu / (3 * queries)}  # fmt: skip

@@ -1,14 +1,12 @@
 """The shared-vault bench's data: the deterministic note generator, the vault pre-fill and the bench home.
 
-Moved out of bench/kb_shared.py (whose docstring, steps 0 and 1, says the method; it re-exports every
-name here, so bench/dream_promotion.py's ``kb_shared.VaultGen``, ``kb_shared.prefill`` and
-``kb_shared.write_home`` keep working).
+bench/kb_shared.py's docstring (steps 0 and 1) says the method; bench/dream_promotion.py fills its
+vault with the same generator.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import time
@@ -16,9 +14,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import kb_archive as ka  # bench/kb_archive.py: the vocabulary, the sentence generator, ports
+from harness.home import agent_entry, api_key, write_config
+from kb_bench_support import AGENT
+from kb_corpus import FUNCTION_WORDS, NoteWriter, Vocabulary, build_vocabulary
 
-AGENT = ka.AGENT
 PROJECT = "global"
 DATA_NOW = datetime(2025, 7, 1, 12, 0, tzinfo=UTC)  # the pre-fill's dates are relative to this; graph "now"
 
@@ -34,16 +33,16 @@ class VaultGen:
 
     seed: int
     rng: random.Random = field(init=False)
-    vocab: ka.Vocabulary = field(init=False)
-    writer: ka.NoteWriter = field(init=False)
+    vocab: Vocabulary = field(init=False)
+    writer: NoteWriter = field(init=False)
     topic_pool: list[str] = field(init=False)
     claim_pool: int = 3000
     names: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed * 1009 + 5)
-        self.vocab = ka.build_vocabulary(self.seed)  # the archive corpus's and the queries' vocabulary
-        self.writer = ka.NoteWriter(self.rng, self.vocab)
+        self.vocab = build_vocabulary(self.seed)  # the archive corpus's and the queries' vocabulary
+        self.writer = NoteWriter(self.rng, self.vocab)
         content = self.vocab.words[self.vocab.content_start :]
         self.topic_pool = content[100:]  # skip the 100 most frequent content words: topics are specific
 
@@ -167,7 +166,7 @@ class VaultGen:
         rng.shuffle(words)
         content = [ln for ln in lines if ln.strip() and not ln.startswith("# ") and not ln.startswith("```")]
         keep = content[: max(3, int(len(content) * rng.uniform(0.5, 0.7)))]
-        function = set(ka.FUNCTION_WORDS)
+        function = set(FUNCTION_WORDS)
         out = []
         for line in keep:
             toks = line.split(" ")
@@ -230,21 +229,7 @@ def prefill(gen: VaultGen, notes_dir: Path, count: int) -> VaultInfo:
 # =========================================================================== home
 
 
-def write_home(home: Path, kb_port: int) -> None:
-    from gateway.config_migrations import CURRENT_VERSION
-    from gateway.home import ensure_home
-
-    ports = ka.free_ports(4)
-    config = {
-        "configVersion": CURRENT_VERSION,
-        "gateway": {
-            "grpc": {"host": "127.0.0.1", "fileApi": ports[0], "watcher": ports[1], "kb": kb_port, "dreaming": ports[2]},
-            "metrics": {"enabled": False},  # not the default ports: another run may hold them
-            "api": {"host": "127.0.0.1", "port": ports[3], "keys": [{"key": ka.KEY, "agents": [AGENT], "write": True, "name": "bench"}]},
-            "knowledge": {"shared": {"enabled": True, "project": PROJECT, "graph": False}},
-        },
-        "agents": [{"id": AGENT, "workspace": f"agents/{AGENT}/workspace", "transcriptsDir": f"agents/{AGENT}/sessions"}],
-    }  # fmt: skip
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    ensure_home(home)
+def write_home(home: Path) -> int:
+    """The home of agent ``AGENT`` (a write key for it) with the shared vault on, its graph off; the KB's port."""
+    shared = {"knowledge": {"shared": {"enabled": True, "project": PROJECT, "graph": False}}}
+    return write_config(home, [agent_entry(AGENT)], keys=[api_key([AGENT], write=True)], gateway=shared)["kb"]

@@ -45,11 +45,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
-import docs_page  # noqa: E402  (the one writer of results and pages)
+from harness import REPO, page
+from harness.report import verdict
+from kb_archive_search import make_queries
+from kb_bench_support import settled_bytes
+from kb_corpus import corpus
 
 TITLE = "KB size: kb.sqlite bytes per corpus byte"
 METHOD = """\
@@ -62,25 +62,6 @@ GOAL = 2.5
 LIMIT = 6
 BLOCK = 50  # queries one child runs before the other takes its turn
 PASSES = 4
-
-
-def settled_bytes(db: Path) -> int:
-    """The bytes of ``db`` once its WAL is checkpointed into it (retried while a checkpoint is busy)."""
-    import apsw
-
-    deadline = time.monotonic() + 120
-    while True:
-        conn = apsw.Connection(os.fspath(db))
-        try:
-            conn.setbusytimeout(10_000)
-            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0][0]
-        finally:
-            conn.close()
-        if not busy or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    wal = db.with_name(db.name + "-wal")
-    return db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
 def table_bytes(db: Path) -> dict[str, int]:
@@ -101,16 +82,13 @@ def child(repo: Path, out: Path, seed: int, notes: int, mb: float, queries: int)
     from gateway.config import ArchiveSettings
     from services.kb.index import indexer, schema, search
 
-    sys.path.append(str(BENCH_DIR))
-    import kb_archive  # after services (it puts this checkout first on sys.path when it is not there)
-
     # The parse workers a bulk refresh spawns get this sys.path: ``repo`` must stay first.
     sys.path[:] = [str(repo), *(p for p in sys.path if p not in (str(repo), str(REPO)))]
 
     home = Path(tempfile.mkdtemp(prefix="bench-kb-size-"))
     try:
         workspace = home / "workspace"
-        info = kb_archive.corpus(seed, notes, mb, workspace)
+        info = corpus(seed, notes, mb, workspace)
         settings = ArchiveSettings(enabled=True, tokenizer="unicode61", chunk_tokens=400, chunk_overlap=80)
         db = home / "kb.sqlite"
         started = time.perf_counter()
@@ -124,7 +102,7 @@ def child(repo: Path, out: Path, seed: int, notes: int, mb: float, queries: int)
         tables = table_bytes(db)
         reader = schema.open_reader(db)
         search.tune_reader(reader)  # as the service's search connections
-        tagged = kb_archive.make_queries(seed, 50 + queries)
+        tagged = make_queries(seed, 50 + queries)
         for _, query in tagged[:50]:  # warm-up
             search.search(reader, workspace, query, LIMIT, check_stale=False)
         results = []
@@ -226,8 +204,8 @@ def report(old: dict[str, Any], new: dict[str, Any], ref: str) -> tuple[str, lis
         "| table or index | before | after |", "|---|---:|---:|",
     ]  # fmt: skip
     verdicts = [
-        docs_page.verdict(ratio_new <= GOAL, f"kb.sqlite <= {GOAL}x the corpus bytes: {ratio_new:.2f}x ({mb(new['bytes'])} MB)"),
-        docs_page.verdict(same == count, f"identical Search results before and after: {same:,} of {count:,} queries"),
+        verdict(ratio_new <= GOAL, f"kb.sqlite <= {GOAL}x the corpus bytes: {ratio_new:.2f}x ({mb(new['bytes'])} MB)"),
+        verdict(same == count, f"identical Search results before and after: {same:,} of {count:,} queries"),
     ]
     names = list(dict.fromkeys([*old["tables"], *new["tables"]]))
     for name in sorted(names, key=lambda n: -max(old["tables"].get(n, 0), new["tables"].get(n, 0))):
@@ -238,17 +216,15 @@ def report(old: dict[str, Any], new: dict[str, Any], ref: str) -> tuple[str, lis
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = page.parser(__doc__, quick="1,000 notes / 5 MB")
     p.add_argument("--notes", type=int, default=10_000)
     p.add_argument("--mb", type=float, default=50.0)
     p.add_argument("--queries", type=int, default=1000)
     p.add_argument("--seed", type=int, default=4)
-    p.add_argument("--quick", action="store_true", help="1,000 notes / 5 MB")
     p.add_argument("--baseline-ref", default="main", help="git ref whose layout is 'before' (default main)")
     p.add_argument("--child", nargs=2, metavar=("REPO", "OUT"), help=argparse.SUPPRESS)
-    docs_page.add_flag(p)
     args = p.parse_args(argv)
-    run = docs_page.Run.begin("kb_size", TITLE, METHOD, argv)
+    run = page.Run.begin("kb_size", TITLE, METHOD, argv)
     if args.quick:
         args.notes, args.mb = 1000, 5.0
     if args.child:

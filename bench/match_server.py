@@ -22,12 +22,9 @@ import sys
 from pathlib import Path
 
 import grpc
+import harness  # noqa: F401 - first: this checkout's services on sys.path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from services.kb.index import schema  # noqa: E402 (after the path setup)
+from services.kb.index import schema
 
 METHOD = "/bench.Match/Run"
 

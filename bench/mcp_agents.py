@@ -24,25 +24,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-for _p in (str(REPO), str(BENCH_DIR)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-from kb_bench_support import cpu_seconds, rss_mb, write_suite_config  # noqa: E402
+from harness import REPO
+from harness.home import session, write_suite_config
+from harness.procs import cpu_seconds, rss_mib
 
 KEY = "bench-key-0123456789abcdef"
 
@@ -90,17 +82,13 @@ async def ready_once(port: int, agent: str) -> float:
 
 def run(repo: str, agents: int, one_n: int) -> dict[str, str]:
     """The figures of one checkout, ``repo``."""
-    tmp = Path(tempfile.mkdtemp(prefix="mcpbench"))
-    home = tmp / "home"
-    ports = write_home(home, agents)
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-    try:
+    with session("mcpbench", keep=False, logs="") as (tmp, children):
+        home = tmp / "home"
+        ports = write_home(home, agents)
         for name in ("kb", "http"):
-            with open(tmp / f"{name}.out", "wb") as out_file:  # the child keeps its own descriptor
-                procs[name] = subprocess.Popen([sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(home)],
-                                               cwd=repo, stdout=out_file, stderr=subprocess.STDOUT)
+            children.start(name, [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(home)], cwd=Path(repo))
         port = ports["http"]
-        shim = procs["http"].pid
+        shim = children.procs["http"].pid
         deadline = time.monotonic() + 120
         with httpx.Client(timeout=60) as client:
             while True:
@@ -108,27 +96,25 @@ def run(repo: str, agents: int, one_n: int) -> dict[str, str]:
                     post(client, port, "a0000", "tools/list", {})
                     break
                 except (httpx.HTTPError, AssertionError):  # not serving yet
-                    for name, p in procs.items():
-                        if p.poll() is not None:
-                            raise RuntimeError(f"{name} exited: {(tmp / f'{name}.out').read_text()[-2000:]}")
+                    children.check_alive()
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
             time.sleep(3)
-            out = {"rest (SDK loaded, 1 request)": f"{rss_mb(shim):.1f} MB"}
+            out = {"rest (SDK loaded, 1 request)": f"{rss_mib(shim):.1f} MB"}
             cpu0 = cpu_seconds(shim)
             one = [call(client, port, "a0000") for _ in range(one_n)]
-            out[f"after {one_n} calls on 1 agent"] = f"{rss_mb(shim):.1f} MB"
+            out[f"after {one_n} calls on 1 agent"] = f"{rss_mib(shim):.1f} MB"
             first = min(200, agents)
             for i in range(first):
                 call(client, port, f"a{i:04d}")
-            out[f"after 1 call each on {first} agents"] = f"{rss_mb(shim):.1f} MB"
+            out[f"after 1 call each on {first} agents"] = f"{rss_mib(shim):.1f} MB"
             for i in range(first, agents):
                 call(client, port, f"a{i:04d}")
-            out[f"after 1 call each on {agents:,} agents"] = f"{rss_mb(shim):.1f} MB"
+            out[f"after 1 call each on {agents:,} agents"] = f"{rss_mib(shim):.1f} MB"
             rng = random.Random(7)
             warm = [call(client, port, f"a{rng.randrange(agents):04d}") for _ in range(1000)]
-            out["after 1,000 more calls on random agents"] = f"{rss_mb(shim):.1f} MB"
+            out["after 1,000 more calls on random agents"] = f"{rss_mib(shim):.1f} MB"
             cpu1 = cpu_seconds(shim)
             total_calls = one_n + agents + 1000
             out["shim CPU per tool call (all)"] = f"{(cpu1 - cpu0) / total_calls * 1000:.2f} ms"
@@ -137,15 +123,6 @@ def run(repo: str, agents: int, one_n: int) -> dict[str, str]:
         readies = [asyncio.run(ready_once(port, f"a{rng.randrange(agents):04d}")) for _ in range(40)]
         out["HTTP ready p50 (initialize+tools/list, n=40)"] = f"{statistics.median(readies) * 1000:.1f} ms"
         return out
-    finally:
-        for p in procs.values():
-            p.send_signal(signal.SIGTERM)
-        for p in procs.values():
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> int:

@@ -56,13 +56,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import random
-import shutil
 import ssl
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -70,15 +66,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-for _p in (str(REPO), str(BENCH_DIR)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-from kb_archive import Children, free_ports, say  # noqa: E402  (the benches' shared process and port helpers)
-from kb_archive import pct as percentile  # noqa: E402  (nearest rank, as the tables here always used)
-import docs_page  # noqa: E402  (the one writer of results and pages)
+from harness import REPO, page
+from harness.home import api_key, session, write_config
+from harness.procs import cpu_seconds, wait_until
+from harness.report import say
+from harness.stats import percentile
 
 TITLE = "MCP ready: stdio cold start vs streamable HTTP"
 METHOD = """\
@@ -89,7 +81,6 @@ four streamable HTTP sessions against a running shim; each session then makes fi
 
 KEY = "bench-mcp-key-123456"
 AGENT = "bench"
-START_TIMEOUT_S = 30.0
 GOAL_HTTP_READY_MS = 50.0
 WORDS = (
     "deploy staging rollback migration checklist review oncall incident budget roadmap invoice "
@@ -98,45 +89,19 @@ WORDS = (
 ).split()
 
 
-def write_home(home: Path, ports: list[int], notes: int, rng: random.Random) -> None:
-    """config.json (one agent, one read key), the internal token, ``notes`` notes under memory/."""
+def write_home(home: Path, notes: int, rng: random.Random) -> int:
+    """config.json (one agent, one read key), the internal token, ``notes`` notes under memory/; the
+    shim's port."""
     from gateway.config import load_config
-    from gateway.config_migrations import CURRENT_VERSION
-    from gateway.home import ensure_home
 
-    file_api, watcher, kb, dreaming, http = ports
-    config = {
-        "configVersion": CURRENT_VERSION,
-        "gateway": {
-            "grpc": {"host": "127.0.0.1", "fileApi": file_api, "watcher": watcher, "kb": kb, "dreaming": dreaming},
-            "metrics": {"enabled": False},  # not the default ports: another run may hold them
-            "api": {"host": "127.0.0.1", "port": http,
-                    "keys": [{"key": KEY, "agents": [AGENT], "write": False, "name": "bench"}]},
-            "dreaming": {"enabled": False},
-        },
-        "agents": [{"id": AGENT}],
-    }
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    if ensure_home(home) is not None:  # pragma: no cover - config.json was written first
-        raise RuntimeError("ensure_home wrote its own config.json")
+    ports = write_config(home, [{"id": AGENT}], keys=[api_key([AGENT], write=False, key=KEY)], gateway={"dreaming": {"enabled": False}})
     memory = load_config(home).agents[0].workspace / "memory"
     memory.mkdir(parents=True, exist_ok=True)
     for n in range(notes):
         lines = [f"# Note {n}", ""]
         lines += [f"- {' '.join(rng.choice(WORDS) for _ in range(8))}" for _ in range(rng.randint(3, 12))]
         (memory / f"note-{n:04d}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def serve(children: Children, name: str, home: Path) -> None:
-    """``gateway serve NAME`` on ``home``, in a session of its own (a terminal's Ctrl-C reaches only us)."""
-    children.start(name, [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(home)])
-
-
-def check_alive(children: Children) -> None:
-    for name in children.procs:
-        if not children.alive(name):
-            raise RuntimeError(f"{name} exited with code {children.procs[name].returncode}; log tail:\n{children.tail(name, 15)}")
+    return ports["api"]
 
 
 def kb_serving(url: str) -> bool:
@@ -149,21 +114,6 @@ def kb_serving(url: str) -> bool:
     except OSError:
         return False
     return bool(json.loads(body).get("backends", {}).get("kb") == "SERVING")
-
-
-def wait_until(children: Children, probe: Any, what: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not probe():
-        check_alive(children)
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} not ready after {START_TIMEOUT_S:.0f}s")
-        time.sleep(0.1)
-
-
-def cpu_seconds(pid: int) -> float:
-    """user + system CPU time of ``pid`` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -281,15 +231,13 @@ def report(stdio: Series, http: Series, fresh: Series, own: dict[str, list[float
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="MCP ready: stdio cold start vs streamable HTTP, and memory_search over each.")
+    p = page.parser(__doc__, keep_home="keep the temp home (logs) after the run")
     p.add_argument("--samples", type=int, default=30, help="sessions of each transport (default 30)")
     p.add_argument("--http-per-round", type=int, default=4,
                    help="HTTP sessions per round, each as measured (default 4: they are cheap; the p99 is then not one sample)")
     p.add_argument("--searches", type=int, default=5, help="memory_search calls per session (default 5)")
     p.add_argument("--notes", type=int, default=300, help="notes in the agent's memory/ (default 300)")
     p.add_argument("--seed", type=int, default=15)
-    p.add_argument("--keep-home", action="store_true", help="keep the temp home (logs) after the run")
-    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if min(args.samples, args.searches, args.notes, args.http_per_round) < 1:
         p.error("--samples, --http-per-round, --searches and --notes must be at least 1")
@@ -318,30 +266,17 @@ async def measure(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    run = docs_page.Run.begin("mcp_ready", TITLE, METHOD, argv)
+    run = page.Run.begin("mcp_ready", TITLE, METHOD, argv)
     rng = random.Random(args.seed)
-    home = Path(tempfile.mkdtemp(prefix="mcp-ready-"))
-    ports = free_ports(5)
-    write_home(home, ports, args.notes, rng)
-    children = Children(home)
-    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    try:
-        serve(children, "kb", home)
-        serve(children, "http", home)
-        wait_until(children, lambda: kb_serving(f"http://127.0.0.1:{ports[4]}/healthz"), "the shim and the KB")
-        url = f"http://127.0.0.1:{ports[4]}/mcp/agents/{AGENT}"
+    with session("mcp-ready-", keep=args.keep_home, logs="") as (home, children):
+        http_port = write_home(home, args.notes, rng)
+        children.serve("kb", home)
+        children.serve("http", home)
+        wait_until(children, lambda: kb_serving(f"http://127.0.0.1:{http_port}/healthz"), "the shim and the KB")
+        url = f"http://127.0.0.1:{http_port}/mcp/agents/{AGENT}"
         stdio, http, fresh, shim_cpu_ms = asyncio.run(measure(home, url, args, rng, children.procs["http"].pid))
-        check_alive(children)
+        children.check_alive()
         own = shim_times(home / "http.log")
-    except KeyboardInterrupt:
-        say("interrupted; stopping the servers")
-        return 130
-    finally:
-        children.stop_all()
-        if args.keep_home:
-            say(f"home kept: {home}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
 
     import mcp  # noqa: F401 - for the version line only
 
@@ -349,8 +284,7 @@ def main(argv: list[str] | None = None) -> int:
 
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}; "
-        f"load average before the run {load_before} (other work on the machine skews the numbers)",
+        "machine": f"{page.machine()}; load average before the run {run.load_before} (other work on the machine skews the numbers)",
         "client": f"the mcp SDK's own ClientSession ({version('mcp')}) in the bench process; stdio_client spawning "
         "`python -m gateway_cli.cli mcp`, or streamable_http_client with a new httpx2 client (new TCP connection) per session",
         "servers": "gateway serve kb + gateway serve http (the MCP host), stateless JSON streamable HTTP",

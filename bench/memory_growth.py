@@ -29,31 +29,25 @@ Exits 0 whatever it finds.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-for _p in (str(REPO), str(BENCH_DIR)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+from harness import BENCH_DIR, REPO, page
+from harness.home import session, write_suite_config
+from harness.procs import Children, rss_mib
+from harness.report import say, table
 
-import grpc  # noqa: E402
-import httpx  # noqa: E402
-import docs_page  # noqa: E402
-from kb_bench_support import Children, rss_mb, say, write_suite_config  # noqa: E402
-from start_agents import ready  # noqa: E402
+import grpc
+import httpx
+from start_agents import ready
 
-from gateway.v1 import watcher_pb2, watcher_pb2_grpc  # noqa: E402
+from gateway.v1 import watcher_pb2, watcher_pb2_grpc
 
 KEY = "growth-bench-key-0123456789"
 SERVICES = ("file_api", "kb", "watcher", "dreaming", "http")
@@ -207,13 +201,13 @@ async def drive(load: Load, seconds: float, sample: dict[str, list[tuple[float, 
         for name in SERVICES:
             if not children.alive(name):
                 raise SystemExit(f"{name} exited:\n{children.tail(name)}")
-            sample.setdefault(name, []).append((time.monotonic(), rss_mb(children.procs[name].pid)))
+            sample.setdefault(name, []).append((time.monotonic(), rss_mib(children.procs[name].pid)))
     stop.set()
     await task
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = page.parser(__doc__, keep_home="keep the temp home after the run")
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--rate", type=float, default=75.0)
     parser.add_argument("--warmup", type=float, default=2.0, help="minutes before the first snapshot")
@@ -221,16 +215,12 @@ def main() -> int:
     parser.add_argument("--left", type=int, default=10, help="percent of sessions never ended")
     parser.add_argument("--no-trace", action="store_true",
                         help="run every process untraced (tracemalloc's own memory and snapshots blur RSS): RSS only")
-    parser.add_argument("--keep-home", action="store_true")
-    docs_page.add_flag(parser)
     args = parser.parse_args()
-    bench_run = docs_page.Run.begin("memory_growth", TITLE, METHOD)
+    bench_run = page.Run.begin("memory_growth", TITLE, METHOD)
     traced = () if args.no_trace else TRACED
 
-    home = Path(tempfile.mkdtemp(prefix="memory-growth-"))
-    (home / "traces").mkdir()
-    children = Children(home)
-    try:
+    with session("memory-growth-", keep=args.keep_home, logs="") as (home, children):
+        (home / "traces").mkdir()
         ports, ids = write_home(home, args.agents)
         for name in SERVICES:
             tool = [str(BENCH_DIR / "traced_serve.py"), str(home / "traces"), name] if name in traced else \
@@ -242,20 +232,20 @@ def main() -> int:
                 raise SystemExit("the suite did not start:\n" + "\n".join(children.tail(n, 5) for n in SERVICES))
             time.sleep(0.2)
         load = Load(home, ports, ids, args.rate, args.left)
-        at_ready = {name: rss_mb(children.procs[name].pid) for name in SERVICES}
+        at_ready = {name: rss_mib(children.procs[name].pid) for name in SERVICES}
         say(f"{args.agents} agents, {args.rate:.0f} requests/s; warm-up {args.warmup} min")
         warm: dict[str, list[tuple[float, float]]] = {}
         asyncio.run(drive(load, args.warmup * 60, warm, children))
         first = {name: snapshot(children, home, name, 0) for name in traced}
-        rss0 = {name: rss_mb(children.procs[name].pid) for name in SERVICES}
+        rss0 = {name: rss_mib(children.procs[name].pid) for name in SERVICES}
         say(f"measuring for {args.minutes} min")
         run: dict[str, list[tuple[float, float]]] = {}
         asyncio.run(drive(load, args.minutes * 60, run, children))
         last = {name: snapshot(children, home, name, 1) for name in traced}
-        rss1 = {name: rss_mb(children.procs[name].pid) for name in SERVICES}
+        rss1 = {name: rss_mib(children.procs[name].pid) for name in SERVICES}
         body = [f"{args.agents} agents, {args.rate:.0f} requests/s, {args.minutes} min after a {args.warmup} min warm-up; "
                 f"answers by status: {dict(sorted(load.statuses.items()))}", "",
-                docs_page.table(("process", "RSS at ready", "after warm-up", "at the end", "slope over the run"),
+                table(("process", "RSS at ready", "after warm-up", "at the end", "slope over the run"),
                                 [(name, f"{at_ready[name]:.1f} MB", f"{rss0[name]:.1f} MB", f"{rss1[name]:.1f} MB",
                                   f"{slope_mb_per_hour(run[name]):+.1f} MB/h") for name in SERVICES], "lrrrr")]  # fmt: skip
         for name in traced:
@@ -267,14 +257,8 @@ def main() -> int:
                 body.append(f"  {stat.size_diff / 1024:+9.1f} KiB {stat.count_diff:+7d} blocks  "
                             f"{frame.filename.replace(str(REPO) + '/', '')}:{frame.lineno}")
             body.append("```")
-        bench_run.finish("\n".join(body), [], write_docs=args.write_docs)
-        return 0
-    finally:
-        children.stop_all()
-        if args.keep_home:
-            say(f"home kept at {home}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
+    bench_run.finish("\n".join(body), [], write_docs=args.write_docs)
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The REST bench's machinery: the home, the child processes, the wrk/h2load/Python-client cases.
+"""The REST bench's machinery: the home, the servers' health, the wrk/h2load/Python-client cases.
 
 Kept apart from bench/rest_files.py (the entry script, whose docstring says the method) so each file
 stays short; nothing here decides a verdict.
@@ -6,14 +6,11 @@ stays short; nothing here decides a verdict.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import multiprocessing as mp
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -21,20 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_ports import free_ports  # noqa: F401 - part of this module's interface (other benches call it here)
-
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
+from harness.procs import cpu_seconds
+from harness.report import say
+from harness.stats import percentile
 
 KEY = "bench-key-123456"
 AGENT = "alfred"
 FILENAME = "MEMORY.md"
 FILE_BYTES = 4096
 SAVED_MESSAGE = "File saved. CLAUDE.md will auto-reload."
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 10.0
 
 SHIM = "REST shim"
 BASELINE = "baseline"
@@ -49,10 +41,6 @@ REQUIRED_H2LOAD = "bare gRPC + required work (h2load)"  # bench/bare_grpc_server
 REQUIRED_SHIM = "bare shim + required work"  # a second bare shim in front of the required-work server (GET only)
 # (target, method) -> the server processes whose CPU a case counts
 TARGETS = (BASELINE, OLD_SHIM, SHIM, REQUIRED_SHIM, BARE_SHIM, OLD_GRPC_H2LOAD, GRPC_H2LOAD, REQUIRED_H2LOAD, BARE_H2LOAD, GRPC_PY, BARE_PY)
-
-
-def say(text: str) -> None:
-    print(f"bench: {text}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- set-up
@@ -154,56 +142,6 @@ def write_home(home: Path, ports: Ports, content: str, metrics: dict[str, int] |
     return workspace
 
 
-# --------------------------------------------------------------------------- child processes
-
-
-class Children:
-    """The server processes this run started; all stopped by ``stop_all``."""
-
-    def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.logs: dict[str, Path] = {}
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        self.env = env
-
-    def start(self, name: str, cmd: list[str], cwd: Path = REPO) -> None:
-        """Start ``cmd`` in ``cwd`` (another checkout's tree for ``--old-tree``: ``-m`` imports from there)."""
-        log = self.log_dir / f"{name}.log"
-        self.logs[name] = log
-        with open(log, "ab") as handle:
-            # A session of its own: a terminal's Ctrl-C reaches only us; we stop them.
-            self.procs[name] = subprocess.Popen(
-                cmd, cwd=cwd, env=self.env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
-            )
-
-    def check_alive(self) -> None:
-        for name, proc in self.procs.items():
-            if proc.poll() is not None:
-                raise RuntimeError(f"{name} exited with code {proc.returncode}; log tail:\n{self.tail(name)}")
-
-    def tail(self, name: str, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.logs[name].read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def stop_all(self) -> None:
-        for proc in reversed(list(self.procs.values())):
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        for name, proc in self.procs.items():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                say(f"{name} did not stop within {STOP_TIMEOUT_S:.0f}s; killing it")
-                proc.kill()
-                proc.wait()
-
-
 def http_request(url: str, method: str = "GET", body: bytes | None = None, key: str | None = KEY) -> tuple[int, bytes]:
     headers = {"content-type": "application/json"} if body is not None else {}
     if key:
@@ -227,19 +165,6 @@ def file_api_healthy(url: str) -> bool:
     return status in (200, 503) and json.loads(body).get("backends", {}).get("file_api") == "SERVING"
 
 
-def wait_until(children: Children, probe: Any, what: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        children.check_alive()
-        with contextlib.suppress(OSError, ValueError):
-            if probe():
-                return
-        if time.monotonic() > deadline:
-            tails = "\n".join(f"--- {name} log tail:\n{children.tail(name)}" for name in children.procs)
-            raise RuntimeError(f"{what} not ready after {START_TIMEOUT_S:.0f}s\n{tails}")
-        time.sleep(0.1)
-
-
 # --------------------------------------------------------------------------- results
 
 
@@ -258,24 +183,6 @@ class Result:
 
     def cpu_text(self) -> str:
         return " + ".join(f"{v:.2f}" for v in self.cpu_ms_per_req.values()) or "n/a"
-
-
-def percentile(sorted_values: list[float], pct: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    if not sorted_values:
-        return float("nan")
-    rank = max(1, -(-len(sorted_values) * pct // 100))
-    return sorted_values[int(rank) - 1]
-
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` (all its threads), from /proc."""
-    with open(f"/proc/{pid}/stat", "rb") as handle:
-        fields = handle.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
 
 
 def measure_cpu(pids: dict[str, int], run: Any) -> tuple[Any, dict[str, float]]:

@@ -75,18 +75,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
+from harness import BENCH_DIR, page
+from harness.home import session
+from harness.ports import free_ports
+from harness.procs import wait_until
+from harness.report import say
+from rest_cases import (
+    AGENT, BARE_H2LOAD, BARE_PY, BARE_SHIM, BASELINE, FILE_BYTES, FILENAME, GRPC_H2LOAD, GRPC_PY, KEY, OLD_GRPC_H2LOAD,
+    OLD_SHIM, REQUIRED_H2LOAD, REQUIRED_SHIM, SHIM, TARGETS, Ports, Result, RpcLog, ensure_tool, file_api_healthy,
+    grpc_frame, h2load_case, http_request, measure_cpu, memory_content, python_grpc_case, run_wrk, tool_version,
+    wrk_case, write_home, write_wrk_scripts,
+)
+
 TITLE = "REST file API: GET and PUT of a 4 KB MEMORY.md"
 METHOD = """\
 Closed-loop clients read and write one agent's 4 KB MEMORY.md through the REST shim (wrk), and the
@@ -95,47 +100,6 @@ with h2load and a Python client, straight to the file API's gRPC. Bare servers b
 grpc.aio server, the same server doing only the work the suite's rules require, a bare ASGI shim)
 give the floors. Each case runs for a few seconds after a warm-up, several rounds alternating; the
 median round is reported with the server processes' CPU per request."""
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
-import docs_page  # noqa: E402
-from rest_cases import (  # noqa: E402
-    KEY,
-    AGENT,
-    FILENAME,
-    FILE_BYTES,
-    SHIM,
-    BASELINE,
-    GRPC_H2LOAD,
-    GRPC_PY,
-    BARE_H2LOAD,
-    BARE_PY,
-    OLD_SHIM,
-    OLD_GRPC_H2LOAD,
-    BARE_SHIM,
-    REQUIRED_H2LOAD,
-    REQUIRED_SHIM,
-    TARGETS,
-    say,
-    memory_content,
-    free_ports,
-    ensure_tool,
-    tool_version,
-    Ports,
-    write_home,
-    Children,
-    http_request,
-    file_api_healthy,
-    wait_until,
-    Result,
-    measure_cpu,
-    write_wrk_scripts,
-    run_wrk,
-    wrk_case,
-    grpc_frame,
-    RpcLog,
-    h2load_case,
-    python_grpc_case,
-)
 
 
 def ratio(a: Result | None, b: Result | None) -> str:
@@ -265,7 +229,7 @@ def cheaper_path_verdicts(by: dict[tuple[str, str, int], Result], top: int) -> l
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="GET/PUT of a 4 KB MEMORY.md: REST shim vs direct gRPC vs a baseline app.")
+    p = page.parser(__doc__, keep_home="keep the temp home (logs, config) after the run")
     p.add_argument("--duration", type=int, default=5, help="whole seconds measured per case (default 5)")
     p.add_argument("--warmup", type=int, default=1, help="whole seconds of warm-up per server and per gRPC case (default 1)")
     p.add_argument("--rounds", type=int, default=3, help="rounds of every case, alternating; the median is reported (default 3)")
@@ -273,14 +237,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--grpc-procs", type=int, default=4, help="max processes of the Python gRPC client (default 4)")
     p.add_argument("--no-h2load", action="store_true", help="skip the h2load gRPC case")
     p.add_argument("--no-python-grpc", action="store_true", help="skip the Python-client gRPC case")
-    p.add_argument("--keep-home", action="store_true", help="keep the temp home (logs, config) after the run")
     p.add_argument(
         "--old-tree", type=Path, default=None,
         help="another checkout (e.g. a git worktree of the commit before a change): its file API and shim run "
         "too, on a home of their own, and are measured in the same run",
     )
     p.add_argument("--pause", action="store_true", help="after start-up, print the ports and wait for Enter (for profiling)")
-    docs_page.add_flag(p)
     args = p.parse_args(argv)
     if args.duration < 1 or args.warmup < 1:
         p.error("--duration and --warmup are whole seconds, at least 1 (wrk takes no fractions)")
@@ -308,12 +270,8 @@ def check_responses(shim_url: str, base_url: str, body: bytes, content: str) -> 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    bench_run = docs_page.Run.begin("rest_files", TITLE, METHOD, argv)
+    bench_run = page.Run.begin("rest_files", TITLE, METHOD, argv)
     concs = sorted({int(c) for c in args.concurrency.split(",") if c.strip()})
-    # Ctrl-C and SIGTERM both end the run through the clean-up below (SIGINT even
-    # when a non-interactive shell started us with it ignored).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 
     wrk = ensure_tool("wrk", "wrk")
     if wrk is None:
@@ -323,14 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_h2load and h2load is None:
         say("h2load unavailable; the h2load gRPC case is skipped")
 
-    load_before = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     content = memory_content()
-    home = Path(tempfile.mkdtemp(prefix="bench-rest-files-"))
-    tmp = home / "bench"
-    tmp.mkdir()
-    children = Children(tmp)
     results: list[Result] = []
-    try:
+    with session("bench-rest-files-", keep=args.keep_home) as (home, children):
+        tmp = home / "bench"
         all_ports = free_ports(21)
         required_port, required_shim_port = all_ports[19:21]
         ports = Ports(*all_ports[:8])
@@ -473,20 +427,10 @@ def main(argv: list[str] | None = None) -> int:
         children.check_alive()
         if (workspace / FILENAME).read_text(encoding="utf-8") != content:
             raise RuntimeError("MEMORY.md does not hold the benchmark content after the run")
-    except KeyboardInterrupt:
-        say("interrupted; stopping the servers")
-        return 130
-    finally:
-        children.stop_all()
-        if args.keep_home:
-            say(f"home kept: {home}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
 
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "machine": f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}; "
-        f"load average before the run {load_before} (other work on the machine skews the numbers)",
+        "machine": f"{page.machine()}; load average before the run {bench_run.load_before} (other work on the machine skews the numbers)",
         "load tools": f"{tool_version([wrk, '--version'])} (-t1, connections = clients, Lua done() percentiles)"
         + (f"; {tool_version([h2load, '--version'])} (-t1 -m1, gRPC-framed POST)" if h2load else "")
         + ("" if args.no_python_grpc else f"; Python grpc.aio client, up to {args.grpc_procs} processes"),

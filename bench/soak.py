@@ -39,7 +39,7 @@ finish, every agent is checked (CLAUDE.md holds MEMORY.md's text; a search finds
 each soak note on its disk), the suite idles ``--rest-seconds`` (60) and is sampled **at rest**,
 then stopped with SIGTERM and the disk sampled once more **after the stop**.
 
-Goals, judged after the warm-up (bench/long_run_stats.py says how): RSS growth <= 10 MB per
+Goals, judged after the warm-up (bench/harness/stats.py says how): RSS growth <= 10 MB per
 process (least-squares slope x the measured span; first and last shown beside it), open files
 and threads flat, each WAL <= 8 MB at rest, the p99 of the last 5 minutes within 1.5x the first 5
 minutes after the warm-up, 0 errors and 0 5xx (the whole run, warm-up included). PASS/FAIL lines
@@ -47,7 +47,7 @@ are printed; the exit code is 0 whatever they say, non-zero only when the benchm
 not run. ``DIR`` (default ``bench/results/soak``, git-ignored) gets ``soak.md`` (the report),
 ``soak.png`` (RSS, open files and latency over time), ``samples.json`` and ``suite.log``; with
 ``--write-docs`` the report also becomes ``docs/benchmarks/soak.md``, the plot beside it
-(bench/long_run_page.py). The machine may be shared: the load average is in every sample.
+(bench/harness/long_run_page.py). The machine may be shared: the load average is in every sample.
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ import os
 import random
 import resource
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -67,18 +66,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-import docs_page  # noqa: E402
-import long_run_page  # noqa: E402
-import soak_report as report  # noqa: E402
-from long_run_stats import interval_summary, percentile  # noqa: E402
-from soak_clients import McpTraffic, SessionTraffic  # noqa: E402
-from soak_traffic import MAX_IN_FLIGHT, Recorder, RestTraffic, agreement, family, judged  # noqa: E402
-from suite_up import GatewayUp, disk_figures, open_files_limit, proc_figures, write_fleet_home  # noqa: E402
-from watcher_support import say  # noqa: E402
+from harness import BENCH_DIR, long_run_page, page
+from harness.procs import stop_on_signals
+from harness.report import say
+from harness.stats import interval_summary, percentile
+
+import soak_report as report
+from soak_clients import McpTraffic, SessionTraffic
+from soak_traffic import MAX_IN_FLIGHT, Recorder, RestTraffic, agreement, family, judged
+from suite_up import GatewayUp, disk_figures, open_files_limit, proc_figures, write_fleet_home
 
 READY_TIMEOUT_S = 600.0
 STAND_IN = ["gateway", "reviewer", "stand-in"]
@@ -306,7 +302,7 @@ def build_report(args: argparse.Namespace, argv: list[str], meta: dict[str, Any]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="The whole suite under steady mixed traffic: memory, files, disk and latency over time.")
+    p = page.parser(__doc__, keep_home="keep the temp home after the run")
     p.add_argument("--agents", type=int, default=200, help="agents in the home (default 200)")
     p.add_argument("--minutes", type=float, default=20.0, help="minutes of traffic (default 20)")
     p.add_argument("--warmup-minutes", type=float, default=2.0, help="minutes not judged at the start (default 2)")
@@ -322,8 +318,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rest-seconds", type=float, default=60.0, help="idle seconds before the at-rest sample (default 60)")
     p.add_argument("--nofile", type=int, default=1024, help="soft open-files limit the suite starts with (default 1024; 0: inherit)")
     p.add_argument("--plot-name", default="soak.png", help="the plot's file name in --out (default soak.png)")
-    p.add_argument("--keep-home", action="store_true", help="keep the temp home after the run")
-    docs_page.add_flag(p)
     p.add_argument("--from-run", type=Path, metavar="DIR",
                    help="run nothing: write docs/benchmarks/soak.md from the report (soak.md) and plot a finished run left in DIR")  # fmt: skip
     return p.parse_args(argv)
@@ -335,13 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_run is not None:
         return long_run_page.from_run("soak", TITLE, METHOD, args.from_run.resolve())
     t0 = time.monotonic()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    stop_on_signals()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     (out / "suite.log").unlink(missing_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-soak-"))
-    meta: dict[str, Any] = {"commit": docs_page.commit(), "started": datetime.now(UTC), "load_before": docs_page.load_average(),
+    meta: dict[str, Any] = {"commit": page.commit(), "started": datetime.now(UTC), "load_before": page.load_average(),
                             "nofile": args.nofile or "inherited"}  # fmt: skip
     up: GatewayUp | None = None
     try:
@@ -363,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{meta['kb_limit']}; traffic for {args.minutes:g} min")  # fmt: skip
         preload()
         run = asyncio.run(traffic_run(args, fleet, up, out))
-        meta["load_after"] = docs_page.load_average()
+        meta["load_after"] = page.load_average()
         stop_s = up.stop()
         say(f"suite stopped in {stop_s:.1f} s; sampling the disk after the stop")
         run["samples"].append(snapshot(up, fleet.home, run["samples"][-1]["t"] + stop_s, "stopped"))
@@ -383,14 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     report.dump(run["samples"], out / "samples.json")
     report.plot(run["samples"], args.warmup_minutes * 60, out / args.plot_name,
                 f"soak: {args.agents} agents, {args.minutes:g} min, {meta['commit']}")  # fmt: skip
-    (out / "soak.md").write_text(markdown + "\n", encoding="utf-8")
-    if args.write_docs:
-        long_run_page.write("soak", TITLE, METHOD, markdown, out)
-    print()
-    for line in verdict_lines:
-        print(line)
-    print()
-    print(markdown)
+    long_run_page.publish("soak", TITLE, METHOD, markdown, verdict_lines, out, write_docs=args.write_docs)
     say(f"report, plot, samples and the suite's log in {out}")
     return 0
 

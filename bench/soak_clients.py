@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from soak_traffic import Recorder, RestTraffic
-from suite_up import KEY, REPO, FleetHome
+from harness import REPO
+from suite_up import KEY, FleetHome
 
 TOOLS = 6
 STDIO_CALLS = 8

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from long_run_stats import (
+from harness.stats import (
     MB,
     Verdict,
     fitted_growth,

@@ -29,24 +29,17 @@ failed. Every child is stopped (SIGTERM, then SIGKILL) at the end.
 
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-for _p in (str(REPO), str(BENCH_DIR)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-import docs_page  # noqa: E402
-from kb_bench_support import Children, cpu_seconds, rss_mb, say, write_suite_config  # noqa: E402
+from harness import page
+from harness.home import session, write_suite_config
+from harness.procs import cpu_seconds, rss_mib
+from harness.report import say, table
 
 TITLE = "Start-up with 1,000 agents"
 METHOD = """\
@@ -107,21 +100,17 @@ def mcp_list(port: int, agent_id: str) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = page.parser(__doc__, keep_home="keep the temp home after the run")
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--reach", type=int, default=0, help="agents sent one MCP request after the start")
     parser.add_argument("--idle-wait", type=float, default=0, help="seconds to wait after --reach before a last RSS read")
     parser.add_argument("--settle", type=float, default=60.0, help="at most this long to wait for each process to rest")
     parser.add_argument("--one-at-a-time", action="store_true",
                         help="start each process only once the one before is at rest (figures without contention)")
-    parser.add_argument("--keep-home", action="store_true")
-    docs_page.add_flag(parser)
     args = parser.parse_args()
-    run = docs_page.Run.begin("start_agents", TITLE, METHOD)
+    run = page.Run.begin("start_agents", TITLE, METHOD)
 
-    home = Path(tempfile.mkdtemp(prefix="start-agents-"))
-    children = Children(home)
-    try:
+    with session("start-agents-", keep=args.keep_home, logs="") as (home, children):
         say(f"writing a home with {args.agents} agents in {home}")
         ports = write_home(home, args.agents)
         spawned: dict[str, float] = {}
@@ -131,7 +120,7 @@ def main() -> int:
         for group in groups:
             for name in group:
                 spawned[name] = time.monotonic()
-                children.start(name, [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(home)])
+                children.serve(name, home)
             deadline = time.monotonic() + 300
             while any(name not in ready_s for name in group):
                 for name in group:
@@ -151,8 +140,8 @@ def main() -> int:
         for name in SERVICES:
             pid = children.procs[name].pid
             at_rest(pid, args.settle)
-            rows.append((name, ready_s[name], cpu_seconds(pid) - cpu_at_ready[name], rss_mb(pid)))
-        body = [f"{args.agents} agents", "", docs_page.table(
+            rows.append((name, ready_s[name], cpu_seconds(pid) - cpu_at_ready[name], rss_mib(pid)))
+        body = [f"{args.agents} agents", "", table(
             ("process", "ready", "CPU after ready", "RSS at rest"),
             [(name, f"{secs:.2f} s", f"{cpu:.2f} s", f"{rss:.0f} MB") for name, secs, cpu, rss in rows], "lrrr")]
         if args.reach:
@@ -165,19 +154,13 @@ def main() -> int:
             took = time.monotonic() - started
             at_rest(pid, args.settle)
             body += ["", f"shim after one MCP tools/list to each of {args.reach} agents ({took / args.reach * 1000:.1f} ms "
-                     f"each, first request per agent): RSS {rss_mb(pid):.0f} MB"]
+                     f"each, first request per agent): RSS {rss_mib(pid):.0f} MB"]
             if args.idle_wait:
                 time.sleep(args.idle_wait)
                 at_rest(pid, args.settle)
-                body += ["", f"shim {args.idle_wait:.0f} s later: RSS {rss_mb(pid):.0f} MB"]
-        run.finish("\n".join(body), [], write_docs=args.write_docs)
-        return 0
-    finally:
-        children.stop_all()
-        if args.keep_home:
-            say(f"home kept at {home}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
+                body += ["", f"shim {args.idle_wait:.0f} s later: RSS {rss_mib(pid):.0f} MB"]
+    run.finish("\n".join(body), [], write_docs=args.write_docs)
+    return 0
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 A fleet home (N agents with identity files and a few notes, written through the project's own
 config writer), the ``gateway up`` process with its five children found by pid, and what /proc
-and the disk say about them. Nothing here decides a verdict (``long_run_stats`` does).
+and the disk say about them. Nothing here decides a verdict (``harness.stats`` does).
 """
 
 from __future__ import annotations
@@ -20,14 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_ports import free_ports
+from harness import REPO
+from harness.ports import free_ports
+from harness.procs import cpu_seconds
+from harness.report import say
 from kb_corpus import NoteWriter, Vocabulary, build_vocabulary
-from watcher_support import SOUL, cpu_seconds, memory_text, say
-
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from watcher_support import SOUL, memory_text
 
 KEY = "bench-fleet-key-0123456789"  # write access to every agent (stored as its SHA-256)
 PROCESSES = ("launcher", "file_api", "watcher", "kb", "dreaming", "http")  # the launcher, then gateway up's start order

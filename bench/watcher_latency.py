@@ -74,20 +74,36 @@ results.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import random
-import shutil
-import signal
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-import docs_page  # noqa: E402  (the one writer of results and pages)
+from harness import page
+from harness.home import session
+from harness.procs import cpu_seconds, status_kb
+from harness.report import say, verdict
+from harness.stats import percentile
+from watcher_support import (
+    BURST_WRITES,
+    FLEET_WRITES,
+    GOAL_BURST_PASSES,
+    GOAL_IDLE_CPU_PCT,
+    GOAL_P50_MS,
+    GOAL_P99_MS,
+    GOAL_RSS_MB,
+    POLL_S,
+    TIGHT_BURST_S,
+    Burst,
+    LogReader,
+    bursts,
+    inotify_floor,
+    sequential,
+    start_watcher,
+    watch_is_live,
+    write_and_see,
+    write_home,
+)
 
 TITLE = "Watcher: write → CLAUDE.md on disk"
 METHOD = """\
@@ -96,34 +112,6 @@ real watcher process serves 50 agents; the clock starts when the write returns a
 agent's CLAUDE.md on disk holds the marker. The floor is a bare watchfiles watch seeing the same
 write. Bursts of back-to-back writes count how many compositions they cost, and a second watcher
 over 1,000 agents gives the idle CPU, the memory and the same latency at that size."""
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-from watcher_support import (  # noqa: E402
-    POLL_S,
-    BURST_WRITES,
-    TIGHT_BURST_S,
-    FLEET_WRITES,
-    GOAL_P50_MS,
-    GOAL_P99_MS,
-    GOAL_BURST_PASSES,
-    GOAL_IDLE_CPU_PCT,
-    GOAL_RSS_MB,
-    say,
-    percentile,
-    write_home,
-    Children,
-    LogReader,
-    inotify_floor,
-    write_and_see,
-    sequential,
-    Burst,
-    bursts,
-    cpu_seconds,
-    status_kb,
-    start_watcher,
-    watch_is_live,
-)
-
 
 # --------------------------------------------------------------------------- report
 
@@ -143,10 +131,6 @@ def burst_note(runs: list[Burst]) -> str:
         f"from the last write's return; compositions per burst: {', '.join(str(b.passes) for b in runs)}; "
         f"the {BURST_WRITES} writes took {min(spans):.2f}-{max(spans):.2f} ms"
     )
-
-
-def verdict(ok: bool, text: str) -> str:
-    return f"{'PASS' if ok else 'FAIL'} {text}"
 
 
 def burst_verdict(runs: list[Burst]) -> str:
@@ -172,7 +156,7 @@ def burst_verdict(runs: list[Burst]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Watcher write -> CLAUDE.md latency, burst coalescing and idle cost.")
+    p = page.parser(__doc__, keep_home="keep the temp homes (logs, config) after the run")
     p.add_argument("--agents", type=int, default=50, help="agents of the latency watcher (default 50)")
     p.add_argument("--writes", type=int, default=200, help="sequential measured writes (default 200)")
     p.add_argument("--bursts", type=int, default=10, help=f"bursts of {BURST_WRITES} writes (default 10)")
@@ -182,25 +166,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"sequential writes measured on the fleet watcher (default {FLEET_WRITES})")  # fmt: skip
     p.add_argument("--idle-seconds", type=float, default=20.0, help="idle CPU sampling window (default 20)")
     p.add_argument("--seed", type=int, default=7, help="seed of the markers and gaps (default 7)")
-    p.add_argument("--keep-home", action="store_true", help="keep the temp homes (logs, config) after the run")
-    docs_page.add_flag(p)
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    run = docs_page.Run.begin("watcher_latency", TITLE, METHOD, argv)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-
+    run = page.Run.begin("watcher_latency", TITLE, METHOD, argv)
     import watchfiles
 
-    load_before = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     rng = random.Random(args.seed)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-watcher-"))
-    children = Children()
     results: dict[str, Any] = {}
-    try:
+    with session("bench-watcher-", keep=args.keep_home, logs=None, unbuffered=True) as (tmp, children):
         say(f"inotify floor: {args.floor_samples} bare writes, {args.floor_samples} write_atomic (temp dir {tmp})")
         results["floor_bare"] = inotify_floor(tmp, args.floor_samples, atomic=False)
         results["floor_atomic"] = inotify_floor(tmp, args.floor_samples, atomic=True)
@@ -270,15 +246,6 @@ def main(argv: list[str] | None = None) -> int:
             children.stop("fleet")
             fleet = {"boot": fboot, "idle_cpu": idle_cpu, "idle_s": idle_s, "rss": rss, "hwm": hwm, "seq": fseq,
                      "startup_passes": len(first_pass)}  # fmt: skip
-    except KeyboardInterrupt:
-        say("interrupted; stopping the watchers")
-        return 130
-    finally:
-        children.stop_all()
-        if args.keep_home:
-            say(f"homes kept under {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     seq, burst = results["seq"], results["burst"]
     p50 = percentile(seq.latencies, 50) * 1000
@@ -287,9 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     md = ["## Watcher: write -> CLAUDE.md latency and idle cost", ""]
     md += [
         f"- date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
-        f"- machine: {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python "
-        f"{platform.python_version()}, watchfiles {watchfiles.__version__}; load average before the run "
-        f"{load_before} (other work on the machine skews the numbers)",
+        f"- machine: {page.machine(f', watchfiles {watchfiles.__version__}')}; load average before the run "
+        f"{run.load_before} (other work on the machine skews the numbers)",
         "- write: `gateway.atomic.write_atomic` of MEMORY.md (about 1 KB) with a unique marker; the clock starts "
         "when it returns (its fsyncs are not counted)",
         f"- detection: tight poll, CLAUDE.md read whole every {POLL_S * 1000:.1f} ms until it holds the marker "

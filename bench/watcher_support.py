@@ -6,12 +6,9 @@ file stays short; nothing here decides a verdict.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -19,17 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_ports import free_ports
-
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from harness.home import write_config
+from harness.procs import Children, wait_until
 
 START_TIMEOUT_S = 30.0
 COMPOSE_TIMEOUT_S = 60.0
 SEEN_TIMEOUT_S = 5.0
-STOP_TIMEOUT_S = 10.0
 POLL_S = 0.0002
 BURST_WRITES = 10
 BURST_QUIET_S = 0.3
@@ -40,21 +32,6 @@ GOAL_P99_MS = 50.0
 GOAL_BURST_PASSES = 3
 GOAL_IDLE_CPU_PCT = 2.0
 GOAL_RSS_MB = 150.0
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def say(text: str) -> None:
-    print(f"bench: {text}", file=sys.stderr, flush=True)
-
-
-def percentile(sorted_values: list[float], pct: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    if not sorted_values:
-        return float("nan")
-    rank = max(1, -(-len(sorted_values) * pct // 100))
-    return sorted_values[int(rank) - 1]
-
 
 
 
@@ -76,23 +53,8 @@ def memory_text(agent: str, marker: str = "") -> str:
 def write_home(home: Path, agent_ids: list[str]) -> list[Path]:
     """config.json with ``agent_ids`` on free ports, internal token, workspaces with SOUL.md and MEMORY.md."""
     from gateway.config import load_config
-    from gateway.config_migrations import CURRENT_VERSION
-    from gateway.home import ensure_home
 
-    file_api, watcher, kb, dreaming, http = free_ports(5)
-    config = {
-        "configVersion": CURRENT_VERSION,
-        "gateway": {
-            "grpc": {"host": "127.0.0.1", "fileApi": file_api, "watcher": watcher, "kb": kb, "dreaming": dreaming},
-            "metrics": {"enabled": False},  # not the default ports: another run may hold them
-            "api": {"host": "127.0.0.1", "port": http, "keys": []},
-        },
-        "agents": [{"id": a} for a in agent_ids],
-    }
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    if ensure_home(home) is not None:  # pragma: no cover - config.json was written first
-        raise RuntimeError("ensure_home wrote its own config.json")
+    write_config(home, [{"id": a} for a in agent_ids], keys=[])
     loaded = load_config(home)  # fail here, with the reason, rather than in the child
     workspaces = []
     for agent in loaded.agents:
@@ -107,82 +69,6 @@ def write_home(home: Path, agent_ids: list[str]) -> list[Path]:
 def watcher_address(home: Path) -> str:
     config = json.loads((home / "config.json").read_text(encoding="utf-8"))
     return f"127.0.0.1:{config['gateway']['grpc']['watcher']}"
-
-
-class Children:
-    """The processes this run started; all stopped by ``stop_all``."""
-
-    def __init__(self) -> None:
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.logs: dict[str, Path] = {}
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env["PYTHONUNBUFFERED"] = "1"
-        self.env = env
-
-    def start_watcher(self, name: str, home: Path) -> subprocess.Popen[bytes]:
-        log = home / "watcher.log"
-        self.logs[name] = log
-        cmd = [sys.executable, "-m", "gateway_cli.cli", "serve", "watcher", "--home", str(home)]
-        with open(log, "ab") as handle:
-            # A session of its own: a terminal's Ctrl-C reaches only us; we stop it.
-            proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs[name] = proc
-        return proc
-
-    def check_alive(self, name: str) -> None:
-        proc = self.procs[name]
-        if proc.poll() is not None:
-            raise RuntimeError(f"{name} exited with code {proc.returncode}; log tail:\n{self.tail(name)}")
-
-    def tail(self, name: str, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.logs[name].read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self, name: str) -> None:
-        proc = self.procs.pop(name, None)
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                say(f"{name} did not stop within {STOP_TIMEOUT_S:.0f}s; killing it")
-                proc.kill()
-                proc.wait()
-
-    def stop_all(self) -> None:
-        for name in list(self.procs):
-            self.stop(name)
-
-
-def grpc_serving(address: str) -> bool:
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    with grpc.insecure_channel(address) as channel:
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1)
-        except grpc.RpcError:
-            return False
-    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
-
-
-def wait_until(children: Children, name: str, probe: Any, what: str, timeout: float, interval: float = 0.05) -> float:
-    """Poll ``probe`` until true; the time it took. Raises when ``name`` dies or after ``timeout``."""
-    start = time.perf_counter()
-    while True:
-        children.check_alive(name)
-        with contextlib.suppress(OSError, ValueError):
-            if probe():
-                return time.perf_counter() - start
-        if time.perf_counter() - start > timeout:
-            raise RuntimeError(f"{what} not ready after {timeout:.0f}s\n--- {name} log tail:\n{children.tail(name)}")
-        time.sleep(interval)
 
 
 class LogReader:
@@ -396,35 +282,23 @@ def bursts(workspaces: list[Path], count: int, rng: random.Random, log: LogReade
     return out
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` (all its threads), from /proc."""
-    with open(f"/proc/{pid}/stat", "rb") as handle:
-        fields = handle.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
-
-
-def status_kb(pid: int, key: str) -> int:
-    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
-        for line in handle:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {key} in /proc/{pid}/status")
-
-
 def all_exist(paths: list[Path]) -> bool:
     return all(p.exists() for p in paths)
 
 
 def start_watcher(children: Children, name: str, home: Path, workspaces: list[Path]) -> dict[str, float]:
     """Spawn the watcher, wait for SERVING and for every CLAUDE.md; timings in seconds."""
+    from gateway_cli.launcher import grpc_serving
+
     address = watcher_address(home)
     claude = [ws / "CLAUDE.md" for ws in workspaces]
     spawn = time.perf_counter()
-    children.start_watcher(name, home)
-    serving = wait_until(children, name, lambda: grpc_serving(address), f"{name} SERVING", START_TIMEOUT_S)
+    children.start(name, [sys.executable, "-m", "gateway_cli.cli", "serve", "watcher", "--home", str(home)],
+                   log=home / "watcher.log")
+    serving = wait_until(children, lambda: grpc_serving(address), f"{name} SERVING", START_TIMEOUT_S, name=name, interval=0.05)
     # Cheap check first (the last agent is composed last), then the full check.
-    wait_until(children, name, lambda: claude[-1].exists() and all_exist(claude), f"{name} initial composition",
-               COMPOSE_TIMEOUT_S, interval=0.02)  # fmt: skip
+    wait_until(children, lambda: claude[-1].exists() and all_exist(claude), f"{name} initial composition",
+               COMPOSE_TIMEOUT_S, name=name, interval=0.02)  # fmt: skip
     composed = time.perf_counter() - spawn
     return {"serving": serving, "composed": composed}
 

@@ -1,4 +1,4 @@
-"""bench/docs_page.py: the one writer of the benches' results and documentation pages. The same
+"""bench/harness/page.py: the one writer of the benches' results and documentation pages. The same
 figures always give the same page; machine paths stay out of it; hand-written notes at the end of
 a page survive the next run."""
 
@@ -11,7 +11,8 @@ import pytest
 from bench_modules import bench
 
 
-docs_page = bench("docs_page")
+docs_page = bench("harness.page")
+report = bench("harness.report")
 
 
 def page(**changes: object) -> object:
@@ -20,7 +21,7 @@ def page(**changes: object) -> object:
         "title": "KB live indexing",
         "method": "A note is written and searched for.\n",
         "body": "## KB live (1,000 files)\n\n"
-        + docs_page.figures_table([("Write -> searchable, p50", "12.12 ms", "<= 100 ms", "PASS"), ("Archive", "1,000 files", "", "")]),
+        + report.figures_table([("Write -> searchable, p50", "12.12 ms", "<= 100 ms", "PASS"), ("Archive", "1,000 files", "", "")]),
         "verdicts": ["PASS: Write -> searchable, p50 = 12.12 ms (goal <= 100 ms)"],
         "date": "2026-12-06 09:00 UTC",
         "commit": "abc1234",
@@ -80,10 +81,10 @@ def test_a_bench_without_goals_says_so() -> None:
 
 
 def test_tables_and_verdicts() -> None:
-    assert docs_page.table(("a", "b"), [(1, "x")], "rl") == "| a | b |\n|---:|---|\n| 1 | x |"
+    assert report.table(("a", "b"), [(1, "x")], "rl") == "| a | b |\n|---:|---|\n| 1 | x |"
     rows = [("Search p99", "27 ms", "<= 50 ms", "PASS"), ("Corpus", "10 files", "", ""), ("Size", "3x", "<= 2.5x", "FAIL")]
-    assert docs_page.figure_verdicts(rows) == ["PASS: Search p99 = 27 ms (goal <= 50 ms)", "FAIL: Size = 3x (goal <= 2.5x)"]
-    assert docs_page.verdict(True, "x") == "PASS x" and docs_page.verdict(False, "y") == "FAIL y"
+    assert report.figure_verdicts(rows) == ["PASS: Search p99 = 27 ms (goal <= 50 ms)", "FAIL: Size = 3x (goal <= 2.5x)"]
+    assert report.verdict(True, "x") == "PASS x" and report.verdict(False, "y") == "FAIL y"
     assert docs_page.results_text("| t |", ["PASS x"]) == "| t |\n\nGoals:\n\n- PASS x\n"
     assert docs_page.results_text("| t |\n", []) == "| t |\n"
 

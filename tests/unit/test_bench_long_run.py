@@ -1,4 +1,4 @@
-"""The long-run benches' arithmetic and verdicts (bench/long_run_stats.py, bench/soak_report.py,
+"""The long-run benches' arithmetic and verdicts (bench/harness/stats.py, bench/soak_report.py,
 bench/capacity.py): percentiles, fitted growth, flatness, the p99 windows, the WAL and error
 goals, and the growth per added agent. The benches themselves run the suite and are not tests."""
 
@@ -10,7 +10,7 @@ import pytest
 from bench_modules import bench
 
 
-stats = bench("long_run_stats")
+stats = bench("harness.stats")
 MB = stats.MB
 
 

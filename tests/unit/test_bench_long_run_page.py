@@ -1,4 +1,4 @@
-"""The long-run benches' documentation pages (bench/long_run_page.py): bench/soak.py and
+"""The long-run benches' documentation pages (bench/harness/long_run_page.py): bench/soak.py and
 bench/capacity.py build their report from figures made up here, through their own functions, and the
 page is written from it, as ``--write-docs`` writes it after a run and ``--from-run DIR`` writes it
 later from the report a run left. Nothing here starts the suite or sends traffic."""
@@ -14,8 +14,8 @@ import pytest
 from bench_modules import bench
 
 
-docs_page = bench("docs_page")
-long_run_page = bench("long_run_page")
+docs_page = bench("harness.page")
+long_run_page = bench("harness.long_run_page")
 PROCESSES = ("launcher", "file_api", "watcher", "kb", "dreaming", "http")
 STARTED = datetime(2026, 12, 6, 8, 39, 41, tzinfo=UTC)
 PNG = b"\x89PNG\r\n\x1a\n a plot made up for the test"
@@ -159,7 +159,7 @@ def test_a_report_written_before_the_run_said_its_duration() -> None:
     assert report.notes == ["suite: `gateway up` with the soft open-files limit 1024"]
     assert report.verdicts == [EARLIER.splitlines()[-2][2:], EARLIER.splitlines()[-1][2:]]
     assert report.body.endswith("| time to ready (`ready` line) | s | 2.11 | 2.99 | +0.978 ms |")
-    page = long_run_page.page("capacity", "Capacity", "Method.", report)
+    page = long_run_page.report_page("capacity", "Capacity", "Method.", report)
     assert (page.date, page.commit, page.duration_s) == ("2026-12-06 06:45 UTC", "84cfc66 with uncommitted changes", None)
     assert (page.cores, page.platform, page.python) == (2, "Linux 6.18.44", "3.11.7")
     assert (page.load_before, page.load_after) == ("0.06 0.44 0.89", "3.75 1.73 1.29")

@@ -87,6 +87,8 @@ def _schedule(home: str, now: str, log: str, how: str) -> None:
 if __name__ == "__main__":
     import structlog
 
+    sys.path.insert(1, str(SCRIPT.parents[2]))  # tests/, as pytest has it: dreaming_fakes imports bench_modules
+
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout is our reply channel
     command, *rest = sys.argv[1:]
     if command == "hold":

@@ -4,18 +4,14 @@ to the rules (fences, markers, list items, breaks, odd whitespace)."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from pathlib import Path
-from types import ModuleType
 
+from bench_modules import bench
 from entries_reference import parse_entries_reference
 
 from services.kb.index.chunking import split_lines
 from services.kb.index.entries import parse_entries, parse_frontmatter
-
-REPO = Path(__file__).resolve().parents[4]
 
 PIECES = [
     "", " ", "\t", "  ", "\u00a0", "\x0c", "\x1c", "\u3000",
@@ -37,17 +33,8 @@ def texts_agree(text: str) -> None:
     assert parse_entries(lines, frontmatter) == parse_entries_reference(lines, frontmatter), text
 
 
-def bench_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kb_archive_bench", REPO / "bench" / "kb_archive.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_generated_bench_corpus_agrees(tmp_path: Path) -> None:
-    bench_module().generate_corpus(tmp_path, 7, 400, 2.0)
+    bench("kb_corpus").generate_corpus(tmp_path, 7, 400, 2.0)
     paths = sorted(tmp_path.rglob("*.md"))
     assert len(paths) > 400
     for path in paths:

@@ -5,7 +5,7 @@ a list saying what the run was (``about_lines``: command, commit, start, machine
 then the bench's own lines), its tables and its PASS/FAIL lines. The page is made from that text
 alone, whether the run has just written it (``--write-docs``) or an earlier run left it in its
 folder (``--from-run DIR``): the same report always gives the same page, and a run of twenty
-minutes need not be made again to publish it. The page itself is written by bench/docs_page.py,
+minutes need not be made again to publish it. The page itself is written by bench/harness/page.py,
 the one writer of the benches' pages; an image the report shows is copied beside it.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import docs_page
+from harness import page
 
 # The report's first lines, as ``about_lines`` writes them (and as reports written before it said them).
 COMMAND = re.compile(r"^command: `(?P<command>.+)`$")
@@ -37,7 +37,7 @@ def about_lines(name: str, argv: list[str], commit: str, started: datetime, took
                 load_after: str, after: str = "the run") -> list[str]:  # fmt: skip
     """The first lines of a long run's report: what ``read`` takes the page's "This run" from.
     ``started`` is in UTC; ``after`` says when ``load_after`` was read."""
-    command = shlex.join([docs_page.PYTHON, f"bench/{name}.py", *argv])
+    command = shlex.join([page.PYTHON, f"bench/{name}.py", *argv])
     machine = f"{platform.system()} {platform.release()} ({platform.machine()})"
     return [
         f"- command: `{command}`",
@@ -116,18 +116,18 @@ def image_name(name: str, index: int, source: str) -> str:
     return f"{name}{'' if index == 0 else f'-{index + 1}'}{Path(source).suffix}"
 
 
-def page(name: str, title: str, method: str, report: Report, notes: list[str] | None = None) -> docs_page.Page:
+def report_page(name: str, title: str, method: str, report: Report, notes: list[str] | None = None) -> page.Page:
     """The page of ``report``: its run's date, commit, command and machine from its first lines."""
     command, code, machine = report.about["command"], report.about["code"], report.about["machine"]
     body = report.body
     for index, source in enumerate(images(body)):
         body = body.replace(f"]({source})", f"]({image_name(name, index, source)})")
-    return docs_page.Page(
+    return page.Page(
         name=name, title=title, method=method, body=f"## {report.heading}\n\n{body}", verdicts=list(report.verdicts),
-        date=f"{code['date']} {code['zone']}", commit=code["commit"], command=docs_page.scrub(command["command"]),
+        date=f"{code['date']} {code['zone']}", commit=code["commit"], command=page.scrub(command["command"]),
         duration_s=None if code["took"] is None else float(code["took"]), cores=int(machine["cores"]),
         load_before=machine["before"], load_after=machine["after"], python=machine["python"],
-        platform=machine["platform"], notes=[docs_page.scrub(n) for n in [*report.notes, *(notes or [])]],
+        platform=machine["platform"], notes=[page.scrub(n) for n in [*report.notes, *(notes or [])]],
     )  # fmt: skip
 
 
@@ -137,9 +137,23 @@ def write(name: str, title: str, method: str, text: str, folder: Path, notes: li
     that is not in ``folder``."""
     report = read(text)
     for index, source in enumerate(images(report.body)):
-        docs_page.DOCS_DIR.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(folder / source, docs_page.DOCS_DIR / image_name(name, index, source))
-    return docs_page.write_page(page(name, title, method, report, notes))
+        page.DOCS_DIR.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(folder / source, page.DOCS_DIR / image_name(name, index, source))
+    return page.write_page(report_page(name, title, method, report, notes))
+
+
+def publish(name: str, title: str, method: str, markdown: str, verdicts: list[str], folder: Path, *,
+            write_docs: bool) -> None:  # fmt: skip
+    """A finished long run: its report ``folder/<name>.md``, its page when ``write_docs``, then its
+    PASS/FAIL lines and its tables on stdout."""
+    (folder / f"{name}.md").write_text(markdown + "\n", encoding="utf-8")
+    if write_docs:
+        write(name, title, method, markdown, folder)
+    print()
+    for line in verdicts:
+        print(line)
+    print()
+    print(markdown)
 
 
 def from_run(name: str, title: str, method: str, folder: Path) -> int:

@@ -9,7 +9,7 @@ the same figures always give the same page.
 
 Usage in a bench::
 
-    run = docs_page.Run.begin("kb_live", TITLE, METHOD)   # first thing in main(): load average before
+    run = page.Run.begin("kb_live", TITLE, METHOD)   # first thing in main(): load average before
     ...
     run.finish(markdown, verdicts, write_docs=args.write_docs)
 """
@@ -24,13 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO = BENCH_DIR.parent
+from harness import BENCH_DIR, REPO
+
 RESULTS_DIR = BENCH_DIR / "results"
 DOCS_DIR = REPO / "docs" / "benchmarks"
 PYTHON = ".venv/bin/python"
@@ -60,26 +59,9 @@ class Page:
     notes: list[str] = field(default_factory=list)  # extra lines for the "This run" list
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[object]], align: str = "") -> str:
-    """A markdown table. ``align``: one letter per column, ``l`` or ``r`` (left when missing)."""
-    rule = ["---:" if align[i:i + 1] == "r" else "---" for i in range(len(header))]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rule) + "|"]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def figures_table(rows: Iterable[Sequence[object]]) -> str:
-    """The benches' usual table: figure, value, goal, result (PASS, FAIL or empty)."""
-    return table(("figure", "value", "goal", "result"), rows)
-
-
-def figure_verdicts(rows: Iterable[Sequence[str]]) -> list[str]:
-    """One PASS/FAIL line per row of a figures table that has a result."""
-    return [f"{d}: {a} = {b} (goal {c})" for a, b, c, d in rows if d]
-
-
-def verdict(ok: bool, text: str) -> str:
-    return f"{'PASS' if ok else 'FAIL'} {text}"
+def machine(extra: str = "") -> str:
+    """This machine in a run's notes: cores, platform, Python, then ``extra`` (a library's version)."""
+    return f"{os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}{extra}"
 
 
 def load_average() -> str:
@@ -178,6 +160,18 @@ def render(page: Page, kept: str = "") -> str:
     ]
     text = "\n".join(lines)
     return text + "\n" + kept.rstrip("\n") + "\n" if kept else text
+
+
+def parser(doc: str | None, *, quick: str = "", keep_home: str = "") -> argparse.ArgumentParser:
+    """A bench's command line: described by the first paragraph of ``doc``, with ``--write-docs`` and,
+    when their help is given, ``--quick`` and ``--keep-home``."""
+    p = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    if quick:
+        p.add_argument("--quick", action="store_true", help=quick)
+    if keep_home:
+        p.add_argument("--keep-home", action="store_true", help=keep_home)
+    add_flag(p)
+    return p
 
 
 def add_flag(parser: argparse.ArgumentParser) -> None:

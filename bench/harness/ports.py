@@ -1,4 +1,4 @@
-"""Free loopback ports for the benches' child processes (one copy, imported by each bench's support module)."""
+"""Free loopback ports for the benches' child processes."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""The long-run benches' arithmetic and verdicts (bench/soak.py, bench/capacity.py): pure functions, no I/O.
+"""The benches' arithmetic: percentiles, and the long runs' slopes and verdicts (bench/soak.py,
+bench/capacity.py). Pure functions, no I/O.
 
-Kept apart from the scripts so a unit test (tests/unit/test_bench_long_run.py) can fail when a
-figure or a PASS/FAIL decision is computed wrong. Percentiles are nearest-rank, the same
-function as the other benches' (``watcher_support.percentile``).
+A unit test (tests/unit/test_bench_long_run.py) fails when a figure or a PASS/FAIL decision is
+computed wrong. Percentiles are nearest-rank, everywhere in the benches.
 
-How a goal is judged (the docs' capacity page says the same):
+How a long run's goal is judged (the docs' capacity page says the same):
 
 - **Growth** of a series (RSS, open files, threads) over a run is its Theil-Sen slope (the
   median of the slopes between every two samples taken after the warm-up) times the time they
@@ -23,10 +23,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from watcher_support import percentile
-
-__all__ = ["percentile"]
-
 RSS_GROWTH_MB = 10.0
 FLAT_ABS = 8.0  # open files or threads: a few sockets or worker threads come and go
 FLAT_REL = 0.05
@@ -36,6 +32,15 @@ P99_WINDOW_S = 300.0
 SETTLE_WINDOW_S = 5.0
 SETTLE_SHARE = 0.05  # the six processes together below 5% of one core: start-up is over
 MB = 1024 * 1024
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of ``values`` (any order), ``q`` in 0..100; nan when empty."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(1, math.ceil(len(ordered) * q / 100))
+    return ordered[min(rank, len(ordered)) - 1]
 
 
 @dataclass(frozen=True)
