@@ -57,8 +57,9 @@ from gateway.errors import FailedPrecondition, NotFound
 from gateway.resources import SHORTAGES, shortage
 from services.kb.archive import own_reads, retrieval_log
 from services.kb.archive.archive_state import ArchiveState as _State
+from services.kb.archive.refresh_once import refresh_once
 from services.kb.file_watch import index_matches_file, plain_source
-from services.kb.index import excerpt, indexer, lifecycle_rows, schema
+from services.kb.index import excerpt, indexer, lifecycle_rows, meta
 from services.kb.index.search import SearchResult, search
 from services.kb.metrics import observe_refresh
 from services.kb.resources.handles import OpenHandles, default_cap
@@ -282,7 +283,7 @@ class Archives:
         for batch in batches:
             began = time.perf_counter()
             async with state.lock:
-                report, targeted = await until_done(loop.run_in_executor(self._executor, self._refresh_sync, state, batch))
+                report, targeted = await until_done(loop.run_in_executor(self._executor, refresh_once, state, batch))
             if not targeted:  # it walked (a fresh writer, a backfill, a path that is not plain): that covered all
                 if total is not None:  # a walk split into batches: they count in its report
                     report.indexed, report.pruned = report.indexed + total.indexed, report.pruned + total.pruned
@@ -313,40 +314,12 @@ class Archives:
 
         def due() -> list[str]:
             writer = state.open_writer()
-            if schema.get_meta(writer, "lifecycle_backfill") is not None:
+            if meta.get_meta(writer, "lifecycle_backfill") is not None:
                 return []
             return [rel for rel in indexer.walk_reads(writer, agent.workspace) if plain_source(agent.workspace, rel)]
 
         async with state.lock:
             return await until_done(asyncio.get_running_loop().run_in_executor(self._executor, due))
-
-    def _refresh_sync(self, state: _State, paths: list[str] | None = None) -> tuple[indexer.RefreshReport, bool]:
-        """Run one refresh: targeted at ``paths`` when they are all plain sources, else a walk.
-        Returns the report and whether it was targeted."""
-        agent = state.agent
-        if not agent.knowledge.archive.enabled:
-            return indexer.RefreshReport(generation=0, indexed=0, skipped=0, pruned=0, errors=[], seconds=0.0, rebuilt=False), False
-        writer = state.open_writer()
-        try:
-            if (
-                not state.ready  # first use since start (or a settings change): reconciled by a full walk
-                or paths is None
-                or not all(plain_source(agent.workspace, rel) for rel in paths)
-                or schema.get_meta(writer, "lifecycle_backfill") is not None  # only a walk backfills
-            ):
-                report = indexer.refresh(writer, agent.workspace, agent.knowledge.archive)
-                state.ready = True
-                return report, False
-            if paths:
-                report = indexer.reindex_paths(writer, agent.workspace, paths, agent.knowledge.archive)
-            else:
-                report = indexer.RefreshReport(generation=schema.generation(writer))
-            # As a walk would report it: every stored source that was not (re)indexed is unchanged.
-            sources = int(str(writer.execute("SELECT count(*) FROM kb_sources").fetchall()[0][0]))
-            report.skipped = sources - report.indexed
-            return report, True
-        finally:
-            state.release_memory()
 
     # --- search and get ---------------------------------------------------------
 
@@ -487,16 +460,10 @@ class Archives:
         if not agent.knowledge.archive.enabled:
             return out
         async with self._handles.use(state), state.read_lock:
-            self._count(state, out)
+            reader = state.open_reader()
+            if reader is not None:
+                out.update(own_reads.counts(reader))
         return out
-
-    @staticmethod
-    def _count(state: _State, out: dict[str, object]) -> None:
-        reader = state.open_reader()
-        if reader is not None:
-            out["generation"] = schema.generation(reader)
-            out["sources"] = next(reader.execute("SELECT count(*) FROM kb_sources"))[0]
-            out["chunks"] = next(reader.execute("SELECT count(*) FROM kb_chunks"))[0]
 
     def roots(self) -> dict[str, str]:
         """Real workspace path → agent id, for agents with the archive on."""

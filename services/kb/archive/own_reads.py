@@ -14,7 +14,7 @@ from pathlib import Path
 import apsw
 
 from services.kb.archive import recall_probe
-from services.kb.index import schema
+from services.kb.index import meta
 from services.kb.index.search import is_stale as index_is_stale
 
 
@@ -22,7 +22,7 @@ def probe_recall(conn: apsw.Connection, workspace: Path, probes: list[tuple[str,
     """``recall_probe.probe`` in one read transaction: (found per probe, the generation it saw)."""
     conn.execute("BEGIN")
     try:
-        return recall_probe.probe(conn, workspace, probes), schema.generation(conn)
+        return recall_probe.probe(conn, workspace, probes), meta.generation(conn)
     finally:
         conn.execute("COMMIT")
 
@@ -30,3 +30,12 @@ def probe_recall(conn: apsw.Connection, workspace: Path, probes: list[tuple[str,
 def is_stale(conn: apsw.Connection, workspace: Path) -> bool:
     """Whether the index differs from the files (``search.is_stale``: the full check, a tree walk)."""
     return index_is_stale(conn, workspace)
+
+
+def counts(conn: apsw.Connection) -> dict[str, object]:
+    """The index's generation and how many sources and chunks it holds (``GetStatus``)."""
+    return {
+        "generation": meta.generation(conn),
+        "sources": next(conn.execute("SELECT count(*) FROM kb_sources"))[0],
+        "chunks": next(conn.execute("SELECT count(*) FROM kb_chunks"))[0],
+    }

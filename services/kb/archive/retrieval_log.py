@@ -55,7 +55,8 @@ import apsw
 import structlog
 
 from services.kb.index.index_files import close_quietly
-from services.kb.index.schema import STATEMENT_CACHE, get_meta, lifecycle_key, path_id, set_meta, tune_writer
+from services.kb.index.meta import get_meta, set_meta
+from services.kb.index.schema import STATEMENT_CACHE, lifecycle_key, path_id, tune_writer
 
 KINDS: Final = ("search", "get")
 RECORD_BUSY_TIMEOUT_MS: Final = 250

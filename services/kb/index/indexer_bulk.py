@@ -201,7 +201,7 @@ class _Writer:
         way. Either way the first path in sorted order wins an entry held twice. Unchanged
         sources (their stored content hash) need none: their rows were written with their
         entries, and a lifecycle table made anew has every source read again
-        (``schema.ensure_lifecycle``)."""
+        (``lifecycle_schema.ensure_lifecycle``)."""
         if runs:
             # jsonb_each over jsonb(): its elements are read without parsing their text again
             # (about a third cheaper than json_each for 380,000 rows).

@@ -60,7 +60,7 @@ Tables (docs/concepts/archive.md "Knowledge archive (KB)" and "Staleness GC"):
   in every row: 52 MB for the 50 MB benchmark corpus's 377,000 entries, about
   twice what this layout takes. Such a table (with or without restored_at) is
   moved into this one, row for row, whatever the schema version
-  (``ensure_lifecycle``). Deliberately *not* a child of chunks, entries or
+  (``lifecycle_schema.ensure_lifecycle``). Deliberately *not* a child of chunks, entries or
   sources: ages survive re-chunking, edits and rebuilds.
 - ``kb_retrieval_log``: append-only (id, entry_hash, path, at, kind).
 
@@ -93,6 +93,8 @@ import apsw
 from gateway.config import ArchiveSettings
 from gateway.errors import InvalidArgument, NotFound
 from services.kb.index.index_files import close_quietly, create_whole
+from services.kb.index.lifecycle_schema import ensure_lifecycle
+from services.kb.index.meta import get_meta, set_meta, table_exists
 
 # 2: kb_entries keyed by (source_id, start_line), WITHOUT ROWID; 3: entries packed per source
 # (kb_source_entries, the kb_entries view), FTS hashsize; 4: chunks hold no frontmatter
@@ -149,32 +151,6 @@ _INDEX_TABLES: Final = (
     "kb_chunks_fts", "kb_chunks_cjk", "kb_chunks", "kb_chunk_rows", "kb_entries", "kb_source_entries", "kb_sources",
 )
 
-LIFECYCLE_DDL: Final = """
-CREATE TABLE IF NOT EXISTS kb_paths(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE);
-CREATE TABLE IF NOT EXISTS kb_lifecycle(
-    entry_hash BLOB PRIMARY KEY,
-    path_id INTEGER NOT NULL,
-    first_seen REAL NOT NULL,
-    last_retrieved REAL,
-    retrieval_count INTEGER NOT NULL DEFAULT 0,
-    supersedes_key TEXT,
-    invalid_at REAL,
-    restored_at REAL
-) WITHOUT ROWID;
-"""
-
-# The hex text of a ``kb_lifecycle`` key ``{0}`` (``lifecycle_key`` undone).
-HASH_TEXT_SQL: Final = "CASE WHEN typeof({0}) = 'blob' THEN lower(hex({0})) ELSE {0} END"
-# ``lifecycle_key`` in SQL, of the text ``{0}``.
-HASH_KEY_SQL: Final = "CASE WHEN length({0}) = 64 AND {0} = lower({0}) AND unhex({0}) IS NOT NULL THEN unhex({0}) ELSE {0} END"
-
-_LIFECYCLE_VIEW: Final = (
-    "CREATE VIEW IF NOT EXISTS kb_entry_lifecycle(entry_hash, path, first_seen, last_retrieved, retrieval_count, "
-    "supersedes_key, invalid_at, restored_at) AS SELECT " + HASH_TEXT_SQL.format("l.entry_hash") + ", p.path, "
-    "l.first_seen, l.last_retrieved, l.retrieval_count, l.supersedes_key, l.invalid_at, l.restored_at "
-    "FROM kb_lifecycle AS l JOIN kb_paths AS p ON p.id = l.path_id"
-)
-_LIFECYCLE_COLUMNS: Final = "first_seen, last_retrieved, retrieval_count, supersedes_key, invalid_at"
 _HEX_DIGEST: Final = re.compile(r"[0-9a-f]{64}")
 
 
@@ -378,7 +354,7 @@ def open_reader(path: Path) -> apsw.Connection:
     try:
         _configure(conn)
         conn.execute("PRAGMA query_only=ON")
-        built = _table_exists(conn, "kb_meta") and get_meta(conn, "schema_version") is not None
+        built = table_exists(conn, "kb_meta") and get_meta(conn, "schema_version") is not None
     except BaseException:
         close_quietly(conn)
         raise
@@ -388,19 +364,14 @@ def open_reader(path: Path) -> apsw.Connection:
     return conn
 
 
-def _table_exists(conn: apsw.Connection, name: str) -> bool:
-    row = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone()
-    return row is not None
-
-
 def _ensure_schema(conn: apsw.Connection, settings: ArchiveSettings) -> None:
     if _schema_current(conn):
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if _table_exists(conn, "kb_meta"):
+        if table_exists(conn, "kb_meta"):
             version = get_meta(conn, "schema_version")
-            if version == RESEGMENTED_FROM and _table_exists(conn, "kb_chunk_rows"):
+            if version == RESEGMENTED_FROM and table_exists(conn, "kb_chunk_rows"):
                 _resegment(conn)
             elif version is not None and version != str(SCHEMA_VERSION):
                 for table in _INDEX_TABLES:
@@ -408,11 +379,11 @@ def _ensure_schema(conn: apsw.Connection, settings: ArchiveSettings) -> None:
                     if row is not None:
                         conn.execute(f"DROP {'VIEW' if row[0] == 'view' else 'TABLE'} {table}")
         ensure_lifecycle(conn)
-        new_cjk = not _table_exists(conn, "kb_chunks_cjk")
+        new_cjk = not table_exists(conn, "kb_chunks_cjk")
         conn.execute(_DDL)
         if new_cjk:
             conn.execute("INSERT INTO kb_chunks_cjk(kb_chunks_cjk, rank) VALUES ('hashsize', ?)", (FTS_HASH_BYTES,))
-        if not _table_exists(conn, "kb_chunks_fts"):
+        if not table_exists(conn, "kb_chunks_fts"):
             create_fts(conn, settings.tokenizer)
             # Existing chunks (if the FTS table alone was lost) are indexed again.
             conn.execute("INSERT INTO kb_chunks_fts(kb_chunks_fts) VALUES ('rebuild')")
@@ -456,65 +427,3 @@ def _resegment(conn: apsw.Connection) -> None:
         "WHERE start_line = end_line GROUP BY source_id, start_line HAVING count(*) > 1) "
         "OR id IN (SELECT source_id FROM kb_chunk_rows WHERE instr(CAST(text AS BLOB), x'00') > 0)"
     )
-
-
-def ensure_lifecycle(conn: apsw.Connection) -> None:
-    """Create ``kb_lifecycle`` if it is missing, and then flag a backfill.
-
-    The next refresh sees ``lifecycle_backfill`` in ``kb_meta`` and writes rows for
-    every stored source, first seen at the source's stored mtime, so old sources keep their age.
-    A ``kb_entry_lifecycle`` *table* (the layout before version 5) is first moved
-    into ``kb_lifecycle`` row for row (``_move_old_lifecycle``), so nothing needs a
-    backfill. Runs inside the caller's transaction.
-    """
-    row = conn.execute("SELECT type FROM sqlite_master WHERE name = 'kb_entry_lifecycle'").fetchone()
-    kind = None if row is None else str(row[0])
-    if kind == "table":
-        _move_old_lifecycle(conn)
-    elif not _table_exists(conn, "kb_lifecycle"):
-        conn.execute(LIFECYCLE_DDL)
-        if _table_exists(conn, "kb_meta"):
-            set_meta(conn, "lifecycle_backfill", "1")
-        if _table_exists(conn, "kb_sources"):
-            # The stored entries name their digests by prefixes the new table cannot resolve:
-            # every source is read again (as changed), and its rows written at its mtime.
-            conn.execute("UPDATE kb_sources SET size = -1, content_hash = ''")
-    elif kind == "view":
-        return
-    conn.execute(_LIFECYCLE_VIEW)
-
-
-def _move_old_lifecycle(conn: apsw.Connection) -> None:
-    """Copy the old ``kb_entry_lifecycle`` table into ``kb_paths`` and ``kb_lifecycle`` and drop it."""
-    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(kb_entry_lifecycle)")}
-    restored = "o.restored_at" if "restored_at" in columns else "NULL"
-    conn.execute(LIFECYCLE_DDL)
-    conn.execute("INSERT OR IGNORE INTO kb_paths(path) SELECT DISTINCT path FROM kb_entry_lifecycle ORDER BY path")
-    conn.execute(
-        f"INSERT OR IGNORE INTO kb_lifecycle(entry_hash, path_id, {_LIFECYCLE_COLUMNS}, restored_at) "
-        f"SELECT {HASH_KEY_SQL.format('o.entry_hash')}, p.id, "
-        + ", ".join(f"o.{c}" for c in _LIFECYCLE_COLUMNS.split(", "))
-        + f", {restored} FROM kb_entry_lifecycle AS o JOIN kb_paths AS p ON p.path = o.path ORDER BY 1"
-    )
-    conn.execute("DROP TABLE kb_entry_lifecycle")
-
-
-def get_meta(conn: apsw.Connection, key: str) -> str | None:
-    """The ``kb_meta`` value of ``key``, or None."""
-    row = conn.execute("SELECT value FROM kb_meta WHERE key = ?", (key,)).fetchone()
-    return None if row is None else str(row[0])
-
-
-def set_meta(conn: apsw.Connection, key: str, value: str) -> None:
-    """Store ``key`` = ``value`` in ``kb_meta`` (inside the caller's transaction)."""
-    conn.execute(
-        "INSERT INTO kb_meta(key, value) VALUES (?, ?) "
-        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        (key, value),
-    )
-
-
-def generation(conn: apsw.Connection) -> int:
-    """The index generation: 0 before the first refresh that indexed anything."""
-    value = get_meta(conn, "generation")
-    return int(value) if value is not None else 0

@@ -56,7 +56,7 @@ import apsw
 from gateway.config import VaultGcSettings
 from gateway.errors import GatewayError
 from services.kb.index.entries import entry_hash
-from services.kb.index.schema import get_meta, set_meta
+from services.kb.index.meta import get_meta, set_meta
 from services.kb.vault import retirement
 from services.kb.vault.names import (
     NOTE_SUFFIX,

@@ -14,7 +14,8 @@ from gateway.errors import NotFound
 from services.kb.archive.retrieval_log import Recorder
 from services.kb.index import index_files, schema
 from services.kb.index.index_files import close_connections, wal_bytes
-from services.kb.index.schema import get_meta, open_index, open_reader
+from services.kb.index.meta import get_meta
+from services.kb.index.schema import open_index, open_reader
 
 
 def test_readers_racing_the_creation_of_an_index_never_find_it_half_made(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from kb_helpers import OLD, settings, write
 from gateway.errors import InvalidArgument, NotFound
 from services.kb.index import indexer
 from services.kb.index.indexer import refresh
-from services.kb.index.schema import get_meta, open_index
+from services.kb.index.meta import get_meta
+from services.kb.index.schema import open_index
 from services.kb.index.search import search
 
 

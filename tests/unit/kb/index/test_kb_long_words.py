@@ -16,7 +16,7 @@ import pytest
 from kb_helpers import settings, write
 
 from services.kb.archive.recall_probe import probe
-from services.kb.index import chunking, schema
+from services.kb.index import chunking, meta, schema
 from services.kb.index.indexer import refresh
 from services.kb.index.search import search
 
@@ -119,7 +119,7 @@ def test_a_version_6_index_reads_again_only_the_sources_with_a_long_line(
         assert refresh(conn, workspace, settings(chunk_tokens=256)).indexed == 4
     nul = "SELECT id FROM kb_sources WHERE path = 'memory/nul.md'"
     conn.execute(f"UPDATE kb_chunk_rows SET text = replace(text, 'a b', ?) WHERE source_id = ({nul})", ("a\x00b",))  # as 6 stored it
-    schema.set_meta(conn, "schema_version", "6")
+    meta.set_meta(conn, "schema_version", "6")
     life = conn.execute("SELECT * FROM kb_lifecycle ORDER BY entry_hash").fetchall()
     short_rows = conn.execute("SELECT * FROM kb_chunk_rows WHERE source_id = (SELECT id FROM kb_sources WHERE path = 'memory/short.md')").fetchall()
     assert _lines_found(conn, workspace, word, "memory/long.md") == set()  # version 6: cut at 1,024, searched as 1,000
@@ -127,7 +127,7 @@ def test_a_version_6_index_reads_again_only_the_sources_with_a_long_line(
 
     upgraded = schema.open_index(db_path, settings(chunk_tokens=256))
     try:
-        assert schema.get_meta(upgraded, "schema_version") == str(schema.SCHEMA_VERSION) == "7"
+        assert meta.get_meta(upgraded, "schema_version") == str(schema.SCHEMA_VERSION) == "7"
         hashes = dict(upgraded.execute("SELECT path, content_hash FROM kb_sources").fetchall())
         assert hashes["memory/long.md"] == hashes["memory/nul.md"] == "" and hashes["memory/short.md"] and hashes["MEMORY.md"]
         report = refresh(upgraded, workspace, settings(chunk_tokens=256))

@@ -23,7 +23,8 @@ from services.kb.index.excerpt import EntryRef
 from services.kb.index.hits import shown_score
 from services.kb.index.indexer import refresh
 from services.kb.index.indexer_parse import parse_source, read_source
-from services.kb.index.schema import PAGE_BYTES, PREFIX_BYTES, SCHEMA_VERSION, get_meta, open_index
+from services.kb.index.meta import get_meta
+from services.kb.index.schema import PAGE_BYTES, PREFIX_BYTES, SCHEMA_VERSION, open_index
 from services.kb.index.search import search
 
 NOW = 1_700_000_000.0

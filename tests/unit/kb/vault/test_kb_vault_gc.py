@@ -12,7 +12,7 @@ import pytest
 
 from gateway.config import VaultGcSettings
 from services.kb.archive.retrieval_log import record_retrievals
-from services.kb.index.schema import get_meta
+from services.kb.index.meta import get_meta
 from services.kb.vault import gc as vault_gc
 from services.kb.vault.gc import NoteState, collect, note_ref, plan
 from services.kb.vault.note_index import INDEX_FILE, reindex_notes, search_vault
