@@ -33,6 +33,8 @@ from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S, HEALTH_DE
 from gateway.files_limits import MAX_BODY_BYTES
 from gateway.metrics import exposition
 from gateway.resources import BUSY_METADATA, NAMES, RESOURCES_SERVICE, SHORTAGE_METADATA
+from gateway_http.console_files import PREFIX as CONSOLE_PREFIX
+from gateway_http.console_files import Console, is_console_path
 from gateway_http.credentials import BadCredential, credential_metadata
 from gateway_http.descriptors import Route, all_routes
 from gateway_http.errors import bearer_challenge, error_body, http_status, presented_key
@@ -56,7 +58,7 @@ LONG_DEADLINES: dict[str, float] = {
 
 
 # The shim's own paths; with the route templates, the whole set of ``route`` label values.
-OWN_PATHS = ("/healthz", "/openapi.json", "/metrics")
+OWN_PATHS = ("/healthz", "/openapi.json", "/metrics", CONSOLE_PREFIX + "/")
 
 # Where an OAuth client looks after a 401 (RFC 9728 and RFC 8414 metadata, OpenID discovery, and
 # the registration, authorization and token endpoints the MCP SDKs fall back to at the origin).
@@ -115,11 +117,13 @@ class ShimApp:
         background: Callable[[asyncio.Event], Awaitable[None]] | None = None,
         instance: str | None = None,
         mounts: Mapping[str, Callable[[Scope, Receive, Send], Awaitable[None]]] | None = None,
+        console: Console | None = None,
     ) -> None:
         """``background(stop)`` runs from start-up to shutdown (the config follow); ``instance``
         is the launcher's start nonce, reported by /healthz so it knows it reached this process.
         ``mounts`` maps a path prefix to the ASGI app that serves every HTTP request under it
-        (MCP over streamable HTTP at ``/mcp/``); it logs its own requests."""
+        (MCP over streamable HTTP at ``/mcp/``); it logs its own requests. ``console`` serves the
+        web console's files at ``/ui/`` (the files shipped in the package by default)."""
         self._backends = dict(backends)
         self._mounts = tuple((mounts or {}).items())
         self._background = background
@@ -128,6 +132,7 @@ class ShimApp:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._calls: dict[tuple[str, str], grpc.aio.UnaryUnaryMultiCallable] = {}
         self._openapi = json.dumps(openapi_document(self._router.routes), indent=2).encode()
+        self._console = console if console is not None else Console()
         self._route_labels = frozenset([*OWN_PATHS, *(r.template for r in self._router.routes)])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -195,6 +200,11 @@ class ShimApp:
         method = scope["method"]
         path = scope["path"]
         try:
+            if is_console_path(path):
+                answer.route = CONSOLE_PREFIX + "/"
+                reply = self._console.answer(method, path, _header(scope, b"if-none-match"))
+                await _respond(answer, reply.status, reply.body, list(reply.headers), content_type=None)
+                return reply.status
             if path == "/healthz" and method == "GET":
                 status, report = await self._healthz()
                 await _respond(answer, status, report)
@@ -310,6 +320,14 @@ def _answered(err: grpc.aio.AioRpcError) -> bool:
     return any(key in (SHORTAGE_METADATA, BUSY_METADATA) for key, _ in err.trailing_metadata() or ())
 
 
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The value of header ``name`` (lower case) of the request, or None."""
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
 def _frames(exc: BaseException) -> list[str]:
     """Where ``exc`` was raised, as ``file:line function`` (the code, never the data)."""
     return [f"{frame.filename}:{frame.lineno} {frame.name}" for frame in traceback.extract_tb(exc.__traceback__)[-8:]]
@@ -351,15 +369,18 @@ def _too_large() -> HttpError:
 
 
 async def _respond(
-    answer: _Answer, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None, *, content_type: bytes = b"application/json"
+    answer: _Answer, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None, *,
+    content_type: bytes | None = b"application/json",
 ) -> None:
+    """Send the answer; ``content_type`` None when ``headers`` carry their own."""
     answer.started = True
     send = answer.send
+    typed = [(b"content-type", content_type)] if content_type is not None else []
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *(headers or [])],
+            "headers": [*typed, (b"content-length", str(len(body)).encode()), *(headers or [])],
         }
     )
     await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,126 @@
+// The Agents page: one row per agent the key may see, from one GET /api/v1/agents per refresh.
+
+import { agentPath, ApiError, call } from "./api.js";
+import { clear, el, setText } from "./dom.js";
+import { ago, chars, when } from "./format.js";
+
+export const REFRESH_MS = 2500;
+
+function budgetLine(file) {
+  const budget = Number(file.budget || 0);
+  const size = Number(file.chars || 0);
+  const meter = el("meter", { min: 0, max: budget || Math.max(size, 1), value: size, title: `${file.name} size` });
+  if (budget) {
+    meter.low = Math.round(budget * 0.75);
+    meter.high = Math.round(budget * 0.9);
+    meter.optimum = 0;
+  }
+  meter.dataset.file = file.name;
+  const label = file.present ? `${chars(size)} / ${budget ? chars(budget) : "no budget"}` : "missing";
+  return el("div", { className: "budget" },
+    el("span", {}, file.name),
+    meter,
+    el("span", { className: file.overBudget ? "over" : "" }, label, file.overBudget ? " over budget" : ""));
+}
+
+function sessionsCell(agent) {
+  const sessions = agent.sessions || [];
+  if (!sessions.length) {
+    return el("td", { className: "muted" }, "none");
+  }
+  return el("td", {}, sessions.map((s) => {
+    const busy = s.state === "SESSION_STATE_BUSY";
+    return el("div", { className: "session" },
+      el("span", { className: busy ? "state-busy" : "state-idle" }, busy ? "busy " : "idle "), s.sessionId);
+  }));
+}
+
+function lastDream(dream) {
+  if (!dream.known) {
+    return el("td", { className: "muted", title: dream.reason }, "unknown: ", dream.reason);
+  }
+  if (!dream.lastRunId) {
+    return el("td", { className: "muted" }, "never");
+  }
+  return el("td", {},
+    el("div", {}, dream.lastStatus, " ", when(dream.lastRunAt)),
+    dream.lastReason ? el("div", { className: "muted" }, dream.lastReason) : null);
+}
+
+function nextRun(dream) {
+  if (!dream.known) return el("td", { className: "muted" }, "");
+  if (!dream.scheduled) return el("td", { className: "muted" }, "not scheduled");
+  return el("td", {}, when(dream.nextRunAt), el("div", { className: "muted" }, dream.mode));
+}
+
+function actions(agent, onRun) {
+  if (!agent.writable) {
+    return el("td", { className: "read-only" }, "read only");
+  }
+  const run = el("button", { type: "button", className: "run-now" }, "Dream now (propose)");
+  run.addEventListener("click", () => onRun(agent.agentId, run));
+  return el("td", {}, run);
+}
+
+export function agentRow(agent, onRun) {
+  const dream = agent.dream || {};
+  const row = el("tr", {},
+    el("td", {}, el("div", { className: "agent-id" }, agent.agentId),
+      agent.overBudget ? el("span", { className: "flag" }, "OVER BUDGET") : null),
+    el("td", {}, (agent.files || []).map(budgetLine)),
+    sessionsCell(agent),
+    el("td", {}, ago(agent.lastActivityMs)),
+    lastDream(dream),
+    nextRun(dream),
+    el("td", {}, dream.known ? String(dream.pendingProposals || 0) : ""),
+    actions(agent, onRun));
+  row.dataset.agent = agent.agentId;
+  return row;
+}
+
+async function runNow(agentId, button) {
+  button.disabled = true;
+  setText("agents-status", `dreaming ${agentId} in propose mode…`);
+  try {
+    const report = await call("POST", agentPath(agentId, "/dream:run"), { body: { mode: "propose" } });
+    setText("agents-status", `${agentId}: ${report.status}${report.reason ? `: ${report.reason}` : ""}`);
+  } catch (err) {
+    setText("agents-status", `${agentId}: ${err.message}`);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// Polls the list until stop() is called; onUnauthorized() when the key stops being accepted.
+export function startAgents(onUnauthorized) {
+  let timer = null;
+  let stopped = false;
+  const rows = document.getElementById("agents-rows");
+
+  async function refresh() {
+    try {
+      const data = await call("GET", "/api/v1/agents");
+      if (stopped) return;
+      const agents = data.agents || [];
+      clear(rows);
+      rows.append(...agents.map((a) => agentRow(a, runNow)));
+      setText("agents-count", `(${agents.length})`);
+      document.getElementById("agents").dataset.refreshed = String(Date.now());
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 401) {
+        onUnauthorized(err.message);
+        return;
+      }
+      setText("agents-status", `refresh failed: ${err.message}`);
+    }
+    if (!stopped) {
+      timer = setTimeout(refresh, REFRESH_MS);
+    }
+  }
+
+  refresh();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
