@@ -106,6 +106,21 @@ class Authenticator:
         return found
 
     @staticmethod
+    def visible(caller: Caller, agent_ids: Iterable[str]) -> list[str]:
+        """The ids of ``agent_ids`` that ``caller`` may read, in their order: every one for the
+        internal token and a ``"*"`` key, those its scope names for a scoped key. A list that
+        is not about one agent filters by scope this way instead of refusing (docs/architecture.md
+        "Auth and the internal token")."""
+        key = caller.key
+        return [agent_id for agent_id in agent_ids if key is None or key.covers(agent_id)]
+
+    @staticmethod
+    def may_write(caller: Caller, agent_id: str) -> bool:
+        """Whether ``caller`` may write to ``agent_id`` (a configured agent)."""
+        key = caller.key
+        return key is None or (key.write and key.covers(agent_id))
+
+    @staticmethod
     def authorize(caller: Caller, agent_id: str, *, agent_exists: bool, write: bool) -> None:
         """Check ``caller`` may read (or write) ``agent_id``.
 

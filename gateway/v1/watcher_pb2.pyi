@@ -168,3 +168,55 @@ class PreviewClaudeMdResponse(_message.Message):
     files: _containers.RepeatedCompositeFieldContainer[FileBudget]
     budget_report: str
     def __init__(self, agent_id: _Optional[str] = ..., content: _Optional[str] = ..., files: _Optional[_Iterable[_Union[FileBudget, _Mapping]]] = ..., budget_report: _Optional[str] = ...) -> None: ...
+
+class ListAgentsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DreamSummary(_message.Message):
+    __slots__ = ("known", "reason", "scheduled", "mode", "next_run_at", "last_run_id", "last_run_at", "last_status", "last_reason", "pending_proposals")
+    KNOWN_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RUN_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_RUN_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_STATUS_FIELD_NUMBER: _ClassVar[int]
+    LAST_REASON_FIELD_NUMBER: _ClassVar[int]
+    PENDING_PROPOSALS_FIELD_NUMBER: _ClassVar[int]
+    known: bool
+    reason: str
+    scheduled: bool
+    mode: str
+    next_run_at: str
+    last_run_id: str
+    last_run_at: str
+    last_status: str
+    last_reason: str
+    pending_proposals: int
+    def __init__(self, known: _Optional[bool] = ..., reason: _Optional[str] = ..., scheduled: _Optional[bool] = ..., mode: _Optional[str] = ..., next_run_at: _Optional[str] = ..., last_run_id: _Optional[str] = ..., last_run_at: _Optional[str] = ..., last_status: _Optional[str] = ..., last_reason: _Optional[str] = ..., pending_proposals: _Optional[int] = ...) -> None: ...
+
+class AgentSummary(_message.Message):
+    __slots__ = ("agent_id", "writable", "files", "over_budget", "last_activity_ms", "sessions", "dream")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    WRITABLE_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    OVER_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVITY_MS_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    DREAM_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    writable: bool
+    files: _containers.RepeatedCompositeFieldContainer[FileBudget]
+    over_budget: bool
+    last_activity_ms: int
+    sessions: _containers.RepeatedCompositeFieldContainer[Session]
+    dream: DreamSummary
+    def __init__(self, agent_id: _Optional[str] = ..., writable: _Optional[bool] = ..., files: _Optional[_Iterable[_Union[FileBudget, _Mapping]]] = ..., over_budget: _Optional[bool] = ..., last_activity_ms: _Optional[int] = ..., sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ..., dream: _Optional[_Union[DreamSummary, _Mapping]] = ...) -> None: ...
+
+class ListAgentsResponse(_message.Message):
+    __slots__ = ("agents",)
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    agents: _containers.RepeatedCompositeFieldContainer[AgentSummary]
+    def __init__(self, agents: _Optional[_Iterable[_Union[AgentSummary, _Mapping]]] = ...) -> None: ...

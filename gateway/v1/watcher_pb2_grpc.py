@@ -64,6 +64,11 @@ class SessionsStub:
                 request_serializer=gateway_dot_v1_dot_watcher__pb2.PreviewClaudeMdRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_watcher__pb2.PreviewClaudeMdResponse.FromString,
                 _registered_method=True)
+        self.ListAgents = channel.unary_unary(
+                '/gateway.v1.Sessions/ListAgents',
+                request_serializer=gateway_dot_v1_dot_watcher__pb2.ListAgentsRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_watcher__pb2.ListAgentsResponse.FromString,
+                _registered_method=True)
 
 
 class SessionsServicer:
@@ -114,6 +119,15 @@ class SessionsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAgents(self, request, context):
+        """The web console's list (docs/how-to/console.md): every agent the caller's key
+        may read, each with its budgets, live sessions and dreaming summary, in one
+        call. A scoped key sees only the agents its scope names.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -146,6 +160,11 @@ def add_SessionsServicer_to_server(servicer, server):
                     servicer.PreviewClaudeMd,
                     request_deserializer=gateway_dot_v1_dot_watcher__pb2.PreviewClaudeMdRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_watcher__pb2.PreviewClaudeMdResponse.SerializeToString,
+            ),
+            'ListAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAgents,
+                    request_deserializer=gateway_dot_v1_dot_watcher__pb2.ListAgentsRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_watcher__pb2.ListAgentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -310,6 +329,33 @@ class Sessions:
             '/gateway.v1.Sessions/PreviewClaudeMd',
             gateway_dot_v1_dot_watcher__pb2.PreviewClaudeMdRequest.SerializeToString,
             gateway_dot_v1_dot_watcher__pb2.PreviewClaudeMdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Sessions/ListAgents',
+            gateway_dot_v1_dot_watcher__pb2.ListAgentsRequest.SerializeToString,
+            gateway_dot_v1_dot_watcher__pb2.ListAgentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

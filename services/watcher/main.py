@@ -19,6 +19,7 @@ from gateway.metrics import REGISTRY
 from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import watcher_pb2, watcher_pb2_grpc
 from services.watcher.directive_hub import DirectiveHub
+from services.watcher.dream_client import DreamStatusReader
 from services.watcher.kb_client import KbRefresher
 from services.watcher.recomposer import Recomposer
 from services.watcher.servicer import Sessions
@@ -91,6 +92,7 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
     hub = DirectiveHub()
     recomposer = Recomposer(workspaces.agents, registry, hub.publish)
     kb = KbRefresher(config.grpc.address("kb"), read_internal_token(config.home))
+    dreams = DreamStatusReader(config.grpc.address("dreaming"), read_internal_token(config.home))
 
     def on_config(fresh: Config, change: ConfigChange) -> None:
         workspaces.update(fresh)
@@ -113,9 +115,10 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
             await asyncio.gather(recomposer.run(stop), watch.run(stop), live.follow(stop), forget_stale(registry, stop))
         finally:
             await kb.close()
+            await dreams.close()
 
     def register(server: grpc.aio.Server) -> list[str]:
-        servicer = Sessions(live.snapshot, registry, hub, kb.refresh_soon)
+        servicer = Sessions(live.snapshot, registry, hub, kb.refresh_soon, dreams.summaries)
         watcher_pb2_grpc.add_SessionsServicer_to_server(servicer, server)
         return [watcher_pb2.DESCRIPTOR.services_by_name["Sessions"].full_name]
 

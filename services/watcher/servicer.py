@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 import structlog
 
-from gateway.auth import Authenticator
+from gateway.auth import Authenticator, Caller
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidArgument
 from gateway.metrics import observe_rpc
-from gateway.rpc import authorize_call, caller_label, unary
+from gateway.rpc import authorize_call, caller_label, caller_of, unary
 from gateway.v1 import watcher_pb2, watcher_pb2_grpc
+from services.watcher.agent_budgets import BudgetCache, BudgetLine
 from services.watcher.compose import compose
 from services.watcher.directive_hub import DirectiveHub
 from services.watcher.sessions import Directive, SessionRecord, SessionRegistry
@@ -22,6 +23,9 @@ from services.watcher.sessions import Directive, SessionRecord, SessionRegistry
 log = structlog.get_logger()
 
 pb = watcher_pb2
+
+# The dreaming summaries of the agents named (services.watcher.dream_client.DreamStatusReader.summaries).
+DreamSummaries = Callable[[list[str]], Awaitable[dict[str, watcher_pb2.DreamSummary]]]
 
 
 def directive_pb(d: Directive) -> watcher_pb2.Directive:
@@ -58,6 +62,17 @@ def _busy(state: int) -> bool:
     raise InvalidArgument(f"state must be SESSION_STATE_IDLE or SESSION_STATE_BUSY, got {state}")
 
 
+def budget_pb(line: BudgetLine) -> watcher_pb2.FileBudget:
+    return pb.FileBudget(
+        name=line.name, chars=line.chars or 0, budget=line.budget or 0, over_budget=line.over_budget,
+        truncated=line.truncated, problem=line.problem or "", present=line.chars is not None,
+    )
+
+
+async def no_dreams(agent_ids: list[str]) -> dict[str, watcher_pb2.DreamSummary]:
+    return {a: pb.DreamSummary(known=False, reason="this watcher does not ask the dreaming service") for a in agent_ids}
+
+
 class Sessions(watcher_pb2_grpc.SessionsServicer):
     def __init__(
         self,
@@ -65,16 +80,30 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
         registry: SessionRegistry,
         hub: DirectiveHub,
         on_register: Callable[[str], None],
+        dreams: DreamSummaries = no_dreams,
     ) -> None:
+        """``dreams`` gives ListAgents each agent's dreaming summary."""
         self._snapshot = snapshot
         self._registry = registry
         self._hub = hub
         self._on_register = on_register
+        self._dreams = dreams
+        self._budgets = BudgetCache()
 
     def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> Config:
         config, auth = self._snapshot()
         authorize_call(auth, context, agent_id, agent_exists=config.agent(agent_id) is not None, write=write)
         return config
+
+    def _visible(
+        self, context: grpc.aio.ServicerContext, *, write: bool
+    ) -> tuple[Config, Authenticator, Caller, list[str]]:
+        """The config, the caller and the ids of the configured agents it may read (``write``: may
+        write), sorted; a list filters by the key's scope where a call about one agent refuses."""
+        config, auth = self._snapshot()
+        caller = caller_of(auth, context)
+        ids = sorted(auth.visible(caller, (a.id for a in config.agents)))
+        return config, auth, caller, [a for a in ids if auth.may_write(caller, a)] if write else ids
 
     @unary
     async def RegisterSession(self, request: watcher_pb2.RegisterSessionRequest, context: grpc.aio.ServicerContext) -> watcher_pb2.Session:  # noqa: N802
@@ -119,6 +148,27 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
         ]
         return pb.PreviewClaudeMdResponse(
             agent_id=request.agent_id, content=result.text, files=files, budget_report=result.budget_report()
+        )
+
+    @unary
+    async def ListAgents(self, request: watcher_pb2.ListAgentsRequest, context: grpc.aio.ServicerContext) -> watcher_pb2.ListAgentsResponse:  # noqa: N802
+        config, auth, caller, visible = self._visible(context, write=False)
+        agents = {a.id: a for a in config.agents}
+        budgets, dreams = await asyncio.gather(
+            asyncio.to_thread(self._budgets.lines, [agents[a] for a in visible]), self._dreams(visible)
+        )
+        return pb.ListAgentsResponse(
+            agents=[self._summary(a, auth.may_write(caller, a), budgets[a], dreams.get(a)) for a in visible]
+        )
+
+    def _summary(
+        self, agent_id: str, writable: bool, budgets: tuple[BudgetLine, ...], dream: watcher_pb2.DreamSummary | None
+    ) -> watcher_pb2.AgentSummary:
+        return pb.AgentSummary(
+            agent_id=agent_id, writable=writable, files=[budget_pb(b) for b in budgets],
+            over_budget=any(b.over_budget for b in budgets), last_activity_ms=self._registry.last_activity(agent_id),
+            sessions=[session_pb(r) for r in self._registry.live(agent_id)],
+            dream=dream if dream is not None else pb.DreamSummary(known=False, reason="no answer"),
         )
 
     async def WatchDirectives(self, request: watcher_pb2.WatchDirectivesRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[watcher_pb2.Directive]:  # noqa: N802

@@ -74,7 +74,12 @@ ACCESS: dict[str, str] = {
     "gateway.v1.Sessions.WatchDirectives": READ,
     "gateway.v1.Sessions.GetActivity": READ,
     "gateway.v1.Sessions.PreviewClaudeMd": READ,
+    "gateway.v1.Sessions.ListAgents": READ,
 }
+# RPCs about no one agent (the console's list): they answer the agents the key's scope names, so
+# any accepted key is allowed (what it sees is checked by test_console_api.py), and only a missing
+# or wrong key is refused.
+SCOPE_FILTERED = frozenset({"gateway.v1.Sessions.ListAgents"})
 
 NOTE = "# Matrix note\n\n- first line of the note\n- second line of the note\n"
 ABSENT_RUN = "20260101T000000Z-abcd"  # well-formed ids of nothing: a denied case never reaches the lookup
@@ -214,4 +219,5 @@ REQUESTS: dict[str, Builder] = {
 def request_fields(prep: Prep, method: descriptor.MethodDescriptor, agent: str, ready: bool) -> dict[str, Any]:
     """The fields of ``method``'s request for ``agent``; ``ready``: made to succeed (preconditions first)."""
     build = REQUESTS.get(method.full_name)
-    return {"agent_id": agent, **(build(prep, agent, ready) if build is not None else {})}
+    about = {"agent_id": agent} if "agent_id" in method.input_type.fields_by_name else {}
+    return {**about, **(build(prep, agent, ready) if build is not None else {})}

@@ -129,3 +129,19 @@ def test_the_memo_is_bounded() -> None:
     for n in range(gateway.auth.MEMO_SIZE * 3):
         auth.identify((("x-api-key", "reader-key"), ("user-agent", f"client {n}")))
         assert len(auth._memo) <= gateway.auth.MEMO_SIZE
+
+
+def test_visible_filters_a_list_by_the_key_scope() -> None:
+    ids = ["alfred", "bob", "carol", "dave"]
+    reader = AUTH.identify([("x-api-key", "reader-key")])
+    assert AUTH.visible(reader, ids) == ["alfred"]
+    assert AUTH.visible(AUTH.identify([("x-api-key", "admin-key")]), ids) == ids
+    assert AUTH.visible(AUTH.identify([(INTERNAL_TOKEN_HEADER, "internal-tok")]), ids) == ids
+    assert AUTH.visible(AUTH.identify([("x-api-key", "bob-key")]), reversed(ids)) == ["bob"]
+
+
+def test_may_write_needs_a_write_key_that_covers_the_agent() -> None:
+    reader, bob = (AUTH.identify([("x-api-key", k)]) for k in ("reader-key", "bob-key"))
+    assert not AUTH.may_write(reader, "alfred")
+    assert AUTH.may_write(bob, "bob") and not AUTH.may_write(bob, "alfred")
+    assert AUTH.may_write(AUTH.identify([(INTERNAL_TOKEN_HEADER, "internal-tok")]), "anyone")
