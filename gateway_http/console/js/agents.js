@@ -6,6 +6,21 @@ import { ago, chars, when } from "./format.js";
 
 export const REFRESH_MS = 2500;
 
+// The last list answered, by agent id (the Memory page reads whether the key may write).
+export const known = new Map();
+
+export async function listAgents() {
+  const data = await call("GET", "/api/v1/agents");
+  const agents = data.agents || [];
+  known.clear();
+  for (const agent of agents) known.set(agent.agentId, agent);
+  return agents;
+}
+
+export function memoryHref(agentId) {
+  return `#/agents/${encodeURIComponent(agentId)}/memory`;
+}
+
 function budgetLine(file) {
   const budget = Number(file.budget || 0);
   const size = Number(file.chars || 0);
@@ -65,7 +80,7 @@ function actions(agent, onRun) {
 export function agentRow(agent, onRun) {
   const dream = agent.dream || {};
   const row = el("tr", {},
-    el("td", {}, el("div", { className: "agent-id" }, agent.agentId),
+    el("td", {}, el("a", { className: "agent-id", href: memoryHref(agent.agentId), title: "memory" }, agent.agentId),
       agent.overBudget ? el("span", { className: "flag" }, "OVER BUDGET") : null),
     el("td", {}, (agent.files || []).map(budgetLine)),
     sessionsCell(agent),
@@ -99,9 +114,8 @@ export function startAgents(onUnauthorized) {
 
   async function refresh() {
     try {
-      const data = await call("GET", "/api/v1/agents");
+      const agents = await listAgents();
       if (stopped) return;
-      const agents = data.agents || [];
       clear(rows);
       rows.append(...agents.map((a) => agentRow(a, runNow)));
       setText("agents-count", `(${agents.length})`);

@@ -1,31 +1,62 @@
-// The console's start: sign-in and sign-out, then the Agents page.
+// The console's start: sign-in and sign-out, and the pages by the address's #fragment
+// (#/agents, #/agents/ID/memory).
 
 import { ApiError, call, forgetKey, storedKey, storeKey } from "./api.js";
 import { setText, show } from "./dom.js";
-import { startAgents } from "./agents.js";
+import { known, listAgents, startAgents } from "./agents.js";
+import { showMemory } from "./memory.js";
 
+const PAGES = ["agents", "memory"];
 let stopAgents = null;
 
-function signedOut(message = "") {
+function stopPolling() {
   if (stopAgents) {
     stopAgents();
     stopAgents = null;
   }
+}
+
+function signedOut(message = "") {
+  stopPolling();
   forgetKey();
+  known.clear();
   show("nav", false);
-  show("agents", false);
+  for (const page of PAGES) show(page, false);
   show("sign-in", true);
   setText("sign-in-error", message);
   document.getElementById("api-key").value = "";
   document.getElementById("api-key").focus();
 }
 
-function signedIn() {
+function onUnauthorized(message) {
+  signedOut(`Signed out: ${message}`);
+}
+
+async function route() {
+  if (!storedKey()) {
+    signedOut();
+    return;
+  }
   show("sign-in", false);
   show("nav", true);
-  show("agents", true);
-  setText("sign-in-error", "");
-  stopAgents = startAgents((message) => signedOut(`Signed out: ${message}`));
+  const memory = /^#\/agents\/([^/]+)\/memory$/.exec(window.location.hash);
+  stopPolling();
+  for (const page of PAGES) show(page, false);
+  if (!memory) {
+    show("agents", true);
+    stopAgents = startAgents(onUnauthorized);
+    return;
+  }
+  const agentId = decodeURIComponent(memory[1]);
+  show("memory", true);
+  try {
+    if (!known.has(agentId)) await listAgents();
+    const agent = known.get(agentId);
+    await showMemory(document.getElementById("memory"), agentId, Boolean(agent && agent.writable));
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) onUnauthorized(err.message);
+    else document.getElementById("memory").textContent = `Cannot show ${agentId}: ${err.message}`;
+  }
 }
 
 async function signIn(event) {
@@ -42,13 +73,10 @@ async function signIn(event) {
   }
   input.value = "";
   storeKey(key);
-  signedIn();
+  route();
 }
 
 document.getElementById("sign-in-form").addEventListener("submit", signIn);
 document.getElementById("sign-out").addEventListener("click", () => signedOut());
-if (storedKey()) {
-  signedIn();
-} else {
-  signedOut();
-}
+window.addEventListener("hashchange", route);
+route();
