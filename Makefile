@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 GATEWAY_HOME_DIR ?= ./var/gateway
 
-.PHONY: install tools up demo test unit integration lint typecheck docs reference bench protos clean clean-data
+.PHONY: install tools browser up demo test unit integration lint typecheck docs reference bench protos clean clean-data
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,14 @@ demo: install
 tools:
 	@command -v curl >/dev/null || { command -v apt-get >/dev/null && apt-get update -q >/dev/null && apt-get install -y -q curl >/dev/null; } || echo "make: curl is missing and cannot be installed here: the docs' examples will be skipped"
 
-## make test: the whole test suite (lint, type check, the documentation site, unit, integration)
-test: install tools lint typecheck docs
+# The web console's browser tests (tests/browser) drive Debian's Chromium through Playwright (Playwright's
+# own browser download cannot work here): a fresh machine without it gets it from apt where it can.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@test -x $(CHROMIUM) || { command -v apt-get >/dev/null && apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; } || echo "make: $(CHROMIUM) is missing and cannot be installed here: the console's browser tests will be skipped"
+
+## make test: the whole test suite (lint, type check, the documentation site, unit, integration, browser)
+test: install tools browser lint typecheck docs
 	$(PY) -m pytest
 
 unit: install

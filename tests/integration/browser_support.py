@@ -1,0 +1,89 @@
+"""The web console in a real browser (``test_console_browser.py``): Playwright driving the system's
+Chromium, headless, and the page's helpers.
+
+Playwright's own browser download cannot work on the suite's machines; ``make test`` installs
+Debian's ``chromium`` when it is missing (the Makefile's ``browser`` target). Without it, or
+without the playwright package, every browser test skips with the one line ``MISSING``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+MISSING = "the console's browser tests need Debian's chromium at /usr/bin/chromium and the playwright package: run make test (as root it installs chromium with apt-get)"
+
+
+def chromium() -> Iterator[Any]:
+    """A headless Chromium for the module (a generator for a fixture); skips when there is none."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip(MISSING)
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(MISSING)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class Tab:
+    """One page of the console with what the tests watch: dialogs opened, console errors, requests."""
+
+    def __init__(self, browser: Any, base_url: str) -> None:
+        self.context = browser.new_context(viewport={"width": 1400, "height": 800})
+        self.page = self.context.new_page()
+        self.base_url = base_url
+        self.dialogs: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("dialog", self._dialog)
+        self.page.on("request", lambda request: self.requests.append(request.url))
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def open(self, fragment: str = "") -> None:
+        self.page.goto(f"{self.base_url}/ui/{fragment}")
+
+    def sign_in(self, key: str) -> None:
+        self.page.fill("#api-key", key)
+        self.page.click("#sign-in-form button[type=submit]")
+
+    def until(self, expression: str, arg: Any = None, timeout: float = 10.0) -> Any:
+        """Poll ``expression`` (a JavaScript function of ``arg``) until it is truthy; its value.
+        Playwright's own wait_for_function evaluates a string in the page, which the console's
+        policy (no eval) forbids, so the polling is done from here."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.page.evaluate(expression, arg)
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not true after {timeout} s: {expression}")
+            self.page.wait_for_timeout(100)
+
+    def rows(self) -> list[str]:
+        self.page.wait_for_selector("#agents-rows")
+        return list(self.page.eval_on_selector_all("#agents-rows tr", "rows => rows.map(r => r.dataset.agent)"))
+
+    def wait_rows(self, count: int) -> list[str]:
+        self.until("n => document.querySelectorAll('#agents-rows tr').length === n", count)
+        return self.rows()
+
+    def screenshot(self, folder: Path, name: str) -> Path:
+        path = folder / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def close(self) -> None:
+        self.context.close()

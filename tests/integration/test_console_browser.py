@@ -1,0 +1,206 @@
+"""The web console in headless Chromium against the real suite (docs/how-to/console.md).
+
+Sign-in with a read-only key, a write key, a scoped key and a wrong one; the Agents page's budget
+bar moving after a PUT made outside the page, without a reload; the Memory page's read and save;
+and hostile memory text rendered as inert text. Each test keeps a screenshot of its page in its
+pytest temporary folder (``screenshots/``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from browser_support import Tab, chromium
+from suite_support import ADMIN_KEY, BOB_WRITER_KEY, READER_KEY, Suite, make_home
+
+pytestmark = pytest.mark.integration
+
+AGENTS = ("alfred", "bob", "dora")
+HOSTILE = (
+    '<img src=x onerror="window.__pwned=1">',
+    "</script><script>window.__pwned=2</script>",
+    "[click me](javascript:window.__pwned=3)",
+    '<a href="javascript:window.__pwned=4">link</a>',
+)
+HOSTILE_SESSION = '<img src=x onerror="window.__pwned=5">'
+
+
+@pytest.fixture(scope="module")
+def console_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
+    home, ports, http_port = make_home(tmp_path_factory.mktemp("console"), agents=[{"id": a} for a in AGENTS])
+    for agent, memory in (("alfred", "- prefers tea\n" * 200), ("bob", "- ships on Fridays\n" * 40),
+                          ("dora", "- a very long memory line that keeps growing\n" * 200)):
+        folder = home / "agents" / agent / "workspace"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "MEMORY.md").write_text(f"# Memory\n\n{memory}")
+        (folder / "SOUL.md").write_text(f"# Soul\n\n{agent} is careful.\n")
+    suite = Suite(home, http_port, ports)
+    try:
+        for name in ("file_api", "watcher", "kb", "dreaming", "http"):
+            suite.start(name)
+        with httpx.Client(base_url=suite.base_url, timeout=10, headers={"X-Api-Key": ADMIN_KEY}) as client:
+            for agent, session, state in (("alfred", "telegram-4711", "BUSY"), ("alfred", "cron-nightly", "IDLE"),
+                                          ("bob", "slack-bob-1", "IDLE")):
+                reply = client.post(f"/api/v1/agents/{agent}/sessions", json={"sessionId": session, "state": f"SESSION_STATE_{state}"})
+                assert reply.status_code == 200, reply.text
+        yield suite
+    finally:
+        suite.stop_all()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    yield from chromium()
+
+
+@pytest.fixture
+def tab(browser: Any, console_suite: Suite) -> Iterator[Tab]:
+    opened = Tab(browser, console_suite.base_url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    folder = tmp_path / "screenshots"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def http(console_suite: Suite) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=console_suite.base_url, timeout=10, headers={"X-Api-Key": ADMIN_KEY}) as client:
+        yield client
+
+
+def test_a_wrong_key_is_told_so_on_the_form(tab: Tab, shots: Path) -> None:
+    tab.open()
+    tab.sign_in("not-a-key-at-all")
+    tab.until("() => document.getElementById('sign-in-error').textContent.length > 0")
+    assert "not accepted" in tab.page.text_content("#sign-in-error")
+    assert tab.page.is_visible("#sign-in") and not tab.page.is_visible("#agents")
+    assert tab.page.evaluate("sessionStorage.length") == 0
+    tab.screenshot(shots, "wrong-key")
+
+
+def test_a_read_only_key_sees_its_agent_and_no_write_button(tab: Tab, shots: Path) -> None:
+    tab.open()
+    tab.sign_in(READER_KEY)
+    assert tab.wait_rows(1) == ["alfred"]
+    assert tab.page.query_selector_all("button.run-now") == []
+    assert "read only" in tab.page.text_content("#agents-rows tr")
+    assert READER_KEY not in tab.page.url and READER_KEY not in tab.page.content()
+    tab.screenshot(shots, "read-only")
+
+
+def test_a_write_key_sees_every_agent_and_its_write_buttons(tab: Tab, shots: Path) -> None:
+    tab.open()
+    tab.sign_in(ADMIN_KEY)
+    assert tab.wait_rows(3) == list(AGENTS)
+    assert len(tab.page.query_selector_all("button.run-now")) == 3
+    tab.screenshot(shots, "write-key")
+
+
+def test_a_scoped_key_sees_only_its_agent_and_signs_out(tab: Tab, shots: Path) -> None:
+    tab.open()
+    tab.sign_in(BOB_WRITER_KEY)
+    assert tab.wait_rows(1) == ["bob"]
+    assert len(tab.page.query_selector_all("button.run-now")) == 1
+    tab.screenshot(shots, "scoped-key")
+    tab.page.click("#sign-out")
+    assert tab.page.is_visible("#sign-in") and tab.page.evaluate("sessionStorage.length") == 0
+
+
+def memory_meter(tab: Tab, agent: str) -> float:
+    return float(tab.page.get_attribute(f"#agents-rows tr[data-agent={agent}] meter[data-file='MEMORY.md']", "value") or 0)
+
+
+def test_the_budget_bar_moves_after_a_put_without_a_reload(tab: Tab, shots: Path, http: httpx.Client) -> None:
+    tab.open()
+    tab.sign_in(ADMIN_KEY)
+    tab.wait_rows(3)
+    tab.page.evaluate("window.__sameDocument = true")
+    before = memory_meter(tab, "bob")
+    grown = "# Memory\n\n" + "- ships on Fridays, and on Mondays too\n" * 120
+    assert http.put("/api/v1/agents/bob/files/MEMORY.md", json={"content": grown}).status_code == 200
+    tab.until("n => Number(document.querySelector(\"tr[data-agent=bob] meter[data-file='MEMORY.md']\").value) === n",
+              len(grown))
+    assert memory_meter(tab, "bob") == len(grown) > before
+    assert tab.page.evaluate("window.__sameDocument") is True  # no reload happened
+    assert "OVER BUDGET" in tab.page.text_content("tr[data-agent=dora]")
+    api_calls = [u for u in tab.requests if "/api/" in u]
+    assert api_calls and all(u.endswith("/api/v1/agents") for u in api_calls)  # one call per refresh, for every agent
+    tab.screenshot(shots, "agents")
+
+
+def test_the_memory_page_reads_and_saves_and_reports_a_conflict(tab: Tab, shots: Path, http: httpx.Client) -> None:
+    tab.open()
+    tab.sign_in(ADMIN_KEY)
+    tab.wait_rows(3)
+    tab.page.click("tr[data-agent=alfred] a.agent-id")
+    area = "section.file[data-file='USER.md'] textarea"
+    tab.page.wait_for_selector(area)
+    tab.page.fill(area, "# User\n\n- likes short answers\n")
+    tab.page.click("section.file[data-file='USER.md'] button.save")
+    tab.until("() => document.querySelector(\"section.file[data-file='USER.md'] .file-status\").textContent.startsWith('File saved')")
+    assert http.get("/api/v1/agents/alfred/files/USER.md").json()["content"] == "# User\n\n- likes short answers\n"
+    assert http.put("/api/v1/agents/alfred/files/USER.md", json={"content": "# User\n\n- changed elsewhere\n"}).status_code == 200
+    tab.page.fill(area, "# User\n\n- my edit\n")
+    tab.page.click("section.file[data-file='USER.md'] button.save")
+    tab.page.wait_for_selector("section.file[data-file='USER.md'] .error")
+    assert "changed since you opened it" in tab.page.text_content("section.file[data-file='USER.md'] .file-status")
+    assert http.get("/api/v1/agents/alfred/files/USER.md").json()["content"] == "# User\n\n- changed elsewhere\n"
+    tab.screenshot(shots, "memory")
+
+
+def test_a_read_only_key_reads_memory_without_an_editor(tab: Tab, shots: Path) -> None:
+    tab.open("#/agents/alfred/memory")
+    tab.sign_in(READER_KEY)
+    tab.page.wait_for_selector("section.file[data-file='MEMORY.md'] pre")
+    assert tab.page.query_selector_all("textarea, button.save") == []
+    assert "prefers tea" in tab.page.text_content("section.file[data-file='MEMORY.md'] pre")
+    tab.screenshot(shots, "memory-read-only")
+
+
+def test_hostile_memory_text_and_session_ids_render_as_inert_text(tab: Tab, shots: Path, http: httpx.Client) -> None:
+    hostile = "# Memory\n\n" + "".join(f"- {line}\n" for line in HOSTILE)
+    assert http.put("/api/v1/agents/dora/files/MEMORY.md", json={"content": hostile}).status_code == 200
+    session = http.post("/api/v1/agents/dora/sessions", json={"sessionId": HOSTILE_SESSION, "state": "SESSION_STATE_IDLE"})
+    assert session.status_code == 200, session.text
+    tab.open()
+    tab.sign_in(ADMIN_KEY)
+    tab.page.wait_for_selector("tr[data-agent=dora] .session")
+    assert HOSTILE_SESSION in tab.page.text_content("tr[data-agent=dora] .session")
+    tab.page.click("tr[data-agent=dora] a.agent-id")
+    text = tab.page.wait_for_selector("section.file[data-file='MEMORY.md'] textarea")
+    assert text is not None and text.input_value() == hostile
+    tab.page.fill("#search-query", "click me")
+    tab.page.click("#search-form button")
+    tab.until("() => !['', 'searching…'].includes(document.getElementById('search-status').textContent)")
+    assert HOSTILE[1] in tab.page.text_content("#search-hits pre")
+    assert_inert(tab)
+    tab.screenshot(shots, "hostile")
+    assert http.put("/api/v1/agents/alfred/files/HEARTBEAT.md", json={"content": hostile}).status_code == 200
+    tab.page.click("#sign-out")
+    tab.open("#/agents/alfred/memory")
+    tab.sign_in(READER_KEY)
+    tab.page.wait_for_selector("section.file[data-file='HEARTBEAT.md'] pre")
+    assert tab.page.text_content("section.file[data-file='HEARTBEAT.md'] pre") == hostile
+    assert_inert(tab)
+    tab.screenshot(shots, "hostile-read-only")
+
+
+def assert_inert(tab: Tab) -> None:
+    """No element was made from the hostile text, no script of it ran, no dialog opened."""
+    made = tab.page.evaluate(
+        "() => ({img: document.querySelectorAll('img').length, scripts: document.querySelectorAll('script:not([src])').length,"
+        " js: [...document.querySelectorAll('a')].filter(a => a.href.startsWith('javascript:')).length,"
+        " pwned: window.__pwned === undefined ? null : window.__pwned})")
+    assert made == {"img": 0, "scripts": 0, "js": 0, "pwned": None}
+    assert tab.dialogs == []
