@@ -3,7 +3,7 @@ Chromium, headless, and the page's helpers.
 
 Playwright's own browser download cannot work on the suite's machines; ``make test`` installs
 Debian's ``chromium`` when it is missing (the Makefile's ``browser`` target). Without it, or
-without the playwright package, every browser test skips with the one line ``MISSING``.
+without the playwright package, the browser tests' module skips whole, with the one line ``MISSING``.
 """
 
 from __future__ import annotations
@@ -14,20 +14,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
 MISSING = "the console's browser tests need Debian's chromium at /usr/bin/chromium and the playwright package: run make test (as root it installs chromium with apt-get)"
 
 
-def chromium() -> Iterator[Any]:
-    """A headless Chromium for the module (a generator for a fixture); skips when there is none."""
+def available() -> bool:
+    """Whether the playwright package and the system's Chromium are both there."""
     try:
-        from playwright.sync_api import sync_playwright
+        import playwright.sync_api  # noqa: F401
     except ImportError:
-        pytest.skip(MISSING)
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(MISSING)
+        return False
+    return os.access(CHROMIUM, os.X_OK)
+
+
+def chromium() -> Iterator[Any]:
+    """A headless Chromium (a generator for a module fixture; check ``available()`` first)."""
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
         try:

@@ -14,10 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
-from browser_support import Tab, chromium
+from browser_support import MISSING, Tab, available, chromium
 from suite_support import ADMIN_KEY, BOB_WRITER_KEY, READER_KEY, Suite, make_home
 
 pytestmark = pytest.mark.integration
+if not available():
+    pytest.skip(MISSING, allow_module_level=True)
 
 AGENTS = ("alfred", "bob", "dora")
 HOSTILE = (
