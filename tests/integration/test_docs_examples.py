@@ -318,6 +318,23 @@ def dreams_set_the_stand_in(tour: Tour, block: str) -> None:
         "gateway", "reviewer", "stand-in"]
 
 
+@example("http://localhost:10850/api/v1/agents | jq", "docs/how-to/console.md")
+def console_list_agents(tour: Tour, block: str) -> None:
+    [listed] = json_values(tour.sh(block, tour.demo))
+    [alfred] = listed["agents"]  # "it sees alfred only, and may not write"
+    assert alfred["agentId"] == "alfred" and alfred["writable"] is False, listed
+    assert [f["name"] for f in alfred["files"]] == ["MEMORY.md", "USER.md", "CLAUDE.md"], listed
+
+
+@example("curl -sI http://localhost:10850/ui/", "docs/how-to/console.md")
+def console_headers(tour: Tour, block: str) -> None:
+    out = tour.sh(block, tour.demo).lower()
+    page = (ROOT / "docs" / "how-to" / "console.md").read_text(encoding="utf-8")
+    [policy] = re.findall(r"\| `Content-Security-Policy` \| `([^`]+)`", page)
+    assert out.startswith("http/1.1 200") and f"content-security-policy: {policy.lower()}" in out, out
+    assert "x-content-type-options: nosniff" in out and "referrer-policy: no-referrer" in out, out
+
+
 NEW_NOTES = ("The ferry leaves at noon on Sundays.", "Mara keeps the spare keys.")
 
 
