@@ -49,7 +49,10 @@ class Tab:
         self.base_url = base_url
         self.dialogs: list[str] = []
         self.requests: list[str] = []
+        self.errors: list[str] = []  # the page's uncaught errors and console errors, for a failure's message
         self.page.on("dialog", self._dialog)
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("console", lambda message: self.errors.append(message.text) if message.type == "error" else None)
         self.page.on("request", lambda request: self.requests.append(request.url))
 
     def _dialog(self, dialog: Any) -> None:
@@ -73,7 +76,7 @@ class Tab:
             if value:
                 return value
             if time.monotonic() > deadline:
-                raise AssertionError(f"not true after {timeout} s: {expression}")
+                raise AssertionError(f"not true after {timeout} s: {expression}; page errors: {self.errors}")
             self.page.wait_for_timeout(100)
 
     def rows(self) -> list[str]:
@@ -91,3 +94,14 @@ class Tab:
 
     def close(self) -> None:
         self.context.close()
+
+
+def assert_inert(tab: Tab) -> None:
+    """No element was made from hostile text (an image, an inline script, a ``javascript:`` link),
+    none of its scripts ran (they would set ``window.__pwned``), and no dialog opened."""
+    made = tab.page.evaluate(
+        "() => ({img: document.querySelectorAll('img').length, scripts: document.querySelectorAll('script:not([src])').length,"
+        " js: [...document.querySelectorAll('a')].filter(a => a.href.startsWith('javascript:')).length,"
+        " pwned: window.__pwned === undefined ? null : window.__pwned})")
+    assert made == {"img": 0, "scripts": 0, "js": 0, "pwned": None}
+    assert tab.dialogs == []

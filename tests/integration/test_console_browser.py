@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from browser_support import MISSING, Tab, available, chromium
+from browser_support import MISSING, Tab, assert_inert, available, chromium
 from suite_support import ADMIN_KEY, BOB_WRITER_KEY, READER_KEY, Suite, make_home
 
 pytestmark = pytest.mark.integration
@@ -197,12 +197,3 @@ def test_hostile_memory_text_and_session_ids_render_as_inert_text(tab: Tab, shot
     assert_inert(tab)
     tab.screenshot(shots, "hostile-read-only")
 
-
-def assert_inert(tab: Tab) -> None:
-    """No element was made from the hostile text, no script of it ran, no dialog opened."""
-    made = tab.page.evaluate(
-        "() => ({img: document.querySelectorAll('img').length, scripts: document.querySelectorAll('script:not([src])').length,"
-        " js: [...document.querySelectorAll('a')].filter(a => a.href.startsWith('javascript:')).length,"
-        " pwned: window.__pwned === undefined ? null : window.__pwned})")
-    assert made == {"img": 0, "scripts": 0, "js": 0, "pwned": None}
-    assert tab.dialogs == []

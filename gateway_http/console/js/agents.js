@@ -17,8 +17,8 @@ export async function listAgents() {
   return agents;
 }
 
-export function memoryHref(agentId) {
-  return `#/agents/${encodeURIComponent(agentId)}/memory`;
+export function agentHref(agentId, page) {
+  return `#/agents/${encodeURIComponent(agentId)}/${page}`;
 }
 
 function budgetLine(file) {
@@ -80,7 +80,8 @@ function actions(agent, onRun) {
 export function agentRow(agent, onRun) {
   const dream = agent.dream || {};
   const row = el("tr", {},
-    el("td", {}, el("a", { className: "agent-id", href: memoryHref(agent.agentId), title: "memory" }, agent.agentId),
+    el("td", {}, el("a", { className: "agent-id", href: agentHref(agent.agentId, "memory"), title: "memory" }, agent.agentId),
+      el("a", { className: "dreams-link", href: agentHref(agent.agentId, "dreams") }, "dreams"),
       agent.overBudget ? el("span", { className: "flag" }, "OVER BUDGET") : null),
     el("td", {}, (agent.files || []).map(budgetLine)),
     sessionsCell(agent),

@@ -1,12 +1,14 @@
 // The console's start: sign-in and sign-out, and the pages by the address's #fragment
-// (#/agents, #/agents/ID/memory).
+// (#/agents, #/agents/ID/memory, #/agents/ID/dreams).
 
 import { ApiError, call, forgetKey, storedKey, storeKey } from "./api.js";
 import { setText, show } from "./dom.js";
 import { known, listAgents, startAgents } from "./agents.js";
+import { showDreams } from "./dreams.js";
 import { showMemory } from "./memory.js";
 
-const PAGES = ["agents", "memory"];
+const PAGES = ["agents", "memory", "dreams"];
+const AGENT_PAGES = { memory: showMemory, dreams: showDreams };
 let stopAgents = null;
 
 function stopPolling() {
@@ -39,23 +41,24 @@ async function route() {
   }
   show("sign-in", false);
   show("nav", true);
-  const memory = /^#\/agents\/([^/]+)\/memory$/.exec(window.location.hash);
+  const page = /^#\/agents\/([^/]+)\/(memory|dreams)$/.exec(window.location.hash);
   stopPolling();
-  for (const page of PAGES) show(page, false);
-  if (!memory) {
+  for (const name of PAGES) show(name, false);
+  if (!page) {
     show("agents", true);
     stopAgents = startAgents(onUnauthorized);
     return;
   }
-  const agentId = decodeURIComponent(memory[1]);
-  show("memory", true);
+  const agentId = decodeURIComponent(page[1]);
+  const root = document.getElementById(page[2]);
+  show(page[2], true);
   try {
     if (!known.has(agentId)) await listAgents();
     const agent = known.get(agentId);
-    await showMemory(document.getElementById("memory"), agentId, Boolean(agent && agent.writable));
+    await AGENT_PAGES[page[2]](root, agentId, Boolean(agent && agent.writable));
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) onUnauthorized(err.message);
-    else document.getElementById("memory").textContent = `Cannot show ${agentId}: ${err.message}`;
+    else root.textContent = `Cannot show ${agentId}: ${err.message}`;
   }
 }
 

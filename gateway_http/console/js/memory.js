@@ -2,6 +2,7 @@
 // over its archive. File text, snippets and paths are rendered as text only.
 
 import { agentPath, call } from "./api.js";
+import { agentHref } from "./agents.js";
 import { append, clear, el } from "./dom.js";
 
 export const FILES = ["MEMORY.md", "USER.md", "SOUL.md", "IDENTITY.md", "AGENTS.md", "HEARTBEAT.md"];
@@ -94,6 +95,7 @@ function searchForm(agentId) {
 export async function showMemory(root, agentId, writable) {
   clear(root);
   append(root, [el("h2", {}, "Memory of ", el("span", { className: "agent-name" }, agentId)),
+    el("p", {}, el("a", { href: "#/agents" }, "all agents"), " · ", el("a", { href: agentHref(agentId, "dreams") }, "dreams")),
     writable ? null : el("p", { className: "read-only" }, "read only: this key cannot write to this agent")]);
   const files = await Promise.all(FILES.map(async (name) => {
     try {
