@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from suite_support import Suite, make_home
+from browser_support import Tab, chromium
+from suite_support import ADMIN_KEY, Suite, make_home
 
 
 @pytest.fixture(scope="module")
@@ -31,3 +34,37 @@ def http(suite: Suite) -> Iterator[httpx.Client]:
         yield client
 
 
+
+
+# --- the console's browser tests: each module defines ``console_suite`` and skips first without a browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """A headless Chromium for the module (``browser_support``)."""
+    yield from chromium()
+
+
+@pytest.fixture
+def tab(browser: Any, console_suite: Suite) -> Iterator[Tab]:
+    """A fresh browser context on the module's ``console_suite``, closed after the test."""
+    opened = Tab(browser, console_suite.base_url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where a browser test keeps its screenshots: ``screenshots/`` in its pytest temporary folder."""
+    folder = tmp_path / "screenshots"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def admin_http(console_suite: Suite) -> Iterator[httpx.Client]:
+    """A client of the module's ``console_suite`` with the admin key: the writes made outside the page."""
+    with httpx.Client(base_url=console_suite.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as client:
+        yield client

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from browser_support import MISSING, Tab, assert_inert, available, chromium
-from suite_support import ADMIN_KEY, BOB_WRITER_KEY, READER_KEY, Suite, make_home
+from browser_support import MISSING, Tab, assert_inert, available
+from dreaming_support import start_suite
+from suite_support import ADMIN_KEY, BOB_WRITER_KEY, READER_KEY, Suite
 
 pytestmark = pytest.mark.integration
 if not available():
@@ -33,17 +33,12 @@ HOSTILE_SESSION = '<img src=x onerror="window.__pwned=5">'
 
 @pytest.fixture(scope="module")
 def console_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
-    home, ports, http_port = make_home(tmp_path_factory.mktemp("console"), agents=[{"id": a} for a in AGENTS])
-    for agent, memory in (("alfred", "- prefers tea\n" * 200), ("bob", "- ships on Fridays\n" * 40),
-                          ("dora", "- a very long memory line that keeps growing\n" * 200)):
-        folder = home / "agents" / agent / "workspace"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "MEMORY.md").write_text(f"# Memory\n\n{memory}")
-        (folder / "SOUL.md").write_text(f"# Soul\n\n{agent} is careful.\n")
-    suite = Suite(home, http_port, ports)
+    memories = {"alfred": "- prefers tea\n" * 200, "bob": "- ships on Fridays\n" * 40,
+                "dora": "- a very long memory line that keeps growing\n" * 200}
+    files = {agent: {"MEMORY.md": f"# Memory\n\n{memory}", "SOUL.md": f"# Soul\n\n{agent} is careful.\n"}
+             for agent, memory in memories.items()}
+    suite = start_suite(tmp_path_factory.mktemp("console"), [{"id": a} for a in AGENTS], files=files)
     try:
-        for name in ("file_api", "watcher", "kb", "dreaming", "http"):
-            suite.start(name)
         with httpx.Client(base_url=suite.base_url, timeout=10, headers={"X-Api-Key": ADMIN_KEY}) as client:
             for agent, session, state in (("alfred", "telegram-4711", "BUSY"), ("alfred", "cron-nightly", "IDLE"),
                                           ("bob", "slack-bob-1", "IDLE")):
@@ -52,33 +47,6 @@ def console_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         yield suite
     finally:
         suite.stop_all()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from chromium()
-
-
-@pytest.fixture
-def tab(browser: Any, console_suite: Suite) -> Iterator[Tab]:
-    opened = Tab(browser, console_suite.base_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-@pytest.fixture
-def shots(tmp_path: Path) -> Path:
-    folder = tmp_path / "screenshots"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def http(console_suite: Suite) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=console_suite.base_url, timeout=10, headers={"X-Api-Key": ADMIN_KEY}) as client:
-        yield client
 
 
 def test_a_wrong_key_is_told_so_on_the_form(tab: Tab, shots: Path) -> None:
@@ -123,14 +91,14 @@ def memory_meter(tab: Tab, agent: str) -> float:
     return float(tab.page.get_attribute(f"#agents-rows tr[data-agent={agent}] meter[data-file='MEMORY.md']", "value") or 0)
 
 
-def test_the_budget_bar_moves_after_a_put_without_a_reload(tab: Tab, shots: Path, http: httpx.Client) -> None:
+def test_the_budget_bar_moves_after_a_put_without_a_reload(tab: Tab, shots: Path, admin_http: httpx.Client) -> None:
     tab.open()
     tab.sign_in(ADMIN_KEY)
     tab.wait_rows(3)
     tab.page.evaluate("window.__sameDocument = true")
     before = memory_meter(tab, "bob")
     grown = "# Memory\n\n" + "- ships on Fridays, and on Mondays too\n" * 120
-    assert http.put("/api/v1/agents/bob/files/MEMORY.md", json={"content": grown}).status_code == 200
+    assert admin_http.put("/api/v1/agents/bob/files/MEMORY.md", json={"content": grown}).status_code == 200
     tab.until("n => Number(document.querySelector(\"tr[data-agent=bob] meter[data-file='MEMORY.md']\").value) === n",
               len(grown))
     assert memory_meter(tab, "bob") == len(grown) > before
@@ -141,7 +109,7 @@ def test_the_budget_bar_moves_after_a_put_without_a_reload(tab: Tab, shots: Path
     tab.screenshot(shots, "agents")
 
 
-def test_the_memory_page_reads_and_saves_and_reports_a_conflict(tab: Tab, shots: Path, http: httpx.Client) -> None:
+def test_the_memory_page_reads_and_saves_and_reports_a_conflict(tab: Tab, shots: Path, admin_http: httpx.Client) -> None:
     tab.open()
     tab.sign_in(ADMIN_KEY)
     tab.wait_rows(3)
@@ -151,13 +119,13 @@ def test_the_memory_page_reads_and_saves_and_reports_a_conflict(tab: Tab, shots:
     tab.page.fill(area, "# User\n\n- likes short answers\n")
     tab.page.click("section.file[data-file='USER.md'] button.save")
     tab.until("() => document.querySelector(\"section.file[data-file='USER.md'] .file-status\").textContent.startsWith('File saved')")
-    assert http.get("/api/v1/agents/alfred/files/USER.md").json()["content"] == "# User\n\n- likes short answers\n"
-    assert http.put("/api/v1/agents/alfred/files/USER.md", json={"content": "# User\n\n- changed elsewhere\n"}).status_code == 200
+    assert admin_http.get("/api/v1/agents/alfred/files/USER.md").json()["content"] == "# User\n\n- likes short answers\n"
+    assert admin_http.put("/api/v1/agents/alfred/files/USER.md", json={"content": "# User\n\n- changed elsewhere\n"}).status_code == 200
     tab.page.fill(area, "# User\n\n- my edit\n")
     tab.page.click("section.file[data-file='USER.md'] button.save")
     tab.page.wait_for_selector("section.file[data-file='USER.md'] .error")
     assert "changed since you opened it" in tab.page.text_content("section.file[data-file='USER.md'] .file-status")
-    assert http.get("/api/v1/agents/alfred/files/USER.md").json()["content"] == "# User\n\n- changed elsewhere\n"
+    assert admin_http.get("/api/v1/agents/alfred/files/USER.md").json()["content"] == "# User\n\n- changed elsewhere\n"
     tab.screenshot(shots, "memory")
 
 
@@ -170,10 +138,10 @@ def test_a_read_only_key_reads_memory_without_an_editor(tab: Tab, shots: Path) -
     tab.screenshot(shots, "memory-read-only")
 
 
-def test_hostile_memory_text_and_session_ids_render_as_inert_text(tab: Tab, shots: Path, http: httpx.Client) -> None:
+def test_hostile_memory_text_and_session_ids_render_as_inert_text(tab: Tab, shots: Path, admin_http: httpx.Client) -> None:
     hostile = "# Memory\n\n" + "".join(f"- {line}\n" for line in HOSTILE)
-    assert http.put("/api/v1/agents/dora/files/MEMORY.md", json={"content": hostile}).status_code == 200
-    session = http.post("/api/v1/agents/dora/sessions", json={"sessionId": HOSTILE_SESSION, "state": "SESSION_STATE_IDLE"})
+    assert admin_http.put("/api/v1/agents/dora/files/MEMORY.md", json={"content": hostile}).status_code == 200
+    session = admin_http.post("/api/v1/agents/dora/sessions", json={"sessionId": HOSTILE_SESSION, "state": "SESSION_STATE_IDLE"})
     assert session.status_code == 200, session.text
     tab.open()
     tab.sign_in(ADMIN_KEY)
@@ -188,7 +156,7 @@ def test_hostile_memory_text_and_session_ids_render_as_inert_text(tab: Tab, shot
     assert HOSTILE[1] in tab.page.text_content("#search-hits pre")
     assert_inert(tab)
     tab.screenshot(shots, "hostile")
-    assert http.put("/api/v1/agents/alfred/files/HEARTBEAT.md", json={"content": hostile}).status_code == 200
+    assert admin_http.put("/api/v1/agents/alfred/files/HEARTBEAT.md", json={"content": hostile}).status_code == 200
     tab.page.click("#sign-out")
     tab.open("#/agents/alfred/memory")
     tab.sign_in(READER_KEY)

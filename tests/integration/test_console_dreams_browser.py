@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from browser_support import MISSING, Tab, assert_inert, available, chromium
-from dreaming_support import add, dreaming, replace, reviewer, write_reply
-from suite_support import ADMIN_KEY, READER_KEY, Suite, make_home
+from browser_support import MISSING, Tab, assert_inert, available
+from dreaming_support import add, dreaming, replace, reviewer, start_suite, write_reply
+from suite_support import ADMIN_KEY, READER_KEY, Suite
 
 pytestmark = pytest.mark.integration
 if not available():
@@ -29,46 +28,13 @@ def reply_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def dream_suite(tmp_path_factory: pytest.TempPathFactory, reply_file: Path) -> Iterator[Suite]:
-    command = reviewer("reply.py", reply_file)
-    home, ports, http_port = make_home(tmp_path_factory.mktemp("console-dreams"), agents=[{"id": "alfred", "dreaming": dreaming(command)}])
-    folder = home / "agents" / "alfred" / "workspace"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "MEMORY.md").write_text(MEMORY)
-    suite = Suite(home, http_port, ports)
+def console_suite(tmp_path_factory: pytest.TempPathFactory, reply_file: Path) -> Iterator[Suite]:
+    agents = [{"id": "alfred", "dreaming": dreaming(reviewer("reply.py", reply_file))}]
+    suite = start_suite(tmp_path_factory.mktemp("console-dreams"), agents, files={"alfred": {"MEMORY.md": MEMORY}})
     try:
-        for name in ("file_api", "watcher", "kb", "dreaming", "http"):
-            suite.start(name)
         yield suite
     finally:
         suite.stop_all()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    yield from chromium()
-
-
-@pytest.fixture
-def tab(browser: Any, dream_suite: Suite) -> Iterator[Tab]:
-    opened = Tab(browser, dream_suite.base_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-@pytest.fixture
-def shots(tmp_path: Path) -> Path:
-    folder = tmp_path / "screenshots"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def http(dream_suite: Suite) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=dream_suite.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as client:
-        yield client
 
 
 def memory(http: httpx.Client) -> str:
@@ -88,7 +54,7 @@ def run_now(tab: Tab, mode: str) -> None:
     tab.until("() => document.getElementById('dream-message').textContent.startsWith('run ')", timeout=30)
 
 
-def test_a_propose_run_shows_diffs_and_accept_applies_only_the_chosen_one(tab: Tab, shots: Path, http: httpx.Client,
+def test_a_propose_run_shows_diffs_and_accept_applies_only_the_chosen_one(tab: Tab, shots: Path, admin_http: httpx.Client,
                                                                           reply_file: Path) -> None:
     write_reply(reply_file, [
         add("- Mara keeps the spare keys", reason=HOSTILE_REASON),
@@ -108,34 +74,34 @@ def test_a_propose_run_shows_diffs_and_accept_applies_only_the_chosen_one(tab: T
     tab.page.check(f"#dream-pending input.choose[value='{mara}']")
     tab.page.click("#accept")
     tab.until("() => document.querySelectorAll('#dream-pending li.op').length === 2")
-    now = memory(http)
+    now = memory(admin_http)
     assert "- Mara keeps the spare keys" in now and "Jan prefers" not in now and "- the ferry leaves at noon" in now
     tab.screenshot(shots, "dreams-accepted")
     tab.page.click("#dream-report li.op-applied button.revert-one")
     tab.until("() => document.getElementById('dream-message').textContent.includes('undone:')")
-    assert memory(http) == MEMORY
+    assert memory(admin_http) == MEMORY
     tab.screenshot(shots, "dreams-reverted-op")
 
 
-def test_a_refused_revert_shows_the_reason_and_changes_nothing(tab: Tab, shots: Path, http: httpx.Client,
+def test_a_refused_revert_shows_the_reason_and_changes_nothing(tab: Tab, shots: Path, admin_http: httpx.Client,
                                                               reply_file: Path) -> None:
     write_reply(reply_file, [add("- the lighthouse key is blue")])
     open_dreams(tab, ADMIN_KEY)
     run_now(tab, "auto")
-    assert "- the lighthouse key is blue" in memory(http)
-    edited = memory(http).replace("- the lighthouse key is blue", "- the lighthouse key is green")
-    assert http.put("/api/v1/agents/alfred/files/MEMORY.md", json={"content": edited}).status_code == 200
+    assert "- the lighthouse key is blue" in memory(admin_http)
+    edited = memory(admin_http).replace("- the lighthouse key is blue", "- the lighthouse key is green")
+    assert admin_http.put("/api/v1/agents/alfred/files/MEMORY.md", json={"content": edited}).status_code == 200
     tab.page.click("#revert-run")
     tab.until("() => document.getElementById('dream-message').className === 'error'")
     message = tab.page.text_content("#dream-message")
     assert "refused" in message and "changed since" in message and "not reverted" in message, message
-    assert memory(http) == edited
+    assert memory(admin_http) == edited
     tab.screenshot(shots, "dreams-refused")
 
 
-def test_a_read_only_key_sees_the_dreams_without_a_button(tab: Tab, shots: Path, http: httpx.Client, reply_file: Path) -> None:
+def test_a_read_only_key_sees_the_dreams_without_a_button(tab: Tab, shots: Path, admin_http: httpx.Client, reply_file: Path) -> None:
     write_reply(reply_file, [add("- pending for the reader to see")])
-    assert http.post("/api/v1/agents/alfred/dream:run", json={"mode": "propose"}).status_code == 200
+    assert admin_http.post("/api/v1/agents/alfred/dream:run", json={"mode": "propose"}).status_code == 200
     open_dreams(tab, READER_KEY)
     tab.until("() => document.querySelectorAll('#dream-pending li.op').length >= 1")
     assert tab.page.query_selector_all("#dreams button, #dreams input, #dreams select") == []
