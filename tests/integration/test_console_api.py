@@ -99,3 +99,18 @@ def test_the_console_is_served_with_its_security_headers(http: httpx.Client, sui
     script = http.get("/ui/js/main.js")
     assert script.headers["content-type"] == "text/javascript; charset=utf-8"
     assert http.get("/ui/js/main.js", headers={"If-None-Match": script.headers["etag"]}).status_code == 304
+
+
+def test_a_dreaming_service_that_is_down_leaves_only_the_dream_fields_unknown(http: httpx.Client, suite: Suite) -> None:
+    suite.stop("dreaming")  # the module's last test: nothing after it needs dreaming
+
+    def unknown() -> bool:  # the summaries are kept two seconds
+        listed = agents(http, ADMIN_KEY)
+        return all(not a["dream"]["known"] for a in listed.values())
+
+    wait_until(unknown, 10, "the dream summaries to say the dreaming service is down")
+    listed = agents(http, ADMIN_KEY)
+    assert set(listed) == {"alfred", "bob"}
+    for row in listed.values():
+        assert row["dream"]["reason"].startswith("the dreaming service answered UNAVAILABLE"), row["dream"]
+        assert [f["name"] for f in row["files"]] == ["MEMORY.md", "USER.md", "CLAUDE.md"]
