@@ -97,3 +97,15 @@ def test_the_shipped_files_use_no_html_parsing_of_data() -> None:
         for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
             assert sink not in text, f"{path.name} uses {sink}"
     assert "style=" not in (CONSOLE_DIR / "index.html").read_text()
+
+
+def test_every_console_file_is_package_data() -> None:
+    """An installed wheel serves the same page: pyproject's package data names every file served."""
+    import fnmatch
+    import tomllib
+
+    pyproject = tomllib.loads((CONSOLE_DIR.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["gateway_http"]
+    for name in load_assets():
+        path = f"console/{name}"
+        assert any(fnmatch.fnmatchcase(path, p) and p.count("/") == path.count("/") for p in patterns), path
