@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import fnmatch
+import tomllib
 from pathlib import Path
 
 import httpx
@@ -101,9 +103,6 @@ def test_the_shipped_files_use_no_html_parsing_of_data() -> None:
 
 def test_every_console_file_is_package_data() -> None:
     """An installed wheel serves the same page: pyproject's package data names every file served."""
-    import fnmatch
-    import tomllib
-
     pyproject = tomllib.loads((CONSOLE_DIR.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
     patterns = pyproject["tool"]["setuptools"]["package-data"]["gateway_http"]
     for name in load_assets():
