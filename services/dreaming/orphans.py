@@ -18,6 +18,8 @@ from pathlib import Path
 
 import structlog
 
+from gateway.pids import alive
+
 log = structlog.get_logger()
 
 OWNER_VARIABLE = "GATEWAY_DREAM_OWNER"
@@ -42,16 +44,6 @@ def _owner(pid: str) -> tuple[int, str] | None:
     return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def kill_orphans(home: Path) -> list[int]:
     """SIGKILL every process marked for ``home`` whose dreaming process is gone; the pids killed."""
     killed: list[int] = []
@@ -61,7 +53,7 @@ def kill_orphans(home: Path) -> list[int]:
         return killed
     for pid in pids:
         found = _owner(pid)
-        if found is None or found[1] != str(home) or _alive(found[0]) or int(pid) == os.getpid():
+        if found is None or found[1] != str(home) or alive(found[0]) or int(pid) == os.getpid():
             continue
         try:
             os.kill(int(pid), signal.SIGKILL)

@@ -1,8 +1,7 @@
 """The structure of a memory file that dreaming must respect: headings, pinned sections, entries.
 
-- **Headings** are ATX lines (``#`` to ``######``, a space, text) outside
-  fenced code blocks (a line opening with three or more backticks or tildes
-  starts a fence; the same run, at least as long, closes it).
+- **Headings** are ATX lines outside fenced code blocks, as ``gateway.markdown``
+  defines both for every service.
 - **Pinned sections** are never removed or shrunk by a dream: a heading whose
   text is ``User``, ``Feedback``, ``Preference``, ``Preferences`` or
   ``Profile`` (any level, any letter case, an optional trailing colon) and
@@ -23,12 +22,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from gateway import markdown
+
 PINNED_NAMES = ("user", "feedback", "preference", "preferences", "profile")
 
-# The closing run of blanks and ``#`` is stripped in ``headings``, not matched here: a lazy group
-# before ``[ \t#]*$`` backtracks over a long run of blanks (a 20 KB heading line took seconds).
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*)$")
-_FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})")
 _LIST_ITEM = re.compile(r"^(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 
 
@@ -77,27 +74,13 @@ def _lines(text: str) -> list[tuple[int, str]]:
 
 def fenced_lines(text: str) -> list[bool]:
     """For each line, whether it is inside (or opens/closes) a fenced code block."""
-    flags = []
-    fence: str | None = None
-    for _, line in _lines(text):
-        match = _FENCE.match(line)
-        if fence is None:
-            if match:
-                fence = match.group(1)
-                flags.append(True)
-                continue
-            flags.append(False)
-        else:
-            flags.append(True)
-            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) and not line.strip()[len(match.group(1)):].strip():
-                fence = None
-    return flags
+    return markdown.fenced(line for _, line in _lines(text))
 
 
 def structural(text: str) -> bool:
     """Whether some line of ``text`` could be a heading or a fence line (either may change where
     sections begin and end; any other line cannot)."""
-    return any(_HEADING.match(line) or _FENCE.match(line) for line in text.splitlines())
+    return any(markdown.HEADING.match(line) or markdown.opens_fence(line) for line in text.splitlines())
 
 
 def headings(text: str) -> list[Heading]:
@@ -107,9 +90,9 @@ def headings(text: str) -> list[Heading]:
     for number, (offset, line) in enumerate(_lines(text)):
         if fenced[number]:
             continue
-        match = _HEADING.match(line)
-        if match:
-            out.append(Heading(len(match.group(1)), match.group(2).rstrip(" \t#").strip(), offset, number))
+        found = markdown.heading(line)
+        if found:
+            out.append(Heading(found[0], found[1], offset, number))
     return out
 
 
@@ -192,7 +175,7 @@ def entries(text: str) -> list[str]:
         if fenced[number]:
             if current:
                 flush()
-            if _FENCE.match(line):
+            if markdown.opens_fence(line):
                 flush()  # an opening or closing fence line ends the code entry
             else:
                 code.append(line)
@@ -202,7 +185,7 @@ def entries(text: str) -> list[str]:
         stripped = line.strip()
         if not stripped:
             flush()
-        elif _HEADING.match(line):
+        elif markdown.HEADING.match(line):
             flush()
             out.append(stripped)
         elif _LIST_ITEM.match(line):  # a new top-level item starts a new entry
