@@ -71,7 +71,7 @@ def transcript(rng: random.Random, facts: Sequence[dc.Fact], when: datetime) -> 
 
 def make_agent(home: Path, agent_id: str, seed: int) -> Agent:
     """Write one agent's workspace, transcript and reviewer reply."""
-    from services.dreaming.recall import query_for
+    from services.dreaming.apply.recall import query_for
 
     rng = random.Random(seed)
     facts, memory = dc.memory_of_size(rng, MEMORY_CHARS)

@@ -128,7 +128,7 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None,
             run_loop(run_kb(live, instance))
         elif name == "dreaming":
             from services.dreaming.main import run as run_dreaming
-            from services.dreaming.reviewer import reviewer_environment
+            from services.dreaming.review.reviewer import reviewer_environment
 
             run_loop(run_dreaming(live, instance, reviewer_environment(os.environ)), spawns_children=True)
     except BindError as exc:  # one clear line, not a traceback

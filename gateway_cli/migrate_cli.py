@@ -36,9 +36,9 @@ def _agent_of(config: Config | None, workspace: Path):  # type: ignore[no-untype
 
 def run(args: argparse.Namespace, home: Path) -> int:
     from services.dreaming import migration
-    from services.dreaming.commit import Unsafe, read_text
-    from services.dreaming.scheduler import new_run_id
-    from services.dreaming.state import Busy, StateStore
+    from services.dreaming.apply.commit import Unsafe, read_text
+    from services.dreaming.schedule.scheduler import new_run_id
+    from services.dreaming.schedule.state import Busy, StateStore
 
     workspace = Path(args.workspace).expanduser().resolve()
     if not workspace.is_dir():

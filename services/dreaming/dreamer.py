@@ -33,12 +33,15 @@ import structlog
 from gateway.atomic import WriteConflict, write_atomic
 from gateway.config import AgentConfig, Config
 from gateway.errors import Aborted, FailedPrecondition, NotFound, Unavailable
-from services.dreaming import audit, explain, journal, nightly, pending, vault_undo
-from services.dreaming.commit import BACKUPS, Unsafe, confined, read_text
-from services.dreaming.model import ACCEPT, AUTO, MANUAL, SCHEDULE, FileChange, OpResult, RunReport, VaultUndo
+from services.dreaming import nightly
+from services.dreaming.history import explain, pending
+from services.dreaming.records import audit, journal
+from services.dreaming.vault import undo as vault_undo
+from services.dreaming.apply.commit import BACKUPS, Unsafe, confined, read_text
+from services.dreaming.model.values import ACCEPT, AUTO, MANUAL, SCHEDULE, FileChange, OpResult, RunReport, VaultUndo
 from services.dreaming.peer_client import Activity, PeerUnavailable
-from services.dreaming.scheduler import Readiness, Scheduler, new_run_id, schedulable
-from services.dreaming.state import Busy, RunLock, RunSummary, StateStore
+from services.dreaming.schedule.scheduler import Readiness, Scheduler, new_run_id, schedulable
+from services.dreaming.schedule.state import Busy, RunLock, RunSummary, StateStore
 
 log = structlog.get_logger()
 

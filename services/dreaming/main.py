@@ -16,16 +16,17 @@ from gateway.home import read_internal_token
 from gateway.live_config import LiveConfig
 from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
-from services.dreaming import journal, jsonl, nightly
-from services.dreaming.commit import Unsafe, read_text
+from services.dreaming import nightly
+from services.dreaming.records import journal, jsonl
+from services.dreaming.apply.commit import Unsafe, read_text
 from services.dreaming.dreamer import MAX_CONCURRENT_RUNS, Dreamer
-from services.dreaming.model import ReviewerOutcome
-from services.dreaming.orphans import kill_orphans, owner_marker
+from services.dreaming.model.values import ReviewerOutcome
+from services.dreaming.review.orphans import kill_orphans, owner_marker
 from services.dreaming.peer_client import KbIndex, WatcherActivity
-from services.dreaming.reviewer import run_reviewer
-from services.dreaming.scheduler import Scheduler, SystemClock
+from services.dreaming.review.reviewer import run_reviewer
+from services.dreaming.schedule.scheduler import Scheduler, SystemClock
 from services.dreaming.servicer import Dreaming
-from services.dreaming.state import Busy, StateStore
+from services.dreaming.schedule.state import Busy, StateStore
 
 log = structlog.get_logger()
 

@@ -26,15 +26,15 @@ from datetime import datetime
 from pathlib import Path
 
 from gateway.atomic import write_atomic
-from services.dreaming import audit
-from services.dreaming.applier import over_budget, sha256
-from services.dreaming.commit import read_text
-from services.dreaming.compactor import compact
-from services.dreaming.model import MEMORY_FILE, FileChange, OpResult, RunReport
-from services.dreaming.moves import Move, take
-from services.dreaming.passes import as_op
-from services.dreaming.relocate import relocate
-from services.dreaming.routeout import route_out
+from services.dreaming.records import audit
+from services.dreaming.apply.applier import over_budget, sha256
+from services.dreaming.apply.commit import read_text
+from services.dreaming.passes.compactor import compact
+from services.dreaming.model.values import MEMORY_FILE, FileChange, OpResult, RunReport
+from services.dreaming.passes.moves import Move, take
+from services.dreaming.passes.run import as_op
+from services.dreaming.passes.relocate import relocate
+from services.dreaming.passes.routeout import route_out
 
 PLAN_FILE = ".dreaming/migration-plan.md"
 MIGRATE = "migrate"

@@ -42,10 +42,13 @@ from datetime import datetime, timezone
 import structlog
 
 from gateway.config import AgentConfig
-from services.dreaming import audit, journal, pending, promotion, recall, vault_gc, vault_undo
-from services.dreaming.applier import Plan, over_budget, plan
-from services.dreaming.commit import PRUNED, CommitOutcome, Unsafe, append_text, commit, confined, read_text, restore
-from services.dreaming.model import (
+from services.dreaming.apply import recall
+from services.dreaming.history import pending
+from services.dreaming.records import audit, journal
+from services.dreaming.vault import promotion, gc as vault_gc, undo as vault_undo
+from services.dreaming.apply.applier import Plan, over_budget, plan
+from services.dreaming.apply.commit import PRUNED, CommitOutcome, Unsafe, append_text, commit, confined, read_text, restore
+from services.dreaming.model.values import (
     ACCEPT,
     MEMORY_FILE,
     MEMORY_FILES,
@@ -58,13 +61,13 @@ from services.dreaming.model import (
     ReviewerOutcome,
     RunReport,
 )
-from services.dreaming.metrics import observe_run
-from services.dreaming.passes import run_passes
-from services.dreaming.prompt import MemoryFile, build_prompt
-from services.dreaming.scheduler import new_run_id
-from services.dreaming.selection import select
-from services.dreaming.state import INTERRUPTED
-from services.dreaming.transcripts import gather, read_bounded
+from services.dreaming.records.metrics import observe_run
+from services.dreaming.passes.run import run_passes
+from services.dreaming.review.prompt import MemoryFile, build_prompt
+from services.dreaming.schedule.scheduler import new_run_id
+from services.dreaming.apply.selection import select
+from services.dreaming.schedule.state import INTERRUPTED
+from services.dreaming.review.transcripts import gather, read_bounded
 
 log = structlog.get_logger()
 

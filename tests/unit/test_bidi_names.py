@@ -17,9 +17,9 @@ import pytest
 from gateway.bidi import BIDI_CONTROLS, describe, first_bidi_control, refuse_bidi
 from gateway.config import validate
 from gateway.errors import InvalidArgument
-from services.dreaming.applier import Budgets, plan
-from services.dreaming.model import EPISODIC, Proposal
-from services.dreaming.reviewer import parse_reply
+from services.dreaming.apply.applier import Budgets, plan
+from services.dreaming.model.values import EPISODIC, Proposal
+from services.dreaming.review.reviewer import parse_reply
 from services.file_api.names import check_filename
 from services.kb.archive.archives import check_sources
 from services.kb.index.excerpt import validate_path

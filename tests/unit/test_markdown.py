@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.markdown import closes_fence, fenced, frontmatter_end, heading, opens_fence
-from services.dreaming import sections
+from services.dreaming.apply import sections
 from services.kb.graph.parse import parse_note
 from services.kb.index.chunking import split_lines
 from services.kb.index.entries import parse_entries, parse_frontmatter

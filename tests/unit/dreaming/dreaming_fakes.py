@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import DreamingSettings
-from services.dreaming.model import RunReport
-from services.dreaming.scheduler import Readiness, Scheduler
-from services.dreaming.state import StateStore
+from services.dreaming.model.values import RunReport
+from services.dreaming.schedule.scheduler import Readiness, Scheduler
+from services.dreaming.schedule.state import StateStore
 
 
 @dataclasses.dataclass

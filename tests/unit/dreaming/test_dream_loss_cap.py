@@ -5,8 +5,8 @@ applies, one char over is skipped."""
 
 from __future__ import annotations
 
-from services.dreaming.applier import LOSS_OVER_BUDGET, LOSS_UNDER_BUDGET, Budgets, plan
-from services.dreaming.model import Proposal
+from services.dreaming.apply.applier import LOSS_OVER_BUDGET, LOSS_UNDER_BUDGET, Budgets, plan
+from services.dreaming.model.values import Proposal
 
 HEAD = "# Memory\n\n"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway_cli.cli import main
-from services.dreaming import journal
+from services.dreaming.records import journal
 from services.dreaming.migration import PLAN_FILE, Settings, make_plan, waiting_plan
 
 PINNED = "## User\n- [x] prefers tea (a checked box in a pinned section stays)\n- 2026-01-02 started at the lighthouse\n\n"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gateway.config import StalenessSettings
-from services.dreaming.staleness import (
+from services.dreaming.passes.staleness import (
     AGED_OUT,
     DAY_S,
     SUPERSEDED,

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from dreaming_procs import WAIT, reap, spawn
 
-from services.dreaming.model import RunReport
-from services.dreaming.state import (
+from services.dreaming.model.values import RunReport
+from services.dreaming.schedule.state import (
     INTERRUPTED,
     RUNNING,
     Busy,

@@ -32,15 +32,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.config import AgentConfig
-from services.dreaming import journal, recall
-from services.dreaming.applier import over_budget
-from services.dreaming.commit import append_text, confined, restore
-from services.dreaming.compactor import compact
-from services.dreaming.model import DURABLE, EPISODIC, MEMORY_FILE, PROPOSE, OpResult, Proposal
-from services.dreaming.moves import COMPACT, Move, take
-from services.dreaming.relocate import Relocated, relocate
-from services.dreaming.routeout import route_out
-from services.dreaming.staleness_run import run_gc
+from services.dreaming.apply import recall
+from services.dreaming.records import journal
+from services.dreaming.apply.applier import over_budget
+from services.dreaming.apply.commit import append_text, confined, restore
+from services.dreaming.passes.compactor import compact
+from services.dreaming.model.values import DURABLE, EPISODIC, MEMORY_FILE, PROPOSE, OpResult, Proposal
+from services.dreaming.passes.moves import COMPACT, Move, take
+from services.dreaming.passes.relocate import Relocated, relocate
+from services.dreaming.passes.routeout import route_out
+from services.dreaming.passes.staleness_run import run_gc
 
 
 @dataclass

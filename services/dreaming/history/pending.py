@@ -30,10 +30,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from gateway.config import AgentConfig
-from services.dreaming import audit
-from services.dreaming.applier import Budgets, plan
-from services.dreaming.commit import Unsafe, read_text
-from services.dreaming.model import MEMORY_FILES, OPS, Proposal
+from services.dreaming.records import audit
+from services.dreaming.apply.applier import Budgets, plan
+from services.dreaming.apply.commit import Unsafe, read_text
+from services.dreaming.model.values import MEMORY_FILES, OPS, Proposal
 
 NOT_PENDING = "not a pending proposal"
 

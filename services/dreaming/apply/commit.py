@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.atomic import WriteConflict, write_atomic
-from services.dreaming import journal
-from services.dreaming.applier import CONTEXT_CHARS, Edit, Plan, sha256
-from services.dreaming.model import OpResult
+from services.dreaming.records import journal
+from services.dreaming.apply.applier import CONTEXT_CHARS, Edit, Plan, sha256
+from services.dreaming.model.values import OpResult
 
 PRUNED = "memory/archive/pruned.md"
 BACKUPS = ".dreaming/backups"

@@ -47,8 +47,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from services.dreaming.reviewer_command import resolve_command, start_failure
-from services.dreaming.model import (
+from services.dreaming.review.reviewer_command import resolve_command, start_failure
+from services.dreaming.model.values import (
     DURABLE,
     EPISODIC,
     FIELD_CAP,

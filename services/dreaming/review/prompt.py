@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Final
 
-from services.dreaming.model import FIELD_CAP, MEMORY_FILE, TOPIC_PATTERN, USER_FILE
-from services.dreaming.transcripts import CUT_MARKER, Gathered, Session
+from services.dreaming.model.values import FIELD_CAP, MEMORY_FILE, TOPIC_PATTERN, USER_FILE
+from services.dreaming.review.transcripts import CUT_MARKER, Gathered, Session
 
 BOUNDARY_PATTERN: Final = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 REMOVED_TOKEN: Final = "[fence token removed]"

@@ -29,9 +29,9 @@ from urllib.parse import quote
 
 import structlog
 
-from services.dreaming.jsonl import Record
-from services.dreaming.model import Promotion, VaultUndo, VaultWrite
-from services.dreaming.promotion import UNREACHABLE, Promoter
+from services.dreaming.records.jsonl import Record
+from services.dreaming.model.values import Promotion, VaultUndo, VaultWrite
+from services.dreaming.vault.promotion import UNREACHABLE, Promoter
 
 log = structlog.get_logger()
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from services.dreaming.staleness import AGED_OUT, Block, Entry, Invalidation
+from services.dreaming.passes.staleness import AGED_OUT, Block, Entry, Invalidation
 
 STALE: Final = "memory/archive/stale.md"
 STALE_UNTRUSTED: Final = "memory/archive/stale-untrusted.md"

@@ -66,7 +66,7 @@ import structlog
 
 from gateway.atomic import WriteConflict, write_atomic
 from gateway.errors import Aborted
-from services.dreaming.model import RunReport
+from services.dreaming.model.values import RunReport
 
 log = structlog.get_logger()
 

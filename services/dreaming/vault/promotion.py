@@ -54,7 +54,7 @@ from typing import Final, Protocol
 import structlog
 
 from gateway.config import AgentConfig
-from services.dreaming.model import DURABLE, MEMORY_FILES, OpResult, Promotion, VaultWrite
+from services.dreaming.model.values import DURABLE, MEMORY_FILES, OpResult, Promotion, VaultWrite
 
 log = structlog.get_logger()
 

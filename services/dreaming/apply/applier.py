@@ -50,8 +50,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from services.dreaming import sections
-from services.dreaming.model import EPISODIC, MEMORY_FILES, OPS, OpResult, Proposal
+from services.dreaming.apply import sections
+from services.dreaming.model.values import EPISODIC, MEMORY_FILES, OPS, OpResult, Proposal
 
 LOSS_UNDER_BUDGET = 0.25
 LOSS_OVER_BUDGET = 0.90

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from gateway.atomic import write_atomic
-from services.dreaming import jsonl
-from services.dreaming.model import OpResult, Proposal, RunReport
+from services.dreaming.records import jsonl
+from services.dreaming.model.values import OpResult, Proposal, RunReport
 
 DREAMS = ".dreaming/DREAMS.md"
 AUDIT = ".dreaming/audit.jsonl"

@@ -39,13 +39,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.config import AgentConfig
-from services.dreaming import journal, recall, sections, staleness
-from services.dreaming.archive_view import IndexedEntry, LifecycleUpdate
-from services.dreaming.commit import Unsafe, append_text, confined, read_text, restore
-from services.dreaming.model import MEMORY_FILE, PROPOSE, OpResult, Proposal
-from services.dreaming.moves import Move
-from services.dreaming.relocate import Relocated, relocate
-from services.dreaming.stale_blocks import (
+from services.dreaming.apply import recall, sections
+from services.dreaming.passes import staleness
+from services.dreaming.records import journal
+from services.dreaming.model.archive import IndexedEntry, LifecycleUpdate
+from services.dreaming.apply.commit import Unsafe, append_text, confined, read_text, restore
+from services.dreaming.model.values import MEMORY_FILE, PROPOSE, OpResult, Proposal
+from services.dreaming.passes.moves import Move
+from services.dreaming.passes.relocate import Relocated, relocate
+from services.dreaming.passes.stale_blocks import (
     STALE_FILES,
     STALE_UNTRUSTED,
     UNTRUSTED_FRONTMATTER,

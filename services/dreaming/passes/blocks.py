@@ -39,8 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from services.dreaming import sections
-from services.dreaming.moves import Move
+from services.dreaming.apply import sections
+from services.dreaming.passes.moves import Move
 
 
 class Kind(Enum):

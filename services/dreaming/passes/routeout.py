@@ -74,9 +74,10 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.dreaming import blocks, sections
-from services.dreaming.applier import episodic_path
-from services.dreaming.moves import ROUTE, Move
+from services.dreaming.apply import sections
+from services.dreaming.passes import blocks
+from services.dreaming.apply.applier import episodic_path
+from services.dreaming.passes.moves import ROUTE, Move
 
 _MONTH_NUMBERS = {name: number for number, names in enumerate(
     [("jan", "january"), ("feb", "february"), ("mar", "march"), ("apr", "april"), ("may",), ("jun", "june"),

@@ -15,7 +15,7 @@ from __future__ import annotations
 from prometheus_client import Counter, Histogram
 
 from gateway.metrics import REGISTRY
-from services.dreaming.model import RunReport
+from services.dreaming.model.values import RunReport
 
 OUTCOMES = ("applied", "proposed", "skipped", "failed", "aborted_cas")
 CAS_ABORT = "aborted: "  # commit._abort: the file changed between the read and the write

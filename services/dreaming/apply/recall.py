@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from services.dreaming import sections
-from services.dreaming.archive_view import IndexedEntry, LifecycleUpdate, Listing
-from services.dreaming.commit import PRUNED, Pruned, Unsafe, read_text
+from services.dreaming.apply import sections
+from services.dreaming.model.archive import IndexedEntry, LifecycleUpdate, Listing
+from services.dreaming.apply.commit import PRUNED, Pruned, Unsafe, read_text
 
 QUERY_WORDS = 6
 # Search reads a query's words up to 1,000 characters (docs/concepts/archive.md "Knowledge archive (KB)" › Long words).

@@ -42,10 +42,10 @@ from typing import Protocol, TypeVar
 import structlog
 
 from gateway.config import DreamingSettings
-from services.dreaming.metrics import observe_outcome
-from services.dreaming.model import SCHEDULE, RunReport
-from services.dreaming.schedule import InvalidTimezone, next_slot, night_of, slot
-from services.dreaming.state import INTERRUPTED, RUNNING, Busy, RunLock, RunSummary, StateStore
+from services.dreaming.records.metrics import observe_outcome
+from services.dreaming.model.values import SCHEDULE, RunReport
+from services.dreaming.schedule.slots import InvalidTimezone, next_slot, night_of, slot
+from services.dreaming.schedule.state import INTERRUPTED, RUNNING, Busy, RunLock, RunSummary, StateStore
 
 log = structlog.get_logger()
 

@@ -59,8 +59,9 @@ from __future__ import annotations
 
 import re
 
-from services.dreaming import blocks, sections
-from services.dreaming.moves import COMPACT, COMPLETED, Move
+from services.dreaming.apply import sections
+from services.dreaming.passes import blocks
+from services.dreaming.passes.moves import COMPACT, COMPLETED, Move
 
 _CHECK = "\u2705\ufe0f?"
 _WORD = "(?:DONE|MERGED)"

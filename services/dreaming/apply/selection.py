@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from services.dreaming.model import DURABLE, Proposal
+from services.dreaming.model.values import DURABLE, Proposal
 
 OVER_BUDGET_EXTRA_SHRINK_OPS = 10
 
