@@ -60,7 +60,8 @@ async def scheduled_run(dreamer: Any, store: Any, agent_id: str, night: date) ->
     """What ``Scheduler._attempt`` does for one agent, with the real objects: lock, quiet check,
     claim, run, record. Returns (whole sequence s, Dreamer.run s, report)."""
     from services.dreaming.model.values import SCHEDULE
-    from services.dreaming.schedule.scheduler import Verdict, new_run_id
+    from services.dreaming.schedule.scheduler import Verdict
+    from services.dreaming.model.values import new_run_id
     from services.dreaming.schedule.state import RUNNING, RunSummary
 
     t0 = time.perf_counter()

@@ -34,14 +34,26 @@ from gateway.atomic import WriteConflict, write_atomic
 from gateway.config import AgentConfig, Config
 from gateway.errors import Aborted, FailedPrecondition, NotFound, Unavailable
 from services.dreaming import nightly
-from services.dreaming.history import explain, pending
-from services.dreaming.records import audit, journal
-from services.dreaming.vault import undo as vault_undo
 from services.dreaming.apply.commit import BACKUPS, Unsafe, confined, read_text
-from services.dreaming.model.values import ACCEPT, AUTO, MANUAL, SCHEDULE, FileChange, OpResult, RunReport, VaultUndo
+from services.dreaming.history import explain, pending
+from services.dreaming.model.budgets import budgets_of
+from services.dreaming.model.values import (
+    ACCEPT,
+    AUTO,
+    MANUAL,
+    SCHEDULE,
+    FileChange,
+    OpResult,
+    RunReport,
+    VaultUndo,
+    iso,
+    new_run_id,
+)
 from services.dreaming.peer_client import Activity, PeerUnavailable
-from services.dreaming.schedule.scheduler import Readiness, Scheduler, new_run_id, schedulable
+from services.dreaming.records import audit, journal
+from services.dreaming.schedule.scheduler import Readiness, Scheduler, schedulable
 from services.dreaming.schedule.state import Busy, RunLock, RunSummary, StateStore
+from services.dreaming.vault import undo as vault_undo
 
 log = structlog.get_logger()
 
@@ -160,7 +172,7 @@ class Dreamer:
     def _record_skip(self, agent: AgentConfig, night: date, reason: str) -> None:
         log.info("dream_not_now", agent=agent.id, night=night.isoformat(), reason=reason)
         try:
-            audit.append_records(agent.workspace, [{"kind": "skip", "at": nightly.iso(self._deps.now()),
+            audit.append_records(agent.workspace, [{"kind": "skip", "at": iso(self._deps.now()),
                                                     "night": night.isoformat(), "trigger": SCHEDULE, "reason": reason}])
         except OSError as exc:
             log.warning("dream_audit_failed", agent=agent.id, error=str(exc))
@@ -176,7 +188,7 @@ class Dreamer:
         return lock
 
     def _noop(self, agent: AgentConfig, mode: str, trigger: str, reason: str) -> RunReport:
-        at = nightly.iso(self._deps.now())
+        at = iso(self._deps.now())
         return RunReport(run_id="", agent_id=agent.id, mode=mode, trigger=trigger, status="nothing", reason=reason,
                          started_at=at, finished_at=at)
 
@@ -202,7 +214,7 @@ class Dreamer:
         agent is in progress."""
         lock = await self._locked(agent)
         try:
-            budgets = pending.budgets_of(agent)
+            budgets = budgets_of(agent)
             ledger = pending.read_ledger(audit.read_records(agent.workspace))
             texts = pending.current_texts(agent)
             waiting = pending.pending(ledger, texts, budgets)
@@ -240,7 +252,7 @@ class Dreamer:
     async def _revert_locked(self, agent: AgentConfig, lock: RunLock, run_id: str, op_id: str | None) -> RevertResult:
         try:
             now = self._deps.now()
-            revert_id, at = new_run_id(now), nightly.iso(now)
+            revert_id, at = new_run_id(now), iso(now)
             result, ops = await asyncio.to_thread(self._revert_files, agent, run_id, op_id, revert_id, at)
             writes = vault_undo.pending(await asyncio.to_thread(journal.read, agent.workspace), run_id, ops)
             if not result.reverted and not writes:
@@ -329,11 +341,11 @@ class Dreamer:
         state = self._store.read(agent.id)
         nxt = self.scheduler.next_run(agent.id) if self.scheduler is not None else None
         ledger = pending.read_ledger(audit.read_records(agent.workspace))
-        waiting = pending.pending(ledger, pending.current_texts(agent), pending.budgets_of(agent))
+        waiting = pending.pending(ledger, pending.current_texts(agent), budgets_of(agent))
         proposals = [OpResult(f"{w.run}/-", w.proposal, "proposed", w.note, file=w.proposal.file) for w in waiting.values()]
         return Status(
             agent_id=agent.id, scheduled=schedulable(agent.dreaming) and nxt is not None, mode=agent.dreaming.mode,
-            next_run_at=nightly.iso(nxt) if nxt is not None else "", last_run=state.last_run, pending=proposals,
+            next_run_at=iso(nxt) if nxt is not None else "", last_run=state.last_run, pending=proposals,
             last_night=state.last_night.isoformat() if state.last_night else "", why_not=why_not_scheduled(agent),
         )
 

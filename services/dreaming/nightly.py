@@ -37,19 +37,29 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime
 
 import structlog
 
 from gateway.config import AgentConfig
 from services.dreaming.apply import recall
+from services.dreaming.apply.applier import Plan, plan
+from services.dreaming.apply.commit import (
+    PRUNED,
+    CommitOutcome,
+    Unsafe,
+    append_text,
+    commit,
+    confined,
+    read_text,
+    restore,
+)
+from services.dreaming.apply.selection import select
 from services.dreaming.history import pending
-from services.dreaming.records import audit, journal
-from services.dreaming.vault import promotion, gc as vault_gc, undo as vault_undo
-from services.dreaming.apply.applier import Plan, over_budget, plan
-from services.dreaming.apply.commit import PRUNED, CommitOutcome, Unsafe, append_text, commit, confined, read_text, restore
+from services.dreaming.model.budgets import budgets_of, over_budget
 from services.dreaming.model.values import (
     ACCEPT,
+    INTERRUPTED,
     MEMORY_FILE,
     MEMORY_FILES,
     PROPOSE,
@@ -60,14 +70,17 @@ from services.dreaming.model.values import (
     Proposal,
     ReviewerOutcome,
     RunReport,
+    iso,
+    new_run_id,
 )
-from services.dreaming.records.metrics import observe_run
 from services.dreaming.passes.run import run_passes
+from services.dreaming.records import audit, journal
+from services.dreaming.records.metrics import observe_run
 from services.dreaming.review.prompt import MemoryFile, build_prompt
-from services.dreaming.schedule.scheduler import new_run_id
-from services.dreaming.apply.selection import select
-from services.dreaming.schedule.state import INTERRUPTED
 from services.dreaming.review.transcripts import gather, read_bounded
+from services.dreaming.vault import gc as vault_gc
+from services.dreaming.vault import promotion
+from services.dreaming.vault import undo as vault_undo
 
 log = structlog.get_logger()
 
@@ -86,10 +99,6 @@ class Deps:
     now: Callable[[], datetime]
     promoter: promotion.Promoter | None = None
     vault: vault_gc.Vault | None = None
-
-
-def iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _proposed(result: Plan, ledger: pending.Ledger) -> list[OpResult]:
@@ -167,7 +176,7 @@ async def run(
     except (Unsafe, OSError) as exc:
         return _finish(agent, replace(base, reason=str(exc)), deps)
     originals = dict(texts)  # as the run began: the bounded-loss base (applier.py, guard 4)
-    budgets = pending.budgets_of(agent)
+    budgets = budgets_of(agent)
     steps = ["quiet-window"] if trigger == SCHEDULE else []
     moved: list[OpResult] = []
     first_op = 1

@@ -19,10 +19,10 @@ import grpc
 from gateway.auth import INTERNAL_TOKEN_HEADER
 from gateway.channels import aio_channel
 from gateway.v1 import kb_pb2, kb_pb2_grpc, watcher_pb2, watcher_pb2_grpc
+from services.dreaming.apply.recall import Hit
 from services.dreaming.model.archive import IndexedEntry, IndexedSource, LifecycleUpdate, Listing
 from services.dreaming.model.values import VaultWrite
 from services.dreaming.vault.promotion import PromotionReply, UndoReply
-from services.dreaming.apply.recall import Hit
 
 REFRESH_DEADLINE_S = 120.0  # a first index of a large archive takes a while
 SEARCH_DEADLINE_S = 10.0

@@ -17,7 +17,8 @@ import pytest
 from gateway.bidi import BIDI_CONTROLS, describe, first_bidi_control, refuse_bidi
 from gateway.config import validate
 from gateway.errors import InvalidArgument
-from services.dreaming.apply.applier import Budgets, plan
+from services.dreaming.apply.applier import plan
+from services.dreaming.model.budgets import Budgets
 from services.dreaming.model.values import EPISODIC, Proposal
 from services.dreaming.review.reviewer import parse_reply
 from services.file_api.names import check_filename

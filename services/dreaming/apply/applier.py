@@ -45,68 +45,18 @@ they are not pending proposals (``pending.py``).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from services.dreaming.apply import sections
+from services.dreaming.model.budgets import Budgets, over_budget
+from services.dreaming.model.edit import CONTEXT_CHARS, Edit, sha256
 from services.dreaming.model.values import EPISODIC, MEMORY_FILES, OPS, OpResult, Proposal
 
 LOSS_UNDER_BUDGET = 0.25
 LOSS_OVER_BUDGET = 0.90
-CONTEXT_CHARS = 48  # text kept on each side of a splice, to find it again for a revert
 _TOPIC = re.compile(r"^[a-z0-9-]{1,64}$")  # fullmatch: "$" alone lets "deploys\n" through, a file name with a newline
-
-
-def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One applied splice: enough to journal it, archive what it removed, and undo it.
-
-    ``offset`` is where the splice starts in the text as it was when the op ran;
-    ``before`` / ``after`` are up to CONTEXT_CHARS of the text around the
-    inserted part once the op was made; ``at_start`` / ``at_end`` say that the
-    context reached the start / end of the file (a revert then finds it there).
-    ``lines`` are the whole lines of that text the removed part stood in (""
-    when nothing was removed): what the pruned archive keeps, so a fact whose
-    value a replace changed stays findable in its own words."""
-
-    op_id: str
-    file: str
-    kind: str  # add | replace | remove | append
-    offset: int
-    removed: str
-    inserted: str
-    before: str
-    after: str
-    hash_before: str
-    hash_after: str
-    reason: str
-    heading_path: tuple[str, ...] = ()
-    at_start: bool = False
-    at_end: bool = False
-    lines: str = ""
-
-
-@dataclass(frozen=True)
-class Budgets:
-    """Soft budgets per durable file (0: none) and whether episodic ops may be applied."""
-
-    memory_chars: int
-    user_chars: int
-    write_routing: bool
-    episodic_dir: str = "memory"
-
-    def of(self, file: str) -> int:
-        return self.memory_chars if file == "MEMORY.md" else self.user_chars
-
-
-def over_budget(text: str, budget: int) -> bool:
-    return budget > 0 and len(text) > budget
 
 
 @dataclass

@@ -43,9 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.atomic import WriteConflict, write_atomic
-from services.dreaming.records import journal
-from services.dreaming.apply.applier import CONTEXT_CHARS, Edit, Plan, sha256
+from services.dreaming.apply.applier import Plan
+from services.dreaming.model.edit import CONTEXT_CHARS, Edit, sha256
 from services.dreaming.model.values import OpResult
+from services.dreaming.records import journal
 
 PRUNED = "memory/archive/pruned.md"
 BACKUPS = ".dreaming/backups"

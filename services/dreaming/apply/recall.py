@@ -22,11 +22,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from services.dreaming.apply import sections
-from services.dreaming.model.archive import IndexedEntry, LifecycleUpdate, Listing
 from services.dreaming.apply.commit import PRUNED, Pruned, Unsafe, read_text
+from services.dreaming.model.archive import Hit, Index
 
 QUERY_WORDS = 6
 # Search reads a query's words up to 1,000 characters (docs/concepts/archive.md "Knowledge archive (KB)" › Long words).
@@ -43,45 +42,6 @@ STOP_WORDS = frozenset(
     "when come here just like long make many more only over such take than them well were what into also back after "
     "most other which their there these then would about could should where while every each being those".split()
 )
-
-
-@dataclass(frozen=True)
-class Hit:
-    path: str
-    start_line: int
-    end_line: int
-    entry_hash: str = ""  # the entry the hit most likely answers, when the KB says
-
-
-class Index(Protocol):
-    """The agent's archive as dreaming sees it (the KB over gRPC)."""
-
-    async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
-        """Bring the archive up to date; ``paths``: the sources the caller wrote (the KB then need not
-        wait for its file watch to see them)."""
-        ...
-
-    async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]: ...
-
-    async def probe(self, agent_id: str, probes: Sequence[tuple[str, str, str]]) -> list[bool]:
-        """For each ``(path, query, text)``: whether the index finds the entry in that file."""
-        ...
-
-    async def fold(self, agent_id: str) -> None:
-        """Fold the retrieval log into the lifecycle rows (the staleness GC reads fresh counts)."""
-        ...
-
-    async def entries(self, agent_id: str) -> Listing:
-        """Every entry of the archive with its lifecycle row (every page)."""
-        ...
-
-    async def lifecycle(self, agent_id: str, hashes: Sequence[str]) -> tuple[list[IndexedEntry], list[IndexedEntry]]:
-        """Where ``hashes`` stand now, and their lifecycle rows (``path`` "") wherever they stand."""
-        ...
-
-    async def update_lifecycle(self, agent_id: str, updates: Sequence[LifecycleUpdate]) -> list[str]:
-        """Record the staleness GC's decisions; the hashes that had no lifecycle row."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,11 @@ from pathlib import Path
 
 from gateway.config import AgentConfig
 from services.dreaming.apply import recall
-from services.dreaming.records import journal
-from services.dreaming.model.archive import IndexedEntry
 from services.dreaming.apply.commit import PRUNED, Unsafe, read_text
+from services.dreaming.model.archive import IndexedEntry
 from services.dreaming.passes.moves import COMPLETED
 from services.dreaming.passes.stale_blocks import STALE_FILES, split_lines
+from services.dreaming.records import journal
 
 SEARCH_LIMIT = 20
 DEFAULT_ENTRIES = 5

@@ -30,18 +30,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from gateway.config import AgentConfig
-from services.dreaming.records import audit
-from services.dreaming.apply.applier import Budgets, plan
+from services.dreaming.apply.applier import plan
 from services.dreaming.apply.commit import Unsafe, read_text
+from services.dreaming.model.budgets import Budgets
 from services.dreaming.model.values import MEMORY_FILES, OPS, Proposal
+from services.dreaming.records import audit
 
 NOT_PENDING = "not a pending proposal"
-
-
-def budgets_of(agent: AgentConfig) -> Budgets:
-    """The applier's budgets for ``agent``."""
-    m = agent.memory
-    return Budgets(m.memory_budget_chars, m.user_budget_chars, m.write_routing, m.episodic_archive_dir)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 MEMORY_FILE = "MEMORY.md"
 USER_FILE = "USER.md"
@@ -21,12 +23,23 @@ EPISODIC = "episodic"
 TOPIC_PATTERN = r"^[a-z0-9-]{1,64}$"
 FIELD_CAP = 4000  # chars of any free-text field of a proposal (the reviewer protocol)
 
-# Run triggers and modes.
+# Run triggers, modes, and the status of a run its caller or its process left before the end.
 SCHEDULE = "schedule"
 MANUAL = "manual"
 ACCEPT = "accept"
 AUTO = "auto"
 PROPOSE = "propose"
+INTERRUPTED = "interrupted"
+
+
+def new_run_id(now: datetime) -> str:
+    """A run id that sorts by start time: ``20240310T030412Z-1a2b3c``."""
+    return f"{now.astimezone(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def iso(moment: datetime) -> str:
+    """``moment`` as the audit and the journal write it: UTC, to the second, with a ``Z``."""
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.atomic import WriteConflict, write_atomic
-from services.dreaming.records import journal
-from services.dreaming.apply.applier import CONTEXT_CHARS, Edit, sha256
 from services.dreaming.apply.commit import Unsafe, _backup, append_text, confined, read_text
+from services.dreaming.model.edit import CONTEXT_CHARS, Edit, sha256
 from services.dreaming.passes.moves import Move, archive_pieces, take
+from services.dreaming.records import journal
 
 
 @dataclass

@@ -75,8 +75,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from services.dreaming.apply import sections
-from services.dreaming.passes import blocks
 from services.dreaming.apply.applier import episodic_path
+from services.dreaming.passes import blocks
 from services.dreaming.passes.moves import ROUTE, Move
 
 _MONTH_NUMBERS = {name: number for number, names in enumerate(

@@ -33,15 +33,15 @@ from dataclasses import dataclass, field
 
 from gateway.config import AgentConfig
 from services.dreaming.apply import recall
-from services.dreaming.records import journal
-from services.dreaming.apply.applier import over_budget
 from services.dreaming.apply.commit import append_text, confined, restore
-from services.dreaming.passes.compactor import compact
+from services.dreaming.model.budgets import over_budget
 from services.dreaming.model.values import DURABLE, EPISODIC, MEMORY_FILE, PROPOSE, OpResult, Proposal
+from services.dreaming.passes.compactor import compact
 from services.dreaming.passes.moves import COMPACT, Move, take
 from services.dreaming.passes.relocate import Relocated, relocate
 from services.dreaming.passes.routeout import route_out
 from services.dreaming.passes.staleness_run import run_gc
+from services.dreaming.records import journal
 
 
 @dataclass

@@ -47,7 +47,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from services.dreaming.passes.staleness import AGED_OUT, Block, Entry, Invalidation
+from services.dreaming.model.archive import IndexedEntry
+from services.dreaming.passes.staleness import AGED_OUT, Block, Invalidation
 
 STALE: Final = "memory/archive/stale.md"
 STALE_UNTRUSTED: Final = "memory/archive/stale-untrusted.md"
@@ -180,7 +181,7 @@ class Found:
     record: dict[str, Any]
 
 
-def parse(text: str, entries: Sequence[Entry]) -> list[Found]:
+def parse(text: str, entries: Sequence[IndexedEntry]) -> list[Found]:
     """The restorable blocks of a stale file's ``text``; ``entries``: the KB's entries of that file."""
     lines = split_lines(text)
     offsets = [0]

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from gateway.config import StalenessSettings
+from services.dreaming.model.archive import IndexedEntry
 
 DAY_S: Final = 86_400
 SUPERSEDED = "superseded"
@@ -70,45 +71,21 @@ _REFERENCE = re.compile(r"\b(?:supersedes|replaces|obsoletes)(?:\s+|\s*:\s*)#(\d
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One entry where it stands now (1-based inclusive lines as the KB numbers them), its text as
-    read there, and its lifecycle row. Times are Unix epoch seconds; None where there is none."""
-
-    path: str
-    start_line: int
-    end_line: int
-    entry_hash: str
-    importance: int
-    provenance: str
-    text: str
-    first_seen: float
-    last_retrieved: float | None = None
-    retrieval_count: int = 0
-    supersedes_key: str | None = None
-    invalid_at: float | None = None
-    restored_at: float | None = None
-
-    @property
-    def idle_since(self) -> float:
-        return max(self.first_seen, self.last_retrieved or self.first_seen)
-
-
-@dataclass(frozen=True)
 class Block:
     """An entry standing in a stale file, with what its block says: the file it came from
     and when it was invalidated."""
 
-    entry: Entry
+    entry: IndexedEntry
     origin: str
     invalid_at: float
 
 
 @dataclass(frozen=True)
 class Invalidation:
-    entry: Entry
+    entry: IndexedEntry
     rule: str  # SUPERSEDED or AGED_OUT
     idle_s: float
-    by: Entry | None = None  # the superseding entry
+    by: IndexedEntry | None = None  # the superseding entry
     key: str = ""  # the key it was superseded under ("#42")
 
     @property
@@ -160,11 +137,11 @@ def kept_place(path: str) -> str | None:
     return None
 
 
-def _order(entry: Entry) -> tuple[float, str, int]:
+def _order(entry: IndexedEntry) -> tuple[float, str, int]:
     return (entry.first_seen, entry.path, entry.start_line)
 
 
-def _superseded(entries: Sequence[Entry], now: float) -> dict[int, Invalidation]:
+def _superseded(entries: Sequence[IndexedEntry], now: float) -> dict[int, Invalidation]:
     """Candidate entry (by index) → its supersession (the oldest superseder that names it)."""
     keyed: dict[str, list[int]] = {}
     for i, entry in enumerate(entries):
@@ -184,7 +161,7 @@ def _superseded(entries: Sequence[Entry], now: float) -> dict[int, Invalidation]
     return out
 
 
-def _aged(entry: Entry, settings: StalenessSettings, now: float) -> Invalidation | None:
+def _aged(entry: IndexedEntry, settings: StalenessSettings, now: float) -> Invalidation | None:
     idle = now - entry.idle_since
     if idle <= settings.stale_ttl_days * DAY_S:
         return None
@@ -193,7 +170,7 @@ def _aged(entry: Entry, settings: StalenessSettings, now: float) -> Invalidation
     return Invalidation(entry, AGED_OUT, idle)
 
 
-def plan(entries: Sequence[Entry], blocks: Sequence[Block], settings: StalenessSettings, now: float) -> Plan:
+def plan(entries: Sequence[IndexedEntry], blocks: Sequence[Block], settings: StalenessSettings, now: float) -> Plan:
     """What one run does (module docstring). ``entries``: every entry the KB lists, the stale
     files' included; ``blocks``: the entries of the stale files with what their blocks say."""
     out = Plan()

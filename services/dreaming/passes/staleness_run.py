@@ -36,15 +36,14 @@ import contextlib
 import hashlib
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gateway.config import AgentConfig
 from services.dreaming.apply import recall, sections
-from services.dreaming.passes import staleness
-from services.dreaming.records import journal
-from services.dreaming.model.archive import IndexedEntry, LifecycleUpdate
 from services.dreaming.apply.commit import Unsafe, append_text, confined, read_text, restore
+from services.dreaming.model.archive import IndexedEntry, LifecycleUpdate
 from services.dreaming.model.values import MEMORY_FILE, PROPOSE, OpResult, Proposal
+from services.dreaming.passes import staleness
 from services.dreaming.passes.moves import Move
 from services.dreaming.passes.relocate import Relocated, relocate
 from services.dreaming.passes.stale_blocks import (
@@ -54,13 +53,14 @@ from services.dreaming.passes.stale_blocks import (
     Found,
     block_text,
     entry_span,
-    with_blanks,
     iso,
     parse,
     split_lines,
     target_for,
     why_text,
+    with_blanks,
 )
+from services.dreaming.records import journal
 
 STALE_KIND = "stale"
 RESTORE_KIND = "restore"
@@ -103,13 +103,9 @@ def _read(agent: AgentConfig, listed: dict[str, str]) -> _Files:
     return out
 
 
-def _entry(e: IndexedEntry, files: _Files) -> staleness.Entry:
-    text = "".join(files.lines[e.path][e.start_line - 1 : e.end_line]).rstrip("\r\n")
-    return staleness.Entry(
-        path=e.path, start_line=e.start_line, end_line=e.end_line, entry_hash=e.entry_hash, importance=e.importance,
-        provenance=e.provenance, text=text, first_seen=e.first_seen, last_retrieved=e.last_retrieved,
-        retrieval_count=e.retrieval_count, supersedes_key=e.supersedes_key, invalid_at=e.invalid_at, restored_at=e.restored_at,
-    )
+def _entry(e: IndexedEntry, files: _Files) -> IndexedEntry:
+    """``e`` with its text as read from its file."""
+    return replace(e, text="".join(files.lines[e.path][e.start_line - 1 : e.end_line]).rstrip("\r\n"))
 
 
 def _restorable_origin(path: str) -> bool:
@@ -187,7 +183,7 @@ async def run_gc(agent: AgentConfig, index: recall.Index, run_id: str, at: str, 
     moment = now()
     files = await asyncio.to_thread(_read, agent, {p: s.content_hash for p, s in listing.sources.items()})
     entries = [_entry(e, files) for e in listing.entries if e.path in files.texts]
-    per_file: dict[str, list[staleness.Entry]] = {}
+    per_file: dict[str, list[IndexedEntry]] = {}
     for entry in entries:
         per_file.setdefault(entry.path, []).append(entry)
     founds: dict[str, list[Found]] = {p: [f for f in parse(files.texts[p], per_file.get(p, [])) if _restorable_origin(f.block.origin)]
@@ -231,7 +227,7 @@ def _aborted(done: list[Relocated], p: _Planned) -> str:
 
 
 def _plan_moves(agent: AgentConfig, plan: staleness.Plan, founds: dict[str, list[Found]], files: _Files,
-                per_file: dict[str, list[staleness.Entry]], run_id: str, first_op: int,
+                per_file: dict[str, list[IndexedEntry]], run_id: str, first_op: int,
                 moment: float) -> tuple[list[_Planned], list[tuple[str, Move, str, str]]]:
     """The numbered moves of the plan (restores first), and the invalidations that cannot move alone."""
     planned: list[_Planned] = []

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from gateway.atomic import write_atomic
-from services.dreaming.records import jsonl
 from services.dreaming.model.values import OpResult, Proposal, RunReport
+from services.dreaming.records import jsonl
 
 DREAMS = ".dreaming/DREAMS.md"
 AUDIT = ".dreaming/audit.jsonl"

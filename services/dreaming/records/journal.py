@@ -45,8 +45,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.dreaming.model.edit import Edit, sha256
 from services.dreaming.records import jsonl
-from services.dreaming.apply.applier import Edit, sha256
 
 JOURNAL = ".dreaming/journal.jsonl"
 SETTLED_BY = "start-up: the process ended before the write"

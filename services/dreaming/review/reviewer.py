@@ -47,7 +47,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from services.dreaming.review.reviewer_command import resolve_command, start_failure
 from services.dreaming.model.values import (
     DURABLE,
     EPISODIC,
@@ -59,6 +58,7 @@ from services.dreaming.model.values import (
     ReviewerOutcome,
     ReviewerReply,
 )
+from services.dreaming.review.reviewer_command import resolve_command, start_failure
 
 MAX_PROPOSALS: Final = 100  # proposals read from one reply; the rest are ignored
 STDERR_TAIL: Final = 4096  # bytes of stderr kept for the reason

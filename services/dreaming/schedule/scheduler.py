@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -42,10 +41,10 @@ from typing import Protocol, TypeVar
 import structlog
 
 from gateway.config import DreamingSettings
+from services.dreaming.model.values import INTERRUPTED, SCHEDULE, RunReport, new_run_id
 from services.dreaming.records.metrics import observe_outcome
-from services.dreaming.model.values import SCHEDULE, RunReport
 from services.dreaming.schedule.slots import InvalidTimezone, next_slot, night_of, slot
-from services.dreaming.schedule.state import INTERRUPTED, RUNNING, Busy, RunLock, RunSummary, StateStore
+from services.dreaming.schedule.state import RUNNING, Busy, RunLock, RunSummary, StateStore
 
 log = structlog.get_logger()
 
@@ -146,11 +145,6 @@ class _Plan:
 def schedulable(settings: DreamingSettings) -> bool:
     """Enabled false or maxChangesPerRun 0 makes dreaming a no-op (nothing is scheduled)."""
     return settings.enabled and settings.max_changes_per_run > 0
-
-
-def new_run_id(now: datetime) -> str:
-    """A run id that sorts by start time: ``20240310T030412Z-1a2b3c``."""
-    return f"{now.astimezone(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
 class Scheduler:

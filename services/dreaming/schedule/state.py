@@ -66,7 +66,7 @@ import structlog
 
 from gateway.atomic import WriteConflict, write_atomic
 from gateway.errors import Aborted
-from services.dreaming.model.values import RunReport
+from services.dreaming.model.values import INTERRUPTED, RunReport
 
 log = structlog.get_logger()
 
@@ -75,7 +75,6 @@ LOCK_FILE = "dreaming.lock"
 CORRUPT_SUFFIX = ".corrupt-"
 FORMAT = 1
 RUNNING = "running"
-INTERRUPTED = "interrupted"
 _DIED = "its process ended mid-run"
 _AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # the config schema's rule: one safe segment
 

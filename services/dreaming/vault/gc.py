@@ -25,8 +25,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from gateway.config import AgentConfig
-from services.dreaming.model.values import AUTO, SCHEDULE, RunReport
-from services.dreaming.schedule.state import INTERRUPTED
+from services.dreaming.model.values import AUTO, INTERRUPTED, SCHEDULE, RunReport
 
 STEP = "vault-gc"
 

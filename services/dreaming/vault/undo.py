@@ -29,8 +29,8 @@ from urllib.parse import quote
 
 import structlog
 
-from services.dreaming.records.jsonl import Record
 from services.dreaming.model.values import Promotion, VaultUndo, VaultWrite
+from services.dreaming.records.jsonl import Record
 from services.dreaming.vault.promotion import UNREACHABLE, Promoter
 
 log = structlog.get_logger()

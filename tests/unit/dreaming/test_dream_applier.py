@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.dreaming.apply.applier import LOSS_OVER_BUDGET, LOSS_UNDER_BUDGET, Budgets, plan
+from services.dreaming.apply.applier import LOSS_OVER_BUDGET, LOSS_UNDER_BUDGET, plan
+from services.dreaming.model.budgets import Budgets
 from services.dreaming.model.values import EPISODIC, Proposal
 
 NO_BUDGET = Budgets(memory_chars=0, user_chars=0, write_routing=True)

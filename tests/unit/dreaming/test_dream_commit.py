@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from services.dreaming.records import journal
-from services.dreaming.apply.applier import Budgets, plan
+from services.dreaming.apply.applier import plan
 from services.dreaming.apply.commit import BACKUPS, BACKUPS_KEPT, PRUNED, Unsafe, commit, confined
-from services.dreaming.records.journal import RevertRefused, plan_revert
+from services.dreaming.model.budgets import Budgets
 from services.dreaming.model.values import EPISODIC, Proposal
+from services.dreaming.records import journal
+from services.dreaming.records.journal import RevertRefused, plan_revert
 
 BUDGETS = Budgets(memory_chars=0, user_chars=0, write_routing=True)
 MEMORY = "# Memory\n\n## Work\n- Project Kestrel ships in March\n- Ticket 41 is closed\n- Uses $HOME/bin\n" + "".join(

@@ -8,9 +8,10 @@ from pathlib import Path
 from dreaming_kb import LocalKb
 from test_dream_staleness_run import NOW, agent_in, gc, write
 
-from services.dreaming.apply.applier import Budgets, plan
+from services.dreaming.apply.applier import plan
 from services.dreaming.apply.commit import commit
 from services.dreaming.history.explain import explain, render
+from services.dreaming.model.budgets import Budgets
 from services.dreaming.model.values import Proposal
 from services.dreaming.passes.staleness import DAY_S
 

@@ -15,8 +15,8 @@ from dreaming_helpers import NOW
 from gateway.config import AgentConfig, build
 from gateway.config_migrations import CURRENT_VERSION
 from services.dreaming import nightly
-from services.dreaming.model.values import MANUAL, Proposal, ReviewerOutcome, ReviewerReply
 from services.dreaming.apply.recall import Hit
+from services.dreaming.model.values import MANUAL, Proposal, ReviewerOutcome, ReviewerReply
 
 MEMORY = "# Memory\n\n- The staging host is named hermes.\n" + "".join(f"- Fact number {n} stays.\n" for n in range(8))
 GONE = "- The staging host is named hermes."

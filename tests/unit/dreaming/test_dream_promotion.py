@@ -15,11 +15,11 @@ from dreaming_helpers import NOW
 from gateway.config import AgentConfig, build
 from gateway.config_migrations import CURRENT_VERSION
 from services.dreaming import nightly
-from services.dreaming.vault import promotion
+from services.dreaming.apply.recall import Hit
 from services.dreaming.model.values import EPISODIC, MANUAL, PROPOSE, OpResult, Proposal, ReviewerOutcome, ReviewerReply
 from services.dreaming.peer_client import PeerUnavailable
+from services.dreaming.vault import promotion
 from services.dreaming.vault.promotion import PromotionReply, fact_text, is_pointer, promotable, promote_applied
-from services.dreaming.apply.recall import Hit
 
 FACT = "- The staging host is named hermes."
 

@@ -19,15 +19,16 @@ from dreaming_helpers import NOW
 from gateway.config import AgentConfig, Config, build
 from gateway.config_migrations import CURRENT_VERSION
 from services.dreaming import nightly
-from services.dreaming.vault import undo as vault_undo
+from services.dreaming.apply.recall import Hit
 from services.dreaming.dreamer import Dreamer, RevertResult
 from services.dreaming.model.values import MANUAL, Proposal, ReviewerOutcome, ReviewerReply, VaultUndo, VaultWrite
 from services.dreaming.peer_client import Activity, PeerUnavailable
-from services.dreaming.vault.promotion import PromotionReply, UndoReply
-from services.dreaming.apply.recall import Hit
 from services.dreaming.render import revert_text
 from services.dreaming.schedule.state import StateStore
-from services.kb.vault import promotion as kb_promotion, unpromote
+from services.dreaming.vault import undo as vault_undo
+from services.dreaming.vault.promotion import PromotionReply, UndoReply
+from services.kb.vault import promotion as kb_promotion
+from services.kb.vault import unpromote
 from services.kb.vault.note_index import open_vault_index, search_vault
 from services.kb.vault.notes import update
 

@@ -14,7 +14,15 @@ from services.dreaming.apply import sections
 from services.dreaming.passes import blocks
 from services.dreaming.passes.compactor import compact
 from services.dreaming.passes.moves import ROUTE, Move, archive_block, take
-from services.dreaming.passes.routeout import TOPIC, first_date, is_log_heading, leading_date, opens_with_time_word, route_out, slugify
+from services.dreaming.passes.routeout import (
+    TOPIC,
+    first_date,
+    is_log_heading,
+    leading_date,
+    opens_with_time_word,
+    route_out,
+    slugify,
+)
 
 EVERYTHING = 1  # a budget nothing fits: every episodic block moves
 

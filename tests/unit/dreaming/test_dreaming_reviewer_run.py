@@ -16,8 +16,8 @@ import pytest
 from dreaming_helpers import NOW, REVIEWERS, record, write_session
 
 from services.dreaming.model.values import ReviewerOutcome
-from services.dreaming.review.prompt import MemoryFile, build_prompt
 from services.dreaming.review import reviewer as reviewer_module
+from services.dreaming.review.prompt import MemoryFile, build_prompt
 from services.dreaming.review.reviewer import reviewer_environment, run_reviewer
 from services.dreaming.review.transcripts import gather
 
