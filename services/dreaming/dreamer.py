@@ -34,7 +34,7 @@ from gateway.atomic import WriteConflict, write_atomic
 from gateway.config import AgentConfig, Config
 from gateway.errors import Aborted, FailedPrecondition, NotFound, Unavailable
 from services.dreaming import nightly
-from services.dreaming.apply.commit import BACKUPS, Unsafe, confined, read_text
+from services.dreaming.apply.files import BACKUPS, Unsafe, confined, read_text
 from services.dreaming.history import explain, pending
 from services.dreaming.model.budgets import budgets_of
 from services.dreaming.model.values import (

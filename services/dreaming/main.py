@@ -17,7 +17,7 @@ from gateway.live_config import LiveConfig
 from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
 from services.dreaming import nightly
-from services.dreaming.apply.commit import Unsafe, read_text
+from services.dreaming.apply.files import Unsafe, read_text
 from services.dreaming.dreamer import MAX_CONCURRENT_RUNS, Dreamer
 from services.dreaming.model.values import ReviewerOutcome, iso
 from services.dreaming.peer_client import KbIndex, WatcherActivity

@@ -27,15 +27,15 @@ from datetime import datetime
 from pathlib import Path
 
 from gateway.atomic import write_atomic
-from services.dreaming.apply.commit import Unsafe, read_text
+from services.dreaming.apply.files import Unsafe, read_text
 from services.dreaming.model.budgets import over_budget
 from services.dreaming.model.edit import sha256
 from services.dreaming.model.values import MEMORY_FILE, FileChange, OpResult, RunReport, new_run_id
 from services.dreaming.passes.compactor import compact
+from services.dreaming.passes.deterministic import as_op
 from services.dreaming.passes.moves import Move, take
 from services.dreaming.passes.relocate import relocate
 from services.dreaming.passes.routeout import route_out
-from services.dreaming.passes.run import as_op
 from services.dreaming.records import audit
 from services.dreaming.schedule.state import Busy, StateStore
 

@@ -36,26 +36,17 @@ Memory files that are links are never written through: the run skips them.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.atomic import WriteConflict, write_atomic
 from services.dreaming.apply.applier import Plan
+from services.dreaming.apply.files import Unsafe, append_text, backup, confined
 from services.dreaming.model.edit import CONTEXT_CHARS, Edit, sha256
 from services.dreaming.model.values import OpResult
 from services.dreaming.records import journal
 
 PRUNED = "memory/archive/pruned.md"
-BACKUPS = ".dreaming/backups"
-BACKUPS_KEPT = 20
-APPEND_ATTEMPTS = 8
-
-
-class Unsafe(Exception):
-    """A path dreaming must not write (a link, or outside the workspace)."""
 
 
 @dataclass(frozen=True)
@@ -76,61 +67,6 @@ class CommitOutcome:
     records: list[journal.Record] = field(default_factory=list)
 
 
-def confined(workspace: Path, rel: str) -> Path:
-    """``workspace/rel`` when its real location is inside the workspace and it is not a link.
-
-    Creates missing parent folders. Raises Unsafe."""
-    real_ws = os.path.realpath(workspace)
-    target = os.path.join(real_ws, rel)
-    if os.path.commonpath([real_ws, os.path.realpath(target)]) != real_ws:
-        raise Unsafe(f"{rel} resolves outside the workspace")
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    if os.path.commonpath([real_ws, os.path.realpath(os.path.dirname(target))]) != real_ws:
-        raise Unsafe(f"{rel} resolves outside the workspace")
-    try:
-        is_link = stat.S_ISLNK(os.lstat(target).st_mode)
-    except FileNotFoundError:
-        is_link = False
-    if is_link:
-        raise Unsafe(f"{rel} is a link; dreaming never writes through links")
-    return Path(target)
-
-
-def read_text(workspace: Path, rel: str) -> str:
-    """A workspace file's text ("" when missing). Raises Unsafe for a link, a path outside, or bytes
-    that are not UTF-8: such a file is never rewritten, since decoding it would replace the bytes
-    it cannot read and a rewrite would lose them."""
-    path = confined(workspace, rel)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return ""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Unsafe(f"{rel} is not valid UTF-8 (byte {exc.start}); dreaming does not rewrite it (fix it on disk)") from None
-
-
-def append_text(path: Path, block: str) -> tuple[str, str]:
-    """Append ``block`` to ``path`` by CAS (retrying on a concurrent writer).
-
-    Returns ``(text before, what was appended)`` (a newline is added first when
-    the file did not end with one). Raises WriteConflict after APPEND_ATTEMPTS."""
-    for _ in range(APPEND_ATTEMPTS):
-        try:
-            current: bytes | None = path.read_bytes()
-        except FileNotFoundError:
-            current = None
-        before = (current or b"").decode("utf-8", errors="replace")  # for the journal's context only
-        inserted = ("\n" if current and not current.endswith(b"\n") else "") + block
-        try:  # the file's own bytes are kept as they are, readable or not
-            write_atomic(path, (current or b"") + inserted.encode("utf-8"), expected=current)
-        except WriteConflict:
-            continue
-        return before, inserted
-    raise WriteConflict(f"{path.name} kept changing; could not append")
-
-
 def archived(edit: Edit) -> str:
     """What the pruned archive keeps of ``edit``: the whole lines its removed text stood in."""
     return edit.lines or edit.removed
@@ -143,20 +79,6 @@ def pruned_block(edit: Edit, run_id: str, date: str) -> str:
     number = edit.op_id.rsplit("/", 1)[-1]
     kind = edit.kind if text.rstrip("\r\n") == edit.removed.rstrip("\r\n") else f"{edit.kind} of part of this text"
     return f"\n## Removed from {where} · {date} · run {run_id} op {number} ({kind})\n\n{body}"
-
-
-def _backup(workspace: Path, name: str, text: str, run_id: str) -> None:
-    """The pre-image of ``name`` (workspace-relative: ``memory/x.md`` goes to
-    ``.dreaming/backups/memory/x.md.<run>``), keeping the newest BACKUPS_KEPT per file."""
-    rel = Path(name)
-    folder = workspace / BACKUPS / rel.parent
-    base = rel.name
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / f"{base}.{run_id}", text.encode("utf-8"), mode=0o600)
-    kept = sorted(p for p in os.listdir(folder) if p.startswith(f"{base}.") and not p.startswith("."))
-    for old in kept[:-BACKUPS_KEPT]:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(folder / old)
 
 
 def _abort(out: CommitOutcome, plan: Plan, name: str, reason: str) -> None:
@@ -190,7 +112,7 @@ def _commit_file(workspace: Path, plan: Plan, name: str, run_id: str, now: str, 
     blocks = [e for e in edits if e.removed]
     if blocks:  # one append for the file's blocks: pruned.md is rewritten once, not once per block
         append_text(archive, "".join(pruned_block(edit, run_id, now[:10]) for edit in blocks))
-    _backup(workspace, name, original, run_id)
+    backup(workspace, name, original, run_id)
     records = [journal.edit_record(run_id, e, now) for e in edits]
     try:
         # Journaled under the folder lock once the compare-and-swap passed, just before the rename:
@@ -236,12 +158,3 @@ def commit(workspace: Path, plan: Plan, run_id: str, now: str) -> CommitOutcome:
         out.results = [done if r.op_id == result.op_id else r for r in out.results]
     journal.append(workspace, out.records[journaled:])
     return out
-
-
-def restore(workspace: Path, name: str, pre_image: str, written: str) -> bool:
-    """Put ``pre_image`` back (the recall check failed) if the file still holds what the run wrote."""
-    try:
-        write_atomic(confined(workspace, name), pre_image.encode("utf-8"), expected=written.encode("utf-8"))
-    except (WriteConflict, Unsafe):
-        return False
-    return True

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.dreaming.apply import sections
-from services.dreaming.apply.commit import PRUNED, Pruned, Unsafe, read_text
+from services.dreaming.apply.commit import PRUNED, Pruned
+from services.dreaming.apply.files import Unsafe, read_text
 from services.dreaming.model.archive import Hit, Index
 
 QUERY_WORDS = 6

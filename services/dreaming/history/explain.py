@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gateway.config import AgentConfig
-from services.dreaming.apply import recall
-from services.dreaming.apply.commit import PRUNED, Unsafe, read_text
-from services.dreaming.model.archive import IndexedEntry
+from services.dreaming.apply.commit import PRUNED
+from services.dreaming.apply.files import Unsafe, read_text
+from services.dreaming.model.archive import Hit, Index, IndexedEntry
 from services.dreaming.passes.moves import COMPLETED
 from services.dreaming.passes.stale_blocks import STALE_FILES, split_lines
 from services.dreaming.records import journal
@@ -136,11 +136,11 @@ def _life_events(life: IndexedEntry) -> list[Event]:
     return out
 
 
-async def explain(agent: AgentConfig, index: recall.Index, query: str, limit: int = DEFAULT_ENTRIES) -> list[Explained]:
+async def explain(agent: AgentConfig, index: Index, query: str, limit: int = DEFAULT_ENTRIES) -> list[Explained]:
     """The history of each entry ``query`` finds (module docstring). Raises what ``index`` raises."""
     limit = min(max(limit or DEFAULT_ENTRIES, 1), MAX_ENTRIES)
     records = journal.read(agent.workspace)
-    hits: Sequence[recall.Hit] = []
+    hits: Sequence[Hit] = []
     if agent.knowledge.archive.enabled:
         await index.refresh(agent.id)  # what was just written is found
         hits = await index.search(agent.id, query, SEARCH_LIMIT)

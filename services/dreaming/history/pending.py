@@ -30,10 +30,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from gateway.config import AgentConfig
-from services.dreaming.apply.applier import plan
-from services.dreaming.apply.commit import Unsafe, read_text
+from services.dreaming.apply.applier import Plan, plan
+from services.dreaming.apply.files import Unsafe, read_text
 from services.dreaming.model.budgets import Budgets
-from services.dreaming.model.values import MEMORY_FILES, OPS, Proposal
+from services.dreaming.model.values import MEMORY_FILES, OPS, OpResult, Proposal
 from services.dreaming.records import audit
 
 NOT_PENDING = "not a pending proposal"
@@ -160,3 +160,17 @@ def in_propose_mode(ledger: Ledger, proposal: Proposal, done: str) -> str:
     if applied is not None:
         return f"{applied.says()} and not reverted since; {NOT_PENDING}"
     return ""
+
+
+def proposed(result: Plan, ledger: Ledger) -> list[OpResult]:
+    """A run in propose mode: each op of ``result`` as a proposal, with what the applier would say
+    now; one that a run already applied, or that is already in effect, is ``skipped`` and says why."""
+    out = []
+    for r in result.results:
+        why_not = in_propose_mode(ledger, r.proposal, r.reason if r.op_id in result.done else "")
+        if why_not:
+            out.append(replace(r, status="skipped", reason=why_not, chars_removed=0, chars_inserted=0))
+            continue
+        reason = "" if r.status == "applied" else f"the applier would skip it now: {r.reason}"
+        out.append(replace(r, status="proposed", reason=reason, chars_removed=0, chars_inserted=0))
+    return out

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.atomic import WriteConflict, write_atomic
-from services.dreaming.apply.commit import Unsafe, _backup, append_text, confined, read_text
+from services.dreaming.apply.files import Unsafe, append_text, backup, confined, read_text
 from services.dreaming.model.edit import CONTEXT_CHARS, Edit, sha256
 from services.dreaming.passes.moves import Move, archive_pieces, take
 from services.dreaming.records import journal
@@ -112,7 +112,7 @@ def relocate(workspace: Path, source: str, planned_from: str, numbered: Sequence
             )
             out.records.append(journal.edit_record(run_id, edit, at))
             offset = end
-    _backup(workspace, source, planned_from, run_id)
+    backup(workspace, source, planned_from, run_id)
     try:
         write_atomic(path, new.encode("utf-8"), expected=planned_from.encode("utf-8"))
     except WriteConflict:

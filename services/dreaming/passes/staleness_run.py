@@ -40,8 +40,9 @@ from dataclasses import dataclass, field, replace
 
 from gateway.config import AgentConfig
 from services.dreaming.apply import recall, sections
-from services.dreaming.apply.commit import Unsafe, append_text, confined, read_text, restore
-from services.dreaming.model.archive import IndexedEntry, LifecycleUpdate
+from services.dreaming.apply.files import Unsafe, append_text, confined, read_text
+from services.dreaming.apply.restore import Check, Written, verify
+from services.dreaming.model.archive import Index, IndexedEntry, LifecycleUpdate
 from services.dreaming.model.values import MEMORY_FILE, PROPOSE, OpResult, Proposal
 from services.dreaming.passes import staleness
 from services.dreaming.passes.moves import Move
@@ -60,7 +61,6 @@ from services.dreaming.passes.stale_blocks import (
     why_text,
     with_blanks,
 )
-from services.dreaming.records import journal
 
 STALE_KIND = "stale"
 RESTORE_KIND = "restore"
@@ -155,7 +155,7 @@ def _settings_note(agent: AgentConfig) -> str:
     return f"staleTtlDays {st.stale_ttl_days}, minRetrievalKeep {st.min_retrieval_keep}, keepImportance {st.keep_importance}"
 
 
-async def run_gc(agent: AgentConfig, index: recall.Index, run_id: str, at: str, mode: str, first_op: int,
+async def run_gc(agent: AgentConfig, index: Index, run_id: str, at: str, mode: str, first_op: int,
                  now: Callable[[], float], written: Sequence[str] = (MEMORY_FILE,)) -> GcOutcome:
     """The GC of one run (module docstring); op numbers from ``first_op``. Raises only
     CancelledError: a KB that cannot answer is a note, and the run goes on.
@@ -301,48 +301,29 @@ def _write(agent: AgentConfig, planned: Sequence[_Planned], texts: dict[str, str
     return done, applied
 
 
-async def _recall(agent: AgentConfig, index: recall.Index, run_id: str, at: str, done: list[Relocated],
+STALE_MOVES = Check("the recall check of the stale moves", "moved entry", together=True)
+
+
+async def _recall(agent: AgentConfig, index: Index, run_id: str, at: str, done: list[Relocated],
                   applied: list[_Planned], out: GcOutcome) -> set[str]:
     """Every moved entry must be found in its destination, else the GC's sources get their
-    pre-images back. Returns the op ids undone."""
-    written = sorted({d.source for d in done if not d.aborted} | {p.move.target for p in applied})
-    try:
-        missing = await recall.check_moves(index, agent.id, [(p.op_id, p.move.target, p.probe) for p in applied],
-                                           written if len(written) <= MAX_NAMED else [])
-        reason = "" if not missing else (
-            f"the recall check could not find a moved entry by Search ({missing[0].query!r}): {missing[0].entry[:120]!r}")
-    except asyncio.CancelledError:
-        _put_back(agent, run_id, at, done, out, "the run was cancelled before the stale moves' recall check finished")
-        raise
-    except Exception as exc:  # noqa: BLE001 - the KB could not answer: nothing moved is known to be findable
-        reason = f"the recall check of the stale moves could not run ({exc})"
-    if not reason:
-        out.notes.append(f"Stale moves recall-checked: all {len(applied)} moved entries are found through the index in their destinations.")
-        return set()
-    return _put_back(agent, run_id, at, done, out, reason)
+    pre-images back. Returns the op ids undone; raises CancelledError, the sources put back, when
+    the run is cancelled before the check's answer."""
+    paths = sorted({d.source for d in done if not d.aborted} | {p.move.target for p in applied})
+    written = [Written(d.source, d.before, d.after, tuple(op for op, _ in d.ops), tuple(sorted({m.target for _, m in d.ops})))
+               for d in done if not d.aborted and d.ops]
+    check = recall.check_moves(index, agent.id, [(p.op_id, p.move.target, p.probe) for p in applied],
+                               paths if len(paths) <= MAX_NAMED else [])
+    verdict = await verify(agent.workspace, run_id, at, written, check, STALE_MOVES)
+    out.results = verdict.applied_to(out.results)
+    out.notes += verdict.notes if verdict.lost else [
+        f"Stale moves recall-checked: all {len(applied)} moved entries are found through the index in their destinations."]
+    if verdict.cancelled:
+        raise asyncio.CancelledError
+    return set(verdict.undone)
 
 
-def _put_back(agent: AgentConfig, run_id: str, at: str, done: list[Relocated], out: GcOutcome, reason: str) -> set[str]:
-    undone: set[str] = set()
-    for d in done:
-        if d.aborted or not d.ops:
-            continue
-        if not restore(agent.workspace, d.source, d.before, d.after):
-            out.notes.append(f"{d.source}: {reason}, but it changed since the GC wrote it, so it was kept; the moved entries are in their destinations.")
-            continue
-        ops = [op for op, _ in d.ops]
-        undone.update(ops)
-        journal.append(agent.workspace, [journal.undo_record("restore", run_id, op, at, by="recall check") for op in ops])
-        for target in sorted({m.target for _, m in d.ops}):
-            append_text(confined(agent.workspace, target),
-                        f"\n(Run {run_id}: {d.source} was restored after the recall check; the entries above are back in it.)\n")
-    if undone:
-        out.notes.append(f"Stale moves undone: {reason}.")
-        out.results = [OpResult(r.op_id, r.proposal, "restored", reason, file=r.file) if r.op_id in undone else r for r in out.results]
-    return undone
-
-
-async def _record(agent: AgentConfig, index: recall.Index, plan: staleness.Plan, applied: Sequence[_Planned],
+async def _record(agent: AgentConfig, index: Index, plan: staleness.Plan, applied: Sequence[_Planned],
                   moment: float, out: GcOutcome) -> None:
     updates = [LifecycleUpdate(h, invalid_at=v) for h, v in plan.set_invalid.items()]
     updates += [LifecycleUpdate(h, clear_invalid=True) for h in plan.clear_invalid]

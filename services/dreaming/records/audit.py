@@ -26,9 +26,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from gateway.atomic import write_atomic
-from services.dreaming.model.values import OpResult, Proposal, RunReport
+from services.dreaming.model.values import ACCEPT, OpResult, Proposal, RunReport
 from services.dreaming.records import jsonl
+from services.dreaming.records.metrics import observe_run
+
+log = structlog.get_logger()
 
 DREAMS = ".dreaming/DREAMS.md"
 AUDIT = ".dreaming/audit.jsonl"
@@ -136,6 +141,24 @@ def run_records(report: RunReport) -> list[Record]:
             "linked": list(m.linked), "folded": m.folded, "twinKept": m.twin_kept,
         })
     return out
+
+
+def record_run(workspace: Path, report: RunReport) -> None:
+    """Audit one finished run: its DREAMS.md entry and audit.jsonl records (an accept's ``accepted``
+    records too), one ``dream_run`` log line and the run metrics. A write that fails is logged
+    loudly; the run's outcome stands."""
+    try:
+        write_entry(workspace, render(report))
+        records = run_records(report)
+        if report.trigger == ACCEPT:
+            records += [{"kind": "accepted", "run": report.run_id, "id": r.proposal.id} for r in report.ops if r.status == "applied"]
+        append_records(workspace, records)
+    except OSError as exc:
+        log.error("dream_audit_failed", agent=report.agent_id, run=report.run_id, error=str(exc))
+    log.info("dream_run", agent=report.agent_id, run=report.run_id, mode=report.mode, trigger=report.trigger,
+             status=report.status, reason=report.reason or None,
+             applied=sum(1 for r in report.ops if r.status == "applied"), ops=len(report.ops))
+    observe_run(report)
 
 
 def read_records(workspace: Path) -> list[Record]:

@@ -55,6 +55,8 @@ import structlog
 
 from gateway.config import AgentConfig
 from services.dreaming.model.values import DURABLE, MEMORY_FILES, OpResult, Promotion, VaultWrite
+from services.dreaming.records import journal
+from services.dreaming.records.jsonl import Record
 
 log = structlog.get_logger()
 
@@ -66,6 +68,7 @@ POINTER_WORDS: Final = frozenset(
     """.split()
 )
 UNREACHABLE: Final = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
+PROMOTION: Final = "promotion"  # the journal record kind of a promotion's write
 SKIPPED: Final = "skipped"
 DECLINED: Final = "declined"
 STEP: Final = "promotion"
@@ -179,9 +182,10 @@ def _declined(r: OpResult, reason: str) -> Promotion:
     return Promotion(r.op_id, r.proposal.id, DECLINED, "", reason)
 
 
-async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id: str, results: Sequence[OpResult]) -> Step:
-    """Step 9 for a run whose ops are ``results`` (module docstring). Never raises: a cancellation is
-    reported in ``Step.cancelled``."""
+async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id: str, at: str,
+                          results: Sequence[OpResult]) -> Step:
+    """Step 9 for a run whose ops are ``results`` (module docstring), each write journaled at ``at``
+    so a revert can take it out. Never raises: a cancellation is reported in ``Step.cancelled``."""
     step = Step()
     shared = agent.knowledge.shared
     adds = promotable(results)
@@ -224,4 +228,29 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
         (log.warning if promotion.outcome == DECLINED else log.info)(
             "dream_promotion", agent=agent.id, run=run_id, op=promotion.op_id, outcome=promotion.outcome,
             note=promotion.note or None, reason=promotion.reason)
+    step.notes += _journaled(agent, run_id, at, step.promotions)
     return step
+
+
+def write_record(run_id: str, promotion: Promotion, at: str) -> Record:
+    """The journal record of ``promotion``'s write (``promotion.write`` must be set)."""
+    w = promotion.write
+    assert w is not None
+    return {
+        "kind": PROMOTION, "run": run_id, "op": promotion.op_id, "outcome": promotion.outcome, "note": w.note,
+        "project": w.project, "write": w.kind, "offset": w.offset, "removed": w.removed, "added": w.added,
+        "block": w.block, "hashBefore": w.hash_before, "hashAfter": w.hash_after, "foldedTwin": w.folded_twin, "at": at,
+    }
+
+
+def _journaled(agent: AgentConfig, run_id: str, at: str, promotions: Sequence[Promotion]) -> list[str]:
+    """Journal what each promotion wrote to the vault, so a revert can take it out (``undo.py``);
+    a note of the run when that fails."""
+    records = [write_record(run_id, p, at) for p in promotions if p.write is not None]
+    try:
+        journal.append(agent.workspace, records)
+    except OSError as exc:
+        log.error("dream_promotion_not_journaled", agent=agent.id, run=run_id, error=str(exc))
+        return [f"The shared promotions of this run could not be journaled ({exc}); a revert cannot take them "
+                "out of the vault."]
+    return []

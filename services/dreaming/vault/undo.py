@@ -2,7 +2,7 @@
 
 docs/concepts/proposals.md "Propose mode, accept, revert". The journal keeps, besides each op's
 ``edit`` records, one ``promotion`` record per shared promotion that wrote a
-note (``write_record``: the op, and the KB's report of the write, ``VaultWrite``:
+note (``promotion.write_record``: the op, and the KB's report of the write, ``VaultWrite``:
 note, project, kind, the exact text added and removed with its offset, the
 promoted block, the note's SHA-256 before and after, a folded twin's text).
 Dreaming never writes the vault itself: a revert hands each record back to the
@@ -29,26 +29,14 @@ from urllib.parse import quote
 
 import structlog
 
-from services.dreaming.model.values import Promotion, VaultUndo, VaultWrite
+from services.dreaming.model.values import VaultUndo, VaultWrite
 from services.dreaming.records.jsonl import Record
-from services.dreaming.vault.promotion import UNREACHABLE, Promoter
+from services.dreaming.vault.promotion import PROMOTION, UNREACHABLE, Promoter
 
 log = structlog.get_logger()
 
-PROMOTION = "promotion"  # journal record kinds
-UNPROMOTE = "unpromote"
+UNPROMOTE = "unpromote"  # a journal record kind: a promotion undone
 UNDONE, GONE, LEFT = "undone", "gone", "left"
-
-
-def write_record(run_id: str, promotion: Promotion, at: str) -> Record:
-    """The journal record of ``promotion``'s write (``promotion.write`` must be set)."""
-    w = promotion.write
-    assert w is not None
-    return {
-        "kind": PROMOTION, "run": run_id, "op": promotion.op_id, "outcome": promotion.outcome, "note": w.note,
-        "project": w.project, "write": w.kind, "offset": w.offset, "removed": w.removed, "added": w.added,
-        "block": w.block, "hashBefore": w.hash_before, "hashAfter": w.hash_after, "foldedTwin": w.folded_twin, "at": at,
-    }
 
 
 def _write(record: Record) -> VaultWrite:

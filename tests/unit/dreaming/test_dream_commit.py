@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from services.dreaming.apply.applier import plan
-from services.dreaming.apply.commit import BACKUPS, BACKUPS_KEPT, PRUNED, Unsafe, commit, confined
+from services.dreaming.apply.commit import PRUNED, commit
+from services.dreaming.apply.files import BACKUPS, BACKUPS_KEPT, Unsafe, confined
 from services.dreaming.model.budgets import Budgets
 from services.dreaming.model.values import EPISODIC, Proposal
 from services.dreaming.records import journal

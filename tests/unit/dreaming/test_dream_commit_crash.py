@@ -14,7 +14,8 @@ import pytest
 
 from gateway import atomic
 from services.dreaming.apply.applier import plan
-from services.dreaming.apply.commit import BACKUPS, commit, read_text
+from services.dreaming.apply.commit import commit
+from services.dreaming.apply.files import BACKUPS, read_text
 from services.dreaming.model.budgets import Budgets
 from services.dreaming.model.edit import sha256
 from services.dreaming.model.values import Proposal

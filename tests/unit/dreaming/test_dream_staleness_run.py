@@ -18,7 +18,7 @@ from dreaming_kb import LocalKb
 from gateway.config import AgentConfig, build
 from gateway.config_migrations import CURRENT_VERSION
 from services.dreaming import nightly
-from services.dreaming.apply.commit import read_text
+from services.dreaming.apply.files import read_text
 from services.dreaming.model.values import AUTO, MANUAL, PROPOSE, ReviewerOutcome, ReviewerReply
 from services.dreaming.passes.stale_blocks import STALE, STALE_UNTRUSTED
 from services.dreaming.passes.staleness import DAY_S

@@ -32,7 +32,7 @@ from gateway.config_migrations import CURRENT_VERSION
 from services.dreaming.apply import recall
 from services.dreaming.model.archive import IndexedEntry, LifecycleUpdate, Listing
 from services.dreaming.model.values import AUTO
-from services.dreaming.passes.run import run_passes
+from services.dreaming.passes.deterministic import run_passes
 from services.kb.archive import recall_probe
 from services.kb.index import indexer, schema
 from services.kb.index.search import search

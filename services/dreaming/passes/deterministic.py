@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 from gateway.config import AgentConfig
 from services.dreaming.apply import recall
-from services.dreaming.apply.commit import append_text, confined, restore
+from services.dreaming.apply.restore import Check, Written, verify
+from services.dreaming.model.archive import Index
 from services.dreaming.model.budgets import over_budget
 from services.dreaming.model.values import DURABLE, EPISODIC, MEMORY_FILE, PROPOSE, OpResult, Proposal
 from services.dreaming.passes.compactor import compact
@@ -41,7 +42,6 @@ from services.dreaming.passes.moves import COMPACT, Move, take
 from services.dreaming.passes.relocate import Relocated, relocate
 from services.dreaming.passes.routeout import route_out
 from services.dreaming.passes.staleness_run import run_gc
-from services.dreaming.records import journal
 
 
 @dataclass
@@ -68,7 +68,7 @@ def _number(run_id: str, first: int, moves: Sequence[Move]) -> list[tuple[str, M
     return [(f"{run_id}/{first + i}", move) for i, move in enumerate(moves)]
 
 
-async def run_passes(agent: AgentConfig, index: recall.Index, run_id: str, at: str, text: str, mode: str,
+async def run_passes(agent: AgentConfig, index: Index, run_id: str, at: str, text: str, mode: str,
                      now: Callable[[], float] = time.time) -> PassOutcome:
     """The passes over MEMORY.md ``text`` and the archive (module docstring); op numbers from 1.
     ``now``: the time the staleness GC ages entries against (Unix seconds)."""
@@ -123,38 +123,25 @@ def _write(agent: AgentConfig, planned_from: str, numbered: list[tuple[str, Move
     return moved.after
 
 
-async def _recall(agent: AgentConfig, index: recall.Index, run_id: str, at: str, original: str,
+MOVES = Check("the recall check of the moves", "moved entry", together=True)
+
+
+async def _recall(agent: AgentConfig, index: Index, run_id: str, at: str, original: str,
                   done: list[Relocated], out: PassOutcome) -> None:
-    """Every moved entry must be found by Search; else MEMORY.md goes back to ``original``."""
+    """Every moved entry must be found by Search; else MEMORY.md goes back to ``original``. Raises
+    CancelledError, MEMORY.md put back, when the run is cancelled before the check's answer."""
     moved = [(op, m.target, m.text) for d in done for op, m in d.ops]
-    targets = sorted({m.target for d in done for _, m in d.ops})
+    targets = tuple(sorted({m.target for d in done for _, m in d.ops}))
     if not agent.knowledge.archive.enabled:
         out.notes.append("Moves not recall-checked: the knowledge archive is off for this agent; the entries are in " + ", ".join(targets) + ".")
         return
-    try:
-        missing = await recall.check_moves(index, agent.id, moved, [MEMORY_FILE, *targets])
-        reason = "" if not missing else (
-            f"the recall check could not find a moved entry by Search ({missing[0].query!r}): {missing[0].entry[:120]!r}")
-    except asyncio.CancelledError:
-        _put_back(agent, run_id, at, original, done, out, "the run was cancelled before the moves' recall check finished")
-        raise
-    except Exception as exc:  # noqa: BLE001 - the KB could not answer: nothing moved is known to be findable
-        reason = f"the recall check of the moves could not run ({exc})"
-    if not reason:
-        out.notes.append(f"Moves recall-checked: all {len(moved)} moved entries are found through the index in their destinations.")
-        return
-    _put_back(agent, run_id, at, original, done, out, reason)
-
-
-def _put_back(agent: AgentConfig, run_id: str, at: str, original: str, done: list[Relocated], out: PassOutcome, reason: str) -> None:
-    ops = [op for d in done for op, _ in d.ops]
-    if not restore(agent.workspace, MEMORY_FILE, original, done[-1].after):
-        out.notes.append(f"MEMORY.md: {reason}, but it changed since the passes wrote it, so it was kept; the moved entries are in their destinations.")
-        return
-    out.text = original
-    out.notes.append(f"MEMORY.md restored to its pre-image: {reason}.")
-    out.results = [OpResult(r.op_id, r.proposal, "restored", reason, file=r.file) if r.op_id in ops else r for r in out.results]
-    journal.append(agent.workspace, [journal.undo_record("restore", run_id, op, at, by="recall check") for op in ops])
-    for target in sorted({m.target for d in done for _, m in d.ops}):
-        append_text(confined(agent.workspace, target),
-                    f"\n(Run {run_id}: MEMORY.md was restored after the recall check; the entries above are back in it.)\n")
+    written = [Written(MEMORY_FILE, original, done[-1].after, tuple(op for d in done for op, _ in d.ops), targets)]
+    check = recall.check_moves(index, agent.id, moved, [MEMORY_FILE, *targets])
+    verdict = await verify(agent.workspace, run_id, at, written, check, MOVES)
+    if verdict.undone:
+        out.text = original
+        out.results = verdict.applied_to(out.results)
+    out.notes += verdict.notes if verdict.lost else [
+        f"Moves recall-checked: all {len(moved)} moved entries are found through the index in their destinations."]
+    if verdict.cancelled:
+        raise asyncio.CancelledError
