@@ -156,7 +156,7 @@ class Activity:
         self.asked: Counter[tuple[str, date]] = Counter()
 
     async def activity(self, agent_id: str) -> Any:
-        from services.dreaming.peer_client import Activity as Seen
+        from services.dreaming.schedule.quiet import Activity as Seen
 
         key = (agent_id, self.clock.now().date())
         self.asked[key] += 1

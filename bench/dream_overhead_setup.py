@@ -223,7 +223,7 @@ class Quiet:
     """The watcher's activity, standing in: nobody active, no session busy."""
 
     async def activity(self, agent_id: str) -> Any:
-        from services.dreaming.peer_client import Activity
+        from services.dreaming.schedule.quiet import Activity
 
         return Activity(last_activity_ms=0, busy_sessions=0, live_sessions=0)
 

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import grpc
 
@@ -22,6 +21,7 @@ from gateway.v1 import kb_pb2, kb_pb2_grpc, watcher_pb2, watcher_pb2_grpc
 from services.dreaming.apply.recall import Hit
 from services.dreaming.model.archive import IndexedEntry, IndexedSource, LifecycleUpdate, Listing
 from services.dreaming.model.values import VaultWrite
+from services.dreaming.schedule.quiet import Activity
 from services.dreaming.vault.promotion import PromotionReply, UndoReply
 
 REFRESH_DEADLINE_S = 120.0  # a first index of a large archive takes a while
@@ -44,13 +44,6 @@ class PeerUnavailable(Exception):
     def __init__(self, message: str, code: str = "") -> None:
         super().__init__(message)
         self.code = code
-
-
-@dataclass(frozen=True)
-class Activity:
-    last_activity_ms: int
-    busy_sessions: int
-    live_sessions: int
 
 
 def _unavailable(peer: str, err: grpc.aio.AioRpcError) -> PeerUnavailable:

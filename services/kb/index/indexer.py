@@ -98,7 +98,15 @@ from services.kb.index.indexer_bulk import (
     write_lifecycle,
 )
 from services.kb.index.indexer_parse import parse_source, read_source
-from services.kb.index.schema import create_fts, ensure_lifecycle, generation, get_meta, path_id, set_meta, short_digests
+from services.kb.index.schema import (
+    create_fts,
+    ensure_lifecycle,
+    generation,
+    get_meta,
+    path_id,
+    set_meta,
+    short_digests,
+)
 from services.kb.index.sources import ARCHIVE_PROFILE, FileStat, Scan, SourceProfile, stat_source
 
 __all__ = ["BULK_FILES", "RACY_WINDOW_NS", "RefreshReport", "read_source", "refresh", "reindex_paths", "walk_reads"]

@@ -20,10 +20,12 @@ from gateway.config import AgentConfig, Config, build
 from gateway.config_migrations import CURRENT_VERSION
 from services.dreaming import nightly
 from services.dreaming.apply.recall import Hit
-from services.dreaming.dreamer import Dreamer, RevertResult
+from services.dreaming.dreamer import Dreamer
+from services.dreaming.history.revert import RevertResult
 from services.dreaming.model.values import MANUAL, Proposal, ReviewerOutcome, ReviewerReply, VaultUndo, VaultWrite
-from services.dreaming.peer_client import Activity, PeerUnavailable
+from services.dreaming.peer_client import PeerUnavailable
 from services.dreaming.render import revert_text
+from services.dreaming.schedule.quiet import Activity
 from services.dreaming.schedule.state import StateStore
 from services.dreaming.vault import undo as vault_undo
 from services.dreaming.vault.promotion import PromotionReply, UndoReply

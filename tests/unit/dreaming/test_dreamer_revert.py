@@ -20,7 +20,7 @@ from services.dreaming.apply.recall import Hit
 from services.dreaming.dreamer import Dreamer
 from services.dreaming.model.budgets import Budgets
 from services.dreaming.model.values import Proposal, ReviewerOutcome, ReviewerReply
-from services.dreaming.peer_client import Activity
+from services.dreaming.schedule.quiet import Activity
 from services.dreaming.schedule.state import StateStore
 
 MEMORY = "# Memory\n\n" + "".join(f"- Fact number {n} stays.\n" for n in range(8))
