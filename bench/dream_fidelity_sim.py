@@ -190,7 +190,7 @@ class ScriptedReviewer:
 
     async def review(self, agent: Any, prompt: str) -> Any:
         from services.dreaming.model.values import ReviewerOutcome
-        from services.dreaming.review.reviewer import ReplyError, parse_reply
+        from services.dreaming.review.reply import ReplyError, parse_reply
 
         t0 = time.perf_counter()
         night = (self.clock.now().date() - FIRST_NIGHT).days + 1

@@ -135,7 +135,8 @@ async def in_process(home: Path, warm: list[Agent], agents: list[Agent], kb_addr
     from services.dreaming.model.values import ReviewerOutcome
     from services.dreaming.peer_client import KbIndex
     from services.dreaming.review.prompt import MemoryFile, build_prompt
-    from services.dreaming.review.reviewer import parse_reply, reviewer_environment, run_reviewer
+    from services.dreaming.review.reviewer import reviewer_environment, run_reviewer
+    from services.dreaming.review.reply import parse_reply
     from services.dreaming.schedule.state import StateStore
     from services.dreaming.review.transcripts import gather
 

@@ -20,7 +20,7 @@ from gateway.errors import InvalidArgument
 from services.dreaming.apply.applier import plan
 from services.dreaming.model.budgets import Budgets
 from services.dreaming.model.values import EPISODIC, Proposal
-from services.dreaming.review.reviewer import parse_reply
+from services.dreaming.review.reply import parse_reply
 from services.file_api.names import check_filename
 from services.kb.archive.archives import check_sources
 from services.kb.index.excerpt import validate_path

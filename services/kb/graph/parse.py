@@ -105,7 +105,8 @@ def extract_links(body: str) -> tuple[str, ...]:
 
 def _drop_fences(body: str) -> str:
     lines = body.split("\n")
-    return "\n".join(line for line, inside in zip(lines, fenced(lines), strict=True) if not inside)
+    inside = fenced(line.removesuffix("\r") for line in lines)
+    return "\n".join(line for line, hidden in zip(lines, inside, strict=True) if not hidden)
 
 
 def _title(value: Value, problems: list[str]) -> str | None:

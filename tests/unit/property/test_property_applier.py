@@ -27,11 +27,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.dreaming.apply import sections
-from services.dreaming.passes import blocks
 from services.dreaming.apply.applier import LOSS_OVER_BUDGET, LOSS_UNDER_BUDGET, plan
 from services.dreaming.model.budgets import Budgets
 from services.dreaming.model.edit import Edit
 from services.dreaming.model.values import DURABLE, EPISODIC, MEMORY_FILES, OPS, Proposal
+from services.dreaming.passes import blocks
 from services.dreaming.passes.moves import Move, take
 
 LINES = st.sampled_from([

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.dreaming.model.values import DURABLE, EPISODIC, FIELD_CAP, MEMORY_FILES, OPS, ReviewerReply
-from services.dreaming.review.reviewer import MAX_PROPOSALS, ReplyError, parse_reply
+from services.dreaming.review.reply import MAX_PROPOSALS, ReplyError, parse_reply
 
 TEXT = st.one_of(
     st.text(max_size=30),
