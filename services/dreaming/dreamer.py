@@ -109,7 +109,7 @@ class Dreamer:
 
     # --- operations of the RPCs ---------------------------------------------------
 
-    async def _locked(self, agent: AgentConfig):  # type: ignore[no-untyped-def]
+    async def _locked(self, agent: AgentConfig) -> RunLock:
         lock = self._store.lock(agent.id)
         try:
             await asyncio.to_thread(lock.acquire)

@@ -18,8 +18,7 @@ import grpc
 from gateway.auth import INTERNAL_TOKEN_HEADER
 from gateway.channels import aio_channel
 from gateway.v1 import kb_pb2, kb_pb2_grpc, watcher_pb2, watcher_pb2_grpc
-from services.dreaming.apply.recall import Hit
-from services.dreaming.model.archive import IndexedEntry, IndexedSource, LifecycleUpdate, Listing
+from services.dreaming.model.archive import Hit, IndexedEntry, IndexedSource, LifecycleUpdate, Listing
 from services.dreaming.model.values import VaultWrite
 from services.dreaming.schedule.quiet import Activity
 from services.dreaming.vault.promotion import PromotionReply, UndoReply
@@ -51,7 +50,7 @@ def _unavailable(peer: str, err: grpc.aio.AioRpcError) -> PeerUnavailable:
 
 
 class KbIndex:
-    """``recall.Index`` over the KB service."""
+    """``model.archive.Index`` over the KB service."""
 
     def __init__(self, address: str, internal_token: str) -> None:
         self._channel = aio_channel(address)
@@ -138,16 +137,16 @@ class KbIndex:
         return missing
 
     async def collect_vault(self, agent_id: str) -> str:
-        """``CollectVault``: the KB's one-line answer (``vault_gc.Vault``). Raises PeerUnavailable."""
+        """``CollectVault``: the KB's one-line answer (``vault.gc.Vault``). Raises PeerUnavailable."""
         try:
-            reply = await self._stub.CollectVault(kb_pb2.CollectVaultRequest(agent_id=agent_id),
-                                                  timeout=COLLECT_DEADLINE_S, metadata=self._metadata)
+            reply: kb_pb2.CollectVaultResponse = await self._stub.CollectVault(
+                kb_pb2.CollectVaultRequest(agent_id=agent_id), timeout=COLLECT_DEADLINE_S, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:
             raise _unavailable("kb", err) from None
         return reply.message
 
     async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
-        """``PromoteFact``: one shared promotion (``promotion.Promoter``). Raises PeerUnavailable."""
+        """``PromoteFact``: one shared promotion (``vault.promotion.Promoter``). Raises PeerUnavailable."""
         request = kb_pb2.PromoteFactRequest(agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id)
         try:
             r = await self._stub.PromoteFact(request, timeout=PROMOTE_DEADLINE_S, metadata=self._metadata)

@@ -113,7 +113,8 @@ def locate(text: str, record: Record) -> int:
 def undo(text: str, record: Record) -> str:
     """``text`` with ``record``'s splice undone. Raises RevertRefused."""
     at = locate(text, record)
-    return text[:at] + record["removed"] + text[at + len(record["inserted"]) :]
+    removed: str = record["removed"]
+    return text[:at] + removed + text[at + len(record["inserted"]) :]
 
 
 @dataclass
