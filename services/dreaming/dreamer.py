@@ -138,7 +138,7 @@ class Dreamer:
             lock.release()
 
     async def accept(self, agent: AgentConfig, ids: list[str]) -> RunReport:
-        """Apply chosen pending proposals (``pending.py``) through the applier. An id that is not
+        """Apply chosen pending proposals (``history/pending.py``) through the applier. An id that is not
         pending (applied already, already in effect, reverted, a move) is reported, never applied.
         Raises NotFound when no id is pending and one was never proposed, Aborted when a run of the
         agent is in progress."""
@@ -167,10 +167,10 @@ class Dreamer:
         return replace(report, notes=report.notes + tuple(notes))
 
     async def revert(self, agent: AgentConfig, run_id: str, op_id: str | None) -> RevertResult:
-        """Undo a run, or one op of it, by inverse splice (journal.py), then the shared promotions of
-        those ops through the KB (vault_undo.py). Raises FailedPrecondition when refused, NotFound when
-        the run or op is unknown, Aborted when a run is in progress. Once begun, a revert runs to its
-        end and is audited even if its caller goes away (the vault and the journal then agree)."""
+        """Undo a run, or one op of it (``history.revert``): by inverse splice in the files, then the
+        shared promotions of those ops through the KB. Raises FailedPrecondition when refused, NotFound
+        when the run or op is unknown, Aborted when a run is in progress. Once begun, a revert runs to
+        its end and is audited even if its caller goes away (the vault and the journal then agree)."""
         if op_id is not None and "/" not in op_id:
             op_id = f"{run_id}/{op_id}"
         lock = await self._locked(agent)

@@ -40,7 +40,7 @@ them (backups, the pruned archive, compare-and-swap, the journal) is
 Before the guards, an op **already in effect** is skipped (``already_done``):
 an add whose text is in the file, a replace whose anchor is gone and whose new
 text is there, a remove whose anchor is gone. ``Plan.done`` names those ops:
-they are not pending proposals (``pending.py``).
+they are not pending proposals (``history/pending.py``).
 """
 
 from __future__ import annotations

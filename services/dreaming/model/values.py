@@ -123,7 +123,7 @@ class OpResult:
 @dataclass(frozen=True)
 class VaultWrite:
     """What one promotion wrote to one shared note, as the KB reported it (``PromotionWrite``):
-    exactly enough for a revert to undo it (``vault_undo``). ``kind``: created or appended;
+    exactly enough for a revert to undo it (``vault.undo``). ``kind``: created or appended;
     ``offset`` (characters), ``removed`` and ``added``: the splice; ``block``: the promoted
     block; the note's SHA-256 before and after; ``folded_twin``: a retired twin folded in."""
 
@@ -154,7 +154,7 @@ class VaultUndo:
 
 @dataclass(frozen=True)
 class Promotion:
-    """What became of one applied durable add offered to the shared vault (``promotion.py``).
+    """What became of one applied durable add offered to the shared vault (``vault/promotion.py``).
 
     ``outcome``: the KB's created, merged, updated, unchanged or declined, or
     ``skipped`` (the add carried no fact and was never sent). ``note``: the

@@ -1,6 +1,6 @@
 """The entries of a memory file as spans of whole lines a deterministic pass can move.
 
-Shared by the compactor and the route-out; built on ``sections.py`` (its line model, headings,
+Shared by the compactor and the route-out; built on ``apply/sections.py`` (its line model, headings,
 code fences and pinned sections), so a pass and the guards read a file the same way.
 
 - **An entry** is a top-level list item (a line opening with ``-``, ``*``, ``+``, ``1.`` or

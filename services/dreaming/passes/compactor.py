@@ -9,7 +9,7 @@ continuation lines (indented lines, nested items, and after blank lines the inde
 belong to it), or a paragraph. Headings, the blank lines between entries and fenced code never
 move; a marker inside a fenced block never counts. Only the entry's *first line* is read: a marker
 on a nested item or a later line moves nothing, and a marked item moves with all its nested items
-(checked or not). An entry in a pinned section (``sections.py``: ``User``, ``Feedback``,
+(checked or not). An entry in a pinned section (``apply/sections.py``: ``User``, ``Feedback``,
 ``Preference(s)``, ``Profile``) never moves, nor one with an indented fenced block right under
 it (``blocks.py``). A marked heading (``## Sprint 3 ✅``) is not an entry: it stays, and so do
 the entries under it that carry no marker of their own.
@@ -17,7 +17,7 @@ the entries under it that carry no marker of their own.
 **The first line read.** For a list item, the text after its bullet (``-``, ``*``, ``+``, ``1.``,
 ``1)``), with a task box ``[ ]``, ``[x]`` or ``[X]`` in front taken off; for a paragraph, its
 first line; leading and trailing blanks aside. Call it the *head*. A list item is top-level only
-when its bullet is at the start of the line (as ``sections.py`` reads it): a list indented as a
+when its bullet is at the start of the line (as ``apply/sections.py`` reads it): a list indented as a
 whole is one paragraph whose head starts with a bullet, so no marker matches it.
 
 **The markers** (an entry is terminal when one holds; the move's ``reason`` names it):

@@ -42,7 +42,7 @@ the section of a date heading, or of a time or log heading that holds a date.
    its own first words are not read, though it still counts under such a heading.
    An entry with an indented fenced block right under it stays (fenced code never moves alone).
 
-Nothing in a pinned section moves (``sections.py``). Headings stay, but for a dated section's,
+Nothing in a pinned section moves (``apply/sections.py``). Headings stay, but for a dated section's,
 which moves with its section: a heading whose entries all moved stays behind, empty (a line), so
 the sections around it keep their shape. Spans and blank lines follow ``blocks.py`` (the blank
 lines after a block, or after a run of moved blocks that touch, go with it when it opens its

@@ -17,7 +17,7 @@
   are dropped down to ``AUDIT_KEEP_BYTES`` (whole lines).
 
 Pending proposals (propose mode) are read back from these records by
-``pending.py``: proposed, not applied by any run since (nor reverted), and not
+``history/pending.py``: proposed, not applied by any run since (nor reverted), and not
 already in effect.
 """
 

@@ -20,7 +20,7 @@ revert (``gateway dream revert AGENT RUN[/OP]``) undoes ops from these records:
   (``restore`` records) count as undone.
 
 **After a crash.** A commit journals a memory file's edits just before its
-rename (``commit.py``), and the recall check restores a file before it journals
+rename (``apply/commit.py``), and the recall check restores a file before it journals
 the ``restore``: a process killed in between leaves edits in the journal that
 are not in their file, which is then still exactly as before them (its SHA-256
 is the first edit's ``hashBefore``). ``settle``, run when dreaming starts,
@@ -30,7 +30,7 @@ An op is settled only when every file it touched is in that state.
 
 **The shared vault.** A run's shared promotions are journaled too (``promotion``
 records: what the KB wrote, exactly), and a revert undoes those of the ops it
-covers through the KB once the files are done (``vault_undo``), marking each
+covers through the KB once the files are done (``vault.undo``), marking each
 undone one with an ``unpromote`` record. Only ``edit``, ``revert`` and
 ``restore`` records matter here.
 

@@ -39,7 +39,7 @@ A run cancelled during promotion declines the rest, is audited, and then the
 cancellation goes on (``Step.cancelled``).
 
 **What was written** (``Promotion.write``, the KB's report of the write) goes
-to the run's journal (``vault_undo``), so that reverting the run, or the op,
+to the run's journal (``undo.py``), so that reverting the run, or the op,
 takes it out of the vault again.
 """
 
