@@ -18,15 +18,19 @@ from dreaming_helpers import NOW
 
 from gateway.config import AgentConfig, Config, build
 from gateway.config_migrations import CURRENT_VERSION
-from services.dreaming import nightly, vault_undo
-from services.dreaming.dreamer import Dreamer, RevertResult
-from services.dreaming.model import MANUAL, Proposal, ReviewerOutcome, ReviewerReply, VaultUndo, VaultWrite
-from services.dreaming.peer_client import Activity, PeerUnavailable
-from services.dreaming.promotion import PromotionReply, UndoReply
-from services.dreaming.recall import Hit
+from services.dreaming import nightly
+from services.dreaming.apply.recall import Hit
+from services.dreaming.dreamer import Dreamer
+from services.dreaming.history.revert import RevertResult
+from services.dreaming.model.values import MANUAL, Proposal, ReviewerOutcome, ReviewerReply, VaultUndo, VaultWrite
+from services.dreaming.peer_client import PeerUnavailable
 from services.dreaming.render import revert_text
-from services.dreaming.state import StateStore
-from services.kb.vault import promotion as kb_promotion, unpromote
+from services.dreaming.schedule.quiet import Activity
+from services.dreaming.schedule.state import StateStore
+from services.dreaming.vault import undo as vault_undo
+from services.dreaming.vault.promotion import PromotionReply, UndoReply
+from services.kb.vault import promotion as kb_promotion
+from services.kb.vault import unpromote
 from services.kb.vault.note_index import open_vault_index, search_vault
 from services.kb.vault.notes import update
 
