@@ -16,10 +16,11 @@ from collections.abc import Sequence
 import grpc
 
 from gateway.auth import INTERNAL_TOKEN_HEADER
+from gateway import promotion_write
+from gateway.promotion_write import PromotionWrite
 from gateway.channels import aio_channel
 from gateway.v1 import kb_pb2, kb_pb2_grpc, watcher_pb2, watcher_pb2_grpc
 from services.dreaming.model.archive import Hit, IndexedEntry, IndexedSource, LifecycleUpdate, Listing
-from services.dreaming.model.values import VaultWrite
 from services.dreaming.schedule.quiet import Activity
 from services.dreaming.vault.promotion import PromotionReply, UndoReply
 
@@ -154,16 +155,11 @@ class KbIndex:
             raise _unavailable("kb", err) from None
         return PromotionReply(outcome=r.outcome, name=r.name, reason=r.reason, message=r.message, name_from=r.name_from,
                               passed_over=r.passed_over, linked=tuple(r.linked), folded=r.folded, twin_kept=r.twin_kept,
-                              write=_vault_write(r.write) if r.HasField("write") else None)
+                              write=promotion_write.from_proto(r.write) if r.HasField("write") else None)
 
-    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: VaultWrite) -> UndoReply:
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite) -> UndoReply:
         """``UndoPromotion``: undo one promotion's write (a revert). Raises PeerUnavailable."""
-        w = kb_pb2.PromotionWrite(
-            note=write.note, project=write.project, kind=write.kind, offset=write.offset, removed=write.removed,
-            added=write.added, block=write.block, hash_before=write.hash_before, hash_after=write.hash_after,
-            folded_twin=write.folded_twin,
-        )
-        request = kb_pb2.UndoPromotionRequest(agent_id=agent_id, run_id=run_id, op_id=op_id, write=w)
+        request = kb_pb2.UndoPromotionRequest(agent_id=agent_id, run_id=run_id, op_id=op_id, write=promotion_write.to_proto(write))
         try:
             r = await self._stub.UndoPromotion(request, timeout=UNDO_DEADLINE_S, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:
@@ -172,11 +168,6 @@ class KbIndex:
 
     async def close(self) -> None:
         await self._channel.close()
-
-
-def _vault_write(w: kb_pb2.PromotionWrite) -> VaultWrite:
-    return VaultWrite(note=w.note, project=w.project, kind=w.kind, offset=w.offset, removed=w.removed, added=w.added,
-                      block=w.block, hash_before=w.hash_before, hash_after=w.hash_after, folded_twin=w.folded_twin)
 
 
 def _indexed(path: str, start: int, end: int, importance: int, provenance: str, life: kb_pb2.EntryLifecycle) -> IndexedEntry:

@@ -13,6 +13,8 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from gateway.promotion_write import PromotionWrite
+
 MEMORY_FILE = "MEMORY.md"
 USER_FILE = "USER.md"
 MEMORY_FILES = (MEMORY_FILE, USER_FILE)
@@ -121,25 +123,6 @@ class OpResult:
 
 
 @dataclass(frozen=True)
-class VaultWrite:
-    """What one promotion wrote to one shared note, as the KB reported it (``PromotionWrite``):
-    exactly enough for a revert to undo it (``vault.undo``). ``kind``: created or appended;
-    ``offset`` (characters), ``removed`` and ``added``: the splice; ``block``: the promoted
-    block; the note's SHA-256 before and after; ``folded_twin``: a retired twin folded in."""
-
-    note: str
-    project: str
-    kind: str
-    offset: int
-    removed: str
-    added: str
-    block: str
-    hash_before: str
-    hash_after: str
-    folded_twin: str = ""
-
-
-@dataclass(frozen=True)
 class VaultUndo:
     """What a revert did about one op's shared promotion: ``outcome`` undone, gone (the note no
     longer existed) or left (not changed; ``reason`` says why and what to do)."""
@@ -171,7 +154,7 @@ class Promotion:
     linked: tuple[str, ...] = ()
     folded: bool = False
     twin_kept: bool = False
-    write: VaultWrite | None = None
+    write: PromotionWrite | None = None
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,8 @@ from typing import Final, Protocol
 import structlog
 
 from gateway.config import AgentConfig
-from services.dreaming.model.values import DURABLE, MEMORY_FILES, OpResult, Promotion, VaultWrite
+from gateway.promotion_write import PromotionWrite
+from services.dreaming.model.values import DURABLE, MEMORY_FILES, OpResult, Promotion
 from services.dreaming.records import journal
 from services.dreaming.records.jsonl import Record
 
@@ -97,7 +98,7 @@ class PromotionReply:
     linked: tuple[str, ...] = ()
     folded: bool = False
     twin_kept: bool = False
-    write: VaultWrite | None = None
+    write: PromotionWrite | None = None
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class Promoter(Protocol):
         in UNREACHABLE means the KB cannot be reached at all."""
         ...
 
-    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: VaultWrite) -> UndoReply:
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite) -> UndoReply:
         """Undo one promotion's write (a revert). Raises when the KB cannot answer, as ``promote``."""
         ...
 

@@ -2,7 +2,7 @@
 
 docs/concepts/proposals.md "Propose mode, accept, revert". The journal keeps, besides each op's
 ``edit`` records, one ``promotion`` record per shared promotion that wrote a
-note (``promotion.write_record``: the op, and the KB's report of the write, ``VaultWrite``:
+note (``promotion.write_record``: the op, and the KB's report of the write, ``PromotionWrite``:
 note, project, kind, the exact text added and removed with its offset, the
 promoted block, the note's SHA-256 before and after, a folded twin's text).
 Dreaming never writes the vault itself: a revert hands each record back to the
@@ -29,7 +29,8 @@ from urllib.parse import quote
 
 import structlog
 
-from services.dreaming.model.values import VaultUndo, VaultWrite
+from gateway.promotion_write import PromotionWrite
+from services.dreaming.model.values import VaultUndo
 from services.dreaming.records.jsonl import Record
 from services.dreaming.vault.promotion import PROMOTION, UNREACHABLE, Promoter
 
@@ -39,8 +40,8 @@ UNPROMOTE = "unpromote"  # a journal record kind: a promotion undone
 UNDONE, GONE, LEFT = "undone", "gone", "left"
 
 
-def _write(record: Record) -> VaultWrite:
-    return VaultWrite(
+def _write(record: Record) -> PromotionWrite:
+    return PromotionWrite(
         note=str(record.get("note", "")), project=str(record.get("project", "")), kind=str(record.get("write", "")),
         offset=int(record.get("offset", 0)), removed=str(record.get("removed", "")), added=str(record.get("added", "")),
         block=str(record.get("block", "")), hash_before=str(record.get("hashBefore", "")),
@@ -48,7 +49,7 @@ def _write(record: Record) -> VaultWrite:
     )
 
 
-def pending(records: Sequence[Record], run_id: str, ops: Sequence[str]) -> list[tuple[str, VaultWrite]]:
+def pending(records: Sequence[Record], run_id: str, ops: Sequence[str]) -> list[tuple[str, PromotionWrite]]:
     """``(op id, write)`` of every promotion of ``run_id``'s ``ops`` not undone yet, newest op first."""
     wanted = set(ops)
     done = {str(r.get("op")) for r in records if r.get("kind") == UNPROMOTE and r.get("run") == run_id}
@@ -72,12 +73,12 @@ def by_hand(agent_id: str, note: str) -> str:
             f"{quote(note, safe='')}, or the memory_shared_update tool)")
 
 
-async def undo_all(promoter: Promoter | None, agent_id: str, run_id: str, writes: Sequence[tuple[str, VaultWrite]]) -> list[VaultUndo]:
+async def undo_all(promoter: Promoter | None, agent_id: str, run_id: str, writes: Sequence[tuple[str, PromotionWrite]]) -> list[VaultUndo]:
     """Ask the KB to undo each write, in order (module docstring). Never raises but for a cancellation."""
     out: list[VaultUndo] = []
     unreachable = ""
     for op_id, w in writes:
-        def left(reason: str, op_id: str = op_id, w: VaultWrite = w) -> VaultUndo:
+        def left(reason: str, op_id: str = op_id, w: PromotionWrite = w) -> VaultUndo:
             return VaultUndo(op_id, w.note, w.project, LEFT, reason)
 
         if promoter is None:
