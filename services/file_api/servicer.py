@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+import time
 
 import grpc
 
+from gateway.config import AgentConfig
 from gateway.errors import InvalidArgument
 from gateway.live_config import LiveConfig
+from gateway.put_record import record_put
 from gateway.rpc import authorize_call, unary
 from gateway.v1 import files_pb2, files_pb2_grpc
 from services.file_api import files
@@ -28,26 +30,30 @@ class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
         self._live = live
         self._reads = ReadCache(_reply)
 
-    def _workspace(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> Path:
+    def _agent(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> AgentConfig:
         config, auth = self._live.snapshot()
         agent = config.agent(agent_id)
         authorize_call(auth, context, agent_id, agent_exists=agent is not None, write=write)
         assert agent is not None
-        return agent.workspace
+        return agent
 
     @unary
     async def GetFile(self, request: files_pb2.GetFileRequest, context: grpc.aio.ServicerContext) -> files_pb2.GetFileResponse:  # noqa: N802
-        workspace = self._workspace(context, request.agent_id, write=False)
+        workspace = self._agent(context, request.agent_id, write=False).workspace
         name = check_filename(request.filename)
         return self._reads.read(workspace, name)
 
     @unary
     async def PutFile(self, request: files_pb2.PutFileRequest, context: grpc.aio.ServicerContext) -> files_pb2.PutFileResponse:  # noqa: N802
-        workspace = self._workspace(context, request.agent_id, write=True)
+        agent = self._agent(context, request.agent_id, write=True)
         name = check_filename(request.filename)
         if not request.HasField("content"):
             raise InvalidArgument("content is required: send {\"content\": \"...\"}")
         data = files.check_content(request.content)
+
+        def record() -> None:  # lineage: what last changed the file (docs/concepts/lineage.md)
+            record_put(agent.agent_dir, name, data, time.time_ns() // 1_000_000)
+
         # fsync blocks; keep it off the event loop so reads are not held up.
-        await asyncio.to_thread(files.write_file, workspace, name, data)
+        await asyncio.to_thread(files.write_file, agent.workspace, name, data, before_rename=record)
         return files_pb2.PutFileResponse(filename=name, message=SAVED_MESSAGE)
