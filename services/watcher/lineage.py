@@ -6,7 +6,7 @@ source (``origins.py``). A composition that read the same bytes and wrote the
 same CLAUDE.md as the one before adds nothing. A session registering (also
 again, after a restart directive) is tied to the newest composition.
 ``Lineage.view`` answers GetLineage: per live session its composition, each
-source against today's file with a bounded unified diff, and the history.
+source against today's file (``lineage_view.py``), and the history.
 
 What is kept (docs/concepts/lineage.md): the newest ``KEEP_COMPOSITIONS``
 compositions of each agent, plus every older one a live session is tied to
@@ -17,69 +17,22 @@ watcher restart drops them and runtimes register again.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from gateway.config import AgentConfig
 from services.watcher import lineage_store as store
 from services.watcher.compose import Composition
 from services.watcher.lineage_store import CompositionEntry, SourceEntry
-from services.watcher.origins import Origin, OriginFinder
+from services.watcher.lineage_view import LineageView, SessionView, TodayFiles
+from services.watcher.origins import JournalCache, OriginFinder
 from services.watcher.sessions import SessionRecord
-from services.watcher.sources import MAX_READ_BYTES, Source, read_source
+from services.watcher.sources import Source
 
 KEEP_COMPOSITIONS = 20
-MAX_DIFF_CHARS = 16_000
 
 Clock = Callable[[], int]  # milliseconds since the epoch
-
-
-@dataclass(frozen=True)
-class SourceView:
-    """One source of a session's composition against today's file."""
-
-    name: str
-    revision: SourceEntry
-    today: SourceEntry
-    diff: str = ""
-    diff_truncated: bool = False
-    diff_unavailable: str = ""
-
-    @property
-    def differs(self) -> bool:
-        return self.revision.sha256 != self.today.sha256
-
-
-@dataclass(frozen=True)
-class SessionView:
-    session: SessionRecord
-    composition: CompositionEntry | None
-    sources: tuple[SourceView, ...]
-
-
-@dataclass(frozen=True)
-class LineageView:
-    sessions: tuple[SessionView, ...]
-    compositions: tuple[CompositionEntry, ...]  # newest first
-
-
-def bounded_diff(name: str, old: str, new: str, limit: int = MAX_DIFF_CHARS) -> tuple[str, bool]:
-    """Unified diff of ``old`` → ``new``, cut at a line end within ``limit`` chars; and whether it was cut."""
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), f"{name} (session)", f"{name} (today)"
-    )
-    out: list[str] = []
-    size = 0
-    for line in lines:
-        line = line if line.endswith("\n") else line + "\n"
-        if size + len(line) > limit:
-            return "".join(out), True
-        out.append(line)
-        size += len(line)
-    return "".join(out), False
 
 
 def _sha256(text: str) -> str:
@@ -94,6 +47,7 @@ class Lineage:
         self._lock = threading.Lock()
         self._history: dict[str, list[CompositionEntry]] = {}
         self._ties: dict[str, dict[str, int]] = {}  # agent → session id → composition id
+        self._journals = JournalCache()
 
     def _loaded(self, agent: AgentConfig) -> list[CompositionEntry]:
         """The agent's history, read from disk the first time (call with the lock held)."""
@@ -125,11 +79,10 @@ class Lineage:
             self._history[agent.id] = kept
         return entry
 
-    @staticmethod
-    def _sources(agent: AgentConfig, sources: Iterable[Source], last: CompositionEntry | None) -> tuple[SourceEntry, ...]:
+    def _sources(self, agent: AgentConfig, sources: Iterable[Source], last: CompositionEntry | None) -> tuple[SourceEntry, ...]:
         """Entries for ``sources``: a revision the last composition read keeps its origin, a new one is looked up and stored."""
         folder = store.lineage_dir(agent.agent_dir)
-        finder = OriginFinder(agent.agent_dir, agent.workspace)
+        finder = OriginFinder(agent, self._journals)
         out = []
         for source in sources:
             before = last.source(source.name) if last else None
@@ -153,10 +106,12 @@ class Lineage:
 
     def forget(self, agent_ids: Iterable[str]) -> None:
         """Drop what is held in memory for agents removed from the config (their files stay)."""
+        agent_ids = list(agent_ids)
         with self._lock:
             for agent_id in agent_ids:
                 self._history.pop(agent_id, None)
                 self._ties.pop(agent_id, None)
+        self._journals.forget(agent_ids)
 
     def view(self, agent: AgentConfig, sessions: list[SessionRecord]) -> LineageView:
         """The lineage of ``sessions`` (the agent's live ones) and the history. Reads files: call off the event loop."""
@@ -164,44 +119,10 @@ class Lineage:
             history = list(self._loaded(agent))
             ties = dict(self._ties.get(agent.id, {}))
         by_id = {e.id: e for e in history}
-        today = _Today(agent, history[-1] if history else None)
+        today = TodayFiles(agent, history[-1] if history else None, OriginFinder(agent, self._journals))
         views = []
         for session in sessions:
             entry = by_id.get(ties.get(session.session_id, 0))
             sources = tuple(today.compare(s) for s in entry.sources) if entry else ()
             views.append(SessionView(session, entry, sources))
         return LineageView(tuple(views), tuple(reversed(history)))
-
-
-class _Today:
-    """Today's source files, each read once, and the comparison of a revision with them."""
-
-    def __init__(self, agent: AgentConfig, newest: CompositionEntry | None) -> None:
-        self._agent = agent
-        self._newest = newest
-        self._finder = OriginFinder(agent.agent_dir, agent.workspace)
-        self._read: dict[str, tuple[Source, SourceEntry]] = {}
-
-    def _file(self, name: str) -> tuple[Source, SourceEntry]:
-        if name not in self._read:
-            source = read_source(self._agent.workspace, name, max_bytes=MAX_READ_BYTES)
-            sha = source.sha256
-            known = self._newest.source(name) if self._newest else None
-            origin: Origin = known.origin if known is not None and known.sha256 == sha else self._finder.find(name, sha)
-            self._read[name] = (source, SourceEntry(name, sha, origin))
-        return self._read[name]
-
-    def compare(self, revision: SourceEntry) -> SourceView:
-        source, today = self._file(revision.name)
-        if revision.sha256 == today.sha256:
-            return SourceView(revision.name, revision, today)
-        old = "" if revision.sha256 is None else store.read_revision(store.lineage_dir(self._agent.agent_dir), revision.sha256)
-        if old is None:
-            return SourceView(revision.name, revision, today,
-                              diff_unavailable=f"the session's revision was not kept (over {store.MAX_REVISION_BYTES:,} bytes)")
-        new = source.text or ""
-        if len(new.encode("utf-8")) > store.MAX_REVISION_BYTES:
-            return SourceView(revision.name, revision, today,
-                              diff_unavailable=f"today's file is over {store.MAX_REVISION_BYTES:,} bytes")
-        diff, cut = bounded_diff(revision.name, old, new)
-        return SourceView(revision.name, revision, today, diff, cut)

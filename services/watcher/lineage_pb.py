@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateway.v1 import watcher_pb2
 from services.watcher import origins
-from services.watcher.lineage import LineageView, SessionView, SourceView
+from services.watcher.lineage_view import LineageView, SessionView, SourceView
 from services.watcher.lineage_store import CompositionEntry, SourceEntry
 
 pb = watcher_pb2

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gateway.config import AgentConfig
 from gateway.put_record import last_put
 
 JOURNAL = ".dreaming/journal.jsonl"
@@ -54,6 +56,9 @@ class Origin:
         return Origin(str(raw.get("kind", UNKNOWN)), int(raw.get("atMs", 0)), str(raw.get("run", "")))
 
 
+DreamWrites = dict[tuple[str, str], Origin]
+
+
 def format_ms(at_ms: int) -> str:
     return datetime.fromtimestamp(at_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
@@ -79,9 +84,9 @@ def _journal_tail(workspace: Path) -> list[bytes]:
     return lines[1:] if start else lines
 
 
-def dream_writes(workspace: Path) -> dict[tuple[str, str], Origin]:
+def dream_writes(workspace: Path) -> DreamWrites:
     """``(file, hashAfter)`` → the newest dream op that left that file with that hash."""
-    out: dict[tuple[str, str], Origin] = {}
+    out: DreamWrites = {}
     for line in _journal_tail(workspace):
         try:
             record = json.loads(line)
@@ -93,23 +98,52 @@ def dream_writes(workspace: Path) -> dict[tuple[str, str], Origin]:
     return out
 
 
-class OriginFinder:
-    """Finds origins for one composition; reads the journal at most once, and only when asked."""
+class JournalCache:
+    """``dream_writes`` per agent, read again only when the journal's path, size or mtime changed.
 
-    def __init__(self, agent_dir: Path, workspace: Path) -> None:
-        self._agent_dir = agent_dir
-        self._workspace = workspace
-        self._dreams: dict[tuple[str, str], Origin] | None = None
+    An agent editing its own MEMORY.md makes each composition look its new content up;
+    this keeps that from parsing the journal's tail every time.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[tuple[str, int, int], DreamWrites]] = {}
+
+    def writes(self, agent: AgentConfig) -> DreamWrites:
+        try:
+            info = os.stat(agent.workspace / JOURNAL)
+        except OSError:
+            self._seen.pop(agent.id, None)
+            return {}
+        key = (str(agent.workspace), info.st_size, info.st_mtime_ns)
+        seen = self._seen.get(agent.id)
+        if seen is not None and seen[0] == key:
+            return seen[1]
+        writes = dream_writes(agent.workspace)
+        self._seen[agent.id] = (key, writes)
+        return writes
+
+    def forget(self, agent_ids: Iterable[str]) -> None:
+        for agent_id in agent_ids:
+            self._seen.pop(agent_id, None)
+
+
+class OriginFinder:
+    """Finds origins for one agent's files; reads the journal at most once, and only when asked."""
+
+    def __init__(self, agent: AgentConfig, journal: JournalCache) -> None:
+        self._agent = agent
+        self._journal = journal
+        self._dreams: DreamWrites | None = None
 
     def find(self, name: str, sha256: str | None) -> Origin:
         """The origin of ``name`` holding content ``sha256`` (None: the file was missing)."""
         if sha256 is None:
             return Origin(MISSING)
         if self._dreams is None:
-            self._dreams = dream_writes(self._workspace)
+            self._dreams = self._journal.writes(self._agent)
         candidates = [origin for origin in (self._put(name, sha256), self._dreams.get((name, sha256))) if origin]
         return max(candidates, key=lambda o: o.at_ms) if candidates else Origin(UNKNOWN)
 
     def _put(self, name: str, sha256: str) -> Origin | None:
-        record = last_put(self._agent_dir, name)
+        record = last_put(self._agent.agent_dir, name)
         return Origin(PUT, record.at_ms) if record is not None and record.sha256 == sha256 else None

@@ -12,9 +12,11 @@ from gateway.config import AgentConfig, load_config
 from gateway.home import ensure_home
 from gateway.put_record import last_put, record_put
 from services.watcher import lineage_store as store
+from services.watcher import lineage_view
 from services.watcher.compose import compose
-from services.watcher.lineage import KEEP_COMPOSITIONS, Lineage, bounded_diff
-from services.watcher.origins import DREAM, MISSING, PUT, UNKNOWN, JOURNAL
+from services.watcher.lineage import KEEP_COMPOSITIONS, Lineage
+from services.watcher.lineage_view import bounded_diff
+from services.watcher.origins import DREAM, JOURNAL, MISSING, PUT, UNKNOWN, Origin
 from services.watcher.sessions import SessionRegistry
 
 
@@ -170,3 +172,33 @@ def test_the_diff_is_cut_at_a_line_end_within_its_bound() -> None:
     diff, cut = bounded_diff("MEMORY.md", old, "", limit=500)
     assert cut and len(diff) <= 500 and diff.endswith("\n")
     assert bounded_diff("MEMORY.md", "a\n", "b", limit=500) == ("--- MEMORY.md (session)\n+++ MEMORY.md (today)\n@@ -1 +1 @@\n-a\n+b\n", False)
+
+
+def test_the_journal_is_read_again_once_a_dream_run_appended_to_it(agent: AgentConfig) -> None:
+    lineage = Lineage(clock=Clock())
+    write(agent, "MEMORY.md", "# Memory\n\n- by hand\n")
+    journal = agent.workspace / JOURNAL
+    journal.parent.mkdir(parents=True)
+    journal.write_text("", encoding="utf-8")
+    assert record(lineage, agent).source("MEMORY.md").origin.kind == UNKNOWN  # type: ignore[union-attr]
+    dreamt = "# Memory\n\n- dreamt\n"
+    line = {"kind": "edit", "run": "r2", "file": "MEMORY.md", "hashAfter": sha(dreamt), "at": "2026-12-06T03:00:05Z"}
+    journal.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    write(agent, "MEMORY.md", dreamt)
+    assert record(lineage, agent).source("MEMORY.md").origin == Origin(DREAM, 1_796_526_005_000, "r2")  # type: ignore[union-attr]
+
+
+def test_the_diffs_of_one_answer_stop_at_their_budget(agent: AgentConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(agent, "MEMORY.md", "# Memory\n\n- old\n")
+    lineage = Lineage(clock=Clock())
+    record(lineage, agent)
+    registry = SessionRegistry(clock=Clock())
+    sessions = [registry.register(agent.id, sid, busy=False) for sid in ("a", "b")]
+    for sid in ("a", "b"):
+        lineage.tie(agent, sid, ["a", "b"])
+    write(agent, "MEMORY.md", "# Memory\n\n- new\n")
+    one_diff = len(bounded_diff("MEMORY.md", "# Memory\n\n- old\n", "# Memory\n\n- new\n")[0])
+    monkeypatch.setattr(lineage_view, "MAX_ANSWER_DIFF_BYTES", one_diff)
+    first, second = (next(s for s in v.sources if s.name == "MEMORY.md") for v in lineage.view(agent, sessions).sessions)
+    assert first.diff and not first.diff_unavailable
+    assert second.differs and second.diff == "" and second.diff_unavailable.startswith("left out: this answer's diffs")
