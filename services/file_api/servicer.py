@@ -6,6 +6,7 @@ import asyncio
 import time
 
 import grpc
+import structlog
 
 from gateway.config import AgentConfig
 from gateway.errors import InvalidArgument
@@ -16,6 +17,8 @@ from gateway.v1 import files_pb2, files_pb2_grpc
 from services.file_api import files
 from services.file_api.names import check_filename
 from services.file_api.read_cache import ReadCache
+
+log = structlog.get_logger()
 
 SAVED_MESSAGE = "File saved. CLAUDE.md will auto-reload."
 
@@ -52,7 +55,10 @@ class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
         data = files.check_content(request.content)
 
         def record() -> None:  # lineage: what last changed the file (docs/concepts/lineage.md)
-            record_put(agent.agent_dir, name, data, time.time_ns() // 1_000_000)
+            try:
+                record_put(agent.agent_dir, name, data, time.time_ns() // 1_000_000)
+            except OSError as exc:  # the file is written all the same; lineage will say "unknown"
+                log.warning("put_not_recorded", agent=agent.id, file=name, error=str(exc))
 
         # fsync blocks; keep it off the event loop so reads are not held up.
         await asyncio.to_thread(files.write_file, agent.workspace, name, data, before_rename=record)

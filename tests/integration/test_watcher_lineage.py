@@ -122,3 +122,11 @@ def test_lineage_over_grpc_with_each_key(lsuite: Suite, key: str, code: grpc.Sta
         with pytest.raises(grpc.RpcError) as caught:
             stub.GetLineage(request, metadata=(("x-api-key", key),), timeout=10)
         assert caught.value.code() == code
+
+
+def test_a_put_whose_record_cannot_be_written_is_saved_all_the_same(lsuite: Suite) -> None:
+    (lsuite.home / "agents" / "bob" / "puts").write_text("a file where the records' folder goes\n")
+    put(lsuite, "bob", "USER.md", "# User\n\nName: Bob\n")
+    wait_claude(lsuite, "bob", "Name: Bob")
+    wait_until(lambda: newest(lsuite, "bob")["sources"][3].get("sha256") == sha("# User\n\nName: Bob\n"), 10, "bob's USER.md")
+    assert newest(lsuite, "bob")["sources"][3]["origin"]["kind"] == "ORIGIN_KIND_UNKNOWN"
