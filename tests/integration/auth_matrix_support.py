@@ -74,6 +74,7 @@ ACCESS: dict[str, str] = {
     "gateway.v1.Sessions.WatchDirectives": READ,
     "gateway.v1.Sessions.GetActivity": READ,
     "gateway.v1.Sessions.PreviewClaudeMd": READ,
+    "gateway.v1.Sessions.GetLineage": READ,
 }
 
 NOTE = "# Matrix note\n\n- first line of the note\n- second line of the note\n"
@@ -208,6 +209,7 @@ REQUESTS: dict[str, Builder] = {
     "gateway.v1.Sessions.WatchDirectives": lambda p, a, r: {},
     "gateway.v1.Sessions.GetActivity": lambda p, a, r: {},
     "gateway.v1.Sessions.PreviewClaudeMd": lambda p, a, r: {},
+    "gateway.v1.Sessions.GetLineage": lambda p, a, r: {},
 }
 
 
