@@ -136,11 +136,12 @@ facts found, the file sizes against their budgets, the pinned facts and the runs
 
 async def simulate(home: Path, agents: list[AgentSetup], nights: int, seed: int, kb_address: str, token: str) -> dict[str, Any]:
     from gateway.config import load_config
-    from services.dreaming import nightly, schedule
+    from services.dreaming import nightly
+    from services.dreaming.schedule import slots as schedule
     from services.dreaming.dreamer import MAX_CONCURRENT_RUNS, Dreamer
     from services.dreaming.peer_client import KbIndex
-    from services.dreaming.scheduler import Scheduler
-    from services.dreaming.state import StateStore
+    from services.dreaming.schedule.scheduler import Scheduler
+    from services.dreaming.schedule.state import StateStore
 
     config = load_config(home)
     store = StateStore(home)

@@ -126,7 +126,7 @@ def audit_rows(workspace: Path, seen: int) -> tuple[list[dict[str, Any]], int]:
 
 def pinned_kept(agent: AgentSetup, text: str) -> int:
     """How many of the agent's ## User facts stand, whole, inside a pinned section of ``text``."""
-    from services.dreaming import sections
+    from services.dreaming.apply import sections
 
     spans = sections.pinned_spans(text)
     kept = 0
@@ -140,7 +140,7 @@ def pinned_kept(agent: AgentSetup, text: str) -> int:
 
 async def probe(kb: Any, agent: AgentSetup, workspace: Path) -> tuple[int, int, list[str]]:
     """(found, found only in pruned.md, lost fact texts) for every probe fact of ``agent``."""
-    from services.dreaming.recall import query_for
+    from services.dreaming.apply.recall import query_for
 
     sem = asyncio.Semaphore(PROBE_CONCURRENCY)
 

@@ -103,7 +103,7 @@ class Activity:
         self.asked: Counter[tuple[str, date]] = Counter()
 
     async def activity(self, agent_id: str) -> Any:
-        from services.dreaming.peer_client import Activity as Seen
+        from services.dreaming.schedule.quiet import Activity as Seen
 
         key = (agent_id, self.clock.now().date())
         self.asked[key] += 1
@@ -136,8 +136,8 @@ class ScriptedReviewer:
         self.log = ReviewLog()
 
     async def review(self, agent: Any, prompt: str) -> Any:
-        from services.dreaming.model import ReviewerOutcome
-        from services.dreaming.reviewer import ReplyError, parse_reply
+        from services.dreaming.model.values import ReviewerOutcome
+        from services.dreaming.review.reply import ReplyError, parse_reply
 
         t0 = time.perf_counter()
         night = (self.clock.now().date() - FIRST_NIGHT).days + 1
@@ -234,7 +234,7 @@ class ScriptedReviewer:
                 ops = [{"op": "add", "file": "MEMORY.md", "target": title, "content": "```", "reason": "formatting"}]
             return ops + [{"op": "remove", "file": "MEMORY.md", "target": ln, "reason": "not needed"} for ln in pinned_lines[1:]]
         # section: one op whose target is a whole durable section (the largest one under FIELD_CAP)
-        from services.dreaming.model import FIELD_CAP
+        from services.dreaming.model.values import FIELD_CAP
 
         blocks = [b for b in (_section(memory, s) for s in dc.SECTIONS) if b]
         fitting = [b for b in blocks if len(b) <= FIELD_CAP] or blocks

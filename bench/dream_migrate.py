@@ -98,8 +98,8 @@ def moved_texts(workspace: Path, run_kind: str = "move") -> list[tuple[str, str]
 async def found_share(kb_address: str, home: Path, agent: str, workspace: Path, moved: list[tuple[str, str]]) -> tuple[int, int]:
     from gateway.home import read_internal_token
     from services.dreaming.peer_client import KbIndex
-    from services.dreaming.recall import query_for
-    from services.dreaming.sections import entries
+    from services.dreaming.apply.recall import query_for
+    from services.dreaming.apply.sections import entries
 
     index = KbIndex(kb_address, read_internal_token(home))
     try:
@@ -124,7 +124,7 @@ async def nightly_pass(home: Path, kb_address: str) -> tuple[float, Any]:
     from gateway.config import load_config
     from gateway.home import read_internal_token
     from services.dreaming import nightly
-    from services.dreaming.model import MANUAL, ReviewerOutcome, ReviewerReply
+    from services.dreaming.model.values import MANUAL, ReviewerOutcome, ReviewerReply
     from services.dreaming.peer_client import KbIndex
 
     agent = load_config(home).agents[0]

@@ -51,9 +51,10 @@ class Pass:
 async def scheduled_run(dreamer: Any, store: Any, agent_id: str, night: date) -> tuple[float, float, Any]:
     """What ``Scheduler._attempt`` does for one agent, with the real objects: lock, quiet check,
     claim, run, record. Returns (whole sequence s, Dreamer.run s, report)."""
-    from services.dreaming.model import SCHEDULE
-    from services.dreaming.scheduler import Verdict, new_run_id
-    from services.dreaming.state import RUNNING, RunSummary
+    from services.dreaming.model.values import SCHEDULE
+    from services.dreaming.schedule.scheduler import Verdict
+    from services.dreaming.model.values import new_run_id
+    from services.dreaming.schedule.state import RUNNING, RunSummary
 
     t0 = time.perf_counter()
     lock = store.lock(agent_id)
@@ -123,12 +124,13 @@ async def in_process(home: Path, warm: list[Agent], agents: list[Agent], kb_addr
     from gateway.config import load_config
     from services.dreaming import nightly
     from services.dreaming.dreamer import Dreamer
-    from services.dreaming.model import ReviewerOutcome
+    from services.dreaming.model.values import ReviewerOutcome
     from services.dreaming.peer_client import KbIndex
-    from services.dreaming.prompt import MemoryFile, build_prompt
-    from services.dreaming.reviewer import parse_reply, reviewer_environment, run_reviewer
-    from services.dreaming.state import StateStore
-    from services.dreaming.transcripts import gather
+    from services.dreaming.review.prompt import MemoryFile, build_prompt
+    from services.dreaming.review.reviewer import reviewer_environment, run_reviewer
+    from services.dreaming.review.reply import parse_reply
+    from services.dreaming.schedule.state import StateStore
+    from services.dreaming.review.transcripts import gather
 
     config = load_config(home)
     env = reviewer_environment(os.environ)

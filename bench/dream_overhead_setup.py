@@ -62,7 +62,7 @@ def transcript(rng: random.Random, facts: Sequence[dc.Fact], when: datetime) -> 
 
 def make_agent(home: Path, agent_id: str, seed: int) -> Agent:
     """Write one agent's workspace, transcript and reviewer reply."""
-    from services.dreaming.recall import query_for
+    from services.dreaming.apply.recall import query_for
 
     rng = random.Random(seed)
     facts, memory = dc.memory_of_size(rng, MEMORY_CHARS)
@@ -200,21 +200,28 @@ class TimedIndex:
 
 
 def instrument() -> None:
-    """Wrap what ``nightly.run`` calls by name, so the breakdown sees each step (info only)."""
+    """Wrap what ``nightly.run`` calls, where it looks them up (a wing module's attribute), so the
+    breakdown sees each step (info only)."""
     from services.dreaming import nightly
+    from services.dreaming.apply import applier, commit, restore, selection
+    from services.dreaming.passes import deterministic
+    from services.dreaming.review import ask, prompt, transcripts
+    from services.dreaming.vault import promotion
 
-    for name in ("gather", "build_prompt", "select", "plan", "commit", "_finish"):
-        setattr(nightly, name, timed_sync(name, getattr(nightly, name)))
-    nightly._recall = timed_async("recall check", nightly._recall)  # type: ignore[assignment]
-    nightly.run_passes = timed_async("passes (compactor, staleness GC, route-out)", nightly.run_passes)  # type: ignore[assignment]
-    nightly.promotion.promote_applied = timed_async("promotion", nightly.promotion.promote_applied)  # type: ignore[assignment]
+    for module, name in ((transcripts, "gather"), (selection, "select"), (applier, "plan"), (commit, "commit"),
+                         (nightly, "_finish")):
+        setattr(module, name, timed_sync(name, getattr(module, name)))
+    ask.build_prompt = timed_sync("build_prompt", prompt.build_prompt)  # type: ignore[attr-defined]
+    restore.check_commit = timed_async("recall check", restore.check_commit)  # type: ignore[assignment]
+    deterministic.run_passes = timed_async("passes (compactor, staleness GC, route-out)", deterministic.run_passes)  # type: ignore[assignment]
+    promotion.promote_applied = timed_async("promotion", promotion.promote_applied)  # type: ignore[assignment]
 
 
 class Quiet:
     """The watcher's activity, standing in: nobody active, no session busy."""
 
     async def activity(self, agent_id: str) -> Any:
-        from services.dreaming.peer_client import Activity
+        from services.dreaming.schedule.quiet import Activity
 
         return Activity(last_activity_ms=0, busy_sessions=0, live_sessions=0)
 

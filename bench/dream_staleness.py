@@ -105,7 +105,7 @@ async def gc_pass(home: Path, kb_address: str, mode: str, run_id: str) -> tuple[
     from gateway.config import load_config
     from gateway.home import read_internal_token
     from services.dreaming.peer_client import KbIndex
-    from services.dreaming.staleness_run import run_gc
+    from services.dreaming.passes.staleness_run import run_gc
 
     agent = load_config(home).agents[0]
     index = KbIndex(kb_address, read_internal_token(home))

@@ -157,8 +157,13 @@ class AgentConfig:
     knowledge: KnowledgeSettings
 
     @property
+    def agent_dir(self) -> Path:
+        """``<home>/agents/<id>``: the agent's own folder beside its workspace (docs/architecture.md "Home layout")."""
+        return self.home / "agents" / self.id
+
+    @property
     def kb_path(self) -> Path:
-        return self.home / "agents" / self.id / "kb.sqlite"
+        return self.agent_dir / "kb.sqlite"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,17 @@ from typing import TYPE_CHECKING
 from gateway.errors import CommandError, ConfigError, ConfigNotFound, InvalidEdit
 from gateway.home import admin_key_notice, ensure_home, not_initialised, resolve_home, tighten_config_mode
 from gateway.suite_lock import hold_home, refuse_while_restoring
-from gateway_cli import admin_cli, backup_cli, config_cli, dream_cli, health_cli, init_cli, log_options, migrate_cli, stand_in
+from gateway_cli import (
+    admin_cli,
+    backup_cli,
+    config_cli,
+    dream_cli,
+    health_cli,
+    init_cli,
+    log_options,
+    migrate_cli,
+    stand_in,
+)
 
 if TYPE_CHECKING:
     from gateway.config import Config
@@ -128,9 +138,8 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None,
             run_loop(run_kb(live, instance))
         elif name == "dreaming":
             from services.dreaming.main import run as run_dreaming
-            from services.dreaming.reviewer import reviewer_environment
 
-            run_loop(run_dreaming(live, instance, reviewer_environment(os.environ)), spawns_children=True)
+            run_loop(run_dreaming(live, instance, os.environ), spawns_children=True)
     except BindError as exc:  # one clear line, not a traceback
         print(f"gateway: {exc}", file=sys.stderr)
         return 1

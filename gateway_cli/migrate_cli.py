@@ -12,9 +12,13 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gateway.config import Config, load_config
 from gateway.errors import CommandError, ConfigError
+
+if TYPE_CHECKING:
+    from services.dreaming.migration import Settings
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,9 +40,6 @@ def _agent_of(config: Config | None, workspace: Path):  # type: ignore[no-untype
 
 def run(args: argparse.Namespace, home: Path) -> int:
     from services.dreaming import migration
-    from services.dreaming.commit import Unsafe, read_text
-    from services.dreaming.scheduler import new_run_id
-    from services.dreaming.state import Busy, StateStore
 
     workspace = Path(args.workspace).expanduser().resolve()
     if not workspace.is_dir():
@@ -53,43 +54,33 @@ def run(args: argparse.Namespace, home: Path) -> int:
         settings = migration.Settings(agent.memory.memory_budget_chars, agent.memory.episodic_archive_dir,
                                       agent.dreaming.auto_route_out)
     who = f"agent {agent.id}" if agent is not None else "no configured agent (default settings)"
-    lock = StateStore(home).lock(agent.id) if agent is not None else None
     try:
-        if lock is not None:
-            lock.acquire()
-    except Busy as exc:
+        with migration.agent_lock(home, agent.id if agent is not None else None):
+            return _migrate(args, workspace, settings, who)
+    except migration.Refused as exc:
         print(f"gateway: migrate-memory refused: {exc}", file=sys.stderr)
         return 1
-    try:
-        try:
-            text = read_text(workspace, "MEMORY.md")
-        except Unsafe as exc:
-            print(f"gateway: migrate-memory refused: {exc}", file=sys.stderr)
-            return 1
-        plan = migration.make_plan(text, settings)
-        now = datetime.now(UTC)
-        summary = (f"{len(plan.compacted):,} terminal entries to compact, {len(plan.routed):,} episodic entries to route out; "
-                   f"MEMORY.md {len(plan.before):,} -> {len(plan.after):,} chars (budget {plan.budget:,}; {who})")
-        if not args.apply:
-            migration.write_plan(workspace, migration.render(plan, workspace, now.isoformat(timespec="seconds")))
-            print(f"plan: {summary}; written to {workspace / migration.PLAN_FILE}")
-            return 0
-        waiting = migration.waiting_plan(workspace)
-        if waiting is not None and waiting[2] == "planned" and waiting[0] != plan.source_sha:
-            print(f"gateway: migrate-memory refused: MEMORY.md changed since {workspace / migration.PLAN_FILE} was made; "
-                  f"run `gateway migrate-memory {workspace}` to plan again", file=sys.stderr)
-            return 1
-        if not plan.moves:
-            print(f"nothing to do: {summary}")
-            return 0
-        run_id = new_run_id(now)
-        try:
-            migration.apply(workspace, plan, run_id, now, lambda line: print(f"gateway: {line}", file=sys.stderr, flush=True))
-        except migration.Refused as exc:
-            print(f"gateway: migrate-memory refused: {exc}", file=sys.stderr)
-            return 1
-        print(f"applied (run {run_id}): {summary}")
+
+
+def _migrate(args: argparse.Namespace, workspace: Path, settings: Settings, who: str) -> int:
+    """Plan, or make the moves, under the agent's run lock. Raises migration.Refused."""
+    from services.dreaming import migration
+
+    plan = migration.make_plan(migration.read_memory(workspace), settings)
+    now = datetime.now(UTC)
+    summary = (f"{len(plan.compacted):,} terminal entries to compact, {len(plan.routed):,} episodic entries to route out; "
+               f"MEMORY.md {len(plan.before):,} -> {len(plan.after):,} chars (budget {plan.budget:,}; {who})")
+    if not args.apply:
+        migration.write_plan(workspace, migration.render(plan, workspace, now.isoformat(timespec="seconds")))
+        print(f"plan: {summary}; written to {workspace / migration.PLAN_FILE}")
         return 0
-    finally:
-        if lock is not None:
-            lock.release()
+    waiting = migration.waiting_plan(workspace)
+    if waiting is not None and waiting[2] == "planned" and waiting[0] != plan.source_sha:
+        raise migration.Refused(f"MEMORY.md changed since {workspace / migration.PLAN_FILE} was made; "
+                                f"run `gateway migrate-memory {workspace}` to plan again")
+    if not plan.moves:
+        print(f"nothing to do: {summary}")
+        return 0
+    report = migration.apply(workspace, plan, now, lambda line: print(f"gateway: {line}", file=sys.stderr, flush=True))
+    print(f"applied (run {report.run_id}): {summary}")
+    return 0

@@ -11,7 +11,7 @@ consolidation.
 Set it as the reviewer with
 ``gateway config set gateway.dreaming.reviewerCommand '["gateway","reviewer","stand-in"]'``:
 the dreaming process runs a first element ``gateway`` with its own
-interpreter, so it needs no PATH (services/dreaming/reviewer.py).
+interpreter, so it needs no PATH (services/dreaming/review/reviewer.py).
 """
 
 from __future__ import annotations

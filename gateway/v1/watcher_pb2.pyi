@@ -29,6 +29,14 @@ class ChangeClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CHANGE_CLASS_MEMORY: _ClassVar[ChangeClass]
     CHANGE_CLASS_IDENTITY: _ClassVar[ChangeClass]
     CHANGE_CLASS_OTHER: _ClassVar[ChangeClass]
+
+class OriginKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ORIGIN_KIND_UNSPECIFIED: _ClassVar[OriginKind]
+    ORIGIN_KIND_PUT: _ClassVar[OriginKind]
+    ORIGIN_KIND_DREAM: _ClassVar[OriginKind]
+    ORIGIN_KIND_UNKNOWN: _ClassVar[OriginKind]
+    ORIGIN_KIND_MISSING: _ClassVar[OriginKind]
 SESSION_STATE_UNSPECIFIED: SessionState
 SESSION_STATE_IDLE: SessionState
 SESSION_STATE_BUSY: SessionState
@@ -40,6 +48,11 @@ CHANGE_CLASS_UNSPECIFIED: ChangeClass
 CHANGE_CLASS_MEMORY: ChangeClass
 CHANGE_CLASS_IDENTITY: ChangeClass
 CHANGE_CLASS_OTHER: ChangeClass
+ORIGIN_KIND_UNSPECIFIED: OriginKind
+ORIGIN_KIND_PUT: OriginKind
+ORIGIN_KIND_DREAM: OriginKind
+ORIGIN_KIND_UNKNOWN: OriginKind
+ORIGIN_KIND_MISSING: OriginKind
 
 class Directive(_message.Message):
     __slots__ = ("agent_id", "session_id", "kind", "change_class", "changed_files", "reason", "generation")
@@ -168,6 +181,86 @@ class PreviewClaudeMdResponse(_message.Message):
     files: _containers.RepeatedCompositeFieldContainer[FileBudget]
     budget_report: str
     def __init__(self, agent_id: _Optional[str] = ..., content: _Optional[str] = ..., files: _Optional[_Iterable[_Union[FileBudget, _Mapping]]] = ..., budget_report: _Optional[str] = ...) -> None: ...
+
+class GetLineageRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class SourceOrigin(_message.Message):
+    __slots__ = ("kind", "at_ms", "run_id", "description")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    kind: OriginKind
+    at_ms: int
+    run_id: str
+    description: str
+    def __init__(self, kind: _Optional[_Union[OriginKind, str]] = ..., at_ms: _Optional[int] = ..., run_id: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class SourceRevision(_message.Message):
+    __slots__ = ("name", "sha256", "origin")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    sha256: str
+    origin: SourceOrigin
+    def __init__(self, name: _Optional[str] = ..., sha256: _Optional[str] = ..., origin: _Optional[_Union[SourceOrigin, _Mapping]] = ...) -> None: ...
+
+class LineageComposition(_message.Message):
+    __slots__ = ("id", "composed_at_ms", "claude_md_sha256", "sources")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    COMPOSED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    CLAUDE_MD_SHA256_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    composed_at_ms: int
+    claude_md_sha256: str
+    sources: _containers.RepeatedCompositeFieldContainer[SourceRevision]
+    def __init__(self, id: _Optional[int] = ..., composed_at_ms: _Optional[int] = ..., claude_md_sha256: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[SourceRevision, _Mapping]]] = ...) -> None: ...
+
+class SourceLineage(_message.Message):
+    __slots__ = ("name", "revision", "today", "differs", "diff", "diff_truncated", "diff_unavailable")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    TODAY_FIELD_NUMBER: _ClassVar[int]
+    DIFFERS_FIELD_NUMBER: _ClassVar[int]
+    DIFF_FIELD_NUMBER: _ClassVar[int]
+    DIFF_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    DIFF_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    revision: SourceRevision
+    today: SourceRevision
+    differs: bool
+    diff: str
+    diff_truncated: bool
+    diff_unavailable: str
+    def __init__(self, name: _Optional[str] = ..., revision: _Optional[_Union[SourceRevision, _Mapping]] = ..., today: _Optional[_Union[SourceRevision, _Mapping]] = ..., differs: _Optional[bool] = ..., diff: _Optional[str] = ..., diff_truncated: _Optional[bool] = ..., diff_unavailable: _Optional[str] = ...) -> None: ...
+
+class SessionLineage(_message.Message):
+    __slots__ = ("session_id", "state", "composition", "sources")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    COMPOSITION_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    state: SessionState
+    composition: LineageComposition
+    sources: _containers.RepeatedCompositeFieldContainer[SourceLineage]
+    def __init__(self, session_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., composition: _Optional[_Union[LineageComposition, _Mapping]] = ..., sources: _Optional[_Iterable[_Union[SourceLineage, _Mapping]]] = ...) -> None: ...
+
+class Lineage(_message.Message):
+    __slots__ = ("agent_id", "sessions", "compositions")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    COMPOSITIONS_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    sessions: _containers.RepeatedCompositeFieldContainer[SessionLineage]
+    compositions: _containers.RepeatedCompositeFieldContainer[LineageComposition]
+    def __init__(self, agent_id: _Optional[str] = ..., sessions: _Optional[_Iterable[_Union[SessionLineage, _Mapping]]] = ..., compositions: _Optional[_Iterable[_Union[LineageComposition, _Mapping]]] = ...) -> None: ...
 
 class ListAgentsRequest(_message.Message):
     __slots__ = ()

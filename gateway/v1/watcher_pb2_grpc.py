@@ -64,6 +64,11 @@ class SessionsStub:
                 request_serializer=gateway_dot_v1_dot_watcher__pb2.PreviewClaudeMdRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_watcher__pb2.PreviewClaudeMdResponse.FromString,
                 _registered_method=True)
+        self.GetLineage = channel.unary_unary(
+                '/gateway.v1.Sessions/GetLineage',
+                request_serializer=gateway_dot_v1_dot_watcher__pb2.GetLineageRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_watcher__pb2.Lineage.FromString,
+                _registered_method=True)
         self.ListAgents = channel.unary_unary(
                 '/gateway.v1.Sessions/ListAgents',
                 request_serializer=gateway_dot_v1_dot_watcher__pb2.ListAgentsRequest.SerializeToString,
@@ -119,6 +124,15 @@ class SessionsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetLineage(self, request, context):
+        """Lineage (docs/concepts/lineage.md): for each live session, which revision of
+        each identity file built the CLAUDE.md it runs on, what last changed it, and
+        a diff to today's file; then the agent's recent compositions, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListAgents(self, request, context):
         """The web console's list (docs/how-to/console.md): every agent the caller's key
         may read, each with its budgets, live sessions and dreaming summary, in one
@@ -160,6 +174,11 @@ def add_SessionsServicer_to_server(servicer, server):
                     servicer.PreviewClaudeMd,
                     request_deserializer=gateway_dot_v1_dot_watcher__pb2.PreviewClaudeMdRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_watcher__pb2.PreviewClaudeMdResponse.SerializeToString,
+            ),
+            'GetLineage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLineage,
+                    request_deserializer=gateway_dot_v1_dot_watcher__pb2.GetLineageRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_watcher__pb2.Lineage.SerializeToString,
             ),
             'ListAgents': grpc.unary_unary_rpc_method_handler(
                     servicer.ListAgents,
@@ -329,6 +348,33 @@ class Sessions:
             '/gateway.v1.Sessions/PreviewClaudeMd',
             gateway_dot_v1_dot_watcher__pb2.PreviewClaudeMdRequest.SerializeToString,
             gateway_dot_v1_dot_watcher__pb2.PreviewClaudeMdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLineage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Sessions/GetLineage',
+            gateway_dot_v1_dot_watcher__pb2.GetLineageRequest.SerializeToString,
+            gateway_dot_v1_dot_watcher__pb2.Lineage.FromString,
             options,
             channel_credentials,
             insecure,

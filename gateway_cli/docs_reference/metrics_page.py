@@ -24,7 +24,7 @@ from gateway_cli.docs_reference.markdown import code, heading, page, prose, slug
 METRIC_MODULES = (
     "gateway.metrics",
     "gateway_http.http_metrics",
-    "services.dreaming.metrics",
+    "services.dreaming.records.metrics",
     "services.kb.metrics",
     "services.watcher.main",
     "services.watcher.recomposer",

@@ -16,16 +16,17 @@ from gateway.home import read_internal_token
 from gateway.live_config import LiveConfig
 from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
-from services.dreaming import journal, jsonl, nightly
-from services.dreaming.commit import Unsafe, read_text
+from services.dreaming import nightly
+from services.dreaming.apply.files import Unsafe, read_text
 from services.dreaming.dreamer import MAX_CONCURRENT_RUNS, Dreamer
-from services.dreaming.model import ReviewerOutcome
-from services.dreaming.orphans import kill_orphans, owner_marker
+from services.dreaming.model.values import ReviewerOutcome, iso
 from services.dreaming.peer_client import KbIndex, WatcherActivity
-from services.dreaming.reviewer import run_reviewer
-from services.dreaming.scheduler import Scheduler, SystemClock
+from services.dreaming.records import journal, jsonl
+from services.dreaming.review.orphans import kill_orphans, owner_marker
+from services.dreaming.review.reviewer import reviewer_environment, run_reviewer
+from services.dreaming.schedule.scheduler import Scheduler, SystemClock
+from services.dreaming.schedule.state import Busy, StateStore
 from services.dreaming.servicer import Dreaming
-from services.dreaming.state import Busy, StateStore
 
 log = structlog.get_logger()
 
@@ -46,7 +47,7 @@ def settle_journals(config: Config, store: StateStore) -> None:
     (jsonl.heal), then mark undone the journaled edits a killed process never wrote
     (journal.settle), each agent under its run lock (an agent whose lock another process holds
     is mid-run there and left alone)."""
-    at = nightly.iso(datetime.now(UTC))
+    at = iso(datetime.now(UTC))
     for agent in config.agents:
         if not (agent.workspace / journal.JOURNAL).exists():
             continue
@@ -72,15 +73,15 @@ def _text_or_none(workspace: Path, rel: str) -> str | None:
         return None
 
 
-async def run(live: LiveConfig, instance: str | None = None, reviewer_env: Mapping[str, str] | None = None) -> None:
+async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[str, str] | None = None) -> None:
     """Serve gateway.v1.Dreaming and run every agent's nightly dream until SIGTERM, following config.json.
 
-    ``reviewer_env``: the environment the reviewer command gets (the entry point builds it with
-    ``reviewer.reviewer_environment``; nothing below it reads the process environment)."""
+    ``environ``: the gateway's environment as the entry point read it; the reviewer command gets
+    its allowlisted part (``reviewer.reviewer_environment``; nothing below reads the environment)."""
     config = live.current
     await asyncio.to_thread(sweep_at_start, temp_folders(config))  # before SERVING: no temp file a crash left
     kill_orphans(config.home)  # reviewers a dreaming process of this home left behind when it died
-    reviewer_env = {**(reviewer_env or {}), **owner_marker(config.home)}
+    reviewer_env = {**reviewer_environment(environ or {}), **owner_marker(config.home)}
     token = read_internal_token(config.home)
     index = KbIndex(config.grpc.address("kb"), token)
     activity = WatcherActivity(config.grpc.address("watcher"), token)

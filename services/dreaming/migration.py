@@ -20,21 +20,24 @@ is needed: it reads and writes the workspace's files only.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from gateway.atomic import write_atomic
-from services.dreaming import audit
-from services.dreaming.applier import over_budget, sha256
-from services.dreaming.commit import read_text
-from services.dreaming.compactor import compact
-from services.dreaming.model import MEMORY_FILE, FileChange, OpResult, RunReport
-from services.dreaming.moves import Move, take
-from services.dreaming.passes import as_op
-from services.dreaming.relocate import relocate
-from services.dreaming.routeout import route_out
+from services.dreaming.apply.files import Unsafe, read_text
+from services.dreaming.model.budgets import over_budget
+from services.dreaming.model.edit import sha256
+from services.dreaming.model.values import MEMORY_FILE, FileChange, OpResult, RunReport, new_run_id
+from services.dreaming.passes.compactor import compact
+from services.dreaming.passes.deterministic import as_op
+from services.dreaming.passes.moves import Move, take
+from services.dreaming.passes.relocate import relocate
+from services.dreaming.passes.routeout import route_out
+from services.dreaming.records import audit
+from services.dreaming.schedule.state import Busy, StateStore
 
 PLAN_FILE = ".dreaming/migration-plan.md"
 MIGRATE = "migrate"
@@ -122,8 +125,36 @@ class Refused(Exception):
     """The migration must not run (the file changed since the plan, a move could not be written)."""
 
 
-def apply(workspace: Path, plan: Plan, run_id: str, now: datetime, progress: Callable[[str], None]) -> RunReport:
-    """Make ``plan``'s moves (module docstring). Raises Refused, with nothing lost."""
+@contextmanager
+def agent_lock(home: Path, agent_id: str | None) -> Iterator[None]:
+    """Hold ``agent_id``'s dreaming run lock while the migration runs (no lock for a workspace that is
+    no configured agent's). Raises Refused while a run of the agent is in progress."""
+    if agent_id is None:
+        yield
+        return
+    lock = StateStore(home).lock(agent_id)
+    try:
+        lock.acquire()
+    except Busy as exc:
+        raise Refused(str(exc)) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def read_memory(workspace: Path) -> str:
+    """The workspace's MEMORY.md ("" when missing). Raises Refused for a link or bytes not UTF-8."""
+    try:
+        return read_text(workspace, MEMORY_FILE)
+    except Unsafe as exc:
+        raise Refused(str(exc)) from None
+
+
+def apply(workspace: Path, plan: Plan, now: datetime, progress: Callable[[str], None]) -> RunReport:
+    """Make ``plan``'s moves (module docstring) as one run, its id new at ``now``. Raises Refused,
+    with nothing lost."""
+    run_id = new_run_id(now)
     at = now.isoformat(timespec="seconds").replace("+00:00", "Z")
     results: list[OpResult] = []
     number = 0

@@ -12,17 +12,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import grpc
 
 from gateway.auth import INTERNAL_TOKEN_HEADER
+from gateway import promotion_write
+from gateway.promotion_write import PromotionWrite
 from gateway.channels import aio_channel
 from gateway.v1 import kb_pb2, kb_pb2_grpc, watcher_pb2, watcher_pb2_grpc
-from services.dreaming.archive_view import IndexedEntry, IndexedSource, LifecycleUpdate, Listing
-from services.dreaming.model import VaultWrite
-from services.dreaming.promotion import PromotionReply, UndoReply
-from services.dreaming.recall import Hit
+from services.dreaming.model.archive import Hit, IndexedEntry, IndexedSource, LifecycleUpdate, Listing
+from services.dreaming.schedule.quiet import Activity
+from services.dreaming.vault.promotion import PromotionReply, UndoReply
 
 REFRESH_DEADLINE_S = 120.0  # a first index of a large archive takes a while
 SEARCH_DEADLINE_S = 10.0
@@ -46,19 +46,12 @@ class PeerUnavailable(Exception):
         self.code = code
 
 
-@dataclass(frozen=True)
-class Activity:
-    last_activity_ms: int
-    busy_sessions: int
-    live_sessions: int
-
-
 def _unavailable(peer: str, err: grpc.aio.AioRpcError) -> PeerUnavailable:
     return PeerUnavailable(f"{peer}: {err.code().name}: {err.details() or 'no detail'}", err.code().name)
 
 
 class KbIndex:
-    """``recall.Index`` over the KB service."""
+    """``model.archive.Index`` over the KB service."""
 
     def __init__(self, address: str, internal_token: str) -> None:
         self._channel = aio_channel(address)
@@ -145,16 +138,16 @@ class KbIndex:
         return missing
 
     async def collect_vault(self, agent_id: str) -> str:
-        """``CollectVault``: the KB's one-line answer (``vault_gc.Vault``). Raises PeerUnavailable."""
+        """``CollectVault``: the KB's one-line answer (``vault.gc.Vault``). Raises PeerUnavailable."""
         try:
-            reply = await self._stub.CollectVault(kb_pb2.CollectVaultRequest(agent_id=agent_id),
-                                                  timeout=COLLECT_DEADLINE_S, metadata=self._metadata)
+            reply: kb_pb2.CollectVaultResponse = await self._stub.CollectVault(
+                kb_pb2.CollectVaultRequest(agent_id=agent_id), timeout=COLLECT_DEADLINE_S, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:
             raise _unavailable("kb", err) from None
         return reply.message
 
     async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
-        """``PromoteFact``: one shared promotion (``promotion.Promoter``). Raises PeerUnavailable."""
+        """``PromoteFact``: one shared promotion (``vault.promotion.Promoter``). Raises PeerUnavailable."""
         request = kb_pb2.PromoteFactRequest(agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id)
         try:
             r = await self._stub.PromoteFact(request, timeout=PROMOTE_DEADLINE_S, metadata=self._metadata)
@@ -162,16 +155,11 @@ class KbIndex:
             raise _unavailable("kb", err) from None
         return PromotionReply(outcome=r.outcome, name=r.name, reason=r.reason, message=r.message, name_from=r.name_from,
                               passed_over=r.passed_over, linked=tuple(r.linked), folded=r.folded, twin_kept=r.twin_kept,
-                              write=_vault_write(r.write) if r.HasField("write") else None)
+                              write=promotion_write.from_proto(r.write) if r.HasField("write") else None)
 
-    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: VaultWrite) -> UndoReply:
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite) -> UndoReply:
         """``UndoPromotion``: undo one promotion's write (a revert). Raises PeerUnavailable."""
-        w = kb_pb2.PromotionWrite(
-            note=write.note, project=write.project, kind=write.kind, offset=write.offset, removed=write.removed,
-            added=write.added, block=write.block, hash_before=write.hash_before, hash_after=write.hash_after,
-            folded_twin=write.folded_twin,
-        )
-        request = kb_pb2.UndoPromotionRequest(agent_id=agent_id, run_id=run_id, op_id=op_id, write=w)
+        request = kb_pb2.UndoPromotionRequest(agent_id=agent_id, run_id=run_id, op_id=op_id, write=promotion_write.to_proto(write))
         try:
             r = await self._stub.UndoPromotion(request, timeout=UNDO_DEADLINE_S, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:
@@ -180,11 +168,6 @@ class KbIndex:
 
     async def close(self) -> None:
         await self._channel.close()
-
-
-def _vault_write(w: kb_pb2.PromotionWrite) -> VaultWrite:
-    return VaultWrite(note=w.note, project=w.project, kind=w.kind, offset=w.offset, removed=w.removed, added=w.added,
-                      block=w.block, hash_before=w.hash_before, hash_after=w.hash_after, folded_twin=w.folded_twin)
 
 
 def _indexed(path: str, start: int, end: int, importance: int, provenance: str, life: kb_pb2.EntryLifecycle) -> IndexedEntry:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from services.dreaming.model import OpResult, RunReport
-from services.dreaming.vault_undo import LEFT, line
+from services.dreaming.model.values import OpResult, RunReport
+from services.dreaming.vault.undo import LEFT, line
 
 if TYPE_CHECKING:
-    from services.dreaming.dreamer import RevertResult, Status
+    from services.dreaming.dreamer import Status
+    from services.dreaming.history.revert import RevertResult
 
 
 def _quote(text: str, limit: int = 70) -> str:

@@ -13,9 +13,10 @@ from gateway.config import AgentConfig, Config
 from gateway.errors import InvalidArgument
 from gateway.rpc import authorize_call, unary
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
-from services.dreaming.dreamer import Dreamer, RevertResult, Status
-from services.dreaming.explain import Explained, render
-from services.dreaming.model import AUTO, PROPOSE, OpResult, RunReport
+from services.dreaming.dreamer import Dreamer, Status
+from services.dreaming.history.explain import Explained, render
+from services.dreaming.history.revert import RevertResult
+from services.dreaming.model.values import AUTO, PROPOSE, OpResult, RunReport
 from services.dreaming.render import report_text, revert_text, status_text
 
 pb = dreaming_pb2

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from gateway.atomic import write_atomic
@@ -99,11 +100,12 @@ def check_content(content: str) -> bytes:
     return data
 
 
-def write_file(workspace: Path, name: str, data: bytes) -> None:
+def write_file(workspace: Path, name: str, data: bytes, *, before_rename: Callable[[], None] | None = None) -> None:
     """Atomically replace ``name`` in ``workspace`` (created if missing) with ``data``.
 
-    Raises FailedPrecondition when the target is a folder; OSError on I/O
-    failure, with the previous content intact.
+    ``before_rename`` runs under the folder's lock just before the rename (the
+    PUT record, ``gateway.put_record``). Raises FailedPrecondition when the
+    target is a folder; OSError on I/O failure, with the previous content intact.
     """
     workspace.mkdir(parents=True, exist_ok=True)
     path = workspace / name
@@ -111,4 +113,4 @@ def write_file(workspace: Path, name: str, data: bytes) -> None:
         raise FailedPrecondition(f"{name} is a folder, not a file; nothing was written")
     # A link is replaced by a regular file (rename does not follow links), so
     # a write can never land outside the workspace.
-    write_atomic(path, data)
+    write_atomic(path, data, before_rename=before_rename)

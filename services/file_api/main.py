@@ -9,14 +9,16 @@ import grpc
 from gateway.config import Config
 from gateway.grpc_server import serve
 from gateway.live_config import LiveConfig
+from gateway.put_record import puts_dir
 from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import files_pb2, files_pb2_grpc
 from services.file_api.servicer import WorkspaceFiles
 
 
 def temp_folders(config: Config) -> list[Folder]:
-    """Where the file API writes (each workspace's top level): swept at start (gateway.temp_sweep)."""
-    return [Folder(agent.workspace) for agent in config.agents]
+    """Where the file API writes (each workspace's top level, each agent's PUT records): swept at start
+    (gateway.temp_sweep)."""
+    return [folder for agent in config.agents for folder in (Folder(agent.workspace), Folder(puts_dir(agent.agent_dir)))]
 
 
 async def run(live: LiveConfig, instance: str | None = None) -> None:

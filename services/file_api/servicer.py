@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+import time
 
 import grpc
+import structlog
 
+from gateway.config import AgentConfig
 from gateway.errors import InvalidArgument
 from gateway.live_config import LiveConfig
+from gateway.put_record import record_put
 from gateway.rpc import authorize_call, unary
 from gateway.v1 import files_pb2, files_pb2_grpc
 from services.file_api import files
 from services.file_api.names import check_filename
 from services.file_api.read_cache import ReadCache
+
+log = structlog.get_logger()
 
 SAVED_MESSAGE = "File saved. CLAUDE.md will auto-reload."
 
@@ -28,26 +33,33 @@ class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
         self._live = live
         self._reads = ReadCache(_reply)
 
-    def _workspace(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> Path:
+    def _agent(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> AgentConfig:
         config, auth = self._live.snapshot()
         agent = config.agent(agent_id)
         authorize_call(auth, context, agent_id, agent_exists=agent is not None, write=write)
         assert agent is not None
-        return agent.workspace
+        return agent
 
     @unary
     async def GetFile(self, request: files_pb2.GetFileRequest, context: grpc.aio.ServicerContext) -> files_pb2.GetFileResponse:  # noqa: N802
-        workspace = self._workspace(context, request.agent_id, write=False)
+        workspace = self._agent(context, request.agent_id, write=False).workspace
         name = check_filename(request.filename)
         return self._reads.read(workspace, name)
 
     @unary
     async def PutFile(self, request: files_pb2.PutFileRequest, context: grpc.aio.ServicerContext) -> files_pb2.PutFileResponse:  # noqa: N802
-        workspace = self._workspace(context, request.agent_id, write=True)
+        agent = self._agent(context, request.agent_id, write=True)
         name = check_filename(request.filename)
         if not request.HasField("content"):
             raise InvalidArgument("content is required: send {\"content\": \"...\"}")
         data = files.check_content(request.content)
+
+        def record() -> None:  # lineage: what last changed the file (docs/concepts/lineage.md)
+            try:
+                record_put(agent.agent_dir, name, data, time.time_ns() // 1_000_000)
+            except OSError as exc:  # the file is written all the same; lineage will say "unknown"
+                log.warning("put_not_recorded", agent=agent.id, file=name, error=str(exc))
+
         # fsync blocks; keep it off the event loop so reads are not held up.
-        await asyncio.to_thread(files.write_file, workspace, name, data)
+        await asyncio.to_thread(files.write_file, agent.workspace, name, data, before_rename=record)
         return files_pb2.PutFileResponse(filename=name, message=SAVED_MESSAGE)

@@ -46,6 +46,7 @@ from pathlib import Path
 import apsw
 import structlog
 
+from gateway.pids import alive
 from gateway.watching import Change, WatchTiming, batches, keep_watching, wait_or_stop
 
 log = structlog.get_logger()
@@ -185,7 +186,7 @@ class SourceWatch:
         with os.scandir(self._sync_dir) as entries:
             for entry in entries:
                 pid = entry.name.partition(".")[0]
-                if entry.name.startswith(self._tag) or not (pid.isdecimal() and _alive(int(pid))):
+                if entry.name.startswith(self._tag) or not (pid.isdecimal() and alive(int(pid))):
                     with contextlib.suppress(OSError):
                         os.unlink(entry.path)
 
@@ -280,13 +281,3 @@ def _deliver(root: Root, change: Change, rel: str, path: str) -> None:
     elif root.may_hold_sources(rel) and (change == Change.deleted or (change == Change.added and os.path.isdir(path))):
         root.rescan()  # a folder of sources appeared or went away: its files were not reported one by one
         root.changed("")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

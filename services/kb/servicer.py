@@ -21,6 +21,7 @@ import grpc
 import structlog
 
 from gateway.auth import Authenticator
+from gateway import promotion_write
 from gateway.errors import InvalidArgument
 from gateway.rpc import authorize_call, unary
 from gateway.v1 import kb_pb2, kb_pb2_grpc
@@ -36,7 +37,7 @@ from services.kb.vault.gc import GcReport, note_ref
 from services.kb.vault.note_index import merge_hits
 from services.kb.vault.notes import NoteExists, NoteMissing
 from services.kb.vault.registry import Vaults
-from services.kb.vault.unpromote import PromotionWrite, check_write
+from services.kb.vault.unpromote import check_write
 
 pb = kb_pb2
 log = structlog.get_logger()
@@ -262,7 +263,7 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
         return pb.PromoteFactResponse(
             outcome=r.outcome, name=r.name, name_from=r.name_from, passed_over=r.passed_over, linked=list(r.linked),
             folded=r.folded, twin_kept=r.twin_kept, held=r.held, seed=r.seed, reason=r.reason, message=r.message,
-            weight=r.weight, write=None if r.write is None else _write_pb(r.write),
+            weight=r.weight, write=None if r.write is None else promotion_write.to_proto(r.write),
         )
 
     @unary
@@ -270,7 +271,7 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
         self._check(context, request.agent_id, write=True)
         if not request.HasField("write"):
             raise InvalidArgument("write is required: the promotion's write, as PromoteFact reported it")
-        write = check_write(_write_from(request.write))
+        write = check_write(promotion_write.from_proto(request.write))
         r = await self._vaults.undo_promotion(request.agent_id, write, request.run_id, request.op_id)
         return pb.UndoPromotionResponse(outcome=r.outcome, note=r.note, reason=r.reason, message=r.message,
                                         deleted=r.deleted, twin_restored=r.twin_restored)
@@ -285,16 +286,6 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     async def CollectVault(self, request: kb_pb2.CollectVaultRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CollectVaultResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
         return _collected(await self._vaults.collect(request.agent_id))
-
-
-def _write_pb(w: PromotionWrite) -> kb_pb2.PromotionWrite:
-    return pb.PromotionWrite(note=w.note, project=w.project, kind=w.kind, offset=w.offset, removed=w.removed, added=w.added,
-                             block=w.block, hash_before=w.hash_before, hash_after=w.hash_after, folded_twin=w.folded_twin)
-
-
-def _write_from(w: kb_pb2.PromotionWrite) -> PromotionWrite:
-    return PromotionWrite(note=w.note, project=w.project, kind=w.kind, offset=w.offset, removed=w.removed, added=w.added,
-                          block=w.block, hash_before=w.hash_before, hash_after=w.hash_after, folded_twin=w.folded_twin)
 
 
 _OUTCOMES = {

@@ -115,6 +115,7 @@ class Composition:
     text: str  # the full CLAUDE.md
     files: tuple[FileReport, ...]  # one per identity file, in section order
     total_truncated: bool = False  # the 150,000-char safety net cut the text
+    sources: tuple[Source, ...] = ()  # what was read of each identity file, in section order (lineage.py)
 
     def budget_report(self) -> str:
         """One line per identity file, in section order (no trailing newline)."""
@@ -239,7 +240,7 @@ def compose(
         reports.append(report)
     blocks = [HEADER + "\n", *(section for name in SECTION_ORDER if (section := rendered[name]) is not None)]
     text, cut = apply_total_cap("\n".join(blocks), limits.total_chars)
-    return Composition(text=text, files=tuple(reports), total_truncated=cut)
+    return Composition(text=text, files=tuple(reports), total_truncated=cut, sources=tuple(sources.values()))
 
 
 def write_if_changed(workspace: Path, text: str) -> bool:

@@ -9,12 +9,9 @@ modified here.
 
 Rules (docs/architecture.md "Limits and defaults"):
 
-- one entry per ``#`` or ``##`` ATX heading (up to three spaces of indent,
-  then one or two ``#`` and a space or the end of the line); deeper headings
-  are not entries;
-- anything inside a fenced code block (``` or ~~~, closed by a fence of the
-  same character at least as long; an unclosed fence runs to the end) is
-  ignored, headings included;
+- one entry per ``#`` or ``##`` ATX heading (``gateway.markdown`` defines
+  headings and fences for every service); deeper headings are not entries;
+- anything inside a fenced code block is ignored, headings included;
 - an entry's brief is the first non-empty prose line under its heading
   (not a heading, fence, thematic break or HTML comment), with a leading list
   or quote marker removed and whitespace collapsed, at most 100 chars (cut
@@ -28,14 +25,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gateway import markdown
+
 INDEX_MAX_CHARS = 4_000
 BRIEF_MAX_CHARS = 100
 
-_HEADING = re.compile(r"^ {0,3}(#{1,2})(?:[ \t]+(.*))?$")
-_ANY_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
-_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
-_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-_FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
 _MARKER = re.compile(r"^(?:>[ \t]*)*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?")
 _THEMATIC_BREAK = re.compile(r"^(?:[-*_=][ \t]*){3,}$")
 
@@ -60,7 +54,7 @@ def clip(text: str, limit: int) -> str:
 
 def _prose(line: str) -> str:
     stripped = line.strip()
-    if not stripped or _ANY_HEADING.match(line) or _THEMATIC_BREAK.match(stripped):
+    if not stripped or markdown.HEADING.match(line) or _THEMATIC_BREAK.match(stripped):
         return ""
     if stripped.startswith("<!--"):
         return ""
@@ -79,20 +73,17 @@ def sections(text: str, brief_chars: int = BRIEF_MAX_CHARS) -> list[Section]:
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
         if fence is not None:
-            close = _FENCE_CLOSE.match(line)
-            if close and close.group(1)[0] == fence[0] and len(close.group(1)) >= len(fence):
+            if markdown.closes_fence(line, fence):
                 fence = None
             continue
-        opened = _FENCE_OPEN.match(line)
-        if opened and not (opened.group(1)[0] == "`" and "`" in opened.group(2)):
-            fence = opened.group(1)
+        fence = markdown.opens_fence(line)
+        if fence is not None:
             continue
-        heading = _HEADING.match(line)
-        if heading:
+        heading = markdown.heading(line)
+        if heading and heading[0] <= 2:
             if pending is not None:
                 found.append(Section(*pending, brief=""))
-            title = _CLOSING_HASHES.sub("", heading.group(2) or "").strip()
-            pending = (len(heading.group(1)), clip(title, brief_chars) or "(untitled)", number)
+            pending = (heading[0], clip(heading[1], brief_chars) or "(untitled)", number)
             continue
         if pending is not None:
             brief = _prose(line)

@@ -21,6 +21,8 @@ from gateway.v1 import watcher_pb2, watcher_pb2_grpc
 from services.watcher.directive_hub import DirectiveHub
 from services.watcher.dream_client import DreamStatusReader
 from services.watcher.kb_client import KbRefresher
+from services.watcher.lineage import Lineage
+from services.watcher.lineage_store import lineage_dir
 from services.watcher.recomposer import Recomposer
 from services.watcher.servicer import Sessions
 from services.watcher.sessions import SessionRegistry
@@ -70,8 +72,12 @@ class Workspaces:
 
 
 def temp_folders(config: Config) -> list[Folder]:
-    """Where the watcher writes (CLAUDE.md, each workspace's top level): swept at start."""
-    return [Folder(agent.workspace) for agent in config.agents]
+    """Where the watcher writes (CLAUDE.md in each workspace's top level, each agent's lineage): swept at start."""
+    return [
+        folder
+        for agent in config.agents
+        for folder in (Folder(agent.workspace), Folder(lineage_dir(agent.agent_dir), recursive=True))
+    ]
 
 
 async def forget_stale(registry: SessionRegistry, stop: asyncio.Event) -> None:
@@ -90,7 +96,8 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
     registry = SessionRegistry(clock=wall_clock_ms)
     LIVE_SESSIONS.set_function(registry.count)
     hub = DirectiveHub()
-    recomposer = Recomposer(workspaces.agents, registry, hub.publish)
+    lineage = Lineage(clock=wall_clock_ms)
+    recomposer = Recomposer(workspaces.agents, registry, hub.publish, lineage.record)
     kb = KbRefresher(config.grpc.address("kb"), read_internal_token(config.home))
     dreams = DreamStatusReader(config.grpc.address("dreaming"), read_internal_token(config.home))
 
@@ -103,6 +110,7 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
         # What is kept of a removed agent goes with it; its directive streams end with NOT_FOUND.
         registry.forget_agents(change.agents_removed)
         recomposer.forget(change.agents_removed)
+        lineage.forget(change.agents_removed)
         hub.close(change.agents_removed)
 
     live.subscribe(on_config)
@@ -118,7 +126,7 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
             await dreams.close()
 
     def register(server: grpc.aio.Server) -> list[str]:
-        servicer = Sessions(live.snapshot, registry, hub, kb.refresh_soon, dreams.summaries)
+        servicer = Sessions(live.snapshot, registry, hub, kb.refresh_soon, lineage, dreams.summaries)
         watcher_pb2_grpc.add_SessionsServicer_to_server(servicer, server)
         return [watcher_pb2.DESCRIPTOR.services_by_name["Sessions"].full_name]
 

@@ -27,7 +27,7 @@ from prometheus_client import Counter, Histogram
 
 from gateway.config import AgentConfig
 from gateway.metrics import REGISTRY
-from services.watcher.compose import compose, write_if_changed
+from services.watcher.compose import Composition, compose, write_if_changed
 from services.watcher.restart_policy import ChangeClass, classify
 from services.watcher.sessions import Directive, SessionRegistry
 
@@ -55,13 +55,14 @@ class PassResult:
     problems: tuple[str, ...]
 
 
-def compose_agent(agent: AgentConfig) -> tuple[bool, tuple[str, ...]]:
-    """Compose and write the agent's CLAUDE.md. ``(written, problems)``; never raises for bad files."""
+def compose_agent(agent: AgentConfig) -> tuple[bool, tuple[str, ...], Composition | None]:
+    """Compose and write the agent's CLAUDE.md. ``(written, problems, composition)``, the composition
+    None when the workspace does not exist; never raises for bad files."""
     result = compose(agent.workspace, agent.memory, agent.knowledge.archive.enabled)
     problems = tuple(f.problem for f in result.files if f.problem)
     if not agent.workspace.is_dir():
-        return False, (*problems, f"workspace {agent.workspace} does not exist")
-    return write_if_changed(agent.workspace, result.text), problems
+        return False, (*problems, f"workspace {agent.workspace} does not exist"), None
+    return write_if_changed(agent.workspace, result.text), problems, result
 
 
 class Recomposer:
@@ -70,10 +71,12 @@ class Recomposer:
         agents: Callable[[], dict[str, AgentConfig]],
         registry: SessionRegistry,
         publish: Callable[[list[Directive]], None],
+        record: Callable[[AgentConfig, Composition], object] | None = None,
     ) -> None:
         self._agents = agents
         self._registry = registry
         self._publish = publish
+        self._record = record  # lineage.Lineage.record: each composition written, in this thread
         self._dirty: dict[str, set[str]] = {}
         self._backlog: dict[str, None] = {}  # agents to compose when nothing else waits (ordered set)
         self._wake = asyncio.Event()
@@ -152,12 +155,17 @@ class Recomposer:
     def _one(self, agent: AgentConfig, files: set[str]) -> PassResult | None:
         start = time.perf_counter()
         try:
-            written, problems = compose_agent(agent)
+            written, problems, composition = compose_agent(agent)
         except OSError as exc:
             log.error("compose_failed", agent=agent.id, error=str(exc))
             _OUTCOMES["failed"].inc()
             return None
         COMPOSE_SECONDS.observe(time.perf_counter() - start)
+        if composition is not None and self._record is not None:
+            try:
+                self._record(agent, composition)
+            except OSError as exc:  # lineage is a record of CLAUDE.md, never a reason to hold it back
+                log.warning("lineage_not_recorded", agent=agent.id, error=str(exc))
         _OUTCOMES["written" if written else "unchanged"].inc()
         changed = tuple(sorted(files))
         if written:

@@ -18,6 +18,8 @@ from gateway.v1 import watcher_pb2, watcher_pb2_grpc
 from services.watcher.agent_budgets import BudgetCache, BudgetLine
 from services.watcher.compose import compose
 from services.watcher.directive_hub import DirectiveHub
+from services.watcher.lineage import Lineage
+from services.watcher.lineage_pb import lineage_pb
 from services.watcher.sessions import Directive, SessionRecord, SessionRegistry
 
 log = structlog.get_logger()
@@ -80,13 +82,15 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
         registry: SessionRegistry,
         hub: DirectiveHub,
         on_register: Callable[[str], None],
+        lineage: Lineage,
         dreams: DreamSummaries = no_dreams,
     ) -> None:
-        """``dreams`` gives ListAgents each agent's dreaming summary."""
+        """``lineage`` keeps what GetLineage answers; ``dreams`` gives ListAgents each agent's dreaming summary."""
         self._snapshot = snapshot
         self._registry = registry
         self._hub = hub
         self._on_register = on_register
+        self._lineage = lineage
         self._dreams = dreams
         self._budgets = BudgetCache()
 
@@ -107,8 +111,10 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
 
     @unary
     async def RegisterSession(self, request: watcher_pb2.RegisterSessionRequest, context: grpc.aio.ServicerContext) -> watcher_pb2.Session:  # noqa: N802
-        self._check(context, request.agent_id, write=True)
+        agent = self._check(context, request.agent_id, write=True).agent(request.agent_id)
+        assert agent is not None
         record = self._registry.register(request.agent_id, request.session_id, _busy(request.state))
+        self._lineage.tie(agent, record.session_id, (r.session_id for r in self._registry.live(agent.id)))
         self._on_register(request.agent_id)  # KB refresh, never blocks registration
         return session_pb(record)
 
@@ -149,6 +155,13 @@ class Sessions(watcher_pb2_grpc.SessionsServicer):
         return pb.PreviewClaudeMdResponse(
             agent_id=request.agent_id, content=result.text, files=files, budget_report=result.budget_report()
         )
+
+    @unary
+    async def GetLineage(self, request: watcher_pb2.GetLineageRequest, context: grpc.aio.ServicerContext) -> watcher_pb2.Lineage:  # noqa: N802
+        agent = self._check(context, request.agent_id, write=False).agent(request.agent_id)
+        assert agent is not None
+        view = await asyncio.to_thread(self._lineage.view, agent, self._registry.live(agent.id))
+        return lineage_pb(agent.id, view)
 
     @unary
     async def ListAgents(self, request: watcher_pb2.ListAgentsRequest, context: grpc.aio.ServicerContext) -> watcher_pb2.ListAgentsResponse:  # noqa: N802

@@ -19,6 +19,7 @@ Every problem comes back as one line in ``Source.problem``.
 from __future__ import annotations
 
 import codecs
+import hashlib
 import os
 import stat
 from dataclasses import dataclass
@@ -38,7 +39,8 @@ class Source:
     ``chars`` counts the code points of ``text``; ``size_bytes`` is the size
     on disk; ``too_large`` means only the first ``max_bytes`` were read.
     ``bad_utf8_at`` is the offset of the first invalid UTF-8 byte (those
-    bytes became U+FFFD). ``unusable`` means the content was left out entirely (folder, link out of
+    bytes became U+FFFD). ``sha256`` is the hex SHA-256 of the bytes read
+    (of the first ``max_bytes`` for a file too large; None when none were). ``unusable`` means the content was left out entirely (folder, link out of
     the workspace, unreadable); ``problem`` may also be set for a usable file
     (bad UTF-8 replaced, too large).
     """
@@ -50,6 +52,7 @@ class Source:
     bad_utf8_at: int | None = None
     problem: str | None = None
     unusable: bool = False
+    sha256: str | None = None
 
     @property
     def chars(self) -> int | None:
@@ -147,4 +150,5 @@ def read_source(workspace: Path, name: str, *, max_bytes: int = MAX_READ_BYTES) 
         too_large=too_large,
         bad_utf8_at=bad,
         problem=f"{name} " + " and ".join(problems) if problems else None,
+        sha256=hashlib.sha256(data[:max_bytes]).hexdigest(),
     )

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable
 
 import structlog
+
 from gateway.watching import Change, WatchTiming, batches, keep_watching, wait_or_stop
 from services.watcher.compose import IDENTITY_FILES
 

@@ -74,6 +74,7 @@ ACCESS: dict[str, str] = {
     "gateway.v1.Sessions.WatchDirectives": READ,
     "gateway.v1.Sessions.GetActivity": READ,
     "gateway.v1.Sessions.PreviewClaudeMd": READ,
+    "gateway.v1.Sessions.GetLineage": READ,
     "gateway.v1.Sessions.ListAgents": READ,
 }
 # RPCs about no one agent (the console's list): they answer the agents the key's scope names, so
@@ -213,6 +214,7 @@ REQUESTS: dict[str, Builder] = {
     "gateway.v1.Sessions.WatchDirectives": lambda p, a, r: {},
     "gateway.v1.Sessions.GetActivity": lambda p, a, r: {},
     "gateway.v1.Sessions.PreviewClaudeMd": lambda p, a, r: {},
+    "gateway.v1.Sessions.GetLineage": lambda p, a, r: {},
 }
 
 

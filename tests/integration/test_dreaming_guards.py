@@ -39,7 +39,7 @@ from dreaming_support import (
 from suite_support import Suite, wait_until, workspace
 
 from gateway.channels import DEFAULT_DEADLINE_S
-from services.dreaming import sections
+from services.dreaming.apply import sections
 
 pytestmark = pytest.mark.integration
 

@@ -32,7 +32,7 @@ from suite_support import Suite, workspace
 from gateway.auth import INTERNAL_TOKEN_HEADER
 from gateway.home import read_internal_token
 from gateway.v1 import kb_pb2, kb_pb2_grpc
-from services.dreaming.recall import query_for
+from services.dreaming.apply.recall import query_for
 
 pytestmark = pytest.mark.integration
 

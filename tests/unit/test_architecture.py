@@ -194,7 +194,7 @@ def test_every_servicer_method_goes_through_the_error_mapping_wrapper() -> None:
 
 # Writes that do not go through gateway.atomic, keyed by (package, function), each with the reason.
 RAW_WRITES = {
-    ("services/dreaming", "append"): "the append-only JSONL journal (services/dreaming/jsonl.py): one O_APPEND "
+    ("services/dreaming", "append"): "the append-only JSONL journal (services/dreaming/records/jsonl.py): one O_APPEND "
     "write, fsynced; a torn last line is skipped on read, and trimming it is an atomic rewrite",
     ("services/dreaming", "RunLock.acquire"): "the run lock's empty lock file, opened for flock, never written",
     ("services/kb", "SourceWatch._write_marker"): "an empty marker file created (O_EXCL) in the KB's own sync "

@@ -17,9 +17,10 @@ import pytest
 from gateway.bidi import BIDI_CONTROLS, describe, first_bidi_control, refuse_bidi
 from gateway.config import validate
 from gateway.errors import InvalidArgument
-from services.dreaming.applier import Budgets, plan
-from services.dreaming.model import EPISODIC, Proposal
-from services.dreaming.reviewer import parse_reply
+from services.dreaming.apply.applier import plan
+from services.dreaming.model.budgets import Budgets
+from services.dreaming.model.values import EPISODIC, Proposal
+from services.dreaming.review.reply import parse_reply
 from services.file_api.names import check_filename
 from services.kb.archive.arguments import check_sources
 from services.kb.index.excerpt import validate_path

@@ -130,7 +130,7 @@ def test_the_cli_page_has_every_command(rendered: dict[str, str]) -> None:
 
 def test_the_metrics_page_has_every_metric_a_process_exposes(rendered: dict[str, str]) -> None:
     import gateway_http.http_metrics  # noqa: F401
-    import services.dreaming.metrics
+    import services.dreaming.records.metrics
     import services.kb.metrics
     import services.watcher.main  # noqa: F401
     from gateway.metrics import exposition

@@ -7,7 +7,7 @@ import pytest
 
 # Imported for what importing does: each module registers its process's metrics in the registry.
 import gateway_http.http_metrics  # noqa: F401
-import services.dreaming.metrics
+import services.dreaming.records.metrics
 import services.kb.metrics
 import services.watcher.main  # noqa: F401
 from gateway.metrics import exposition

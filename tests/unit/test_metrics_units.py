@@ -20,8 +20,8 @@ from gateway.live_config import with_deployment
 from gateway import metrics
 from gateway.metrics import REGISTRY, exposition, observe_rpc, serve_metrics
 from gateway_http.app import ShimApp
-from services.dreaming.metrics import reason_code, run_outcome
-from services.dreaming.model import OpResult, Proposal, RunReport
+from services.dreaming.records.metrics import reason_code, run_outcome
+from services.dreaming.model.values import OpResult, Proposal, RunReport
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,7 +129,7 @@ def _opening_words(path: Path, exception: str) -> list[str]:
 
 
 def test_every_reason_the_applier_gives_has_a_code() -> None:
-    openings = _opening_words(ROOT / "services" / "dreaming" / "applier.py", "_Skip")
+    openings = _opening_words(ROOT / "services" / "dreaming" / "apply" / "applier.py", "_Skip")
     assert len(openings) >= 12
     assert [o for o in openings if reason_code(o) == "other"] == []
     assert reason_code("aborted: MEMORY.md changed since the run read it") == "aborted_cas"

@@ -1,7 +1,7 @@
 """One note's graph facts: frontmatter fields and body ``[[wiki-links]]`` (docs/concepts/vault.md "Shared vault", Graph layer).
 
 Frontmatter is the text between a leading ``---`` line and the next ``---``
-(or ``...``) line, read by ``frontmatter.load_frontmatter`` (PyYAML, safe profile). Fields:
+(or ``...``) line, as ``gateway.markdown`` defines them for the indexer too, read by ``frontmatter.load_frontmatter`` (PyYAML, safe profile). Fields:
 ``title`` (string; a number is taken as text), ``confidence`` (number in
 [0, 1]), ``updatedAt`` (ISO date or datetime; naive means UTC) and ``claims``
 (a list of mappings with ``id``, ``text``, ``status``, ``confidence``). A bad
@@ -22,11 +22,11 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
+from gateway.markdown import FRONTMATTER_CLOSE, FRONTMATTER_OPEN, fenced
 from services.kb.index.frontmatter import FrontmatterError, Value, load_frontmatter
 
 MAX_FRONTMATTER_BYTES = 64 * 1024  # docs/architecture.md "Limits and defaults": graph layer
 
-_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
 _LINK = re.compile(r"\[\[([^\[\]\n]+)\]\]")  # a literal prefix: the engine skips to each "[["
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _ATTACHMENT = re.compile(r"\.[A-Za-z0-9]{1,5}$")
@@ -61,9 +61,9 @@ def parse_note(name: str, text: str) -> ParsedNote:
     if "\r" in text:
         text = text.replace("\r\n", "\n")
     body = text
-    if text.startswith("---") and text[3:].split("\n", 1)[0].strip() == "":
-        start = text.find("\n")
-        close = _CLOSE.search(text, start + 1) if start != -1 else None
+    start = text.find("\n")
+    if text.startswith("---") and FRONTMATTER_OPEN.fullmatch(text if start == -1 else text[:start]):
+        close = FRONTMATTER_CLOSE.search(text, start + 1) if start != -1 else None
         if close is None:
             problems.append("frontmatter: no closing '---' line (frontmatter ignored)")
         else:
@@ -104,19 +104,9 @@ def extract_links(body: str) -> tuple[str, ...]:
 
 
 def _drop_fences(body: str) -> str:
-    kept: list[str] = []
-    fence = ""
-    for line in body.split("\n"):
-        stripped = line.lstrip()
-        if fence:
-            if stripped.startswith(fence) and not stripped[len(fence):].strip():
-                fence = ""
-        elif stripped.startswith(("```", "~~~")):
-            marker = stripped[0]
-            fence = marker * (len(stripped) - len(stripped.lstrip(marker)))
-        else:
-            kept.append(line)
-    return "\n".join(kept)
+    lines = body.split("\n")
+    inside = fenced(line.removesuffix("\r") for line in lines)
+    return "\n".join(line for line, hidden in zip(lines, inside, strict=True) if not hidden)
 
 
 def _title(value: Value, problems: list[str]) -> str | None:

@@ -25,7 +25,8 @@ such a comment (e.g. ``<!-- invalid_at: 2025-01-01T00:00:00Z -->``).
 Importance (1–10, default 5):
 
 - file-wide from frontmatter ``importance: N`` (frontmatter = the file starts
-  with a ``---`` line and ends at the next ``---``/``...`` line within 64 lines);
+  with a ``---`` line and ends at the next ``---``/``...`` line within 64 lines,
+  as ``gateway.markdown`` defines them);
 - per entry from ``<!-- importance: N -->`` or ``[importance: N]``: inside an
   entry it applies to that entry; on a line of its own it applies to the next
   entry. The last marker wins.
@@ -43,6 +44,7 @@ from itertools import count, repeat
 from operator import itemgetter
 from typing import Final, NamedTuple
 
+from gateway.markdown import HEADING, closes_fence, frontmatter_end, opens_fence
 from services.kb.index.frontmatter import FrontmatterError, load_frontmatter
 
 DEFAULT_IMPORTANCE: Final = 5
@@ -54,9 +56,7 @@ _MARKER_COMMENT = re.compile(r"<!--\s*[A-Za-z_][\w-]*\s*:[^>]*?-->")
 _IMPORTANCE_COMMENT = re.compile(r"<!--\s*importance\s*:\s*([^>]*?)\s*-->", re.IGNORECASE)
 _IMPORTANCE_BRACKET = re.compile(r"\[\s*importance\s*:\s*([^\]]*?)\s*\]", re.IGNORECASE)
 _LIST_ITEM = re.compile(r"^(?:[-*+]|\d{1,9}[.)])(?:\s|$)")
-_HEADING = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
 _BREAK = re.compile(r"^ {0,3}([-*_])(?:\s*\1){2,}\s*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _INTEGER = re.compile(r"[+-]?\d{1,6}")
 
 
@@ -99,23 +99,21 @@ def parse_frontmatter(lines: list[str]) -> Frontmatter:
     header that reader refuses still ends where it ends and gives no importance, and it
     makes the file untrusted: frontmatter can only lower a file's trust
     (``provenance.classify``), and a header nobody can read may be the one that says so."""
-    if not lines or lines[0].strip() != "---":
+    index = frontmatter_end(lines, _FRONTMATTER_MAX_LINES)
+    if index is None:
         return Frontmatter(0, None, None)
-    for index in range(1, min(len(lines), _FRONTMATTER_MAX_LINES + 1)):
-        if lines[index].strip() in ("---", "..."):
-            try:
-                fields = load_frontmatter("\n".join(lines[1:index]), first_line=2)
-            except FrontmatterError:
-                return Frontmatter(index + 1, None, "untrusted")  # fail closed (the docstring)
-            values = {key.lower(): value for key, value in fields.items()}
-            importance = values.get("importance")
-            provenance = values.get("provenance")
-            return Frontmatter(
-                index + 1,
-                parse_importance(str(importance)) if isinstance(importance, (int, str)) and not isinstance(importance, bool) else None,
-                provenance if isinstance(provenance, str) else None,
-            )
-    return Frontmatter(0, None, None)
+    try:
+        fields = load_frontmatter("\n".join(lines[1:index]), first_line=2)
+    except FrontmatterError:
+        return Frontmatter(index + 1, None, "untrusted")  # fail closed (the docstring)
+    values = {key.lower(): value for key, value in fields.items()}
+    importance = values.get("importance")
+    provenance = values.get("provenance")
+    return Frontmatter(
+        index + 1,
+        parse_importance(str(importance)) if isinstance(importance, (int, str)) and not isinstance(importance, bool) else None,
+        provenance if isinstance(provenance, str) else None,
+    )
 
 
 def normalise(text: str) -> str:
@@ -187,7 +185,7 @@ def parse_entries(lines: list[str], frontmatter: Frontmatter | None = None) -> l
     """
     fm = frontmatter if frontmatter is not None else parse_frontmatter(lines)
     default = fm.importance if fm.importance is not None else DEFAULT_IMPORTANCE
-    heading, thematic_break, list_item = _HEADING.match, _BREAK.match, _LIST_ITEM.match
+    heading, thematic_break, list_item = HEADING.match, _BREAK.match, _LIST_ITEM.match
     body = lines[fm.end_line :] if fm.end_line else lines
     rows = zip(count(fm.end_line + 1), body, map(_FIRST_KIND.get, map(_FIRST_CHAR, body), repeat(_OTHER)))
     blocks: list[_Block] = []
@@ -235,13 +233,13 @@ def parse_entries(lines: list[str], frontmatter: Frontmatter | None = None) -> l
                 elif first in "<[":
                     boundary = marker_only = _marker_only(line)
                 elif first in "`~":
-                    fence = _opened_fence(line)
+                    fence = opens_fence(line)
                 else:  # (an item starts at column 0: only a digit that is not ASCII can start one here)
                     item = first.isdecimal() and list_item(line) is not None
         elif kind == _MARK:
             boundary = marker_only = _marker_only(line)
         elif kind == _TICK:
-            fence = _opened_fence(line)
+            fence = opens_fence(line)
         elif kind == _RULE:
             boundary = thematic_break(line) is not None
         # (_HASH and _DIGIT lines that get here are no heading and no list item: like a plain
@@ -257,7 +255,7 @@ def parse_entries(lines: list[str], frontmatter: Frontmatter | None = None) -> l
             block_start, block_importance, pending = number, pending, None
         if fence is not None:
             for number, line, kind in rows:  # the fenced lines belong to the block, whatever they hold
-                if line.strip().startswith(fence):
+                if closes_fence(line, fence):
                     break
     if block_start:
         close((block_start, len(lines), block_importance))
@@ -298,12 +296,6 @@ def _entries(lines: list[str], blocks: list[_Block], default: int) -> list[Entry
 def _marker_only(line: str) -> bool:
     """Whether ``line`` (not blank) holds nothing but metadata markers."""
     return ("<!--" in line or "[" in line) and not normalise(line)
-
-
-def _opened_fence(line: str) -> str | None:
-    """The fence ``line`` opens (the run of backticks or tildes that closes it), if any."""
-    match = _FENCE.match(line)
-    return None if match is None else match.group(1)
 
 
 def _block_entry(
@@ -355,13 +347,13 @@ def _block_marker(block: list[str]) -> int | None:
     fence: str | None = None
     for line in block:
         if fence is not None:
-            if line.strip().startswith(fence):
+            if closes_fence(line, fence):
                 fence = None
             continue
         if "<!--" in line or "[" in line:
             marker = _marker_importance(line)
             if marker is not None:
                 found = marker
-        fence = _opened_fence(line)
+        fence = opens_fence(line)
     return found
 

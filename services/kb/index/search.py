@@ -52,8 +52,8 @@ and ``profile`` says which files count as sources for the staleness check.
 from __future__ import annotations
 
 import functools
-import json
 import heapq
+import json
 import threading
 import weakref
 from collections.abc import Collection, Iterable

@@ -89,13 +89,14 @@ import structlog
 
 from gateway.atomic import WriteConflict, write_atomic
 from gateway.errors import InvalidArgument
+from gateway.promotion_write import PromotionWrite
 from services.kb.vault import notes
 from services.kb.vault.names import retired_name
 from services.kb.vault.note_index import reindex_notes
 from services.kb.vault.promotion_names import Naming, choose_name
 from services.kb.vault.retirement import fold, note_file, read_note
 from services.kb.vault.similar import Scored, document_counts, score_candidates
-from services.kb.vault.unpromote import PromotionWrite, written
+from services.kb.vault.unpromote import written
 
 MERGE_CONTAINMENT: Final = 0.5
 MERGE_MIN_TERMS: Final = 3

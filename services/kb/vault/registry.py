@@ -35,6 +35,7 @@ import structlog
 
 from gateway.config import AgentConfig, SharedSettings, VaultGcSettings
 from gateway.errors import FailedPrecondition, NotFound
+from gateway.promotion_write import PromotionWrite
 from services.kb.archive import retrieval_log
 from services.kb.file_watch import index_matches_file, plain_source
 from services.kb.index import schema
@@ -211,7 +212,7 @@ class Vaults:
         return await self._write(v, lambda conn, directory: promotion.promote(
             conn, directory, agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id))
 
-    async def undo_promotion(self, agent_id: str, write: unpromote.PromotionWrite, run_id: str, op_id: str) -> unpromote.UndoResult:
+    async def undo_promotion(self, agent_id: str, write: PromotionWrite, run_id: str, op_id: str) -> unpromote.UndoResult:
         """Undo one promotion's write (``unpromote``), serialised with the vault's other writes (its
         promotions included). FailedPrecondition when the agent's shared KB is off; an undo is allowed
         whatever the ``mode`` (it takes out what a promotion wrote, it promotes nothing)."""

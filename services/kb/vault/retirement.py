@@ -41,7 +41,7 @@ from gateway.atomic import WriteConflict, write_atomic
 from gateway.errors import FailedPrecondition, NotFound
 from services.kb.index.chunking import split_lines
 from services.kb.index.entries import parse_frontmatter
-from services.kb.vault.names import NOTES_DIR, NOTE_SUFFIX, live_name, retired_name, validate_name
+from services.kb.vault.names import NOTE_SUFFIX, NOTES_DIR, live_name, retired_name, validate_name
 from services.kb.vault.note_index import reindex_notes
 
 MAX_REASON_CHARS: Final = 200

@@ -48,6 +48,7 @@ import structlog
 
 from gateway.atomic import WriteConflict, folder_lock, write_atomic
 from gateway.errors import FailedPrecondition, InvalidArgument
+from gateway.promotion_write import PromotionWrite
 from services.kb.vault import notes
 from services.kb.vault.names import retired_name, validate_name
 from services.kb.vault.note_index import reindex_notes
@@ -69,22 +70,6 @@ log = structlog.get_logger()
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-@dataclass(frozen=True)
-class PromotionWrite:
-    """What one promotion wrote to one note (module docstring)."""
-
-    note: str
-    project: str
-    kind: str
-    offset: int
-    removed: str
-    added: str
-    block: str
-    hash_before: str
-    hash_after: str
-    folded_twin: str = ""
 
 
 def written(project: str, note: str, old: str | None, new: str, block: str, twin: str) -> PromotionWrite:

@@ -15,9 +15,9 @@ from pathlib import Path
 from bench_modules import bench
 
 from gateway.config import DreamingSettings
-from services.dreaming.model import RunReport
-from services.dreaming.scheduler import Readiness, Scheduler
-from services.dreaming.state import StateStore
+from services.dreaming.model.values import RunReport
+from services.dreaming.schedule.scheduler import Readiness, Scheduler
+from services.dreaming.schedule.state import StateStore
 
 FakeClock = bench("harness.clock").FakeClock  # the one fake clock, the dream fidelity bench's too
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gateway.config import AgentConfig
-from services.dreaming.archive_view import IndexedEntry, IndexedSource, LifecycleUpdate, Listing
-from services.dreaming.recall import Hit
+from services.dreaming.apply.recall import Hit
+from services.dreaming.model.archive import IndexedEntry, IndexedSource, LifecycleUpdate, Listing
 from services.kb.archive import recall_probe, retrieval_log
 from services.kb.index import indexer, lifecycle_rows, schema
 from services.kb.index.search import search

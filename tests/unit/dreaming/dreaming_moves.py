@@ -7,8 +7,8 @@ import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from services.dreaming import sections
-from services.dreaming.moves import Move, take
+from services.dreaming.apply import sections
+from services.dreaming.passes.moves import Move, take
 
 Pass = Callable[[str], list[Move]]
 LINE_ENDS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines ends a line

@@ -43,7 +43,7 @@ def reap(proc: subprocess.Popen[str]) -> None:
 
 
 def _hold(home: str, agent_id: str) -> None:
-    from services.dreaming.state import RUNNING, RunSummary, StateStore
+    from services.dreaming.schedule.state import RUNNING, RunSummary, StateStore
 
     with StateStore(Path(home)).lock(agent_id) as run:
         run.claim_night(date(2024, 6, 1), RunSummary("r-child", "schedule", "auto", RUNNING, night="2024-06-01"))
@@ -55,9 +55,9 @@ def _schedule(home: str, now: str, log: str, how: str) -> None:
     from dreaming_fakes import FakeClock, FakeRunner, settle
     from dreaming_helpers import settings
 
-    from services.dreaming.model import RunReport
-    from services.dreaming.scheduler import Scheduler
-    from services.dreaming.state import StateStore
+    from services.dreaming.model.values import RunReport
+    from services.dreaming.schedule.scheduler import Scheduler
+    from services.dreaming.schedule.state import StateStore
 
     class SharedRunner(FakeRunner):
         async def run(self, agent_id: str, night: date, run_id: str) -> RunReport:

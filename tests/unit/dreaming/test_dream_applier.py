@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.dreaming.applier import LOSS_OVER_BUDGET, LOSS_UNDER_BUDGET, Budgets, plan
-from services.dreaming.model import EPISODIC, Proposal
+from services.dreaming.apply.applier import LOSS_OVER_BUDGET, LOSS_UNDER_BUDGET, plan
+from services.dreaming.model.budgets import Budgets
+from services.dreaming.model.values import EPISODIC, Proposal
 
 NO_BUDGET = Budgets(memory_chars=0, user_chars=0, write_routing=True)
 # Room under the 25% bounded-loss cap for tests about other guards.
@@ -164,7 +165,7 @@ def test_an_op_that_would_take_the_pin_off_a_section_is_skipped_so_its_lines_sta
 
 
 def test_ops_that_change_no_heading_or_fence_line_keep_every_section_where_it_was() -> None:
-    from services.dreaming.applier import _moves_sections
+    from services.dreaming.apply.applier import _moves_sections
 
     for old, start, end, inserted in ((PINNED, PINNED.index("March"), PINNED.index("March") + 5, "April # not a heading"),
                                       (PINNED, PINNED.index("- Old"), PINNED.index("- Old") + 2, "")):

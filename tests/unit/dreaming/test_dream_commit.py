@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from services.dreaming import journal
-from services.dreaming.applier import Budgets, plan
-from services.dreaming.commit import BACKUPS, BACKUPS_KEPT, PRUNED, Unsafe, commit, confined
-from services.dreaming.journal import RevertRefused, plan_revert
-from services.dreaming.model import EPISODIC, Proposal
+from services.dreaming.apply.applier import plan
+from services.dreaming.apply.commit import PRUNED, commit
+from services.dreaming.apply.files import BACKUPS, BACKUPS_KEPT, Unsafe, confined
+from services.dreaming.model.budgets import Budgets
+from services.dreaming.model.values import EPISODIC, Proposal
+from services.dreaming.records import journal
+from services.dreaming.records.journal import RevertRefused, plan_revert
 
 BUDGETS = Budgets(memory_chars=0, user_chars=0, write_routing=True)
 MEMORY = "# Memory\n\n## Work\n- Project Kestrel ships in March\n- Ticket 41 is closed\n- Uses $HOME/bin\n" + "".join(
@@ -65,7 +67,7 @@ def test_a_replace_of_part_of_a_line_archives_the_whole_line_as_it_was(ws: Path)
 
 
 def test_all_blocks_of_a_file_are_archived_in_one_append_in_op_order(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from services.dreaming import commit as commit_module
+    from services.dreaming.apply import commit as commit_module
 
     appends: list[str] = []
     real = commit_module.append_text

@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 
 from gateway import atomic
-from services.dreaming import journal
-from services.dreaming.applier import Budgets, plan, sha256
-from services.dreaming.commit import BACKUPS, commit, read_text
-from services.dreaming.journal import SETTLED_BY, plan_revert
-from services.dreaming.model import Proposal
+from services.dreaming.apply.applier import plan
+from services.dreaming.apply.commit import commit
+from services.dreaming.apply.files import BACKUPS, read_text
+from services.dreaming.model.budgets import Budgets
+from services.dreaming.model.edit import sha256
+from services.dreaming.model.values import Proposal
+from services.dreaming.records import journal
+from services.dreaming.records.journal import SETTLED_BY, plan_revert
 
 BUDGETS = Budgets(memory_chars=0, user_chars=0, write_routing=True)
 MEMORY = "# Memory\n\n## Work\n- Project Kestrel ships in March\n- Ticket 41 is closed\n" + "".join(

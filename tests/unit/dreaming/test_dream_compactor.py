@@ -8,9 +8,10 @@ import time
 import pytest
 from dreaming_moves import big_memory, random_memory, settle
 
-from services.dreaming import blocks, sections
-from services.dreaming.compactor import compact, terminal_reason
-from services.dreaming.moves import COMPACT, COMPLETED, archive_block, take
+from services.dreaming.apply import sections
+from services.dreaming.passes import blocks
+from services.dreaming.passes.compactor import compact, terminal_reason
+from services.dreaming.passes.moves import COMPACT, COMPLETED, archive_block, take
 
 
 def left_and_moved(text: str) -> tuple[str, list[str]]:

@@ -8,11 +8,12 @@ from pathlib import Path
 from dreaming_kb import LocalKb
 from test_dream_staleness_run import NOW, agent_in, gc, write
 
-from services.dreaming.applier import Budgets, plan
-from services.dreaming.commit import commit
-from services.dreaming.explain import explain, render
-from services.dreaming.model import Proposal
-from services.dreaming.staleness import DAY_S
+from services.dreaming.apply.applier import plan
+from services.dreaming.apply.commit import commit
+from services.dreaming.history.explain import explain, render
+from services.dreaming.model.budgets import Budgets
+from services.dreaming.model.values import Proposal
+from services.dreaming.passes.staleness import DAY_S
 
 
 def test_a_stale_entry_says_when_it_was_seen_moved_why_and_restored(tmp_path: Path) -> None:

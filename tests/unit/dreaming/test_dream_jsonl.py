@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.dreaming import jsonl
+from services.dreaming.records import jsonl
 
 
 def test_a_torn_last_line_costs_only_itself(tmp_path: Path) -> None:

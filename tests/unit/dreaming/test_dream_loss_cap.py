@@ -5,8 +5,9 @@ applies, one char over is skipped."""
 
 from __future__ import annotations
 
-from services.dreaming.applier import LOSS_OVER_BUDGET, LOSS_UNDER_BUDGET, Budgets, plan
-from services.dreaming.model import Proposal
+from services.dreaming.apply.applier import LOSS_OVER_BUDGET, LOSS_UNDER_BUDGET, plan
+from services.dreaming.model.budgets import Budgets
+from services.dreaming.model.values import Proposal
 
 HEAD = "# Memory\n\n"
 

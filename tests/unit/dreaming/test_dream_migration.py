@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gateway_cli.cli import main
-from services.dreaming import journal
 from services.dreaming.migration import PLAN_FILE, Settings, make_plan, waiting_plan
+from services.dreaming.records import journal
 
 PINNED = "## User\n- [x] prefers tea (a checked box in a pinned section stays)\n- 2026-01-02 started at the lighthouse\n\n"
 DURABLE = "## Facts\n" + "".join(f"- The Kestrel service {i} listens on port {4000 + i}.\n" for i in range(20))

@@ -15,8 +15,8 @@ from dreaming_helpers import NOW
 from gateway.config import AgentConfig, build
 from gateway.config_migrations import CURRENT_VERSION
 from services.dreaming import nightly
-from services.dreaming.model import MANUAL, Proposal, ReviewerOutcome, ReviewerReply
-from services.dreaming.recall import Hit
+from services.dreaming.apply.recall import Hit
+from services.dreaming.model.values import MANUAL, Proposal, ReviewerOutcome, ReviewerReply
 
 MEMORY = "# Memory\n\n- The staging host is named hermes.\n" + "".join(f"- Fact number {n} stays.\n" for n in range(8))
 GONE = "- The staging host is named hermes."
@@ -77,7 +77,7 @@ def test_a_run_cancelled_during_the_recall_check_restores_and_is_audited(tmp_pat
     assert (run["kind"], run["run"], run["status"]) == ("run", "r1", "interrupted")
     assert "cancelled during the recall check" in str(run["reason"])
     assert [(r["op"], r["status"]) for r in audit[1:]] == [("r1/1", "restored"), ("r1/2", "applied")]
-    assert "cancelled before its recall check finished" in str(audit[1]["reason"])
+    assert "cancelled before the recall check finished" in str(audit[1]["reason"])
     assert "run r1 (auto, manual)" in (ws / ".dreaming" / "DREAMS.md").read_text()
     assert "(Run r1: MEMORY.md was restored" in (ws / "memory" / "archive" / "pruned.md").read_text()
     assert datetime.fromisoformat(str(run["finishedAt"]).replace("Z", "+00:00")) == NOW

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from services.dreaming.orphans import kill_orphans, owner_marker
+from services.dreaming.review.orphans import kill_orphans, owner_marker
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 

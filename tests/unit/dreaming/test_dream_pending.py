@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.dreaming.applier import Budgets, already_done, plan
-from services.dreaming.model import Proposal
-from services.dreaming.pending import Ledger, pending, read_ledger, why_not
+from services.dreaming.apply.applier import already_done, plan
+from services.dreaming.history.pending import Ledger, pending, read_ledger, why_not
+from services.dreaming.model.budgets import Budgets
+from services.dreaming.model.values import Proposal
 
 BUDGETS = Budgets(memory_chars=0, user_chars=0, write_routing=True)
 FILLER = "".join(f"- Quay {n} has a crane.\n" for n in range(20))  # room under the bounded-loss cap

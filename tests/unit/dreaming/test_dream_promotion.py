@@ -14,12 +14,14 @@ from dreaming_helpers import NOW
 
 from gateway.config import AgentConfig, build
 from gateway.config_migrations import CURRENT_VERSION
-from services.dreaming import nightly, promotion
-from services.dreaming.model import EPISODIC, MANUAL, PROPOSE, OpResult, Proposal, ReviewerOutcome, ReviewerReply
+from services.dreaming import nightly
+from services.dreaming.apply.recall import Hit
+from services.dreaming.model.values import EPISODIC, MANUAL, PROPOSE, OpResult, Proposal, ReviewerOutcome, ReviewerReply
 from services.dreaming.peer_client import PeerUnavailable
-from services.dreaming.promotion import PromotionReply, fact_text, is_pointer, promotable, promote_applied
-from services.dreaming.recall import Hit
+from services.dreaming.vault import promotion
+from services.dreaming.vault.promotion import PromotionReply, fact_text, is_pointer, promotable, promote_applied
 
+AT = "2026-01-01T03:00:00Z"  # when the run journals its promotions
 FACT = "- The staging host is named hermes."
 
 
@@ -136,7 +138,7 @@ def test_each_applied_add_is_offered_in_order_and_pointer_only_adds_are_skipped(
     kb = FakeKb(PromotionReply("created", "staging-host", "no similar shared note", "created shared note 'staging-host'"),
                 PromotionReply("merged", "kestrel", "'kestrel' holds 3 of 3", "merged into shared note 'kestrel'",
                                linked=("releases",)))
-    step = asyncio.run(promote_applied(agent_in(tmp_path), kb, "r1", ADDS))
+    step = asyncio.run(promote_applied(agent_in(tmp_path), kb, "r1", AT, ADDS))
     assert kb.calls == [("alfred", "staging-host", "staging host", FACT, "r1"),
                         ("alfred", "", "release", "- Kestrel ships in March.", "r1")]  # its pointer line is cut
     assert [(p.op_id, p.outcome, p.note) for p in step.promotions] == [
@@ -153,7 +155,7 @@ def test_each_applied_add_is_offered_in_order_and_pointer_only_adds_are_skipped(
 
 def test_propose_mode_promotes_nothing(tmp_path: Path) -> None:
     kb = FakeKb()
-    step = asyncio.run(promote_applied(agent_in(tmp_path, {"mode": "propose"}), kb, "r1", ADDS))
+    step = asyncio.run(promote_applied(agent_in(tmp_path, {"mode": "propose"}), kb, "r1", AT, ADDS))
     assert kb.calls == [] and step.promotions == [] and step.steps == []
     assert step.notes == ["Shared promotion is off (knowledge.shared.mode is 'propose'): 3 applied durable add(s) "
                           "stay in this agent's memory only."]
@@ -161,14 +163,14 @@ def test_propose_mode_promotes_nothing(tmp_path: Path) -> None:
 
 def test_a_disabled_shared_kb_or_no_add_is_silent(tmp_path: Path) -> None:
     kb = FakeKb()
-    off = asyncio.run(promote_applied(agent_in(tmp_path, {"enabled": False}), kb, "r1", ADDS))
-    none = asyncio.run(promote_applied(agent_in(tmp_path), kb, "r1", [_op(1, Proposal(op="remove", file="MEMORY.md", target="x"))]))
+    off = asyncio.run(promote_applied(agent_in(tmp_path, {"enabled": False}), kb, "r1", AT, ADDS))
+    none = asyncio.run(promote_applied(agent_in(tmp_path), kb, "r1", AT, [_op(1, Proposal(op="remove", file="MEMORY.md", target="x"))]))
     assert kb.calls == [] and off == promotion.Step() and none == promotion.Step()
 
 
 def test_an_unreachable_kb_declines_the_rest_without_a_call(tmp_path: Path) -> None:
     kb = FakeKb(PeerUnavailable("kb: UNAVAILABLE: connection refused", "UNAVAILABLE"))
-    step = asyncio.run(promote_applied(agent_in(tmp_path), kb, "r1", ADDS))
+    step = asyncio.run(promote_applied(agent_in(tmp_path), kb, "r1", AT, ADDS))
     assert len(kb.calls) == 1
     assert [(p.outcome, p.reason) for p in step.promotions] == [
         ("declined", "the KB could not promote it (kb: UNAVAILABLE: connection refused)"),
@@ -180,7 +182,7 @@ def test_an_unreachable_kb_declines_the_rest_without_a_call(tmp_path: Path) -> N
 
 def test_another_failure_declines_that_add_only(tmp_path: Path) -> None:
     kb = FakeKb(PeerUnavailable("kb: INTERNAL: internal error", "INTERNAL"), RuntimeError("boom"))
-    step = asyncio.run(promote_applied(agent_in(tmp_path), kb, "r1", ADDS))
+    step = asyncio.run(promote_applied(agent_in(tmp_path), kb, "r1", AT, ADDS))
     assert len(kb.calls) == 2
     assert [p.outcome for p in step.promotions] == ["declined", "skipped", "declined"]
     assert step.promotions[2].reason == "the KB could not promote it (boom)"
@@ -188,7 +190,7 @@ def test_another_failure_declines_that_add_only(tmp_path: Path) -> None:
 
 def test_a_cancellation_during_promotion_declines_the_rest_and_is_reported(tmp_path: Path) -> None:
     kb = FakeKb(asyncio.CancelledError())
-    step = asyncio.run(promote_applied(agent_in(tmp_path), kb, "r1", ADDS))
+    step = asyncio.run(promote_applied(agent_in(tmp_path), kb, "r1", AT, ADDS))
     assert step.cancelled and len(kb.calls) == 1
     assert [p.outcome for p in step.promotions] == ["declined", "skipped", "declined"]
     assert "cancelled" in step.promotions[0].reason and "cancelled before this promotion" in step.promotions[2].reason

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from services.dreaming.commit import Pruned
-from services.dreaming.recall import Hit, check, check_moves, query_for
+from services.dreaming.apply.commit import Pruned
+from services.dreaming.apply.recall import Hit, check, check_moves, query_for
 
 
 class GrepIndex:

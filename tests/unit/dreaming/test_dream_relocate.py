@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from services.dreaming import journal
-from services.dreaming.moves import COMPACT, COMPLETED, ROUTE, Move, archive_block, take
-from services.dreaming.relocate import relocate
+from services.dreaming.passes.moves import COMPACT, COMPLETED, ROUTE, Move, archive_block, take
+from services.dreaming.passes.relocate import relocate
+from services.dreaming.records import journal
 
 TEXT = "# Memory\n\n## Tasks\n- [x] ship the beta\n- keep the docs fresh\n- [x] rotate the keys\n\n## Log\n- 2026-11-30 met Ada\n"
 

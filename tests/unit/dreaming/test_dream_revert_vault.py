@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +17,20 @@ from dreaming_helpers import NOW
 
 from gateway.config import AgentConfig, Config, build
 from gateway.config_migrations import CURRENT_VERSION
-from services.dreaming import nightly, vault_undo
-from services.dreaming.dreamer import Dreamer, RevertResult
-from services.dreaming.model import MANUAL, Proposal, ReviewerOutcome, ReviewerReply, VaultUndo, VaultWrite
-from services.dreaming.peer_client import Activity, PeerUnavailable
-from services.dreaming.promotion import PromotionReply, UndoReply
-from services.dreaming.recall import Hit
+from gateway.promotion_write import PromotionWrite
+from services.dreaming import nightly
+from services.dreaming.apply.recall import Hit
+from services.dreaming.dreamer import Dreamer
+from services.dreaming.history.revert import RevertResult
+from services.dreaming.model.values import MANUAL, Proposal, ReviewerOutcome, ReviewerReply, VaultUndo
+from services.dreaming.peer_client import PeerUnavailable
 from services.dreaming.render import revert_text
-from services.dreaming.state import StateStore
-from services.kb.vault import promotion as kb_promotion, unpromote
+from services.dreaming.schedule.quiet import Activity
+from services.dreaming.schedule.state import StateStore
+from services.dreaming.vault import undo as vault_undo
+from services.dreaming.vault.promotion import PromotionReply, UndoReply
+from services.kb.vault import promotion as kb_promotion
+from services.kb.vault import unpromote
 from services.kb.vault.note_index import open_vault_index, search_vault
 from services.kb.vault.notes import update
 
@@ -47,15 +51,14 @@ class VaultKb:
 
     async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
         r = kb_promotion.promote(self.conn, self.dir, agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id)
-        write = None if r.write is None else VaultWrite(**asdict(r.write))
         return PromotionReply(r.outcome, r.name, r.reason, r.message, r.name_from, r.passed_over, r.linked, r.folded,
-                              r.twin_kept, write)
+                              r.twin_kept, r.write)
 
-    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: VaultWrite) -> UndoReply:
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite) -> UndoReply:
         self.undos.append((op_id, write.note))
         if self.down:
             raise PeerUnavailable("kb: UNAVAILABLE: connection refused", "UNAVAILABLE")
-        r = unpromote.undo(self.conn, self.dir, unpromote.check_write(unpromote.PromotionWrite(**asdict(write))))
+        r = unpromote.undo(self.conn, self.dir, unpromote.check_write(write))
         return UndoReply(r.outcome, r.note, r.reason, r.deleted)
 
     async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
@@ -221,7 +224,7 @@ class HeldKb(VaultKb):
         self.entered = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: VaultWrite) -> UndoReply:
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite) -> UndoReply:
         self.entered.set()
         await self.release.wait()
         return await super().undo_promotion(agent_id, run_id, op_id, write)

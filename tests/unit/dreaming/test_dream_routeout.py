@@ -10,10 +10,19 @@ import time
 import pytest
 from dreaming_moves import big_memory, random_memory, settle
 
-from services.dreaming import blocks, sections
-from services.dreaming.compactor import compact
-from services.dreaming.moves import ROUTE, Move, archive_block, take
-from services.dreaming.routeout import TOPIC, first_date, is_log_heading, leading_date, opens_with_time_word, route_out, slugify
+from services.dreaming.apply import sections
+from services.dreaming.passes import blocks
+from services.dreaming.passes.compactor import compact
+from services.dreaming.passes.moves import ROUTE, Move, archive_block, take
+from services.dreaming.passes.routeout import (
+    TOPIC,
+    first_date,
+    is_log_heading,
+    leading_date,
+    opens_with_time_word,
+    route_out,
+    slugify,
+)
 
 EVERYTHING = 1  # a budget nothing fits: every episodic block moves
 

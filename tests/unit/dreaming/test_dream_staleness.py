@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from gateway.config import StalenessSettings
-from services.dreaming.staleness import (
+from services.dreaming.model.archive import IndexedEntry
+from services.dreaming.passes.staleness import (
     AGED_OUT,
     DAY_S,
     SUPERSEDED,
     Block,
-    Entry,
     kept_place,
     own_key,
     plan,
@@ -37,16 +37,16 @@ def settings(**changes: Any) -> StalenessSettings:
 _lines: dict[str, int] = {}
 
 
-def entry(text: str, *, path: str = "memory/notes.md", age: float = 0.0, **life: Any) -> Entry:
+def entry(text: str, *, path: str = "memory/notes.md", age: float = 0.0, **life: Any) -> IndexedEntry:
     """An entry of ``path`` first seen ``age`` seconds before NOW (lines in order of creation)."""
     line = _lines.get(path, 0) + 2
     _lines[path] = line
-    return Entry(path=path, start_line=line, end_line=line, entry_hash=hashlib.sha256(text.encode()).hexdigest(),
+    return IndexedEntry(path=path, start_line=line, end_line=line, entry_hash=hashlib.sha256(text.encode()).hexdigest(),
                  importance=life.pop("importance", 5), provenance=life.pop("provenance", "agent"), text=text,
                  first_seen=NOW - age, **life)
 
 
-def gone(entries: Sequence[Entry], s: StalenessSettings | None = None, blocks: Sequence[Block] = (), now: float = NOW) -> list[str]:
+def gone(entries: Sequence[IndexedEntry], s: StalenessSettings | None = None, blocks: Sequence[Block] = (), now: float = NOW) -> list[str]:
     return [inv.entry.text for inv in plan(entries, blocks, s or settings(), now).invalidations]
 
 

@@ -17,12 +17,13 @@ from dreaming_kb import LocalKb
 
 from gateway.config import AgentConfig, build
 from gateway.config_migrations import CURRENT_VERSION
-from services.dreaming import journal, nightly
-from services.dreaming.commit import read_text
-from services.dreaming.model import AUTO, MANUAL, PROPOSE, ReviewerOutcome, ReviewerReply
-from services.dreaming.stale_blocks import STALE, STALE_UNTRUSTED
-from services.dreaming.staleness import DAY_S
-from services.dreaming.staleness_run import GcOutcome, run_gc
+from services.dreaming import nightly
+from services.dreaming.apply.files import read_text
+from services.dreaming.model.values import AUTO, MANUAL, PROPOSE, ReviewerOutcome, ReviewerReply
+from services.dreaming.passes.stale_blocks import STALE, STALE_UNTRUSTED
+from services.dreaming.passes.staleness import DAY_S
+from services.dreaming.passes.staleness_run import GcOutcome, run_gc
+from services.dreaming.records import journal
 from services.kb.index.entries import entry_hash
 
 NOW = 1_750_000_000.0  # (in the past: the indexer never dates a first sighting after its own clock)

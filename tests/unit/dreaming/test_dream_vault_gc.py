@@ -16,9 +16,9 @@ from dreaming_helpers import NOW, record, write_session
 from gateway.config import AgentConfig, build
 from gateway.config_migrations import CURRENT_VERSION
 from services.dreaming import nightly
-from services.dreaming.model import ACCEPT, MANUAL, SCHEDULE, Proposal, ReviewerOutcome, ReviewerReply
+from services.dreaming.apply.recall import Hit
+from services.dreaming.model.values import ACCEPT, MANUAL, SCHEDULE, Proposal, ReviewerOutcome, ReviewerReply
 from services.dreaming.peer_client import PeerUnavailable
-from services.dreaming.recall import Hit
 
 ANSWER = "Shared vault GC ('global'): retired 1 note(s) idle over 180 days ('relay')."
 

@@ -14,13 +14,14 @@ from gateway.config import AgentConfig, Config, build
 from gateway.config_migrations import CURRENT_VERSION
 from gateway.errors import NotFound
 from services.dreaming import nightly
-from services.dreaming.applier import Budgets, plan
-from services.dreaming.commit import commit
+from services.dreaming.apply.applier import plan
+from services.dreaming.apply.commit import commit
+from services.dreaming.apply.recall import Hit
 from services.dreaming.dreamer import Dreamer
-from services.dreaming.model import Proposal, ReviewerOutcome, ReviewerReply
-from services.dreaming.peer_client import Activity
-from services.dreaming.recall import Hit
-from services.dreaming.state import StateStore
+from services.dreaming.model.budgets import Budgets
+from services.dreaming.model.values import Proposal, ReviewerOutcome, ReviewerReply
+from services.dreaming.schedule.quiet import Activity
+from services.dreaming.schedule.state import StateStore
 
 MEMORY = "# Memory\n\n" + "".join(f"- Fact number {n} stays.\n" for n in range(8))
 

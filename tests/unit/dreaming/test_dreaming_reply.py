@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from services.dreaming.model import FIELD_CAP, Proposal, ReviewerReply
-from services.dreaming.reviewer import MAX_PROPOSALS, ReplyError, first_json_object, parse_reply
+from services.dreaming.model.values import FIELD_CAP, Proposal, ReviewerReply
+from services.dreaming.review.reply import MAX_PROPOSALS, ReplyError, first_json_object, parse_reply
 
 ADD = {"op": "add", "file": "MEMORY.md", "content": "- Bruce moved to Lisbon.", "reason": "session 3"}
 

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from gateway_cli.stand_in import reply, topic
-from services.dreaming.model import ReviewerOutcome
-from services.dreaming.reviewer import reviewer_environment, run_reviewer
-from services.dreaming.reviewer_command import resolve_command
+from services.dreaming.model.values import ReviewerOutcome
+from services.dreaming.review.reviewer import reviewer_environment, run_reviewer
+from services.dreaming.review.reviewer_command import resolve_command
 
 STAND_IN = ["gateway", "reviewer", "stand-in"]
 SET_STAND_IN = """gateway config set gateway.dreaming.reviewerCommand '["gateway","reviewer","stand-in"]'"""

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from dreaming_helpers import NOW, REVIEWERS, record, write_session
 
-from services.dreaming.model import ReviewerOutcome
-from services.dreaming.prompt import MemoryFile, build_prompt
-from services.dreaming import reviewer as reviewer_module
-from services.dreaming.reviewer import reviewer_environment, run_reviewer
-from services.dreaming.transcripts import gather
+from services.dreaming.model.values import ReviewerOutcome
+from services.dreaming.review import reviewer as reviewer_module
+from services.dreaming.review.prompt import MemoryFile, build_prompt
+from services.dreaming.review.reviewer import reviewer_environment, run_reviewer
+from services.dreaming.review.transcripts import gather
 
 REPLY = {"summary": "one fact", "proposals": [
     {"op": "add", "file": "MEMORY.md", "content": "- Bruce moved to Lisbon.", "reason": "session 2"},

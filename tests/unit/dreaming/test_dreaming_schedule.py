@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from dreaming_helpers import settings, utc
 
-from services.dreaming.schedule import (
+from services.dreaming.schedule.slots import (
     InvalidTimezone,
     check_timezone,
     next_slot,

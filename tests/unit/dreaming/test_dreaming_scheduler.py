@@ -14,9 +14,10 @@ from dreaming_fakes import FakeRunner, Harness
 from dreaming_helpers import settings, utc
 from dreaming_procs import WAIT, reap, spawn
 
-from services.dreaming.scheduler import CATCH_UP, Readiness, SystemClock
-from services.dreaming.schedule import slot
-from services.dreaming.state import INTERRUPTED, StateStore
+from services.dreaming.model.values import INTERRUPTED
+from services.dreaming.schedule.scheduler import CATCH_UP, Readiness, SystemClock
+from services.dreaming.schedule.slots import slot
+from services.dreaming.schedule.state import StateStore
 
 T = TypeVar("T")
 N1, N2 = date(2024, 6, 1), date(2024, 6, 2)

@@ -11,15 +11,8 @@ from pathlib import Path
 import pytest
 from dreaming_procs import WAIT, reap, spawn
 
-from services.dreaming.model import RunReport
-from services.dreaming.state import (
-    INTERRUPTED,
-    RUNNING,
-    Busy,
-    RunSummary,
-    State,
-    StateStore,
-)
+from services.dreaming.model.values import INTERRUPTED, RunReport
+from services.dreaming.schedule.state import RUNNING, Busy, RunSummary, State, StateStore
 
 N1, N2, N3 = date(2024, 6, 1), date(2024, 6, 2), date(2024, 6, 3)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from dreaming_helpers import NOW, record, set_age, write_session
 
-from services.dreaming.transcripts import (
+from services.dreaming.review.transcripts import (
     CUT_MARKER,
     MAX_LINE_BYTES,
     MESSAGE_CAP,

@@ -26,10 +26,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.dreaming import blocks, sections
-from services.dreaming.applier import LOSS_OVER_BUDGET, LOSS_UNDER_BUDGET, Budgets, Edit, plan
-from services.dreaming.model import DURABLE, EPISODIC, MEMORY_FILES, OPS, Proposal
-from services.dreaming.moves import Move, take
+from services.dreaming.apply import sections
+from services.dreaming.apply.applier import LOSS_OVER_BUDGET, LOSS_UNDER_BUDGET, plan
+from services.dreaming.model.budgets import Budgets
+from services.dreaming.model.edit import Edit
+from services.dreaming.model.values import DURABLE, EPISODIC, MEMORY_FILES, OPS, Proposal
+from services.dreaming.passes import blocks
+from services.dreaming.passes.moves import Move, take
 
 LINES = st.sampled_from([
     "# Memory", "## User", "## Feedback:", "### profile", "## Preferences", "## Notes", "### Sub", "#### Deep",

@@ -29,10 +29,10 @@ from hypothesis import strategies as st
 
 from gateway.config import AgentConfig, build
 from gateway.config_migrations import CURRENT_VERSION
-from services.dreaming import recall
-from services.dreaming.archive_view import IndexedEntry, LifecycleUpdate, Listing
-from services.dreaming.model import AUTO
-from services.dreaming.passes import run_passes
+from services.dreaming.apply import recall
+from services.dreaming.model.archive import IndexedEntry, LifecycleUpdate, Listing
+from services.dreaming.model.values import AUTO
+from services.dreaming.passes.deterministic import run_passes
 from services.kb.archive import recall_probe
 from services.kb.index import indexer, schema
 from services.kb.index.search import search

@@ -1,4 +1,4 @@
-"""Properties of reading the reviewer's reply (``services/dreaming/reviewer.py``, ``model.py``).
+"""Properties of reading the reviewer's reply (``services/dreaming/review/reviewer.py``, ``model/values.py``).
 
 - any bytes on stdout (decoded as ``run_reviewer`` decodes them) give a ``ReviewerReply`` or
   ``ReplyError``, the one error ``run_reviewer`` turns into a failed outcome: never another
@@ -19,8 +19,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.dreaming.model import DURABLE, EPISODIC, FIELD_CAP, MEMORY_FILES, OPS, ReviewerReply
-from services.dreaming.reviewer import MAX_PROPOSALS, ReplyError, parse_reply
+from services.dreaming.model.values import DURABLE, EPISODIC, FIELD_CAP, MEMORY_FILES, OPS, ReviewerReply
+from services.dreaming.review.reply import MAX_PROPOSALS, ReplyError, parse_reply
 
 TEXT = st.one_of(
     st.text(max_size=30),

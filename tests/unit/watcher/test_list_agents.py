@@ -20,6 +20,7 @@ from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc, watcher_pb2
 from services.watcher.agent_budgets import BudgetCache
 from services.watcher.dream_client import DreamStatusReader
 from services.watcher.directive_hub import DirectiveHub
+from services.watcher.lineage import Lineage
 from services.watcher.servicer import Sessions
 from services.watcher.sessions import SessionRegistry
 
@@ -60,7 +61,8 @@ def servicer(home: Path, registry: SessionRegistry | None = None) -> Sessions:
     async def dreams(agent_ids: list[str]) -> dict[str, watcher_pb2.DreamSummary]:
         return {a: watcher_pb2.DreamSummary(known=True, mode="auto", pending_proposals=len(a)) for a in agent_ids}
 
-    return Sessions(lambda: (config, auth), registry or SessionRegistry(clock=lambda: 5), DirectiveHub(), lambda a: None, dreams)
+    registry = registry or SessionRegistry(clock=lambda: 5)
+    return Sessions(lambda: (config, auth), registry, DirectiveHub(), lambda a: None, Lineage(clock=lambda: 0), dreams)
 
 
 def list_agents(sessions: Sessions, metadata: tuple[tuple[str, str], ...]) -> watcher_pb2.ListAgentsResponse:

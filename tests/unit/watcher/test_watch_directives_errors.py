@@ -15,6 +15,7 @@ from gateway.config import load_config
 from gateway.home import ensure_home, read_internal_token
 from gateway.v1 import watcher_pb2
 from services.watcher.directive_hub import DirectiveHub
+from services.watcher.lineage import Lineage
 from services.watcher.servicer import Sessions
 from services.watcher.sessions import SessionRecord, SessionRegistry
 
@@ -52,7 +53,7 @@ def test_a_bug_in_the_stream_is_internal_with_a_generic_message_and_logged(tmp_p
     config = load_config(tmp_path)
     auth = Authenticator(config.api.keys, read_internal_token(tmp_path))
     hub = DirectiveHub()
-    servicer = Sessions(lambda: (config, auth), BrokenRegistry(clock=lambda: 0), hub, lambda agent: None)
+    servicer = Sessions(lambda: (config, auth), BrokenRegistry(clock=lambda: 0), hub, lambda agent: None, Lineage(clock=lambda: 0))
     context = Context(key)
 
     sent: list[watcher_pb2.Directive] = []

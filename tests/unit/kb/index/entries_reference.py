@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import hashlib
 
+from gateway.markdown import HEADING, closes_fence, opens_fence
 from services.kb.index.entries import (
     _BREAK,
-    _FENCE,
-    _HEADING,
     _LIST_ITEM,
     DEFAULT_IMPORTANCE,
     Entry,
@@ -26,7 +25,7 @@ def parse_entries_reference(lines: list[str], frontmatter: Frontmatter | None = 
     entries: list[Entry] = []
     append = entries.append
     sha256 = hashlib.sha256
-    heading, thematic_break, list_item, fence_open = _HEADING.match, _BREAK.match, _LIST_ITEM.match, _FENCE.match
+    heading, thematic_break, list_item = HEADING.match, _BREAK.match, _LIST_ITEM.match
     # The open block is always the contiguous run of lines block_start..number-1 (any
     # line that is not part of it closes it first); 0 = no open block.
     block_start = 0
@@ -41,7 +40,7 @@ def parse_entries_reference(lines: list[str], frontmatter: Frontmatter | None = 
         number += 1
         stripped = line.strip()
         if fence is not None:
-            if stripped.startswith(fence):
+            if closes_fence(line, fence):
                 fence = None
             continue
         first = stripped[:1]
@@ -84,9 +83,8 @@ def parse_entries_reference(lines: list[str], frontmatter: Frontmatter | None = 
         if marker is not None:
             block_importance = marker
         if first in "`~":
-            fence_match = fence_open(line)
-            if fence_match:
-                fence = fence_match.group(1)[0] * len(fence_match.group(1))
+            fence = opens_fence(line)
+            if fence is not None:
                 block_markup = True  # the fenced lines are not checked one by one
     if block_start:
         _close(entries, lines, block_start, len(lines), block_importance, default, block_markup)
