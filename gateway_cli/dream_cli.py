@@ -1,13 +1,14 @@
-"""``gateway dream …``: a dreaming run now, its status, accepting proposals, reverting a run, an entry's history.
+"""``gateway dream …``: a dreaming run now, its status, accepting or rejecting proposals, reverting a run, an entry's history.
 
 Each command is one call to the dreaming service over gRPC with the home's
 internal token, and prints the text the service renders. Exit codes: 0 when
 the call happened (a run that changed nothing included), 1 when it could not
-(the service is down, a run of the agent is in progress, a revert is refused),
+(the service is down, a run of the agent is in progress, a revert is refused,
+a reject of a proposal already decided),
 2 for bad usage (an unknown agent, proposal, run or op).
 
 ``gateway dream AGENT [--mode auto|propose]`` runs; ``status``, ``accept``,
-``revert`` and ``explain`` followed by an agent id are the subcommands (so an
+``reject``, ``revert`` and ``explain`` followed by an agent id are the subcommands (so an
 agent named ``status`` dreams with ``gateway dream status`` alone).
 ``explain AGENT QUERY...`` prints the history of the entries the words find
 (live, stale or pruned): first seen, moved, retrieved, invalidated, restored.
@@ -31,19 +32,19 @@ from gateway.errors import CommandError
 from gateway.home import read_internal_token
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
 
-SUBCOMMANDS = ("status", "accept", "revert", "explain")
+SUBCOMMANDS = ("status", "accept", "reject", "revert", "explain")
 RUN_DEADLINE_S = DREAM_RUN_DEADLINE_S  # a run waits for the reviewer (reviewerTimeoutSeconds) and a free place
 CALL_DEADLINE_S = 60.0
 USAGE = (
     "usage: gateway dream AGENT [--mode auto|propose] | dream status AGENT | dream accept AGENT ID... "
-    "| dream revert AGENT RUN[/OP] | dream explain AGENT QUERY..."
+    "| dream reject AGENT ID... | dream revert AGENT RUN[/OP] | dream explain AGENT QUERY..."
 )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    dream = sub.add_parser("dream", help="run dreaming now, or: status / accept / revert / explain (through the dreaming service)",
+    dream = sub.add_parser("dream", help="run dreaming now, or: status / accept / reject / revert / explain (through the dreaming service)",
                            description=USAGE)
-    dream.add_argument("words", nargs="+", metavar="AGENT | status AGENT | accept AGENT ID... | revert AGENT RUN[/OP] | explain AGENT QUERY...")
+    dream.add_argument("words", nargs="+", metavar="AGENT | status AGENT | accept AGENT ID... | reject AGENT ID... | revert AGENT RUN[/OP] | explain AGENT QUERY...")
     dream.add_argument("--mode", choices=("auto", "propose"), help="for a run: apply (auto) or only propose")
     dream.add_argument("--home", help="gateway home")
 
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace, home: Path, config: Config) -> int:
     if action == "run" and len(rest) != 1:
         raise CommandError(USAGE)
     if (action in ("status",) and len(rest) != 1 or action == "revert" and len(rest) != 2
-            or action in ("accept", "explain") and len(rest) < 2):
+            or action in ("accept", "reject", "explain") and len(rest) < 2):
         raise CommandError(USAGE)
     if args.mode and action != "run":
         raise CommandError("--mode is for a run: gateway dream AGENT --mode propose")
@@ -78,6 +79,9 @@ def run(args: argparse.Namespace, home: Path, config: Config) -> int:
             elif action == "accept":
                 text = stub.AcceptProposals(dreaming_pb2.AcceptProposalsRequest(agent_id=agent_id, ids=rest[1:]),
                                             timeout=RUN_DEADLINE_S, metadata=metadata).text
+            elif action == "reject":
+                text = stub.RejectProposals(dreaming_pb2.RejectProposalsRequest(agent_id=agent_id, ids=rest[1:]),
+                                            timeout=CALL_DEADLINE_S, metadata=metadata).text
             elif action == "explain":
                 text = stub.ExplainEntry(dreaming_pb2.ExplainEntryRequest(agent_id=agent_id, query=" ".join(rest[1:])),
                                          timeout=CALL_DEADLINE_S, metadata=metadata).text

@@ -157,6 +157,40 @@ class AcceptProposalsRequest(_message.Message):
     ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, agent_id: _Optional[str] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class RejectProposalsRequest(_message.Message):
+    __slots__ = ("agent_id", "ids")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent_id: _Optional[str] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RejectedProposal(_message.Message):
+    __slots__ = ("proposal_id", "op", "file", "text", "rejected_at", "rejected_by")
+    PROPOSAL_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_AT_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_BY_FIELD_NUMBER: _ClassVar[int]
+    proposal_id: str
+    op: str
+    file: str
+    text: str
+    rejected_at: str
+    rejected_by: str
+    def __init__(self, proposal_id: _Optional[str] = ..., op: _Optional[str] = ..., file: _Optional[str] = ..., text: _Optional[str] = ..., rejected_at: _Optional[str] = ..., rejected_by: _Optional[str] = ...) -> None: ...
+
+class RejectReport(_message.Message):
+    __slots__ = ("agent_id", "rejected", "text")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    rejected: _containers.RepeatedCompositeFieldContainer[RejectedProposal]
+    text: str
+    def __init__(self, agent_id: _Optional[str] = ..., rejected: _Optional[_Iterable[_Union[RejectedProposal, _Mapping]]] = ..., text: _Optional[str] = ...) -> None: ...
+
 class RevertDreamRequest(_message.Message):
     __slots__ = ("agent_id", "run_id", "op_id")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]

@@ -49,6 +49,11 @@ class DreamingStub:
                 request_serializer=gateway_dot_v1_dot_dreaming__pb2.AcceptProposalsRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_dreaming__pb2.DreamReport.FromString,
                 _registered_method=True)
+        self.RejectProposals = channel.unary_unary(
+                '/gateway.v1.Dreaming/RejectProposals',
+                request_serializer=gateway_dot_v1_dot_dreaming__pb2.RejectProposalsRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_dreaming__pb2.RejectReport.FromString,
+                _registered_method=True)
         self.RevertDream = channel.unary_unary(
                 '/gateway.v1.Dreaming/RevertDream',
                 request_serializer=gateway_dot_v1_dot_dreaming__pb2.RevertDreamRequest.SerializeToString,
@@ -85,6 +90,18 @@ class DreamingServicer:
         """Apply chosen proposals of propose mode, through the same applier and
         guards. A proposal already accepted and applied is not applied again.
         Needs write access.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RejectProposals(self, request, context):
+        """Reject chosen pending proposals of propose mode: each is recorded in the
+        audit with the caller's key label and the time, leaves the pending list,
+        and a later run drops a reviewer proposal of the same normalized text
+        (reported as skipped, "rejected on <date> by <label>"). FAILED_PRECONDITION
+        naming every id that is not pending (unknown or already decided), and then
+        nothing is rejected. Needs write access.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -128,6 +145,11 @@ def add_DreamingServicer_to_server(servicer, server):
                     servicer.AcceptProposals,
                     request_deserializer=gateway_dot_v1_dot_dreaming__pb2.AcceptProposalsRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_dreaming__pb2.DreamReport.SerializeToString,
+            ),
+            'RejectProposals': grpc.unary_unary_rpc_method_handler(
+                    servicer.RejectProposals,
+                    request_deserializer=gateway_dot_v1_dot_dreaming__pb2.RejectProposalsRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_dreaming__pb2.RejectReport.SerializeToString,
             ),
             'RevertDream': grpc.unary_unary_rpc_method_handler(
                     servicer.RevertDream,
@@ -221,6 +243,33 @@ class Dreaming:
             '/gateway.v1.Dreaming/AcceptProposals',
             gateway_dot_v1_dot_dreaming__pb2.AcceptProposalsRequest.SerializeToString,
             gateway_dot_v1_dot_dreaming__pb2.DreamReport.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RejectProposals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Dreaming/RejectProposals',
+            gateway_dot_v1_dot_dreaming__pb2.RejectProposalsRequest.SerializeToString,
+            gateway_dot_v1_dot_dreaming__pb2.RejectReport.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,4 +1,4 @@
-"""What the dreaming process does for one agent: scheduled nights, manual runs, accept, revert, status.
+"""What the dreaming process does for one agent: scheduled nights, manual runs, accept, reject, revert, status.
 
 Every operation that can write an agent's memory holds the agent's run lock
 (``state.RunLock``, a flock shared with other dreaming processes), so runs,
@@ -25,7 +25,7 @@ import structlog
 from gateway.config import AgentConfig, Config
 from gateway.errors import Aborted, NotFound, Unavailable
 from services.dreaming import nightly
-from services.dreaming.history import explain, pending
+from services.dreaming.history import explain, pending, reject
 from services.dreaming.history.revert import RevertResult, revert_run
 from services.dreaming.model.budgets import budgets_of
 from services.dreaming.model.values import (
@@ -165,6 +165,15 @@ class Dreamer:
         notes = [f"not applied, {pending.NOT_PENDING}: {line}" for line in known]
         notes += [f"not a pending proposal: {', '.join(unknown)}"] if unknown else []
         return replace(report, notes=report.notes + tuple(notes))
+
+    async def reject(self, agent: AgentConfig, ids: list[str], by: str) -> list[reject.Rejection]:
+        """Reject chosen pending proposals (``history.reject``), recorded as by ``by`` now. Raises
+        FailedPrecondition naming the ids not pending (nothing recorded), Aborted when a run is in progress."""
+        lock = await self._locked(agent)
+        try:
+            return await asyncio.to_thread(reject.reject, agent, ids, by, iso(self._deps.now()))
+        finally:
+            lock.release()
 
     async def revert(self, agent: AgentConfig, run_id: str, op_id: str | None) -> RevertResult:
         """Undo a run, or one op of it (``history.revert``): by inverse splice in the files, then the

@@ -12,7 +12,8 @@ The order (docs/concepts/dreaming.md "A run, in order"):
 4. ``review.transcripts.gather``: the agent's transcripts of the lookback window;
 5. ``review.ask.ask``: the reviewer (zero proposals on any failure; the run goes on), not called
    on a quiet night (``review.ask.quiet_night``);
-6. ``apply.selection.select``: ``maxChangesPerRun``, more shrink ops over budget;
+6. ``history.pending.drop_rejected``: a proposal whose text was rejected is skipped; then
+   ``apply.selection.select``: ``maxChangesPerRun``, more shrink ops over budget;
 7. ``apply.applier.plan`` (pure), then in auto mode ``apply.commit.commit`` (pruned archive,
    backup, compare-and-swap, journal); in propose mode nothing is written but the audit, and
    ``history.pending.proposed`` says what the applier would do with each proposal now;
@@ -100,6 +101,7 @@ async def run(
     except (Unsafe, OSError) as exc:
         return _finish(agent, replace(base, reason=str(exc)), deps)
     began, budgets = dict(texts), budgets_of(agent)
+    ledger = pending.read_ledger(audit.read_records(ws))
     passes = deterministic.PassOutcome(text=texts[MEMORY_FILE], steps=[])
     if accepted is None:
         passes = await _or_interrupted(deterministic.run_passes(  # (3)
@@ -122,7 +124,9 @@ async def run(
         outcome = await _or_interrupted(ask.ask(agent, deps.review, texts, over, budgets, gathered), agent, deps, replace(  # (5)
             base, reason="cancelled while the reviewer ran (its caller went away or the service stopped); nothing was changed"))
         proposals = outcome.reply.proposals
-        chosen, left = selection.select(proposals, agent.dreaming.max_changes_per_run, over)  # (6)
+        kept, left = pending.drop_rejected(ledger, list(proposals))
+        chosen, over_limit = selection.select(kept, agent.dreaming.max_changes_per_run, over)  # (6)
+        left += over_limit
     steps.append("applier")
     first = passes.ops + 1
     numbered = {id(p): f"{run_id}/{first + i}" for i, p in enumerate(proposals)}
@@ -132,7 +136,6 @@ async def run(
     report = replace(base, reason=outcome.reason if outcome is not None and not outcome.ok else quiet, summary=summary,
                      reviewer=outcome, notes=tuple(passes.notes))
     if mode == PROPOSE:
-        ledger = pending.read_ledger(audit.read_records(ws))
         results = passes.results + pending.proposed(planned, ledger) + left_out
         report = replace(report, status="proposed" if results else "nothing")
     else:

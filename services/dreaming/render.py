@@ -9,6 +9,7 @@ from services.dreaming.vault.undo import LEFT, line
 
 if TYPE_CHECKING:
     from services.dreaming.dreamer import Status
+    from services.dreaming.history.reject import Rejection
     from services.dreaming.history.revert import RevertResult
 
 
@@ -67,6 +68,13 @@ def status_text(status: Status) -> str:
             if r.reason:
                 line += f"\n      {r.reason}"
             lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def reject_text(agent_id: str, rejected: list[Rejection]) -> str:
+    lines = [f"rejected {len(rejected)} proposal(s) of agent {agent_id}; a later run does not propose the same text again"]
+    lines += [f"  {r.proposal_id} {r.proposal.op} {r.proposal.file} {_quote(r.proposal.content or r.proposal.target)}: "
+              f"rejected on {r.at[:10]} by {r.by}" for r in rejected]
     return "\n".join(lines) + "\n"
 
 

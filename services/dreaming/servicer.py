@@ -11,13 +11,14 @@ import grpc
 from gateway.auth import Authenticator
 from gateway.config import AgentConfig, Config
 from gateway.errors import InvalidArgument
-from gateway.rpc import authorize_call, unary
+from gateway.rpc import authorize_call, caller_label, unary
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
 from services.dreaming.dreamer import Dreamer, Status
 from services.dreaming.history.explain import Explained, render
+from services.dreaming.history.reject import Rejection
 from services.dreaming.history.revert import RevertResult
 from services.dreaming.model.values import AUTO, PROPOSE, OpResult, RunReport
-from services.dreaming.render import report_text, revert_text, status_text
+from services.dreaming.render import reject_text, report_text, revert_text, status_text
 
 pb = dreaming_pb2
 
@@ -53,12 +54,12 @@ def check_run(run_id: str, op_id: str) -> tuple[str, str | None]:
     return run_id, f"{run_id}/{int(number)}"
 
 
-def check_ids(ids: list[str]) -> list[str]:
-    """Proposal ids of an accept. Raises InvalidArgument for none, too many, or a malformed one."""
+def check_ids(ids: list[str], verb: str = "accept") -> list[str]:
+    """Proposal ids of an accept or a reject. Raises InvalidArgument for none, too many, or a malformed one."""
     if not ids:
-        raise InvalidArgument("ids is required: the proposal ids (p-…) to accept, from DREAMS.md or the dream status")
+        raise InvalidArgument(f"ids is required: the proposal ids (p-…) to {verb}, from DREAMS.md or the dream status")
     if len(ids) > MAX_IDS:
-        raise InvalidArgument(f"ids: {len(ids)} ids; at most {MAX_IDS} in one accept")
+        raise InvalidArgument(f"ids: {len(ids)} ids; at most {MAX_IDS} in one {verb}")
     bad = [i for i in ids if not PROPOSAL_ID.fullmatch(i)]
     if bad:
         raise InvalidArgument(f"ids: {_shown(bad[0])} is not a proposal id (p- and 12 hex digits)")
@@ -102,6 +103,14 @@ def status_pb(status: Status) -> dreaming_pb2.DreamStatus:
         last_run=last_pb,
         pending=[op_pb(r) for r in status.pending], last_night=status.last_night, text=status_text(status),
     )
+
+
+def reject_pb(agent_id: str, rejected: list[Rejection]) -> dreaming_pb2.RejectReport:
+    return pb.RejectReport(agent_id=agent_id, text=reject_text(agent_id, rejected), rejected=[
+        pb.RejectedProposal(proposal_id=r.proposal_id, op=r.proposal.op, file=r.proposal.file,
+                            text=r.proposal.content or r.proposal.target, rejected_at=r.at, rejected_by=r.by)
+        for r in rejected
+    ])
 
 
 def revert_pb(result: RevertResult) -> dreaming_pb2.RevertReport:
@@ -163,6 +172,12 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
     async def AcceptProposals(self, request: dreaming_pb2.AcceptProposalsRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamReport:  # noqa: N802
         agent = self._agent(context, request.agent_id, write=True)
         return report_pb(await self._dreamer.accept(agent, check_ids(list(request.ids))))
+
+    @unary
+    async def RejectProposals(self, request: dreaming_pb2.RejectProposalsRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.RejectReport:  # noqa: N802
+        agent = self._agent(context, request.agent_id, write=True)
+        rejected = await self._dreamer.reject(agent, check_ids(list(request.ids), "reject"), caller_label() or "unknown")
+        return reject_pb(agent.id, rejected)
 
     @unary
     async def RevertDream(self, request: dreaming_pb2.RevertDreamRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.RevertReport:  # noqa: N802

@@ -4,7 +4,7 @@ The matrix sends the same request in every column (only the key and the agent
 change), so a refusal is about the key and never about the body. When a column
 is expected to be *allowed*, the request is made to really succeed: ``Prep``
 first creates what it needs through the internal token (a note to read, a
-session to report on, a dream run to revert, a proposal to accept), under a
+session to report on, a dream run to revert, a proposal to accept or reject), under a
 fresh name each time. An RPC with no entry in ``REQUESTS`` (one added later)
 is still in the matrix, with only its agent id set: its allowed cases may then
 be a 4xx for the body, which the matrix accepts (not 401/403) and reports.
@@ -47,6 +47,7 @@ ACCESS: dict[str, str] = {
     "gateway.v1.Dreaming.RunNow": WRITE,
     "gateway.v1.Dreaming.GetDreamStatus": READ,
     "gateway.v1.Dreaming.AcceptProposals": WRITE,
+    "gateway.v1.Dreaming.RejectProposals": WRITE,
     "gateway.v1.Dreaming.RevertDream": WRITE,
     "gateway.v1.Dreaming.ExplainEntry": READ,
     "gateway.v1.WorkspaceFiles.GetFile": READ,
@@ -186,6 +187,7 @@ REQUESTS: dict[str, Builder] = {
     "gateway.v1.Dreaming.RunNow": lambda p, a, r: {},
     "gateway.v1.Dreaming.GetDreamStatus": lambda p, a, r: {},
     "gateway.v1.Dreaming.AcceptProposals": lambda p, a, r: {"ids": [p.proposal(a) if r else ABSENT_PROPOSAL]},
+    "gateway.v1.Dreaming.RejectProposals": lambda p, a, r: {"ids": [p.proposal(a) if r else ABSENT_PROPOSAL]},
     "gateway.v1.Dreaming.RevertDream": lambda p, a, r: {"run_id": p.applied_run(a) if r else ABSENT_RUN},
     "gateway.v1.Dreaming.ExplainEntry": lambda p, a, r: {"query": "matrix"},
     "gateway.v1.WorkspaceFiles.GetFile": lambda p, a, r: {"filename": "SOUL.md"},

@@ -18,6 +18,11 @@ and all of these hold:
   the route-out and the staleness GC are listed by propose mode as what an
   auto run would do; they are never accepted.
 
+A proposal can also be **rejected** (``RejectProposals``, ``gateway dream reject``): a
+``rejected`` record says who rejected it and when; it leaves the pending list,
+and a later run drops a reviewer proposal of the same op whose normalized text
+(``rejection_key``) matches, as ``skipped`` with the rejection as its reason.
+
 The status (``gateway dream status``, GetDreamStatus), the accept, and a run in
 propose mode (which records a proposal that is applied or already in effect as
 ``skipped``, saying why, never as ``proposed``) all use this one rule, so they
@@ -64,6 +69,24 @@ class Proposed:
     note: str
 
 
+@dataclass(frozen=True)
+class Rejected:
+    """A rejection: when (ISO 8601, UTC) and by which key label."""
+
+    at: str
+    by: str
+
+    def says(self) -> str:
+        return f"rejected on {self.at[:10]} by {self.by}"
+
+
+def rejection_key(proposal: Proposal) -> str:
+    """The op and its text (the content, or the target of a remove), case and spacing folded:
+    a rejected proposal is not proposed again for the same key."""
+    text = proposal.content if proposal.content.strip() else proposal.target
+    return f"{proposal.op}:{' '.join(text.split()).casefold()}"
+
+
 @dataclass
 class Ledger:
     """What audit.jsonl says of each proposal id (module docstring)."""
@@ -72,6 +95,8 @@ class Ledger:
     applied: dict[str, Applied] = field(default_factory=dict)  # applied, not reverted since
     reverted: dict[str, str] = field(default_factory=dict)  # id → the run whose op on it was reverted
     moves: set[str] = field(default_factory=set)  # ids of the passes' moves listed by propose mode
+    rejected: dict[str, Rejected] = field(default_factory=dict)  # id → its rejection
+    rejected_texts: dict[str, Rejected] = field(default_factory=dict)  # rejection_key → its rejection
 
 
 def read_ledger(records: list[audit.Record]) -> Ledger:
@@ -87,6 +112,9 @@ def read_ledger(records: list[audit.Record]) -> Ledger:
                 out.moves.add(pid)
             elif pid not in out.applied:
                 out.proposed[pid] = Proposed(proposal, run, op, str(record.get("reason", "")))
+        elif kind == "rejected" and pid in out.proposed:
+            rejection = Rejected(str(record.get("at", "")), str(record.get("by", "")))
+            out.rejected[pid] = out.rejected_texts[rejection_key(out.proposed.pop(pid).proposal)] = rejection
         elif kind == "op" and record.get("status") == "applied":
             by_op[op] = pid
             out.applied[pid] = Applied(run, op)
@@ -135,6 +163,8 @@ def why_not(ledger: Ledger, pid: str, texts: Mapping[str, str] | None, budgets: 
     """Why ``pid`` is not pending ("" when nothing is known of it): for an accept's answer."""
     if pid in ledger.applied:
         return ledger.applied[pid].says()
+    if pid in ledger.rejected:
+        return f"already {ledger.rejected[pid].says()}"
     if pid in ledger.proposed and texts is not None:
         item = ledger.proposed[pid]
         result = plan(texts, [(item.op, item.proposal)], budgets)
@@ -174,3 +204,16 @@ def proposed(result: Plan, ledger: Ledger) -> list[OpResult]:
         reason = "" if r.status == "applied" else f"the applier would skip it now: {r.reason}"
         out.append(replace(r, status="proposed", reason=reason, chars_removed=0, chars_inserted=0))
     return out
+
+
+def drop_rejected(ledger: Ledger, proposals: list[Proposal]) -> tuple[list[Proposal], list[tuple[Proposal, str]]]:
+    """``proposals`` split into those kept and those whose text was rejected, each with the rejection."""
+    kept: list[Proposal] = []
+    dropped: list[tuple[Proposal, str]] = []
+    for p in proposals:
+        rejection = ledger.rejected_texts.get(rejection_key(p))
+        if rejection is None:
+            kept.append(p)
+        else:
+            dropped.append((p, rejection.says()))
+    return kept, dropped

@@ -9,7 +9,8 @@
   proposal (applied, skipped, proposed or restored, with its reason and the
   full proposal), one ``promotion`` record per applied durable add offered to
   the shared vault (its outcome, the note, the reason, the links added),
-  ``accepted`` records for proposals accepted later, ``revert`` records (the
+  ``accepted`` records for proposals accepted later, ``rejected`` records (the
+  id, when and by which key label: ``history/reject.py``), ``revert`` records (the
   ops undone, and what became of each shared promotion of them: ``vault``, and
   ``notesLeft``, the notes a revert had to leave in the vault), and
   ``skip`` records for scheduled runs that did not happen (the quiet window, a

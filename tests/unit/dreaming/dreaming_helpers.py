@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from gateway.config import DreamingSettings, build
+from gateway.config import AgentConfig, DreamingSettings, build
 from gateway.config_migrations import CURRENT_VERSION
 
 NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
@@ -21,6 +21,16 @@ def settings(**overrides: Any) -> DreamingSettings:
     """The gateway's default dreaming settings (as config.json gives them), with overrides."""
     config = build({"configVersion": CURRENT_VERSION, "agents": [{"id": "alfred"}]}, Path("/nonexistent"))
     return dataclasses.replace(config.agents[0].dreaming, **overrides)
+
+
+def agent_with_memory(home: Path, memory: str) -> AgentConfig:
+    """Agent alfred under ``home`` with ``memory`` as its MEMORY.md and the staleness GC (which asks
+    the KB first) off: for runs about the reviewer's ops and the applier."""
+    config = build({"configVersion": CURRENT_VERSION, "agents": [{"id": "alfred", "dreaming": {"staleness": {"enabled": False}}}]}, home)
+    agent = config.agents[0]
+    agent.workspace.mkdir(parents=True)
+    (agent.workspace / "MEMORY.md").write_text(memory)
+    return agent
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:

@@ -10,10 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from dreaming_helpers import NOW
+from dreaming_helpers import NOW, agent_with_memory
 
-from gateway.config import AgentConfig, build
-from gateway.config_migrations import CURRENT_VERSION
+from gateway.config import AgentConfig
 from services.dreaming import nightly
 from services.dreaming.apply.recall import Hit
 from services.dreaming.model.values import MANUAL, Proposal, ReviewerOutcome, ReviewerReply
@@ -37,12 +36,7 @@ class StuckIndex:
 
 
 def agent_in(home: Path) -> AgentConfig:
-    # The staleness GC (which asks the KB first) is off: these runs are about the applier's recall check.
-    config = build({"configVersion": CURRENT_VERSION, "agents": [{"id": "alfred", "dreaming": {"staleness": {"enabled": False}}}]}, home)
-    agent = config.agents[0]
-    agent.workspace.mkdir(parents=True)
-    (agent.workspace / "MEMORY.md").write_text(MEMORY)
-    return agent
+    return agent_with_memory(home, MEMORY)
 
 
 def records(path: Path) -> list[dict[str, object]]:

@@ -26,6 +26,8 @@ def test_proposal_ids() -> None:
         check_ids([])
     with pytest.raises(InvalidArgument, match="at most 100"):
         check_ids(["p-0123456789ab"] * 101)
+    with pytest.raises(InvalidArgument, match="at most 100 in one reject"):
+        check_ids(["p-0123456789ab"] * 101, "reject")
     with pytest.raises(InvalidArgument, match="not a proposal id") as caught:
         check_ids(["p" * 5000])
     assert len(caught.value.message) < 200
