@@ -149,6 +149,102 @@ class DreamStatus(_message.Message):
     text: str
     def __init__(self, agent_id: _Optional[str] = ..., scheduled: _Optional[bool] = ..., mode: _Optional[str] = ..., next_run_at: _Optional[str] = ..., last_run: _Optional[_Union[LastRun, _Mapping]] = ..., pending: _Optional[_Iterable[_Union[DreamOp, _Mapping]]] = ..., last_night: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
+class ListDreamRunsRequest(_message.Message):
+    __slots__ = ("agent_id", "page_size", "page_token")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, agent_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class OpChange(_message.Message):
+    __slots__ = ("file", "before", "after", "start_line", "end_line", "cut")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    START_LINE_FIELD_NUMBER: _ClassVar[int]
+    END_LINE_FIELD_NUMBER: _ClassVar[int]
+    CUT_FIELD_NUMBER: _ClassVar[int]
+    file: str
+    before: str
+    after: str
+    start_line: int
+    end_line: int
+    cut: bool
+    def __init__(self, file: _Optional[str] = ..., before: _Optional[str] = ..., after: _Optional[str] = ..., start_line: _Optional[int] = ..., end_line: _Optional[int] = ..., cut: _Optional[bool] = ...) -> None: ...
+
+class DreamRunOp(_message.Message):
+    __slots__ = ("op_id", "proposal_id", "op", "file", "tier", "topic", "status", "reason", "proposal_reason", "pending", "changes", "decided_by", "decided_at")
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    PROPOSAL_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PROPOSAL_REASON_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    op_id: str
+    proposal_id: str
+    op: str
+    file: str
+    tier: str
+    topic: str
+    status: str
+    reason: str
+    proposal_reason: str
+    pending: bool
+    changes: _containers.RepeatedCompositeFieldContainer[OpChange]
+    decided_by: str
+    decided_at: str
+    def __init__(self, op_id: _Optional[str] = ..., proposal_id: _Optional[str] = ..., op: _Optional[str] = ..., file: _Optional[str] = ..., tier: _Optional[str] = ..., topic: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., proposal_reason: _Optional[str] = ..., pending: _Optional[bool] = ..., changes: _Optional[_Iterable[_Union[OpChange, _Mapping]]] = ..., decided_by: _Optional[str] = ..., decided_at: _Optional[str] = ...) -> None: ...
+
+class DreamRun(_message.Message):
+    __slots__ = ("run_id", "trigger", "mode", "status", "reason", "started_at", "finished_at", "steps", "summary", "notes", "ops", "ops_total")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    OPS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    trigger: str
+    mode: str
+    status: str
+    reason: str
+    started_at: str
+    finished_at: str
+    steps: _containers.RepeatedScalarFieldContainer[str]
+    summary: str
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    ops: _containers.RepeatedCompositeFieldContainer[DreamRunOp]
+    ops_total: int
+    def __init__(self, run_id: _Optional[str] = ..., trigger: _Optional[str] = ..., mode: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., started_at: _Optional[str] = ..., finished_at: _Optional[str] = ..., steps: _Optional[_Iterable[str]] = ..., summary: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ..., ops: _Optional[_Iterable[_Union[DreamRunOp, _Mapping]]] = ..., ops_total: _Optional[int] = ...) -> None: ...
+
+class DreamRuns(_message.Message):
+    __slots__ = ("agent_id", "runs", "next_page_token", "cut")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CUT_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    runs: _containers.RepeatedCompositeFieldContainer[DreamRun]
+    next_page_token: str
+    cut: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent_id: _Optional[str] = ..., runs: _Optional[_Iterable[_Union[DreamRun, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., cut: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class AcceptProposalsRequest(_message.Message):
     __slots__ = ("agent_id", "ids")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]

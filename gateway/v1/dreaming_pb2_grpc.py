@@ -44,6 +44,11 @@ class DreamingStub:
                 request_serializer=gateway_dot_v1_dot_dreaming__pb2.GetDreamStatusRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_dreaming__pb2.DreamStatus.FromString,
                 _registered_method=True)
+        self.ListDreamRuns = channel.unary_unary(
+                '/gateway.v1.Dreaming/ListDreamRuns',
+                request_serializer=gateway_dot_v1_dot_dreaming__pb2.ListDreamRunsRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_dreaming__pb2.DreamRuns.FromString,
+                _registered_method=True)
         self.AcceptProposals = channel.unary_unary(
                 '/gateway.v1.Dreaming/AcceptProposals',
                 request_serializer=gateway_dot_v1_dot_dreaming__pb2.AcceptProposalsRequest.SerializeToString,
@@ -81,6 +86,16 @@ class DreamingServicer:
 
     def GetDreamStatus(self, request, context):
         """The next scheduled run, the last run's result and the pending proposals.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDreamRuns(self, request, context):
+        """The agent's runs, newest first, from its audit log (audit.jsonl), each op
+        with its reason, its status now and exactly what it changed (before and
+        after text, from the journal for an op that was applied; from the proposal
+        otherwise). Paged; an answer is bounded (DreamRuns.cut says what was cut).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -140,6 +155,11 @@ def add_DreamingServicer_to_server(servicer, server):
                     servicer.GetDreamStatus,
                     request_deserializer=gateway_dot_v1_dot_dreaming__pb2.GetDreamStatusRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_dreaming__pb2.DreamStatus.SerializeToString,
+            ),
+            'ListDreamRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDreamRuns,
+                    request_deserializer=gateway_dot_v1_dot_dreaming__pb2.ListDreamRunsRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_dreaming__pb2.DreamRuns.SerializeToString,
             ),
             'AcceptProposals': grpc.unary_unary_rpc_method_handler(
                     servicer.AcceptProposals,
@@ -216,6 +236,33 @@ class Dreaming:
             '/gateway.v1.Dreaming/GetDreamStatus',
             gateway_dot_v1_dot_dreaming__pb2.GetDreamStatusRequest.SerializeToString,
             gateway_dot_v1_dot_dreaming__pb2.DreamStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDreamRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Dreaming/ListDreamRuns',
+            gateway_dot_v1_dot_dreaming__pb2.ListDreamRunsRequest.SerializeToString,
+            gateway_dot_v1_dot_dreaming__pb2.DreamRuns.FromString,
             options,
             channel_credentials,
             insecure,

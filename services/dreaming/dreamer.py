@@ -25,7 +25,7 @@ import structlog
 from gateway.config import AgentConfig, Config
 from gateway.errors import Aborted, NotFound, Unavailable
 from services.dreaming import nightly
-from services.dreaming.history import explain, pending, reject
+from services.dreaming.history import explain, pending, reject, runs
 from services.dreaming.history.revert import RevertResult, revert_run
 from services.dreaming.model.budgets import budgets_of
 from services.dreaming.model.values import (
@@ -201,6 +201,11 @@ class Dreamer:
             return await explain.explain(agent, self._deps.index, query, limit)
         except PeerUnavailable as exc:
             raise Unavailable(str(exc)) from None
+
+    async def list_runs(self, agent: AgentConfig, size: int, token: str) -> runs.Page:
+        """A page of the agent's runs (``history.runs``): read-only, no lock. Raises InvalidArgument
+        for a page token that names no run."""
+        return await asyncio.to_thread(runs.list_runs, agent, size, token)
 
     def status(self, agent: AgentConfig) -> Status:
         state = self._store.read(agent.id)

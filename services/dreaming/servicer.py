@@ -15,6 +15,7 @@ from gateway.rpc import authorize_call, caller_label, unary
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
 from services.dreaming.dreamer import Dreamer, Status
 from services.dreaming.history.explain import Explained, render
+from services.dreaming.history import runs
 from services.dreaming.history.reject import Rejection
 from services.dreaming.history.revert import RevertResult
 from services.dreaming.model.values import AUTO, PROPOSE, OpResult, RunReport
@@ -105,6 +106,31 @@ def status_pb(status: Status) -> dreaming_pb2.DreamStatus:
     )
 
 
+def run_op_pb(o: runs.RunOp) -> dreaming_pb2.DreamRunOp:
+    return pb.DreamRunOp(
+        op_id=o.op_id, proposal_id=o.proposal_id, op=o.op, file=o.file, tier=o.tier, topic=o.topic, status=o.status,
+        reason=o.reason, proposal_reason=o.proposal_reason, pending=o.pending, decided_by=o.decided_by,
+        decided_at=o.decided_at, changes=[
+            pb.OpChange(file=c.file, before=c.before, after=c.after, start_line=c.start_line, end_line=c.end_line, cut=c.cut)
+            for c in o.changes
+        ],
+    )
+
+
+def runs_pb(agent_id: str, page: runs.Page) -> dreaming_pb2.DreamRuns:
+    def run_pb(run: runs.Run) -> dreaming_pb2.DreamRun:
+        r = run.record
+        return pb.DreamRun(
+            run_id=str(r.get("run", "")), trigger=str(r.get("trigger", "")), mode=str(r.get("mode", "")),
+            status=str(r.get("status", "")), reason=str(r.get("reason", "")), started_at=str(r.get("startedAt", "")),
+            finished_at=str(r.get("finishedAt", "")), steps=[str(s) for s in r.get("steps") or []],
+            summary=str(r.get("summary", "")), notes=[str(n) for n in r.get("notes") or []],
+            ops=[run_op_pb(o) for o in run.ops], ops_total=run.ops_total,
+        )
+
+    return pb.DreamRuns(agent_id=agent_id, runs=[run_pb(r) for r in page.runs], next_page_token=page.next_token, cut=page.cut)
+
+
 def reject_pb(agent_id: str, rejected: list[Rejection]) -> dreaming_pb2.RejectReport:
     return pb.RejectReport(agent_id=agent_id, text=reject_text(agent_id, rejected), rejected=[
         pb.RejectedProposal(proposal_id=r.proposal_id, op=r.proposal.op, file=r.proposal.file,
@@ -167,6 +193,12 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
     async def GetDreamStatus(self, request: dreaming_pb2.GetDreamStatusRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamStatus:  # noqa: N802
         agent = self._agent(context, request.agent_id, write=False)
         return status_pb(self._dreamer.status(agent))
+
+    @unary
+    async def ListDreamRuns(self, request: dreaming_pb2.ListDreamRunsRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamRuns:  # noqa: N802
+        agent = self._agent(context, request.agent_id, write=False)
+        page = await self._dreamer.list_runs(agent, runs.page_size(request.page_size), request.page_token)
+        return runs_pb(agent.id, page)
 
     @unary
     async def AcceptProposals(self, request: dreaming_pb2.AcceptProposalsRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamReport:  # noqa: N802

@@ -46,6 +46,7 @@ READ, WRITE = "read", "write"
 ACCESS: dict[str, str] = {
     "gateway.v1.Dreaming.RunNow": WRITE,
     "gateway.v1.Dreaming.GetDreamStatus": READ,
+    "gateway.v1.Dreaming.ListDreamRuns": READ,
     "gateway.v1.Dreaming.AcceptProposals": WRITE,
     "gateway.v1.Dreaming.RejectProposals": WRITE,
     "gateway.v1.Dreaming.RevertDream": WRITE,
@@ -186,6 +187,7 @@ def _note_or_absent(p: Prep, agent: str, ready: bool, retired: bool = False) -> 
 REQUESTS: dict[str, Builder] = {
     "gateway.v1.Dreaming.RunNow": lambda p, a, r: {},
     "gateway.v1.Dreaming.GetDreamStatus": lambda p, a, r: {},
+    "gateway.v1.Dreaming.ListDreamRuns": lambda p, a, r: {},
     "gateway.v1.Dreaming.AcceptProposals": lambda p, a, r: {"ids": [p.proposal(a) if r else ABSENT_PROPOSAL]},
     "gateway.v1.Dreaming.RejectProposals": lambda p, a, r: {"ids": [p.proposal(a) if r else ABSENT_PROPOSAL]},
     "gateway.v1.Dreaming.RevertDream": lambda p, a, r: {"run_id": p.applied_run(a) if r else ABSENT_RUN},

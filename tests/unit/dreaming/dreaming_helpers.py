@@ -1,10 +1,12 @@
 """Helpers shared by the dreaming unit tests (imported by name: the test dir is on sys.path):
-default settings, transcript records and files, a fixed clock."""
+default settings, transcript records and files, a fixed clock, a run with a scripted reviewer."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+from collections.abc import Sequence
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,6 +14,9 @@ from typing import Any
 
 from gateway.config import AgentConfig, DreamingSettings, build
 from gateway.config_migrations import CURRENT_VERSION
+from services.dreaming import nightly
+from services.dreaming.apply.recall import Hit
+from services.dreaming.model.values import MANUAL, Proposal, ReviewerOutcome, ReviewerReply, RunReport
 
 NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 REVIEWERS = Path(__file__).resolve().parents[2] / "reviewers"
@@ -31,6 +36,25 @@ def agent_with_memory(home: Path, memory: str) -> AgentConfig:
     agent.workspace.mkdir(parents=True)
     (agent.workspace / "MEMORY.md").write_text(memory)
     return agent
+
+
+class QuietIndex:
+    """A KB that finds nothing: the recall check restores whatever a run removed."""
+
+    async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
+        return None
+
+    async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]:
+        return []
+
+
+def dream(agent: AgentConfig, mode: str, *proposals: Proposal, run_id: str) -> RunReport:
+    """One manual run of ``agent`` in ``mode`` whose reviewer proposes ``proposals``."""
+    async def review(agent: AgentConfig, prompt: str) -> ReviewerOutcome:
+        return ReviewerOutcome(ReviewerReply("ops", tuple(proposals)), ok=True)
+
+    deps = nightly.Deps(index=QuietIndex(), review=review, now=lambda: NOW)
+    return asyncio.run(nightly.run(agent, deps, mode=mode, trigger=MANUAL, run_id=run_id))
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:

@@ -3,24 +3,19 @@ list, all or nothing, and a later run drops a reviewer proposal of the same text
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Sequence
-from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dreaming_helpers import NOW, agent_with_memory
+from dreaming_helpers import agent_with_memory, dream
 
 from gateway.config import AgentConfig
 from gateway.errors import FailedPrecondition, NotFound
-from services.dreaming import nightly
-from services.dreaming.apply.recall import Hit
 from services.dreaming.history.pending import pending, read_ledger, rejection_key, why_not
 from services.dreaming.history.reject import reject
 from services.dreaming.model.budgets import Budgets
-from services.dreaming.model.values import MANUAL, PROPOSE, Proposal, ReviewerOutcome, ReviewerReply
+from services.dreaming.model.values import PROPOSE, Proposal
 
 BUDGETS = Budgets(memory_chars=0, user_chars=0, write_routing=True)
 MEMORY = "# Memory\n\n- The ferry leaves at noon.\n" + "".join(f"- Quay {n} has a crane.\n" for n in range(20))
@@ -37,14 +32,6 @@ def rejected(p: Proposal, by: str = "ops") -> dict[str, Any]:
     return {"kind": "rejected", "id": p.id, "at": AT, "by": by}
 
 
-class QuietIndex:
-    async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
-        return None
-
-    async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]:
-        return []
-
-
 def agent_in(home: Path) -> AgentConfig:
     return agent_with_memory(home, MEMORY)
 
@@ -55,11 +42,7 @@ def audit_of(agent: AgentConfig) -> list[dict[str, Any]]:
 
 
 def propose(agent: AgentConfig, *proposals: Proposal, run_id: str) -> None:
-    async def review(agent: AgentConfig, prompt: str) -> ReviewerOutcome:
-        return ReviewerOutcome(ReviewerReply("ops", tuple(proposals)), ok=True)
-
-    deps = nightly.Deps(index=QuietIndex(), review=review, now=lambda: NOW.astimezone(UTC))
-    asyncio.run(nightly.run(agent, deps, mode=PROPOSE, trigger=MANUAL, run_id=run_id))
+    dream(agent, PROPOSE, *proposals, run_id=run_id)
 
 
 def test_a_rejected_proposal_leaves_the_pending_list_and_says_who_rejected_it() -> None:
