@@ -384,6 +384,16 @@ def dreams_revert(tour: Tour, block: str) -> None:
     assert "- Jan prefers email over phone." in memory(tour.demo)
 
 
+@example("gateway dream reject alfred p-220c4f3b9474", "docs/how-to/dreams.md")
+def dreams_reject(tour: Tour, block: str) -> None:
+    again = tour.sh("gateway dream alfred\n", None, tour.env(tour.demo))  # reverted: proposed again, pending again
+    [pid] = re.findall(re.escape(NEW_NOTES[1]) + r".*\[(p-[0-9a-f]{12})\]", again)
+    out = tour.sh(block.replace("p-220c4f3b9474", pid), None, tour.env(tour.demo))
+    assert out.startswith("rejected 1 proposal") and pid in out, out
+    status = tour.sh("gateway dream status alfred\n", None, tour.env(tour.demo))
+    assert pid not in status, status
+
+
 TASK_LOG = ("# Memory\n\n## Tasks\n" + "".join(f"- [x] calibrated gauge {i} on the north pier\n" for i in range(40))
             + "\n## Harbour log\n" + "".join(f"- 2026-09-{1 + i % 28:02d} tide table check number {i} with Mara\n" for i in range(150)))
 
