@@ -282,6 +282,11 @@ def test_disabled_archive_creates_nothing(ksuite: Suite, kb: kb_pb2_grpc.Knowled
 
 
 def test_auth_and_rest_routes(ksuite: Suite) -> None:
+    ws = workspace(ksuite, "alfred")
+    for rel, text in (("MEMORY.md", "# Memory\n\n- routes\n"), ("memory/a.md", "- a\n"), ("memory/b.md", "- b\n")):
+        if not (ws / rel).exists():  # as earlier tests of the module left it, or alone
+            (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+            (ws / rel).write_text(text)
     with httpx.Client(base_url=ksuite.base_url, timeout=30) as http:
         assert http.get("/api/v1/agents/alfred/memory:search", params={"query": "x"}).status_code == 401
         assert http.get("/api/v1/agents/bob/memory:search", params={"query": "x"}, headers={"X-Api-Key": READER_KEY}).status_code == 403

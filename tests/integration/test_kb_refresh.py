@@ -164,9 +164,9 @@ def test_a_symlink_out_of_the_workspace_is_not_indexed(rsuite: Suite, kb: kb_pb2
     refresh(kb)
 
 
-def test_a_restart_walks_the_tree_and_catches_changes_made_while_down(rsuite: Suite) -> None:
+def test_a_restart_walks_the_tree_and_catches_changes_made_while_down(rsuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
     memory = workspace(rsuite, "alfred") / "memory"
-    rsuite.stop("kb")
+    rsuite.stop("kb")  # ``kb`` settled the index first: what follows is only what changed while down
     (memory / "offline.md").write_text("- written while the KB was down: tamarillo.\n")
     os.unlink(memory / "note07.md")
     rsuite.start("kb")
