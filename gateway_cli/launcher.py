@@ -18,6 +18,7 @@ each of them explicitly.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -29,7 +30,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import grpc
@@ -58,6 +59,24 @@ def _die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def stop_processes(procs: Mapping[str, subprocess.Popen[bytes]], say: Callable[[str], None]) -> None:
+    """SIGTERM each of ``procs`` still running, in their order, then wait for them together: SIGKILL
+    what is still alive ``STOP_TIMEOUT_S`` after the first signal (the launcher's stop; the benches'
+    children too)."""
+    for proc in procs.values():
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for name, proc in procs.items():
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            say(f"{name} did not stop within {STOP_TIMEOUT_S:.0f}s; killing it")
+            proc.kill()
+            proc.wait()
 
 
 def _say(text: str) -> None:
@@ -173,17 +192,7 @@ class Suite:
 
     def stop(self) -> None:
         """SIGTERM every child, newest first; SIGKILL what is still alive after the timeout."""
-        for child in reversed(list(self.children.values())):
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        for name, child in self.children.items():
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _say(f"{name} did not stop within {STOP_TIMEOUT_S:.0f}s; killing it")
-                child.kill()
-                child.wait()
+        stop_processes(dict(reversed(list(self.children.items()))), _say)
 
     def supervise(self) -> int:
         """Block until a signal (exit 0) or a child's death (exit 1)."""

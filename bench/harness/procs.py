@@ -19,11 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from gateway_cli.launcher import stop_processes
 from harness import REPO
 from harness.report import say
 
 START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 10.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -97,18 +97,7 @@ class Children:
         self._stop(dict(reversed(self.procs.items())))
 
     def _stop(self, procs: dict[str, subprocess.Popen[bytes]]) -> None:
-        for proc in procs.values():
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        for name, proc in procs.items():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                say(f"{name} did not stop within {STOP_TIMEOUT_S:.0f}s; killing it")
-                proc.kill()
-                proc.wait()
+        stop_processes(procs, say)
 
 
 def wait_until(children: Children, probe: Callable[[], object], what: str, timeout: float = START_TIMEOUT_S, *,
