@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,6 @@ def http(suite: Suite) -> Iterator[httpx.Client]:
         yield client
 
 
-
-
 # --- the console's browser tests: each module defines ``console_suite`` and skips first without a browser
 
 
@@ -56,10 +55,12 @@ def tab(browser: Any, console_suite: Suite) -> Iterator[Tab]:
 
 
 @pytest.fixture
-def shots(tmp_path: Path) -> Path:
-    """Where a browser test keeps its screenshots: ``screenshots/`` in its pytest temporary folder."""
-    folder = tmp_path / "screenshots"
-    folder.mkdir()
+def shots(request: pytest.FixtureRequest) -> Path:
+    """Where a browser test keeps its screenshots, as the test run's artifacts:
+    ``build/test-artifacts/console/<test module>/`` in the checkout, or under ``$CONSOLE_SHOTS``."""
+    root = Path(os.environ.get("CONSOLE_SHOTS") or Path(__file__).resolve().parents[2] / "build" / "test-artifacts" / "console")
+    folder = root / request.module.__name__.rsplit(".", 1)[-1]
+    folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 

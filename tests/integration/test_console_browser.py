@@ -2,8 +2,8 @@
 
 Sign-in with a read-only key, a write key, a scoped key and a wrong one; the Agents page's budget
 bar moving after a PUT made outside the page, without a reload; the Memory page's read and save;
-and hostile memory text rendered as inert text. Each test keeps a screenshot of its page in its
-pytest temporary folder (``screenshots/``).
+and hostile memory text rendered as inert text. Each test keeps a screenshot of its page in
+``build/test-artifacts/console/`` (conftest ``shots``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The console's Dreams page in headless Chromium against the real suite, with a scripted reviewer:
 a propose run's proposals shown as diffs, Accept applying exactly the chosen ones, Revert undoing one
 op, a refused revert showing the suite's reason and changing nothing, and a read-only key seeing no
-button. Each test keeps a screenshot of its page in its pytest temporary folder (``screenshots/``)."""
+button. Each test keeps a screenshot of its page in ``build/test-artifacts/console/`` (conftest ``shots``)."""
 
 from __future__ import annotations
 
