@@ -188,7 +188,7 @@ def not_promoted(agent: AgentConfig, promoter: Promoter | None, mode: str, resul
     if promoter is None:
         return "the dreaming service has no shared KB to promote to"
     if mode == PROPOSE:
-        return "a propose run writes nothing, so it promotes nothing"
+        return "a propose run promotes nothing"
     candidates = promotable(results)
     if not candidates:
         return "no candidate: the run applied no durable add to MEMORY.md or USER.md"

@@ -160,7 +160,7 @@ def agent_with(home: Path, shared: dict[str, Any]) -> AgentConfig:
 @pytest.mark.parametrize(("shared", "mode", "results", "promotions", "why"), [
     ({"enabled": False}, "auto", _applied(TEA), [], "shared promotion is off for this agent (knowledge.shared.enabled is false)"),
     ({"mode": "propose"}, "auto", _applied(TEA), [], "shared promotion is off for this agent (knowledge.shared.mode is 'propose')"),
-    ({}, PROPOSE, [], [], "a propose run writes nothing, so it promotes nothing"),
+    ({}, PROPOSE, [], [], "a propose run promotes nothing"),
     ({}, "auto", [OpResult("r1/1", TEA, "skipped", "over the limit")], [],
      "no candidate: the run applied no durable add to MEMORY.md or USER.md"),
     ({}, "auto", _applied(TEA, FERRY), [Promotion("r1/1", "p1", "unchanged", "tea", "already there"),
