@@ -112,7 +112,7 @@ class GetDreamStatusRequest(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
 
 class LastRun(_message.Message):
-    __slots__ = ("run_id", "trigger", "mode", "status", "reason", "started_at", "finished_at")
+    __slots__ = ("run_id", "trigger", "mode", "status", "reason", "started_at", "finished_at", "ops_applied", "ops_skipped", "ops_proposed")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +120,9 @@ class LastRun(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    OPS_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    OPS_SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    OPS_PROPOSED_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     trigger: str
     mode: str
@@ -127,10 +130,27 @@ class LastRun(_message.Message):
     reason: str
     started_at: str
     finished_at: str
-    def __init__(self, run_id: _Optional[str] = ..., trigger: _Optional[str] = ..., mode: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., started_at: _Optional[str] = ..., finished_at: _Optional[str] = ...) -> None: ...
+    ops_applied: int
+    ops_skipped: int
+    ops_proposed: int
+    def __init__(self, run_id: _Optional[str] = ..., trigger: _Optional[str] = ..., mode: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., started_at: _Optional[str] = ..., finished_at: _Optional[str] = ..., ops_applied: _Optional[int] = ..., ops_skipped: _Optional[int] = ..., ops_proposed: _Optional[int] = ...) -> None: ...
+
+class RunHealth(_message.Message):
+    __slots__ = ("failures_last_7_days", "last_failure_at", "last_failure_reason", "promoted", "not_promoted")
+    FAILURES_LAST_7_DAYS_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_REASON_FIELD_NUMBER: _ClassVar[int]
+    PROMOTED_FIELD_NUMBER: _ClassVar[int]
+    NOT_PROMOTED_FIELD_NUMBER: _ClassVar[int]
+    failures_last_7_days: int
+    last_failure_at: str
+    last_failure_reason: str
+    promoted: int
+    not_promoted: str
+    def __init__(self, failures_last_7_days: _Optional[int] = ..., last_failure_at: _Optional[str] = ..., last_failure_reason: _Optional[str] = ..., promoted: _Optional[int] = ..., not_promoted: _Optional[str] = ...) -> None: ...
 
 class DreamStatus(_message.Message):
-    __slots__ = ("agent_id", "scheduled", "mode", "next_run_at", "last_run", "pending", "last_night", "text")
+    __slots__ = ("agent_id", "scheduled", "mode", "next_run_at", "last_run", "pending", "last_night", "text", "health")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +159,7 @@ class DreamStatus(_message.Message):
     PENDING_FIELD_NUMBER: _ClassVar[int]
     LAST_NIGHT_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     scheduled: bool
     mode: str
@@ -147,7 +168,8 @@ class DreamStatus(_message.Message):
     pending: _containers.RepeatedCompositeFieldContainer[DreamOp]
     last_night: str
     text: str
-    def __init__(self, agent_id: _Optional[str] = ..., scheduled: _Optional[bool] = ..., mode: _Optional[str] = ..., next_run_at: _Optional[str] = ..., last_run: _Optional[_Union[LastRun, _Mapping]] = ..., pending: _Optional[_Iterable[_Union[DreamOp, _Mapping]]] = ..., last_night: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+    health: RunHealth
+    def __init__(self, agent_id: _Optional[str] = ..., scheduled: _Optional[bool] = ..., mode: _Optional[str] = ..., next_run_at: _Optional[str] = ..., last_run: _Optional[_Union[LastRun, _Mapping]] = ..., pending: _Optional[_Iterable[_Union[DreamOp, _Mapping]]] = ..., last_night: _Optional[str] = ..., text: _Optional[str] = ..., health: _Optional[_Union[RunHealth, _Mapping]] = ...) -> None: ...
 
 class ListDreamRunsRequest(_message.Message):
     __slots__ = ("agent_id", "page_size", "page_token")

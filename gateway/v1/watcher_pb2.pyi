@@ -267,7 +267,7 @@ class ListAgentsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DreamSummary(_message.Message):
-    __slots__ = ("known", "reason", "scheduled", "mode", "next_run_at", "last_run_id", "last_run_at", "last_status", "last_reason", "pending_proposals")
+    __slots__ = ("known", "reason", "scheduled", "mode", "next_run_at", "last_run_id", "last_run_at", "last_status", "last_reason", "pending_proposals", "ops_applied", "ops_skipped", "ops_proposed", "failures_last_7_days", "last_failure_at", "last_failure_reason", "not_promoted", "promoted")
     KNOWN_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_FIELD_NUMBER: _ClassVar[int]
@@ -278,6 +278,14 @@ class DreamSummary(_message.Message):
     LAST_STATUS_FIELD_NUMBER: _ClassVar[int]
     LAST_REASON_FIELD_NUMBER: _ClassVar[int]
     PENDING_PROPOSALS_FIELD_NUMBER: _ClassVar[int]
+    OPS_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    OPS_SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    OPS_PROPOSED_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_LAST_7_DAYS_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_REASON_FIELD_NUMBER: _ClassVar[int]
+    NOT_PROMOTED_FIELD_NUMBER: _ClassVar[int]
+    PROMOTED_FIELD_NUMBER: _ClassVar[int]
     known: bool
     reason: str
     scheduled: bool
@@ -288,7 +296,15 @@ class DreamSummary(_message.Message):
     last_status: str
     last_reason: str
     pending_proposals: int
-    def __init__(self, known: _Optional[bool] = ..., reason: _Optional[str] = ..., scheduled: _Optional[bool] = ..., mode: _Optional[str] = ..., next_run_at: _Optional[str] = ..., last_run_id: _Optional[str] = ..., last_run_at: _Optional[str] = ..., last_status: _Optional[str] = ..., last_reason: _Optional[str] = ..., pending_proposals: _Optional[int] = ...) -> None: ...
+    ops_applied: int
+    ops_skipped: int
+    ops_proposed: int
+    failures_last_7_days: int
+    last_failure_at: str
+    last_failure_reason: str
+    not_promoted: str
+    promoted: int
+    def __init__(self, known: _Optional[bool] = ..., reason: _Optional[str] = ..., scheduled: _Optional[bool] = ..., mode: _Optional[str] = ..., next_run_at: _Optional[str] = ..., last_run_id: _Optional[str] = ..., last_run_at: _Optional[str] = ..., last_status: _Optional[str] = ..., last_reason: _Optional[str] = ..., pending_proposals: _Optional[int] = ..., ops_applied: _Optional[int] = ..., ops_skipped: _Optional[int] = ..., ops_proposed: _Optional[int] = ..., failures_last_7_days: _Optional[int] = ..., last_failure_at: _Optional[str] = ..., last_failure_reason: _Optional[str] = ..., not_promoted: _Optional[str] = ..., promoted: _Optional[int] = ...) -> None: ...
 
 class AgentSummary(_message.Message):
     __slots__ = ("agent_id", "writable", "files", "over_budget", "last_activity_ms", "sessions", "dream")

@@ -26,6 +26,7 @@ from gateway.config import AgentConfig, Config
 from gateway.errors import Aborted, NotFound, Unavailable
 from services.dreaming import nightly
 from services.dreaming.history import explain, pending, reject, runs
+from services.dreaming.history.health import Health, OpCounts, op_counts, run_health
 from services.dreaming.history.revert import RevertResult, revert_run
 from services.dreaming.model.budgets import budgets_of
 from services.dreaming.model.values import (
@@ -59,6 +60,8 @@ class Status:
     pending: list[OpResult]
     last_night: str
     why_not: str = ""
+    last_ops: OpCounts = OpCounts()
+    health: Health = Health()
 
 
 def why_not_scheduled(agent: AgentConfig) -> str:
@@ -210,12 +213,15 @@ class Dreamer:
     def status(self, agent: AgentConfig) -> Status:
         state = self._store.read(agent.id)
         nxt = self.scheduler.next_run(agent.id) if self.scheduler is not None else None
-        ledger = pending.read_ledger(audit.read_records(agent.workspace))
-        waiting = pending.pending(ledger, pending.current_texts(agent), budgets_of(agent))
+        records = audit.read_records(agent.workspace)
+        waiting = pending.pending(pending.read_ledger(records), pending.current_texts(agent), budgets_of(agent))
         proposals = [OpResult(f"{w.run}/-", w.proposal, "proposed", w.note, file=w.proposal.file) for w in waiting.values()]
+        last = state.last_run
         return Status(
             agent_id=agent.id, scheduled=schedulable(agent.dreaming) and nxt is not None, mode=agent.dreaming.mode,
-            next_run_at=iso(nxt) if nxt is not None else "", last_run=state.last_run, pending=proposals,
+            next_run_at=iso(nxt) if nxt is not None else "", last_run=last, pending=proposals,
             last_night=state.last_night.isoformat() if state.last_night else "", why_not=why_not_scheduled(agent),
+            last_ops=op_counts(records, last.run_id) if last is not None else OpCounts(),
+            health=run_health(records, last, self._deps.now()),
         )
 

@@ -47,6 +47,7 @@ from services.dreaming.history import pending
 from services.dreaming.model.archive import Index
 from services.dreaming.model.budgets import budgets_of, over_budget
 from services.dreaming.model.values import (
+    FAILED,
     INTERRUPTED,
     MEMORY_FILE,
     MEMORY_FILES,
@@ -95,7 +96,7 @@ async def run(
     night under (else a new one). Never raises for a reviewer's or a file's trouble: the report says it."""
     started = deps.now()
     run_id, at, ws = run_id or new_run_id(started), iso(started), agent.workspace
-    base = RunReport(run_id=run_id, agent_id=agent.id, mode=mode, trigger=trigger, status="failed", started_at=at)
+    base = RunReport(run_id=run_id, agent_id=agent.id, mode=mode, trigger=trigger, status=FAILED, started_at=at)
     try:
         texts = {name: files.read_text(ws, name) for name in MEMORY_FILES}  # (2)
     except (Unsafe, OSError) as exc:
@@ -157,7 +158,8 @@ async def run(
     results = _in_order(results)
     promoted = await promotion.promote_applied(agent, deps.promoter, run_id, at, results)  # (9)
     report = replace(report, ops=tuple(results), notes=(*report.notes, *promoted.notes), promotions=tuple(promoted.promotions),
-                     steps=(*steps, *promoted.steps, "audit"))
+                     steps=(*steps, *promoted.steps, "audit"),
+                     not_promoted=promotion.not_promoted(agent, deps.promoter, mode, results, promoted.promotions))
     if promoted.cancelled:  # audited, then the cancellation goes on
         _finish(agent, report, deps)
         raise asyncio.CancelledError
@@ -186,7 +188,10 @@ def _changes(agent: AgentConfig, began: dict[str, str], changed: set[str]) -> tu
 
 
 def _finish(agent: AgentConfig, report: RunReport, deps: Deps) -> RunReport:
-    """``report`` finished now and audited (step 11)."""
+    """``report`` finished now and audited (step 11); one that ended before step 9 says so as why nothing was
+    promoted."""
     report = replace(report, finished_at=iso(deps.now()))
+    if not report.promotions and not report.not_promoted and report.status in (FAILED, INTERRUPTED):
+        report = replace(report, not_promoted=f"the run ended ({report.status}) before its promotion step")
     audit.record_run(agent.workspace, report)
     return report

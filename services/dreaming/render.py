@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from services.dreaming.model.values import OpResult, RunReport
+from services.dreaming.model.values import PROPOSE, OpResult, RunReport
 from services.dreaming.vault.undo import LEFT, line
 
 if TYPE_CHECKING:
     from services.dreaming.dreamer import Status
+    from services.dreaming.history.health import Health
     from services.dreaming.history.reject import Rejection
     from services.dreaming.history.revert import RevertResult
 
@@ -57,8 +58,12 @@ def status_text(status: Status) -> str:
     if last is not None:
         lines.append(f"  last run: {last.run_id} ({last.trigger}, {last.mode}) {last.status} at {last.started_at}"
                      + (f": {last.reason}" if last.reason else ""))
+        ops = status.last_ops
+        lines.append(f"    ops: {ops.applied} applied, {ops.skipped} skipped"
+                     + (f", {ops.proposed} proposed" if last.mode == PROPOSE or ops.proposed else ""))
     else:
         lines.append("  last run: none yet")
+    lines += health_lines(status.health, last is not None)
     if status.pending:
         lines.append(f"  pending proposals ({len(status.pending)}): accept with `gateway dream accept {status.agent_id} ID…`")
         for r in status.pending:
@@ -69,6 +74,20 @@ def status_text(status: Status) -> str:
                 line += f"\n      {r.reason}"
             lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def health_lines(health: Health, ran: bool) -> list[str]:
+    """The run-health lines of ``dream status``: failures of the last 7 days, then the last run's shared promotion."""
+    if health.failures:
+        lines = [f"  health: {health.failures} failed run(s) in the last 7 days; the last at {health.last_failure_at}: "
+                 f"{health.last_failure_reason}"]
+    else:
+        lines = ["  health: no failed run in the last 7 days"]
+    if health.promoted:
+        lines.append(f"  shared vault: the last run promoted {health.promoted} note(s)")
+    elif ran and health.not_promoted:
+        lines.append(f"  shared vault: the last run promoted nothing: {health.not_promoted}")
+    return lines
 
 
 def reject_text(agent_id: str, rejected: list[Rejection]) -> str:

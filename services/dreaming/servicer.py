@@ -94,15 +94,18 @@ def report_pb(report: RunReport) -> dreaming_pb2.DreamReport:
 
 
 def status_pb(status: Status) -> dreaming_pb2.DreamStatus:
-    last = status.last_run
+    last, ops, h = status.last_run, status.last_ops, status.health
     last_pb = pb.LastRun() if last is None else pb.LastRun(
         run_id=last.run_id, trigger=last.trigger, mode=last.mode, status=last.status, reason=last.reason,
         started_at=last.started_at, finished_at=last.finished_at,
+        ops_applied=ops.applied, ops_skipped=ops.skipped, ops_proposed=ops.proposed,
     )
     return pb.DreamStatus(
         agent_id=status.agent_id, scheduled=status.scheduled, mode=status.mode, next_run_at=status.next_run_at,
         last_run=last_pb,
         pending=[op_pb(r) for r in status.pending], last_night=status.last_night, text=status_text(status),
+        health=pb.RunHealth(failures_last_7_days=h.failures, last_failure_at=h.last_failure_at,
+                            last_failure_reason=h.last_failure_reason, promoted=h.promoted, not_promoted=h.not_promoted),
     )
 
 

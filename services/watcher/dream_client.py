@@ -26,11 +26,14 @@ STATUS_DEADLINE_S = 3.0
 
 def summary_pb(status: dreaming_pb2.DreamStatus) -> watcher_pb2.DreamSummary:
     """The console's summary of one GetDreamStatus answer."""
-    last = status.last_run
+    last, health = status.last_run, status.health
     return watcher_pb2.DreamSummary(
         known=True, scheduled=status.scheduled, mode=status.mode, next_run_at=status.next_run_at,
         last_run_id=last.run_id, last_run_at=last.finished_at or last.started_at, last_status=last.status,
         last_reason=last.reason, pending_proposals=len(status.pending),
+        ops_applied=last.ops_applied, ops_skipped=last.ops_skipped, ops_proposed=last.ops_proposed,
+        failures_last_7_days=health.failures_last_7_days, last_failure_at=health.last_failure_at,
+        last_failure_reason=health.last_failure_reason, not_promoted=health.not_promoted, promoted=health.promoted,
     )
 
 

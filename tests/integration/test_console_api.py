@@ -53,6 +53,8 @@ def test_a_row_has_budgets_sessions_and_the_dream_summary(http: httpx.Client, su
     assert int(alfred["lastActivityMs"]) > 0
     dream = alfred["dream"]
     assert dream["known"] and not dream["scheduled"] and dream["pendingProposals"] == 0, dream
+    never = (dream["opsApplied"], dream["opsSkipped"], dream["opsProposed"], dream["failuresLast7Days"], dream["promoted"])
+    assert never == (0, 0, 0, 0, 0) and dream["notPromoted"] == "" and dream["lastFailureReason"] == "", dream
 
 
 def test_grpc_list_agents_with_the_internal_token_and_with_a_key(suite: Suite) -> None:

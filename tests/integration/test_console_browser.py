@@ -1,7 +1,8 @@
 """The web console in headless Chromium against the real suite (docs/how-to/console.md).
 
 Sign-in with a read-only key, a write key, a scoped key and a wrong one; the Agents page's budget
-bar moving after a PUT made outside the page, without a reload; the Memory page's read and save;
+bar moving after a PUT made outside the page, without a reload; a row's last-run op counts and run
+health after runs of a scripted reviewer (bob's); the Memory page's read and save;
 and hostile memory text rendered as inert text. Each test keeps a screenshot of its page in
 ``build/test-artifacts/console/`` (conftest ``shots``).
 """
@@ -14,7 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 from browser_support import MISSING, Tab, assert_inert, available
-from dreaming_support import start_suite
+from dreaming_support import add, dreaming, reviewer, start_suite, write_reply
+from dreaming_support import replace as replace_op
 from suite_support import ADMIN_KEY, BOB_WRITER_KEY, READER_KEY, Suite
 
 pytestmark = pytest.mark.integration
@@ -32,12 +34,19 @@ HOSTILE_SESSION = '<img src=x onerror="window.__pwned=5">'
 
 
 @pytest.fixture(scope="module")
-def console_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
+def bob_reply(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reply bob's scripted reviewer prints (``tests/reviewers/reply.py``)."""
+    return tmp_path_factory.mktemp("console-replies") / "bob.json"
+
+
+@pytest.fixture(scope="module")
+def console_suite(tmp_path_factory: pytest.TempPathFactory, bob_reply: Path) -> Iterator[Suite]:
     memories = {"alfred": "- prefers tea\n" * 200, "bob": "- ships on Fridays\n" * 40,
                 "dora": "- a very long memory line that keeps growing\n" * 200}
     files = {agent: {"MEMORY.md": f"# Memory\n\n{memory}", "SOUL.md": f"# Soul\n\n{agent} is careful.\n"}
              for agent, memory in memories.items()}
-    suite = start_suite(tmp_path_factory.mktemp("console"), [{"id": a} for a in AGENTS], files=files)
+    agents = [{"id": a, **({"dreaming": dreaming(reviewer("reply.py", bob_reply), maxChangesPerRun=2)} if a == "bob" else {})} for a in AGENTS]
+    suite = start_suite(tmp_path_factory.mktemp("console"), agents, files=files)
     try:
         with httpx.Client(base_url=suite.base_url, timeout=10, headers={"X-Api-Key": ADMIN_KEY}) as client:
             for agent, session, state in (("alfred", "telegram-4711", "BUSY"), ("alfred", "cron-nightly", "IDLE"),
@@ -107,6 +116,32 @@ def test_the_budget_bar_moves_after_a_put_without_a_reload(tab: Tab, shots: Path
     api_calls = [u for u in tab.requests if "/api/" in u]
     assert api_calls and all(u.endswith("/api/v1/agents") for u in api_calls)  # one call per refresh, for every agent
     tab.screenshot(shots, "agents")
+
+
+def test_a_row_shows_the_last_runs_ops_and_the_run_health(tab: Tab, shots: Path, admin_http: httpx.Client,
+                                                          bob_reply: Path) -> None:
+    bob_reply.write_text(HOSTILE[0])  # no JSON: the reviewer fails, and its output stays text
+    failed = admin_http.post("/api/v1/agents/bob/dream:run", json={"mode": "propose"})
+    assert failed.status_code == 200 and failed.json()["reviewer"]["ok"] is False, failed.text
+    write_reply(bob_reply, [add("- Bob ships on Fridays at noon."), add("- Bob answers in Dutch."),
+                            replace_op("- ships on Fridays", "- ships on Mondays")])  # over maxChangesPerRun: skipped
+    proposed = admin_http.post("/api/v1/agents/bob/dream:run", json={"mode": "propose"})
+    assert proposed.status_code == 200 and proposed.json()["status"] == "proposed", proposed.text
+    health = admin_http.get("/api/v1/agents/bob/dream:status").json()["health"]
+    assert health["failuresLast7Days"] == 1 and health["notPromoted"].startswith("a propose run"), health
+    tab.open()
+    tab.sign_in(ADMIN_KEY)
+    tab.wait_rows(3)
+    row = "tr[data-agent=bob]"
+    tab.until(f"() => document.querySelector('{row} .op-counts')?.textContent === '0 applied · 1 skipped · 2 proposed'")
+    failures = tab.page.text_content(f"{row} .health-failures") or ""
+    assert failures.startswith("1 failed in 7 days, last ") and failed.json()["reason"][:40] in failures
+    assert tab.page.get_attribute(f"{row} .health-failures", "title") == health["lastFailureReason"]
+    assert tab.page.text_content(f"{row} .not-promoted") == f"nothing promoted: {health['notPromoted']}"
+    assert tab.page.text_content("tr[data-agent=alfred] td.health") == "no failures in 7 days"
+    assert "OVER BUDGET" in tab.page.text_content("tr[data-agent=dora]")
+    assert_inert(tab)
+    tab.screenshot(shots, "agents-health")
 
 
 def test_the_memory_page_reads_and_saves_and_reports_a_conflict(tab: Tab, shots: Path, admin_http: httpx.Client) -> None:

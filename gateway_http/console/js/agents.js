@@ -59,7 +59,42 @@ function lastDream(dream) {
   }
   return el("td", {},
     el("div", {}, dream.lastStatus, " ", when(dream.lastRunAt)),
+    opCounts(dream),
     dream.lastReason ? el("div", { className: "muted" }, dream.lastReason) : null);
+}
+
+// "2 applied · 1 skipped" (and proposed, for a propose run or when any was).
+function opCounts(dream) {
+  const proposed = Number(dream.opsProposed || 0);
+  const parts = [`${Number(dream.opsApplied || 0)} applied`, `${Number(dream.opsSkipped || 0)} skipped`];
+  if (proposed || dream.mode === "propose") parts.push(`${proposed} proposed`);
+  return el("div", { className: "op-counts" }, parts.join(" · "));
+}
+
+const SHOWN_REASON = 90;
+
+// A reason cut to SHOWN_REASON characters; the whole of it in the title.
+function reasonLine(className, head, reason) {
+  const cut = reason.length > SHOWN_REASON ? `${reason.slice(0, SHOWN_REASON - 1)}…` : reason;
+  return el("div", { className, title: reason }, head, cut);
+}
+
+// The run-health line: failed runs of the last 7 days (the last one's reason), then the shared vault.
+function healthCell(dream) {
+  if (!dream.known) return el("td", { className: "muted" }, "");
+  const failures = Number(dream.failuresLast7Days || 0);
+  const promoted = Number(dream.promoted || 0);
+  const cell = el("td", { className: "health" },
+    failures
+      ? reasonLine("health-failures", `${failures} failed in 7 days, last ${ago(Date.parse(dream.lastFailureAt))}: `,
+        dream.lastFailureReason || "")
+      : el("div", { className: "health-ok" }, "no failures in 7 days"));
+  if (promoted) {
+    cell.append(el("div", { className: "promoted" }, `${promoted} promoted to the shared vault`));
+  } else if (dream.lastRunId && dream.notPromoted) {
+    cell.append(reasonLine("not-promoted muted", "nothing promoted: ", dream.notPromoted));
+  }
+  return cell;
 }
 
 function nextRun(dream) {
@@ -87,6 +122,7 @@ export function agentRow(agent, onRun) {
     sessionsCell(agent),
     el("td", {}, ago(agent.lastActivityMs)),
     lastDream(dream),
+    healthCell(dream),
     nextRun(dream),
     el("td", {}, dream.known ? String(dream.pendingProposals || 0) : ""),
     actions(agent, onRun));

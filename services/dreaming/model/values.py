@@ -32,6 +32,7 @@ ACCEPT = "accept"
 AUTO = "auto"
 PROPOSE = "propose"
 INTERRUPTED = "interrupted"
+FAILED = "failed"
 
 
 def new_run_id(now: datetime) -> str:
@@ -183,3 +184,4 @@ class RunReport:
     notes: tuple[str, ...] = field(default_factory=tuple)  # other facts worth auditing (recall, CAS aborts)
     steps: tuple[str, ...] = ()  # the steps of the nightly order this run went through, in order
     promotions: tuple[Promotion, ...] = ()  # step 9: the applied durable adds offered to the shared vault
+    not_promoted: str = ""  # why nothing landed in the shared vault ("" when something did)

@@ -5,7 +5,8 @@
   proposed with its reason, and each file's size before and after. It keeps the
   newest ``DREAMS_KEPT`` entries (older ones are dropped when a new one is
   written; audit.jsonl keeps more).
-- **audit.jsonl** gets one ``run`` record per run, one ``op`` record per
+- **audit.jsonl** gets one ``run`` record per run (its ``notPromoted`` says why
+  the run promoted nothing to the shared vault, "" when it promoted), one ``op`` record per
   proposal (applied, skipped, proposed or restored, with its reason and the
   full proposal), one ``promotion`` record per applied durable add offered to
   the shared vault (its outcome, the note, the reason, the links added),
@@ -127,7 +128,7 @@ def run_records(report: RunReport) -> list[Record]:
             "proposals": len(rv.reply.proposals), "dropped": list(rv.reply.dropped),
         },
         "files": [{"file": f.file, "charsBefore": f.chars_before, "charsAfter": f.chars_after} for f in report.files],
-        "notes": list(report.notes), "steps": list(report.steps),
+        "notes": list(report.notes), "steps": list(report.steps), "notPromoted": report.not_promoted,
     }]
     for r in report.ops:
         out.append({

@@ -38,6 +38,12 @@ without a call. Declines are logged (``dream_promotion`` at warning level).
 A run cancelled during promotion declines the rest, is audited, and then the
 cancellation goes on (``Step.cancelled``).
 
+**Nothing promoted.** When no promotion of a run landed (created, merged or
+updated), ``not_promoted`` says why in plain words, audited as the run record's
+``notPromoted``: shared promotion off for the agent, a propose run, no
+candidate, or each candidate's outcome (already in the vault, no fact, refused
+with the first refusal's reason).
+
 **What was written** (``Promotion.write``, the KB's report of the write) goes
 to the run's journal (``undo.py``), so that reverting the run, or the op,
 takes it out of the vault again.
@@ -47,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
@@ -55,7 +62,7 @@ import structlog
 
 from gateway.config import AgentConfig
 from gateway.promotion_write import PromotionWrite
-from services.dreaming.model.values import DURABLE, MEMORY_FILES, OpResult, Promotion
+from services.dreaming.model.values import DURABLE, MEMORY_FILES, PROPOSE, OpResult, Promotion
 from services.dreaming.records import journal
 from services.dreaming.records.jsonl import Record
 
@@ -73,6 +80,9 @@ PROMOTION: Final = "promotion"  # the journal record kind of a promotion's write
 SKIPPED: Final = "skipped"
 DECLINED: Final = "declined"
 STEP: Final = "promotion"
+LANDED: Final = frozenset({"created", "merged", "updated"})  # the outcomes that wrote the fact to the vault
+_MISSED: Final = {"unchanged": "already in the shared vault", SKIPPED: "no fact (index pointers only)",
+                  DECLINED: "refused"}
 
 _BULLET: Final = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+(?:\[[ xX]\]\s+)?")
 _HEADING: Final = re.compile(r"^\s{0,3}#{1,6}(?:\s|$)")
@@ -162,6 +172,31 @@ def promotable(results: Sequence[OpResult]) -> list[OpResult]:
     """The ops of a run that are applied durable adds to MEMORY.md or USER.md."""
     return [r for r in results if r.status == "applied" and r.proposal.tier == DURABLE and r.proposal.op == "add"
             and r.file in MEMORY_FILES]
+
+
+def not_promoted(agent: AgentConfig, promoter: Promoter | None, mode: str, results: Sequence[OpResult],
+                 promotions: Sequence[Promotion]) -> str:
+    """Why a run whose ops are ``results`` promoted nothing to the shared vault, in plain words
+    (audited as the run's ``notPromoted``); "" when one of ``promotions`` landed."""
+    if any(p.outcome in LANDED for p in promotions):
+        return ""
+    shared = agent.knowledge.shared
+    if not shared.enabled:
+        return "shared promotion is off for this agent (knowledge.shared.enabled is false)"
+    if shared.mode != "auto":
+        return f"shared promotion is off for this agent (knowledge.shared.mode is {shared.mode!r})"
+    if promoter is None:
+        return "the dreaming service has no shared KB to promote to"
+    if mode == PROPOSE:
+        return "a propose run promotes nothing"
+    candidates = promotable(results)
+    if not candidates:
+        return "no candidate: the run applied no durable add to MEMORY.md or USER.md"
+    counts = Counter(p.outcome for p in promotions)
+    why = f"none of its {len(candidates)} candidate(s) landed: " + ", ".join(
+        f"{n} {_MISSED.get(outcome, outcome)}" for outcome, n in counts.items())
+    refused = next((p.reason for p in promotions if p.outcome == DECLINED), "")
+    return why + (f" (the first refusal: {refused})" if refused else "")
 
 
 @dataclass

@@ -157,8 +157,11 @@ class FakeDreaming(dreaming_pb2_grpc.DreamingServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, "agent 'broken' not found")
         return dreaming_pb2.DreamStatus(
             agent_id=request.agent_id, scheduled=True, mode="propose", next_run_at="2026-12-07T03:00:00Z",
-            last_run=dreaming_pb2.LastRun(run_id="r1", status="applied", reason="", finished_at="2026-12-06T03:00:00Z"),
+            last_run=dreaming_pb2.LastRun(run_id="r1", status="applied", reason="", finished_at="2026-12-06T03:00:00Z",
+                                          ops_applied=3, ops_skipped=1),
             pending=[dreaming_pb2.DreamOp(op_id="r1/1"), dreaming_pb2.DreamOp(op_id="r1/2")],
+            health=dreaming_pb2.RunHealth(failures_last_7_days=2, last_failure_at="2026-12-05T03:00:00Z",
+                                          last_failure_reason="the reviewer timed out", not_promoted="no candidate"),
         )
 
 
@@ -198,6 +201,9 @@ def test_many_agents_are_asked_concurrently_and_kept_for_a_moment() -> None:
     one = first["agent-7"]
     assert one.known and one.scheduled and one.mode == "propose" and one.pending_proposals == 2
     assert one.last_run_id == "r1" and one.last_status == "applied" and one.last_run_at == "2026-12-06T03:00:00Z"
+    assert (one.ops_applied, one.ops_skipped, one.ops_proposed) == (3, 1, 0)
+    assert (one.failures_last_7_days, one.last_failure_at, one.last_failure_reason, one.not_promoted, one.promoted) == (
+        2, "2026-12-05T03:00:00Z", "the reviewer timed out", "no candidate", 0)
     broken = first["broken"]
     assert not broken.known and "NOT_FOUND" in broken.reason and "not found" in broken.reason
 
