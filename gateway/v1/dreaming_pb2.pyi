@@ -130,7 +130,7 @@ class LastRun(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., trigger: _Optional[str] = ..., mode: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., started_at: _Optional[str] = ..., finished_at: _Optional[str] = ...) -> None: ...
 
 class DreamStatus(_message.Message):
-    __slots__ = ("agent_id", "scheduled", "mode", "next_run_at", "last_run", "pending", "last_night", "text")
+    __slots__ = ("agent_id", "scheduled", "mode", "next_run_at", "last_run", "pending", "last_night", "text", "running")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +139,7 @@ class DreamStatus(_message.Message):
     PENDING_FIELD_NUMBER: _ClassVar[int]
     LAST_NIGHT_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     scheduled: bool
     mode: str
@@ -147,7 +148,8 @@ class DreamStatus(_message.Message):
     pending: _containers.RepeatedCompositeFieldContainer[DreamOp]
     last_night: str
     text: str
-    def __init__(self, agent_id: _Optional[str] = ..., scheduled: _Optional[bool] = ..., mode: _Optional[str] = ..., next_run_at: _Optional[str] = ..., last_run: _Optional[_Union[LastRun, _Mapping]] = ..., pending: _Optional[_Iterable[_Union[DreamOp, _Mapping]]] = ..., last_night: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+    running: str
+    def __init__(self, agent_id: _Optional[str] = ..., scheduled: _Optional[bool] = ..., mode: _Optional[str] = ..., next_run_at: _Optional[str] = ..., last_run: _Optional[_Union[LastRun, _Mapping]] = ..., pending: _Optional[_Iterable[_Union[DreamOp, _Mapping]]] = ..., last_night: _Optional[str] = ..., text: _Optional[str] = ..., running: _Optional[str] = ...) -> None: ...
 
 class ListDreamRunsRequest(_message.Message):
     __slots__ = ("agent_id", "page_size", "page_token")

@@ -103,6 +103,7 @@ def status_pb(status: Status) -> dreaming_pb2.DreamStatus:
         agent_id=status.agent_id, scheduled=status.scheduled, mode=status.mode, next_run_at=status.next_run_at,
         last_run=last_pb,
         pending=[op_pb(r) for r in status.pending], last_night=status.last_night, text=status_text(status),
+        running=status.running,
     )
 
 
