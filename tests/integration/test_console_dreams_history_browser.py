@@ -120,6 +120,25 @@ def test_revert_of_a_run_that_promoted_to_the_vault_takes_the_promotion_out(tab:
     tab.screenshot(shots, "dreams-reverted-promotion")
 
 
+def run_ids(http: httpx.Client) -> list[str]:
+    runs = http.get("/api/v1/agents/alfred/dream:runs", params={"pageSize": 100}).json().get("runs", [])
+    return [r["runId"] for r in runs]
+
+
+def test_older_runs_pages_through_the_history(tab: Tab, admin_http: httpx.Client, replies: Path) -> None:
+    write_reply(replies / "reply.json", [])
+    while len(run_ids(admin_http)) <= 20:  # one page and more
+        assert admin_http.post("/api/v1/agents/alfred/dream:run", json={"mode": "propose"}, timeout=60).status_code == 200
+    every = run_ids(admin_http)
+    open_dreams(tab, ADMIN_KEY)
+    tab.until("() => document.querySelectorAll('#dream-history article.run').length === 20")
+    assert tab.page.is_visible("#older-runs")
+    tab.page.click("#older-runs")
+    tab.until("n => document.querySelectorAll('#dream-history article.run').length === n", len(every))
+    shown = tab.page.eval_on_selector_all("#dream-history article.run", "runs => runs.map(r => r.dataset.run)")
+    assert shown == every and tab.page.is_hidden("#older-runs")
+
+
 def test_run_now_shows_progress_with_buttons_disabled_then_the_report(tab: Tab, shots: Path, replies: Path,
                                                                       console_suite: Suite) -> None:
     write_reply(replies / "held.json", [add("- Dee mends sails on Sundays")])
