@@ -150,7 +150,7 @@ class RunHealth(_message.Message):
     def __init__(self, failures_last_7_days: _Optional[int] = ..., last_failure_at: _Optional[str] = ..., last_failure_reason: _Optional[str] = ..., promoted: _Optional[int] = ..., not_promoted: _Optional[str] = ...) -> None: ...
 
 class DreamStatus(_message.Message):
-    __slots__ = ("agent_id", "scheduled", "mode", "next_run_at", "last_run", "pending", "last_night", "text", "health")
+    __slots__ = ("agent_id", "scheduled", "mode", "next_run_at", "last_run", "pending", "last_night", "text", "health", "running")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +160,7 @@ class DreamStatus(_message.Message):
     LAST_NIGHT_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     HEALTH_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     scheduled: bool
     mode: str
@@ -169,7 +170,8 @@ class DreamStatus(_message.Message):
     last_night: str
     text: str
     health: RunHealth
-    def __init__(self, agent_id: _Optional[str] = ..., scheduled: _Optional[bool] = ..., mode: _Optional[str] = ..., next_run_at: _Optional[str] = ..., last_run: _Optional[_Union[LastRun, _Mapping]] = ..., pending: _Optional[_Iterable[_Union[DreamOp, _Mapping]]] = ..., last_night: _Optional[str] = ..., text: _Optional[str] = ..., health: _Optional[_Union[RunHealth, _Mapping]] = ...) -> None: ...
+    running: str
+    def __init__(self, agent_id: _Optional[str] = ..., scheduled: _Optional[bool] = ..., mode: _Optional[str] = ..., next_run_at: _Optional[str] = ..., last_run: _Optional[_Union[LastRun, _Mapping]] = ..., pending: _Optional[_Iterable[_Union[DreamOp, _Mapping]]] = ..., last_night: _Optional[str] = ..., text: _Optional[str] = ..., health: _Optional[_Union[RunHealth, _Mapping]] = ..., running: _Optional[str] = ...) -> None: ...
 
 class ListDreamRunsRequest(_message.Message):
     __slots__ = ("agent_id", "page_size", "page_token")

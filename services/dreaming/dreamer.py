@@ -16,7 +16,8 @@ rule, and read the whole lookback window. ``enabled: false`` or
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import date
 
@@ -62,6 +63,7 @@ class Status:
     why_not: str = ""
     last_ops: OpCounts = OpCounts()
     health: Health = Health()
+    running: str = ""
 
 
 def why_not_scheduled(agent: AgentConfig) -> str:
@@ -89,6 +91,7 @@ class Dreamer:
         self._activity = activity
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_RUNS)
         self._reverts: set[asyncio.Future[RevertResult]] = set()  # running reverts (shielded from their callers)
+        self._running: dict[str, str] = {}  # agent id -> the step its run in progress is at
         self.scheduler: Scheduler | None = None
 
     def _agent(self, agent_id: str) -> AgentConfig:
@@ -107,8 +110,20 @@ class Dreamer:
 
     async def run(self, agent_id: str, night: date, run_id: str) -> RunReport:
         agent = self._agent(agent_id)
-        async with self._slots:
-            return await nightly.run(agent, self._deps, mode=agent.dreaming.mode, trigger=SCHEDULE, run_id=run_id)
+        with self._tracked(agent.id) as on_step:
+            async with self._slots:
+                return await nightly.run(agent, self._deps, mode=agent.dreaming.mode, trigger=SCHEDULE, run_id=run_id,
+                                         on_step=on_step)
+
+    @contextmanager
+    def _tracked(self, agent_id: str) -> Iterator[Callable[[str], None]]:
+        """While the block runs, ``status`` says a run of ``agent_id`` is at the step last given to
+        the callable it yields (``starting`` until the first)."""
+        self._running[agent_id] = "starting"
+        try:
+            yield lambda step: self._running.__setitem__(agent_id, step)
+        finally:
+            self._running.pop(agent_id, None)
 
     # --- operations of the RPCs ---------------------------------------------------
 
@@ -133,8 +148,9 @@ class Dreamer:
             return self._noop(agent, mode, MANUAL, why + "; nothing was done")
         lock = await self._locked(agent)
         try:
-            async with self._slots:
-                report = await nightly.run(agent, self._deps, mode=mode, trigger=MANUAL)
+            with self._tracked(agent.id) as on_step:
+                async with self._slots:
+                    report = await nightly.run(agent, self._deps, mode=mode, trigger=MANUAL, on_step=on_step)
             await asyncio.to_thread(lock.record_run, RunSummary.from_report(report))
             return report
         finally:
@@ -161,7 +177,8 @@ class Dreamer:
                                f"(see `gateway dream status {agent.id}`)")
             if not chosen:
                 return self._noop(agent, AUTO, ACCEPT, f"{'; '.join(known)}; nothing changed")
-            report = await nightly.run(agent, self._deps, mode=AUTO, trigger=ACCEPT, accepted=chosen)
+            with self._tracked(agent.id) as on_step:
+                report = await nightly.run(agent, self._deps, mode=AUTO, trigger=ACCEPT, accepted=chosen, on_step=on_step)
             await asyncio.to_thread(lock.record_run, RunSummary.from_report(report))
         finally:
             lock.release()
@@ -223,5 +240,6 @@ class Dreamer:
             last_night=state.last_night.isoformat() if state.last_night else "", why_not=why_not_scheduled(agent),
             last_ops=op_counts(records, last.run_id) if last is not None else OpCounts(),
             health=run_health(records, last, self._deps.now()),
+            running=self._running.get(agent.id, ""),
         )
 

@@ -90,10 +90,12 @@ async def run(
     trigger: str,
     accepted: Sequence[Proposal] | None = None,
     run_id: str | None = None,
+    on_step: Callable[[str], None] = lambda step: None,
 ) -> RunReport:
     """One run (module docstring). ``accepted``: apply these proposals instead of asking the reviewer
     (``gateway dream accept``): no passes, no reviewer. ``run_id``: the id the scheduler claimed the
-    night under (else a new one). Never raises for a reviewer's or a file's trouble: the report says it."""
+    night under (else a new one). ``on_step`` is told each step as it begins (``DreamStatus.running``).
+    Never raises for a reviewer's or a file's trouble: the report says it."""
     started = deps.now()
     run_id, at, ws = run_id or new_run_id(started), iso(started), agent.workspace
     base = RunReport(run_id=run_id, agent_id=agent.id, mode=mode, trigger=trigger, status=FAILED, started_at=at)
@@ -105,6 +107,7 @@ async def run(
     ledger = pending.read_ledger(audit.read_records(ws))
     passes = deterministic.PassOutcome(text=texts[MEMORY_FILE], steps=[])
     if accepted is None:
+        on_step("deterministic-passes")
         passes = await _or_interrupted(deterministic.run_passes(  # (3)
             agent, deps.index, run_id, at, texts[MEMORY_FILE], mode, now=lambda: deps.now().timestamp(),
         ), agent, deps, replace(base, reason="cancelled during the recall check of the deterministic passes (MEMORY.md was put back)"))
@@ -122,6 +125,7 @@ async def run(
         quiet = ask.quiet_night(agent, gathered, over) if trigger == SCHEDULE else ""
     if accepted is None and not quiet:
         steps += ["reviewer", "selection"]
+        on_step("reviewer")
         outcome = await _or_interrupted(ask.ask(agent, deps.review, texts, over, budgets, gathered), agent, deps, replace(  # (5)
             base, reason="cancelled while the reviewer ran (its caller went away or the service stopped); nothing was changed"))
         proposals = outcome.reply.proposals
@@ -129,6 +133,7 @@ async def run(
         chosen, over_limit = selection.select(kept, agent.dreaming.max_changes_per_run, over)  # (6)
         left += over_limit
     steps.append("applier")
+    on_step("applier")
     first = passes.ops + 1
     numbered = {id(p): f"{run_id}/{first + i}" for i, p in enumerate(proposals)}
     planned = applier.plan(texts, [(numbered[id(p)], p) for p in chosen], budgets, began=began)  # (7)
@@ -141,7 +146,9 @@ async def run(
         report = replace(report, status="proposed" if results else "nothing")
     else:
         done = commit.commit(ws, planned, run_id, at)
-        steps += ["recall-check"] if done.pruned else []
+        if done.pruned:
+            steps.append("recall-check")
+            on_step("recall-check")
         verdict = await restore.check_commit(agent, deps.index, run_id, at, done)  # (8)
         results = verdict.applied_to(done.results) + left_out
         notes = [*report.notes, *(f"{name} left alone: {why}" for name, why in done.aborted.items()), *verdict.notes]
@@ -156,6 +163,8 @@ async def run(
         status = "applied" if any(r.status == "applied" for r in results) else "nothing"
         report = replace(report, status=status, notes=tuple(notes), files=_changes(agent, began, changed))
     results = _in_order(results)
+    if deps.promoter is not None and agent.knowledge.shared.enabled and promotion.promotable(results):
+        on_step("promotion")
     promoted = await promotion.promote_applied(agent, deps.promoter, run_id, at, results)  # (9)
     report = replace(report, ops=tuple(results), notes=(*report.notes, *promoted.notes), promotions=tuple(promoted.promotions),
                      steps=(*steps, *promoted.steps, "audit"),
@@ -163,7 +172,10 @@ async def run(
     if promoted.cancelled:  # audited, then the cancellation goes on
         _finish(agent, report, deps)
         raise asyncio.CancelledError
+    if deps.vault is not None and gc.asks(agent, report):
+        on_step("vault-gc")
     report = await gc.after_run(deps.vault, agent, report, lambda cut: _finish(agent, cut, deps))  # (10)
+    on_step("audit")
     return _finish(agent, report, deps)  # (11)
 
 

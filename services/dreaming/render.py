@@ -54,6 +54,8 @@ def status_text(status: Status) -> str:
         lines.append(f"  {status.why_not}")
     if status.last_night:
         lines.append(f"  last scheduled night claimed: {status.last_night}")
+    if status.running:
+        lines.append(f"  a run is in progress, at step {status.running}")
     last = status.last_run
     if last is not None:
         lines.append(f"  last run: {last.run_id} ({last.trigger}, {last.mode}) {last.status} at {last.started_at}"

@@ -1,45 +1,32 @@
-// An agent's Dreams page: the dreaming status, pending proposals as diffs with Accept, Run now,
-// and Revert of a run or one op, each answer or refusal shown as the suite words it.
+// An agent's Dreams page: the dreaming status, Run now with progress, the pending proposals
+// (dreams_proposals.js), the last answer's report and the runs (dreams_history.js). Every answer
+// or refusal is shown as the suite words it; a read-only key sees it all with no button.
 
 import { agentHref } from "./agents.js";
 import { agentPath, call } from "./api.js";
 import { append, clear, el } from "./dom.js";
+import { History } from "./dreams_history.js";
+import { proposalItem } from "./dreams_ops.js";
+import { showPending } from "./dreams_proposals.js";
+import { Progress, runForm } from "./dreams_run.js";
 import { when } from "./format.js";
 
-// A proposal or op as a unified diff: the text it takes out (-) and the text it puts in (+).
-export function diff(op) {
-  const lines = [];
-  if (op.target && op.op !== "add") {
-    for (const line of op.target.split("\n")) lines.push(el("div", { className: "del" }, `- ${line}`));
-  }
-  if (op.content && op.op !== "remove") {
-    for (const line of op.content.split("\n")) lines.push(el("div", { className: "ins" }, `+ ${line}`));
-  }
-  return el("div", { className: "diff" }, lines);
-}
-
-function opItem(op, extra) {
-  const item = el("li", { className: `op op-${op.status}` },
-    el("div", {}, el("code", {}, op.status === "proposed" && op.proposalId ? op.proposalId : op.opId), " ", `${op.op} ${op.file}`,
-      el("span", { className: "muted" }, ` · ${op.status}`)),
-    op.proposalReason ? el("div", { className: "muted" }, "reviewer: ", op.proposalReason) : null,
-    op.reason ? el("div", { className: "muted" }, op.reason) : null,
-    diff(op), extra);
-  item.dataset.op = op.opId || "";
-  item.dataset.proposal = op.proposalId || "";
-  return item;
-}
+// While a run the page did not start is in progress, the page reads the status this often.
+const BUSY_MS = 2000;
 
 class DreamsPage {
   constructor(root, agentId, writable) {
     this.root = root;
     this.agentId = agentId;
     this.writable = writable;
-    this.message = el("p", { id: "dream-message" });
+    this.busy = false;
+    this.message = el("p", { id: "dream-message", className: "muted" });
     this.message.setAttribute("role", "status");
+    this.progress = new Progress(agentId);
     this.status = el("section", { id: "dream-status" });
     this.pending = el("section", { id: "dream-pending" });
     this.report = el("section", { id: "dream-report" });
+    this.history = new History(this, el("section", { id: "dream-history" }));
   }
 
   say(text, bad = false) {
@@ -47,21 +34,37 @@ class DreamsPage {
     this.message.textContent = text;
   }
 
+  post(rest, body) {
+    return call("POST", agentPath(this.agentId, rest), { body });
+  }
+
+  enable(on) {
+    for (const button of this.root.querySelectorAll("button")) button.disabled = !on;
+  }
+
+  // Run `work` with every button disabled, show a refusal as the suite words it, then read again;
+  // the page's data-busy attribute is there until all of it is done.
   async act(label, work) {
+    this.busy = true;
+    this.root.dataset.busy = "yes";
     this.say(`${label}…`);
-    for (const button of this.root.querySelectorAll("button")) button.disabled = true;
+    this.enable(false);
     try {
       await work();
     } catch (err) {
       this.say(`${label}: refused: ${err.message}`, true);
-    } finally {
-      for (const button of this.root.querySelectorAll("button")) button.disabled = false;
     }
-    try {
-      await this.refresh();
-    } catch (err) {
-      this.say(`cannot read the dreaming status: ${err.message}`, true);
-    }
+    await this.refresh();
+    this.busy = false;
+    delete this.root.dataset.busy;
+  }
+
+  revert(runId, opId) {
+    return this.act(`reverting ${opId || `every op of ${runId}`}`, async () => {
+      const reply = await this.post("/dream:revert", { runId, opId });
+      const undone = (reply.reverted || []).join(", ") || "nothing";
+      this.say(`${(reply.message || "reverted").trim()} (undone: ${undone})`);
+    });
   }
 
   async show() {
@@ -69,26 +72,24 @@ class DreamsPage {
     append(this.root, [
       el("h2", {}, "Dreams of ", el("span", { className: "agent-name" }, this.agentId)),
       el("p", {}, el("a", { href: "#/agents" }, "all agents"), " · ", el("a", { href: agentHref(this.agentId, "memory") }, "memory")),
-      this.writable ? this.runForm() : el("p", { className: "read-only" }, "read only: this key cannot run, accept or revert"),
-      this.message, this.status, this.pending, this.report,
+      this.writable ? runForm(this, this.progress) : el("p", { className: "read-only" }, "read only: this key cannot run, accept, reject or revert"),
+      this.progress.node, this.message, this.status, this.pending, this.report, this.history.root,
     ]);
     await this.refresh();
   }
 
-  runForm() {
-    const mode = el("select", { id: "dream-mode" }, el("option", { value: "propose" }, "propose"), el("option", { value: "auto" }, "auto"));
-    const run = el("button", { type: "button", id: "dream-run" }, "Run now");
-    run.addEventListener("click", () => this.act(`dreaming in ${mode.value} mode`, async () => {
-      const report = await call("POST", agentPath(this.agentId, "/dream:run"), { body: { mode: mode.value } });
-      this.showReport(report);
-    }));
-    return el("div", { className: "dream-run" }, mode, " ", run);
-  }
-
   async refresh() {
-    const status = await call("GET", agentPath(this.agentId, "/dream:status"));
-    this.showStatus(status);
-    this.showPending(status.pending || []);
+    try {
+      const status = await call("GET", agentPath(this.agentId, "/dream:status"));
+      this.showStatus(status);
+      showPending(this, this.pending, status.pending || []);
+      await this.history.refresh();
+      this.enable(!status.running);
+      if (status.running) setTimeout(() => this.root.contains(this.status) && !this.busy && this.refresh(), BUSY_MS);
+    } catch (err) {
+      this.enable(true);
+      this.say(`cannot read the dreams: ${err.message}`, true);
+    }
   }
 
   showStatus(status) {
@@ -97,73 +98,28 @@ class DreamsPage {
     append(this.status, [
       el("h3", {}, "Status"),
       el("p", {}, status.scheduled ? `scheduled (${status.mode} mode), next run ${when(status.nextRunAt)}` : `not scheduled (${status.mode} mode)`),
+      status.running ? el("p", { id: "run-in-progress" }, `a run is in progress, at step ${status.running}`) : null,
       last.runId
         ? el("p", { id: "last-run" }, "last run ", el("code", {}, last.runId), ` (${last.trigger}, ${last.mode}) ${last.status} at ${when(last.startedAt)}`,
           last.reason ? el("span", { className: "muted" }, `: ${last.reason}`) : null)
         : el("p", { className: "muted" }, "last run: none yet"),
-      this.writable && last.runId ? this.revertForm(last.runId) : null,
     ]);
   }
 
-  revertForm(runId) {
-    const whole = el("button", { type: "button", id: "revert-run" }, "Revert this run");
-    whole.addEventListener("click", () => this.revert(runId, ""));
-    const number = el("input", { type: "number", id: "revert-op-number", min: 1 });
-    number.placeholder = "op n";
-    const one = el("button", { type: "button", id: "revert-op" }, "Revert op");
-    one.addEventListener("click", () => this.revert(runId, number.value));
-    return el("div", { className: "revert" }, whole, " or ", number, " ", one);
-  }
-
-  revert(runId, opId) {
-    return this.act(`reverting ${opId ? `op ${opId} of ` : ""}${runId}`, async () => {
-      const reply = await call("POST", agentPath(this.agentId, "/dream:revert"), { body: { runId, opId } });
-      const undone = (reply.reverted || []).join(", ") || "nothing";
-      this.say(`${reply.message || "reverted"} (undone: ${undone})`);
-    });
-  }
-
-  showPending(ops) {
-    clear(this.pending);
-    this.pending.append(el("h3", {}, `Pending proposals (${ops.length})`));
-    if (!ops.length) {
-      this.pending.append(el("p", { className: "muted" }, "none"));
-      return;
-    }
-    const boxes = [];
-    const list = el("ul", { className: "ops" }, ops.map((op) => {
-      if (!this.writable) return opItem(op, null);
-      const box = el("input", { type: "checkbox", className: "choose", value: op.proposalId });
-      boxes.push(box);
-      return opItem(op, el("label", {}, box, " accept"));
-    }));
-    this.pending.append(list);
-    if (this.writable) {
-      const accept = el("button", { type: "button", id: "accept" }, "Accept selected");
-      accept.addEventListener("click", () => {
-        const ids = boxes.filter((b) => b.checked).map((b) => b.value);
-        if (!ids.length) {
-          this.say("choose the proposals to accept first", true);
-          return;
-        }
-        this.act(`accepting ${ids.join(", ")}`, async () => this.showReport(
-          await call("POST", agentPath(this.agentId, "/dream:accept"), { body: { ids } })));
-      });
-      this.pending.append(accept);
-    }
-  }
-
+  // The answer of Run now or Accept (DreamReport), each applied op with its own Revert.
   showReport(report) {
     this.say(`run ${report.runId}: ${report.status}${report.reason ? `: ${report.reason}` : ""}`);
     clear(this.report);
     const ops = report.ops || [];
     append(this.report, [
       el("h3", {}, "Run ", el("code", {}, report.runId || ""), ` (${report.trigger}, ${report.mode}): ${report.status}`),
+      (report.steps || []).length ? el("p", { className: "muted" }, "steps: ", report.steps.join(" → ")) : null,
+      (report.notes || []).length ? el("ul", { className: "notes" }, report.notes.map((n) => el("li", {}, n))) : null,
       el("ul", { className: "ops" }, ops.map((op) => {
-        if (!this.writable || op.status !== "applied") return opItem(op, null);
+        if (!this.writable || op.status !== "applied") return proposalItem(op);
         const undo = el("button", { type: "button", className: "revert-one" }, "Revert");
         undo.addEventListener("click", () => this.revert(report.runId, op.opId));
-        return opItem(op, undo);
+        return proposalItem(op, undo);
       })),
     ]);
   }
