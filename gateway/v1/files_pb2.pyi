@@ -16,27 +16,33 @@ class GetFileRequest(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., filename: _Optional[str] = ...) -> None: ...
 
 class GetFileResponse(_message.Message):
-    __slots__ = ("filename", "content")
+    __slots__ = ("filename", "content", "sha256")
     FILENAME_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
     filename: str
     content: str
-    def __init__(self, filename: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+    sha256: str
+    def __init__(self, filename: _Optional[str] = ..., content: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class PutFileRequest(_message.Message):
-    __slots__ = ("agent_id", "filename", "content")
+    __slots__ = ("agent_id", "filename", "content", "expected_sha256")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     FILENAME_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_SHA256_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     filename: str
     content: str
-    def __init__(self, agent_id: _Optional[str] = ..., filename: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+    expected_sha256: str
+    def __init__(self, agent_id: _Optional[str] = ..., filename: _Optional[str] = ..., content: _Optional[str] = ..., expected_sha256: _Optional[str] = ...) -> None: ...
 
 class PutFileResponse(_message.Message):
-    __slots__ = ("filename", "message")
+    __slots__ = ("filename", "message", "sha256")
     FILENAME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
     filename: str
     message: str
-    def __init__(self, filename: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    sha256: str
+    def __init__(self, filename: _Optional[str] = ..., message: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...

@@ -51,6 +51,8 @@ class WorkspaceFilesServicer:
 
     def GetFile(self, request, context):
         """Read a workspace file. A file that does not exist yet reads as "".
+
+        The answer carries the content's sha256, to send back as PutFile's expected_sha256.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -58,6 +60,11 @@ class WorkspaceFilesServicer:
 
     def PutFile(self, request, context):
         """Write a workspace file atomically. Requires a key with write access.
+
+        With expected_sha256 the write is a compare-and-swap: when the file's content no longer has
+        that hash, nothing is written and the call fails with ABORTED (REST 409) saying the file
+        changed; read it again and retry. The check and the rename happen under the workspace's lock,
+        so of several writers sending the same expected hash exactly one wins.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -25,7 +25,7 @@ SAVED_MESSAGE = "File saved. CLAUDE.md will auto-reload."
 
 def _reply(name: str, text: str) -> files_pb2.GetFileResponse:
     """GetFile's answer; the read cache keeps one per unchanged file and every caller gets that same message."""
-    return files_pb2.GetFileResponse(filename=name, content=text)
+    return files_pb2.GetFileResponse(filename=name, content=text, sha256=files.sha256_hex(text.encode("utf-8")))
 
 
 class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
@@ -53,6 +53,7 @@ class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
         if not request.HasField("content"):
             raise InvalidArgument("content is required: send {\"content\": \"...\"}")
         data = files.check_content(request.content)
+        expected = files.check_expected_sha256(request.expected_sha256) if request.HasField("expected_sha256") else None
 
         def record() -> None:  # lineage: what last changed the file (docs/concepts/lineage.md)
             try:
@@ -61,5 +62,5 @@ class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
                 log.warning("put_not_recorded", agent=agent.id, file=name, error=str(exc))
 
         # fsync blocks; keep it off the event loop so reads are not held up.
-        await asyncio.to_thread(files.write_file, agent.workspace, name, data, before_rename=record)
-        return files_pb2.PutFileResponse(filename=name, message=SAVED_MESSAGE)
+        await asyncio.to_thread(files.write_file, agent.workspace, name, data, expected_sha256=expected, before_rename=record)
+        return files_pb2.PutFileResponse(filename=name, message=SAVED_MESSAGE, sha256=files.sha256_hex(data))

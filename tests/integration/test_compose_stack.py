@@ -13,6 +13,7 @@ checks, inside the test, so collection never needs it or an engine.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -130,9 +131,10 @@ def test_compose_stack_serves_rest_composes_and_dreams(monkeypatch: pytest.Monke
             assert client.put(url, json={"content": soul}).status_code == 401
             put = client.put(url, json={"content": soul}, headers={"X-Api-Key": key, "Content-Type": "application/json"})
             assert put.status_code == 200, put.text
-            assert put.json() == {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload."}
+            sha256 = hashlib.sha256(soul.encode()).hexdigest()
+            assert put.json() == {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload.", "sha256": sha256}
             got = client.get(url, headers={"Authorization": f"Bearer {key}"})
-            assert (got.status_code, got.json()) == (200, {"filename": "SOUL.md", "content": soul})
+            assert (got.status_code, got.json()) == (200, {"filename": "SOUL.md", "content": soul, "sha256": sha256})
 
             # The write reaches CLAUDE.md on the shared volume (the watcher's container composed it).
             claude_md = "/data/agents/alfred/workspace/CLAUDE.md"

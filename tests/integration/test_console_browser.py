@@ -2,8 +2,9 @@
 
 Sign-in with a read-only key, a write key, a scoped key and a wrong one; the Agents page's budget
 bar moving after a PUT made outside the page, without a reload; a row's last-run op counts and run
-health after runs of a scripted reviewer (bob's); the Memory page's read and save;
-and hostile memory text rendered as inert text. Each test keeps a screenshot of its page in
+health after runs of a scripted reviewer (bob's); and hostile memory text and session ids rendered
+as inert text. The Memory page's own tests are in ``test_console_memory_browser.py``. Each test
+keeps a screenshot of its page in
 ``build/test-artifacts/console/`` (conftest ``shots``).
 """
 
@@ -142,35 +143,6 @@ def test_a_row_shows_the_last_runs_ops_and_the_run_health(tab: Tab, shots: Path,
     assert "OVER BUDGET" in tab.page.text_content("tr[data-agent=dora]")
     assert_inert(tab)
     tab.screenshot(shots, "agents-health")
-
-
-def test_the_memory_page_reads_and_saves_and_reports_a_conflict(tab: Tab, shots: Path, admin_http: httpx.Client) -> None:
-    tab.open()
-    tab.sign_in(ADMIN_KEY)
-    tab.wait_rows(3)
-    tab.page.click("tr[data-agent=alfred] a.agent-id")
-    area = "section.file[data-file='USER.md'] textarea"
-    tab.page.wait_for_selector(area)
-    tab.page.fill(area, "# User\n\n- likes short answers\n")
-    tab.page.click("section.file[data-file='USER.md'] button.save")
-    tab.until("() => document.querySelector(\"section.file[data-file='USER.md'] .file-status\").textContent.startsWith('File saved')")
-    assert admin_http.get("/api/v1/agents/alfred/files/USER.md").json()["content"] == "# User\n\n- likes short answers\n"
-    assert admin_http.put("/api/v1/agents/alfred/files/USER.md", json={"content": "# User\n\n- changed elsewhere\n"}).status_code == 200
-    tab.page.fill(area, "# User\n\n- my edit\n")
-    tab.page.click("section.file[data-file='USER.md'] button.save")
-    tab.page.wait_for_selector("section.file[data-file='USER.md'] .error")
-    assert "changed since you opened it" in tab.page.text_content("section.file[data-file='USER.md'] .file-status")
-    assert admin_http.get("/api/v1/agents/alfred/files/USER.md").json()["content"] == "# User\n\n- changed elsewhere\n"
-    tab.screenshot(shots, "memory")
-
-
-def test_a_read_only_key_reads_memory_without_an_editor(tab: Tab, shots: Path) -> None:
-    tab.open("#/agents/alfred/memory")
-    tab.sign_in(READER_KEY)
-    tab.page.wait_for_selector("section.file[data-file='MEMORY.md'] pre")
-    assert tab.page.query_selector_all("textarea, button.save") == []
-    assert "prefers tea" in tab.page.text_content("section.file[data-file='MEMORY.md'] pre")
-    tab.screenshot(shots, "memory-read-only")
 
 
 def test_hostile_memory_text_and_session_ids_render_as_inert_text(tab: Tab, shots: Path, admin_http: httpx.Client) -> None:

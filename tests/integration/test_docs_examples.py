@@ -21,6 +21,7 @@ generated key, a timestamp and a line ``…`` stand for any.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -64,9 +65,10 @@ pytestmark = [
 
 TOOLS = {"memory_search", "memory_get", "memory_shared_create", "memory_shared_get", "memory_shared_update", "memory_shared_delete"}
 SOUL = "# Soul\n\nAlfred is warm, helpful, and precise."
+SOUL_SHA256 = hashlib.sha256(SOUL.encode()).hexdigest()
 SOUL_ANSWERS = [  # the PUT and the GET of SOUL.md, as the pages show them
-    {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload."},
-    {"filename": "SOUL.md", "content": SOUL},
+    {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload.", "sha256": SOUL_SHA256},
+    {"filename": "SOUL.md", "content": SOUL, "sha256": SOUL_SHA256},
 ]
 
 
@@ -206,7 +208,7 @@ def readme_claude_md_changed(tour: Tour, block: str) -> None:
 @example("memory:search?query=deploy%20key", "README.md")
 def readme_search_memory(tour: Tour, block: str) -> None:
     saved, found = json_values(tour.sh(block, tour.demo))
-    assert saved == {"filename": "MEMORY.md", "message": "File saved. CLAUDE.md will auto-reload."}
+    assert saved == {"filename": "MEMORY.md", "message": "File saved. CLAUDE.md will auto-reload.", "sha256": saved["sha256"]}
     assert any("The deploy key is in vault A." in hit["snippet"] for hit in found["hits"]), found
 
 
@@ -433,7 +435,7 @@ def restore_then_up(tour: Tour, block: str) -> None:
                    "the restored suite's ready line")
         [url] = [line.split(" ", 1)[1] for line in lines if line.startswith("ready ")]
         got = httpx.get(f"{url}/api/v1/agents/alfred/files/SOUL.md", headers={"X-Api-Key": tour.admin_key}, timeout=10)
-        assert got.json() == {"filename": "SOUL.md", "content": SOUL}, got.text
+        assert got.json() == {"filename": "SOUL.md", "content": SOUL, "sha256": SOUL_SHA256}, got.text
     finally:
         if up.poll() is None:
             os.killpg(up.pid, signal.SIGINT)  # Ctrl-C

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import shutil
@@ -60,20 +61,21 @@ def test_spec_curl_examples_verbatim(suite: Suite) -> None:
         ],
         capture_output=True, check=True, timeout=30,
     ).stdout
-    assert json.loads(put_out) == {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload."}
+    sha256 = hashlib.sha256(SOUL.encode()).hexdigest()
+    assert json.loads(put_out) == {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload.", "sha256": sha256}
     get_out = subprocess.run(
         ["curl", "-s", "-H", "X-Api-Key: my-secret-key-123", f"{base}/api/v1/agents/alfred/files/SOUL.md"],
         capture_output=True, check=True, timeout=30,
     ).stdout
-    assert json.loads(get_out) == {"filename": "SOUL.md", "content": SOUL}
-    assert list(json.loads(get_out)) == ["filename", "content"]
+    assert json.loads(get_out) == {"filename": "SOUL.md", "content": SOUL, "sha256": sha256}
+    assert list(json.loads(get_out)) == ["filename", "content", "sha256"]
     assert (workspace(suite, "alfred") / "SOUL.md").read_text() == SOUL
 
 
 def test_get_missing_file_reads_empty(http: httpx.Client) -> None:
     response = http.get(url(name="HEARTBEAT.md"), headers={"X-Api-Key": READER_KEY})
     assert response.status_code == 200
-    assert response.json() == {"filename": "HEARTBEAT.md", "content": ""}
+    assert response.json() == {"filename": "HEARTBEAT.md", "content": "", "sha256": hashlib.sha256(b"").hexdigest()}
 
 
 def test_every_allowed_name_round_trips(http: httpx.Client, suite: Suite) -> None:
@@ -81,7 +83,7 @@ def test_every_allowed_name_round_trips(http: httpx.Client, suite: Suite) -> Non
         body = f"# {name}\n\nünïcödé ✓ 記憶\n"
         assert put(http, body, name=name).status_code == 200
         got = http.get(url(name=name), headers={"Authorization": f"Bearer {READER_KEY}"})
-        assert got.json() == {"filename": name, "content": body}
+        assert got.json() == {"filename": name, "content": body, "sha256": hashlib.sha256(body.encode()).hexdigest()}
         assert (workspace(suite, "alfred") / name).read_text(encoding="utf-8") == body
 
 
@@ -293,7 +295,7 @@ def test_openapi_is_generated_from_the_protos(http: httpx.Client) -> None:
     assert ops["get"]["summary"] == 'Read a workspace file. A file that does not exist yet reads as "".'
     body_ref = ops["put"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     body_schema = doc["components"]["schemas"][body_ref.rsplit("/", 1)[-1]]
-    assert set(body_schema["properties"]) == {"content"}
+    assert set(body_schema["properties"]) == {"content", "expectedSha256"}
     assert doc["components"]["securitySchemes"]["ApiKeyAuth"] == {"type": "apiKey", "in": "header", "name": "X-Api-Key"}
     assert {"ApiKeyAuth": []} in doc["security"]
 

@@ -116,8 +116,8 @@ def test_parse_body_errors() -> None:
 
 
 def test_render_is_protojson_with_empty_fields_printed() -> None:
-    assert render(files_pb2.GetFileResponse(filename="SOUL.md")) == b'{"filename":"SOUL.md","content":""}'
-    assert json.loads(render(files_pb2.GetFileResponse(filename="a", content="é"))) == {"filename": "a", "content": "é"}
+    assert render(files_pb2.GetFileResponse(filename="SOUL.md")) == b'{"filename":"SOUL.md","content":"","sha256":""}'
+    assert json.loads(render(files_pb2.GetFileResponse(filename="a", content="é"))) == {"filename": "a", "content": "é", "sha256": ""}
 
 
 def test_status_table_is_grpc_gateways() -> None:

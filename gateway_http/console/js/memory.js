@@ -1,9 +1,12 @@
-// An agent's Memory page: its identity files (edit and save with a write key) and a search
-// over its archive. File text, snippets and paths are rendered as text only.
+// An agent's Memory page: its identity files (edit and save with a write key), a search over its
+// archive, and where an entry that left MEMORY.md went. File text, snippets and paths are rendered
+// as text only.
 
-import { agentPath, call } from "./api.js";
+import { agentPath, ApiError, call } from "./api.js";
 import { agentHref } from "./agents.js";
 import { append, clear, el } from "./dom.js";
+import { explainForm } from "./explain.js";
+import { queryForm } from "./query_form.js";
 
 export const FILES = ["MEMORY.md", "USER.md", "SOUL.md", "IDENTITY.md", "AGENTS.md", "HEARTBEAT.md"];
 
@@ -11,20 +14,27 @@ function filePath(agentId, name) {
   return agentPath(agentId, `/files/${encodeURIComponent(name)}`);
 }
 
-// Save `text` unless the file changed since `loaded` was read: the file API writes whole files,
-// so the page reads the file again first and reports a change instead of overwriting it.
+// Save `text` unless the file changed since `loaded` was read: the PUT carries the sha256 the file
+// had then, and the file API writes nothing and answers 409 when it has another now (its
+// compare-and-swap, docs/concepts/apis.md). `loaded` then keeps what was written and its hash.
 async function save(agentId, name, loaded, text) {
-  const now = await call("GET", filePath(agentId, name));
-  if ((now.content || "") !== loaded.content) {
+  try {
+    const reply = await call("PUT", filePath(agentId, name), { body: { content: text, expectedSha256: loaded.sha256 ?? "" } });
+    loaded.content = text;
+    loaded.sha256 = reply.sha256;
+    return { conflict: false, message: reply.message || "saved" };
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.status !== 409) {
+      throw err;
+    }
+    const now = await call("GET", filePath(agentId, name));
     return { conflict: true, content: now.content || "" };
   }
-  const reply = await call("PUT", filePath(agentId, name), { body: { content: text } });
-  loaded.content = text;
-  return { conflict: false, message: reply.message || "saved" };
 }
 
-function fileSection(agentId, name, content, writable) {
-  const loaded = { content };
+function fileSection(agentId, name, file, writable) {
+  const content = file.content || "";
+  const loaded = { content, sha256: file.sha256 };
   const status = el("p", { className: "muted file-status" });
   const section = el("section", { className: "file" }, el("h3", {}, name));
   section.dataset.file = name;
@@ -45,6 +55,7 @@ function fileSection(agentId, name, content, writable) {
       if (result.conflict) {
         status.className = "error file-status";
         status.textContent = `Not saved: ${name} changed since you opened it. Its text now is shown below; copy your edit and reload.`;
+        section.querySelector("pre.conflict")?.remove();
         section.append(el("pre", { className: "file-text conflict" }, result.content));
       } else {
         status.textContent = result.message;
@@ -69,24 +80,14 @@ function hitItem(hit) {
 }
 
 function searchForm(agentId) {
-  const input = el("input", { type: "search", id: "search-query" });
-  input.placeholder = "words to find in the archive";
-  const results = el("ol", { className: "hits", id: "search-hits" });
-  const status = el("p", { className: "muted", id: "search-status" });
-  const form = el("form", { id: "search-form" }, input, el("button", { type: "submit" }, "Search"));
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    clear(results);
-    status.textContent = "searching…";
-    try {
-      const query = new URLSearchParams({ query: input.value });
-      const reply = await call("GET", `${agentPath(agentId, "/memory:search")}?${query}`);
+  const { form, status, results } = queryForm({
+    name: "search", listId: "search-hits", listClass: "hits", placeholder: "words to find in the archive",
+    button: "Search", route: agentPath(agentId, "/memory:search"), busy: "searching…", failed: "search failed",
+    show: (reply) => {
       const hits = reply.hits || [];
-      status.textContent = `${hits.length} hit${hits.length === 1 ? "" : "s"}${reply.stale ? " (the index is catching up)" : ""}`;
-      results.append(...hits.map(hitItem));
-    } catch (err) {
-      status.textContent = `search failed: ${err.message}`;
-    }
+      const status = `${hits.length} hit${hits.length === 1 ? "" : "s"}${reply.stale ? " (the index is catching up)" : ""}`;
+      return { status, items: hits.map(hitItem) };
+    },
   });
   return el("section", { className: "search" }, el("h3", {}, "Search the archive"), form, status, results);
 }
@@ -99,10 +100,10 @@ export async function showMemory(root, agentId, writable) {
     writable ? null : el("p", { className: "read-only" }, "read only: this key cannot write to this agent")]);
   const files = await Promise.all(FILES.map(async (name) => {
     try {
-      return fileSection(agentId, name, (await call("GET", filePath(agentId, name))).content || "", writable);
+      return fileSection(agentId, name, await call("GET", filePath(agentId, name)), writable);
     } catch (err) {
       return el("section", { className: "file" }, el("h3", {}, name), el("p", { className: "error" }, err.message));
     }
   }));
-  root.append(searchForm(agentId), ...files);
+  root.append(searchForm(agentId), explainForm(agentId), ...files);
 }
