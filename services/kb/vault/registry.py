@@ -183,32 +183,30 @@ class Vaults:
 
     # --- CRUD -------------------------------------------------------------------
 
-    def _writer(self, agent_id: str, key: str, run_id: str = "") -> authors.Writer:
-        return authors.Writer(agent_id, key, run_id, self._clock().timestamp())
+    async def _authored(self, agent_id: str, op: Callable[[apsw.Connection, Path], T],
+                        wrote: Callable[[T], tuple[str, bool] | None], key: str, run_id: str = "") -> T:
+        """``op`` as a write of ``agent_id``'s vault; the note ``wrote(result)`` names, when it names one, is
+        recorded (``authors``) as written by ``agent_id`` with the key named ``key`` (created when its flag says so)."""
+        writer = authors.Writer(agent_id, key, run_id, self._clock().timestamp())
+
+        def run(conn: apsw.Connection, directory: Path) -> T:
+            result = op(conn, directory)
+            written = wrote(result)
+            if written is not None:
+                authors.record(conn, written[0], writer, created=written[1])
+            return result
+
+        return await self._write(self._vault(agent_id), run)
 
     async def create(self, agent_id: str, name: str, content: str, confirm: bool, key: str = "") -> notes.CreateResult:
-        """``notes.create``; a note written is recorded as created by ``agent_id`` with the key named ``key``."""
-        writer = self._writer(agent_id, key)
-
-        def run(conn: apsw.Connection, directory: Path) -> notes.CreateResult:
-            result = notes.create(conn, directory, name, content, confirm=confirm)
-            if result.created:
-                authors.record(conn, result.name, writer, created=True)
-            return result
-
-        return await self._write(self._vault(agent_id), run)
+        """``notes.create``; a note written is recorded as created by ``agent_id`` (``_authored``)."""
+        return await self._authored(agent_id, lambda conn, directory: notes.create(conn, directory, name, content, confirm=confirm),
+                                    lambda r: (r.name, True) if r.created else None, key)
 
     async def update(self, agent_id: str, name: str, content: str, confirm: bool, key: str = "") -> notes.UpdateResult:
-        """``notes.update``; a note written is recorded as changed by ``agent_id`` with the key named ``key``."""
-        writer = self._writer(agent_id, key)
-
-        def run(conn: apsw.Connection, directory: Path) -> notes.UpdateResult:
-            result = notes.update(conn, directory, name, content, confirm=confirm)
-            if result.updated:
-                authors.record(conn, result.name, writer, created=False)
-            return result
-
-        return await self._write(self._vault(agent_id), run)
+        """``notes.update``; a note written is recorded as changed by ``agent_id`` (``_authored``)."""
+        return await self._authored(agent_id, lambda conn, directory: notes.update(conn, directory, name, content, confirm=confirm),
+                                    lambda r: (r.name, False) if r.updated else None, key)
 
     async def delete(self, agent_id: str, name: str) -> notes.DeleteResult:
         def run(conn: apsw.Connection, directory: Path) -> notes.DeleteResult:
@@ -248,22 +246,18 @@ class Vaults:
     async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str, key: str = "") -> promotion.PromoteResult:
         """One nightly promotion (``promotion``). FailedPrecondition when the agent's shared KB is
         off or its ``mode`` is ``propose`` (promotion is then never made)."""
-        v = self._vault(agent_id)
+        self._vault(agent_id)  # a shared KB that is off is named before the mode
         if self._settings[agent_id].mode != "auto":
             raise FailedPrecondition(
                 f"shared promotion is off for agent {agent_id!r} (gateway.knowledge.shared.mode is "
                 f"{self._settings[agent_id].mode!r}, not 'auto')"
             )
         promotion.check_request(topic, content)
-        writer = self._writer(agent_id, key, run_id)
-
-        def run(conn: apsw.Connection, directory: Path) -> promotion.PromoteResult:
-            result = promotion.promote(conn, directory, agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id)
-            if result.write is not None:
-                authors.record(conn, result.name, writer, created=result.write.kind == "created")
-            return result
-
-        return await self._write(v, run)
+        return await self._authored(
+            agent_id,
+            lambda conn, directory: promotion.promote(conn, directory, agent_id=agent_id, topic=topic, reason=reason,
+                                                      content=content, run_id=run_id),
+            lambda r: None if r.write is None else (r.name, r.write.kind == "created"), key, run_id)
 
     async def undo_promotion(self, agent_id: str, write: PromotionWrite, run_id: str, op_id: str) -> unpromote.UndoResult:
         """Undo one promotion's write (``unpromote``), serialised with the vault's other writes (its
