@@ -21,6 +21,124 @@ VAULT_GC_OUTCOME_RAN: VaultGcOutcome
 VAULT_GC_OUTCOME_ALREADY_RAN: VaultGcOutcome
 VAULT_GC_OUTCOME_DISABLED: VaultGcOutcome
 
+class ListSharedNotesRequest(_message.Message):
+    __slots__ = ("agent_id", "page_size", "page_token", "include_retired")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_RETIRED_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    page_size: int
+    page_token: str
+    include_retired: bool
+    def __init__(self, agent_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., include_retired: _Optional[bool] = ...) -> None: ...
+
+class NoteWrite(_message.Message):
+    __slots__ = ("agent_id", "key", "run_id", "at")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    key: str
+    run_id: str
+    at: float
+    def __init__(self, agent_id: _Optional[str] = ..., key: _Optional[str] = ..., run_id: _Optional[str] = ..., at: _Optional[float] = ...) -> None: ...
+
+class SharedNoteInfo(_message.Message):
+    __slots__ = ("name", "title", "created", "changed", "updated_at", "size_bytes", "retired", "provenance", "retired_at", "retired_reason")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_AT_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_REASON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    title: str
+    created: NoteWrite
+    changed: NoteWrite
+    updated_at: float
+    size_bytes: int
+    retired: bool
+    provenance: str
+    retired_at: float
+    retired_reason: str
+    def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., created: _Optional[_Union[NoteWrite, _Mapping]] = ..., changed: _Optional[_Union[NoteWrite, _Mapping]] = ..., updated_at: _Optional[float] = ..., size_bytes: _Optional[int] = ..., retired: _Optional[bool] = ..., provenance: _Optional[str] = ..., retired_at: _Optional[float] = ..., retired_reason: _Optional[str] = ...) -> None: ...
+
+class ListSharedNotesResponse(_message.Message):
+    __slots__ = ("notes", "next_page_token", "total")
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    notes: _containers.RepeatedCompositeFieldContainer[SharedNoteInfo]
+    next_page_token: str
+    total: int
+    def __init__(self, notes: _Optional[_Iterable[_Union[SharedNoteInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+
+class GetVaultGraphRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class VaultGraphNode(_message.Message):
+    __slots__ = ("name", "title", "retired", "missing")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    title: str
+    retired: bool
+    missing: bool
+    def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., retired: _Optional[bool] = ..., missing: _Optional[bool] = ...) -> None: ...
+
+class VaultGraphEdge(_message.Message):
+    __slots__ = ("from_name", "to_name")
+    FROM_NAME_FIELD_NUMBER: _ClassVar[int]
+    TO_NAME_FIELD_NUMBER: _ClassVar[int]
+    from_name: str
+    to_name: str
+    def __init__(self, from_name: _Optional[str] = ..., to_name: _Optional[str] = ...) -> None: ...
+
+class VaultFinding(_message.Message):
+    __slots__ = ("notes", "text")
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    text: str
+    def __init__(self, notes: _Optional[_Iterable[str]] = ..., text: _Optional[str] = ...) -> None: ...
+
+class VaultGraph(_message.Message):
+    __slots__ = ("nodes", "edges", "contradictions", "stale", "dangling", "low_confidence", "problems", "total_nodes", "total_edges", "truncated", "message")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    CONTRADICTIONS_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    DANGLING_FIELD_NUMBER: _ClassVar[int]
+    LOW_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_NODES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_EDGES_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[VaultGraphNode]
+    edges: _containers.RepeatedCompositeFieldContainer[VaultGraphEdge]
+    contradictions: _containers.RepeatedCompositeFieldContainer[VaultFinding]
+    stale: _containers.RepeatedCompositeFieldContainer[VaultFinding]
+    dangling: _containers.RepeatedCompositeFieldContainer[VaultFinding]
+    low_confidence: _containers.RepeatedCompositeFieldContainer[VaultFinding]
+    problems: _containers.RepeatedCompositeFieldContainer[VaultFinding]
+    total_nodes: int
+    total_edges: int
+    truncated: bool
+    message: str
+    def __init__(self, nodes: _Optional[_Iterable[_Union[VaultGraphNode, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[VaultGraphEdge, _Mapping]]] = ..., contradictions: _Optional[_Iterable[_Union[VaultFinding, _Mapping]]] = ..., stale: _Optional[_Iterable[_Union[VaultFinding, _Mapping]]] = ..., dangling: _Optional[_Iterable[_Union[VaultFinding, _Mapping]]] = ..., low_confidence: _Optional[_Iterable[_Union[VaultFinding, _Mapping]]] = ..., problems: _Optional[_Iterable[_Union[VaultFinding, _Mapping]]] = ..., total_nodes: _Optional[int] = ..., total_edges: _Optional[int] = ..., truncated: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
+
 class CollectVaultRequest(_message.Message):
     __slots__ = ("agent_id",)
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]

@@ -104,6 +104,16 @@ class KnowledgeStub:
                 request_serializer=gateway_dot_v1_dot_kb__pb2.RestoreSharedNoteRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_kb__pb2.SharedNoteMoved.FromString,
                 _registered_method=True)
+        self.ListSharedNotes = channel.unary_unary(
+                '/gateway.v1.Knowledge/ListSharedNotes',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.ListSharedNotesRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.ListSharedNotesResponse.FromString,
+                _registered_method=True)
+        self.GetVaultGraph = channel.unary_unary(
+                '/gateway.v1.Knowledge/GetVaultGraph',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.GetVaultGraphRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.VaultGraph.FromString,
+                _registered_method=True)
         self.CollectVault = channel.unary_unary(
                 '/gateway.v1.Knowledge/CollectVault',
                 request_serializer=gateway_dot_v1_dot_kb__pb2.CollectVaultRequest.SerializeToString,
@@ -248,6 +258,27 @@ class KnowledgeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSharedNotes(self, request, context):
+        """The notes of the agent's vault, sorted by name (code point order), with
+        each note's title, who created and last changed it through the API, its
+        file time and size, and for a retired note when and why it was retired.
+        Retired notes (stale__<name>) only with include_retired. Paged by name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetVaultGraph(self, request, context):
+        """The vault's link graph, compiled now from the notes (docs/concepts/vault.md
+        "Shared vault", Graph layer; whatever knowledge.shared.graph says): nodes
+        and edges, and the reports as lists, each finding naming the notes it is
+        about. At most 2,000 nodes and 500 findings of each kind: truncated and
+        message say what was cut.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CollectVault(self, request, context):
         """The GC of the agent's vault (knowledge.shared.gc), once per vault per day:
         restores the notes it retired that were retrieved since, then retires
@@ -366,6 +397,16 @@ def add_KnowledgeServicer_to_server(servicer, server):
                     servicer.RestoreSharedNote,
                     request_deserializer=gateway_dot_v1_dot_kb__pb2.RestoreSharedNoteRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_kb__pb2.SharedNoteMoved.SerializeToString,
+            ),
+            'ListSharedNotes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSharedNotes,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.ListSharedNotesRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.ListSharedNotesResponse.SerializeToString,
+            ),
+            'GetVaultGraph': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetVaultGraph,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.GetVaultGraphRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.VaultGraph.SerializeToString,
             ),
             'CollectVault': grpc.unary_unary_rpc_method_handler(
                     servicer.CollectVault,
@@ -761,6 +802,60 @@ class Knowledge:
             '/gateway.v1.Knowledge/RestoreSharedNote',
             gateway_dot_v1_dot_kb__pb2.RestoreSharedNoteRequest.SerializeToString,
             gateway_dot_v1_dot_kb__pb2.SharedNoteMoved.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSharedNotes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/ListSharedNotes',
+            gateway_dot_v1_dot_kb__pb2.ListSharedNotesRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.ListSharedNotesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetVaultGraph(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/GetVaultGraph',
+            gateway_dot_v1_dot_kb__pb2.GetVaultGraphRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.VaultGraph.FromString,
             options,
             channel_credentials,
             insecure,

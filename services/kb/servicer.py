@@ -23,7 +23,7 @@ import structlog
 from gateway.auth import Authenticator
 from gateway import promotion_write
 from gateway.errors import InvalidArgument
-from gateway.rpc import authorize_call, unary
+from gateway.rpc import authorize_call, caller_label, unary
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
 from services.kb.archive.archives import Archives
@@ -38,6 +38,7 @@ from services.kb.vault.note_index import merge_hits
 from services.kb.vault.notes import NoteExists, NoteMissing
 from services.kb.vault.registry import Vaults
 from services.kb.vault.unpromote import check_write
+from services.kb.vault_servicer import VaultViews
 
 pb = kb_pb2
 log = structlog.get_logger()
@@ -96,7 +97,9 @@ def _entry(e: EntryRow) -> kb_pb2.ArchiveEntry:
                            provenance=e.provenance, lifecycle=_life(e.life))
 
 
-class Knowledge(kb_pb2_grpc.KnowledgeServicer):
+class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
+    """gateway.v1.Knowledge; the vault's read views (ListSharedNotes, GetVaultGraph) are ``VaultViews``."""
+
     def __init__(self, archives: Archives, vaults: Vaults, auth: Callable[[], Authenticator]) -> None:
         """``auth`` gives the authenticator in force (it changes when config.json is reloaded)."""
         self._archives = archives
@@ -213,7 +216,7 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     async def CreateSharedNote(self, request: kb_pb2.CreateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CreateSharedNoteResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
         try:
-            r = await self._vaults.create(request.agent_id, request.name, request.content, request.confirm)
+            r = await self._vaults.create(request.agent_id, request.name, request.content, request.confirm, caller_label() or "")
         except NoteExists as exc:
             raise NoteExists(exc.name, rest_hints.note_exists(request.agent_id, exc.message, exc.name)) from None
         related = [n.name for n in r.related]
@@ -235,7 +238,7 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     async def UpdateSharedNote(self, request: kb_pb2.UpdateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.UpdateSharedNoteResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
         try:
-            r = await self._vaults.update(request.agent_id, request.name, request.content, request.confirm)
+            r = await self._vaults.update(request.agent_id, request.name, request.content, request.confirm, caller_label() or "")
         except NoteMissing as exc:
             raise NoteMissing(exc.name, rest_hints.note_missing(request.agent_id, exc.message)) from None
         warning = rest_hints.update_held_back(request.agent_id, r.name, r.warning) if r.warning else ""
@@ -259,7 +262,8 @@ class Knowledge(kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def PromoteFact(self, request: kb_pb2.PromoteFactRequest, context: grpc.aio.ServicerContext) -> kb_pb2.PromoteFactResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
-        r = await self._vaults.promote(request.agent_id, request.topic, request.reason, request.content, request.run_id)
+        r = await self._vaults.promote(request.agent_id, request.topic, request.reason, request.content, request.run_id,
+                                      caller_label() or "")
         return pb.PromoteFactResponse(
             outcome=r.outcome, name=r.name, name_from=r.name_from, passed_over=r.passed_over, linked=list(r.linked),
             folded=r.folded, twin_kept=r.twin_kept, held=r.held, seed=r.seed, reason=r.reason, message=r.message,

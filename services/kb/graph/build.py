@@ -48,36 +48,17 @@ def build_reports(
     *,
     mtime: Callable[[Path], float] = os.path.getmtime,
 ) -> GraphReport:
-    """Compile ``notes_dir`` and write the five reports into ``reports_dir`` (created).
+    """Compile ``notes_dir`` (``compile_graph``) and write the five reports into ``reports_dir`` (created).
 
-    ``now`` (naive means UTC) dates the stale check; ``mtime`` gives a note's
-    modification time when it has no valid ``updatedAt``. The same notes give
-    the same bytes, and a report whose bytes are unchanged is not rewritten.
-    Defects in notes are reported, never raised. Raises ValueError when
-    ``reports_dir`` is ``notes_dir`` (the reports are never read as notes), and
-    OSError when ``notes_dir`` exists but cannot be listed or a report cannot
-    be written. A missing ``notes_dir`` is an empty vault.
+    The same notes give the same bytes, and a report whose bytes are unchanged is not rewritten.
+    Raises ValueError when ``reports_dir`` is ``notes_dir`` (the reports are never read as notes),
+    and OSError when ``notes_dir`` exists but cannot be listed or a report cannot be written.
     """
     started = time.perf_counter()
     with contextlib.suppress(OSError):
         if notes_dir.resolve() == reports_dir.resolve():
             raise ValueError("the reports folder must not be the notes folder")
-    now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
-    parsed, nodes, problems = _load(notes_dir, reports_dir)
-    edges = _edges(parsed, {node.name for node in nodes})
-    live = [note for note in parsed if not note.name.startswith(RETIRED_PREFIX)]
-    stale = _stale(live, notes_dir, now, mtime, problems)
-    report = GraphReport(
-        nodes=nodes,
-        edges=edges,
-        dangling=[edge for edge in edges if edge.dangling],
-        contradictions=_contradictions(live),
-        stale=stale,
-        low_confidence=_low_confidence(live),
-        problems=sorted(problems, key=lambda p: p.note),
-        written=[],
-        seconds=0.0,
-    )
+    report = compile_graph(notes_dir, now, mtime=mtime)
     reports_dir.mkdir(parents=True, exist_ok=True)
     for file_name, text in render_all(report).items():
         data = text.encode("utf-8")
@@ -93,7 +74,34 @@ def build_reports(
     return report
 
 
-def _load(notes_dir: Path, reports_dir: Path) -> tuple[list[ParsedNote], list[Node], list[Problem]]:
+def compile_graph(notes_dir: Path, now: datetime, *, mtime: Callable[[Path], float] = os.path.getmtime) -> GraphReport:
+    """The graph of ``notes_dir``, written nowhere (rules in the module docstring).
+
+    ``now`` (naive means UTC) dates the stale check; ``mtime`` gives a note's modification
+    time when it has no valid ``updatedAt``. Defects in notes are reported, never raised.
+    Raises OSError when ``notes_dir`` exists but cannot be listed; a missing ``notes_dir``
+    is an empty vault.
+    """
+    started = time.perf_counter()
+    now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+    parsed, nodes, problems = _load(notes_dir)
+    edges = _edges(parsed, {node.name for node in nodes})
+    live = [note for note in parsed if not note.name.startswith(RETIRED_PREFIX)]
+    stale = _stale(live, notes_dir, now, mtime, problems)
+    return GraphReport(
+        nodes=nodes,
+        edges=edges,
+        dangling=[edge for edge in edges if edge.dangling],
+        contradictions=_contradictions(live),
+        stale=stale,
+        low_confidence=_low_confidence(live),
+        problems=sorted(problems, key=lambda p: p.note),
+        written=[],
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _load(notes_dir: Path) -> tuple[list[ParsedNote], list[Node], list[Problem]]:
     try:
         with os.scandir(notes_dir) as listing:
             entries = sorted((e for e in listing if e.name.endswith(".md") and not e.name.startswith(".")),

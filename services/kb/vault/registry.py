@@ -43,7 +43,10 @@ from services.kb.index.index_files import close_connections, idle_or_closed, rel
 from services.kb.index.search import SearchResult, tune_reader
 from services.kb.resources.handles import OpenHandles, default_cap
 from services.kb.resources.threads import until_done
-from services.kb.vault import gc, note_index, notes, promotion, retirement, unpromote
+from services.kb.graph.build import compile_graph
+from services.kb.graph.model import GraphReport
+from services.kb.vault.names import NOTES_DIR
+from services.kb.vault import authors, gc, listing, note_index, notes, promotion, retirement, unpromote
 
 log = structlog.get_logger()
 
@@ -180,18 +183,59 @@ class Vaults:
 
     # --- CRUD -------------------------------------------------------------------
 
-    async def create(self, agent_id: str, name: str, content: str, confirm: bool) -> notes.CreateResult:
-        return await self._write(self._vault(agent_id), notes.create, name, content, confirm=confirm)
+    async def _authored(self, agent_id: str, op: Callable[[apsw.Connection, Path], T],
+                        wrote: Callable[[T], tuple[str, bool] | None], key: str, run_id: str = "") -> T:
+        """``op`` as a write of ``agent_id``'s vault; the note ``wrote(result)`` names, when it names one, is
+        recorded (``authors``) as written by ``agent_id`` with the key named ``key`` (created when its flag says so)."""
+        writer = authors.Writer(agent_id, key, run_id, self._clock().timestamp())
 
-    async def update(self, agent_id: str, name: str, content: str, confirm: bool) -> notes.UpdateResult:
-        return await self._write(self._vault(agent_id), notes.update, name, content, confirm=confirm)
+        def run(conn: apsw.Connection, directory: Path) -> T:
+            result = op(conn, directory)
+            written = wrote(result)
+            if written is not None:
+                authors.record(conn, written[0], writer, created=written[1])
+            return result
+
+        return await self._write(self._vault(agent_id), run)
+
+    async def create(self, agent_id: str, name: str, content: str, confirm: bool, key: str = "") -> notes.CreateResult:
+        """``notes.create``; a note written is recorded as created by ``agent_id`` (``_authored``)."""
+        return await self._authored(agent_id, lambda conn, directory: notes.create(conn, directory, name, content, confirm=confirm),
+                                    lambda r: (r.name, True) if r.created else None, key)
+
+    async def update(self, agent_id: str, name: str, content: str, confirm: bool, key: str = "") -> notes.UpdateResult:
+        """``notes.update``; a note written is recorded as changed by ``agent_id`` (``_authored``)."""
+        return await self._authored(agent_id, lambda conn, directory: notes.update(conn, directory, name, content, confirm=confirm),
+                                    lambda r: (r.name, False) if r.updated else None, key)
 
     async def delete(self, agent_id: str, name: str) -> notes.DeleteResult:
-        return await self._write(self._vault(agent_id), notes.delete, name)
+        def run(conn: apsw.Connection, directory: Path) -> notes.DeleteResult:
+            result = notes.delete(conn, directory, name)
+            authors.forget_if_gone(conn, directory, result.name)
+            return result
+
+        return await self._write(self._vault(agent_id), run)
 
     async def get(self, agent_id: str, name: str) -> notes.Note:
         v = self._vault(agent_id)
         return await asyncio.get_running_loop().run_in_executor(self._executor, notes.get, v.directory, name)
+
+    async def list_notes(self, agent_id: str, size: int, token: str, include_retired: bool) -> tuple[listing.NotePage, dict[str, authors.Authors]]:
+        """A page of the vault's notes (``listing``) and who wrote them (``authors``)."""
+        v = self._vault(agent_id)
+        loop = asyncio.get_running_loop()
+        page = await loop.run_in_executor(
+            self._executor, lambda: listing.page(v.directory, size, token, include_retired=include_retired))
+        async with self._handles.use(v):
+            reader = v.open_reader()
+            written = authors.lookup(reader, [n.name for n in page.notes]) if reader is not None else {}
+        return page, written
+
+    async def graph(self, agent_id: str) -> GraphReport:
+        """The vault's graph compiled now, written nowhere (``graph.build.compile_graph``)."""
+        v = self._vault(agent_id)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, compile_graph, v.directory / NOTES_DIR, self._clock())
 
     async def retire(self, agent_id: str, name: str, reason: str) -> retirement.RetireResult:
         return await self._write(self._vault(agent_id), retirement.retire, name, reason, self._clock())
@@ -199,18 +243,21 @@ class Vaults:
     async def restore(self, agent_id: str, name: str) -> retirement.RestoreResult:
         return await self._write(self._vault(agent_id), retirement.restore, name)
 
-    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> promotion.PromoteResult:
+    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str, key: str = "") -> promotion.PromoteResult:
         """One nightly promotion (``promotion``). FailedPrecondition when the agent's shared KB is
         off or its ``mode`` is ``propose`` (promotion is then never made)."""
-        v = self._vault(agent_id)
+        self._vault(agent_id)  # a shared KB that is off is named before the mode
         if self._settings[agent_id].mode != "auto":
             raise FailedPrecondition(
                 f"shared promotion is off for agent {agent_id!r} (gateway.knowledge.shared.mode is "
                 f"{self._settings[agent_id].mode!r}, not 'auto')"
             )
         promotion.check_request(topic, content)
-        return await self._write(v, lambda conn, directory: promotion.promote(
-            conn, directory, agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id))
+        return await self._authored(
+            agent_id,
+            lambda conn, directory: promotion.promote(conn, directory, agent_id=agent_id, topic=topic, reason=reason,
+                                                      content=content, run_id=run_id),
+            lambda r: None if r.write is None else (r.name, r.write.kind == "created"), key, run_id)
 
     async def undo_promotion(self, agent_id: str, write: PromotionWrite, run_id: str, op_id: str) -> unpromote.UndoResult:
         """Undo one promotion's write (``unpromote``), serialised with the vault's other writes (its
