@@ -1,14 +1,15 @@
 // The console's start: sign-in and sign-out, and the pages by the address's #fragment
-// (#/agents, #/agents/ID/memory, #/agents/ID/dreams).
+// (#/agents, #/agents/ID/memory, #/agents/ID/dreams, #/agents/ID/lineage).
 
 import { ApiError, call, forgetKey, storedKey, storeKey } from "./api.js";
 import { setText, show } from "./dom.js";
 import { known, listAgents, startAgents } from "./agents.js";
 import { showDreams } from "./dreams.js";
+import { showLineage } from "./lineage.js";
 import { showMemory } from "./memory.js";
 
-const PAGES = ["agents", "memory", "dreams"];
-const AGENT_PAGES = { memory: showMemory, dreams: showDreams };
+const PAGES = ["agents", "memory", "dreams", "lineage"];
+const AGENT_PAGES = { memory: showMemory, dreams: showDreams, lineage: showLineage };
 let stopAgents = null;
 
 function stopPolling() {
@@ -41,7 +42,7 @@ async function route() {
   }
   show("sign-in", false);
   show("nav", true);
-  const page = /^#\/agents\/([^/]+)\/(memory|dreams)$/.exec(window.location.hash);
+  const page = /^#\/agents\/([^/]+)\/(memory|dreams|lineage)$/.exec(window.location.hash);
   stopPolling();
   for (const name of PAGES) show(name, false);
   if (!page) {
