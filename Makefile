@@ -67,7 +67,7 @@ reference: install
 	$(PY) -m gateway_cli.docs_reference
 
 ## make bench: every benchmark but the soak (bench/soak.py, 20+ minutes: docs/capacity.md says how to run it)
-bench: install
+bench: install browser
 	$(PY) bench/rest_files.py
 	$(PY) bench/watcher_latency.py
 	$(PY) bench/kb_archive.py
@@ -82,6 +82,7 @@ bench: install
 	$(PY) bench/dream_promotion.py
 	$(PY) bench/mcp_ready.py
 	$(PY) bench/capacity.py --agents 100,1000
+	$(PY) bench/console.py
 
 protos: install
 	$(PY) -m gateway_cli.protogen

@@ -84,6 +84,11 @@ def test_a_write_key_sees_every_agent_and_its_write_buttons(tab: Tab, shots: Pat
     tab.sign_in(ADMIN_KEY)
     assert tab.wait_rows(3) == list(AGENTS)
     assert len(tab.page.query_selector_all("button.run-now")) == 3
+    links = tab.page.eval_on_selector_all("tr[data-agent=bob] .page-links a", "links => links.map(a => a.getAttribute('href'))")
+    assert links == ["#/agents/bob/dreams", "#/agents/bob/vault", "#/agents/bob/lineage"]
+    tab.page.click("tr[data-agent=bob] a.lineage-link")
+    tab.page.wait_for_selector("#lineage .page-links")
+    assert tab.page.text_content("#lineage .page-links") == "all agents · memory · dreams · vault"
     tab.screenshot(shots, "write-key")
 
 

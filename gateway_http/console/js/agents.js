@@ -21,6 +21,18 @@ export function agentHref(agentId, page) {
   return `#/agents/${encodeURIComponent(agentId)}/${page}`;
 }
 
+// The pages of one agent, in the order their links are shown.
+export const AGENT_PAGE_NAMES = ["memory", "dreams", "vault", "lineage"];
+
+// The links from one agent's page to the list and to the agent's other pages.
+export function pageLinks(agentId, current) {
+  const links = [el("a", { href: "#/agents" }, "all agents")];
+  for (const page of AGENT_PAGE_NAMES) {
+    if (page !== current) links.push(" · ", el("a", { href: agentHref(agentId, page) }, page));
+  }
+  return el("p", { className: "page-links" }, links);
+}
+
 function budgetLine(file) {
   const budget = Number(file.budget || 0);
   const size = Number(file.chars || 0);
@@ -116,7 +128,8 @@ export function agentRow(agent, onRun) {
   const dream = agent.dream || {};
   const row = el("tr", {},
     el("td", {}, el("a", { className: "agent-id", href: agentHref(agent.agentId, "memory"), title: "memory" }, agent.agentId),
-      el("a", { className: "dreams-link", href: agentHref(agent.agentId, "dreams") }, "dreams"),
+      el("span", { className: "page-links" }, AGENT_PAGE_NAMES.slice(1).map((page) =>
+        el("a", { className: `${page}-link`, href: agentHref(agent.agentId, page) }, page))),
       agent.overBudget ? el("span", { className: "flag" }, "OVER BUDGET") : null),
     el("td", {}, (agent.files || []).map(budgetLine)),
     sessionsCell(agent),

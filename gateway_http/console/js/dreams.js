@@ -2,7 +2,7 @@
 // (dreams_proposals.js), the last answer's report and the runs (dreams_history.js). Every answer
 // or refusal is shown as the suite words it; a read-only key sees it all with no button.
 
-import { agentHref } from "./agents.js";
+import { pageLinks } from "./agents.js";
 import { agentPath, call } from "./api.js";
 import { append, clear, el } from "./dom.js";
 import { History } from "./dreams_history.js";
@@ -71,7 +71,7 @@ class DreamsPage {
     clear(this.root);
     append(this.root, [
       el("h2", {}, "Dreams of ", el("span", { className: "agent-name" }, this.agentId)),
-      el("p", {}, el("a", { href: "#/agents" }, "all agents"), " · ", el("a", { href: agentHref(this.agentId, "memory") }, "memory")),
+      pageLinks(this.agentId, "dreams"),
       this.writable ? runForm(this, this.progress) : el("p", { className: "read-only" }, "read only: this key cannot run, accept, reject or revert"),
       this.progress.node, this.message, this.status, this.pending, this.report, this.history.root,
     ]);

@@ -1,15 +1,17 @@
 // The console's start: sign-in and sign-out, and the pages by the address's #fragment
-// (#/agents, #/agents/ID/memory, #/agents/ID/dreams, #/agents/ID/vault).
+// (#/agents, #/agents/ID/memory, #/agents/ID/dreams, #/agents/ID/vault, #/agents/ID/lineage).
 
 import { ApiError, call, forgetKey, storedKey, storeKey } from "./api.js";
 import { setText, show } from "./dom.js";
-import { known, listAgents, startAgents } from "./agents.js";
+import { AGENT_PAGE_NAMES, known, listAgents, startAgents } from "./agents.js";
 import { showDreams } from "./dreams.js";
+import { showLineage } from "./lineage.js";
 import { showMemory } from "./memory.js";
 import { showVault } from "./vault.js";
 
-const PAGES = ["agents", "memory", "dreams", "vault"];
-const AGENT_PAGES = { memory: showMemory, dreams: showDreams, vault: showVault };
+const PAGES = ["agents", ...AGENT_PAGE_NAMES];
+const AGENT_PAGE = new RegExp(`^#/agents/([^/]+)/(${AGENT_PAGE_NAMES.join("|")})$`);
+const AGENT_PAGES = { memory: showMemory, dreams: showDreams, vault: showVault, lineage: showLineage };
 let stopAgents = null;
 
 function stopPolling() {
@@ -42,7 +44,7 @@ async function route() {
   }
   show("sign-in", false);
   show("nav", true);
-  const page = /^#\/agents\/([^/]+)\/(memory|dreams|vault)$/.exec(window.location.hash);
+  const page = AGENT_PAGE.exec(window.location.hash);
   stopPolling();
   for (const name of PAGES) show(name, false);
   if (!page) {

@@ -3,7 +3,7 @@
 // as text only.
 
 import { agentPath, ApiError, call } from "./api.js";
-import { agentHref } from "./agents.js";
+import { pageLinks } from "./agents.js";
 import { append, clear, el } from "./dom.js";
 import { explainForm } from "./explain.js";
 import { queryForm } from "./query_form.js";
@@ -96,7 +96,7 @@ function searchForm(agentId) {
 export async function showMemory(root, agentId, writable) {
   clear(root);
   append(root, [el("h2", {}, "Memory of ", el("span", { className: "agent-name" }, agentId)),
-    el("p", {}, el("a", { href: "#/agents" }, "all agents"), " · ", el("a", { href: agentHref(agentId, "dreams") }, "dreams")),
+    pageLinks(agentId, "memory"),
     writable ? null : el("p", { className: "read-only" }, "read only: this key cannot write to this agent")]);
   const files = await Promise.all(FILES.map(async (name) => {
     try {

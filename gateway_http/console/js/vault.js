@@ -2,7 +2,7 @@
 // graph reports as lists that open the notes they name, and the link graph drawn as an SVG.
 // Note names, titles, bodies and findings are untrusted: they only ever become text nodes.
 
-import { agentHref } from "./agents.js";
+import { pageLinks } from "./agents.js";
 import { agentPath, call } from "./api.js";
 import { append, clear, el } from "./dom.js";
 import { when } from "./format.js";
@@ -131,8 +131,7 @@ class VaultPage {
     this.more.addEventListener("click", () => this.listNotes(false));
     append(this.root, [
       el("h2", {}, "Shared vault of ", el("span", { className: "agent-name" }, this.agentId)),
-      el("p", {}, el("a", { href: "#/agents" }, "all agents"), " · ", el("a", { href: agentHref(this.agentId, "memory") }, "memory"),
-        " · ", el("a", { href: agentHref(this.agentId, "dreams") }, "dreams")),
+      pageLinks(this.agentId, "vault"),
       this.message, this.note,
       el("section", { id: "vault-notes" },
         el("h3", {}, "Notes ", el("span", { id: "vault-total", className: "muted" })),
