@@ -248,7 +248,8 @@ class Dreamer:
         state = self._store.read(agent.id)
         last = state.last_run
         digest = self._digests.get(agent.id, agent.workspace, last.run_id if last is not None else "")
-        waiting = pending.pending(digest.ledger, pending.current_texts(agent), budgets_of(agent))
+        texts = pending.current_texts(agent) if digest.ledger.proposed else None  # nothing to judge: no read
+        waiting = pending.pending(digest.ledger, texts, budgets_of(agent))
         proposals = [OpResult(f"{w.run}/-", w.proposal, "proposed", w.note, file=w.proposal.file) for w in waiting.values()]
         return Status(
             agent_id=agent.id, scheduled=schedulable(agent.dreaming) and nxt is not None, mode=agent.dreaming.mode,
