@@ -9,6 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 from dreaming_stage import MEMORY, Stage, dreamer_on
+from servicer_context import Context
 
 from gateway.auth import INTERNAL_TOKEN_HEADER, Authenticator
 from gateway.config import Config, build
@@ -19,19 +20,6 @@ from services.dreaming.servicer import MAX_SUMMARY_IDS, Dreaming
 TOKEN = "internal-token"
 KEYS = [{"name": "reader", "key": "reader-key", "agents": ["alfred"], "write": False},
         {"name": "admin", "key": "admin-key", "agents": "*", "write": True}]
-
-
-class Context:
-    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
-        self._metadata = metadata
-        self.aborted: list[tuple[grpc.StatusCode, str]] = []
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self._metadata
-
-    async def abort(self, code: grpc.StatusCode, details: str) -> None:
-        self.aborted.append((code, details))
-        raise grpc.aio.AbortError()
 
 
 def servicer(home: Path) -> Dreaming:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from servicer_context import Context
 
 from gateway.auth import Authenticator
 from gateway.config import load_config
@@ -24,19 +25,6 @@ from services.watcher.servicer import Sessions
 from services.watcher.sessions import SessionRegistry
 
 KEYS = {"alfred-reader": ["alfred"], "bob-writer": ["bob"], "admin": "*", "ghost": ["zed"]}
-
-
-class Context:
-    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
-        self._metadata = metadata
-        self.aborted: list[tuple[grpc.StatusCode, str]] = []
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self._metadata
-
-    async def abort(self, code: grpc.StatusCode, details: str) -> None:
-        self.aborted.append((code, details))
-        raise grpc.aio.AbortError()
 
 
 @pytest.fixture
