@@ -18,7 +18,8 @@ the processes are left to come to rest.
   The watcher keeps each agent's dreaming summary 2 s, so a paced call asks dreaming for all of
   them again and a back-to-back one mostly does not. Client latency, answer size, and the CPU
   (``/proc/PID/stat``) the shim, the watcher (which serves ``ListAgents``) and dreaming (one
-  ``GetDreamStatus`` per agent) spend per call, less what each spends at rest over the same time.
+  ``GetDreamSummaries`` for the agents not kept) spend per call, less what each spends at rest
+  over the same time.
 - **Page load**, ``--rounds`` times, 2.5 s apart (so the summaries are asked again, as when a
   person opens the page): a fresh browser context (no cache, the key put in
   ``sessionStorage`` before the page's scripts run, as after a sign-in) opens ``/ui/``. From the

@@ -111,6 +111,27 @@ class GetDreamStatusRequest(_message.Message):
     agent_id: str
     def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
 
+class GetDreamSummariesRequest(_message.Message):
+    __slots__ = ("agent_ids",)
+    AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    agent_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DreamSummaries(_message.Message):
+    __slots__ = ("statuses", "unknown")
+    class UnknownEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_FIELD_NUMBER: _ClassVar[int]
+    statuses: _containers.RepeatedCompositeFieldContainer[DreamStatus]
+    unknown: _containers.ScalarMap[str, str]
+    def __init__(self, statuses: _Optional[_Iterable[_Union[DreamStatus, _Mapping]]] = ..., unknown: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
 class LastRun(_message.Message):
     __slots__ = ("run_id", "trigger", "mode", "status", "reason", "started_at", "finished_at", "ops_applied", "ops_skipped", "ops_proposed")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]

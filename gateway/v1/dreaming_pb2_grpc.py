@@ -44,6 +44,11 @@ class DreamingStub:
                 request_serializer=gateway_dot_v1_dot_dreaming__pb2.GetDreamStatusRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_dreaming__pb2.DreamStatus.FromString,
                 _registered_method=True)
+        self.GetDreamSummaries = channel.unary_unary(
+                '/gateway.v1.Dreaming/GetDreamSummaries',
+                request_serializer=gateway_dot_v1_dot_dreaming__pb2.GetDreamSummariesRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_dreaming__pb2.DreamSummaries.FromString,
+                _registered_method=True)
         self.ListDreamRuns = channel.unary_unary(
                 '/gateway.v1.Dreaming/ListDreamRuns',
                 request_serializer=gateway_dot_v1_dot_dreaming__pb2.ListDreamRunsRequest.SerializeToString,
@@ -86,6 +91,19 @@ class DreamingServicer:
 
     def GetDreamStatus(self, request, context):
         """The next scheduled run, the last run's result and the pending proposals.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetDreamSummaries(self, request, context):
+        """The status of many agents in one call, for the console's list (the
+        watcher's ListAgents): each as GetDreamStatus answers it, without its
+        text. Every id needs read access: one outside the caller's scope fails the
+        whole call with PERMISSION_DENIED; an agent the dreaming service's config
+        does not know (or an id no agent can have) is named in `unknown` with the
+        reason, and the others are answered. At most 1,000 ids (more:
+        INVALID_ARGUMENT). Internal: no REST route.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -155,6 +173,11 @@ def add_DreamingServicer_to_server(servicer, server):
                     servicer.GetDreamStatus,
                     request_deserializer=gateway_dot_v1_dot_dreaming__pb2.GetDreamStatusRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_dreaming__pb2.DreamStatus.SerializeToString,
+            ),
+            'GetDreamSummaries': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDreamSummaries,
+                    request_deserializer=gateway_dot_v1_dot_dreaming__pb2.GetDreamSummariesRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_dreaming__pb2.DreamSummaries.SerializeToString,
             ),
             'ListDreamRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.ListDreamRuns,
@@ -236,6 +259,33 @@ class Dreaming:
             '/gateway.v1.Dreaming/GetDreamStatus',
             gateway_dot_v1_dot_dreaming__pb2.GetDreamStatusRequest.SerializeToString,
             gateway_dot_v1_dot_dreaming__pb2.DreamStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDreamSummaries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Dreaming/GetDreamSummaries',
+            gateway_dot_v1_dot_dreaming__pb2.GetDreamSummariesRequest.SerializeToString,
+            gateway_dot_v1_dot_dreaming__pb2.DreamSummaries.FromString,
             options,
             channel_credentials,
             insecure,

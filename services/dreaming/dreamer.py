@@ -16,10 +16,10 @@ rule, and read the whole lookback window. ``enabled: false`` or
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import date
+from datetime import date, datetime
 
 import structlog
 
@@ -27,7 +27,8 @@ from gateway.config import AgentConfig, Config
 from gateway.errors import Aborted, NotFound, Unavailable
 from services.dreaming import nightly
 from services.dreaming.history import explain, pending, reject, runs
-from services.dreaming.history.health import Health, OpCounts, op_counts, run_health
+from services.dreaming.history.digest import AuditDigests
+from services.dreaming.history.health import Health, OpCounts, health_of
 from services.dreaming.history.revert import RevertResult, revert_run
 from services.dreaming.model.budgets import budgets_of
 from services.dreaming.model.values import (
@@ -76,7 +77,8 @@ def why_not_scheduled(agent: AgentConfig) -> str:
 
 
 class Dreamer:
-    """The dreaming process's work (module docstring). ``config()`` gives the config in force."""
+    """The dreaming process's work (module docstring). ``config()`` gives the config in force;
+    ``digests`` keeps what statuses read of each audit.jsonl (``history/digest.py``)."""
 
     def __init__(
         self,
@@ -84,6 +86,7 @@ class Dreamer:
         store: StateStore,
         deps: nightly.Deps,
         activity: ActivitySource,
+        digests: AuditDigests | None = None,
     ) -> None:
         self._config = config
         self._store = store
@@ -92,6 +95,7 @@ class Dreamer:
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_RUNS)
         self._reverts: set[asyncio.Future[RevertResult]] = set()  # running reverts (shielded from their callers)
         self._running: dict[str, str] = {}  # agent id -> the step its run in progress is at
+        self._digests = digests if digests is not None else AuditDigests()
         self.scheduler: Scheduler | None = None
 
     def _agent(self, agent_id: str) -> AgentConfig:
@@ -228,18 +232,30 @@ class Dreamer:
         return await asyncio.to_thread(runs.list_runs, agent, size, token)
 
     def status(self, agent: AgentConfig) -> Status:
+        """The agent's dreaming status, read here (on the caller's thread)."""
+        return self._status(agent, self._next_run(agent), self._running.get(agent.id, ""))
+
+    async def statuses(self, agents: Sequence[AgentConfig]) -> list[Status]:
+        """The status of each of ``agents``, in order, read in one worker thread (the files are
+        read there; what the scheduler and the runs in progress say is taken here first)."""
+        live = [(agent, self._next_run(agent), self._running.get(agent.id, "")) for agent in agents]
+        return await asyncio.to_thread(lambda: [self._status(*each) for each in live])
+
+    def _next_run(self, agent: AgentConfig) -> datetime | None:
+        return self.scheduler.next_run(agent.id) if self.scheduler is not None else None
+
+    def _status(self, agent: AgentConfig, nxt: datetime | None, running: str) -> Status:
         state = self._store.read(agent.id)
-        nxt = self.scheduler.next_run(agent.id) if self.scheduler is not None else None
-        records = audit.read_records(agent.workspace)
-        waiting = pending.pending(pending.read_ledger(records), pending.current_texts(agent), budgets_of(agent))
-        proposals = [OpResult(f"{w.run}/-", w.proposal, "proposed", w.note, file=w.proposal.file) for w in waiting.values()]
         last = state.last_run
+        digest = self._digests.get(agent.id, agent.workspace, last.run_id if last is not None else "")
+        texts = pending.current_texts(agent) if digest.ledger.proposed else None  # nothing to judge: no read
+        waiting = pending.pending(digest.ledger, texts, budgets_of(agent))
+        proposals = [OpResult(f"{w.run}/-", w.proposal, "proposed", w.note, file=w.proposal.file) for w in waiting.values()]
         return Status(
             agent_id=agent.id, scheduled=schedulable(agent.dreaming) and nxt is not None, mode=agent.dreaming.mode,
             next_run_at=iso(nxt) if nxt is not None else "", last_run=last, pending=proposals,
             last_night=state.last_night.isoformat() if state.last_night else "", why_not=why_not_scheduled(agent),
-            last_ops=op_counts(records, last.run_id) if last is not None else OpCounts(),
-            health=run_health(records, last, self._deps.now()),
-            running=self._running.get(agent.id, ""),
+            last_ops=digest.facts.ops if last is not None else OpCounts(),
+            health=health_of(digest.facts, last, self._deps.now()),
+            running=running,
         )
-

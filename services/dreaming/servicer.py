@@ -10,8 +10,8 @@ import grpc
 
 from gateway.auth import Authenticator
 from gateway.config import AgentConfig, Config
-from gateway.errors import InvalidArgument
-from gateway.rpc import authorize_call, caller_label, unary
+from gateway.errors import InvalidArgument, NotFound
+from gateway.rpc import authorize_call, caller_label, caller_of, unary
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
 from services.dreaming.dreamer import Dreamer, Status
 from services.dreaming.history.explain import Explained, render
@@ -35,6 +35,7 @@ RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4,8}$")
 OP_NUMBER = re.compile(r"^[0-9]{1,6}$")
 PROPOSAL_ID = re.compile(r"^p-[0-9a-f]{12}$")
 MAX_IDS = 100
+MAX_SUMMARY_IDS = 1000
 
 
 def _shown(value: str) -> str:
@@ -93,7 +94,8 @@ def report_pb(report: RunReport) -> dreaming_pb2.DreamReport:
     return out
 
 
-def status_pb(status: Status) -> dreaming_pb2.DreamStatus:
+def status_pb(status: Status, *, text: bool = True) -> dreaming_pb2.DreamStatus:
+    """The reply of GetDreamStatus; without ``text``, no rendering (GetDreamSummaries)."""
     last, ops, h = status.last_run, status.last_ops, status.health
     last_pb = pb.LastRun() if last is None else pb.LastRun(
         run_id=last.run_id, trigger=last.trigger, mode=last.mode, status=last.status, reason=last.reason,
@@ -103,7 +105,7 @@ def status_pb(status: Status) -> dreaming_pb2.DreamStatus:
     return pb.DreamStatus(
         agent_id=status.agent_id, scheduled=status.scheduled, mode=status.mode, next_run_at=status.next_run_at,
         last_run=last_pb,
-        pending=[op_pb(r) for r in status.pending], last_night=status.last_night, text=status_text(status),
+        pending=[op_pb(r) for r in status.pending], last_night=status.last_night, text=status_text(status) if text else "",
         health=pb.RunHealth(failures_last_7_days=h.failures, last_failure_at=h.last_failure_at,
                             last_failure_reason=h.last_failure_reason, promoted=h.promoted, not_promoted=h.not_promoted),
         running=status.running,
@@ -188,6 +190,27 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
         assert agent is not None
         return agent
 
+    def _agents(self, context: grpc.aio.ServicerContext, agent_ids: list[str], *, write: bool) -> tuple[list[AgentConfig], dict[str, str]]:
+        """The configured agents of ``agent_ids`` (each once, in order) and, by id, why each other
+        one has none. Raises Unauthenticated, InvalidArgument for more than MAX_SUMMARY_IDS ids, and
+        PermissionDenied when one id is outside the caller's scope (then nothing is answered)."""
+        config, auth = self._snapshot()
+        caller = caller_of(auth, context)
+        if len(agent_ids) > MAX_SUMMARY_IDS:
+            raise InvalidArgument(f"agent_ids: {len(agent_ids)} ids; at most {MAX_SUMMARY_IDS} in one call")
+        agents: list[AgentConfig] = []
+        unknown: dict[str, str] = {}
+        for agent_id in dict.fromkeys(agent_ids):
+            agent = config.agent(agent_id)
+            try:
+                auth.authorize(caller, agent_id, agent_exists=agent is not None, write=write)
+            except (NotFound, InvalidArgument) as exc:  # for a caller whose scope covers every id
+                unknown[agent_id] = exc.message
+                continue
+            assert agent is not None
+            agents.append(agent)
+        return agents, unknown
+
     @unary
     async def RunNow(self, request: dreaming_pb2.RunNowRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamReport:  # noqa: N802
         agent = self._agent(context, request.agent_id, write=True)
@@ -196,7 +219,14 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
     @unary
     async def GetDreamStatus(self, request: dreaming_pb2.GetDreamStatusRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamStatus:  # noqa: N802
         agent = self._agent(context, request.agent_id, write=False)
-        return status_pb(self._dreamer.status(agent))
+        [status] = await self._dreamer.statuses([agent])
+        return status_pb(status)
+
+    @unary
+    async def GetDreamSummaries(self, request: dreaming_pb2.GetDreamSummariesRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamSummaries:  # noqa: N802
+        agents, unknown = self._agents(context, list(request.agent_ids), write=False)
+        statuses = await self._dreamer.statuses(agents)
+        return pb.DreamSummaries(statuses=[status_pb(s, text=False) for s in statuses], unknown=unknown)
 
     @unary
     async def ListDreamRuns(self, request: dreaming_pb2.ListDreamRunsRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamRuns:  # noqa: N802

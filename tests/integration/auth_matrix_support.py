@@ -46,6 +46,7 @@ READ, WRITE = "read", "write"
 ACCESS: dict[str, str] = {
     "gateway.v1.Dreaming.RunNow": WRITE,
     "gateway.v1.Dreaming.GetDreamStatus": READ,
+    "gateway.v1.Dreaming.GetDreamSummaries": READ,
     "gateway.v1.Dreaming.ListDreamRuns": READ,
     "gateway.v1.Dreaming.AcceptProposals": WRITE,
     "gateway.v1.Dreaming.RejectProposals": WRITE,
@@ -85,6 +86,10 @@ ACCESS: dict[str, str] = {
 # any accepted key is allowed (what it sees is checked by test_console_api.py), and only a missing
 # or wrong key is refused.
 SCOPE_FILTERED = frozenset({"gateway.v1.Sessions.ListAgents"})
+# RPCs about many agents that name an agent not configured in the reply instead of refusing the
+# call (an agent just removed must not fail the others): for a key whose scope covers every id,
+# the unknown agent is allowed. An id outside a scoped key's scope still fails the call (403).
+UNKNOWN_ANSWERED = frozenset({"gateway.v1.Dreaming.GetDreamSummaries"})
 
 NOTE = "# Matrix note\n\n- first line of the note\n- second line of the note\n"
 ABSENT_RUN = "20260101T000000Z-abcd"  # well-formed ids of nothing: a denied case never reaches the lookup
@@ -189,6 +194,7 @@ def _note_or_absent(p: Prep, agent: str, ready: bool, retired: bool = False) -> 
 REQUESTS: dict[str, Builder] = {
     "gateway.v1.Dreaming.RunNow": lambda p, a, r: {},
     "gateway.v1.Dreaming.GetDreamStatus": lambda p, a, r: {},
+    "gateway.v1.Dreaming.GetDreamSummaries": lambda p, a, r: {"agent_ids": [a]},
     "gateway.v1.Dreaming.ListDreamRuns": lambda p, a, r: {},
     "gateway.v1.Dreaming.AcceptProposals": lambda p, a, r: {"ids": [p.proposal(a) if r else ABSENT_PROPOSAL]},
     "gateway.v1.Dreaming.RejectProposals": lambda p, a, r: {"ids": [p.proposal(a) if r else ABSENT_PROPOSAL]},

@@ -9,6 +9,9 @@ and the console's agents page show beside the last run.
   and reason are kept.
 - **Shared promotion**: how many notes the last run wrote to the shared vault (promotion
   outcomes created, merged, updated) and, when none, why (its run record's ``notPromoted``).
+
+The records are read once into ``AuditFacts`` (``audit_facts``); the health at a given ``now`` is
+computed from those (``health_of``), so a status can keep the facts while audit.jsonl is unchanged.
 """
 
 from __future__ import annotations
@@ -42,13 +45,6 @@ class Health:
     not_promoted: str = ""
 
 
-def op_counts(records: Sequence[Record], run_id: str) -> OpCounts:
-    """The ops of run ``run_id`` by status (module docstring)."""
-    statuses = [r.get("status") for r in records if r.get("kind") == "op" and r.get("run") == run_id]
-    applied, skipped, proposed = (statuses.count(s) for s in COUNTED)
-    return OpCounts(applied, skipped, proposed)
-
-
 def _started(raw: object) -> datetime | None:
     try:
         moment = datetime.fromisoformat(str(raw))
@@ -67,29 +63,51 @@ def _failure(record: Record) -> str | None:
     return None
 
 
-def _failures(records: Sequence[Record], last: RunSummary | None, since: datetime) -> list[tuple[datetime, str]]:
+@dataclass(frozen=True)
+class AuditFacts:
+    """What the health needs of audit.jsonl for one last run: a small digest of the records, so a
+    status need not read them again while the file is unchanged (``history/digest.py``)."""
+
+    failures: tuple[tuple[datetime, str], ...] = ()  # every failed run audited: (start, why), in audit order
+    audited: bool = False  # the last run has a run record
+    ops: OpCounts = OpCounts()
+    promoted: int = 0
+    not_promoted: str = ""  # the last run record's notPromoted
+
+
+def audit_facts(records: Sequence[Record], run_id: str) -> AuditFacts:
+    """The facts of ``records`` (audit.jsonl, oldest first) about every failure and about run ``run_id``."""
     runs = [r for r in records if r.get("kind") == "run"]
-    found = [(at, why) for r in runs if (at := _started(r.get("startedAt"))) is not None and at >= since
-             and (why := _failure(r)) is not None]
-    audited = {r.get("run") for r in runs}
-    if last is not None and last.status in (FAILED, INTERRUPTED) and last.run_id not in audited:
+    failures = tuple((at, why) for r in runs if (at := _started(r.get("startedAt"))) is not None
+                     and (why := _failure(r)) is not None)
+    statuses = [r.get("status") for r in records if r.get("kind") == "op" and r.get("run") == run_id]
+    applied, skipped, proposed = (statuses.count(s) for s in COUNTED)
+    run = next((r for r in reversed(runs) if r.get("run") == run_id), None)
+    promoted = sum(1 for r in records if r.get("kind") == "promotion" and r.get("run") == run_id and r.get("outcome") in LANDED)
+    return AuditFacts(
+        failures=failures, audited=run is not None, ops=OpCounts(applied, skipped, proposed), promoted=promoted,
+        not_promoted=str(run.get("notPromoted") or "") if run is not None else "",
+    )
+
+
+def _failures(facts: AuditFacts, last: RunSummary | None, since: datetime) -> list[tuple[datetime, str]]:
+    found = [(at, why) for at, why in facts.failures if at >= since]
+    if last is not None and last.status in (FAILED, INTERRUPTED) and not facts.audited:
         at = _started(last.started_at)
         if at is not None and at >= since:
             found.append((at, last.reason or last.status))
     return sorted(found, key=lambda pair: pair[0])
 
 
-def run_health(records: Sequence[Record], last: RunSummary | None, now: datetime) -> Health:
-    """The agent's run health at ``now`` (module docstring); ``last`` is the state file's last run."""
-    failures = _failures(records, last, now - WINDOW)
+def health_of(facts: AuditFacts, last: RunSummary | None, now: datetime) -> Health:
+    """The agent's run health at ``now`` (module docstring) from ``facts`` about ``last``, the state
+    file's last run."""
+    failures = _failures(facts, last, now - WINDOW)
     newest = failures[-1] if failures else None
-    run_id = last.run_id if last is not None else ""
-    run = next((r for r in reversed(records) if r.get("kind") == "run" and r.get("run") == run_id), None)
-    promoted = sum(1 for r in records if r.get("kind") == "promotion" and r.get("run") == run_id and r.get("outcome") in LANDED)
     return Health(
         failures=len(failures),
         last_failure_at=newest[0].isoformat(timespec="seconds").replace("+00:00", "Z") if newest else "",
         last_failure_reason=newest[1] if newest else "",
-        promoted=promoted,
-        not_promoted=str(run.get("notPromoted") or "") if run is not None and not promoted else "",
+        promoted=facts.promoted,
+        not_promoted=facts.not_promoted if not facts.promoted else "",
     )

@@ -88,6 +88,11 @@ def read(path: Path) -> list[Record]:
         raw = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return []
+    return parse(raw)
+
+
+def parse(raw: str) -> list[Record]:
+    """The records of the text of a JSON-lines file, oldest first; broken lines are skipped."""
     out = []
     for line in raw.splitlines():
         try:

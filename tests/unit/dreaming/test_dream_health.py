@@ -4,77 +4,26 @@ the dreaming clock, and why the last run promoted nothing to the shared vault (a
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dreaming_helpers import NOW
+from dreaming_stage import dream, dreamer_in
 
 from gateway.config import AgentConfig, build
 from gateway.config_migrations import CURRENT_VERSION
-from services.dreaming import nightly
-from services.dreaming.apply.recall import Hit
-from services.dreaming.dreamer import Dreamer
-from services.dreaming.model.values import PROPOSE, OpResult, Promotion, Proposal, ReviewerOutcome, ReviewerReply, iso
+from services.dreaming.model.values import PROPOSE, OpResult, Promotion, Proposal, iso
 from services.dreaming.render import status_text
-from services.dreaming.schedule.quiet import Activity
 from services.dreaming.schedule.state import RunSummary, StateStore
 from services.dreaming.servicer import status_pb
 from services.dreaming.vault.promotion import PromotionReply, not_promoted
 
-MEMORY = "# Memory\n\n- The office opens at 7.\n"
 TEA = Proposal(op="add", file="MEMORY.md", content="- Jan drinks tea.", reason="learned")
 FERRY = Proposal(op="add", file="MEMORY.md", content="- The ferry leaves at noon.", reason="learned")
 CRANE = Proposal(op="add", file="MEMORY.md", content="- Quay 4 has a crane.", reason="learned")
-
-
-@dataclass
-class Stage:
-    """The dreaming clock, the reviewer's next answer and the KB's promotion replies, all set by the test."""
-
-    now: datetime = NOW
-    outcome: ReviewerOutcome = field(default_factory=lambda: ReviewerOutcome(ReviewerReply(), ok=True))
-    replies: list[PromotionReply] = field(default_factory=list)
-
-    async def review(self, agent: AgentConfig, prompt: str) -> ReviewerOutcome:
-        return self.outcome
-
-    async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
-        return None
-
-    async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]:
-        return []
-
-    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
-        return self.replies.pop(0)
-
-
-class NoWatcher:
-    async def activity(self, agent_id: str) -> Activity:
-        raise AssertionError("not called")
-
-
-def dreamer_in(home: Path, **dreaming: Any) -> tuple[Dreamer, AgentConfig, Stage]:
-    entry = {"id": "alfred", "dreaming": {"staleness": {"enabled": False}, **dreaming}}
-    config = build({"configVersion": CURRENT_VERSION, "agents": [entry]}, home)
-    agent = config.agents[0]
-    agent.workspace.mkdir(parents=True)
-    (agent.workspace / "MEMORY.md").write_text(MEMORY)
-    stage = Stage()
-    deps = nightly.Deps(index=stage, review=stage.review, now=lambda: stage.now, promoter=stage)
-    return Dreamer(lambda: config, StateStore(home), deps, NoWatcher()), agent, stage
-
-
-def dream(dreamer: Dreamer, agent: AgentConfig, stage: Stage, *proposals: Proposal, mode: str = "auto",
-          failure: str = "") -> None:
-    reply = ReviewerReply("scripted", tuple(proposals))
-    stage.outcome = ReviewerOutcome(reply, ok=not failure, reason=failure)
-    asyncio.run(dreamer.run_now(agent, mode))
 
 
 def audited_runs(agent: AgentConfig) -> list[dict[str, Any]]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
 import pytest
+from servicer_context import Context
 
 from gateway.auth import Authenticator
 from gateway.config import load_config
@@ -25,19 +25,6 @@ from services.watcher.servicer import Sessions
 from services.watcher.sessions import SessionRegistry
 
 KEYS = {"alfred-reader": ["alfred"], "bob-writer": ["bob"], "admin": "*", "ghost": ["zed"]}
-
-
-class Context:
-    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
-        self._metadata = metadata
-        self.aborted: list[tuple[grpc.StatusCode, str]] = []
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self._metadata
-
-    async def abort(self, code: grpc.StatusCode, details: str) -> None:
-        self.aborted.append((code, details))
-        raise grpc.aio.AbortError()
 
 
 @pytest.fixture
@@ -137,32 +124,32 @@ def test_the_budget_cache_composes_again_only_after_a_change(home: Path, monkeyp
 
 
 class FakeDreaming(dreaming_pb2_grpc.DreamingServicer):
-    """GetDreamStatus that takes ``delay`` seconds, fails for agent ``broken``, and counts calls."""
+    """GetDreamSummaries that takes ``delay`` seconds, knows no agent ``broken``, fails a whole call
+    that asks for agent ``failing``, and records the ids of each call."""
 
     def __init__(self, delay: float) -> None:
         self.delay = delay
-        self.calls = 0
-        self.in_flight = 0
-        self.most_in_flight = 0
+        self.asked: list[list[str]] = []
 
-    async def GetDreamStatus(self, request: dreaming_pb2.GetDreamStatusRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamStatus:  # noqa: N802
-        self.calls += 1
-        self.in_flight += 1
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            await asyncio.sleep(self.delay)
-        finally:
-            self.in_flight -= 1
-        if request.agent_id == "broken":
-            await context.abort(grpc.StatusCode.NOT_FOUND, "agent 'broken' not found")
-        return dreaming_pb2.DreamStatus(
-            agent_id=request.agent_id, scheduled=True, mode="propose", next_run_at="2026-12-07T03:00:00Z",
-            last_run=dreaming_pb2.LastRun(run_id="r1", status="applied", reason="", finished_at="2026-12-06T03:00:00Z",
-                                          ops_applied=3, ops_skipped=1),
-            pending=[dreaming_pb2.DreamOp(op_id="r1/1"), dreaming_pb2.DreamOp(op_id="r1/2")],
-            health=dreaming_pb2.RunHealth(failures_last_7_days=2, last_failure_at="2026-12-05T03:00:00Z",
-                                          last_failure_reason="the reviewer timed out", not_promoted="no candidate"),
-        )
+    async def GetDreamSummaries(self, request: dreaming_pb2.GetDreamSummariesRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.DreamSummaries:  # noqa: N802
+        self.asked.append(list(request.agent_ids))
+        await asyncio.sleep(self.delay)
+        if "failing" in request.agent_ids:
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error")
+        known = [a for a in request.agent_ids if a != "broken"]
+        return dreaming_pb2.DreamSummaries(statuses=[status(a) for a in known],
+                                           unknown={a: f"agent {a!r} not found" for a in request.agent_ids if a == "broken"})
+
+
+def status(agent_id: str) -> dreaming_pb2.DreamStatus:
+    return dreaming_pb2.DreamStatus(
+        agent_id=agent_id, scheduled=True, mode="propose", next_run_at="2026-12-07T03:00:00Z",
+        last_run=dreaming_pb2.LastRun(run_id="r1", status="applied", reason="", finished_at="2026-12-06T03:00:00Z",
+                                      ops_applied=3, ops_skipped=1),
+        pending=[dreaming_pb2.DreamOp(op_id="r1/1"), dreaming_pb2.DreamOp(op_id="r1/2")],
+        health=dreaming_pb2.RunHealth(failures_last_7_days=2, last_failure_at="2026-12-05T03:00:00Z",
+                                      last_failure_reason="the reviewer timed out", not_promoted="no candidate"),
+    )
 
 
 @asynccontextmanager
@@ -178,26 +165,25 @@ async def fake_dreaming(delay: float) -> AsyncIterator[tuple[str, FakeDreaming]]
         await server.stop(None)
 
 
-def test_many_agents_are_asked_concurrently_and_kept_for_a_moment() -> None:
+def test_the_agents_not_kept_are_asked_in_one_call_and_kept_for_a_moment() -> None:
     agents = [f"agent-{n}" for n in range(200)] + ["broken"]
     now = [0.0]
 
-    async def main() -> tuple[float, dict[str, watcher_pb2.DreamSummary], FakeDreaming, int]:
+    async def main() -> tuple[dict[str, watcher_pb2.DreamSummary], FakeDreaming, list[list[str]]]:
         async with fake_dreaming(0.05) as (address, fake):
-            reader = DreamStatusReader(address, "tok", concurrency=16, clock=lambda: now[0])
-            start = time.perf_counter()
+            reader = DreamStatusReader(address, "tok", clock=lambda: now[0])
             first = await reader.summaries(agents)
-            seconds = time.perf_counter() - start
             await reader.summaries(agents)  # within the TTL: no call
-            calls = fake.calls
+            calls = len(fake.asked)
+            now[0] += 1
+            await reader.summaries(agents + ["agent-new"])  # only the new agent is asked
             now[0] += 5
             await reader.summaries(agents[:3])
             await reader.close()
-            return seconds, first, fake, fake.calls - calls
+            return first, fake, fake.asked[calls:]
 
-    seconds, first, fake, later = asyncio.run(main())
-    assert seconds < 200 * 0.05 / 4, f"{seconds:.2f} s: not concurrent"
-    assert fake.most_in_flight <= 16 and fake.calls == 201 + 3 and later == 3
+    first, fake, later = asyncio.run(main())
+    assert fake.asked[0] == agents and later == [["agent-new"], agents[:3]]
     one = first["agent-7"]
     assert one.known and one.scheduled and one.mode == "propose" and one.pending_proposals == 2
     assert one.last_run_id == "r1" and one.last_status == "applied" and one.last_run_at == "2026-12-06T03:00:00Z"
@@ -205,7 +191,23 @@ def test_many_agents_are_asked_concurrently_and_kept_for_a_moment() -> None:
     assert (one.failures_last_7_days, one.last_failure_at, one.last_failure_reason, one.not_promoted, one.promoted) == (
         2, "2026-12-05T03:00:00Z", "the reviewer timed out", "no candidate", 0)
     broken = first["broken"]
-    assert not broken.known and "NOT_FOUND" in broken.reason and "not found" in broken.reason
+    assert not broken.known and broken.reason == "the dreaming service has no status for it: agent 'broken' not found"
+
+
+def test_the_ids_are_asked_in_calls_of_at_most_the_batch_and_a_failed_call_fails_only_its_own() -> None:
+    agents = [f"agent-{n}" for n in range(5)] + ["failing"]
+
+    async def main() -> tuple[dict[str, watcher_pb2.DreamSummary], FakeDreaming]:
+        async with fake_dreaming(0) as (address, fake):
+            reader = DreamStatusReader(address, "tok", batch=2)
+            got = await reader.summaries(agents)
+            await reader.close()
+            return got, fake
+
+    got, fake = asyncio.run(main())
+    assert sorted(fake.asked) == [["agent-0", "agent-1"], ["agent-2", "agent-3"], ["agent-4", "failing"]]
+    assert [a for a, s in got.items() if s.known] == ["agent-0", "agent-1", "agent-2", "agent-3"]
+    assert got["agent-4"].reason == got["failing"].reason == "the dreaming service answered INTERNAL: internal error"
 
 
 def test_a_dreaming_service_that_is_down_leaves_the_dream_fields_empty_with_a_reason() -> None:
