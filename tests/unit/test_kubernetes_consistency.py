@@ -65,9 +65,10 @@ def _mounts(container: dict[str, Any]) -> dict[str, str]:
 
 
 def _settings(resources: Resources) -> dict[str, Any]:
-    """The ConfigMap's ``settings``: dotted config key → value, as ``gateway config set`` parses it."""
+    """The ConfigMap's ``settings``: dotted config key → value, as ``gateway config set`` parses it,
+    an object's members as keys of their own."""
     text = _one(resources, "ConfigMap")["data"]["settings"]
-    out = {}
+    out: dict[str, Any] = {}
     for line in text.splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
             key, _, value = line.strip().partition(" ")
@@ -75,6 +76,8 @@ def _settings(resources: Resources) -> dict[str, Any]:
                 out[key] = json.loads(value)
             except ValueError:
                 out[key] = value
+            if isinstance(out[key], dict):
+                out |= {f"{key}.{member}": v for member, v in out.pop(key).items()}
     return out
 
 

@@ -23,7 +23,7 @@ from gateway.config import schema
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "kubernetes" / "base"
 # Added to config.json's schema with the PostgreSQL vault store; until then init-host.sh runs without them.
-POSTGRES_KEYS = {"gateway.knowledge.shared.backend", "gateway.knowledge.shared.postgres.dsnFile"}
+POSTGRES_KEYS = {"gateway.knowledge.shared.backend", "gateway.knowledge.shared.postgres"}
 
 
 def _base() -> list[dict[str, Any]]:
@@ -77,15 +77,18 @@ def test_the_probe_fails_when_nothing_listens(tmp_path: Path) -> None:
     assert result.returncode == 1 and result.stdout.startswith("http unreachable at 127.0.0.1:9"), result
 
 
-def _known(key: str) -> bool:
-    node: Any = schema()
-    for part in key.split("."):
-        while "$ref" in node:
-            node = schema()["$defs"][node["$ref"].rsplit("/", 1)[-1]]
-        node = node.get("properties", {}).get(part)
-        if node is None:
-            return False
-    return True
+def _known(key: str, node: Any = None) -> bool:
+    """Whether the dotted ``key`` names a property of config.json's schema (through $ref and its
+    oneOf/anyOf/allOf branches)."""
+    node = schema() if node is None else node
+    while "$ref" in node:
+        node = schema()["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+    head, _, rest = key.partition(".")
+    branches = [b for word in ("oneOf", "anyOf", "allOf") for b in node.get(word, [])]
+    if any(_known(key, branch) for branch in branches):
+        return True
+    child = node.get("properties", {}).get(head)
+    return child is not None and (not rest or _known(rest, child))
 
 
 def _settings_keys() -> list[str]:
