@@ -79,6 +79,12 @@ SKIPPED: dict[tuple[str, str], str] = {
     ("docs/getting-started.md", "make up     # creates .venv"): "the same block as the README's: make up blocks, make test runs every test",
     ("docs/how-to/docker-compose.md", "docker compose up -d"): "needs a Docker engine and host port 10850; tests/integration/test_compose_stack.py brings the stack up, "
     "reads the admin key from the init logs and calls the REST API where there is one",
+    ("docs/how-to/kubernetes.md", "kubectl create namespace claude-gateway"): "needs a Kubernetes cluster; "
+    "tests/unit/test_kubernetes_*.py render and validate what it applies and run its init container's script and probe",
+    ("docs/how-to/kubernetes.md", "get configmap gateway-hosts"): "needs a Kubernetes cluster; "
+    "tests/unit/test_kubernetes_consistency.py checks the agents table's hosts against the StatefulSet's pod names",
+    ("docs/how-to/kubernetes.md", "label pod my-runner"): "needs a Kubernetes cluster; "
+    "tests/unit/test_kubernetes_consistency.py checks the NetworkPolicy's ports",
     ("docs/how-to/dreams.md", "$ gateway dream explain"): "the history of an entry the staleness GC moved a year after it was written; "
     "tests/integration/test_dreaming_staleness.py runs explain on such an entry",
     ("docs/how-to/dreams.md", "$ gateway dream alfred\n"): "the report of a model reviewer's run (a remove, a replace, two guards); "
