@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 GATEWAY_HOME_DIR ?= ./var/gateway
 
-.PHONY: install tools browser up demo test unit integration lint typecheck docs reference bench protos clean clean-data
+.PHONY: install tools browser postgres up demo test unit integration lint typecheck docs reference bench protos clean clean-data
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -40,14 +40,20 @@ CHROMIUM ?= /usr/bin/chromium
 browser:
 	@test -x $(CHROMIUM) || { command -v apt-get >/dev/null && apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; } || echo "make: $(CHROMIUM) is missing and cannot be installed here: the console's browser tests will be skipped"
 
+# The PostgreSQL vault's tests start a throwaway cluster of their own (tests/pg_support.py) with Debian's server
+# binaries (initdb and pg_ctl, in /usr/lib/postgresql/<major>/bin, off PATH; pg_trgm comes with them): a fresh
+# machine without them gets them from apt where it can. Those tests fail, never skip, when they are missing.
+postgres:
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { command -v apt-get >/dev/null && apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; } || echo "make: PostgreSQL's server binaries are missing and cannot be installed here: the PostgreSQL vault's tests will fail"
+
 ## make test: the whole test suite (lint, type check, the documentation site, unit, integration, browser)
-test: install tools browser lint typecheck docs
+test: install tools browser postgres lint typecheck docs
 	$(PY) -m pytest
 
 unit: install
 	$(PY) -m pytest tests/unit
 
-integration: install
+integration: install postgres
 	$(PY) -m pytest tests/integration
 
 lint: install

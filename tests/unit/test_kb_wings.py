@@ -1,4 +1,4 @@
-"""The KB's floor plan (services/kb/__init__.py and each wing's): a small top floor over five wings, each
+"""The KB's floor plan (services/kb/__init__.py and each wing's): a small top floor over six wings, each
 importing only what its package docstring names."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ WINGS: dict[str, set[str]] = {
     "resources": set(),
     "archive": {"index", "resources", "file_watch", "metrics"},
     "vault": {"index", "graph", "resources", "archive", "file_watch"},
+    "vault_pg": set(),
 }
 
 

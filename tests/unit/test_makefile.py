@@ -48,3 +48,10 @@ def test_make_test_builds_the_documentation_site_strictly() -> None:
 
 def test_make_reference_regenerates_the_reference_pages() -> None:
     assert dry_run("reference") == [".venv/bin/python -m gateway_cli.docs_reference"]
+
+
+def test_make_test_installs_postgresql_when_its_server_binaries_are_missing() -> None:
+    lines = dry_run("test")
+    found = [line for line in lines if "initdb" in line]
+    assert len(found) == 1 and "apt-get install -y -q postgresql" in found[0], lines
+    assert lines.index(found[0]) < next(i for i, line in enumerate(lines) if "pytest" in line)

@@ -1,0 +1,158 @@
+"""A throwaway PostgreSQL cluster for the tests: initdb and pg_ctl on a temp directory and a free port.
+
+The server binaries are Debian's (``postgresql``, which ``make postgres`` installs when they are missing):
+``initdb`` on PATH, else the newest ``/usr/lib/postgresql/<major>/bin``. Without them the fixture fails
+with one line saying what to install; it never skips (CI must run these tests).
+
+initdb and the postmaster refuse to run as root: when the tests run as root (CI here does), both run as
+``nobody`` (``subprocess``'s ``user``/``group``, no extra groups), and the cluster lives in a directory
+of ``/tmp`` that belongs to ``nobody`` (pytest's own ``tmp_path`` is root's, mode 0700, out of its
+reach). The unix socket goes in that directory too; clients connect over TCP to 127.0.0.1 as the
+superuser ``postgres`` with trust authentication, which only that address accepts.
+
+The cluster runs without durability (``fsync``, ``synchronous_commit`` and ``full_page_writes`` off):
+a crash loses it, and it is deleted at the end of the session anyway. Each test gets a database of its
+own (``fresh_database``), created from ``template0`` in UTF-8 with the ``C.UTF-8`` locale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import pwd
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+MISSING = (
+    "PostgreSQL's server binaries (initdb, pg_ctl) are not installed: run `make postgres` as root "
+    "(apt-get install postgresql), or put initdb on PATH"
+)
+RUN_AS = "nobody"
+START_TIMEOUT_S = 60
+LOCALE = "C.UTF-8"
+DEBIAN_ROOT = Path("/usr/lib/postgresql")
+SERVER_SETTINGS = {
+    "listen_addresses": "127.0.0.1",
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "100",
+}
+_names = itertools.count(1)
+
+
+def bin_dir() -> Path | None:
+    """Where initdb, pg_ctl and postgres are: initdb on PATH (its real directory), else the newest Debian one."""
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).resolve().parent
+    majors = sorted(DEBIAN_ROOT.glob("*/bin/initdb"), key=lambda p: _major(p.parent.parent.name))
+    return majors[-1].parent if majors else None
+
+
+def _major(name: str) -> int:
+    return int(name) if re.fullmatch(r"\d+", name) else -1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Cluster:
+    """A running cluster: ``root`` holds its data directory, its socket and its log."""
+
+    bin: Path
+    root: Path
+    port: int
+    user: pwd.struct_passwd | None  # who runs it; None: this process's user
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "server.log"
+
+    def dsn(self, dbname: str = "postgres", user: str = "postgres") -> str:
+        return f"host=127.0.0.1 port={self.port} user={user} dbname={dbname} connect_timeout=10"
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run a server binary as the cluster's user, in its directory; its output in the exception when it fails."""
+        as_user = {} if self.user is None else {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": LOCALE, "TZ": "UTC"}
+        done = subprocess.run([str(self.bin / args[0]), *args[1:]], cwd=self.root, env=env, capture_output=True,
+                              text=True, timeout=START_TIMEOUT_S, **as_user)
+        if done.returncode != 0:
+            raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}")
+        return done
+
+    def start(self) -> None:
+        self.run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                 f"--locale={LOCALE}", "--no-sync")
+        options = " ".join(f"-c {k}={v}" for k, v in SERVER_SETTINGS.items())
+        self.run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", str(START_TIMEOUT_S),
+                 "-o", f"-p {self.port} -k {self.root} {options}", "start")
+
+    def stop(self) -> None:
+        with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+            self.run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def create_database(self, name: str) -> str:
+        """A new empty database ``name``; its DSN."""
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8' LOCALE {}").format(
+                sql.Identifier(name), sql.Literal(LOCALE)))
+        return self.dsn(name)
+
+
+def start_cluster() -> Cluster:
+    """Start a cluster; pytest.fail with ``MISSING`` when there are no server binaries."""
+    found = bin_dir()
+    if found is None or not (found / "pg_ctl").exists():
+        pytest.fail(MISSING, pytrace=False)
+    user = pwd.getpwnam(RUN_AS) if os.geteuid() == 0 else None
+    root = Path(tempfile.mkdtemp(prefix="gateway-pg-"))
+    if user is not None:
+        os.chown(root, user.pw_uid, user.pw_gid)
+    cluster = Cluster(found, root, free_port(), user)
+    try:
+        cluster.start()
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Cluster]:
+    """One cluster for the session, stopped and deleted at its end."""
+    started = time.monotonic()
+    cluster = start_cluster()
+    print(f"\npg_support: PostgreSQL on port {cluster.port} started in {time.monotonic() - started:.2f} s")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.root, ignore_errors=True)
+
+
+@pytest.fixture
+def fresh_database(postgres: Cluster) -> str:
+    """The DSN of a new, empty database of the session's cluster, for this test alone."""
+    return postgres.create_database(f"test_{os.getpid()}_{next(_names)}")

@@ -1,0 +1,26 @@
+"""tests/pg_support.py finds Debian's PostgreSQL off PATH, and says in one line what to install without it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pg_support
+import pytest
+
+
+def test_without_server_binaries_the_fixture_fails_saying_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pg_support, "bin_dir", lambda: None)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        pg_support.start_cluster()
+    assert str(failed.value) == pg_support.MISSING
+    assert "\n" not in pg_support.MISSING and "make postgres" in pg_support.MISSING
+
+
+def test_off_path_the_newest_debian_server_is_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for major in ("9.6", "13", "15"):
+        (tmp_path / major / "bin").mkdir(parents=True)
+        (tmp_path / major / "bin" / "initdb").touch()
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(pg_support, "DEBIAN_ROOT", tmp_path)
+    assert pg_support.bin_dir() == tmp_path / "15" / "bin"
