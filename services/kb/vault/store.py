@@ -21,12 +21,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
+
+from gateway.errors import CommandError
 
 from services.kb.archive.retrieval_log import Retrieved
 from services.kb.index.search import SearchResult
 
-BACKENDS = ("sqlite", "postgres")
+BUILT_IN: Final = ("sqlite",)
 
 
 @dataclass(frozen=True)
@@ -185,3 +187,13 @@ class VaultStore(Protocol):
     def finish_day(self, summary: str) -> None:
         """Keep the summary of the day's GC run (``claim_day`` answers it for the rest of the day)."""
         ...
+
+
+def require_built_in(backend: str) -> None:
+    """At the KB's start: CommandError (one line) when ``gateway.knowledge.shared.backend`` names a
+    backend this version does not have."""
+    if backend not in BUILT_IN:
+        raise CommandError(
+            f"kb: gateway.knowledge.shared.backend is {backend!r}, but the {backend} vault backend is not built "
+            f"in this version (built in: {', '.join(BUILT_IN)}); the KB does not start"
+        )
