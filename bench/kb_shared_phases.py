@@ -162,10 +162,12 @@ def breakdown_phase(gen: VaultGen, vault_dir: Path, ops: int) -> dict[str, Any]:
     """In-process: where a create's time goes (the service is stopped)."""
     from gateway.atomic import write_atomic
     from services.kb.vault import notes as vault, note_index as vault_index, similar as vault_similar
+    from services.kb.vault.sqlite_store import SqliteVaultStore
 
     rng = gen.rng
     notes_dir = vault_dir / "notes"
     conn = vault_index.open_vault_index(vault_dir)
+    store = SqliteVaultStore(vault_dir, conn)
     parts: dict[str, list[float]] = {k: [] for k in ("seed", "recall", "read+stem", "write", "reindex", "total", "create")}
     try:
         for i in range(ops):
@@ -178,7 +180,7 @@ def breakdown_phase(gen: VaultGen, vault_dir: Path, ops: int) -> dict[str, Any]:
             t0 = time.perf_counter()
             seed = vault_similar.seed_terms(content)
             t1 = time.perf_counter()
-            cands = vault_similar._candidates(conn, seed, {name}) if seed else []
+            cands = vault_similar._candidates(store, seed, {name}) if seed else []
             t2 = time.perf_counter()
             for cand, _chunk in cands:
                 with contextlib.suppress(OSError):
@@ -192,9 +194,9 @@ def breakdown_phase(gen: VaultGen, vault_dir: Path, ops: int) -> dict[str, Any]:
             for k, v in zip(("seed", "recall", "read+stem", "write", "reindex", "total"),
                             (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0)):  # fmt: skip
                 parts[k].append(v)
-            vault.delete(conn, vault_dir, name)  # then the real thing, end to end, under the same name
+            vault.delete(store, name)  # then the real thing, end to end, under the same name
             t0 = time.perf_counter()
-            vault.create(conn, vault_dir, name, content, confirm=True)
+            vault.create(store, name, content, confirm=True)
             parts["create"].append(time.perf_counter() - t0)
             gen.names.append(name)
         rows = conn.execute("SELECT (SELECT count(*) FROM kb_sources), (SELECT count(*) FROM kb_chunks)").fetchall()[0]

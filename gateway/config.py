@@ -28,6 +28,7 @@ from gateway.config_model import (  # the typed settings, re-exported: importers
     DreamingSettings as DreamingSettings,
     ArchiveSettings as ArchiveSettings,
     VaultGcSettings as VaultGcSettings,
+    VaultPostgresSettings as VaultPostgresSettings,
     SharedSettings as SharedSettings,
     KnowledgeSettings as KnowledgeSettings,
     AgentConfig as AgentConfig,
@@ -103,7 +104,7 @@ def _where(error: jsonschema.ValidationError) -> str:
 
 
 # Fields whose value is (or may be, when pasted in the wrong place) a key: never echoed.
-SECRET_FIELDS = ("key", "keySha256")
+SECRET_FIELDS = ("key", "keySha256", "dsn")
 
 _BOUNDS = {
     "minLength": ("too short", "at least", "character"),
@@ -217,7 +218,38 @@ def validate(raw: Raw) -> list[str]:
     for i, entry in enumerate(keys if isinstance(keys, list) else []):
         if isinstance(entry, dict) and ("key" in entry) == ("keySha256" in entry):
             problems.append(f"gateway.api.keys[{i}]: needs exactly one of key or keySha256")
+    problems.extend(vault_backend_problems(raw))
     problems.extend(port_clashes(raw))
+    return problems
+
+
+DSN_KEYS = ("dsn", "dsnFile", "dsnEnv")
+
+
+def vault_backend_problems(raw: Raw) -> list[str]:
+    """One line per problem with the shared vault's backend: chosen gateway-wide only; with ``postgres``,
+    exactly one of ``dsn``, ``dsnFile``, ``dsnEnv`` (more than one is an error whatever the backend);
+    ``minSize`` at most ``maxSize``. No line shows a DSN."""
+    where = "gateway.knowledge.shared"
+    shared = _dict_at(raw, "gateway", "knowledge", "shared")
+    pg = _dict_at(shared, "postgres")
+    given = [k for k in DSN_KEYS if k in pg]
+    problems = []
+    if len(given) > 1:
+        both = "both" if len(given) == 2 else "all"
+        problems.append(f"{where}.postgres: {' and '.join(given)} are {both} set; give exactly one of dsn, dsnFile or dsnEnv")
+    elif not given and shared.get("backend") == "postgres":
+        problems.append(f'{where}.postgres: backend is "postgres" but none of dsn, dsnFile or dsnEnv is set; give exactly one')
+    pool = schema()["$defs"]["vaultPostgres"]["properties"]
+    low, high = pg.get("minSize", pool["minSize"]["default"]), pg.get("maxSize", pool["maxSize"]["default"])
+    if isinstance(low, int) and isinstance(high, int) and low > high:
+        problems.append(f"{where}.postgres: minSize {low} is over maxSize {high}")
+    for i, agent in enumerate(raw.get("agents", []) if isinstance(raw.get("agents"), list) else []):
+        override = _dict_at(agent, "knowledge", "shared")
+        for key in ("backend", "postgres"):
+            if key in override:
+                problems.append(f"agents[{i}].knowledge.shared.{key}: the vault's backend is gateway-wide only "
+                                f"(set {where}.{key})")
     return problems
 
 
@@ -280,8 +312,22 @@ def _knowledge(raw: Raw, home: Path) -> KnowledgeSettings:
                 stale_days=sh["gc"]["staleDays"],
                 max_retirements_per_run=sh["gc"]["maxRetirementsPerRun"],
             ),
+            backend=sh["backend"],
+            postgres=_vault_postgres(sh["postgres"], home),
         ),
         max_open_archives=raw.get("maxOpenArchives", 0),
+    )
+
+
+def _vault_postgres(raw: Raw, home: Path) -> VaultPostgresSettings:
+    return VaultPostgresSettings(
+        dsn=raw.get("dsn"),
+        dsn_file=home / Path(raw["dsnFile"]).expanduser() if "dsnFile" in raw else None,
+        dsn_env=raw.get("dsnEnv"),
+        min_size=raw["minSize"],
+        max_size=raw["maxSize"],
+        connect_timeout_s=float(raw["connectTimeoutS"]),
+        statement_timeout_ms=raw["statementTimeoutMs"],
     )
 
 

@@ -6,7 +6,7 @@ overrides) and re-exports them; import them from there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -124,6 +124,20 @@ class VaultGcSettings:
 
 
 @dataclass(frozen=True)
+class VaultPostgresSettings:
+    """``knowledge.shared.postgres``: where the PostgreSQL vault is (exactly one of the three, when the
+    backend is ``postgres``) and its pool. The DSN is never in a repr: it may hold a password."""
+
+    dsn: str | None = field(default=None, repr=False)
+    dsn_file: Path | None = None
+    dsn_env: str | None = None
+    min_size: int = 1
+    max_size: int = 10
+    connect_timeout_s: float = 5.0
+    statement_timeout_ms: int = 15_000
+
+
+@dataclass(frozen=True)
 class SharedSettings:
     enabled: bool
     project: str
@@ -131,6 +145,8 @@ class SharedSettings:
     mode: str
     graph: bool
     gc: VaultGcSettings
+    backend: str = "sqlite"
+    postgres: VaultPostgresSettings = VaultPostgresSettings()
 
     @property
     def vault_dir(self) -> Path:

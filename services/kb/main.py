@@ -23,6 +23,7 @@ from services.kb.servicer import Knowledge
 from services.kb.vault.names import NOTES_DIR
 from services.kb.vault.note_index import REPORTS_DIR
 from services.kb.vault.registry import Vaults
+from services.kb.vault.store import require_built_in
 
 log = structlog.get_logger()
 
@@ -58,6 +59,7 @@ def temp_folders(config: Config) -> list[Folder]:
 async def run(live: LiveConfig, instance: str | None = None) -> None:
     """Serve gateway.v1.Knowledge until SIGTERM, following config.json."""
     config = live.current
+    require_built_in(config.knowledge.shared.backend)  # chosen once, here: a reload never changes it
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     if keep_pages_off_heap():  # before any page cache: SQLite's page buffers are mappings of their own
         log.info("kb_page_buffers_off_heap", threshold_bytes=PAGE_BUFFER_THRESHOLD)

@@ -13,7 +13,7 @@ from gateway.errors import InvalidArgument
 from gateway.rpc import unary
 from gateway.v1 import kb_pb2
 from services.kb.graph.view import Finding, view
-from services.kb.vault.authors import Authors, Writer
+from services.kb.vault.store import Authors, Writer
 from services.kb.vault.listing import NoteFacts
 from services.kb.vault.registry import Vaults
 

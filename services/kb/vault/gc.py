@@ -1,19 +1,17 @@
 """The shared vault's own GC: retire idle notes, restore retired ones retrieved again (docs/concepts/vault.md "Shared vault").
 
-Pure domain code over the vault's index connection and its ``notes/``; the
-KB's ``Vaults`` runs it in a worker thread under the vault's write lock and
+Pure domain code over the vault's store (``store.VaultStore``); the KB's
+``Vaults`` runs it in a worker thread under the vault's write lock and
 decides whether it may run (``gc.enabled``). One run (``collect``):
 
 1. **Once per vault per day.** The day (a local date, ``YYYY-MM-DD``, chosen
-   by the caller) is claimed in ``kb_meta.vault_gc_day`` in one
-   ``BEGIN IMMEDIATE`` transaction, before anything moves, so two agents of one
-   vault, two KB processes or a crash mid-run never run one day twice. A
-   second call the same day does nothing and answers ``already-ran`` with the
-   summary of the day's run (``kb_meta.vault_gc_last``).
-2. **Fold** the vault's retrieval log (``kb_retrieval_log``, appended by the
-   read path: Search hits from the shared corpus and GetSharedNote) into
-   ``kb_note_lifecycle``, in the claiming transaction: rows above
-   ``kb_meta.vault_gc_folded_id``, so nothing is counted twice. A hit on
+   by the caller) is claimed in one transaction (``claim_day``), before
+   anything moves, so two agents of one vault, two KB processes or a crash
+   mid-run never run one day twice. A second call the same day does nothing
+   and answers ``already-ran`` with the summary of the day's run.
+2. **Fold** the vault's retrieval log (appended by the read path: Search hits
+   from the shared corpus and GetSharedNote) into the lifecycle rows, in the
+   claiming transaction, so nothing is counted twice. A hit on
    ``stale__<name>`` counts for ``<name>``: one row per live name.
 3. **Restore** (never capped): a note the GC retired (its row's
    ``retired_at``, and the GC's own marker in ``stale__<name>``: the reason
@@ -42,48 +40,22 @@ clears it. Times are Unix epoch seconds from the caller's clock.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from pathlib import Path
 from typing import Final, Literal
-
-import apsw
 
 from gateway.config import VaultGcSettings
 from gateway.errors import GatewayError
 from services.kb.index.entries import entry_hash
-from services.kb.index.meta import get_meta, set_meta
 from services.kb.vault import retirement
-from services.kb.vault.names import (
-    NOTE_SUFFIX,
-    NOTES_DIR,
-    is_retired,
-    live_name,
-    name_from_path,
-    note_path,
-    retired_name,
-    validate_name,
-)
+from services.kb.vault.names import note_path, retired_name, validate_name
+from services.kb.vault.store import NoteState, VaultStore
 
 DAY_S: Final = 86_400
 REASON_PREFIX: Final = "vault GC:"
-DAY_KEY: Final = "vault_gc_day"
-LAST_KEY: Final = "vault_gc_last"
-FOLDED_KEY: Final = "vault_gc_folded_id"
 SHOWN_SKIPS: Final = 20  # skipped notes named in one report; the rest are counted
-
-LIFECYCLE_DDL: Final = """
-CREATE TABLE IF NOT EXISTS kb_note_lifecycle(
-    name TEXT PRIMARY KEY,
-    last_retrieved REAL,
-    retrieval_count INTEGER NOT NULL DEFAULT 0,
-    retired_at REAL
-) WITHOUT ROWID;
-"""
 
 Outcome = Literal["ran", "already-ran", "disabled"]
 
@@ -99,15 +71,6 @@ class NoteRef:
 def note_ref(name: str, content: str) -> NoteRef:
     """GetSharedNote's log row: the note's path, and the entry hash of its whole text as one entry."""
     return NoteRef(note_path(name), entry_hash(content))
-
-
-@dataclass(frozen=True)
-class NoteState:
-    """A note's ``kb_note_lifecycle`` row (absent: never retrieved, never retired by the GC)."""
-
-    last_retrieved: float | None = None
-    retrieval_count: int = 0
-    retired_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -148,70 +111,6 @@ class GcReport:
     message: str = field(default="", compare=False)
 
 
-def ensure_table(conn: apsw.Connection) -> None:
-    """Create ``kb_note_lifecycle`` if it is missing (inside the caller's transaction or alone)."""
-    conn.execute(LIFECYCLE_DDL)
-
-
-def fold(conn: apsw.Connection) -> int:
-    """Fold new ``kb_retrieval_log`` rows into ``kb_note_lifecycle`` by live name; the rows folded.
-    Runs inside the caller's transaction (the watermark moves with the counts)."""
-    last = int(get_meta(conn, FOLDED_KEY) or 0)
-    groups = conn.execute(
-        "SELECT path, count(*), max(at), max(id) FROM kb_retrieval_log WHERE id > ? GROUP BY path", (last,)
-    ).fetchall()
-    by_name: dict[str, tuple[int, float]] = {}
-    newest, folded = last, 0
-    for path, count, at, max_id in groups:
-        newest = max(newest, int(str(max_id)))
-        name = name_from_path(str(path))
-        if name is None:
-            continue
-        seen, latest = by_name.get(live_name(name), (0, 0.0))
-        by_name[live_name(name)] = (seen + int(str(count)), max(latest, float(str(at))))
-        folded += int(str(count))
-    conn.executemany(
-        "INSERT INTO kb_note_lifecycle(name, last_retrieved, retrieval_count) VALUES (?, ?, ?) "
-        "ON CONFLICT(name) DO UPDATE SET retrieval_count = retrieval_count + excluded.retrieval_count, "
-        "last_retrieved = max(coalesce(last_retrieved, 0), excluded.last_retrieved)",
-        [(name, latest, seen) for name, (seen, latest) in sorted(by_name.items())],
-    )
-    set_meta(conn, FOLDED_KEY, str(newest))
-    # Folded rows are counted for good (the archive's fold says why they go).
-    conn.execute("DELETE FROM kb_retrieval_log WHERE id <= ?", (newest,))
-    return folded
-
-
-def read_states(conn: apsw.Connection) -> dict[str, NoteState]:
-    """Every ``kb_note_lifecycle`` row by live name."""
-    rows = conn.execute("SELECT name, last_retrieved, retrieval_count, retired_at FROM kb_note_lifecycle")
-    return {str(n): NoteState(last, int(count), retired) for n, last, count, retired in rows}
-
-
-def scan(vault_dir: Path) -> tuple[dict[str, float], set[str]]:
-    """``(live notes → mtime in seconds, live names that have a stale__ twin)``: the files directly in
-    ``notes/`` ending in ``.md``, not starting with ``.`` (as the index's sources). A live note that
-    is a symlink is left out: the GC never retires it."""
-    live: dict[str, float] = {}
-    twins: set[str] = set()
-    with contextlib.suppress(FileNotFoundError), os.scandir(vault_dir / NOTES_DIR) as entries:
-        for entry in entries:
-            if entry.name.startswith(".") or not entry.name.endswith(NOTE_SUFFIX):
-                continue
-            try:
-                st = entry.stat()
-            except OSError:
-                continue  # gone or unreadable: nothing to age
-            if not entry.is_file():
-                continue
-            name = entry.name[: -len(NOTE_SUFFIX)]
-            if is_retired(name):
-                twins.add(live_name(name))
-            elif not entry.is_symlink():  # a linked note is someone else's file: retiring would replace the link
-                live[name] = st.st_mtime
-    return live, twins
-
-
 def _valid(name: str) -> bool:
     try:
         return validate_name(name) == name
@@ -246,48 +145,19 @@ def plan(
     return Plan(tuple(restore), tuple(clear), tuple(due), tuple(sorted(skipped)))
 
 
-def _set_retired(conn: apsw.Connection, name: str, at: float | None) -> None:
-    with conn:
-        conn.execute(
-            "INSERT INTO kb_note_lifecycle(name, retired_at) VALUES (?, ?) "
-            "ON CONFLICT(name) DO UPDATE SET retired_at = excluded.retired_at",
-            (name, at),
-        )
-
-
-def _retired_by_gc(vault_dir: Path, name: str) -> bool:
+def _retired_by_gc(store: VaultStore, name: str) -> bool:
     """Whether ``stale__<name>`` carries the GC's own marker (not a retirement made by hand)."""
     try:
-        data = retirement.note_file(vault_dir, retired_name(name)).read_bytes()
-    except OSError:
+        data = store.read(retired_name(name))
+    except (OSError, GatewayError):
         return False
-    marker = retirement.read_marker(data)
+    marker = None if data is None else retirement.read_marker(data)
     return marker is not None and marker.reason.startswith(REASON_PREFIX)
 
 
 def reason(idle_s: float, stale_days: int) -> str:
     """The retirement marker's reason: the rule and the note's idle days."""
     return f"{REASON_PREFIX} not retrieved or written in {int(idle_s // DAY_S)} days (staleDays {stale_days})"
-
-
-def claim(conn: apsw.Connection, day: str, by: str) -> tuple[GcReport | None, int]:
-    """Claim ``day`` and fold the log, in one transaction: ``(None, rows folded)``; or, when the day
-    was claimed already, ``(that day's summary, 0)`` and nothing changes."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        ensure_table(conn)
-        if get_meta(conn, DAY_KEY) == day:
-            last = _summary(get_meta(conn, LAST_KEY), day)
-            conn.execute("ROLLBACK")
-            return last, 0
-        set_meta(conn, DAY_KEY, day)
-        set_meta(conn, LAST_KEY, json.dumps({"day": day, "by": by, "finished": False}))
-        folded = fold(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return None, folded
 
 
 def _summary(raw: str | None, day: str) -> GcReport:
@@ -309,23 +179,22 @@ def _summary(raw: str | None, day: str) -> GcReport:
     )
 
 
-def collect(
-    conn: apsw.Connection, vault_dir: Path, settings: VaultGcSettings, now: datetime, day: str, *, by: str
-) -> GcReport:
-    """One GC run of the vault at ``vault_dir`` for ``day`` (module docstring). ``by``: the calling
-    agent (recorded). ``conn`` is the vault's write connection (``note_index.open_vault_index``).
+def collect(store: VaultStore, settings: VaultGcSettings, now: datetime, day: str, *, by: str) -> GcReport:
+    """One GC run of the vault for ``day`` (module docstring). ``by``: the calling agent (recorded).
     Never raises for one note's trouble: it is ``skipped`` with the reason."""
-    project = vault_dir.name
-    already, folded = claim(conn, day, by)
-    if already is not None:
+    project = store.project
+    claimed = store.claim_day(day, json.dumps({"day": day, "by": by, "finished": False}))
+    if claimed.summary is not None:
+        already = _summary(claimed.summary, day)
         return replace(already, project=project, message=_prefixed(project, already.message))
+    folded = claimed.folded
     now_s = now.timestamp()
-    live, twins = scan(vault_dir)
-    todo = plan(live, twins, read_states(conn), settings, now_s)
-    restored, kept = _restore(conn, vault_dir, todo.restore)
+    ages = store.ages()
+    todo = plan(ages.live, ages.twins, store.lifecycle(), settings, now_s)
+    restored, kept = _restore(store, todo.restore)
     for name in todo.clear:
-        _set_retired(conn, name, None)
-    retired, skipped, tried = _retire(conn, vault_dir, todo.retire, settings, now)
+        store.set_retired(name, None)
+    retired, skipped, tried = _retire(store, todo.retire, settings, now)
     skipped = [*todo.skipped, *skipped]
     report = GcReport(
         "ran", project, day, by, settings.stale_days, settings.max_retirements_per_run, folded,
@@ -333,37 +202,36 @@ def collect(
         tuple(skipped[:SHOWN_SKIPS]), len(skipped),
     )
     report = replace(report, message=_prefixed(project, describe(report)))
-    with conn:
-        set_meta(conn, LAST_KEY, json.dumps({
-            "day": day, "by": by, "finished": True, "project": project, "staleDays": settings.stale_days,
-            "maxRetirementsPerRun": settings.max_retirements_per_run, "retired": len(retired),
-            "restored": len(restored), "kept": len(kept), "waiting": report.waiting, "skipped": len(skipped),
-        }))
+    store.finish_day(json.dumps({
+        "day": day, "by": by, "finished": True, "project": project, "staleDays": settings.stale_days,
+        "maxRetirementsPerRun": settings.max_retirements_per_run, "retired": len(retired),
+        "restored": len(restored), "kept": len(kept), "waiting": report.waiting, "skipped": len(skipped),
+    }))
     return report
 
 
-def _restore(conn: apsw.Connection, vault_dir: Path, names: Iterable[str]) -> tuple[list[str], list[str]]:
+def _restore(store: VaultStore, names: Iterable[str]) -> tuple[list[str], list[str]]:
     """``(restored, kept)``: GC retirements retrieved since; kept when a live note of that name exists."""
     restored: list[str] = []
     kept: list[str] = []
     for name in names:
-        if not _retired_by_gc(vault_dir, name):
-            _set_retired(conn, name, None)  # retired again by hand since: not the GC's to undo
+        if not _retired_by_gc(store, name):
+            store.set_retired(name, None)  # retired again by hand since: not the GC's to undo
             continue
         try:
-            retirement.restore(conn, vault_dir, name)
+            retirement.restore(store, name)
             restored.append(name)
         except GatewayError:
-            if retirement.note_file(vault_dir, name).exists():
+            if store.exists(name):
                 # Never over a live note: the twin rule hides the retired one, and a create or update
                 # folds it. The GC lets go of it (a later delete of the live note brings nothing back).
                 kept.append(name)
-        _set_retired(conn, name, None)
+        store.set_retired(name, None)
     return restored, kept
 
 
 def _retire(
-    conn: apsw.Connection, vault_dir: Path, due: Iterable[Due], settings: VaultGcSettings, now: datetime
+    store: VaultStore, due: Iterable[Due], settings: VaultGcSettings, now: datetime
 ) -> tuple[list[str], list[str], int]:
     """``(retired, skipped, how many of due were tried)``, oldest first, up to the cap."""
     retired: list[str] = []
@@ -373,11 +241,11 @@ def _retire(
         if len(retired) >= settings.max_retirements_per_run:
             break
         tried += 1
-        _set_retired(conn, note.name, now.timestamp())
+        store.set_retired(note.name, now.timestamp())
         try:
-            retirement.retire(conn, vault_dir, note.name, reason(note.idle_s, settings.stale_days), now)
+            retirement.retire(store, note.name, reason(note.idle_s, settings.stale_days), now)
         except (GatewayError, OSError) as exc:
-            _set_retired(conn, note.name, None)
+            store.set_retired(note.name, None)
             skipped.append(f"{note.name}: {exc}")
             continue
         retired.append(note.name)

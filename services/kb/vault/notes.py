@@ -1,10 +1,9 @@
 """The shared cross-agent vault: create, get, update, delete notes (docs/concepts/vault.md "Shared vault").
 
-Pure domain code: functions take the vault dir (``SharedSettings.vault_dir``)
-and an open index connection (``note_index.open_vault_index``), return typed
-results and raise ``gateway.errors`` types. Layout, sources, search and the
-twin rule are in ``note_index``; names in ``names``; the near-duplicate
-check in ``similar``; retire/restore and folding in ``retirement``.
+Pure domain code: functions take the vault's store (``store.VaultStore``),
+return typed results and raise ``gateway.errors`` types. Names are in
+``names``; the near-duplicate check in ``similar``; retire/restore and folding
+in ``retirement``; how notes and their index are kept is the store's.
 
 Rules:
 
@@ -38,8 +37,9 @@ Rules:
   unfolded, the twin is kept (the search twin rule hides it) and a warning is
   logged; the result says ``folded=False, twin_kept=True``.
 - **get** returns the full current content; a ``stale__<name>`` is readable.
-- **delete** removes the note file and its index rows (a live note's retired
-  twin stays); NotFound when missing.
+- **delete** removes the note and its index rows (a live note's retired
+  twin stays); NotFound when missing. Who wrote it is forgotten once
+  neither the note nor its twin is left.
 - Every write and delete reindexes the touched notes at once (one short
   transaction), so the next search sees the change.
 
@@ -54,18 +54,16 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
-import apsw
 import structlog
 
-from gateway.atomic import WriteConflict, write_atomic
+from gateway.atomic import WriteConflict
 from gateway.errors import AlreadyExists, InvalidArgument, NotFound
 from services.kb.vault.names import is_retired, live_name, retired_name, validate_name
-from services.kb.vault.note_index import reindex_notes
-from services.kb.vault.retirement import fold, note_file, read_note
+from services.kb.vault.retirement import fold
 from services.kb.vault.similar import RelatedNote, find_similar
+from services.kb.vault.store import VaultStore
 
 MAX_NOTE_BYTES: Final = 102_400
 UPDATE_ATTEMPTS: Final = 8
@@ -168,12 +166,10 @@ def with_links(content: str, names: list[str]) -> tuple[str, tuple[str, ...]]:
     return (head + "\n\n" if head else "") + line + "\n", tuple(missing)
 
 
-def _fold_twin(vault_dir: Path, name: str, content: str) -> tuple[str, bool, bool]:
+def _fold_twin(store: VaultStore, name: str, content: str) -> tuple[str, bool, bool]:
     """``(content to write, folded, twin_kept)`` for a write of ``content`` under ``name``."""
-    twin = note_file(vault_dir, retired_name(name))
-    try:
-        retired = read_note(twin)
-    except FileNotFoundError:
+    retired = store.read(retired_name(name))
+    if retired is None:
         return content, False, False
     try:
         retired.decode("utf-8")
@@ -187,16 +183,12 @@ def _fold_twin(vault_dir: Path, name: str, content: str) -> tuple[str, bool, boo
     return merged, True, False
 
 
-def _land(conn: apsw.Connection, vault_dir: Path, name: str, folded: bool) -> None:
-    """After the live write landed: drop a folded twin, then reindex what changed."""
-    names = [name]
-    if folded:
-        note_file(vault_dir, retired_name(name)).unlink(missing_ok=True)
-        names.append(retired_name(name))
-    reindex_notes(conn, vault_dir, names)
+def _dropped(name: str, folded: bool) -> tuple[str, ...]:
+    """The twin a write removes once it landed: the one it folded in."""
+    return (retired_name(name),) if folded else ()
 
 
-def create(conn: apsw.Connection, vault_dir: Path, name: str, content: str, *, confirm: bool = False) -> CreateResult:
+def create(store: VaultStore, name: str, content: str, *, confirm: bool = False) -> CreateResult:
     """Create note ``name`` (rules in the module docstring).
 
     Raises InvalidArgument (name, size), NoteExists (collision, also when a
@@ -204,11 +196,9 @@ def create(conn: apsw.Connection, vault_dir: Path, name: str, content: str, *, c
     """
     name = validate_name(name)
     check_size(content)
-    path = note_file(vault_dir, name)
-    if path.exists():
+    if store.exists(name):
         raise NoteExists(name)
-    related = tuple(find_similar(conn, vault_dir, content, exclude={name}))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    related = tuple(find_similar(store, content, exclude={name}))
     if related and not confirm:
         names = ", ".join(repr(r.name) for r in related)
         return CreateResult(
@@ -217,34 +207,32 @@ def create(conn: apsw.Connection, vault_dir: Path, name: str, content: str, *, c
         )
     text, linked = with_links(content, [r.name for r in related])
     check_size(text, "the note with its Related: links")
-    text, folded, twin_kept = _fold_twin(vault_dir, name, text)
+    text, folded, twin_kept = _fold_twin(store, name, text)
     try:
-        write_atomic(path, text.encode("utf-8"), expected=None)
+        store.write(name, text.encode("utf-8"), expected=None, drop=_dropped(name, folded))
     except WriteConflict:
         raise NoteExists(name) from None
-    _land(conn, vault_dir, name, folded)
     message = f"created shared note {name!r}" + (f", linked to {', '.join(linked)}" if linked else "")
     message += ", folding its retired twin back in" if folded else ""
     return CreateResult(name, True, related, linked, folded, twin_kept, message)
 
 
-def get(vault_dir: Path, name: str) -> Note:
+def get(store: VaultStore, name: str) -> Note:
     """The full current content of note ``name`` (``stale__<name>`` reads a retired note).
 
     InvalidArgument for a bad name, NotFound when missing.
     """
     name = validate_name(name, allow_retired=True)
-    try:
-        data = read_note(note_file(vault_dir, name))
-    except (FileNotFoundError, IsADirectoryError):
+    data = store.read(name)
+    if data is None:
         hint = ""
-        if not is_retired(name) and note_file(vault_dir, retired_name(name)).exists():
+        if not is_retired(name) and store.exists(retired_name(name)):
             hint = f"; it was retired: read it as {retired_name(name)!r}"
-        raise NotFound(f"no shared note named {name!r}{hint}") from None
+        raise NotFound(f"no shared note named {name!r}{hint}")
     return Note(name, data.decode("utf-8", errors="replace"), len(data), is_retired(name))
 
 
-def update(conn: apsw.Connection, vault_dir: Path, name: str, content: str, *, confirm: bool = False) -> UpdateResult:
+def update(store: VaultStore, name: str, content: str, *, confirm: bool = False) -> UpdateResult:
     """Replace the full content of note ``name`` (rules in the module docstring).
 
     Raises InvalidArgument (name, size, a retired name), NoteMissing (missing),
@@ -256,12 +244,10 @@ def update(conn: apsw.Connection, vault_dir: Path, name: str, content: str, *, c
             f"{name!r} is a retired note and read-only; create or update {live_name(name)!r} to bring it back"
         )
     check_size(content)
-    path = note_file(vault_dir, name)
     for attempt in range(1, UPDATE_ATTEMPTS + 1):
-        try:
-            old_bytes = read_note(path)
-        except (FileNotFoundError, IsADirectoryError):
-            raise NoteMissing(name) from None
+        old_bytes = store.read(name)
+        if old_bytes is None:
+            raise NoteMissing(name)
         dropped, total = line_drop(old_bytes.decode("utf-8", errors="replace"), content)
         if total and 2 * dropped >= total and not confirm:
             warning = (
@@ -269,28 +255,28 @@ def update(conn: apsw.Connection, vault_dir: Path, name: str, content: str, *, c
                 "(50% or more)"
             )
             return UpdateResult(name, False, dropped, total, warning, False, False, warning)
-        text, folded, twin_kept = _fold_twin(vault_dir, name, content)
+        text, folded, twin_kept = _fold_twin(store, name, content)
         try:
-            write_atomic(path, text.encode("utf-8"), expected=old_bytes)
+            store.write(name, text.encode("utf-8"), expected=old_bytes, drop=_dropped(name, folded))
             break
         except WriteConflict:
             if attempt == UPDATE_ATTEMPTS:
                 raise
             backoff(attempt)
-    _land(conn, vault_dir, name, folded)
     message = f"updated shared note {name!r}" + (", folding its retired twin back in" if folded else "")
     return UpdateResult(name, True, dropped, total, None, folded, twin_kept, message)
 
 
-def delete(conn: apsw.Connection, vault_dir: Path, name: str) -> DeleteResult:
-    """Remove note ``name`` (``stale__<name>`` removes a retired note) and its index rows.
+def delete(store: VaultStore, name: str) -> DeleteResult:
+    """Remove note ``name`` (``stale__<name>`` removes a retired note) and its index rows; who wrote it
+    is forgotten once neither the note nor its retired twin is left.
 
     InvalidArgument for a bad name, NotFound when missing.
     """
     name = validate_name(name, allow_retired=True)
-    try:
-        note_file(vault_dir, name).unlink()
-    except (FileNotFoundError, IsADirectoryError):
-        raise NotFound(f"no shared note named {name!r}") from None
-    reindex_notes(conn, vault_dir, [name])
+    if not store.delete(name):
+        raise NotFound(f"no shared note named {name!r}")
+    live = live_name(name)
+    if not store.exists(live) and not store.exists(retired_name(live)):
+        store.forget_author(live)
     return DeleteResult(name, True)

@@ -62,8 +62,8 @@ is logged), only for a malformed request (InvalidArgument). The rules, in order:
    When the folded note would exceed the cap, or the twin is not valid UTF-8,
    the unfolded write goes ahead, the twin is kept (the search twin rule hides
    it) and the outcome says why (``twin_kept``).
-9. **Writes** go through ``gateway.atomic.write_atomic``: a create must not
-   find the file (``expected=None``), an append must find the bytes it read.
+9. **Writes** go through the store (``VaultStore.write``): a create must not
+   find the note (``expected=None``), an append must find the bytes it read.
    On a conflict the whole decision is made again from the new state, up to
    ``PROMOTE_ATTEMPTS`` (8) times, then ``declined``. An I/O error is
    ``declined`` with the error, and so is a note to append to that is not
@@ -77,25 +77,22 @@ is logged), only for a malformed request (InvalidArgument). The rules, in order:
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
-import apsw
 import structlog
 
-from gateway.atomic import WriteConflict, write_atomic
+from gateway.atomic import WriteConflict
 from gateway.errors import InvalidArgument
 from gateway.promotion_write import PromotionWrite
 from services.kb.vault import notes
 from services.kb.vault.names import retired_name
-from services.kb.vault.note_index import reindex_notes
 from services.kb.vault.promotion_names import Naming, choose_name
-from services.kb.vault.retirement import fold, note_file, read_note
-from services.kb.vault.similar import Scored, document_counts, score_candidates
+from services.kb.vault.retirement import fold
+from services.kb.vault.similar import Scored, score_candidates
+from services.kb.vault.store import VaultStore
 from services.kb.vault.unpromote import written
 
 MERGE_CONTAINMENT: Final = 0.5
@@ -211,15 +208,12 @@ class _Plan:
     weight: float = 0.0
 
 
-def seed_weights(conn: apsw.Connection, seed: list[str]) -> dict[str, float]:
+def seed_weights(store: VaultStore, seed: list[str]) -> dict[str, float]:
     """Each seed word's weight: its specificity in the vault, ``ln(1 + chunks / (1 + chunks holding a
     word that starts with it))`` over the vault index (rule 5). Equal weights when the index cannot say."""
-    counts = document_counts(conn, seed)
-    try:
-        chunks = int(next(conn.execute("SELECT count(*) FROM kb_chunks"))[0])
-    except apsw.Error:
-        counts = None
-    if counts is None:
+    counts = store.term_counts(seed)
+    chunks = store.chunk_count()
+    if counts is None or chunks is None:
         return {term: 1.0 for term in seed}
     return {term: math.log1p(chunks / (1 + counts.get(term, 0))) for term in seed}
 
@@ -230,12 +224,12 @@ def _share(held: frozenset[str], weights: dict[str, float]) -> float:
     return sum(weights[t] for t in held) / total if total > 0 else 0.0
 
 
-def _search(conn: apsw.Connection, vault_dir: Path, name: str, fact: str, *, may_merge: bool) -> _Plan:
+def _search(store: VaultStore, name: str, fact: str, *, may_merge: bool) -> _Plan:
     """Rules 4-6 for ``name``, which has no live note: merge into the best candidate over the merge
     bar (when ``may_merge``), else create; link the others over the link bar."""
-    seed, scored = score_candidates(conn, vault_dir, fact, exclude={name})
+    seed, scored = score_candidates(store, fact, exclude={name})
     size = len(seed)
-    weights = seed_weights(conn, seed)
+    weights = seed_weights(store, seed)
     merge_need = required_terms(size, MERGE_CONTAINMENT, MERGE_MIN_TERMS)
     link_need = required_terms(size, LINK_CONTAINMENT, LINK_MIN_TERMS)
     share = {c.name: _share(c.held, weights) for c in scored}
@@ -248,10 +242,9 @@ def _search(conn: apsw.Connection, vault_dir: Path, name: str, fact: str, *, may
     links = tuple(c.name for c in ranked if c is not target and clears(c, link_need, LINK_WEIGHT))[:MAX_LINKS]
     bar = f"a merge needs {merge_need} and {MERGE_WEIGHT:.0%}"
     if target is not None:
-        try:
-            old = read_note(note_file(vault_dir, target.name))
-        except (FileNotFoundError, IsADirectoryError):
-            raise WriteConflict(f"{target.name!r} went away while the fact was being merged into it") from None
+        old = store.read(target.name)
+        if old is None:
+            raise WriteConflict(f"{target.name!r} went away while the fact was being merged into it")
         why = (f"{target.name!r} holds {target.shared} of the fact's {size} leading topic words, "
                f"{share[target.name]:.0%} of their weight ({bar})")
         return _Plan(target.name, MERGED, why, old, links, target.shared, size, share[target.name])
@@ -268,20 +261,20 @@ def _search(conn: apsw.Connection, vault_dir: Path, name: str, fact: str, *, may
     return _Plan(name, CREATED, why, None, links)
 
 
-def _decide(conn: apsw.Connection, vault_dir: Path, name: str, fact: str) -> _Plan:
+def _decide(store: VaultStore, name: str, fact: str) -> _Plan:
     """Rule 3 (exact name), else rules 4-6."""
-    with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-        return _Plan(name, UPDATED, "a shared note of this name exists", read_note(note_file(vault_dir, name)))
-    recurrence = note_file(vault_dir, retired_name(name)).exists()
-    return _search(conn, vault_dir, name, fact, may_merge=not recurrence)
+    old = store.read(name)
+    if old is not None:
+        return _Plan(name, UPDATED, "a shared note of this name exists", old)
+    recurrence = store.exists(retired_name(name))
+    return _search(store, name, fact, may_merge=not recurrence)
 
 
-def _fold(vault_dir: Path, name: str, text: str) -> tuple[str, str, str]:
+def _fold(store: VaultStore, name: str, text: str) -> tuple[str, str, str]:
     """``(text to write, the twin's text when it is folded in else "", why the twin stays or "")`` for a
     write of ``text`` under ``name`` (rule 8)."""
-    try:
-        retired = read_note(note_file(vault_dir, retired_name(name)))
-    except (FileNotFoundError, IsADirectoryError):
+    retired = store.read(retired_name(name))
+    if retired is None:
         return text, "", ""
     try:
         twin = retired.decode("utf-8")
@@ -299,9 +292,9 @@ def _fold(vault_dir: Path, name: str, text: str) -> tuple[str, str, str]:
     return merged, twin, ""
 
 
-def _attempt(conn: apsw.Connection, vault_dir: Path, naming: Naming, fact: str, marker: str) -> PromoteResult:
+def _attempt(store: VaultStore, naming: Naming, fact: str, marker: str) -> PromoteResult:
     """One decision and its write. Raises WriteConflict when the vault changed under it, OSError."""
-    plan = _decide(conn, vault_dir, naming.name, fact)
+    plan = _decide(store, naming.name, fact)
 
     def result(outcome: str, reason: str, linked: tuple[str, ...] = (), folded: bool = False, kept: str = "",
                write: PromotionWrite | None = None) -> PromoteResult:
@@ -328,15 +321,13 @@ def _attempt(conn: apsw.Connection, vault_dir: Path, naming: Naming, fact: str, 
         what = "the new note" if plan.old is None else f"{plan.target!r} with the fact appended"
         return result(DECLINED, f"the note-size cap refuses it: {what} would be {size:,} bytes, over the "
                                 f"{notes.MAX_NOTE_BYTES:,}-byte cap; nothing was written")
-    text, twin, kept = _fold(vault_dir, plan.target, text)
+    text, twin, kept = _fold(store, plan.target, text)
     folded = bool(twin)
     if present and not folded:
         return result(UNCHANGED, reason, kept=kept)
-    write_atomic(note_file(vault_dir, plan.target), text.encode("utf-8"), expected=plan.old)
-    if folded:  # only now that the live write landed
-        note_file(vault_dir, retired_name(plan.target)).unlink(missing_ok=True)
-    reindex_notes(conn, vault_dir, [plan.target, *([retired_name(plan.target)] if folded else [])])
-    write = written(vault_dir.name, plan.target, None if plan.old is None else old_text, text, block, twin)
+    store.write(plan.target, text.encode("utf-8"), expected=plan.old,
+                drop=(retired_name(plan.target),) if folded else ())  # the twin goes once the write landed
+    write = written(store.project, plan.target, None if plan.old is None else old_text, text, block, twin)
     return result(UPDATED if present else plan.outcome, reason, links, folded, kept, write)
 
 
@@ -349,8 +340,7 @@ def check_request(topic: str, content: str) -> None:
 
 
 def promote(
-    conn: apsw.Connection,
-    vault_dir: Path,
+    store: VaultStore,
     *,
     agent_id: str,
     topic: str,
@@ -373,7 +363,7 @@ def promote(
     while result is None:
         attempt += 1
         try:
-            result = _attempt(conn, vault_dir, naming, fact, _marker(agent_id, run_id))
+            result = _attempt(store, naming, fact, _marker(agent_id, run_id))
         except WriteConflict as exc:
             if attempt >= PROMOTE_ATTEMPTS:
                 result = PromoteResult(DECLINED, naming.name, naming.source, (

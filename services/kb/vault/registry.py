@@ -45,8 +45,10 @@ from services.kb.resources.handles import OpenHandles, default_cap
 from services.kb.resources.threads import until_done
 from services.kb.graph.build import compile_graph
 from services.kb.graph.model import GraphReport
-from services.kb.vault.names import NOTES_DIR
-from services.kb.vault import authors, gc, listing, note_index, notes, promotion, retirement, unpromote
+from services.kb.vault.names import NOTES_DIR, live_name
+from services.kb.vault import gc, listing, note_index, notes, promotion, retirement, unpromote
+from services.kb.vault.sqlite_store import SqliteVaultStore
+from services.kb.vault.store import Authors, VaultStore, Writer
 
 log = structlog.get_logger()
 
@@ -159,8 +161,10 @@ class Vaults:
             v.writer = idle_or_closed(v.writer, v.directory / note_index.INDEX_FILE)
             if v.writer is None:
                 v.writer = note_index.open_vault_index(v.directory)
+            store = SqliteVaultStore(v.directory, v.writer)
             try:
-                return op(v.writer, v.directory, *args, **kwargs)
+                with store.writing():
+                    return op(store, *args, **kwargs)
             finally:
                 # Its page cache back after each write (the archives' writer does the same after a
                 # refresh): kept, it would grow with every page of the vault ever written, up to 64 MiB.
@@ -183,53 +187,52 @@ class Vaults:
 
     # --- CRUD -------------------------------------------------------------------
 
-    async def _authored(self, agent_id: str, op: Callable[[apsw.Connection, Path], T],
+    async def _authored(self, agent_id: str, op: Callable[[VaultStore], T],
                         wrote: Callable[[T], tuple[str, bool] | None], key: str, run_id: str = "") -> T:
         """``op`` as a write of ``agent_id``'s vault; the note ``wrote(result)`` names, when it names one, is
-        recorded (``authors``) as written by ``agent_id`` with the key named ``key`` (created when its flag says so)."""
-        writer = authors.Writer(agent_id, key, run_id, self._clock().timestamp())
+        recorded (the store's authors) as written by ``agent_id`` with the key named ``key`` (created when its
+        flag says so)."""
+        writer = Writer(agent_id, key, run_id, self._clock().timestamp())
 
-        def run(conn: apsw.Connection, directory: Path) -> T:
-            result = op(conn, directory)
+        def run(store: VaultStore) -> T:
+            result = op(store)
             written = wrote(result)
             if written is not None:
-                authors.record(conn, written[0], writer, created=written[1])
+                store.record_author(written[0], writer, created=written[1])
             return result
 
         return await self._write(self._vault(agent_id), run)
 
     async def create(self, agent_id: str, name: str, content: str, confirm: bool, key: str = "") -> notes.CreateResult:
         """``notes.create``; a note written is recorded as created by ``agent_id`` (``_authored``)."""
-        return await self._authored(agent_id, lambda conn, directory: notes.create(conn, directory, name, content, confirm=confirm),
+        return await self._authored(agent_id, lambda store: notes.create(store, name, content, confirm=confirm),
                                     lambda r: (r.name, True) if r.created else None, key)
 
     async def update(self, agent_id: str, name: str, content: str, confirm: bool, key: str = "") -> notes.UpdateResult:
         """``notes.update``; a note written is recorded as changed by ``agent_id`` (``_authored``)."""
-        return await self._authored(agent_id, lambda conn, directory: notes.update(conn, directory, name, content, confirm=confirm),
+        return await self._authored(agent_id, lambda store: notes.update(store, name, content, confirm=confirm),
                                     lambda r: (r.name, False) if r.updated else None, key)
 
     async def delete(self, agent_id: str, name: str) -> notes.DeleteResult:
-        def run(conn: apsw.Connection, directory: Path) -> notes.DeleteResult:
-            result = notes.delete(conn, directory, name)
-            authors.forget_if_gone(conn, directory, result.name)
-            return result
-
-        return await self._write(self._vault(agent_id), run)
+        return await self._write(self._vault(agent_id), notes.delete, name)
 
     async def get(self, agent_id: str, name: str) -> notes.Note:
         v = self._vault(agent_id)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, notes.get, v.directory, name)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, notes.get, SqliteVaultStore(v.directory, None), name)
 
-    async def list_notes(self, agent_id: str, size: int, token: str, include_retired: bool) -> tuple[listing.NotePage, dict[str, authors.Authors]]:
-        """A page of the vault's notes (``listing``) and who wrote them (``authors``)."""
+    async def list_notes(self, agent_id: str, size: int, token: str, include_retired: bool) -> tuple[listing.NotePage, dict[str, Authors]]:
+        """A page of the vault's notes (``listing``) and who wrote them, by the name listed (a retired
+        note shares its live name's record)."""
         v = self._vault(agent_id)
         loop = asyncio.get_running_loop()
-        page = await loop.run_in_executor(
-            self._executor, lambda: listing.page(v.directory, size, token, include_retired=include_retired))
+        page = await loop.run_in_executor(self._executor, lambda: listing.page(
+            SqliteVaultStore(v.directory, None), size, token, include_retired=include_retired))
         async with self._handles.use(v):
             reader = v.open_reader()
-            written = authors.lookup(reader, [n.name for n in page.notes]) if reader is not None else {}
-        return page, written
+            lives = {n.name: live_name(n.name) for n in page.notes}
+            found = SqliteVaultStore(v.directory, reader).authors(set(lives.values())) if reader is not None else {}
+        return page, {name: found[live] for name, live in lives.items() if live in found}
 
     async def graph(self, agent_id: str) -> GraphReport:
         """The vault's graph compiled now, written nowhere (``graph.build.compile_graph``)."""
@@ -255,8 +258,8 @@ class Vaults:
         promotion.check_request(topic, content)
         return await self._authored(
             agent_id,
-            lambda conn, directory: promotion.promote(conn, directory, agent_id=agent_id, topic=topic, reason=reason,
-                                                      content=content, run_id=run_id),
+            lambda store: promotion.promote(store, agent_id=agent_id, topic=topic, reason=reason,
+                                            content=content, run_id=run_id),
             lambda r: None if r.write is None else (r.name, r.write.kind == "created"), key, run_id)
 
     async def undo_promotion(self, agent_id: str, write: PromotionWrite, run_id: str, op_id: str) -> unpromote.UndoResult:
@@ -264,7 +267,7 @@ class Vaults:
         promotions included). FailedPrecondition when the agent's shared KB is off; an undo is allowed
         whatever the ``mode`` (it takes out what a promotion wrote, it promotes nothing)."""
         v = self._vault(agent_id)
-        return await self._write(v, lambda conn, directory: unpromote.undo(conn, directory, write, run_id=run_id, op_id=op_id))
+        return await self._write(v, lambda store: unpromote.undo(store, write, run_id=run_id, op_id=op_id))
 
     # --- recall and the GC --------------------------------------------------------------
 
@@ -304,9 +307,9 @@ class Vaults:
         if not (v.directory / "notes").is_dir():
             return gc.empty(project, day, agent_id)
 
-        def run(conn: apsw.Connection, directory: Path) -> gc.GcReport:
+        def run(store: VaultStore) -> gc.GcReport:
             self._recorder.flush(timeout=5.0)  # retrievals made before this call count tonight
-            return gc.collect(conn, directory, settings, now, day, by=agent_id)
+            return gc.collect(store, settings, now, day, by=agent_id)
 
         report = await self._write(v, run)
         log.info("kb_vault_gc", vault=str(v.directory), agent=agent_id, outcome=report.outcome, day=day,
@@ -349,10 +352,10 @@ class Vaults:
             v.indexing, v.dirty = bool(v.dirty), False
             try:
                 if walk:
-                    await self._write(v, lambda conn, directory: note_index.refresh_vault(conn, directory))
+                    await self._write(v, lambda store: note_index.refresh_vault(store.conn, store.directory))
                 for start in range(0, 0 if walk else len(names), EVENT_BATCH):
                     batch = names[start : start + EVENT_BATCH]
-                    await self._write(v, lambda conn, directory, b=batch: note_index.reindex_notes(conn, directory, b))
+                    await self._write(v, lambda store, b=batch: note_index.reindex_notes(store.conn, store.directory, b))
             except Exception:  # stale until the next event or refresh; no retry loop
                 log.exception("kb_vault_reindex_failed", vault=str(v.directory))
                 v.dirty = True
@@ -376,22 +379,22 @@ class Vaults:
         async with self._handles.use(v):
             refreshed = False
             if refresh_first or not v.walked or v.open_reader() is None:
-                await self._write(v, lambda conn, directory: self._walk(v, conn, directory, again=refresh_first))
+                await self._write(v, lambda store: self._walk(v, store, again=refresh_first))
                 v.dirty = False
                 refreshed = True
             reader = v.open_reader()
             if reader is None:  # the refresh made no index (the vault's folder cannot be written)
                 return SearchResult([], 0, False), refreshed
-            result = note_index.search_vault(reader, query, limit)
+            result = SqliteVaultStore(v.directory, reader).search(query, limit)
         return replace(result, stale=v.dirty or v.indexing), refreshed
 
     @staticmethod
-    def _walk(v: _Vault, conn: apsw.Connection, directory: Path, *, again: bool) -> None:
+    def _walk(v: _Vault, store: SqliteVaultStore, *, again: bool) -> None:
         """The vault's refresh for a search: always when asked (``again``), else only the first one
         since start. Searches that came while the first was running wait for it (the vault's lock)
         and do not walk again: an index whose notes are still being added is never answered from."""
         if again or not v.walked:
-            note_index.refresh_vault(conn, directory)
+            note_index.refresh_vault(store.conn, store.directory)
             v.walked = True
 
     def roots(self) -> dict[str, Path]:

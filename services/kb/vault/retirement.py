@@ -27,22 +27,17 @@ it verbatim. The twin is deleted only after the live write landed.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Final
 
-import apsw
-
-from gateway.atomic import WriteConflict, write_atomic
+from gateway.atomic import WriteConflict
 from gateway.errors import FailedPrecondition, NotFound
 from services.kb.index.chunking import split_lines
 from services.kb.index.entries import parse_frontmatter
-from services.kb.vault.names import NOTE_SUFFIX, NOTES_DIR, live_name, retired_name, validate_name
-from services.kb.vault.note_index import reindex_notes
+from services.kb.vault.names import live_name, retired_name, validate_name
+from services.kb.vault.store import VaultStore
 
 MAX_REASON_CHARS: Final = 200
 FOLD_MARKER: Final = "<!-- folded: retired body -->"
@@ -65,25 +60,6 @@ class RestoreResult:
 
     name: str
     retired_name: str
-
-
-def note_file(vault_dir: Path, name: str) -> Path:
-    """The file of a validated note name."""
-    return vault_dir / NOTES_DIR / f"{name}{NOTE_SUFFIX}"
-
-
-def read_note(path: Path) -> bytes:
-    """The bytes of the note file ``path`` (``note_file``'s answer), as ``read_bytes`` gives them.
-
-    A symbolic link whose target leaves the vault is refused (FailedPrecondition), as the
-    index leaves it out: the vault's API reads, updates and retires notes, never files elsewhere
-    that a link in ``notes/`` points at. Raises FileNotFoundError when there is no such file.
-    """
-    if path.is_symlink():
-        vault_real = os.path.realpath(path.parent.parent)
-        if os.path.commonpath([os.path.realpath(path), vault_real]) != vault_real:
-            raise FailedPrecondition(f"{NOTES_DIR}/{path.name} is a link to a file outside the vault; the vault does not follow it")
-    return path.read_bytes()
 
 
 def marker_line(now: datetime, reason: str) -> str:
@@ -172,33 +148,31 @@ def fold(content: str, retired: bytes) -> str:
     return joined if joined.endswith("\n") else joined + "\n"
 
 
-def retire(conn: apsw.Connection, vault_dir: Path, name: str, reason: str, now: datetime) -> RetireResult:
-    """Move live note ``name`` to ``stale__<name>`` with a marker line, and reindex both.
+def retire(store: VaultStore, name: str, reason: str, now: datetime) -> RetireResult:
+    """Move live note ``name`` to ``stale__<name>`` with a marker line (both indexed).
 
     InvalidArgument for a bad (or already retired) name, NotFound when the note
     is missing, FailedPrecondition when ``stale__<name>`` already exists or the
     note changed while it was being moved (then nothing is moved).
     """
     name = validate_name(name)
-    live, twin = note_file(vault_dir, name), note_file(vault_dir, retired_name(name))
-    try:
-        data = read_note(live)
-    except FileNotFoundError:
-        raise NotFound(f"no shared note named {name!r}") from None
-    if twin.exists():
+    data = store.read(name)
+    if data is None:
+        raise NotFound(f"no shared note named {name!r}")
+    if store.exists(retired_name(name)):
         raise FailedPrecondition(f"{retired_name(name)!r} already exists; delete or restore it first")
     marker = marker_line(now, reason)
-    write_atomic(twin, add_marker(data, marker), expected=None)
-    if _read_or_none(live) != data:
-        twin.unlink(missing_ok=True)
-        raise WriteConflict(f"shared note {name!r} changed while it was being retired; nothing was moved")
-    live.unlink(missing_ok=True)
-    reindex_notes(conn, vault_dir, [name, retired_name(name)])
+    try:
+        store.move(name, retired_name(name), add_marker(data, marker), expected=data)
+    except WriteConflict:
+        if store.read(name) == data:
+            raise
+        raise WriteConflict(f"shared note {name!r} changed while it was being retired; nothing was moved") from None
     return RetireResult(name, retired_name(name), marker)
 
 
-def restore(conn: apsw.Connection, vault_dir: Path, name: str) -> RestoreResult:
-    """Move ``stale__<name>`` back to ``name`` without its marker line, and reindex both.
+def restore(store: VaultStore, name: str) -> RestoreResult:
+    """Move ``stale__<name>`` back to ``name`` without its marker line (both indexed).
 
     ``name`` may be given with or without the ``stale__`` prefix. NotFound when
     there is no retired note, FailedPrecondition when a live note of that name
@@ -206,24 +180,16 @@ def restore(conn: apsw.Connection, vault_dir: Path, name: str) -> RestoreResult:
     """
     name = live_name(validate_name(name, allow_retired=True))
     validate_name(name)
-    live, twin = note_file(vault_dir, name), note_file(vault_dir, retired_name(name))
-    try:
-        data = read_note(twin)
-    except FileNotFoundError:
-        raise NotFound(f"no retired shared note named {retired_name(name)!r}") from None
+    data = store.read(retired_name(name))
+    if data is None:
+        raise NotFound(f"no retired shared note named {retired_name(name)!r}")
     refusal = f"a live shared note named {name!r} exists; update it instead of restoring"
-    if live.exists():
+    if store.exists(name):
         raise FailedPrecondition(refusal)
     try:
-        write_atomic(live, strip_marker(data)[0], expected=None)
+        store.move(retired_name(name), name, strip_marker(data)[0], expected=data)
     except WriteConflict:
-        raise FailedPrecondition(refusal) from None
-    twin.unlink(missing_ok=True)
-    reindex_notes(conn, vault_dir, [name, retired_name(name)])
+        if store.exists(name):
+            raise FailedPrecondition(refusal) from None
+        raise
     return RestoreResult(name, retired_name(name))
-
-
-def _read_or_none(path: Path) -> bytes | None:
-    with contextlib.suppress(FileNotFoundError):
-        return read_note(path)
-    return None

@@ -37,16 +37,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
-
-import apsw
-import structlog
 
 from services.kb.index.chunking import split_lines
 from services.kb.index.entries import normalise, parse_frontmatter
 from services.kb.index.hits import make_snippet
-from services.kb.vault.names import NOTE_SUFFIX, NOTES_DIR, RETIRED_PREFIX, name_from_path
+from gateway.errors import GatewayError
+from services.kb.vault.names import RETIRED_PREFIX
+from services.kb.vault.store import VaultStore
 
 SEED_TERM_BUDGET: Final = 12
 LEADING_TERMS: Final = 40
@@ -71,8 +69,6 @@ STOPWORDS: Final = frozenset(
     http https www com org html md note notes see
     """.split()
 )
-
-log = structlog.get_logger()
 
 
 @dataclass(frozen=True)
@@ -122,28 +118,12 @@ def seed_terms(content: str, budget: int = SEED_TERM_BUDGET) -> list[str]:
     return list(seen)
 
 
-def document_counts(conn: apsw.Connection, terms: list[str]) -> dict[str, int] | None:
-    """Chunks holding a word that starts with each term, from a per-connection fts5vocab table;
-    None when the index cannot say (no index yet)."""
-    try:
-        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_vocab_rows USING fts5vocab(main, kb_chunks_fts, row)")
-        counts = {}
-        for term in terms:
-            row = next(conn.execute("SELECT coalesce(sum(doc), 0) FROM temp.kb_vocab_rows WHERE term >= ? AND term < ?",
-                                    (term, term + "\U0010ffff")))
-            counts[term] = int(row[0])
-        return counts
-    except apsw.Error as exc:  # no index yet, or a read-only quirk: fall back to the leading terms
-        log.info("vault_similar_vocab_unavailable", error=str(exc))
-        return None
-
-
-def choose_seed(conn: apsw.Connection, content: str) -> list[str]:
+def choose_seed(store: VaultStore, content: str) -> list[str]:
     """The rarest of the leading stems, in order of appearance (module docstring, step 1)."""
     leading = seed_terms(content, LEADING_TERMS)
     if len(leading) <= SEED_TERM_BUDGET:
         return leading
-    counts = document_counts(conn, leading)
+    counts = store.term_counts(leading)
     if counts is None:
         return leading[:SEED_TERM_BUDGET]
     rank = {term: i for i, term in enumerate(leading)}
@@ -158,25 +138,13 @@ def required_shared(seed_size: int) -> int:
     return max(MIN_SHARED_TERMS, math.ceil(SIMILARITY_THRESHOLD * seed_size - 1e-9))
 
 
-def _candidates(conn: apsw.Connection, seed: list[str], exclude: set[str]) -> list[tuple[str, str]]:
+def _candidates(store: VaultStore, seed: list[str], exclude: set[str]) -> list[tuple[str, str]]:
     """(name, matching chunk text) of the first CANDIDATE_POOL notes the OR-match recalls."""
-    expression = " OR ".join(f'"{term}"*' for term in seed)
-    sql = (
-        "SELECT s.path, c.text FROM kb_chunks_fts f JOIN kb_chunks c ON c.id = f.rowid "
-        "JOIN kb_sources s ON s.id = c.source_id "
-        f"WHERE kb_chunks_fts MATCH ? ORDER BY f.rank LIMIT {_RECALL_ROWS}"
-    )
     found: dict[str, str] = {}
-    try:
-        rows = list(conn.execute(sql, (expression,)))
-    except apsw.SQLError as exc:  # defensive: every term is letters/digits, quoted
-        log.warning("vault_similar_query_failed", error=str(exc))
-        return []
-    for path, text in rows:
-        name = name_from_path(str(path))
-        if name is None or name.startswith(RETIRED_PREFIX) or name in exclude or name in found:
+    for name, text in store.recall(seed, _RECALL_ROWS):
+        if name.startswith(RETIRED_PREFIX) or name in exclude or name in found:
             continue
-        found[name] = str(text)
+        found[name] = text
         if len(found) >= CANDIDATE_POOL:
             break
     return list(found.items())
@@ -197,8 +165,7 @@ class Scored:
 
 
 def score_candidates(
-    conn: apsw.Connection,
-    vault_dir: Path,
+    store: VaultStore,
     content: str,
     *,
     exclude: set[str] | None = None,
@@ -209,34 +176,33 @@ def score_candidates(
     ``exclude`` left out), each with the number of seed stems found among the stems of its
     *full* note file (step 3's measure, no bar). An unreadable candidate file is judged on the
     chunk that matched. Never raises for user content."""
-    seed = choose_seed(conn, content) if seed is None else seed
+    seed = choose_seed(store, content) if seed is None else seed
     if not seed:
         return [], []
     scored: list[Scored] = []
-    for name, chunk in _candidates(conn, seed, exclude or set()):
+    for name, chunk in _candidates(store, seed, exclude or set()):
         try:
-            full = (vault_dir / NOTES_DIR / f"{name}{NOTE_SUFFIX}").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            full = chunk
+            data = store.read(name)
+        except (OSError, GatewayError):
+            data = None
+        full = chunk if data is None else data.decode("utf-8", errors="replace")
         held = stems(body_text(full))
         scored.append(Scored(name, chunk, frozenset(term for term in seed if term in held)))
     return seed, scored
 
 
 def find_similar(
-    conn: apsw.Connection,
-    vault_dir: Path,
+    store: VaultStore,
     content: str,
     *,
     exclude: set[str] | None = None,
 ) -> list[RelatedNote]:
     """The notes of the vault that look like near-duplicates of ``content`` (module docstring).
 
-    ``conn`` is the vault index (read access is enough); ``exclude`` holds
-    names never to return. An unreadable candidate file is judged on the
+    ``exclude`` holds names never to return. An unreadable candidate file is judged on the
     chunk that matched. Never raises for user content.
     """
-    seed, scored = score_candidates(conn, vault_dir, content, exclude=exclude)
+    seed, scored = score_candidates(store, content, exclude=exclude)
     if not seed:
         return []
     need = required_shared(len(seed))

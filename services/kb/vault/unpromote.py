@@ -28,10 +28,9 @@ reverted. ``undo`` then, in this order:
    now; the vault kept changing under the undo.
 
 A missing note (deleted since, nothing retired under its name) is ``gone``:
-nothing of the promotion is left in the vault. Writes go through
-``gateway.atomic`` (compare-and-swap against the bytes read; a delete checks
-them under the folder lock); a conflict makes the decision again from the new
-state, up to ``UNDO_ATTEMPTS`` times. Every change is reindexed at once.
+nothing of the promotion is left in the vault. Writes and deletes go through
+the store, compare-and-swap against the bytes read; a conflict makes the
+decision again from the new state, up to ``UNDO_ATTEMPTS`` times.
 """
 
 from __future__ import annotations
@@ -40,19 +39,16 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
-import apsw
 import structlog
 
-from gateway.atomic import WriteConflict, folder_lock, write_atomic
+from gateway.atomic import WriteConflict
 from gateway.errors import FailedPrecondition, InvalidArgument
 from gateway.promotion_write import PromotionWrite
 from services.kb.vault import notes
 from services.kb.vault.names import retired_name, validate_name
-from services.kb.vault.note_index import reindex_notes
-from services.kb.vault.retirement import note_file, read_note
+from services.kb.vault.store import VaultStore
 
 CREATED_NOTE: Final = "created"
 APPENDED: Final = "appended"
@@ -149,42 +145,29 @@ def take_out(text: str, block: str, tail: str) -> tuple[str | None, int]:
     return pre + post.lstrip("\n"), 1
 
 
-def _delete(path: Path, expected: bytes) -> None:
-    """Remove ``path`` if it still holds ``expected`` (under the folder lock, as every CAS write)."""
-    with folder_lock(path.parent):
-        try:
-            current = read_note(path)
-        except FileNotFoundError:
-            return
-        if current != expected:
-            raise WriteConflict(f"{path.name} changed on disk since it was read; nothing was removed")
-        path.unlink()
-
-
-def _attempt(conn: apsw.Connection, vault_dir: Path, w: PromotionWrite) -> UndoResult:
+def _attempt(store: VaultStore, w: PromotionWrite) -> UndoResult:
     """One decision and its writes. Raises WriteConflict when the vault changed under it, OSError."""
-    live, twin = note_file(vault_dir, w.note), note_file(vault_dir, retired_name(w.note))
 
     def left(reason: str) -> UndoResult:
         return UndoResult(LEFT, w.note, reason)
 
-    if w.project != vault_dir.name:
+    if w.project != store.project:
         return left(f"the promotion went to the vault of project {w.project!r}; this agent's vault is "
-                    f"{vault_dir.name!r} now")
+                    f"{store.project!r} now")
     try:
-        data = read_note(live)
-    except (FileNotFoundError, IsADirectoryError):
-        if twin.exists() and not w.folded_twin:
-            return left(f"it was retired since (as {retired_name(w.note)!r}), with the promoted text in it")
-        return UndoResult(GONE, w.note, "the note no longer exists; nothing of this promotion is left in the vault")
+        data = store.read(w.note)
     except FailedPrecondition as exc:
         return left(exc.message)
+    if data is None:
+        if store.exists(retired_name(w.note)) and not w.folded_twin:
+            return left(f"it was retired since (as {retired_name(w.note)!r}), with the promoted text in it")
+        return UndoResult(GONE, w.note, "the note no longer exists; nothing of this promotion is left in the vault")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return left("it is not valid UTF-8 now; a note that cannot be read exactly is never rewritten")
     if sha256(data) == w.hash_after:
-        return _exact(conn, vault_dir, w, data, text)
+        return _exact(store, w, data, text)
     if w.folded_twin:
         return left("it was edited since, and this promotion also folded its retired twin back in, which can be "
                     "undone exactly only while the note is as the promotion left it")
@@ -194,44 +177,41 @@ def _attempt(conn: apsw.Connection, vault_dir: Path, w: PromotionWrite) -> UndoR
         where = "the promoted block is no longer there verbatim" if times == 0 else f"the promoted block is there {times} times"
         return left(f"it was edited since the promotion ({where})")
     if w.kind == CREATED_NOTE and not new.strip():
-        _delete(live, data)
-        reindex_notes(conn, vault_dir, [w.note])
+        store.delete(w.note, expected=data)
         return UndoResult(UNDONE, w.note, "deleted the note this promotion created (only line ends were left once "
                                           "its block was taken out)", deleted=True)
-    write_atomic(live, new.encode("utf-8"), expected=data)
-    reindex_notes(conn, vault_dir, [w.note])
+    store.write(w.note, new.encode("utf-8"), expected=data)
     return UndoResult(UNDONE, w.note, "took the promoted block out; the note had changed since the promotion, and the rest of it was kept")
 
 
-def _exact(conn: apsw.Connection, vault_dir: Path, w: PromotionWrite, data: bytes, text: str) -> UndoResult:
+def _exact(store: VaultStore, w: PromotionWrite, data: bytes, text: str) -> UndoResult:
     """Rule 1: the note is exactly as the write left it."""
-    live, twin = note_file(vault_dir, w.note), note_file(vault_dir, retired_name(w.note))
+    twin = retired_name(w.note)
     before = text[: w.offset] + w.removed
     if w.kind == APPENDED and sha256(before.encode("utf-8")) != w.hash_before:
         return UndoResult(LEFT, w.note, "the recorded write does not match the note (its text before does not "
                                         "hash to the recorded SHA-256)")
-    if w.folded_twin and os.path.lexists(twin):
-        return UndoResult(LEFT, w.note, f"the retired note {retired_name(w.note)!r} this promotion folded in "
+    if w.folded_twin and store.exists(twin):
+        return UndoResult(LEFT, w.note, f"the retired note {twin!r} this promotion folded in "
                                         "exists again; neither is changed")
     if w.folded_twin:
-        write_atomic(twin, w.folded_twin.encode("utf-8"), expected=None)
+        store.write(twin, w.folded_twin.encode("utf-8"), expected=None)
     try:
         if w.kind == CREATED_NOTE:
-            _delete(live, data)
+            store.delete(w.note, expected=data)
         else:
-            write_atomic(live, before.encode("utf-8"), expected=data)
+            store.write(w.note, before.encode("utf-8"), expected=data)
     except BaseException:
         if w.folded_twin:  # the live note changed meanwhile: the twin goes again, the decision is made again
-            twin.unlink(missing_ok=True)
+            store.delete(twin)
         raise
-    reindex_notes(conn, vault_dir, [w.note, *([retired_name(w.note)] if w.folded_twin else [])])
     what = "deleted the note this promotion created" if w.kind == CREATED_NOTE else "took out the text this promotion appended"
     if w.folded_twin:
-        what += f", and put back the retired note {retired_name(w.note)!r} it had folded in"
+        what += f", and put back the retired note {twin!r} it had folded in"
     return UndoResult(UNDONE, w.note, what, deleted=w.kind == CREATED_NOTE, twin_restored=bool(w.folded_twin))
 
 
-def undo(conn: apsw.Connection, vault_dir: Path, write: PromotionWrite, *, run_id: str = "", op_id: str = "") -> UndoResult:
+def undo(store: VaultStore, write: PromotionWrite, *, run_id: str = "", op_id: str = "") -> UndoResult:
     """Undo one promotion's write (module docstring). Never raises for the vault's state: a note that
     cannot be put back exactly is the outcome ``left`` with the reason, and is logged."""
     result: UndoResult | None = None
@@ -239,7 +219,7 @@ def undo(conn: apsw.Connection, vault_dir: Path, write: PromotionWrite, *, run_i
     while result is None:
         attempt += 1
         try:
-            result = _attempt(conn, vault_dir, write)
+            result = _attempt(store, write)
         except WriteConflict as exc:
             if attempt >= UNDO_ATTEMPTS:
                 result = UndoResult(LEFT, write.note, f"the vault kept changing while the promotion was being undone "

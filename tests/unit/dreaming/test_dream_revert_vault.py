@@ -33,6 +33,7 @@ from services.kb.vault import promotion as kb_promotion
 from services.kb.vault import unpromote
 from services.kb.vault.note_index import open_vault_index, search_vault
 from services.kb.vault.notes import update
+from services.kb.vault.sqlite_store import SqliteVaultStore
 
 MEMORY = "# Memory\n\n- The office plants need water on Mondays.\n"
 JAN = "- Jan prefers email over phone."
@@ -50,7 +51,7 @@ class VaultKb:
         self.undos: list[tuple[str, str]] = []
 
     async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
-        r = kb_promotion.promote(self.conn, self.dir, agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id)
+        r = kb_promotion.promote(SqliteVaultStore(self.dir, self.conn), agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id)
         return PromotionReply(r.outcome, r.name, r.reason, r.message, r.name_from, r.passed_over, r.linked, r.folded,
                               r.twin_kept, r.write)
 
@@ -58,7 +59,7 @@ class VaultKb:
         self.undos.append((op_id, write.note))
         if self.down:
             raise PeerUnavailable("kb: UNAVAILABLE: connection refused", "UNAVAILABLE")
-        r = unpromote.undo(self.conn, self.dir, unpromote.check_write(write))
+        r = unpromote.undo(SqliteVaultStore(self.dir, self.conn), unpromote.check_write(write))
         return UndoReply(r.outcome, r.note, r.reason, r.deleted)
 
     async def refresh(self, agent_id: str, paths: Sequence[str] = ()) -> None:
@@ -144,7 +145,7 @@ def test_an_edited_note_is_left_and_named_in_the_answer_and_the_audit(tmp_path: 
     s = Setup(tmp_path, Proposal(op="add", file="MEMORY.md", content=JAN, reason="contact preference", topic="jan-contact"))
     s.dream("r1")
     edited = s.kb.notes()["jan-contact"].replace("email", "Signal")
-    update(s.kb.conn, s.kb.dir, "jan-contact", edited, confirm=True)
+    update(SqliteVaultStore(s.kb.dir, s.kb.conn), "jan-contact", edited, confirm=True)
     result = s.revert("r1")
     assert s.memory() == MEMORY and s.kb.notes() == {"jan-contact": edited}  # the local revert stands
     [left] = result.vault

@@ -10,6 +10,7 @@ import pytest
 from kb_helpers import settings
 
 from services.kb.index.schema import open_index
+from services.kb.vault.sqlite_store import SqliteVaultStore
 
 
 @pytest.fixture
@@ -45,3 +46,9 @@ def vconn(vault_dir: Path) -> Iterator[apsw.Connection]:
     connection = open_vault_index(vault_dir)
     yield connection
     connection.close()
+
+
+@pytest.fixture
+def vstore(vault_dir: Path, vconn: apsw.Connection) -> SqliteVaultStore:
+    """The SQLite vault store of ``vault_dir`` over ``vconn``."""
+    return SqliteVaultStore(vault_dir, vconn)

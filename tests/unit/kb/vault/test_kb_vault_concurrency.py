@@ -10,6 +10,7 @@ from pathlib import Path
 
 from services.kb.vault.note_index import open_vault_index, search_vault
 from services.kb.vault.notes import create, get, update
+from services.kb.vault.sqlite_store import SqliteVaultStore
 
 WORKERS = 3
 NOTES_EACH = 25
@@ -29,10 +30,10 @@ def _writer(vault_dir: str, worker: int, count: int, barrier: Barrier, errors: m
                     f"Worker {worker} note {n} records the deployment fact {unique_word(worker, n)}.\n"
                     "Shared filler about the staging cluster and its nightly backups.\n"
                 )
-                result = create(conn, Path(vault_dir), f"w{worker}-note-{n}", content, confirm=True)
+                result = create(SqliteVaultStore(Path(vault_dir), conn), f"w{worker}-note-{n}", content, confirm=True)
                 assert result.created
                 # Every worker also rewrites one shared note: last writer wins, nothing corrupts.
-                update(conn, Path(vault_dir), "shared-counter", f"last writer {worker} at {n}\n", confirm=True)
+                update(SqliteVaultStore(Path(vault_dir), conn), "shared-counter", f"last writer {worker} at {n}\n", confirm=True)
         finally:
             conn.close()
     except BaseException:
@@ -42,7 +43,7 @@ def _writer(vault_dir: str, worker: int, count: int, barrier: Barrier, errors: m
 
 def test_processes_writing_one_vault_at_once_lose_nothing(vault_dir: Path) -> None:
     setup = open_vault_index(vault_dir)
-    create(setup, vault_dir, "shared-counter", "start\n")
+    create(SqliteVaultStore(vault_dir, setup), "shared-counter", "start\n")
     setup.close()
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(WORKERS)
@@ -75,7 +76,7 @@ def test_processes_writing_one_vault_at_once_lose_nothing(vault_dir: Path) -> No
                 hits = search_vault(conn, unique_word(w, n), 5).hits
                 assert [h.path for h in hits] == [f"notes/w{w}-note-{n}.md"], (w, n)
         # The index holds the counter's final bytes (whoever reindexed last read the latest file).
-        final = get(vault_dir, "shared-counter").content
+        final = get(SqliteVaultStore(vault_dir, None), "shared-counter").content
         stored = conn.execute(
             "SELECT c.text FROM kb_chunks c JOIN kb_sources s ON s.id = c.source_id WHERE s.path = 'notes/shared-counter.md'"
         ).fetchall()

@@ -17,6 +17,8 @@ from services.kb.vault import gc as vault_gc
 from services.kb.vault.gc import NoteState, collect, note_ref, plan
 from services.kb.vault.note_index import INDEX_FILE, reindex_notes, search_vault
 from services.kb.vault.retirement import read_marker, retire
+from services.kb.vault import sqlite_rows
+from services.kb.vault.sqlite_store import SqliteVaultStore
 
 NOW = datetime(2026, 6, 1, 3, 0, 0, tzinfo=UTC)
 DAY = 86_400
@@ -44,7 +46,7 @@ def retrieved(vault_dir: Path, name: str, at: datetime, kind: str = "search") ->
 
 
 def run(conn: apsw.Connection, vault_dir: Path, when: datetime = NOW, settings: VaultGcSettings = GC, by: str = "alfred") -> vault_gc.GcReport:
-    return collect(conn, vault_dir, settings, when, when.date().isoformat(), by=by)
+    return collect(SqliteVaultStore(vault_dir, conn), settings, when, when.date().isoformat(), by=by)
 
 
 def names(vault_dir: Path) -> list[str]:
@@ -77,7 +79,7 @@ def test_a_retrieval_resets_the_age_of_an_old_file(vconn: apsw.Connection, vault
     retrieved(vault_dir, "once", NOW - timedelta(days=181))
     report = run(vconn, vault_dir)
     assert report.retired == ("once",) and report.folded == 2
-    assert vault_gc.read_states(vconn)["used"].retrieval_count == 1
+    assert SqliteVaultStore(vault_dir, vconn).lifecycle()["used"].retrieval_count == 1
     assert vconn.execute("SELECT count(*) FROM kb_retrieval_log").fetchall() == [(0,)]  # counted rows are gone
 
 
@@ -104,7 +106,7 @@ def test_a_day_runs_once_and_a_second_call_does_nothing(vconn: apsw.Connection, 
     assert again.by == "alfred" and again.retired == () and names(vault_dir) == ["older", "stale__old"]
     assert "already ran today (2026-06-01, for agent alfred): retired 1, restored 0" in again.message
     assert run(vconn, vault_dir, NOW + timedelta(days=1), by="bob").retired == ("older",)
-    assert get_meta(vconn, vault_gc.DAY_KEY) == "2026-06-02"
+    assert get_meta(vconn, sqlite_rows.DAY_KEY) == "2026-06-02"
 
 
 def test_a_retired_note_retrieved_again_is_restored_at_the_next_run(vconn: apsw.Connection, vault_dir: Path) -> None:
@@ -118,7 +120,7 @@ def test_a_retired_note_retrieved_again_is_restored_at_the_next_run(vconn: apsw.
     assert report.restored == ("relay",) and report.retired == ()
     assert names(vault_dir) == ["relay"] and note_file(vault_dir, "relay").read_bytes() == original
     assert [h.path for h in search_vault(vconn, "quillfeather relay", 5).hits] == ["notes/relay.md"]
-    assert vault_gc.read_states(vconn)["relay"].retired_at is None
+    assert SqliteVaultStore(vault_dir, vconn).lifecycle()["relay"].retired_at is None
 
 
 def test_a_retrieval_before_the_retirement_restores_nothing(vconn: apsw.Connection, vault_dir: Path) -> None:
@@ -152,9 +154,9 @@ def test_a_live_note_of_that_name_is_never_restored_over(vconn: apsw.Connection,
     assert names(vault_dir) == ["stale__relay"]
 
 
-def test_a_note_retired_by_hand_is_not_restored_by_the_gc(vconn: apsw.Connection, vault_dir: Path) -> None:
+def test_a_note_retired_by_hand_is_not_restored_by_the_gc(vstore: SqliteVaultStore, vconn: apsw.Connection, vault_dir: Path) -> None:
     put(vconn, vault_dir, "relay", idle_s=10 * DAY)
-    retire(vconn, vault_dir, "relay", "superseded by the new relay plan", NOW)
+    retire(vstore, "relay", "superseded by the new relay plan", NOW)
     retrieved(vault_dir, "stale__relay", NOW + timedelta(hours=1))
     assert run(vconn, vault_dir, NOW + timedelta(days=1)).restored == ()
     assert names(vault_dir) == ["stale__relay"]

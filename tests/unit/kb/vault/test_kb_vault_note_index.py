@@ -25,6 +25,7 @@ from services.kb.vault.note_index import (
     shadowed_twins,
 )
 from services.kb.vault.notes import create
+from services.kb.vault.sqlite_store import SqliteVaultStore
 
 
 def paths(conn: apsw.Connection, query: str) -> list[str]:
@@ -95,8 +96,8 @@ def test_reindex_reads_the_file_as_it_is_at_reindex_time(vconn: apsw.Connection,
     assert vconn.execute("SELECT count(*) FROM kb_chunks").fetchall()[0][0] == 0
 
 
-def test_the_vault_index_is_the_archive_schema(vconn: apsw.Connection, vault_dir: Path) -> None:
-    create(vconn, vault_dir, "otter", "Otters hold hands while sleeping.\n")
+def test_the_vault_index_is_the_archive_schema(vstore: SqliteVaultStore, vconn: apsw.Connection, vault_dir: Path) -> None:
+    create(vstore, "otter", "Otters hold hands while sleeping.\n")
     # The plain archive search works on the vault index unchanged.
     hits = search(vconn, vault_dir, "otters", 5, check_stale=False).hits
     assert [h.path for h in hits] == ["notes/otter.md"]
@@ -144,12 +145,12 @@ def test_merge_orders_by_exact_scores_that_show_alike() -> None:
     assert [shown_score(c.hit.score) for c in merged] == [1.0, 1.0, 0.0, 0.0]
 
 
-def test_merge_of_real_archive_and_vault_hits(vconn: apsw.Connection, vault_dir: Path, workspace: Path, db_path: Path) -> None:
+def test_merge_of_real_archive_and_vault_hits(vstore: SqliteVaultStore, vconn: apsw.Connection, vault_dir: Path, workspace: Path, db_path: Path) -> None:
     write(workspace, "memory/own.md", "My own note about the pelican migration.\n")
     archive = open_index(db_path, settings())
     try:
         refresh(archive, workspace, settings())
-        create(vconn, vault_dir, "pelicans", "Pelican migration pelican pelican colonies.\n")
+        create(vstore, "pelicans", "Pelican migration pelican pelican colonies.\n")
         mine = search(archive, workspace, "pelican migration", 6).hits
         ours = search_vault(vconn, "pelican migration", 6).hits
         merged = merge_hits(mine, ours, 6)

@@ -31,6 +31,8 @@ from services.kb.vault.promotion import (
     required_terms,
 )
 from services.kb.vault.retirement import FOLD_MARKER, retire
+from services.kb.vault import sqlite_store
+from services.kb.vault.sqlite_store import SqliteVaultStore
 
 STAGING = (
     "The staging database runs PostgreSQL 15 on port 5433.\n"
@@ -56,13 +58,13 @@ def names(vault_dir: Path) -> list[str]:
 
 
 def run(conn: apsw.Connection, vault_dir: Path, content: str, topic: str = "", reason: str = "") -> vault_promote.PromoteResult:
-    return promote(conn, vault_dir, agent_id="alfred", topic=topic, reason=reason, content=content, run_id="r1")
+    return promote(SqliteVaultStore(vault_dir, conn), agent_id="alfred", topic=topic, reason=reason, content=content, run_id="r1")
 
 
 @pytest.fixture
-def seeded(vconn: apsw.Connection, vault_dir: Path) -> apsw.Connection:
+def seeded(vstore: SqliteVaultStore, vconn: apsw.Connection) -> apsw.Connection:
     for name, text in (("staging-db", STAGING), ("oncall", ONCALL), ("frontend", FRONTEND)):
-        create(vconn, vault_dir, name, text, confirm=True)
+        create(vstore, name, text, confirm=True)
     return vconn
 
 
@@ -166,10 +168,10 @@ def test_a_merge_links_the_other_related_notes_into_the_note_it_merged_into(seed
     assert (more.outcome, more.name, more.linked) == (MERGED, "staging-db", ())
 
 
-def test_a_note_holding_only_the_facts_common_words_never_takes_it(vconn: apsw.Connection, vault_dir: Path) -> None:
+def test_a_note_holding_only_the_facts_common_words_never_takes_it(vstore: SqliteVaultStore, vconn: apsw.Connection, vault_dir: Path) -> None:
     for i in range(40):  # friday, office, manager and floor are everywhere in this vault
-        create(vconn, vault_dir, f"filler {i}", f"Filler {i}: the office manager on floor {i} plans Friday.\n", confirm=True)
-    create(vconn, vault_dir, "soup", "A long note about the office, its manager, every floor and Friday drinks.\n", confirm=True)
+        create(vstore, f"filler {i}", f"Filler {i}: the office manager on floor {i} plans Friday.\n", confirm=True)
+    create(vstore, "soup", "A long note about the office, its manager, every floor and Friday drinks.\n", confirm=True)
     fact = "- The coffee machine on the third floor is descaled every Friday by the office manager."
     result = run(vconn, vault_dir, fact, topic="office-coffee")
     # 4 of its 8 seed words are in "soup" and in each filler (the word bar, 4, is met), but they carry
@@ -195,14 +197,14 @@ def test_an_unrelated_fact_is_neither_merged_nor_linked(seeded: apsw.Connection,
 
 
 def test_retired_notes_are_never_merge_targets_nor_links(seeded: apsw.Connection, vault_dir: Path) -> None:
-    retire(seeded, vault_dir, "staging-db", "idle", datetime(2026, 1, 1))
+    retire(SqliteVaultStore(vault_dir, seeded), "staging-db", "idle", datetime(2026, 1, 1))
     result = run(seeded, vault_dir, BACKUPS_REWORDED, reason="backup schedule")
     assert (result.outcome, result.name, result.linked) == (CREATED, "backup-schedule", ())
     assert note(vault_dir, "stale__staging-db").exists()
 
 
 def test_a_recurrence_under_a_retired_name_folds_the_twin_on_the_create_path(seeded: apsw.Connection, vault_dir: Path) -> None:
-    retire(seeded, vault_dir, "staging-db", "idle", datetime(2026, 1, 1))
+    retire(SqliteVaultStore(vault_dir, seeded), "staging-db", "idle", datetime(2026, 1, 1))
     result = run(seeded, vault_dir, "- The staging DB moved to port 6432.", topic="staging-db")
     assert (result.outcome, result.name, result.folded, result.twin_kept) == (CREATED, "staging-db", True, False)
     assert "recurrence of the retired note 'stale__staging-db'" in result.reason
@@ -250,9 +252,9 @@ def test_a_twin_that_is_not_valid_utf8_is_kept(seeded: apsw.Connection, vault_di
 # --- the size cap, conflicts, failures --------------------------------------------------------
 
 
-def test_an_update_the_size_cap_refuses_writes_nothing(vconn: apsw.Connection, vault_dir: Path) -> None:
+def test_an_update_the_size_cap_refuses_writes_nothing(vstore: SqliteVaultStore, vconn: apsw.Connection, vault_dir: Path) -> None:
     full = "x" * (MAX_NOTE_BYTES - 30) + "\n"
-    create(vconn, vault_dir, "full", full)
+    create(vstore, "full", full)
     result = run(vconn, vault_dir, "- One more fact about the full note.", topic="full")
     assert result.outcome == DECLINED and result.name == "full"
     assert "note-size cap refuses it: 'full' with the fact appended would be" in result.reason
@@ -262,7 +264,7 @@ def test_an_update_the_size_cap_refuses_writes_nothing(vconn: apsw.Connection, v
 
 def test_a_merge_the_size_cap_refuses_leaves_everything_in_place(seeded: apsw.Connection, vault_dir: Path) -> None:
     padded = STAGING + "z" * (MAX_NOTE_BYTES - len(STAGING) - 30) + "\n"  # 29 bytes short of the cap
-    vault.update(seeded, vault_dir, "staging-db", padded)
+    vault.update(SqliteVaultStore(vault_dir, seeded), "staging-db", padded)
     result = run(seeded, vault_dir, BACKUPS_REWORDED, reason="backup schedule")
     assert (result.outcome, result.name) == (DECLINED, "staging-db")
     assert "'staging-db' with the fact appended would be" in result.reason
@@ -281,7 +283,7 @@ def test_a_note_that_is_not_valid_utf8_is_never_rewritten(vconn: apsw.Connection
 def test_a_concurrent_write_is_seen_and_the_decision_made_again(monkeypatch: pytest.MonkeyPatch, vconn: apsw.Connection,
                                                                  vault_dir: Path) -> None:
     run(vconn, vault_dir, "- The staging host is named hermes.", topic="staging-host")
-    real = vault_promote.write_atomic
+    real = sqlite_store.write_atomic
     calls: list[Path] = []
 
     def racing(path: Path, data: bytes, **kwargs: object) -> None:
@@ -290,7 +292,7 @@ def test_a_concurrent_write_is_seen_and_the_decision_made_again(monkeypatch: pyt
         calls.append(path)
         real(path, data, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(vault_promote, "write_atomic", racing)
+    monkeypatch.setattr(sqlite_store, "write_atomic", racing)
     monkeypatch.setattr(vault, "backoff", lambda attempt: None)
     result = run(vconn, vault_dir, "- hermes runs Debian 12.", topic="staging-host")
     assert result.outcome == UPDATED and len(calls) == 2
@@ -302,7 +304,7 @@ def test_a_vault_that_keeps_changing_is_declined(monkeypatch: pytest.MonkeyPatch
     def conflict(path: Path, data: bytes, **kwargs: object) -> None:
         raise WriteConflict("changed")
 
-    monkeypatch.setattr(vault_promote, "write_atomic", conflict)
+    monkeypatch.setattr(sqlite_store, "write_atomic", conflict)
     monkeypatch.setattr(vault, "backoff", lambda attempt: None)
     result = run(vconn, vault_dir, "- The staging host is named hermes.", topic="staging-host")
     assert result.outcome == DECLINED and "kept changing" in result.reason and "8 attempts" in result.reason
@@ -313,13 +315,13 @@ def test_an_unexpected_write_failure_is_declined_with_the_error(monkeypatch: pyt
     def full_disk(path: Path, data: bytes, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(vault_promote, "write_atomic", full_disk)
+    monkeypatch.setattr(sqlite_store, "write_atomic", full_disk)
     result = run(vconn, vault_dir, "- The staging host is named hermes.", topic="staging-host")
     assert (result.outcome, result.name) == (DECLINED, "staging-host")
     assert result.reason == "the write failed: OSError: No space left on device"
     assert names(vault_dir) == []
 
 
-def test_the_marker_never_carries_a_comment_end(vconn: apsw.Connection, vault_dir: Path) -> None:
-    promote(vconn, vault_dir, agent_id="alfred", topic="t", reason="", content="- a fact here", run_id="r1 --> <b>\n")
+def test_the_marker_never_carries_a_comment_end(vstore: SqliteVaultStore, vconn: apsw.Connection, vault_dir: Path) -> None:
+    promote(vstore, agent_id="alfred", topic="t", reason="", content="- a fact here", run_id="r1 --> <b>\n")
     assert note(vault_dir, "t").read_text().splitlines()[0] == "<!-- promoted: agent alfred run r1 -- <b -->"

@@ -29,13 +29,13 @@ def test_a_cancelled_write_holds_the_vault_until_its_worker_is_done(tmp_path: Pa
     entered, release = threading.Event(), threading.Event()
     order: list[str] = []
 
-    def slow(conn: Any, directory: Path, name: str, content: str, *, confirm: bool = False) -> vault.CreateResult:
+    def slow(store: Any, name: str, content: str, *, confirm: bool = False) -> vault.CreateResult:
         entered.set()
         assert release.wait(30)
         order.append("first write done")
         return vault.CreateResult(name, False, (), (), False, False, "held back")
 
-    def second(conn: Any, directory: Path, name: str) -> vault.DeleteResult:
+    def second(store: Any, name: str) -> vault.DeleteResult:
         order.append("second write ran")
         return vault.DeleteResult(name, True)
 

@@ -1,0 +1,152 @@
+"""The SQLite vault store's rows beside the index: authors, the retrieval log, the GC's lifecycle and its day
+(docs/concepts/vault.md "Shared vault", Listing the notes and The vault's GC).
+
+``kb_note_authors``: one row per live name, the write that created the note and the latest that changed
+it; a retired note shares its live name's row. ``kb_retrieval_log`` (the archive's table) is folded by
+``claim_day`` into ``kb_note_lifecycle`` (per live name: last retrieved, count, when the GC retired it)
+in the transaction that claims the day in ``kb_meta``, rows above ``kb_meta.vault_gc_folded_id`` only,
+so nothing is counted twice; the rows folded are deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+import apsw
+
+from services.kb.archive.retrieval_log import KINDS, Retrieved
+from services.kb.index.meta import get_meta, set_meta
+from services.kb.vault.names import live_name, name_from_path
+from services.kb.vault.store import Authors, Claim, NoteState, Writer
+
+AUTHORS_DDL: Final = """
+CREATE TABLE IF NOT EXISTS kb_note_authors(
+    name TEXT PRIMARY KEY,
+    created_agent TEXT, created_key TEXT, created_run TEXT, created_at REAL,
+    changed_agent TEXT NOT NULL, changed_key TEXT NOT NULL, changed_run TEXT NOT NULL, changed_at REAL NOT NULL
+) WITHOUT ROWID;
+"""
+LIFECYCLE_DDL: Final = """
+CREATE TABLE IF NOT EXISTS kb_note_lifecycle(
+    name TEXT PRIMARY KEY,
+    last_retrieved REAL,
+    retrieval_count INTEGER NOT NULL DEFAULT 0,
+    retired_at REAL
+) WITHOUT ROWID;
+"""
+DAY_KEY: Final = "vault_gc_day"
+LAST_KEY: Final = "vault_gc_last"
+FOLDED_KEY: Final = "vault_gc_folded_id"
+
+
+def record_author(conn: apsw.Connection, name: str, writer: Writer, *, created: bool) -> None:
+    conn.execute(AUTHORS_DDL)
+    w = (writer.agent_id, writer.key, writer.run_id, writer.at)
+    if created:
+        conn.execute("INSERT OR REPLACE INTO kb_note_authors VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (name, *w, *w))
+        return
+    conn.execute(
+        "INSERT INTO kb_note_authors(name, changed_agent, changed_key, changed_run, changed_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT(name) DO UPDATE SET changed_agent = excluded.changed_agent, changed_key = excluded.changed_key, "
+        "changed_run = excluded.changed_run, changed_at = excluded.changed_at",
+        (name, *w),
+    )
+
+
+def forget_author(conn: apsw.Connection, name: str) -> None:
+    conn.execute(AUTHORS_DDL)
+    conn.execute("DELETE FROM kb_note_authors WHERE name = ?", (name,))
+
+
+def authors(conn: apsw.Connection, names: Iterable[str]) -> dict[str, Authors]:
+    """The rows of live ``names``; ``conn`` may be read-only; an index without the table has no rows."""
+    lives = sorted(set(names))
+    if not lives:
+        return {}
+    marks = ",".join("?" * len(lives))
+    try:
+        rows = conn.execute(f"SELECT * FROM kb_note_authors WHERE name IN ({marks})", lives).fetchall()
+    except apsw.SQLError:  # no write recorded yet: the table is made by the first
+        return {}
+    found: dict[str, Authors] = {}
+    for name, c_agent, c_key, c_run, c_at, agent, key, run, at in rows:
+        created = None if c_at is None else Writer(str(c_agent), str(c_key), str(c_run), float(str(c_at)))
+        found[str(name)] = Authors(created, Writer(str(agent), str(key), str(run), float(str(at))))
+    return found
+
+
+def log_retrievals(conn: apsw.Connection, hits: Iterable[Retrieved], kind: str, at: float) -> int:
+    if kind not in KINDS:
+        raise ValueError(f"unknown retrieval kind {kind!r}")
+    rows = [(hit.entry_hash, hit.path, at, kind) for hit in hits if hit.entry_hash]
+    with conn:
+        conn.executemany("INSERT INTO kb_retrieval_log(entry_hash, path, at, kind) VALUES (?, ?, ?, ?)", rows)
+    return len(rows)
+
+
+def _fold(conn: apsw.Connection) -> int:
+    """Fold new log rows into the lifecycle rows by live name; the rows folded (in the caller's transaction)."""
+    last = int(get_meta(conn, FOLDED_KEY) or 0)
+    groups = conn.execute(
+        "SELECT path, count(*), max(at), max(id) FROM kb_retrieval_log WHERE id > ? GROUP BY path", (last,)
+    ).fetchall()
+    by_name: dict[str, tuple[int, float]] = {}
+    newest, folded = last, 0
+    for path, count, at, max_id in groups:
+        newest = max(newest, int(str(max_id)))
+        name = name_from_path(str(path))
+        if name is None:
+            continue
+        seen, latest = by_name.get(live_name(name), (0, 0.0))
+        by_name[live_name(name)] = (seen + int(str(count)), max(latest, float(str(at))))
+        folded += int(str(count))
+    conn.executemany(
+        "INSERT INTO kb_note_lifecycle(name, last_retrieved, retrieval_count) VALUES (?, ?, ?) "
+        "ON CONFLICT(name) DO UPDATE SET retrieval_count = retrieval_count + excluded.retrieval_count, "
+        "last_retrieved = max(coalesce(last_retrieved, 0), excluded.last_retrieved)",
+        [(name, latest, seen) for name, (seen, latest) in sorted(by_name.items())],
+    )
+    set_meta(conn, FOLDED_KEY, str(newest))
+    # Folded rows are counted for good (the archive's fold says why they go).
+    conn.execute("DELETE FROM kb_retrieval_log WHERE id <= ?", (newest,))
+    return folded
+
+
+def claim_day(conn: apsw.Connection, day: str, started: str) -> Claim:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(LIFECYCLE_DDL)
+        if get_meta(conn, DAY_KEY) == day:
+            summary = get_meta(conn, LAST_KEY) or ""
+            conn.execute("ROLLBACK")
+            return Claim(summary, 0)
+        set_meta(conn, DAY_KEY, day)
+        set_meta(conn, LAST_KEY, started)
+        folded = _fold(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return Claim(None, folded)
+
+
+def lifecycle(conn: apsw.Connection) -> dict[str, NoteState]:
+    conn.execute(LIFECYCLE_DDL)
+    rows = conn.execute("SELECT name, last_retrieved, retrieval_count, retired_at FROM kb_note_lifecycle")
+    return {str(n): NoteState(last, int(count), retired) for n, last, count, retired in rows}
+
+
+def set_retired(conn: apsw.Connection, name: str, at: float | None) -> None:
+    with conn:
+        conn.execute(LIFECYCLE_DDL)
+        conn.execute(
+            "INSERT INTO kb_note_lifecycle(name, retired_at) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET retired_at = excluded.retired_at",
+            (name, at),
+        )
+
+
+def finish_day(conn: apsw.Connection, summary: str) -> None:
+    with conn:
+        set_meta(conn, LAST_KEY, summary)

@@ -1,0 +1,233 @@
+"""The SQLite vault store: notes as files under ``notes/``, their index in ``kb.sqlite`` beside them
+(docs/architecture.md "The vault store"; the layout and the index are ``note_index``'s).
+
+A note is ``notes/<name>.md``, written through ``gateway.atomic`` (temp then rename, compare-and-swap
+against the bytes read), then reindexed at once in one short ``BEGIN IMMEDIATE`` transaction, so the
+next search sees it. Writers in other processes are kept safe by the same two rules; a note is never
+half written. A symbolic link that leaves the vault is not read (FailedPrecondition): the vault's API
+never reaches files elsewhere. The rows beside the index (authors, the retrieval log, the GC's
+lifecycle and its day) are ``sqlite_rows``'. ``writing`` adds nothing here: the registry's per-vault
+lock serialises this process's writes and compare-and-swap the other processes'.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Final
+
+import apsw
+import structlog
+
+from gateway.atomic import WriteConflict, folder_lock, write_atomic
+from gateway.config import ArchiveSettings
+from gateway.errors import FailedPrecondition
+from services.kb.archive.retrieval_log import Retrieved
+from services.kb.index.search import SearchResult
+from services.kb.vault import note_index, sqlite_rows
+from services.kb.vault.names import NOTE_SUFFIX, NOTES_DIR, is_retired, live_name, name_from_path
+from services.kb.vault.store import Ages, Authors, Claim, NoteStat, NoteState, Writer
+
+RECALL_SQL: Final = (
+    "SELECT s.path, c.text FROM kb_chunks_fts f JOIN kb_chunks c ON c.id = f.rowid "
+    "JOIN kb_sources s ON s.id = c.source_id WHERE kb_chunks_fts MATCH ? ORDER BY f.rank LIMIT ?"
+)
+
+log = structlog.get_logger()
+
+
+def note_file(vault_dir: Path, name: str) -> Path:
+    """The file of a validated note name."""
+    return vault_dir / NOTES_DIR / f"{name}{NOTE_SUFFIX}"
+
+
+def read_note(path: Path) -> bytes:
+    """The bytes of the note file ``path``; FailedPrecondition for a link whose target leaves the
+    vault (the index leaves it out too). FileNotFoundError when there is no such file."""
+    if path.is_symlink():
+        vault_real = os.path.realpath(path.parent.parent)
+        if os.path.commonpath([os.path.realpath(path), vault_real]) != vault_real:
+            raise FailedPrecondition(f"{NOTES_DIR}/{path.name} is a link to a file outside the vault; the vault does not follow it")
+    return path.read_bytes()
+
+
+class SqliteVaultStore:
+    """``store.VaultStore`` over ``vault_dir``; ``conn`` is its index (None: note files only, for reads
+    that need no index), ``settings`` its tokenizer and chunking."""
+
+    def __init__(self, vault_dir: Path, conn: apsw.Connection | None,
+                 settings: ArchiveSettings = note_index.VAULT_INDEX_SETTINGS) -> None:
+        self.directory = vault_dir
+        self._conn = conn
+        self._settings = settings
+
+    @property
+    def project(self) -> str:
+        return self.directory.name
+
+    @property
+    def conn(self) -> apsw.Connection:
+        if self._conn is None:
+            raise RuntimeError("this vault store was opened without its index")
+        return self._conn
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        yield
+
+    # --- notes ----------------------------------------------------------------------------
+    def _file(self, name: str) -> Path:
+        return note_file(self.directory, name)
+
+    def read(self, name: str) -> bytes | None:
+        try:
+            return read_note(self._file(name))
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+
+    def exists(self, name: str) -> bool:
+        return os.path.lexists(self._file(name))
+
+    def _reindex(self, names: Iterable[str]) -> None:
+        note_index.reindex_notes(self.conn, self.directory, names, settings=self._settings)
+
+    def write(self, name: str, data: bytes, *, expected: bytes | None, drop: Sequence[str] = ()) -> None:
+        path = self._file(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, data, expected=expected)
+        for other in drop:  # only now that the write landed
+            self._file(other).unlink(missing_ok=True)
+        self._reindex([name, *drop])
+
+    def delete(self, name: str, *, expected: bytes | None = None) -> bool:
+        path = self._file(name)
+        try:
+            if expected is None:
+                path.unlink()
+            else:
+                with folder_lock(path.parent):
+                    if read_note(path) != expected:
+                        raise WriteConflict(f"{path.name} changed on disk since it was read; nothing was removed")
+                    path.unlink()
+        except (FileNotFoundError, IsADirectoryError):
+            return False
+        self._reindex([name])
+        return True
+
+    def move(self, source: str, target: str, data: bytes, *, expected: bytes) -> None:
+        write_atomic(self._file(target), data, expected=None)
+        current = None
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            current = read_note(self._file(source))
+        if current != expected:
+            self._file(target).unlink(missing_ok=True)
+            raise WriteConflict(f"shared note {source!r} changed while it was being moved; nothing was moved")
+        self._file(source).unlink(missing_ok=True)
+        self._reindex([source, target])
+
+    def names(self, *, include_retired: bool) -> list[str]:
+        found: list[str] = []
+        with contextlib.suppress(FileNotFoundError), os.scandir(self.directory / NOTES_DIR) as entries:
+            for entry in entries:
+                name = entry.name[: -len(NOTE_SUFFIX)]
+                if not entry.name.endswith(NOTE_SUFFIX) or (is_retired(name) and not include_retired):
+                    continue
+                with contextlib.suppress(OSError):
+                    if not entry.is_dir():
+                        found.append(name)
+        return sorted(found)
+
+    def stat(self, name: str, head_bytes: int) -> NoteStat | None:
+        path, real = self._file(name), os.path.realpath(self.directory)
+        try:
+            if os.path.commonpath([os.path.realpath(path), real]) != real:
+                return None
+            with open(path, "rb") as handle:
+                head = handle.read(head_bytes)
+                st = os.fstat(handle.fileno())
+        except OSError:  # gone since the listing, or unreadable
+            return None
+        return NoteStat(head, st.st_size, st.st_mtime)
+
+    def ages(self) -> Ages:
+        """The files directly in ``notes/`` ending in ``.md``, not starting with ``.`` (the index's
+        sources); a live note that is a symlink is left out (retiring would replace the link)."""
+        ages = Ages({}, set())
+        with contextlib.suppress(FileNotFoundError), os.scandir(self.directory / NOTES_DIR) as entries:
+            for entry in entries:
+                if entry.name.startswith(".") or not entry.name.endswith(NOTE_SUFFIX):
+                    continue
+                try:
+                    st = entry.stat()
+                except OSError:
+                    continue
+                if not entry.is_file():
+                    continue
+                name = entry.name[: -len(NOTE_SUFFIX)]
+                if is_retired(name):
+                    ages.twins.add(live_name(name))
+                elif not entry.is_symlink():
+                    ages.live[name] = st.st_mtime
+        return ages
+
+    # --- the full-text index ----------------------------------------------------------------
+    def search(self, query: str, limit: int | None) -> SearchResult:
+        return note_index.search_vault(self.conn, query, limit)
+
+    def term_counts(self, terms: Sequence[str]) -> dict[str, int] | None:
+        try:
+            self.conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_vocab_rows USING fts5vocab(main, kb_chunks_fts, row)")
+            counts = {}
+            for term in terms:
+                row = next(self.conn.execute(
+                    "SELECT coalesce(sum(doc), 0) FROM temp.kb_vocab_rows WHERE term >= ? AND term < ?",
+                    (term, term + "\U0010ffff")))
+                counts[term] = int(row[0])
+            return counts
+        except apsw.Error as exc:  # no index yet, or a read-only quirk
+            log.info("vault_similar_vocab_unavailable", error=str(exc))
+            return None
+
+    def chunk_count(self) -> int | None:
+        try:
+            return int(next(self.conn.execute("SELECT count(*) FROM kb_chunks"))[0])
+        except apsw.Error:
+            return None
+
+    def recall(self, terms: Sequence[str], rows: int) -> list[tuple[str, str]]:
+        expression = " OR ".join('"' + term.replace('"', '""') + '"*' for term in terms)
+        try:
+            found = list(self.conn.execute(RECALL_SQL, (expression, rows)))
+        except apsw.SQLError as exc:
+            log.warning("vault_similar_query_failed", error=str(exc))
+            return []
+        named = ((name_from_path(str(path)), str(text)) for path, text in found)
+        return [(name, text) for name, text in named if name is not None]
+
+    # --- authors, recall and the GC ---------------------------------------------------------
+    def record_author(self, name: str, writer: Writer, *, created: bool) -> None:
+        sqlite_rows.record_author(self.conn, name, writer, created=created)
+
+    def forget_author(self, name: str) -> None:
+        sqlite_rows.forget_author(self.conn, name)
+
+    def authors(self, names: Iterable[str]) -> dict[str, Authors]:
+        return sqlite_rows.authors(self.conn, names)
+
+    def log_retrievals(self, hits: Iterable[Retrieved], kind: str, at: float) -> int:
+        return sqlite_rows.log_retrievals(self.conn, hits, kind, at)
+
+    def claim_day(self, day: str, started: str) -> Claim:
+        return sqlite_rows.claim_day(self.conn, day, started)
+
+    def lifecycle(self) -> dict[str, NoteState]:
+        return sqlite_rows.lifecycle(self.conn)
+
+    def set_retired(self, name: str, at: float | None) -> None:
+        sqlite_rows.set_retired(self.conn, name, at)
+
+    def finish_day(self, summary: str) -> None:
+        sqlite_rows.finish_day(self.conn, summary)

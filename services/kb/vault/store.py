@@ -1,0 +1,199 @@
+"""The vault store: the one interface the vault's domain code reads and writes through (docs/architecture.md
+"The vault store").
+
+A store holds one vault (one project): its notes by name, their full-text index, who wrote each note,
+the retrieval log and the GC's lifecycle rows. The domain modules (``notes``, ``similar``,
+``retirement``, ``promotion``, ``unpromote``, ``gc``, ``listing``) decide; the store keeps. The backend
+is chosen once at start-up (``gateway.knowledge.shared.backend``): ``sqlite_store.SqliteVaultStore``
+keeps notes as files under ``notes/`` with an SQLite index beside them.
+
+Every call is one unit a backend can make transactional: a write lands the note and its index rows
+together (``write``: create-if-absent or compare-and-swap, dropping the names it replaces), a ``move``
+writes its target and removes its source only while the source still holds the bytes read. ``writing``
+brackets the calls of one decision (the near-duplicate check and the create it guards): a backend
+shared by many hosts serialises such brackets per vault. Names given to a store are the vault's
+validated note names (``names``); user text never reaches a query parser unquoted (``recall`` takes
+terms, ``search`` a user query the backend quotes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from gateway.errors import CommandError
+
+from services.kb.archive.retrieval_log import Retrieved
+from services.kb.index.search import SearchResult
+
+BUILT_IN: Final = ("sqlite",)
+
+
+@dataclass(frozen=True)
+class Writer:
+    """One write: for which agent, by which key (its name), in which dream run (or ""), when (epoch s)."""
+
+    agent_id: str
+    key: str
+    run_id: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Authors:
+    """A note's first write (None when it was created outside the API) and its latest."""
+
+    created: Writer | None
+    changed: Writer
+
+
+@dataclass(frozen=True)
+class NoteStat:
+    """What a listing shows of a note: its first bytes (``head``), its size and its last change (epoch s)."""
+
+    head: bytes
+    size_bytes: int
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Ages:
+    """The GC's view of the notes: live name → last change (epoch s; notes the GC must never move left
+    out), and the live names that have a retired twin."""
+
+    live: dict[str, float]
+    twins: set[str]
+
+
+@dataclass(frozen=True)
+class NoteState:
+    """A note's lifecycle row (absent: never retrieved, never retired by the GC)."""
+
+    last_retrieved: float | None = None
+    retrieval_count: int = 0
+    retired_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """``claim_day``'s answer: the day's summary when the day was claimed already (nothing changed then),
+    else None and the retrieval-log rows folded into the lifecycle rows."""
+
+    summary: str | None
+    folded: int
+
+
+class VaultStore(Protocol):
+    """One vault's notes, index, authors, retrieval log and lifecycle (module docstring)."""
+
+    @property
+    def project(self) -> str:
+        """The vault's project (one safe path segment)."""
+        ...
+
+    def writing(self) -> AbstractContextManager[None]:
+        """The calls of one write decision, serialised with every other writer of the vault."""
+        ...
+
+    # --- notes ----------------------------------------------------------------------------
+    def read(self, name: str) -> bytes | None:
+        """The note's bytes; None when there is none. FailedPrecondition for a note the vault will not read."""
+        ...
+
+    def exists(self, name: str) -> bool:
+        """Whether the name is taken (a note, or anything else the store keeps under it)."""
+        ...
+
+    def write(self, name: str, data: bytes, *, expected: bytes | None, drop: Sequence[str] = ()) -> None:
+        """Land ``data`` as note ``name`` and index it: created when ``expected`` is None (WriteConflict
+        when the name is taken), else only while the note still holds ``expected`` (WriteConflict);
+        then the notes named in ``drop`` are removed with their index rows."""
+        ...
+
+    def delete(self, name: str, *, expected: bytes | None = None) -> bool:
+        """Remove note ``name`` and its index rows; False when there was none. With ``expected``: only
+        while the note holds those bytes (WriteConflict)."""
+        ...
+
+    def move(self, source: str, target: str, data: bytes, *, expected: bytes) -> None:
+        """Write ``data`` as the new note ``target`` and remove ``source``, which must still hold
+        ``expected``; both indexed. WriteConflict (nothing moved) when ``target`` is taken or ``source``
+        changed."""
+        ...
+
+    def names(self, *, include_retired: bool) -> list[str]:
+        """The names of the notes kept, sorted (not yet checked against the name rules)."""
+        ...
+
+    def stat(self, name: str, head_bytes: int) -> NoteStat | None:
+        """The note's first ``head_bytes`` bytes, size and time; None when it is gone or unreadable."""
+        ...
+
+    def ages(self) -> Ages:
+        """Every live note's last change, and which live names have a retired twin."""
+        ...
+
+    # --- the full-text index ----------------------------------------------------------------
+    def search(self, query: str, limit: int | None) -> SearchResult:
+        """A user query over the vault, ranked, the twin rule applied. Never raises for user input."""
+        ...
+
+    def term_counts(self, terms: Sequence[str]) -> dict[str, int] | None:
+        """Chunks holding a word that starts with each term; None when the index cannot say."""
+        ...
+
+    def chunk_count(self) -> int | None:
+        """Chunks indexed; None when the index cannot say."""
+        ...
+
+    def recall(self, terms: Sequence[str], rows: int) -> list[tuple[str, str]]:
+        """``(note name, chunk text)`` of the chunks holding any word starting with one of ``terms``
+        (letters and digits), best ranked first, at most ``rows``."""
+        ...
+
+    # --- authors ----------------------------------------------------------------------------
+    def record_author(self, name: str, writer: Writer, *, created: bool) -> None:
+        """Record a write of live note ``name``: as its creation too when ``created``."""
+        ...
+
+    def forget_author(self, name: str) -> None:
+        """Drop live note ``name``'s record."""
+        ...
+
+    def authors(self, names: Iterable[str]) -> dict[str, Authors]:
+        """The records of live ``names`` that have one."""
+        ...
+
+    # --- recall and the GC ------------------------------------------------------------------
+    def log_retrievals(self, hits: Iterable[Retrieved], kind: str, at: float) -> int:
+        """Append one retrieval-log row per hit that names an entry; the rows written."""
+        ...
+
+    def claim_day(self, day: str, started: str) -> Claim:
+        """Claim the GC's ``day`` (its summary so far: ``started``) and fold the retrieval log into the
+        lifecycle rows (a hit on a retired twin counts for its live name), in one transaction (``Claim``)."""
+        ...
+
+    def lifecycle(self) -> dict[str, NoteState]:
+        """Every lifecycle row by live name."""
+        ...
+
+    def set_retired(self, name: str, at: float | None) -> None:
+        """Set (or clear, None) when the GC retired live note ``name``."""
+        ...
+
+    def finish_day(self, summary: str) -> None:
+        """Keep the summary of the day's GC run (``claim_day`` answers it for the rest of the day)."""
+        ...
+
+
+def require_built_in(backend: str) -> None:
+    """At the KB's start: CommandError (one line) when ``gateway.knowledge.shared.backend`` names a
+    backend this version does not have."""
+    if backend not in BUILT_IN:
+        raise CommandError(
+            f"kb: gateway.knowledge.shared.backend is {backend!r}, but the {backend} vault backend is not built "
+            f"in this version (built in: {', '.join(BUILT_IN)}); the KB does not start"
+        )

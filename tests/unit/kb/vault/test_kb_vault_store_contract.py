@@ -1,0 +1,180 @@
+"""The vault store's contract (``store.VaultStore``), run against every backend through one fixture, so a
+difference between backends is a failing test (docs/architecture.md "The vault store")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import apsw
+import pytest
+
+from gateway.atomic import WriteConflict
+from services.kb.vault.gc import NoteRef
+from services.kb.vault.note_index import VAULT_INDEX_SETTINGS, open_vault_index
+from services.kb.vault.sqlite_store import SqliteVaultStore
+from services.kb.vault.store import Authors, VaultStore, Writer
+
+OpenStore = Callable[..., VaultStore]
+BACKENDS = ["sqlite"]  # every backend built in (store.BUILT_IN); PostgreSQL joins when its store exists
+ALFRED = Writer("alfred", "admin", "", 10.0)
+BOB = Writer("bob", "bob-key", "run-1", 20.0)
+
+
+@pytest.fixture(params=BACKENDS)
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
+    """Opens an empty vault of project ``global`` on the backend of the param (``tokenizer`` its index's)."""
+    opened: list[apsw.Connection] = []
+
+    def make(tokenizer: str = "unicode61") -> VaultStore:
+        settings = replace(VAULT_INDEX_SETTINGS, tokenizer=tokenizer)
+        directory = tmp_path / f"root{len(opened)}" / "global"
+        conn = open_vault_index(directory, settings)
+        opened.append(conn)
+        return SqliteVaultStore(directory, conn, settings)
+
+    yield make
+    for conn in opened:
+        conn.close()
+
+
+@pytest.fixture
+def vault_store(open_store: OpenStore) -> VaultStore:
+    return open_store()
+
+
+def hits(store: VaultStore, query: str) -> list[str]:
+    return [h.path for h in store.search(query, 20).hits]
+
+
+def test_a_create_lands_the_note_and_its_index_and_only_once(vault_store: VaultStore) -> None:
+    assert vault_store.project == "global"
+    assert vault_store.read("kiln") is None and not vault_store.exists("kiln")
+    with vault_store.writing():
+        vault_store.write("kiln", b"The kiln fires at 1200 degrees.\n", expected=None)
+    assert vault_store.read("kiln") == b"The kiln fires at 1200 degrees.\n" and vault_store.exists("kiln")
+    assert hits(vault_store, "kiln degrees") == ["notes/kiln.md"]
+    with pytest.raises(WriteConflict):
+        vault_store.write("kiln", b"a second create\n", expected=None)
+    assert vault_store.read("kiln") == b"The kiln fires at 1200 degrees.\n"
+
+
+def test_an_update_is_compare_and_swap(vault_store: VaultStore) -> None:
+    vault_store.write("rota", b"Mondays: Ann\n", expected=None)
+    vault_store.write("rota", b"Mondays: Bea\n", expected=b"Mondays: Ann\n")
+    with pytest.raises(WriteConflict):
+        vault_store.write("rota", b"Mondays: Cid\n", expected=b"Mondays: Ann\n")
+    assert vault_store.read("rota") == b"Mondays: Bea\n"
+    assert hits(vault_store, "Bea") == ["notes/rota.md"] and hits(vault_store, "Cid") == []
+
+
+def test_a_write_drops_the_names_it_replaces_once_it_landed(vault_store: VaultStore) -> None:
+    vault_store.write("stale__ferry", b"old ferry times\n", expected=None)
+    vault_store.write("ferry", b"new ferry times\nold ferry times\n", expected=None, drop=("stale__ferry",))
+    assert not vault_store.exists("stale__ferry") and vault_store.names(include_retired=True) == ["ferry"]
+    assert hits(vault_store, "ferry") == ["notes/ferry.md"]
+
+
+def test_a_delete_takes_the_note_and_its_rows_and_may_be_compare_and_swap(vault_store: VaultStore) -> None:
+    vault_store.write("vpn", b"The VPN gateway is vpn.example.org.\n", expected=None)
+    vault_store.write("dns", b"DNS is served by unbound.\n", expected=None)
+    assert vault_store.delete("vpn") and vault_store.read("vpn") is None and hits(vault_store, "gateway") == []
+    assert not vault_store.delete("vpn")
+    with pytest.raises(WriteConflict):
+        vault_store.delete("dns", expected=b"something else\n")
+    assert vault_store.delete("dns", expected=b"DNS is served by unbound.\n") and vault_store.names(include_retired=True) == []
+
+
+def test_names_are_sorted_and_retired_ones_only_when_asked(vault_store: VaultStore) -> None:
+    for name in ("b", "stale__c", "a", "Z"):
+        vault_store.write(name, f"note {name}\n".encode(), expected=None)
+    assert vault_store.names(include_retired=False) == ["Z", "a", "b"]
+    assert vault_store.names(include_retired=True) == ["Z", "a", "b", "stale__c"]
+
+
+def test_a_move_needs_a_free_target_and_an_unchanged_source(vault_store: VaultStore) -> None:
+    vault_store.write("kiln", b"kiln rota\n", expected=None)
+    vault_store.move("kiln", "stale__kiln", b"<!-- retired -->\nkiln rota\n", expected=b"kiln rota\n")
+    assert vault_store.read("kiln") is None and vault_store.read("stale__kiln") == b"<!-- retired -->\nkiln rota\n"
+    assert hits(vault_store, "rota") == ["notes/stale__kiln.md"]
+    vault_store.write("kiln", b"a new kiln note\n", expected=None)
+    with pytest.raises(WriteConflict):  # the target is taken: nothing moves
+        vault_store.move("kiln", "stale__kiln", b"x\n", expected=b"a new kiln note\n")
+    with pytest.raises(WriteConflict):  # the source changed since it was read: nothing moves
+        vault_store.move("stale__kiln", "other", b"x\n", expected=b"kiln rota\n")
+    assert not vault_store.exists("other") and vault_store.read("kiln") == b"a new kiln note\n"
+    assert vault_store.read("stale__kiln") == b"<!-- retired -->\nkiln rota\n"
+
+
+def test_stat_and_ages_describe_the_notes(vault_store: VaultStore) -> None:
+    vault_store.write("big", b"# Big\n" + b"x" * 5000 + b"\n", expected=None)
+    vault_store.write("stale__old", b"old\n", expected=None)
+    stat = vault_store.stat("big", 6)
+    assert stat is not None and (stat.head, stat.size_bytes) == (b"# Big\n", 5007) and stat.updated_at > 0
+    assert vault_store.stat("missing", 6) is None
+    ages = vault_store.ages()
+    assert set(ages.live) == {"big"} and ages.twins == {"old"}
+
+
+def test_search_ranks_and_applies_the_twin_rule(vault_store: VaultStore) -> None:
+    vault_store.write("tides", b"High tide at the harbour is at noon.\n", expected=None)
+    vault_store.write("stale__tides", b"High tide at the harbour was at dawn.\n", expected=None)
+    vault_store.write("boats", b"Boats leave the harbour at dusk.\n", expected=None)
+    assert sorted(hits(vault_store, "harbour")) == ["notes/boats.md", "notes/tides.md"]  # the twin hidden
+    assert hits(vault_store, "noon tide")[0] == "notes/tides.md"
+    assert isinstance(hits(vault_store, 'harbour" OR (tide* NEAR'), list)  # user input never raises
+    vault_store.delete("tides")
+    assert "notes/stale__tides.md" in hits(vault_store, "harbour")
+
+
+def test_a_trigram_vault_finds_cjk_text(open_store: OpenStore) -> None:
+    store = open_store("trigram")
+    store.write("天気", "東京の天気は晴れです。\n".encode(), expected=None)
+    store.write("電車", "大阪行きの電車は九時に出ます。\n".encode(), expected=None)
+    assert hits(store, "天気は晴れ") == ["notes/天気.md"]
+    assert hits(store, "電車は九時") == ["notes/電車.md"]
+
+
+def test_recall_and_the_vocabulary_feed_the_near_duplicate_check(vault_store: VaultStore) -> None:
+    vault_store.write("backups", b"Nightly backups go to the acme bucket.\n", expected=None)
+    vault_store.write("deploys", b"Deploys roll the prod cluster nightly.\n", expected=None)
+    vault_store.write("stale__backups", b"Backups went to tape.\n", expected=None)
+    recalled = vault_store.recall(["backup", "acme"], 200)
+    assert recalled[0][0] == "backups" and "the acme bucket" in recalled[0][1]  # the chunk that matched
+    assert {name for name, _ in recalled} == {"backups", "stale__backups"}
+    assert vault_store.recall(['quo"te'], 200) == []  # terms are quoted, never parsed
+    counts = vault_store.term_counts(["nightly", "backup", "zebra"])
+    assert counts == {"nightly": 2, "backup": 2, "zebra": 0}
+    assert vault_store.chunk_count() == 3
+
+
+def test_authors_keep_the_creation_and_follow_changes(vault_store: VaultStore) -> None:
+    assert vault_store.authors(["n"]) == {}
+    vault_store.record_author("n", ALFRED, created=True)
+    vault_store.record_author("n", BOB, created=False)
+    vault_store.record_author("hand", BOB, created=False)
+    assert vault_store.authors(["n", "hand", "other"]) == {"n": Authors(ALFRED, BOB), "hand": Authors(None, BOB)}
+    vault_store.forget_author("n")
+    assert vault_store.authors(["n"]) == {}
+
+
+def test_the_retrieval_log_folds_once_per_claimed_day(vault_store: VaultStore) -> None:
+    refs = [NoteRef("notes/a.md", "h1"), NoteRef("notes/stale__b.md", "h2"), NoteRef("notes/a.md", None)]
+    assert vault_store.log_retrievals(refs, "search", 100.0) == 2
+    assert vault_store.log_retrievals([NoteRef("notes/a.md", "h1")], "get", 150.0) == 1
+    claim = vault_store.claim_day("2026-06-01", '{"finished": false}')
+    assert (claim.summary, claim.folded) == (None, 3)
+    states = vault_store.lifecycle()
+    assert (states["a"].retrieval_count, states["a"].last_retrieved) == (2, 150.0)
+    assert (states["b"].retrieval_count, states["b"].retired_at) == (1, None)
+    again = vault_store.claim_day("2026-06-01", '{"finished": false}')
+    assert (again.summary, again.folded) == ('{"finished": false}', 0)
+    vault_store.finish_day('{"finished": true}')
+    assert vault_store.claim_day("2026-06-01", "{}").summary == '{"finished": true}'
+    vault_store.set_retired("a", 200.0)
+    assert vault_store.lifecycle()["a"].retired_at == 200.0
+    vault_store.set_retired("a", None)
+    vault_store.log_retrievals([NoteRef("notes/a.md", "h1")], "get", 300.0)
+    assert vault_store.claim_day("2026-06-02", "{}").folded == 1
+    assert vault_store.lifecycle()["a"] == replace(states["a"], retrieval_count=3, last_retrieved=300.0)
