@@ -140,9 +140,11 @@ def parse_value(text: str) -> Any:
 def _refusal(steps: list[Step]) -> str | None:
     """Keys ``set`` leaves to their own commands."""
     names = [s for s in steps if isinstance(s, str)]
-    if touches_secret(steps):
+    if names[:3] == ["gateway", "api", "keys"] or names[-1:] == ["keys"]:
         return ("API keys are managed with gateway keys add NAME --agents ... [--write], gateway keys list "
                 "and gateway keys revoke NAME (config.json keeps only their SHA-256); nothing was written")
+    if touches_secret(steps):
+        return _secret_refusal(steps)
     if steps == ["agents"] or (names[:1] == ["agents"] and names[-1:] == ["id"] and len(steps) == 3):
         return "agents are added with gateway agents add ID (and listed with gateway agents list); nothing was written"
     if steps == ["configVersion"]:
@@ -152,11 +154,29 @@ def _refusal(steps: list[Step]) -> str | None:
     return None
 
 
+def _secret_refusal(steps: list[Step]) -> str:
+    hint = (" point at the DSN instead (gateway.knowledge.shared.postgres.dsnFile: a file holding it, or .dsnEnv: "
+            "the environment variable holding it), or edit config.json;") if "postgres" in steps else " edit config.json;"
+    return (f"{show_path(steps)} is or holds a secret, which is not set from the command line (it would stay in the "
+            f"shell's history and the process list):{hint} nothing was written")
+
+
+def _holds_secret(value: Any) -> bool:
+    """Whether a JSON value has a secret field at any depth (``{"dsn": …}`` set as a whole block)."""
+    if isinstance(value, dict):
+        return any((is_secret(k) and v is not None) or _holds_secret(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_secret(v) for v in value)
+    return False
+
+
 def _set(home: Path, steps: list[Step], text: str) -> int:
     refused = _refusal(steps)
     if refused:
         raise CommandError(refused)
     value = parse_value(text)
+    if _holds_secret(value):
+        raise CommandError(_secret_refusal(steps))
     shown = show_path(steps)
     before: list[Any] = []
 
@@ -183,7 +203,7 @@ def _set(home: Path, steps: list[Step], text: str) -> int:
         for line in exc.problems:
             print(f"  {line}", file=sys.stderr)
         return 2
-    rendered = json.dumps(value, ensure_ascii=False)
+    rendered = json.dumps(masked(value, _last_name(steps)), ensure_ascii=False)
     if before and before[0] == value:
         print(f"{shown} is already {rendered} in {home / 'config.json'}; nothing changed")
         return 0

@@ -33,9 +33,9 @@ from gateway.errors import CommandError, ConfigError
 Raw = dict[str, Any]
 MASK: Final = "<masked>"
 SECRET_NAMES: Final = frozenset({"key", "keySha256"})
-# Names that say "secret" in any case, and camelCase names ending in Token or Key (internalToken, apiKey);
-# not tokenizer or chunkTokens, which are settings.
-_SECRET_WORDS: Final = re.compile(r"(?i:password|passwd|secret|credential|dsn)|^(?i:token)$|[a-z](?:Token|Key)$")
+# Names that say "secret" in any case, a DSN itself, and camelCase names ending in Token or Key (internalToken,
+# apiKey); not tokenizer or chunkTokens, which are settings, nor dsnFile or dsnEnv, which say where a DSN is.
+_SECRET_WORDS: Final = re.compile(r"(?i:password|passwd|secret|credential)|^(?i:token|dsn)$|[a-z](?:Token|Key)$")
 _STEP: Final = re.compile(r"([^.\[\]]+)|\[([^\[\]]+)\]|(\.)")
 AGENT_BLOCKS: Final = ("memory", "dreaming", "knowledge")
 

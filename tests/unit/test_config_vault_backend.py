@@ -108,3 +108,22 @@ def test_the_kb_refuses_to_start_on_a_backend_it_does_not_have(tmp_path: Path) -
         "kb: gateway.knowledge.shared.backend is 'postgres', but the postgres vault backend is not built in this "
         "version (built in: sqlite); the KB does not start")
     assert PASSWORD not in str(caught.value)
+
+
+def test_config_set_takes_where_the_dsn_is_but_never_the_dsn_itself(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = tmp_path / "home"
+    ensure_home(home)
+    block = "gateway.knowledge.shared.postgres"
+    assert main(["config", "set", f"{block}.dsnFile", "/etc/gateway/postgres/dsn", "--home", str(home)]) == 0
+    assert main(["config", "set", "gateway.knowledge.shared.backend", "postgres", "--home", str(home)]) == 0
+    shared = json.loads((home / "config.json").read_text())["gateway"]["knowledge"]["shared"]
+    assert shared == {"postgres": {"dsnFile": "/etc/gateway/postgres/dsn"}, "backend": "postgres"}
+    assert main(["config", "get", f"{block}.dsnFile", "--home", str(home)]) == 0
+    assert '"/etc/gateway/postgres/dsn"' in capsys.readouterr().out  # a path, not a secret
+    before = (home / "config.json").read_bytes()
+    for path, value in ((f"{block}.dsn", DSN), (block, json.dumps({"dsn": DSN}))):
+        assert main(["config", "set", path, value, "--home", str(home)]) != 0
+        out = capsys.readouterr()
+        assert "not set from the command line" in out.err and "dsnFile" in out.err
+        assert PASSWORD not in out.out + out.err
+    assert (home / "config.json").read_bytes() == before
