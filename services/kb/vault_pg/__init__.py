@@ -1,5 +1,8 @@
-"""The shared vault on PostgreSQL: its schema, versioned migrations and search statements.
+"""The shared vault on PostgreSQL: its schema, versioned migrations, search statements, connection pool and
+the store (``store.PostgresVaultStore``) that implements the vault's store interface on them.
 
-Beside the embedded SQLite vault (``services.kb.vault``), never importing it: the two backends keep the
-same things (docs/concepts/vault.md "PostgreSQL schema"). It imports no other part of the KB.
+It imports the vault's store interface and names (``services.kb.vault.store``, ``names``), the index's hit
+and frontmatter readers (``services.kb.index``) and the retrieval log's row type (``services.kb.archive``),
+so a hit or a retrieval reads the same on both backends; the vault never imports it: the KB's start-up
+(``services.kb.main``) chooses the backend (docs/concepts/vault.md "PostgreSQL schema").
 """
