@@ -87,9 +87,11 @@ def close_pools() -> None:
         pool.close()
 
 
-def migrate(pool: ConnectionPool[Conn], schema_name: str = schema.DEFAULT_SCHEMA, applied_by: str = "") -> list[int]:
-    """Bring the schema up to date through one of the pool's connections (``schema.migrate``)."""
-    with reachable(f"the vault's PostgreSQL schema {schema_name!r}"), pool.connection() as conn:
+def migrate(pool: ConnectionPool[Conn], what: str, schema_name: str = schema.DEFAULT_SCHEMA,
+            applied_by: str = "") -> list[int]:
+    """Bring the schema up to date through one of the pool's connections (``schema.migrate``); Unavailable
+    naming ``what`` (the vault that needs it) while the server cannot be reached."""
+    with reachable(what), pool.connection() as conn:
         return schema.migrate(conn, schema_name, applied_by=applied_by)
 
 

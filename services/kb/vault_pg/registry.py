@@ -32,7 +32,7 @@ from services.kb.index.search import SearchResult
 from services.kb.vault import listing, notes
 from services.kb.vault.names import live_name
 from services.kb.vault.registry_base import SharedVaults, utc_now
-from services.kb.vault.store import Authors, VaultStore
+from services.kb.vault.store import Authors
 from services.kb.vault_pg import pool
 from services.kb.vault_pg.store import PostgresVaultStore
 
@@ -70,20 +70,22 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
     def _project(self, v: PostgresVaultStore) -> str:
         return v.project
 
-    def _ready(self) -> None:
-        """The schema migrated, once per process (Unavailable while the server cannot be reached)."""
+    def _ready(self, store: PostgresVaultStore) -> None:
+        """The schema migrated, once per process (Unavailable naming ``store``'s vault while the server
+        cannot be reached)."""
         if self._migrated:
             return
         with self._migrating:
             if not self._migrated:
-                applied = pool.migrate(self._pool, applied_by=self._applied_by)
+                applied = pool.migrate(self._pool, f"the shared vault of project {store.project!r}",
+                                       applied_by=self._applied_by)
                 if applied:
                     log.info("kb_vault_postgres_migrated", versions=applied)
                 self._migrated = True
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _run(self, store: PostgresVaultStore, fn: Callable[..., T], *args: Any) -> T:
         def call() -> T:
-            self._ready()
+            self._ready(store)
             return fn(*args)
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
@@ -93,12 +95,13 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
             with v.writing():
                 return op(v, *args, **kwargs)
 
-        return await self._run(run)
+        return await self._run(v, run)
 
     # --- reads ---------------------------------------------------------------------
 
     async def get(self, agent_id: str, name: str) -> notes.Note:
-        return await self._run(notes.get, self._vault(agent_id), name)
+        store = self._vault(agent_id)
+        return await self._run(store, notes.get, store, name)
 
     async def list_notes(self, agent_id: str, size: int, token: str, include_retired: bool) -> tuple[listing.NotePage, dict[str, Authors]]:
         """A page of the vault's notes (``listing``) and who wrote them, by the name listed."""
@@ -110,12 +113,12 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
             found = store.authors(set(lives.values()))
             return page, {name: found[live] for name, live in lives.items() if live in found}
 
-        return await self._run(run)
+        return await self._run(store, run)
 
     async def search(self, agent_id: str, query: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:
         """``(result, refreshed)``: nothing to refresh, every host's commits are read."""
-        store: VaultStore = self._vault(agent_id)
-        return await self._run(store.search, query, limit), False
+        store = self._vault(agent_id)
+        return await self._run(store, store.search, query, limit), False
 
     async def graph(self, agent_id: str) -> GraphReport:
         self._vault(agent_id)
@@ -134,7 +137,7 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
 
         def append() -> None:
             try:
-                self._ready()
+                self._ready(store)
                 store.log_retrievals(rows, kind, self._clock().timestamp())
             except (GatewayError, psycopg.Error) as exc:  # never fails a read: the row is lost, the GC counts one fewer
                 log.warning("kb_retrieval_log_failed", vault=store.project, error=str(exc))
