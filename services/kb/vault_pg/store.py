@@ -91,6 +91,10 @@ class PostgresVaultStore:
     def project(self) -> str:
         return self._project
 
+    @property
+    def pool(self) -> ConnectionPool[Conn]:
+        return self._pool
+
     # --- connections and transactions -------------------------------------------------------
     @contextlib.contextmanager
     def _conn(self) -> Iterator[Conn]:

@@ -3,42 +3,23 @@ difference between backends is a failing test (docs/architecture.md "The vault s
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import apsw
-import psycopg
 import pytest
-from pg_support import Cluster, postgres  # noqa: F401  (fixture)
 
 from gateway.atomic import WriteConflict
-from gateway.config_model import VaultPostgresSettings
 from services.kb.vault.gc import NoteRef
 from services.kb.vault.note_index import VAULT_INDEX_SETTINGS, open_vault_index
 from services.kb.vault.sqlite_store import SqliteVaultStore
 from services.kb.vault.store import Authors, VaultStore, Writer
-from services.kb.vault_pg import pool
-from services.kb.vault_pg.schema import migrate
-from services.kb.vault_pg.store import PostgresVaultStore
 
 OpenStore = Callable[..., VaultStore]
 BACKENDS = ["sqlite", "postgres"]  # every backend built in (store.BUILT_IN)
 ALFRED = Writer("alfred", "admin", "", 10.0)
 BOB = Writer("bob", "bob-key", "run-1", 20.0)
-
-
-_schemas = itertools.count(1)
-
-
-@pytest.fixture(scope="module")
-def pg_dsn(postgres: Cluster) -> str:
-    """One database for the module's PostgreSQL tests (each test migrates a schema of its own)."""
-    dsn = postgres.create_database(f"contract_{next(_schemas)}")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION pg_trgm SCHEMA public")
-    return dsn
 
 
 def sqlite_opener(tmp_path: Path, opened: list[apsw.Connection]) -> OpenStore:
@@ -52,25 +33,12 @@ def sqlite_opener(tmp_path: Path, opened: list[apsw.Connection]) -> OpenStore:
     return make
 
 
-def postgres_opener(dsn: str) -> OpenStore:
-    """Each store in a schema of its own (a new, migrated vault), through this process's pool for it."""
-    def make(tokenizer: str = "unicode61") -> VaultStore:
-        name = f"contract_{next(_schemas)}"
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            migrate(conn, name)
-        return PostgresVaultStore(pool.open_pool(VaultPostgresSettings(dsn=dsn, min_size=1, max_size=2), name),
-                                  "global", tokenizer)
-
-    return make
-
-
 @pytest.fixture(params=BACKENDS)
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
     """Opens an empty vault of project ``global`` on the backend of the param (``tokenizer`` its index's)."""
     opened: list[apsw.Connection] = []
     if request.param == "postgres":
-        yield postgres_opener(request.getfixturevalue("pg_dsn"))
-        pool.close_pools()
+        yield request.getfixturevalue("pg_opener")
         return
     yield sqlite_opener(tmp_path, opened)
     for conn in opened:
