@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import grpc
@@ -62,17 +63,19 @@ def temp_folders(config: Config) -> list[Folder]:
     return [Folder(vault / sub) for vault in vaults for sub in (NOTES_DIR, REPORTS_DIR)]
 
 
-def open_vaults(config: Config, archives: Archives, handles: OpenHandles) -> SharedVaults[Any]:
+def open_vaults(config: Config, archives: Archives, handles: OpenHandles, environ: Mapping[str, str]) -> SharedVaults[Any]:
     """The shared vaults on the backend ``gateway.knowledge.shared.backend`` names (chosen once, here)."""
     shared = config.knowledge.shared
     if shared.backend == "postgres":
         log.info("kb_vault_backend", backend="postgres")
-        return PostgresVaults(config.agents, archives.executor, shared.postgres, applied_by=socket.gethostname())
+        return PostgresVaults(config.agents, archives.executor, shared.postgres, environ,
+                              applied_by=socket.gethostname())
     return Vaults(config.agents, archives.executor, handles=handles)
 
 
-async def run(live: LiveConfig, instance: str | None = None) -> None:
-    """Serve gateway.v1.Knowledge until SIGTERM, following config.json."""
+async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[str, str] | None = None) -> None:
+    """Serve gateway.v1.Knowledge until SIGTERM, following config.json (``environ``: where a
+    ``postgres.dsnEnv`` is looked up)."""
     config = live.current
     require_built_in(config.knowledge.shared.backend)  # chosen once, here: a reload never changes it
     sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -84,7 +87,7 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
     capped = [config.knowledge.max_open_archives]  # the configured cap in force (0: derived)
     handles = OpenHandles(open_archives_cap(config))
     archives = Archives(config.agents, sync=watch.sync, handles=handles)
-    vaults = open_vaults(config, archives, handles)
+    vaults = open_vaults(config, archives, handles, environ or {})
 
     def plan_roots() -> None:
         """The watch's roots from the agents served now (the watch re-plans when they change)."""

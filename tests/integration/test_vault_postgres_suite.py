@@ -13,7 +13,7 @@ from urllib.parse import quote
 import httpx
 import psycopg
 import pytest
-from pg_support import Cluster, fresh_database, free_port, postgres  # noqa: F401  (fixtures)
+from pg_support import Cluster, free_port, postgres  # noqa: F401  (fixture)
 from suite_support import ADMIN_KEY, Suite, make_home
 
 pytestmark = pytest.mark.integration
@@ -35,7 +35,7 @@ def start(tmp: Path, postgres_block: dict[str, object]) -> Suite:
 
 
 @pytest.fixture(scope="module")
-def database(postgres: Cluster) -> str:  # noqa: F811
+def database(postgres: Cluster) -> str:
     return postgres.create_database("suite_vault")
 
 

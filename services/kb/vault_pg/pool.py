@@ -10,9 +10,8 @@ reconnects by itself: a broken connection is dropped when it is returned, and a 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Final
 
 import psycopg
@@ -33,8 +32,9 @@ _pools: dict[str, ConnectionPool[Conn]] = {}
 _pools_lock = threading.Lock()
 
 
-def resolve_dsn(settings: VaultPostgresSettings) -> str:
-    """The DSN the settings point at (CommandError, naming where it was looked for, when it is not there)."""
+def resolve_dsn(settings: VaultPostgresSettings, environ: Mapping[str, str]) -> str:
+    """The DSN the settings point at (``dsnEnv`` looked up in ``environ``); CommandError, naming where it
+    was looked for, when it is not there."""
     if settings.dsn:
         return settings.dsn
     if settings.dsn_file is not None:
@@ -43,7 +43,7 @@ def resolve_dsn(settings: VaultPostgresSettings) -> str:
         except OSError as exc:
             raise CommandError(f"gateway.knowledge.shared.postgres.dsnFile {settings.dsn_file}: {exc.strerror}") from exc
     if settings.dsn_env:
-        value = os.environ.get(settings.dsn_env, "").strip()
+        value = environ.get(settings.dsn_env, "").strip()
         if value:
             return value
         raise CommandError(f"gateway.knowledge.shared.postgres.dsnEnv: the environment variable {settings.dsn_env} is not set")
@@ -58,10 +58,11 @@ def _configure(statement_timeout_ms: int, schema_name: str) -> object:
     return configure
 
 
-def open_pool(settings: VaultPostgresSettings, schema_name: str = schema.DEFAULT_SCHEMA) -> ConnectionPool[Conn]:
+def open_pool(settings: VaultPostgresSettings, environ: Mapping[str, str] | None = None,
+              schema_name: str = schema.DEFAULT_SCHEMA) -> ConnectionPool[Conn]:
     """This process's pool for the settings' DSN (opened once: later calls answer the same pool). It opens
     in the background: a server that is down now does not stop the KB from starting."""
-    dsn = resolve_dsn(settings)
+    dsn = resolve_dsn(settings, environ or {})
     key = f"{schema_name}\x00{dsn}"
     with _pools_lock:
         pool = _pools.get(key)

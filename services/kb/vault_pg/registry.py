@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, tzinfo
 from pathlib import Path
@@ -48,13 +48,14 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
         agents: Iterable[AgentConfig],
         executor: ThreadPoolExecutor,
         settings: VaultPostgresSettings,
+        environ: Mapping[str, str],
         *,
         clock: Callable[[], datetime] = utc_now,
         day_zone: tzinfo | None = None,
         applied_by: str = "",
     ) -> None:
         self._executor = executor
-        self._pool = pool.open_pool(settings)
+        self._pool = pool.open_pool(settings, environ)
         self._applied_by = applied_by
         self._migrated = False
         self._migrating = threading.Lock()

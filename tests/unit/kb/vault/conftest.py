@@ -35,7 +35,8 @@ def pg_opener(pg_dsn: str) -> Iterator[Callable[..., VaultStore]]:
         name = f"contract_{next(_schemas)}"
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             migrate(conn, name)
-        return PostgresVaultStore(pool.open_pool(VaultPostgresSettings(dsn=pg_dsn, min_size=1, max_size=2), name),
+        return PostgresVaultStore(pool.open_pool(VaultPostgresSettings(dsn=pg_dsn, min_size=1, max_size=2),
+                                                 schema_name=name),
                                   "global", tokenizer)
 
     yield make

@@ -8,13 +8,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from pg_support import free_port
 
 from gateway.atomic import WriteConflict
 from gateway.config_model import VaultPostgresSettings
-from gateway.errors import InvalidArgument, Unavailable
+from gateway.errors import CommandError, InvalidArgument, Unavailable
 from services.kb.vault_pg import pool
 from services.kb.vault_pg.store import PostgresVaultStore, split_note
 
@@ -115,3 +116,16 @@ def test_an_unreachable_server_is_unavailable_naming_the_vault() -> None:
             store.write("kiln", b"x\n", expected=None)
     finally:
         pool.close_pools()
+
+
+def test_the_dsn_is_found_where_the_settings_say(tmp_path: Path) -> None:
+    dsn = "host=db.example.org user=gateway password=s3cret"
+    (tmp_path / "dsn").write_text(dsn + "\n")
+    assert pool.resolve_dsn(VaultPostgresSettings(dsn=dsn), {}) == dsn
+    assert pool.resolve_dsn(VaultPostgresSettings(dsn_file=tmp_path / "dsn"), {}) == dsn
+    assert pool.resolve_dsn(VaultPostgresSettings(dsn_env="VAULT_DSN"), {"VAULT_DSN": dsn}) == dsn
+    for settings in (VaultPostgresSettings(dsn_file=tmp_path / "missing"), VaultPostgresSettings(dsn_env="VAULT_DSN"),
+                     VaultPostgresSettings()):
+        with pytest.raises(CommandError) as caught:
+            pool.resolve_dsn(settings, {})
+        assert "s3cret" not in str(caught.value) and "gateway.knowledge.shared.postgres" in str(caught.value)
