@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -105,28 +106,36 @@ class PostgresVaultStore:
         with reachable(self._what), self._pool.connection() as conn:
             yield conn
 
+    def _ensure_vault(self, conn: Conn) -> None:
+        """The project's ``vaults`` row, committed on its own (outside the caller's transaction, whose
+        rollback must not take it), once per store."""
+        if not self._known and conn.info.transaction_status == TransactionStatus.IDLE:
+            conn.execute("INSERT INTO vaults (project, tokenizer) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                         (self._project, self._tokenizer))
+            self._known = True
+
     @contextlib.contextmanager
     def _tx(self) -> Iterator[Conn]:
         """A transaction (a savepoint inside ``writing``) on a vault that exists."""
-        with self._conn() as conn, conn.transaction():
-            if not self._known:
-                conn.execute("INSERT INTO vaults (project, tokenizer) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                             (self._project, self._tokenizer))
-                self._known = True
-            yield conn
+        with self._conn() as conn:
+            self._ensure_vault(conn)
+            with conn.transaction():
+                yield conn
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
         if getattr(self._local, "conn", None) is not None:
             yield
             return
-        with self._tx() as conn:
-            lock_vault(conn, self._project)
-            self._local.conn = conn
-            try:
-                yield
-            finally:
-                self._local.conn = None
+        with reachable(self._what), self._pool.connection() as conn:
+            self._ensure_vault(conn)
+            with conn.transaction():
+                lock_vault(conn, self._project)
+                self._local.conn = conn
+                try:
+                    yield
+                finally:
+                    self._local.conn = None
 
     # --- notes ----------------------------------------------------------------------------
     def _row(self, conn: Conn, name: str, *, lock: bool = False) -> tuple[int, int, bytes] | None:

@@ -79,6 +79,14 @@ def test_a_write_inside_writing_is_undone_with_it(stores: list[PostgresVaultStor
     assert stores[1].read("kept") is None
 
 
+def test_a_first_decision_rolled_back_leaves_the_vault_writable(pg_opener: Callable[..., PostgresVaultStore]) -> None:
+    store = pg_opener()
+    with pytest.raises(InvalidArgument), store.writing():
+        store.write("bin", b"\xff", expected=None)
+    store.write("kept", b"kept\n", expected=None)
+    assert store.read("kept") == b"kept\n"
+
+
 def test_an_update_from_an_older_read_conflicts(stores: list[PostgresVaultStore]) -> None:
     first, second = stores
     first.write("vpn", b"vpn.example.org\n", expected=None)
