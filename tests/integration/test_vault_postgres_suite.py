@@ -1,7 +1,6 @@
 """The real suite on the PostgreSQL vault (``gateway.knowledge.shared.backend: postgres``, ``pg_support``'s
 cluster): a shared note created, read, updated, searched, caught as a near duplicate, listed, retired and
-restored over REST, kept in PostgreSQL and nowhere on the host's disk; the graph answers that it is not
-there yet; a server that cannot be reached is a 503 naming the vault while the agent's own memory still
+restored over REST, kept in PostgreSQL and nowhere on the host's disk, its links in the graph; a server that cannot be reached is a 503 naming the vault while the agent's own memory still
 answers."""
 
 from __future__ import annotations
@@ -84,8 +83,16 @@ def test_a_shared_note_lives_in_postgresql_through_its_whole_life(suite: Suite, 
         assert http.post(note("staging deploy") + ":restore", json={}).status_code == 200
         assert http.get(note("staging deploy")).json()["content"] == updated
 
+        linked = http.post(NOTES, json={"name": "on-call", "content": "Paged by [[staging deploy]] and [[nobody]].\n",
+                                          "confirm": True})
+        assert linked.status_code == 200 and linked.json().get("created") is True, linked.text
         graph = http.get("/api/v1/agents/alfred/shared/graph")
-        assert graph.status_code == 400 and graph.json()["code"] == 9 and "PostgreSQL" in graph.json()["message"]
+        assert graph.status_code == 200, graph.text
+        assert {"staging deploy", "on-call"} <= {n["name"] for n in graph.json()["nodes"]}
+        edges = {(e["fromName"], e["toName"]) for e in graph.json()["edges"]}
+        assert {("on-call", "staging deploy"), ("on-call", "nobody")} <= edges
+        assert "nobody" in str(graph.json()["dangling"])
+        assert http.delete(note("on-call")).status_code == 200
 
         assert http.delete(note("staging deploy")).status_code == 200
         assert http.get(note("staging deploy")).status_code == 404

@@ -6,8 +6,8 @@ There are no files: nothing to watch, no index to refresh (a search reads what e
 and the retrieval log is appended through the store (``log_retrievals``) by a worker thread, never
 slowing a read. The schema is migrated before the first call that needs it (``pool.migrate``), not at
 the KB's start: a server that is down then leaves the file API, archives and dreaming serving, and vault
-calls answer Unavailable until it is back. The graph reports read notes files, which this backend does
-not have yet: ``graph`` is FailedPrecondition saying so.
+calls answer Unavailable until it is back. ``graph`` compiles the notes' rows (``graph.build.compile_notes``);
+the graph's report files (``knowledge.shared.graph``) are not written on this backend.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ import structlog
 
 from gateway.config import AgentConfig, SharedSettings
 from gateway.config_model import VaultPostgresSettings
-from gateway.errors import FailedPrecondition, GatewayError
+from gateway.errors import GatewayError
 from services.kb.archive.retrieval_log import Retrieved
+from services.kb.graph.build import MAX_NOTE_BYTES, compile_notes
 from services.kb.graph.model import GraphReport
 from services.kb.index.search import SearchResult
 from services.kb.vault import listing, notes
@@ -122,10 +123,9 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
         return await self._run(store, store.search, query, limit), False
 
     async def graph(self, agent_id: str) -> GraphReport:
-        self._vault(agent_id)
-        raise FailedPrecondition(
-            "the graph reports are not available on the PostgreSQL vault yet: they read notes files, which the "
-            "postgres backend (gateway.knowledge.shared.backend) does not keep")
+        """The vault's graph compiled now from its rows, written nowhere (``graph.build.compile_notes``)."""
+        store = self._vault(agent_id)
+        return await self._run(store, lambda: compile_notes(store.contents(MAX_NOTE_BYTES + 1), self._clock()))
 
     # --- recall ---------------------------------------------------------------------
 

@@ -225,6 +225,15 @@ class PostgresVaultStore:
             return None
         return NoteStat(str(found[0]).encode("utf-8")[:head_bytes], int(found[1]), float(found[2]))
 
+    def contents(self, head_bytes: int) -> list[tuple[str, bytes, float]]:
+        """Every note (retired ones too) as (name, its first ``head_bytes`` bytes or more, last change in
+        epoch s), in one statement: what the graph compiles (``graph.build.compile_notes``)."""
+        with self._conn() as conn:
+            found = conn.execute(
+                f"SELECT name, retired, left({_CONTENT}, %s), extract(epoch FROM updated_at) FROM notes "
+                "WHERE project = %s", (head_bytes, self._project)).fetchall()
+        return [(api_name(str(n), bool(r)), str(text).encode("utf-8"), float(at)) for n, r, text, at in found]
+
     def ages(self) -> Ages:
         ages = Ages({}, set())
         with self._conn() as conn:
