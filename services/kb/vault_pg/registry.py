@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,6 +60,8 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
         self._applied_by = applied_by
         self._migrated = False
         self._migrating = threading.Lock()
+        self._pending: set[Future[None]] = set()  # recall rows being appended
+        self._pending_lock = threading.Lock()
         super().__init__(agents, clock=clock, day_zone=day_zone)
 
     def _key(self, shared: SharedSettings) -> Hashable:
@@ -134,16 +136,23 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
         shared = self._recording(agent_id)
         if shared is None:
             return
-        store, rows = self._vaults[shared.project], list(hits)
+        store, rows, at = self._vaults[shared.project], list(hits), self._clock().timestamp()
 
         def append() -> None:
             try:
                 self._ready(store)
-                store.log_retrievals(rows, kind, self._clock().timestamp())
+                store.log_retrievals(rows, kind, at)
             except (GatewayError, psycopg.Error) as exc:  # never fails a read: the row is lost, the GC counts one fewer
                 log.warning("kb_retrieval_log_failed", vault=store.project, error=str(exc))
 
-        self._executor.submit(append)
+        pending = self._executor.submit(append)
+        with self._pending_lock:
+            self._pending.add(pending)
+        pending.add_done_callback(self._done)
+
+    def _done(self, pending: Future[None]) -> None:
+        with self._pending_lock:
+            self._pending.discard(pending)
 
     # --- the file watch and shutdown -------------------------------------------------------
 
@@ -154,7 +163,13 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
         """No notes files: nothing to watch."""
 
     async def settle(self) -> None:
-        """Nothing runs in the background but recall rows (in the executor)."""
+        """Wait for the recall rows queued so far (nothing else runs in the background)."""
+        while True:
+            with self._pending_lock:
+                waiting = list(self._pending)
+            if not waiting:
+                return
+            await asyncio.wait([asyncio.wrap_future(f) for f in waiting])
 
     def close(self) -> None:
         pool.close_pools()
