@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 import psycopg
@@ -50,7 +50,8 @@ def resolve_dsn(settings: VaultPostgresSettings, environ: Mapping[str, str]) -> 
     raise CommandError("gateway.knowledge.shared.postgres: none of dsn, dsnFile or dsnEnv is set")
 
 
-def _configure(statement_timeout_ms: int, schema_name: str) -> object:
+def _configure(statement_timeout_ms: int, schema_name: str) -> Callable[[Conn], None]:
+    """What every new connection of the pool runs first: the statement timeout and the vault's schema."""
     def configure(conn: Conn) -> None:
         conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{statement_timeout_ms}ms",))
         conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema_name)))
@@ -71,7 +72,7 @@ def open_pool(settings: VaultPostgresSettings, environ: Mapping[str, str] | None
                 dsn, min_size=settings.min_size, max_size=settings.max_size, timeout=settings.connect_timeout_s,
                 kwargs={"autocommit": True, "connect_timeout": max(1, round(settings.connect_timeout_s)),
                         "application_name": APPLICATION},
-                configure=_configure(settings.statement_timeout_ms, schema_name),  # type: ignore[arg-type]
+                configure=_configure(settings.statement_timeout_ms, schema_name),
                 open=False, name="vault",
             )
             pool.open(wait=False)
