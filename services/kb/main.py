@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 import grpc
@@ -19,6 +20,9 @@ from services.kb.file_watch import Root, SourceWatch, archive_folder, archive_so
 from services.kb.metrics import register_index_sizes, register_open_archives
 from services.kb.resources.handles import OpenHandles, default_cap, files_needed
 from services.kb.resources.heap import PAGE_BUFFER_THRESHOLD, keep_pages_off_heap
+from services.kb.resources.memory_trace import TraceSettings
+from services.kb.resources.memory_trace import start as start_memory_trace
+from services.kb.resources.page_caches import keep_within
 from services.kb.servicer import Knowledge
 from services.kb.vault.names import NOTES_DIR
 from services.kb.vault.note_index import REPORTS_DIR
@@ -59,6 +63,9 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
     """Serve gateway.v1.Knowledge until SIGTERM, following config.json."""
     config = live.current
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    if (trace := TraceSettings.from_environ(os.environ)) is not None:  # a diagnostic, off by default
+        start_memory_trace(trace)
+        log.info("kb_memory_trace", path=str(trace.path), every_s=trace.every_s, frames=trace.frames)
     if keep_pages_off_heap():  # before any page cache: SQLite's page buffers are mappings of their own
         log.info("kb_page_buffers_off_heap", threshold_bytes=PAGE_BUFFER_THRESHOLD)
     await asyncio.to_thread(sweep_at_start, temp_folders(config))  # before SERVING: no temp file a crash left
@@ -109,7 +116,7 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
 
     async def background(stop: asyncio.Event) -> None:
         try:
-            await asyncio.gather(watch.run(stop), live.follow(stop), handles.run(stop))
+            await asyncio.gather(watch.run(stop), live.follow(stop), handles.run(stop), keep_within(stop))
         finally:
             await vaults.settle()
             vaults.close()
