@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
+from collections.abc import Mapping
 
 import grpc
 import structlog
@@ -59,11 +59,12 @@ def temp_folders(config: Config) -> list[Folder]:
     return [Folder(vault / sub) for vault in vaults for sub in (NOTES_DIR, REPORTS_DIR)]
 
 
-async def run(live: LiveConfig, instance: str | None = None) -> None:
-    """Serve gateway.v1.Knowledge until SIGTERM, following config.json."""
+async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[str, str] | None = None) -> None:
+    """Serve gateway.v1.Knowledge until SIGTERM, following config.json (``environ``: the process's
+    environment, for the opt-in memory trace only)."""
     config = live.current
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    if (trace := TraceSettings.from_environ(os.environ)) is not None:  # a diagnostic, off by default
+    if (trace := TraceSettings.from_environ(environ or {})) is not None:  # a diagnostic, off by default
         start_memory_trace(trace)
         log.info("kb_memory_trace", path=str(trace.path), every_s=trace.every_s, frames=trace.frames)
     if keep_pages_off_heap():  # before any page cache: SQLite's page buffers are mappings of their own

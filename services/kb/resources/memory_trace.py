@@ -26,6 +26,7 @@ from pathlib import Path
 
 import apsw
 
+from gateway.atomic import write_atomic
 from services.kb.resources.page_caches import connections_bytes
 
 TOP_LINES = 25
@@ -116,7 +117,8 @@ def _run(settings: TraceSettings, stop: threading.Event) -> None:
         if base is None:
             base = snapshot
         else:
-            settings.path.with_name(settings.path.name + ".top").write_text(f"t={line['t']}\n\n" + _top(snapshot, base))
+            top = f"t={line['t']}\n\n" + _top(snapshot, base)
+            write_atomic(settings.path.with_name(settings.path.name + ".top"), top.encode())
 
 
 def start(settings: TraceSettings) -> threading.Event:
