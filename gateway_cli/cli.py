@@ -135,7 +135,7 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None,
         elif name == "kb":
             from services.kb.main import run as run_kb
 
-            run_loop(run_kb(live, instance))
+            run_loop(run_kb(live, instance, os.environ))
         elif name == "dreaming":
             from services.dreaming.main import run as run_dreaming
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Mapping
 
 import grpc
 import structlog
@@ -19,6 +20,9 @@ from services.kb.file_watch import Root, SourceWatch, archive_folder, archive_so
 from services.kb.metrics import register_index_sizes, register_open_archives
 from services.kb.resources.handles import OpenHandles, default_cap, files_needed
 from services.kb.resources.heap import PAGE_BUFFER_THRESHOLD, keep_pages_off_heap
+from services.kb.resources.memory_trace import TraceSettings
+from services.kb.resources.memory_trace import start as start_memory_trace
+from services.kb.resources.page_caches import keep_within
 from services.kb.servicer import Knowledge
 from services.kb.vault.names import NOTES_DIR
 from services.kb.vault.note_index import REPORTS_DIR
@@ -56,11 +60,15 @@ def temp_folders(config: Config) -> list[Folder]:
     return [Folder(vault / sub) for vault in vaults for sub in (NOTES_DIR, REPORTS_DIR)]
 
 
-async def run(live: LiveConfig, instance: str | None = None) -> None:
-    """Serve gateway.v1.Knowledge until SIGTERM, following config.json."""
+async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[str, str] | None = None) -> None:
+    """Serve gateway.v1.Knowledge until SIGTERM, following config.json (``environ``: the process's
+    environment, for the opt-in memory trace only)."""
     config = live.current
     require_built_in(config.knowledge.shared.backend)  # chosen once, here: a reload never changes it
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    if (trace := TraceSettings.from_environ(environ or {})) is not None:  # a diagnostic, off by default
+        start_memory_trace(trace)
+        log.info("kb_memory_trace", path=str(trace.path), every_s=trace.every_s, frames=trace.frames)
     if keep_pages_off_heap():  # before any page cache: SQLite's page buffers are mappings of their own
         log.info("kb_page_buffers_off_heap", threshold_bytes=PAGE_BUFFER_THRESHOLD)
     await asyncio.to_thread(sweep_at_start, temp_folders(config))  # before SERVING: no temp file a crash left
@@ -111,7 +119,7 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
 
     async def background(stop: asyncio.Event) -> None:
         try:
-            await asyncio.gather(watch.run(stop), live.follow(stop), handles.run(stop))
+            await asyncio.gather(watch.run(stop), live.follow(stop), handles.run(stop), keep_within(stop))
         finally:
             await vaults.settle()
             vaults.close()
