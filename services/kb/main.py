@@ -22,6 +22,9 @@ from services.kb.file_watch import Root, SourceWatch, archive_folder, archive_so
 from services.kb.metrics import register_index_sizes, register_open_archives
 from services.kb.resources.handles import OpenHandles, default_cap, files_needed
 from services.kb.resources.heap import PAGE_BUFFER_THRESHOLD, keep_pages_off_heap
+from services.kb.resources.memory_trace import TraceSettings
+from services.kb.resources.memory_trace import start as start_memory_trace
+from services.kb.resources.page_caches import keep_within
 from services.kb.servicer import Knowledge
 from services.kb.vault.names import NOTES_DIR
 from services.kb.vault.note_index import REPORTS_DIR
@@ -74,11 +77,14 @@ def open_vaults(config: Config, archives: Archives, handles: OpenHandles, enviro
 
 
 async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[str, str] | None = None) -> None:
-    """Serve gateway.v1.Knowledge until SIGTERM, following config.json (``environ``: where a
-    ``postgres.dsnEnv`` is looked up)."""
+    """Serve gateway.v1.Knowledge until SIGTERM, following config.json (``environ``: the process's
+    environment, for the opt-in memory trace and a ``postgres.dsnEnv``)."""
     config = live.current
     require_built_in(config.knowledge.shared.backend)  # chosen once, here: a reload never changes it
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    if (trace := TraceSettings.from_environ(environ or {})) is not None:  # a diagnostic, off by default
+        start_memory_trace(trace)
+        log.info("kb_memory_trace", path=str(trace.path), every_s=trace.every_s, frames=trace.frames)
     if keep_pages_off_heap():  # before any page cache: SQLite's page buffers are mappings of their own
         log.info("kb_page_buffers_off_heap", threshold_bytes=PAGE_BUFFER_THRESHOLD)
     await asyncio.to_thread(sweep_at_start, temp_folders(config))  # before SERVING: no temp file a crash left
@@ -129,7 +135,7 @@ async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[st
 
     async def background(stop: asyncio.Event) -> None:
         try:
-            await asyncio.gather(watch.run(stop), live.follow(stop), handles.run(stop))
+            await asyncio.gather(watch.run(stop), live.follow(stop), handles.run(stop), keep_within(stop))
         finally:
             await vaults.settle()
             vaults.close()

@@ -200,6 +200,8 @@ RAW_WRITES = {
     ("services/kb", "SourceWatch._write_marker"): "an empty marker file created (O_EXCL) in the KB's own sync "
     "folder so the file watch sees an event; no content, not in a workspace",
     ("services/kb", "main"): "the parse worker's protocol stream: a dup of its own stdout pipe, not a file",
+    ("services/kb", "_run"): "the opt-in memory trace (memory_trace) appends a line to a file the operator named, "
+                             "outside any workspace",
 }
 OPEN_WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC"}
 
