@@ -47,6 +47,7 @@ PROBE_MARGIN: Final = 16  # descriptors under the soft limit that already count 
 # shim keeps such an answer's message (it names what ran out) instead of saying the backend is down.
 SHORTAGE_METADATA: Final = "x-gateway-shortage"
 BUSY_METADATA: Final = "x-gateway-busy"  # likewise, for an answer caused by a database locked too long
+UNAVAILABLE_METADATA: Final = "x-gateway-unavailable"  # likewise, for a handler's own Unavailable (a server it needs is down)
 BUSY_MESSAGE: Final = "{process} found a database locked by another writer for longer than it waits; try again shortly"
 
 _ERRNOS: Final = {

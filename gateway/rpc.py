@@ -34,7 +34,9 @@ from gateway.auth import Authenticator, Caller
 from gateway.errors import GatewayError
 from gateway.logs import later
 from gateway.metrics import observe_rpc, observe_shortage
-from gateway.resources import BUSY_MESSAGE, BUSY_METADATA, NAMES, SHORTAGE_METADATA, SHORTAGES, busy, describe, shortage
+from gateway.resources import (
+    BUSY_MESSAGE, BUSY_METADATA, NAMES, SHORTAGE_METADATA, SHORTAGES, UNAVAILABLE_METADATA, busy, describe, shortage,
+)
 
 log = structlog.get_logger()
 
@@ -66,6 +68,8 @@ def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
             return reply
         except GatewayError as exc:
             code = exc.code
+            if code == "UNAVAILABLE":  # the handler ran and names what is down: the shim keeps its message
+                context.set_trailing_metadata(((UNAVAILABLE_METADATA, "1"),))
             await context.abort(grpc.StatusCode[exc.code], exc.message)
             raise  # unreachable: abort raises
         except grpc.aio.AbortError:

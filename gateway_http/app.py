@@ -32,7 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S, HEALTH_DEADLINE_S, aio_channel
 from gateway.files_limits import MAX_BODY_BYTES
 from gateway.metrics import exposition
-from gateway.resources import BUSY_METADATA, NAMES, RESOURCES_SERVICE, SHORTAGE_METADATA
+from gateway.resources import BUSY_METADATA, NAMES, RESOURCES_SERVICE, SHORTAGE_METADATA, UNAVAILABLE_METADATA
 from gateway_http.console_files import PREFIX as CONSOLE_PREFIX
 from gateway_http.console_files import Console, is_console_path
 from gateway_http.credentials import BadCredential, credential_metadata
@@ -314,10 +314,10 @@ async def degraded_resources(stub: health_pb2_grpc.HealthStub) -> list[str]:
 
 
 def _answered(err: grpc.aio.AioRpcError) -> bool:
-    """Whether an UNAVAILABLE answer came from a backend's own handler (it ran out of a resource, or
-    found a database locked too long: its message says which, ``gateway.rpc``), rather than from a
-    backend the shim could not reach."""
-    return any(key in (SHORTAGE_METADATA, BUSY_METADATA) for key, _ in err.trailing_metadata() or ())
+    """Whether an UNAVAILABLE answer came from a backend's own handler (it ran out of a resource, found a
+    database locked too long, or a server it needs is down: its message says which, ``gateway.rpc``),
+    rather than from a backend the shim could not reach."""
+    return any(key in (SHORTAGE_METADATA, BUSY_METADATA, UNAVAILABLE_METADATA) for key, _ in err.trailing_metadata() or ())
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 import grpc
 import structlog
@@ -27,7 +29,9 @@ from services.kb.servicer import Knowledge
 from services.kb.vault.names import NOTES_DIR
 from services.kb.vault.note_index import REPORTS_DIR
 from services.kb.vault.registry import Vaults
+from services.kb.vault.registry_base import SharedVaults
 from services.kb.vault.store import require_built_in
+from services.kb.vault_pg.registry import PostgresVaults
 
 log = structlog.get_logger()
 
@@ -54,15 +58,27 @@ def open_archives_cap(config: Config) -> int:
 
 
 def temp_folders(config: Config) -> list[Folder]:
-    """Where the KB writes files (each shared vault's notes/ and the graph's reports/; the
-    kb.sqlite files are SQLite's business): swept at start."""
+    """Where the KB writes files (each shared vault's notes/ and the graph's reports/ on the SQLite
+    backend; the kb.sqlite files are SQLite's business): swept at start."""
+    if config.knowledge.shared.backend != "sqlite":
+        return []
     vaults = dict.fromkeys(a.knowledge.shared.vault_dir for a in config.agents if a.knowledge.shared.enabled)
     return [Folder(vault / sub) for vault in vaults for sub in (NOTES_DIR, REPORTS_DIR)]
 
 
+def open_vaults(config: Config, archives: Archives, handles: OpenHandles, environ: Mapping[str, str]) -> SharedVaults[Any]:
+    """The shared vaults on the backend ``gateway.knowledge.shared.backend`` names (chosen once, here)."""
+    shared = config.knowledge.shared
+    if shared.backend == "postgres":
+        log.info("kb_vault_backend", backend="postgres")
+        return PostgresVaults(config.agents, archives.executor, shared.postgres, environ,
+                              applied_by=socket.gethostname())
+    return Vaults(config.agents, archives.executor, handles=handles)
+
+
 async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[str, str] | None = None) -> None:
     """Serve gateway.v1.Knowledge until SIGTERM, following config.json (``environ``: the process's
-    environment, for the opt-in memory trace only)."""
+    environment, for the opt-in memory trace and a ``postgres.dsnEnv``)."""
     config = live.current
     require_built_in(config.knowledge.shared.backend)  # chosen once, here: a reload never changes it
     sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -77,7 +93,7 @@ async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[st
     capped = [config.knowledge.max_open_archives]  # the configured cap in force (0: derived)
     handles = OpenHandles(open_archives_cap(config))
     archives = Archives(config.agents, sync=watch.sync, handles=handles)
-    vaults = Vaults(config.agents, archives.executor, handles=handles)
+    vaults = open_vaults(config, archives, handles, environ or {})
 
     def plan_roots() -> None:
         """The watch's roots from the agents served now (the watch re-plans when they change)."""

@@ -4,7 +4,7 @@ A shared-note write that wrote nothing, and a name clash, are worded for the
 caller here (``rest_hints``: the REST route and the ``confirm`` field); the
 vault's own messages name no transport.
 
-Recall recording (``Archives.record``, and ``Vaults.record`` for the shared
+Recall recording (``Archives.record``, and ``SharedVaults.record`` for the shared
 corpus's Search hits and GetSharedNote) is fire-and-forget: the handler hands
 it to the event loop's next turn (``call_soon``), so the reply does not wait
 for it, and a failure there is logged, never turned into an error of the read.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 import structlog
@@ -36,7 +36,7 @@ from services.kb.metrics import observe_search
 from services.kb.vault.gc import GcReport, note_ref
 from services.kb.vault.note_index import merge_hits
 from services.kb.vault.notes import NoteExists, NoteMissing
-from services.kb.vault.registry import Vaults
+from services.kb.vault.registry_base import SharedVaults
 from services.kb.vault.unpromote import check_write
 from services.kb.vault_servicer import VaultViews
 
@@ -55,7 +55,7 @@ def _recording_allowed(context: grpc.aio.ServicerContext) -> bool:
 
 
 class Recording(Protocol):
-    """Where retrievals go: the agent's archive (``Archives``) or its shared vault (``Vaults``)."""
+    """Where retrievals go: the agent's archive (``Archives``) or its shared vault (``SharedVaults``)."""
 
     def record(self, agent_id: str, hits: Iterable[Retrieved], kind: str) -> None: ...
 
@@ -100,7 +100,7 @@ def _entry(e: EntryRow) -> kb_pb2.ArchiveEntry:
 class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     """gateway.v1.Knowledge; the vault's read views (ListSharedNotes, GetVaultGraph) are ``VaultViews``."""
 
-    def __init__(self, archives: Archives, vaults: Vaults, auth: Callable[[], Authenticator]) -> None:
+    def __init__(self, archives: Archives, vaults: SharedVaults[Any], auth: Callable[[], Authenticator]) -> None:
         """``auth`` gives the authenticator in force (it changes when config.json is reloaded)."""
         self._archives = archives
         self._vaults = vaults

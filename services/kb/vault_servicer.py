@@ -2,10 +2,12 @@
 
 A mixin of the ``servicer.Knowledge`` class, kept apart so the servicer stays one screen of
 note writes and archive calls: each method parses the request, checks read access to the
-agent as every shared route does, calls ``Vaults`` and maps the answer.
+agent as every shared route does, calls ``SharedVaults`` and maps the answer.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import grpc
 
@@ -15,7 +17,7 @@ from gateway.v1 import kb_pb2
 from services.kb.graph.view import Finding, view
 from services.kb.vault.store import Authors, Writer
 from services.kb.vault.listing import NoteFacts
-from services.kb.vault.registry import Vaults
+from services.kb.vault.registry_base import SharedVaults
 
 pb = kb_pb2
 
@@ -39,7 +41,7 @@ def _findings(found: list[Finding]) -> list[kb_pb2.VaultFinding]:
 class VaultViews:
     """ListSharedNotes and GetVaultGraph; the class that mixes it in gives ``_vaults`` and ``_check``."""
 
-    _vaults: Vaults
+    _vaults: SharedVaults[Any]
 
     def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool = False) -> None:
         raise NotImplementedError

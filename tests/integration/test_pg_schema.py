@@ -221,8 +221,8 @@ def test_a_nul_in_the_query_is_refused_cleanly() -> None:
 
 
 def trigram(conn: psycopg.Connection, term: str) -> list[str]:
-    params = {"project": "p", "term": fts.query_text(term), "pattern": fts.like_pattern(term), "limit": 10}
-    return [r[0] for r in conn.execute(fts.TRIGRAM_SQL, params)]
+    params = {"project": "p", "query": fts.query_text(term), "p0": fts.like_pattern(term), "limit": 10}
+    return [r[0] for r in conn.execute(fts.trigram_sql(1), params)]
 
 
 def test_a_trigram_query_finds_cjk_and_thai_text_inside_a_run(vault: psycopg.Connection) -> None:

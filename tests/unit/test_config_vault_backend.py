@@ -3,7 +3,6 @@ refuses a backend it does not have (docs/architecture.md "The vault store")."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -15,9 +14,8 @@ from gateway.config import build, validate
 from gateway.config_migrations import CURRENT_VERSION
 from gateway.errors import CommandError, ConfigError
 from gateway.home import ensure_home
-from gateway.live_config import LiveConfig
 from gateway_cli.cli import main
-from services.kb import main as kb_main
+from services.kb.vault.store import require_built_in
 
 PASSWORD = "hunter2-not-for-logs"
 DSN = f"postgresql://vault:{PASSWORD}@db.internal:5432/vault?sslmode=verify-full"
@@ -98,16 +96,14 @@ def test_config_show_and_get_mask_every_dsn_source(tmp_path: Path, capsys: pytes
     assert PASSWORD not in out.out + out.err and '"dsn": "<masked>"' in out.out
 
 
-def test_the_kb_refuses_to_start_on_a_backend_it_does_not_have(tmp_path: Path) -> None:
-    ensure_home(tmp_path)  # the internal token a LiveConfig reads
-    built = build(config({"backend": "postgres", "postgres": {"dsn": DSN}}), tmp_path)
-    live = LiveConfig(lambda: built)
+def test_the_kb_refuses_to_start_on_a_backend_it_does_not_have() -> None:
+    require_built_in("sqlite")
+    require_built_in("postgres")
     with pytest.raises(CommandError) as caught:
-        asyncio.run(kb_main.run(live))
+        require_built_in("cockroach")
     assert str(caught.value) == (
-        "kb: gateway.knowledge.shared.backend is 'postgres', but the postgres vault backend is not built in this "
-        "version (built in: sqlite); the KB does not start")
-    assert PASSWORD not in str(caught.value)
+        "kb: gateway.knowledge.shared.backend is 'cockroach', but the cockroach vault backend is not built in this "
+        "version (built in: sqlite, postgres); the KB does not start")
 
 
 def test_config_set_takes_where_the_dsn_is_but_never_the_dsn_itself(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

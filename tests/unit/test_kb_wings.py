@@ -16,7 +16,7 @@ WINGS: dict[str, set[str]] = {
     "resources": set(),
     "archive": {"index", "resources", "file_watch", "metrics"},
     "vault": {"index", "graph", "resources", "archive", "file_watch"},
-    "vault_pg": set(),
+    "vault_pg": {"index", "graph", "archive", "vault"},
 }
 
 

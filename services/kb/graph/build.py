@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -83,11 +83,32 @@ def compile_graph(notes_dir: Path, now: datetime, *, mtime: Callable[[Path], flo
     is an empty vault.
     """
     started = time.perf_counter()
-    now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
     parsed, nodes, problems = _load(notes_dir)
+    return _compile(parsed, nodes, problems, now, lambda name: mtime(notes_dir / f"{name}.md"), started, "file mtime")
+
+
+def compile_notes(notes: Iterable[tuple[str, bytes, float]], now: datetime) -> GraphReport:
+    """The graph of notes given as (name, bytes, last change in epoch s) rather than files (a vault kept in
+    a database), written nowhere: the rules of ``compile_graph``, the last change standing for the mtime."""
+    started = time.perf_counter()
+    parsed: list[ParsedNote] = []
+    nodes: list[Node] = []
+    problems: list[Problem] = []
+    changed: dict[str, float] = {}
+    for name, data, at in sorted(notes):
+        changed[name] = at
+        _add(name, data, parsed, nodes, problems)
+    return _compile(parsed, nodes, problems, now, changed.__getitem__, started, "last change")
+
+
+def _compile(parsed: list[ParsedNote], nodes: list[Node], problems: list[Problem], now: datetime,
+             mtime: Callable[[str], float], started: float, fallback: str) -> GraphReport:
+    """The graph of the notes loaded; ``mtime`` (named ``fallback`` in a stale page) stands in for a missing
+    ``updatedAt``."""
+    now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
     edges = _edges(parsed, {node.name for node in nodes})
     live = [note for note in parsed if not note.name.startswith(RETIRED_PREFIX)]
-    stale = _stale(live, notes_dir, now, mtime, problems)
+    stale = _stale(live, now, mtime, fallback, problems)
     return GraphReport(
         nodes=nodes,
         edges=edges,
@@ -115,7 +136,6 @@ def _load(notes_dir: Path) -> tuple[list[ParsedNote], list[Node], list[Problem]]
         name = entry.name[:-3]
         if not name:
             continue
-        retired = name.startswith(RETIRED_PREFIX)
         if entry.is_symlink():
             problems.append(Problem(name, "symbolic link (not followed; not a note)"))
             continue
@@ -126,22 +146,28 @@ def _load(notes_dir: Path) -> tuple[list[ParsedNote], list[Node], list[Problem]]
                 data = handle.read(MAX_NOTE_BYTES + 1)
         except OSError as exc:
             problems.append(Problem(name, f"unreadable ({exc.strerror or exc.__class__.__name__}; skipped)"))
-            nodes.append(Node(name, None, retired, skipped=True))
+            nodes.append(Node(name, None, name.startswith(RETIRED_PREFIX), skipped=True))
             continue
-        if len(data) > MAX_NOTE_BYTES:
-            problems.append(Problem(name, f"larger than {MAX_NOTE_BYTES // 1024} KB (skipped)"))
-            nodes.append(Node(name, None, retired, skipped=True))
-            continue
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = data.decode("utf-8", errors="replace")
-            problems.append(Problem(name, "not valid UTF-8 (undecodable bytes replaced)"))
-        note = parse_note(name, text)
-        problems.extend(Problem(name, message) for message in note.problems)
-        parsed.append(note)
-        nodes.append(Node(name, note.title, retired, skipped=False))
+        _add(name, data, parsed, nodes, problems)
     return parsed, nodes, problems
+
+
+def _add(name: str, data: bytes, parsed: list[ParsedNote], nodes: list[Node], problems: list[Problem]) -> None:
+    """Note ``name`` of bytes ``data`` (at least its first ``MAX_NOTE_BYTES`` + 1) parsed into the lists."""
+    retired = name.startswith(RETIRED_PREFIX)
+    if len(data) > MAX_NOTE_BYTES:
+        problems.append(Problem(name, f"larger than {MAX_NOTE_BYTES // 1024} KB (skipped)"))
+        nodes.append(Node(name, None, retired, skipped=True))
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        problems.append(Problem(name, "not valid UTF-8 (undecodable bytes replaced)"))
+    note = parse_note(name, text)
+    problems.extend(Problem(name, message) for message in note.problems)
+    parsed.append(note)
+    nodes.append(Node(name, note.title, retired, skipped=False))
 
 
 def _edges(parsed: list[ParsedNote], names: set[str]) -> list[Edge]:
@@ -188,15 +214,15 @@ def _contradictions(parsed: list[ParsedNote]) -> list[Contradiction]:
     return found
 
 
-def _stale(parsed: list[ParsedNote], notes_dir: Path, now: datetime,
-           mtime: Callable[[Path], float], problems: list[Problem]) -> list[StalePage]:
+def _stale(parsed: list[ParsedNote], now: datetime, mtime: Callable[[str], float], fallback: str,
+           problems: list[Problem]) -> list[StalePage]:
     stale: list[StalePage] = []
     for note in parsed:
         updated, source = note.updated_at, "updatedAt"
         if updated is None:
-            source = "file mtime"
+            source = fallback
             try:
-                updated = datetime.fromtimestamp(mtime(notes_dir / f"{note.name}.md"), UTC)
+                updated = datetime.fromtimestamp(mtime(note.name), UTC)
             except (OSError, ValueError, OverflowError) as exc:
                 problems.append(Problem(note.name, f"no updatedAt and no readable mtime ({exc}); staleness unknown"))
                 continue

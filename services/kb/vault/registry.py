@@ -1,4 +1,5 @@
-"""The shared vaults inside the KB process (docs/concepts/vault.md "Shared vault").
+"""The shared vaults on the SQLite backend, inside the KB process (docs/concepts/vault.md "Shared vault";
+what every backend does alike is ``registry_base``'s).
 
 One vault per ``<root>/<project>/``; agents with the same project share it.
 Each vault has one writer connection in this process, used from worker
@@ -13,29 +14,25 @@ Recall: Search hits from the shared corpus and GetSharedNote are appended to
 the vault's own ``kb_retrieval_log`` by a ``retrieval_log.Recorder``
 (fire-and-forget, batched, never slowing a read; its connection to the vault
 lives as long as the vault is open, as an archive's does), unless the calling
-agent has ``recordRetrievals`` off. ``collect`` runs the vault's GC
-(``gc``) for the day, once per vault: with the most cautious of the GC
-settings of the agents that share the vault (on only when every one of them
-has it on, the largest ``staleDays``, the smallest cap).
+agent has ``recordRetrievals`` off.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone, tzinfo
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any, TypeVar
 
 import apsw
 import structlog
 
-from gateway.config import AgentConfig, SharedSettings, VaultGcSettings
-from gateway.errors import FailedPrecondition, NotFound
-from gateway.promotion_write import PromotionWrite
+from gateway.config import AgentConfig, SharedSettings
+from gateway.errors import NotFound
 from services.kb.archive import retrieval_log
 from services.kb.file_watch import index_matches_file, plain_source
 from services.kb.index import schema
@@ -46,9 +43,10 @@ from services.kb.resources.threads import until_done
 from services.kb.graph.build import compile_graph
 from services.kb.graph.model import GraphReport
 from services.kb.vault.names import NOTES_DIR, live_name
-from services.kb.vault import gc, listing, note_index, notes, promotion, retirement, unpromote
+from services.kb.vault import listing, note_index, notes
+from services.kb.vault.registry_base import SharedVaults, utc_now
 from services.kb.vault.sqlite_store import SqliteVaultStore
-from services.kb.vault.store import Authors, VaultStore, Writer
+from services.kb.vault.store import Authors
 
 log = structlog.get_logger()
 
@@ -102,13 +100,13 @@ class _Vault:
         return self.reader
 
 
-class Vaults:
+class Vaults(SharedVaults[_Vault]):
     def __init__(
         self,
         agents: Iterable[AgentConfig],
         executor: ThreadPoolExecutor,
         *,
-        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        clock: Callable[[], datetime] = utc_now,
         day_zone: tzinfo | None = None,
         recorder: retrieval_log.Recorder | None = None,
         handles: OpenHandles | None = None,
@@ -116,41 +114,30 @@ class Vaults:
         """``clock``: aware datetimes. ``day_zone``: where the GC's day is a date (None: this
         process's local time zone). ``recorder``: the recall writer (one of its own by default).
         ``handles``: the LRU of open indexes (shared with the archives; one of its own by default)."""
-        self._settings: dict[str, SharedSettings] = {}
-        self._records: dict[str, bool] = {}
-        self._vaults: dict[Path, _Vault] = {}
         self._executor = executor
-        self._clock = clock
-        self._day_zone = day_zone
         self._recorder = recorder or retrieval_log.Recorder(clock=lambda: self._clock().timestamp())
         self._own_handles = handles is None
         self._handles = handles if handles is not None else OpenHandles(default_cap())
-        self.update_agents(agents)
+        super().__init__(agents, clock=clock, day_zone=day_zone)
 
-    def update_agents(self, agents: Iterable[AgentConfig]) -> None:
-        """Take the agents' shared settings (at start and on a config reload). A vault no agent
-        uses any more stays open until shutdown; its graph reports follow the agents that use it."""
-        agents = list(agents)
-        self._settings = {a.id: a.knowledge.shared for a in agents}
-        self._records = {a.id: a.dreaming.staleness.record_retrievals for a in agents}
-        graphs: dict[Path, bool] = {}
-        for shared in self._settings.values():
-            if shared.enabled:
-                graphs[shared.vault_dir] = graphs.get(shared.vault_dir, False) or shared.graph
-        for directory, graph in graphs.items():
-            known = self._vaults.get(directory)
-            if known is None:
-                self._vaults[directory] = _Vault(directory, graph, recorder=self._recorder)
-            else:
-                known.graph = graph
+    def _key(self, shared: SharedSettings) -> Hashable:
+        return shared.vault_dir
 
-    def _vault(self, agent_id: str) -> _Vault:
-        shared = self._settings[agent_id]
-        if not shared.enabled:
-            raise FailedPrecondition(
-                f"shared KB disabled for agent {agent_id!r} (gateway.knowledge.shared.enabled is false)"
-            )
-        return self._vaults[shared.vault_dir]
+    def _track(self, key: Hashable, shared: SharedSettings, graph: bool) -> None:
+        known = self._vaults.get(key)
+        if known is None:
+            self._vaults[key] = _Vault(shared.vault_dir, graph, recorder=self._recorder)
+        else:
+            known.graph = graph
+
+    def _project(self, v: _Vault) -> str:
+        return v.directory.name
+
+    def _has_notes(self, v: _Vault) -> bool:
+        return (v.directory / NOTES_DIR).is_dir()
+
+    def _before_gc(self) -> None:
+        self._recorder.flush(timeout=5.0)
 
     async def _write(self, v: _Vault, op: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if v.lock is None:
@@ -185,36 +172,7 @@ class Vaults:
         self._graph_soon(v)
         return result
 
-    # --- CRUD -------------------------------------------------------------------
-
-    async def _authored(self, agent_id: str, op: Callable[[VaultStore], T],
-                        wrote: Callable[[T], tuple[str, bool] | None], key: str, run_id: str = "") -> T:
-        """``op`` as a write of ``agent_id``'s vault; the note ``wrote(result)`` names, when it names one, is
-        recorded (the store's authors) as written by ``agent_id`` with the key named ``key`` (created when its
-        flag says so)."""
-        writer = Writer(agent_id, key, run_id, self._clock().timestamp())
-
-        def run(store: VaultStore) -> T:
-            result = op(store)
-            written = wrote(result)
-            if written is not None:
-                store.record_author(written[0], writer, created=written[1])
-            return result
-
-        return await self._write(self._vault(agent_id), run)
-
-    async def create(self, agent_id: str, name: str, content: str, confirm: bool, key: str = "") -> notes.CreateResult:
-        """``notes.create``; a note written is recorded as created by ``agent_id`` (``_authored``)."""
-        return await self._authored(agent_id, lambda store: notes.create(store, name, content, confirm=confirm),
-                                    lambda r: (r.name, True) if r.created else None, key)
-
-    async def update(self, agent_id: str, name: str, content: str, confirm: bool, key: str = "") -> notes.UpdateResult:
-        """``notes.update``; a note written is recorded as changed by ``agent_id`` (``_authored``)."""
-        return await self._authored(agent_id, lambda store: notes.update(store, name, content, confirm=confirm),
-                                    lambda r: (r.name, False) if r.updated else None, key)
-
-    async def delete(self, agent_id: str, name: str) -> notes.DeleteResult:
-        return await self._write(self._vault(agent_id), notes.delete, name)
+    # --- reads ---------------------------------------------------------------------
 
     async def get(self, agent_id: str, name: str) -> notes.Note:
         v = self._vault(agent_id)
@@ -240,82 +198,17 @@ class Vaults:
         return await asyncio.get_running_loop().run_in_executor(
             self._executor, compile_graph, v.directory / NOTES_DIR, self._clock())
 
-    async def retire(self, agent_id: str, name: str, reason: str) -> retirement.RetireResult:
-        return await self._write(self._vault(agent_id), retirement.retire, name, reason, self._clock())
-
-    async def restore(self, agent_id: str, name: str) -> retirement.RestoreResult:
-        return await self._write(self._vault(agent_id), retirement.restore, name)
-
-    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str, key: str = "") -> promotion.PromoteResult:
-        """One nightly promotion (``promotion``). FailedPrecondition when the agent's shared KB is
-        off or its ``mode`` is ``propose`` (promotion is then never made)."""
-        self._vault(agent_id)  # a shared KB that is off is named before the mode
-        if self._settings[agent_id].mode != "auto":
-            raise FailedPrecondition(
-                f"shared promotion is off for agent {agent_id!r} (gateway.knowledge.shared.mode is "
-                f"{self._settings[agent_id].mode!r}, not 'auto')"
-            )
-        promotion.check_request(topic, content)
-        return await self._authored(
-            agent_id,
-            lambda store: promotion.promote(store, agent_id=agent_id, topic=topic, reason=reason,
-                                            content=content, run_id=run_id),
-            lambda r: None if r.write is None else (r.name, r.write.kind == "created"), key, run_id)
-
-    async def undo_promotion(self, agent_id: str, write: PromotionWrite, run_id: str, op_id: str) -> unpromote.UndoResult:
-        """Undo one promotion's write (``unpromote``), serialised with the vault's other writes (its
-        promotions included). FailedPrecondition when the agent's shared KB is off; an undo is allowed
-        whatever the ``mode`` (it takes out what a promotion wrote, it promotes nothing)."""
-        v = self._vault(agent_id)
-        return await self._write(v, lambda store: unpromote.undo(store, write, run_id=run_id, op_id=op_id))
-
-    # --- recall and the GC --------------------------------------------------------------
+    # --- recall --------------------------------------------------------------
 
     def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
         """Fire-and-forget: queue ``hits`` (vault notes retrieved by ``agent_id``) for the vault's log."""
-        shared = self._settings.get(agent_id)
-        if shared is None or not shared.enabled or not self._records.get(agent_id, True):
+        shared = self._recording(agent_id)
+        if shared is None:
             return
         index = shared.vault_dir / note_index.INDEX_FILE
         if index.exists():  # a note read before any index: nothing to append to (never created here)
             v = self._vaults.get(shared.vault_dir)
             self._recorder.submit(index, hits, kind, keep=v is not None and self._handles.is_open(v))
-
-    def gc_settings(self, directory: Path) -> tuple[VaultGcSettings, list[str]]:
-        """The vault's GC settings, the most cautious of its agents' (module docstring), and the
-        agents that have it off."""
-        mine = [(agent_id, s.gc) for agent_id, s in self._settings.items() if s.enabled and s.vault_dir == directory]
-        off = [agent_id for agent_id, gc in mine if not gc.enabled]
-        if not mine:
-            return VaultGcSettings(False, 0, 0), off
-        return VaultGcSettings(
-            enabled=not off,
-            stale_days=max(gc.stale_days for _, gc in mine),
-            max_retirements_per_run=min(gc.max_retirements_per_run for _, gc in mine),
-        ), off
-
-    async def collect(self, agent_id: str) -> gc.GcReport:
-        """The vault GC of ``agent_id``'s vault for today, unless it ran today (``gc``).
-        Raises FailedPrecondition when the shared KB is off for the agent."""
-        v = self._vault(agent_id)
-        settings, off = self.gc_settings(v.directory)
-        now = self._clock()
-        day = now.astimezone(self._day_zone).date().isoformat()
-        project = v.directory.name
-        if not settings.enabled:
-            return gc.disabled(project, day, agent_id, off)
-        if not (v.directory / "notes").is_dir():
-            return gc.empty(project, day, agent_id)
-
-        def run(store: VaultStore) -> gc.GcReport:
-            self._recorder.flush(timeout=5.0)  # retrievals made before this call count tonight
-            return gc.collect(store, settings, now, day, by=agent_id)
-
-        report = await self._write(v, run)
-        log.info("kb_vault_gc", vault=str(v.directory), agent=agent_id, outcome=report.outcome, day=day,
-                 retired=len(report.retired), restored=len(report.restored), kept=len(report.kept),
-                 waiting=report.waiting, skipped=report.skipped_count, folded=report.folded)
-        return report
 
     # --- search -------------------------------------------------------------------
 
@@ -399,7 +292,7 @@ class Vaults:
 
     def roots(self) -> dict[str, Path]:
         """Real notes folder → vault dir, for the file watch."""
-        return {str((d / "notes").resolve()): d for d in self._vaults}
+        return {str((v.directory / NOTES_DIR).resolve()): v.directory for v in self._vaults.values()}
 
     # --- graph ----------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ A store holds one vault (one project): its notes by name, their full-text index,
 the retrieval log and the GC's lifecycle rows. The domain modules (``notes``, ``similar``,
 ``retirement``, ``promotion``, ``unpromote``, ``gc``, ``listing``) decide; the store keeps. The backend
 is chosen once at start-up (``gateway.knowledge.shared.backend``): ``sqlite_store.SqliteVaultStore``
-keeps notes as files under ``notes/`` with an SQLite index beside them.
+keeps notes as files under ``notes/`` with an SQLite index beside them, ``vault_pg.store.PostgresVaultStore``
+keeps them in PostgreSQL, shared by every host.
 
 Every call is one unit a backend can make transactional: a write lands the note and its index rows
 together (``write``: create-if-absent or compare-and-swap, dropping the names it replaces), a ``move``
@@ -28,7 +29,7 @@ from gateway.errors import CommandError
 from services.kb.archive.retrieval_log import Retrieved
 from services.kb.index.search import SearchResult
 
-BUILT_IN: Final = ("sqlite",)
+BUILT_IN: Final = ("sqlite", "postgres")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services.kb.graph.build import MAX_NOTE_BYTES, build_reports
+from services.kb.graph.build import MAX_NOTE_BYTES, build_reports, compile_graph, compile_notes
 from services.kb.graph.model import Edge, GraphReport
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -312,3 +312,16 @@ def test_invalid_utf8_is_reported(tmp_path: Path) -> None:
     report = build_reports(notes, tmp_path / "reports", NOW)
     assert report.problems[0].message == "not valid UTF-8 (undecodable bytes replaced)"
     assert report.edges == [Edge("bytes", "x", True)]
+
+
+def test_notes_given_as_bytes_compile_as_their_files_do(notes: Path) -> None:
+    """``compile_notes`` (a vault kept in a database) gives the graph ``compile_graph`` gives the same notes
+    as files, the last change standing for the mtime."""
+    changed = (NOW - timedelta(days=100)).timestamp()
+    files = compile_graph(notes, NOW, mtime=lambda _: changed)
+    given = [(p.stem, p.read_bytes(), changed) for p in sorted(notes.glob("*.md"))]
+    rows = compile_notes(given, NOW)
+    assert (rows.nodes, rows.edges, rows.dangling, rows.contradictions, rows.low_confidence) == (
+        files.nodes, files.edges, files.dangling, files.contradictions, files.low_confidence)
+    assert [(s.note, s.updated_at) for s in rows.stale] == [(s.note, s.updated_at) for s in files.stale]
+    assert {s.source for s in rows.stale} <= {"updatedAt", "last change"} and rows.stale

@@ -17,16 +17,12 @@ from services.kb.vault.sqlite_store import SqliteVaultStore
 from services.kb.vault.store import Authors, VaultStore, Writer
 
 OpenStore = Callable[..., VaultStore]
-BACKENDS = ["sqlite"]  # every backend built in (store.BUILT_IN); PostgreSQL joins when its store exists
+BACKENDS = ["sqlite", "postgres"]  # every backend built in (store.BUILT_IN)
 ALFRED = Writer("alfred", "admin", "", 10.0)
 BOB = Writer("bob", "bob-key", "run-1", 20.0)
 
 
-@pytest.fixture(params=BACKENDS)
-def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
-    """Opens an empty vault of project ``global`` on the backend of the param (``tokenizer`` its index's)."""
-    opened: list[apsw.Connection] = []
-
+def sqlite_opener(tmp_path: Path, opened: list[apsw.Connection]) -> OpenStore:
     def make(tokenizer: str = "unicode61") -> VaultStore:
         settings = replace(VAULT_INDEX_SETTINGS, tokenizer=tokenizer)
         directory = tmp_path / f"root{len(opened)}" / "global"
@@ -34,7 +30,17 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenS
         opened.append(conn)
         return SqliteVaultStore(directory, conn, settings)
 
-    yield make
+    return make
+
+
+@pytest.fixture(params=BACKENDS)
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
+    """Opens an empty vault of project ``global`` on the backend of the param (``tokenizer`` its index's)."""
+    opened: list[apsw.Connection] = []
+    if request.param == "postgres":
+        yield request.getfixturevalue("pg_opener")
+        return
+    yield sqlite_opener(tmp_path, opened)
     for conn in opened:
         conn.close()
 
@@ -151,6 +157,8 @@ def test_recall_and_the_vocabulary_feed_the_near_duplicate_check(vault_store: Va
 
 def test_authors_keep_the_creation_and_follow_changes(vault_store: VaultStore) -> None:
     assert vault_store.authors(["n"]) == {}
+    vault_store.write("n", b"a note\n", expected=None)
+    vault_store.write("hand", b"a note written by hand\n", expected=None)
     vault_store.record_author("n", ALFRED, created=True)
     vault_store.record_author("n", BOB, created=False)
     vault_store.record_author("hand", BOB, created=False)

@@ -1,0 +1,112 @@
+"""The PostgreSQL vault's connections: one pool per process, shared by every project's store, and the
+errors of an unreachable server made ``Unavailable`` (docs/concepts/vault.md "PostgreSQL backend").
+
+The DSN comes from ``gateway.knowledge.shared.postgres`` (``dsn``, ``dsnFile`` or ``dsnEnv``) and is never
+logged. Every connection of the pool is in autocommit mode (a write opens its own transaction), has its
+``search_path`` set to the vault's schema and every statement runs under ``statement_timeout``. The pool
+reconnects by itself: a broken connection is dropped when it is returned, and a later call opens another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Final
+
+import psycopg
+import structlog
+from psycopg import sql
+from psycopg.rows import TupleRow
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from gateway.config_model import VaultPostgresSettings
+from gateway.errors import CommandError, Unavailable
+from services.kb.vault_pg import schema
+
+Conn = psycopg.Connection[TupleRow]
+
+APPLICATION: Final = "gateway-kb"
+log = structlog.get_logger()
+_pools: dict[str, ConnectionPool[Conn]] = {}
+_pools_lock = threading.Lock()
+
+
+def resolve_dsn(settings: VaultPostgresSettings, environ: Mapping[str, str]) -> str:
+    """The DSN the settings point at (``dsnEnv`` looked up in ``environ``); CommandError, naming where it
+    was looked for, when it is not there."""
+    if settings.dsn:
+        return settings.dsn
+    if settings.dsn_file is not None:
+        try:
+            return settings.dsn_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise CommandError(f"gateway.knowledge.shared.postgres.dsnFile {settings.dsn_file}: {exc.strerror}") from exc
+    if settings.dsn_env:
+        value = environ.get(settings.dsn_env, "").strip()
+        if value:
+            return value
+        raise CommandError(f"gateway.knowledge.shared.postgres.dsnEnv: the environment variable {settings.dsn_env} is not set")
+    raise CommandError("gateway.knowledge.shared.postgres: none of dsn, dsnFile or dsnEnv is set")
+
+
+def _configure(statement_timeout_ms: int, schema_name: str) -> Callable[[Conn], None]:
+    """What every new connection of the pool runs first: the statement timeout and the vault's schema."""
+    def configure(conn: Conn) -> None:
+        conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{statement_timeout_ms}ms",))
+        conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.Identifier(schema_name)))
+
+    return configure
+
+
+def open_pool(settings: VaultPostgresSettings, environ: Mapping[str, str] | None = None,
+              schema_name: str = schema.DEFAULT_SCHEMA) -> ConnectionPool[Conn]:
+    """This process's pool for the settings' DSN (opened once: later calls answer the same pool). It opens
+    in the background: a server that is down now does not stop the KB from starting."""
+    dsn = resolve_dsn(settings, environ or {})
+    key = f"{schema_name}\x00{dsn}"
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = ConnectionPool(
+                dsn, min_size=settings.min_size, max_size=settings.max_size, timeout=settings.connect_timeout_s,
+                kwargs={"autocommit": True, "connect_timeout": max(1, round(settings.connect_timeout_s)),
+                        "application_name": APPLICATION},
+                configure=_configure(settings.statement_timeout_ms, schema_name),
+                open=False, name="vault",
+            )
+            pool.open(wait=False)
+            _pools[key] = pool
+        return pool
+
+
+def close_pools() -> None:
+    """Close every pool of this process (at the KB's stop, and between tests)."""
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.close()
+
+
+def migrate(pool: ConnectionPool[Conn], what: str, schema_name: str = schema.DEFAULT_SCHEMA,
+            applied_by: str = "") -> list[int]:
+    """Bring the schema up to date through one of the pool's connections (``schema.migrate``); Unavailable
+    naming ``what`` (the vault that needs it) while the server cannot be reached."""
+    with reachable(what), pool.connection() as conn:
+        return schema.migrate(conn, schema_name, applied_by=applied_by)
+
+
+@contextlib.contextmanager
+def reachable(what: str) -> Iterator[None]:
+    """Unavailable naming ``what`` for a server that cannot be reached, went away, or did not answer in time."""
+    try:
+        yield
+    except PoolTimeout as exc:
+        log.warning("vault_postgres_unavailable", what=what, error=type(exc).__name__)
+        raise Unavailable(f"{what} is unavailable: no connection to its PostgreSQL server in time") from exc
+    except (psycopg.OperationalError, psycopg.errors.QueryCanceled, psycopg.InterfaceError) as exc:
+        log.warning("vault_postgres_unavailable", what=what, error=type(exc).__name__)
+        reason = "a statement ran past its timeout" if isinstance(exc, psycopg.errors.QueryCanceled) \
+            else "its PostgreSQL server cannot be reached"
+        raise Unavailable(f"{what} is unavailable: {reason}") from exc

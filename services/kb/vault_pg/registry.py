@@ -1,0 +1,175 @@
+"""The shared vaults on the PostgreSQL backend (docs/concepts/vault.md "PostgreSQL backend"; what every
+backend does alike is ``vault.registry_base``'s).
+
+Every project's vault is a ``store.PostgresVaultStore`` on this process's one pool (``pool.open_pool``).
+There are no files: nothing to watch, no index to refresh (a search reads what every host committed),
+and the retrieval log is appended through the store (``log_retrievals``) by a worker thread, never
+slowing a read. The schema is migrated before the first call that needs it (``pool.migrate``), not at
+the KB's start: a server that is down then leaves the file API, archives and dreaming serving, and vault
+calls answer Unavailable until it is back. ``graph`` compiles the notes' rows (``graph.build.compile_notes``);
+the graph's report files (``knowledge.shared.graph``) are not written on this backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psycopg
+import structlog
+
+from gateway.config import AgentConfig, SharedSettings
+from gateway.config_model import VaultPostgresSettings
+from gateway.errors import GatewayError
+from services.kb.archive.retrieval_log import Retrieved
+from services.kb.graph.build import MAX_NOTE_BYTES, compile_notes
+from services.kb.graph.model import GraphReport
+from services.kb.index.search import SearchResult
+from services.kb.vault import listing, notes
+from services.kb.vault.names import live_name
+from services.kb.vault.registry_base import SharedVaults, utc_now
+from services.kb.vault.store import Authors
+from services.kb.vault_pg import pool
+from services.kb.vault_pg.store import PostgresVaultStore
+
+log = structlog.get_logger()
+T = TypeVar("T")
+
+
+class PostgresVaults(SharedVaults[PostgresVaultStore]):
+    """The agents' vaults, one store per project on one pool."""
+
+    def __init__(
+        self,
+        agents: Iterable[AgentConfig],
+        executor: ThreadPoolExecutor,
+        settings: VaultPostgresSettings,
+        environ: Mapping[str, str],
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        day_zone: tzinfo | None = None,
+        applied_by: str = "",
+    ) -> None:
+        self._executor = executor
+        self._pool = pool.open_pool(settings, environ)
+        self._applied_by = applied_by
+        self._migrated = False
+        self._migrating = threading.Lock()
+        self._pending: set[Future[None]] = set()  # recall rows being appended
+        self._pending_lock = threading.Lock()
+        super().__init__(agents, clock=clock, day_zone=day_zone)
+
+    def _key(self, shared: SharedSettings) -> Hashable:
+        return shared.project
+
+    def _track(self, key: Hashable, shared: SharedSettings, graph: bool) -> None:
+        if key not in self._vaults:
+            self._vaults[key] = PostgresVaultStore(self._pool, shared.project)
+
+    def _project(self, v: PostgresVaultStore) -> str:
+        return v.project
+
+    def _ready(self, store: PostgresVaultStore) -> None:
+        """The schema migrated, once per process (Unavailable naming ``store``'s vault while the server
+        cannot be reached)."""
+        if self._migrated:
+            return
+        with self._migrating:
+            if not self._migrated:
+                applied = pool.migrate(self._pool, f"the shared vault of project {store.project!r}",
+                                       applied_by=self._applied_by)
+                if applied:
+                    log.info("kb_vault_postgres_migrated", versions=applied)
+                self._migrated = True
+
+    async def _run(self, store: PostgresVaultStore, fn: Callable[..., T], *args: Any) -> T:
+        def call() -> T:
+            self._ready(store)
+            return fn(*args)
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    async def _write(self, v: PostgresVaultStore, op: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        def run() -> T:
+            with v.writing():
+                return op(v, *args, **kwargs)
+
+        return await self._run(v, run)
+
+    # --- reads ---------------------------------------------------------------------
+
+    async def get(self, agent_id: str, name: str) -> notes.Note:
+        store = self._vault(agent_id)
+        return await self._run(store, notes.get, store, name)
+
+    async def list_notes(self, agent_id: str, size: int, token: str, include_retired: bool) -> tuple[listing.NotePage, dict[str, Authors]]:
+        """A page of the vault's notes (``listing``) and who wrote them, by the name listed."""
+        store = self._vault(agent_id)
+
+        def run() -> tuple[listing.NotePage, dict[str, Authors]]:
+            page = listing.page(store, size, token, include_retired=include_retired)
+            lives = {n.name: live_name(n.name) for n in page.notes}
+            found = store.authors(set(lives.values()))
+            return page, {name: found[live] for name, live in lives.items() if live in found}
+
+        return await self._run(store, run)
+
+    async def search(self, agent_id: str, query: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:
+        """``(result, refreshed)``: nothing to refresh, every host's commits are read."""
+        store = self._vault(agent_id)
+        return await self._run(store, store.search, query, limit), False
+
+    async def graph(self, agent_id: str) -> GraphReport:
+        """The vault's graph compiled now from its rows, written nowhere (``graph.build.compile_notes``)."""
+        store = self._vault(agent_id)
+        return await self._run(store, lambda: compile_notes(store.contents(MAX_NOTE_BYTES + 1), self._clock()))
+
+    # --- recall ---------------------------------------------------------------------
+
+    def record(self, agent_id: str, hits: Iterable[Retrieved], kind: str) -> None:
+        """Fire-and-forget: ``hits`` appended to the vault's retrieval log by a worker thread."""
+        shared = self._recording(agent_id)
+        if shared is None:
+            return
+        store, rows, at = self._vaults[shared.project], list(hits), self._clock().timestamp()
+
+        def append() -> None:
+            try:
+                self._ready(store)
+                store.log_retrievals(rows, kind, at)
+            except (GatewayError, psycopg.Error) as exc:  # never fails a read: the row is lost, the GC counts one fewer
+                log.warning("kb_retrieval_log_failed", vault=store.project, error=str(exc))
+
+        pending = self._executor.submit(append)
+        with self._pending_lock:
+            self._pending.add(pending)
+        pending.add_done_callback(self._done)
+
+    def _done(self, pending: Future[None]) -> None:
+        with self._pending_lock:
+            self._pending.discard(pending)
+
+    # --- the file watch and shutdown -------------------------------------------------------
+
+    def roots(self) -> dict[str, Path]:
+        return {}
+
+    def note_changed(self, directory: Path, rel: str) -> None:
+        """No notes files: nothing to watch."""
+
+    async def settle(self) -> None:
+        """Wait for the recall rows queued so far (nothing else runs in the background)."""
+        while True:
+            with self._pending_lock:
+                waiting = list(self._pending)
+            if not waiting:
+                return
+            await asyncio.wait([asyncio.wrap_future(f) for f in waiting])
+
+    def close(self) -> None:
+        pool.close_pools()

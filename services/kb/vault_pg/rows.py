@@ -1,0 +1,126 @@
+"""The PostgreSQL vault store's rows beside the notes' text: authors, the retrieval log, the GC's lifecycle
+and its day (docs/concepts/vault.md "PostgreSQL schema"; the SQLite store's are ``vault.sqlite_rows``).
+
+Authors live on the note's row (``created_*`` with ``created_at``; ``changed_*`` with ``updated_at``), so a
+record needs its note; a retired twin shares its live name's record, which a move carries to the row it
+writes (``carry_authors``). The retrieval log is folded into ``note_lifecycle`` by one statement that
+deletes the rows it counts (``claim_day``), so rows other hosts commit meanwhile wait for the next fold.
+Every function runs in the caller's transaction; times are epoch seconds in and out.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterable
+from typing import Final
+
+from services.kb.archive.retrieval_log import KINDS, Retrieved
+from services.kb.vault.names import live_name, name_from_path
+from services.kb.vault.store import Authors, Claim, NoteState, Writer
+from services.kb.vault_pg.pool import Conn
+
+_AUTHOR_COLUMNS: Final = (
+    "name, retired, created_agent, created_key, created_run, extract(epoch FROM created_at), "
+    "changed_agent, changed_key, changed_run, extract(epoch FROM updated_at)"
+)
+FOLD_SQL: Final = """
+WITH gone AS (DELETE FROM retrieval_log WHERE project = %(project)s RETURNING name, at),
+grouped AS (SELECT name, count(*) AS hits, max(at) AS latest FROM gone GROUP BY name),
+folded AS (
+    INSERT INTO note_lifecycle (project, name, last_retrieved, retrieval_count)
+    SELECT %(project)s, name, latest, hits FROM grouped
+    ON CONFLICT (project, name) DO UPDATE SET
+        retrieval_count = note_lifecycle.retrieval_count + excluded.retrieval_count,
+        last_retrieved = greatest(note_lifecycle.last_retrieved, excluded.last_retrieved)
+)
+SELECT coalesce(sum(hits), 0) FROM grouped
+"""
+
+
+def record_author(conn: Conn, project: str, name: str, writer: Writer, *, created: bool) -> None:
+    values = (writer.agent_id, writer.key, writer.run_id, writer.at)
+    created_sql = ", created_agent = %s, created_key = %s, created_run = %s, created_at = to_timestamp(%s)" if created else ""
+    conn.execute(
+        "UPDATE notes SET changed_agent = %s, changed_key = %s, changed_run = %s, updated_at = to_timestamp(%s)"
+        f"{created_sql} WHERE project = %s AND name = %s AND NOT retired",
+        (*values, *(values if created else ()), project, name))
+
+
+def forget_author(conn: Conn, project: str, name: str) -> None:
+    conn.execute(
+        "UPDATE notes SET created_agent = NULL, created_key = NULL, created_run = NULL, changed_agent = NULL, "
+        "changed_key = NULL, changed_run = NULL WHERE project = %s AND name = %s", (project, name))
+
+
+def carry_authors(conn: Conn, project: str, source: tuple[str, bool], target: tuple[str, bool]) -> None:
+    """Give row ``target`` (name, retired) the record of row ``source`` when both hold one live name and the
+    target has none of its own."""
+    if source[0] != target[0]:
+        return
+    conn.execute(
+        "UPDATE notes AS t SET created_agent = f.created_agent, created_key = f.created_key, "
+        "created_run = f.created_run, created_at = f.created_at, changed_agent = f.changed_agent, "
+        "changed_key = f.changed_key, changed_run = f.changed_run FROM notes AS f "
+        "WHERE f.project = %s AND f.name = %s AND f.retired = %s AND f.changed_agent IS NOT NULL "
+        "AND t.project = f.project AND t.name = %s AND t.retired = %s AND t.changed_agent IS NULL",
+        (project, *source, *target))
+
+
+def authors(conn: Conn, project: str, names: list[str]) -> dict[str, Authors]:
+    found: dict[str, Authors] = {}
+    rows = conn.execute(
+        f"SELECT {_AUTHOR_COLUMNS} FROM notes WHERE project = %s AND name = ANY(%s) AND changed_agent IS NOT NULL "
+        "ORDER BY retired DESC", (project, names)).fetchall()
+    for name, _, c_agent, c_key, c_run, c_at, agent, key, run, at in rows:  # the live row last: it wins
+        created = None if c_agent is None else Writer(str(c_agent), str(c_key), str(c_run), float(c_at))
+        found[str(name)] = Authors(created, Writer(str(agent), str(key), str(run), float(at)))
+    return found
+
+
+def log_retrievals(conn: Conn, project: str, hits: Iterable[Retrieved], kind: str, at: float) -> int:
+    if kind not in KINDS:
+        raise ValueError(f"unknown retrieval kind {kind!r}")
+    named = ((name_from_path(hit.path), hit.entry_hash) for hit in hits if hit.entry_hash)
+    rows = [(project, live_name(name), digest, at, kind) for name, digest in named if name is not None]
+    with conn.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO retrieval_log (project, name, entry_hash, at, kind) VALUES (%s, %s, %s, to_timestamp(%s), %s)",
+            rows)
+    return len(rows)
+
+
+def claim_day(conn: Conn, project: str, day: str, started: str) -> Claim:
+    inserted = conn.execute(
+        "INSERT INTO vault_gc (project, day, claimed_by, last_report) VALUES (%s, %s, %s, to_jsonb(%s::text)) "
+        "ON CONFLICT DO NOTHING RETURNING project", (project, day, socket.gethostname(), started)).fetchone()
+    if inserted is None:
+        row = conn.execute("SELECT day, last_report #>> '{}' FROM vault_gc WHERE project = %s FOR UPDATE",
+                           (project,)).fetchone()
+        if row is not None and row[0] == day:
+            return Claim(str(row[1] or ""), 0)
+        conn.execute(
+            "UPDATE vault_gc SET day = %s, claimed_by = %s, claimed_at = now(), last_report = to_jsonb(%s::text) "
+            "WHERE project = %s", (day, socket.gethostname(), started, project))
+    folded = conn.execute(FOLD_SQL, {"project": project}).fetchone()
+    return Claim(None, int(folded[0]) if folded else 0)
+
+
+def lifecycle(conn: Conn, project: str) -> dict[str, NoteState]:
+    rows = conn.execute(
+        "SELECT name, extract(epoch FROM last_retrieved), retrieval_count, extract(epoch FROM retired_at) "
+        "FROM note_lifecycle WHERE project = %s", (project,))
+    return {str(name): NoteState(_epoch(last), int(count), _epoch(retired)) for name, last, count, retired in rows}
+
+
+def _epoch(value: object) -> float | None:
+    return None if value is None else float(str(value))
+
+
+def set_retired(conn: Conn, project: str, name: str, at: float | None) -> None:
+    conn.execute(
+        "INSERT INTO note_lifecycle (project, name, retired_at) VALUES (%s, %s, to_timestamp(%s)) "
+        "ON CONFLICT (project, name) DO UPDATE SET retired_at = excluded.retired_at", (project, name, at))
+
+
+def finish_day(conn: Conn, project: str, summary: str) -> None:
+    conn.execute("UPDATE vault_gc SET last_report = to_jsonb(%s::text) WHERE project = %s", (summary, project))
