@@ -17,6 +17,8 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import apsw
+
 from gateway.config import load_config
 from gateway.config_model import SharedSettings
 from gateway.errors import CommandError, NotFound
@@ -61,9 +63,8 @@ def _reading(vault_dir: Path) -> Iterator[SqliteVaultStore]:
         raise CommandError(f"vault export: there is no vault at {vault_dir} (no note was ever written to it)")
     try:
         conn = schema.open_reader(vault_dir / note_index.INDEX_FILE)
-    except NotFound:  # notes written by hand, never indexed: no authors, no lifecycle rows
-        yield SqliteVaultStore(vault_dir, None)
-        return
+    except NotFound:  # notes written by hand, never indexed: an empty database holds no authors, no lifecycle rows
+        conn = apsw.Connection(":memory:")
     with contextlib.closing(conn):
         yield SqliteVaultStore(vault_dir, conn)
 
