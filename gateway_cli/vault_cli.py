@@ -27,7 +27,7 @@ from services.kb.vault import note_index
 from services.kb.vault.export import export_vault
 from services.kb.vault.import_notes import import_vault, read_folder
 from services.kb.vault.sqlite_store import SqliteVaultStore, note_file
-from services.kb.vault.store import require_built_in
+from services.kb.vault.store import VaultStore, require_built_in
 
 SHOWN = 20  # skipped notes named; the rest are counted
 
@@ -57,27 +57,15 @@ def _shared(home: Path, project: str) -> SharedSettings:
     return shared
 
 
-@contextlib.contextmanager
-def _reading(vault_dir: Path) -> Iterator[SqliteVaultStore]:
+def _opened(vault_dir: Path, *, write: bool) -> apsw.Connection:
+    if write:
+        return note_index.open_vault_index(vault_dir)
     if not vault_dir.is_dir():
         raise CommandError(f"vault export: there is no vault at {vault_dir} (no note was ever written to it)")
     try:
-        conn = schema.open_reader(vault_dir / note_index.INDEX_FILE)
+        return schema.open_reader(vault_dir / note_index.INDEX_FILE)
     except NotFound:  # notes written by hand, never indexed: an empty database holds no authors, no lifecycle rows
-        conn = apsw.Connection(":memory:")
-    with contextlib.closing(conn):
-        yield SqliteVaultStore(vault_dir, conn)
-
-
-def _export(shared: SharedSettings, folder: Path) -> int:
-    with _reading(shared.vault_dir) as store:
-        done = export_vault(store, folder)
-    c = done.counts
-    print(f"exported vault {shared.project!r} to {folder.absolute()}: {c['live']} live and {c['retired']} retired "
-          f"notes, authors of {c['authors']}, lifecycle rows of {c['lifecycle']}")
-    for line in done.left_out:
-        print(f"  not exported: {line}", file=sys.stderr)
-    return 0
+        return apsw.Connection(":memory:")
 
 
 def _keep_time(store: SqliteVaultStore) -> Callable[[str, float], None]:
@@ -91,11 +79,32 @@ def _keep_time(store: SqliteVaultStore) -> Callable[[str, float], None]:
     return keep
 
 
+@contextlib.contextmanager
+def _store(shared: SharedSettings, *, write: bool) -> Iterator[tuple[VaultStore, Callable[[str, float], None]]]:
+    """The project's vault store on the configured backend (read-only unless ``write``), and how a note's
+    last change is kept on it."""
+    if shared.backend != "sqlite":
+        raise CommandError(f"vault: the {shared.backend} vault store is not reachable from this command yet; nothing was done")
+    with contextlib.closing(_opened(shared.vault_dir, write=write)) as conn:
+        store = SqliteVaultStore(shared.vault_dir, conn)
+        yield store, _keep_time(store)
+
+
+def _export(shared: SharedSettings, folder: Path) -> int:
+    with _store(shared, write=False) as (store, _):
+        done = export_vault(store, folder)
+    c = done.counts
+    print(f"exported vault {shared.project!r} to {folder.absolute()}: {c['live']} live and {c['retired']} retired "
+          f"notes, authors of {c['authors']}, lifecycle rows of {c['lifecycle']}")
+    for line in done.left_out:
+        print(f"  not exported: {line}", file=sys.stderr)
+    return 0
+
+
 def _import(shared: SharedSettings, folder: Path, skip_existing: bool) -> int:
     export = read_folder(folder)
-    with contextlib.closing(note_index.open_vault_index(shared.vault_dir)) as conn:
-        store = SqliteVaultStore(shared.vault_dir, conn)
-        done = import_vault(store, export, skip_existing=skip_existing, keep_time=_keep_time(store))
+    with _store(shared, write=True) as (store, keep_time):
+        done = import_vault(store, export, skip_existing=skip_existing, keep_time=keep_time)
     print(f"imported {folder.absolute()} into vault {shared.project!r}: {len(done.written)} notes written, "
           f"{len(done.present)} already there, {len(done.skipped)} skipped")
     if done.skipped:

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -44,17 +44,19 @@ def note_names(home: Path) -> list[str]:
     return sorted(p.name for p in notes_dir(home).glob("*.md")) if notes_dir(home).is_dir() else []
 
 
-def started(tmp: Path) -> Suite:
-    home, ports, http_port = make_home(tmp, [{"id": "alfred"}, {"id": "bob"}])
-    suite = Suite(home, http_port, ports)
-    suite.start("kb")
-    return suite
-
-
 @pytest.fixture
-def suites(tmp_path: Path) -> Iterator[list[Suite]]:
+def start_suite(tmp_path: Path) -> Iterator[Callable[[str], Suite]]:
+    """Starts the KB of a new home under ``tmp_path/<name>`` with agents alfred and bob; stopped after the test."""
     running: list[Suite] = []
-    yield running
+
+    def start(name: str) -> Suite:
+        (tmp_path / name).mkdir()
+        home, ports, http_port = make_home(tmp_path / name, [{"id": "alfred"}, {"id": "bob"}])
+        running.append(Suite(home, http_port, ports))
+        running[-1].start("kb")
+        return running[-1]
+
+    yield start
     for suite in running:
         suite.stop_all()
 
@@ -87,17 +89,13 @@ def fill(suite: Suite) -> None:
     wait_until(lambda: "notes/big.md" in hits(kb, "sailing"), 60, "the file watch to index the 1 MB note")
 
 
-def test_round_trip_into_a_fresh_home_while_both_run(tmp_path: Path, suites: list[Suite]) -> None:
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    source = started(tmp_path / "a")
-    suites.append(source)
+def test_round_trip_into_a_fresh_home_while_both_run(tmp_path: Path, start_suite: Callable[[str], Suite]) -> None:
+    source = start_suite("a")
     fill(source)
     out = gateway("vault", "export", "--project", "global", str(tmp_path / "one"), "--home", str(source.home))
     assert out.returncode == 0, out.stderr
     assert "4 live and 1 retired notes, authors of 4" in out.stdout
-    target = started(tmp_path / "b")
-    suites.append(target)
+    target = start_suite("b")
     back = gateway("vault", "import", "--project", "global", str(tmp_path / "one"), "--home", str(target.home))
     assert back.returncode == 0, back.stderr
     assert "5 notes written, 0 already there, 0 skipped" in back.stdout
@@ -110,15 +108,11 @@ def test_round_trip_into_a_fresh_home_while_both_run(tmp_path: Path, suites: lis
     assert refused.returncode == 2 and "not an empty folder" in refused.stderr
 
 
-def test_a_tampered_export_and_a_conflict_write_nothing(tmp_path: Path, suites: list[Suite]) -> None:
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    source = started(tmp_path / "a")
-    suites.append(source)
+def test_a_tampered_export_and_a_conflict_write_nothing(tmp_path: Path, start_suite: Callable[[str], Suite]) -> None:
+    source = start_suite("a")
     fill(source)
     assert gateway("vault", "export", "--project", "global", str(tmp_path / "out"), "--home", str(source.home)).returncode == 0
-    target = started(tmp_path / "b")
-    suites.append(target)
+    target = start_suite("b")
     call(target).CreateSharedNote(pb.CreateSharedNoteRequest(agent_id="bob", name="rollback", content="# Ours\n- other.\n"),
                                   metadata=AUTH, timeout=30)
     conflict = gateway("vault", "import", "--project", "global", str(tmp_path / "out"), "--home", str(target.home))

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from gateway.atomic import write_atomic
 from gateway.errors import CommandError, GatewayError
 from services.kb.vault.names import NOTE_SUFFIX, NOTES_DIR, is_retired, live_name, validate_name
 from services.kb.vault.store import Authors, VaultStore, Writer
@@ -76,7 +76,7 @@ def _notes(store: VaultStore, out: Path, exported: Exported) -> tuple[dict[str, 
             continue
         if data is None or stat is None:  # removed since the listing
             continue
-        (out / note_rel(name)).write_bytes(data)
+        write_atomic(out / note_rel(name), data)
         hashes[note_rel(name)] = sha256(data)
         meta[name] = {"updated_at": stat.updated_at}
     return meta, hashes
@@ -91,14 +91,12 @@ def export_vault(store: VaultStore, out: Path) -> Exported:
     authors = {name: authors_json(a) for name, a in sorted(store.authors(lives).items())}
     lifecycle = {name: asdict(state) for name, state in sorted(store.lifecycle().items())}
     metadata = dump_json({"notes": notes, "authors": authors, "lifecycle": lifecycle})
-    (out / METADATA).write_bytes(metadata)
+    write_atomic(out / METADATA, metadata)
     hashes[METADATA] = sha256(metadata)
     retired = sum(1 for name in notes if is_retired(name))
     exported.counts = {"live": len(notes) - retired, "retired": retired, "authors": len(authors),
                        "lifecycle": len(lifecycle)}
     manifest = {"format": FORMAT, "project": store.project, "counts": exported.counts,
                 "files": dict(sorted(hashes.items()))}
-    temp = out / f".{MANIFEST}.tmp"
-    temp.write_bytes(dump_json(manifest))
-    os.replace(temp, out / MANIFEST)  # last: a folder without it is an export that did not finish
+    write_atomic(out / MANIFEST, dump_json(manifest))  # last: a folder without it is an export that did not finish
     return exported
