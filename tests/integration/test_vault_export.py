@@ -4,6 +4,7 @@ run again."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,9 +12,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
+from dreaming_support import add, dreaming, replies, reviewer, run_ok, write_reply
+from dreaming_support import start_suite as start_agents
 from suite_support import ADMIN_KEY, Suite, make_home, wait_until
 
 from gateway.v1 import kb_pb2, kb_pb2_grpc
@@ -24,7 +28,9 @@ pb = kb_pb2
 AUTH = (("x-api-key", ADMIN_KEY),)
 CLI_TIMEOUT_S = 120
 MB = 1_048_576
-QUERIES = ("blue-green", "東京", "sailing", "fax", "rollback window")
+QUERIES = ("blue-green", "東京", "sailing", "fax", "rollback window", "harbour office")
+MEMORY = "# Memory\n\n- The office plants need water on Mondays.\n"
+HARBOUR = "- The harbour office opens at 07:00 and closes at 16:00 on weekdays."
 
 
 def gateway(*words: str) -> subprocess.CompletedProcess[str]:
@@ -46,14 +52,17 @@ def note_names(home: Path) -> list[str]:
 
 @pytest.fixture
 def start_suite(tmp_path: Path) -> Iterator[Callable[[str], Suite]]:
-    """Starts the KB of a new home under ``tmp_path/<name>`` with agents alfred and bob; stopped after the test."""
+    """Starts the KB (and, in home ``a``, dreaming and the REST shim) of a new home under ``tmp_path/<name>``
+    with agents alfred (who dreams, with a scripted reviewer) and bob; stopped after the test."""
     running: list[Suite] = []
 
     def start(name: str) -> Suite:
         (tmp_path / name).mkdir()
-        home, ports, http_port = make_home(tmp_path / name, [{"id": "alfred"}, {"id": "bob"}])
-        running.append(Suite(home, http_port, ports))
-        running[-1].start("kb")
+        answers = tmp_path / name / "home" / "replies"  # dreaming_support.replies of that home
+        agents: list[dict[str, Any]] = [{"id": "alfred", "dreaming": dreaming(reviewer("reply.py", answers / "alfred.json"))},
+                                        {"id": "bob"}]
+        services = ("kb", "dreaming", "http") if name == "a" else ("kb",)
+        running.append(start_agents(tmp_path / name, agents, services=services, files={"alfred": {"MEMORY.md": MEMORY}}))
         return running[-1]
 
     yield start
@@ -71,7 +80,8 @@ def hits(kb: kb_pb2_grpc.KnowledgeStub, query: str) -> list[str]:
 
 
 def fill(suite: Suite) -> None:
-    """Two agents' notes, a wikilink, CJK, a retired note and a 1 MB note written by hand."""
+    """Two agents' notes, a wikilink, CJK, a retired note, a promotion by alfred's dreaming and a 1 MB note
+    written by hand."""
     kb = call(suite)
     for agent, name, content in (
         ("alfred", "staging deploys", "# Staging deploys\n- Use the blue-green switch. See [[rollback]].\n"),
@@ -84,6 +94,8 @@ def fill(suite: Suite) -> None:
         assert made.created, name
     kb.RetireSharedNote(pb.RetireSharedNoteRequest(agent_id="alfred", name="fax machine", reason="unused"),
                         metadata=AUTH, timeout=30)
+    write_reply(replies(suite.home) / "alfred.json", [add(HARBOUR, reason="harbour office hours", topic="harbour-office-hours")])
+    assert "promotion" in run_ok(suite, "alfred")["steps"]
     line = "sailing notes for the long passage, line after line of it\n"
     (notes_dir(suite.home) / "big.md").write_text("# Big\n" + line * ((MB - 6) // len(line)))
     wait_until(lambda: "notes/big.md" in hits(kb, "sailing"), 60, "the file watch to index the 1 MB note")
@@ -94,11 +106,13 @@ def test_round_trip_into_a_fresh_home_while_both_run(tmp_path: Path, start_suite
     fill(source)
     out = gateway("vault", "export", "--project", "global", str(tmp_path / "one"), "--home", str(source.home))
     assert out.returncode == 0, out.stderr
-    assert "4 live and 1 retired notes, authors of 4" in out.stdout
+    assert "5 live and 1 retired notes, authors of 5" in out.stdout
+    promoted = json.loads((tmp_path / "one" / "vault.json").read_text())["authors"]["harbour-office-hours"]["created"]
+    assert promoted["agent_id"] == "alfred" and promoted["run_id"]  # written by a dream run
     target = start_suite("b")
     back = gateway("vault", "import", "--project", "global", str(tmp_path / "one"), "--home", str(target.home))
     assert back.returncode == 0, back.stderr
-    assert "5 notes written, 0 already there, 0 skipped" in back.stdout
+    assert "6 notes written, 0 already there, 0 skipped" in back.stdout
     again = gateway("vault", "export", "--project", "global", str(tmp_path / "two"), "--home", str(target.home))
     assert again.returncode == 0, again.stderr
     assert files(tmp_path / "one") == files(tmp_path / "two")
