@@ -105,7 +105,8 @@ def _import(shared: SharedSettings, folder: Path, skip_existing: bool) -> int:
     export = read_folder(folder)
     with _store(shared, write=True) as (store, keep_time):
         done = import_vault(store, export, skip_existing=skip_existing, keep_time=keep_time)
-    print(f"imported {folder.absolute()} into vault {shared.project!r}: {len(done.written)} notes written, "
+    written = f"{len(done.written)} note{'' if len(done.written) == 1 else 's'}"
+    print(f"imported {folder.absolute()} into vault {shared.project!r}: {written} written, "
           f"{len(done.present)} already there, {len(done.skipped)} skipped")
     if done.skipped:
         more = f" and {len(done.skipped) - SHOWN} more" if len(done.skipped) > SHOWN else ""
