@@ -21,6 +21,7 @@ from gateway_cli import (
     log_options,
     migrate_cli,
     stand_in,
+    vault_cli,
 )
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
 
     admin_cli.add_parsers(sub)
     backup_cli.add_parsers(sub)
+    vault_cli.add_parser(sub)
 
     config = sub.add_parser("config", help="read, set, show, check or upgrade config.json")
     config_sub = config.add_subparsers(dest="action", required=True)
@@ -232,6 +234,8 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         return admin_cli.run(args, home)
     if args.command in ("backup", "restore"):
         return backup_cli.run(args, home)
+    if args.command == "vault":
+        return vault_cli.run(args, home)
     if args.command == "migrate-memory":
         return migrate_cli.run(args, home)
     if args.command == "dream":

@@ -290,6 +290,24 @@ def backup_while_running(tour: Tour, block: str) -> None:
     assert "config.json" in json.dumps(listed)
 
 
+@example("gateway vault export --project global", "docs/how-to/move-vault.md")
+def vault_export_while_running(tour: Tour, block: str) -> None:
+    notes = tour.gw.home / "shared" / "kb" / "global" / "notes"
+    notes.mkdir(parents=True, exist_ok=True)
+    (notes / "moving day.md").write_text("# Moving day\n- The vault moves with gateway vault export.\n")
+    (tour.tmp / "backups").mkdir(exist_ok=True)
+    out = tour.sh(block.replace("/backups", str(tour.tmp / "backups")), tour.gw, tour.env(tour.gw))
+    assert out.startswith("exported vault 'global'"), out
+    listed = json.loads((tour.tmp / "backups" / "vault-global" / "manifest.json").read_text())
+    assert "notes/moving day.md" in listed["files"]
+
+
+@example("gateway vault import --project global", "docs/how-to/move-vault.md")
+def vault_import_into_the_same_vault(tour: Tour, block: str) -> None:
+    out = tour.sh(block.replace("/backups", str(tour.tmp / "backups")), tour.gw, tour.env(tour.gw))
+    assert " 0 notes written, " in out and " 0 skipped" in out, out  # every note is there already: nothing to do
+
+
 @example('"type": "http"', "docs/how-to/connect-mcp.md")
 def connect_mcp_over_http(tour: Tour, block: str) -> None:
     page = (ROOT / "docs" / "how-to" / "connect-mcp.md").read_text(encoding="utf-8")

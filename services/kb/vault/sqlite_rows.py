@@ -132,8 +132,11 @@ def claim_day(conn: apsw.Connection, day: str, started: str) -> Claim:
 
 
 def lifecycle(conn: apsw.Connection) -> dict[str, NoteState]:
-    conn.execute(LIFECYCLE_DDL)
-    rows = conn.execute("SELECT name, last_retrieved, retrieval_count, retired_at FROM kb_note_lifecycle")
+    """Every row; ``conn`` may be read-only (an export's); an index without the table has no rows."""
+    try:
+        rows = list(conn.execute("SELECT name, last_retrieved, retrieval_count, retired_at FROM kb_note_lifecycle"))
+    except apsw.SQLError:  # the table is made by the GC's first run or the first retirement
+        return {}
     return {str(n): NoteState(last, int(count), retired) for n, last, count, retired in rows}
 
 

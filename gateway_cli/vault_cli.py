@@ -1,0 +1,123 @@
+"""``gateway vault export`` and ``gateway vault import``: a project's shared vault to a folder and back
+(docs/how-to/move-vault.md; the work is ``services.kb.vault.export`` and ``import_notes``).
+
+Both open the project's vault store themselves, with the home's ``gateway.knowledge.shared`` settings
+(its root and its backend), so they work whether the suite runs or not: export only reads; import
+writes each note through the store, and a running KB indexes it at once (SQLite: the write reindexes
+the note, the KB's file watch finds it current). Exit codes: 0 done; 2 refused (one line, nothing
+written: a non-empty folder, a damaged export, a conflict, an unknown backend).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import apsw
+
+from gateway.config import load_config
+from gateway.config_model import SharedSettings
+from gateway.errors import CommandError, NotFound
+from services.kb.index import schema
+from services.kb.vault import note_index
+from services.kb.vault.export import export_vault
+from services.kb.vault.import_notes import import_vault, read_folder
+from services.kb.vault.sqlite_store import SqliteVaultStore, note_file
+from services.kb.vault.store import VaultStore, require_built_in
+
+SHOWN = 20  # skipped notes named; the rest are counted
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    vault = sub.add_parser("vault", help="export a project's shared vault to a folder, or import one (to move "
+                           "it to another backend or host, or to keep a copy)")
+    actions = vault.add_subparsers(dest="action", required=True)
+    export = actions.add_parser("export", help="write every note (live and retired), its authors and lifecycle, "
+                                "and a manifest of sha256 sums into a new or empty DIR; read-only")
+    export.add_argument("dir", metavar="DIR", help="a new or empty folder")
+    imp = actions.add_parser("import", help="check DIR's manifest, then create every note it holds in the vault, "
+                             "with its authors and retirement (run it again to finish an interrupted import)")
+    imp.add_argument("dir", metavar="DIR", help="a folder written by gateway vault export")
+    imp.add_argument("--skip-existing", action="store_true",
+                     help="leave notes the vault holds with other content as they are (named), import the rest")
+    for parser in (export, imp):
+        parser.add_argument("--project", required=True, help="the vault's project (gateway.knowledge.shared.project)")
+        parser.add_argument("--home", help="gateway home")
+
+
+def _shared(home: Path, project: str) -> SharedSettings:
+    shared = load_config(home).knowledge.shared
+    require_built_in(shared.backend)
+    if not project or "/" in project or "\\" in project or project.startswith("."):
+        raise CommandError(f"vault: {project!r} is not a project name (one folder name, not starting with '.')")
+    return shared
+
+
+def _opened(vault_dir: Path, *, write: bool) -> apsw.Connection:
+    if write:
+        return note_index.open_vault_index(vault_dir)
+    if not vault_dir.is_dir():
+        raise CommandError(f"vault export: there is no vault at {vault_dir} (no note was ever written to it)")
+    try:
+        return schema.open_reader(vault_dir / note_index.INDEX_FILE)
+    except NotFound:  # notes written by hand, never indexed: an empty database holds no authors, no lifecycle rows
+        return apsw.Connection(":memory:")
+
+
+def _keep_time(store: SqliteVaultStore) -> Callable[[str, float], None]:
+    """The SQLite backend's way to keep a note's last change (the store has no call for it): the file's
+    mtime, the note then reindexed so the index agrees with the file."""
+
+    def keep(name: str, at: float) -> None:
+        os.utime(note_file(store.directory, name), (at, at))
+        note_index.reindex_notes(store.conn, store.directory, [name])
+
+    return keep
+
+
+@contextlib.contextmanager
+def _store(shared: SharedSettings, *, write: bool) -> Iterator[tuple[VaultStore, Callable[[str, float], None]]]:
+    """The project's vault store on the configured backend (read-only unless ``write``), and how a note's
+    last change is kept on it."""
+    if shared.backend != "sqlite":
+        raise CommandError(f"vault: the {shared.backend} vault store is not reachable from this command yet; nothing was done")
+    with contextlib.closing(_opened(shared.vault_dir, write=write)) as conn:
+        store = SqliteVaultStore(shared.vault_dir, conn)
+        yield store, _keep_time(store)
+
+
+def _export(shared: SharedSettings, folder: Path) -> int:
+    with _store(shared, write=False) as (store, _):
+        done = export_vault(store, folder)
+    c = done.counts
+    print(f"exported vault {shared.project!r} to {folder.absolute()}: {c['live']} live and {c['retired']} retired "
+          f"notes, authors of {c['authors']}, lifecycle rows of {c['lifecycle']}")
+    for line in done.left_out:
+        print(f"  not exported: {line}", file=sys.stderr)
+    return 0
+
+
+def _import(shared: SharedSettings, folder: Path, skip_existing: bool) -> int:
+    export = read_folder(folder)
+    with _store(shared, write=True) as (store, keep_time):
+        done = import_vault(store, export, skip_existing=skip_existing, keep_time=keep_time)
+    written = f"{len(done.written)} note{'' if len(done.written) == 1 else 's'}"
+    print(f"imported {folder.absolute()} into vault {shared.project!r}: {written} written, "
+          f"{len(done.present)} already there, {len(done.skipped)} skipped")
+    if done.skipped:
+        more = f" and {len(done.skipped) - SHOWN} more" if len(done.skipped) > SHOWN else ""
+        names = ", ".join(repr(n) for n in done.skipped[:SHOWN])
+        print(f"  skipped (the vault holds them with other content): {names}{more}", file=sys.stderr)
+    return 0
+
+
+def run(args: argparse.Namespace, home: Path) -> int:
+    shared = _shared(home, args.project)
+    folder = Path(args.dir).expanduser()
+    if args.action == "export":
+        return _export(shared, folder)
+    return _import(shared, folder, args.skip_existing)

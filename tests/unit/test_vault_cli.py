@@ -1,0 +1,56 @@
+"""``gateway vault export`` and ``import`` in-process: the summary lines, and the refusals that write nothing
+(docs/how-to/move-vault.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gateway.config_migrations import CURRENT_VERSION
+from gateway.home import ensure_home
+from gateway_cli.cli import main
+
+
+def home_with(tmp_path: Path, shared: dict[str, object] | None = None) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    config = {"configVersion": CURRENT_VERSION, "gateway": {"knowledge": {"shared": shared or {}}}, "agents": [{"id": "alfred"}]}
+    (home / "config.json").write_text(json.dumps(config))
+    ensure_home(home)
+    return home
+
+
+def test_a_vault_written_by_hand_exports_and_imports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = home_with(tmp_path)
+    notes = home / "shared" / "kb" / "global" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "a note.md").write_text("# A note\n- never indexed yet.\n")
+    assert main(["vault", "export", "--project", "global", str(tmp_path / "out"), "--home", str(home)]) == 0
+    assert "1 live and 0 retired notes, authors of 0, lifecycle rows of 0" in capsys.readouterr().out
+    (notes / "a note.md").unlink()
+    assert main(["vault", "import", "--project", "global", str(tmp_path / "out"), "--home", str(home)]) == 0
+    assert "1 note written, 0 already there, 0 skipped" in capsys.readouterr().out
+    assert (notes / "a note.md").read_text() == "# A note\n- never indexed yet.\n"
+
+
+@pytest.mark.parametrize(("words", "says"), [
+    (["export", "--project", "global"], "vault export: there is no vault at"),
+    (["export", "--project", "../etc"], "vault: '../etc' is not a project name"),
+    (["import", "--project", "global"], "manifest.json is missing (not a finished gateway vault export); nothing was written"),
+])
+def test_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], words: list[str], says: str) -> None:
+    home = home_with(tmp_path)
+    (tmp_path / "out").mkdir()
+    assert main(["vault", *words, str(tmp_path / "out"), "--home", str(home)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+    assert not (home / "shared" / "kb" / "global").exists()
+
+
+def test_a_backend_this_version_lacks_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = home_with(tmp_path, {"backend": "postgres", "postgres": {"dsnEnv": "VAULT_DSN"}})
+    assert main(["vault", "export", "--project", "global", str(tmp_path / "out"), "--home", str(home)]) == 2
+    assert "the postgres vault backend is not built in" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
