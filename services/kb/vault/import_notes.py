@@ -8,8 +8,8 @@ unless ``skip_existing``: then the live name's notes, authors and lifecycle row 
 vault has them, and named. Nothing is written until all of that passed.
 
 Then, per live name (its note and its ``stale__`` twin): each note created through ``store.write``
-(create-if-absent: atomic per note), its time kept where the backend can (``keep_time``), its
-authors recorded as exported, its GC retirement time set. A live name none of whose notes existed
+(create-if-absent: atomic per note), its authors recorded as exported, its GC retirement time set,
+then its last change kept (``store.keep_time``, last: recording an author is a change on some backends). A live name none of whose notes existed
 before this run also gets its retrievals back: ``retrieval_count`` rows in the retrieval log at its
 ``last_retrieved``, which the vault's next GC run folds into the lifecycle row. A run killed midway
 is completed by running it again: notes already there are recognised by their bytes, authors and
@@ -20,7 +20,6 @@ name caught midway by the kill keeps its notes, not its retrievals).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,8 +148,7 @@ def _plan(store: VaultStore, export: Folder, skip_existing: bool, done: Imported
     return groups
 
 
-def import_vault(store: VaultStore, export: Folder, *, skip_existing: bool = False,
-                 keep_time: Callable[[str, float], None] = lambda name, at: None) -> Imported:
+def import_vault(store: VaultStore, export: Folder, *, skip_existing: bool = False) -> Imported:
     """Write ``export`` into ``store`` (module docstring)."""
     done = Imported()
     groups = _plan(store, export, skip_existing, done)
@@ -168,7 +166,8 @@ def import_vault(store: VaultStore, export: Folder, *, skip_existing: bool = Fal
                         raise CommandError(f"vault import: note {name!r} was created meanwhile with other "
                                            f"content; the notes before it were imported, run the import again") from None
                     done.present.append(name)
-            keep_time(name, float(times[name]["updated_at"]))
         with store.writing():
             _restore_rows(store, live, export.meta, fresh, export.notes[names[0]].decode("utf-8", "replace"))
+            for name in names:
+                store.keep_time(name, float(times[name]["updated_at"]))
     return done
