@@ -5,8 +5,9 @@ Both open the project's vault store themselves, with the home's ``gateway.knowle
 (its root and its backend: SQLite, or PostgreSQL through the DSN its ``postgres`` settings point at, the
 schema migrated first as the KB does), so they work whether the suite runs or not: export only reads;
 import writes each note through the store, and a running KB finds it at once (SQLite: the write
-reindexes the note, the KB's file watch finds it current; PostgreSQL: every host reads what was committed). Exit codes: 0 done; 2 refused (one line, nothing
-written: a non-empty folder, a damaged export, a conflict, an unknown backend).
+reindexes the note, the KB's file watch finds it current; PostgreSQL: every host reads what was
+committed). Exit codes: 0 done; 2 refused (one line: a non-empty folder, a damaged export, a conflict,
+an unknown backend, nothing written; a PostgreSQL server that cannot be reached).
 """
 
 from __future__ import annotations
