@@ -235,7 +235,7 @@ def _run(args: argparse.Namespace, home: Path) -> int:
     if args.command in ("backup", "restore"):
         return backup_cli.run(args, home)
     if args.command == "vault":
-        return vault_cli.run(args, home)
+        return vault_cli.run(args, home, dict(os.environ))
     if args.command == "migrate-memory":
         return migrate_cli.run(args, home)
     if args.command == "dream":

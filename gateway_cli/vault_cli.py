@@ -2,32 +2,37 @@
 (docs/how-to/move-vault.md; the work is ``services.kb.vault.export`` and ``import_notes``).
 
 Both open the project's vault store themselves, with the home's ``gateway.knowledge.shared`` settings
-(its root and its backend), so they work whether the suite runs or not: export only reads; import
-writes each note through the store, and a running KB indexes it at once (SQLite: the write reindexes
-the note, the KB's file watch finds it current). Exit codes: 0 done; 2 refused (one line, nothing
-written: a non-empty folder, a damaged export, a conflict, an unknown backend).
+(its root and its backend: SQLite, or PostgreSQL through the DSN its ``postgres`` settings point at, the
+schema migrated first as the KB does), so they work whether the suite runs or not: export only reads;
+import writes each note through the store, and a running KB finds it at once (SQLite: the write
+reindexes the note, the KB's file watch finds it current; PostgreSQL: every host reads what was
+committed). Exit codes: 0 done; 2 refused (one line: a non-empty folder, a damaged export, a conflict,
+an unknown backend, nothing written; a PostgreSQL server that cannot be reached).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import os
+import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import apsw
 
 from gateway.config import load_config
 from gateway.config_model import SharedSettings
-from gateway.errors import CommandError, NotFound
+from gateway.errors import CommandError, NotFound, Unavailable
 from services.kb.index import schema
 from services.kb.vault import note_index
 from services.kb.vault.export import export_vault
 from services.kb.vault.import_notes import import_vault, read_folder
-from services.kb.vault.sqlite_store import SqliteVaultStore, note_file
+from services.kb.vault.sqlite_store import SqliteVaultStore
 from services.kb.vault.store import VaultStore, require_built_in
+from services.kb.vault_pg import pool
+from services.kb.vault_pg.store import PostgresVaultStore
 
 SHOWN = 20  # skipped notes named; the rest are counted
 
@@ -68,30 +73,35 @@ def _opened(vault_dir: Path, *, write: bool) -> apsw.Connection:
         return apsw.Connection(":memory:")
 
 
-def _keep_time(store: SqliteVaultStore) -> Callable[[str, float], None]:
-    """The SQLite backend's way to keep a note's last change (the store has no call for it): the file's
-    mtime, the note then reindexed so the index agrees with the file."""
-
-    def keep(name: str, at: float) -> None:
-        os.utime(note_file(store.directory, name), (at, at))
-        note_index.reindex_notes(store.conn, store.directory, [name])
-
-    return keep
+@contextlib.contextmanager
+def _sqlite_store(shared: SharedSettings, *, write: bool) -> Iterator[VaultStore]:
+    with contextlib.closing(_opened(shared.vault_dir, write=write)) as conn:
+        yield SqliteVaultStore(shared.vault_dir, conn)
 
 
 @contextlib.contextmanager
-def _store(shared: SharedSettings, *, write: bool) -> Iterator[tuple[VaultStore, Callable[[str, float], None]]]:
-    """The project's vault store on the configured backend (read-only unless ``write``), and how a note's
-    last change is kept on it."""
-    if shared.backend != "sqlite":
-        raise CommandError(f"vault: the {shared.backend} vault store is not reachable from this command yet; nothing was done")
-    with contextlib.closing(_opened(shared.vault_dir, write=write)) as conn:
-        store = SqliteVaultStore(shared.vault_dir, conn)
-        yield store, _keep_time(store)
+def _postgres_store(shared: SharedSettings, environ: Mapping[str, str]) -> Iterator[VaultStore]:
+    """The project's vault on the configured PostgreSQL server, its schema migrated first as the KB does;
+    a server that cannot be reached is one line (an import run again goes on where it stopped)."""
+    conns = pool.open_pool(shared.postgres, environ)
+    try:
+        pool.migrate(conns, f"the shared vault of project {shared.project!r}", applied_by=socket.gethostname())
+        yield PostgresVaultStore(conns, shared.project)
+    except Unavailable as exc:
+        raise CommandError(f"vault: {exc}") from None
+    finally:
+        pool.close_pools()
 
 
-def _export(shared: SharedSettings, folder: Path) -> int:
-    with _store(shared, write=False) as (store, _):
+def _store(shared: SharedSettings, environ: Mapping[str, str], *, write: bool) -> AbstractContextManager[VaultStore]:
+    """The project's vault store on the configured backend (SQLite: read-only unless ``write``)."""
+    if shared.backend == "postgres":
+        return _postgres_store(shared, environ)
+    return _sqlite_store(shared, write=write)
+
+
+def _export(shared: SharedSettings, folder: Path, environ: Mapping[str, str]) -> int:
+    with _store(shared, environ, write=False) as store:
         done = export_vault(store, folder)
     c = done.counts
     print(f"exported vault {shared.project!r} to {folder.absolute()}: {c['live']} live and {c['retired']} retired "
@@ -101,10 +111,10 @@ def _export(shared: SharedSettings, folder: Path) -> int:
     return 0
 
 
-def _import(shared: SharedSettings, folder: Path, skip_existing: bool) -> int:
+def _import(shared: SharedSettings, folder: Path, skip_existing: bool, environ: Mapping[str, str]) -> int:
     export = read_folder(folder)
-    with _store(shared, write=True) as (store, keep_time):
-        done = import_vault(store, export, skip_existing=skip_existing, keep_time=keep_time)
+    with _store(shared, environ, write=True) as store:
+        done = import_vault(store, export, skip_existing=skip_existing)
     written = f"{len(done.written)} note{'' if len(done.written) == 1 else 's'}"
     print(f"imported {folder.absolute()} into vault {shared.project!r}: {written} written, "
           f"{len(done.present)} already there, {len(done.skipped)} skipped")
@@ -115,9 +125,10 @@ def _import(shared: SharedSettings, folder: Path, skip_existing: bool) -> int:
     return 0
 
 
-def run(args: argparse.Namespace, home: Path) -> int:
+def run(args: argparse.Namespace, home: Path, environ: Mapping[str, str]) -> int:
+    """``environ``: the process's environment (a ``postgres.dsnEnv`` is looked up in it)."""
     shared = _shared(home, args.project)
     folder = Path(args.dir).expanduser()
     if args.action == "export":
-        return _export(shared, folder)
-    return _import(shared, folder, args.skip_existing)
+        return _export(shared, folder, environ)
+    return _import(shared, folder, args.skip_existing, environ)

@@ -1,6 +1,6 @@
 """``gateway vault export`` and ``import`` as real commands beside running KBs: a round trip into a fresh
-home, a tampered export and a conflict refused with nothing written, an import killed by SIGKILL then
-run again."""
+home, a SQLite vault moved to a PostgreSQL one (``pg_support``'s cluster) and searched there over REST, a
+tampered export and a conflict refused with nothing written, an import killed by SIGKILL then run again."""
 
 from __future__ import annotations
 
@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
+import psycopg
 import pytest
 from dreaming_support import add, dreaming, replies, reviewer, run_ok, write_reply
 from dreaming_support import start_suite as start_agents
+from pg_support import Cluster, postgres  # noqa: F401  (fixture)
 from suite_support import ADMIN_KEY, Suite, make_home, wait_until
 
 from gateway.v1 import kb_pb2, kb_pb2_grpc
@@ -121,6 +124,68 @@ def test_round_trip_into_a_fresh_home_while_both_run(tmp_path: Path, start_suite
     refused = gateway("vault", "export", "--project", "global", str(tmp_path / "two"), "--home", str(target.home))
     assert refused.returncode == 2 and "not an empty folder" in refused.stderr
 
+
+
+def postgres_suite(tmp: Path) -> Suite:
+    """The KB and the REST shim of a new home whose vault is PostgreSQL's (the DSN in ``MOVED_VAULT_DSN``)."""
+    tmp.mkdir()
+    home, ports, http_port = make_home(tmp, [{"id": "alfred"}, {"id": "bob"}], knowledge={
+        "shared": {"backend": "postgres", "postgres": {"dsnEnv": "MOVED_VAULT_DSN", "connectTimeoutS": 5}}})
+    suite = Suite(home, http_port, ports)
+    for name in ("kb", "http"):
+        suite.start(name)
+    return suite
+
+
+def rest_hits(suite: Suite, query: str) -> list[str]:
+    with httpx.Client(base_url=suite.base_url, headers={"X-Api-Key": ADMIN_KEY}, timeout=30) as http:
+        found = http.get("/api/v1/agents/bob/memory:search", params={"query": query, "corpus": "shared", "limit": 10})
+    assert found.status_code == 200, found.text
+    return [hit["path"] for hit in found.json().get("hits", [])]
+
+
+def test_a_sqlite_vault_moves_to_postgresql(tmp_path: Path, start_suite: Callable[[str], Suite], postgres: Cluster,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    source = start_suite("a")
+    fill(source)
+    assert gateway("vault", "export", "--project", "global", str(tmp_path / "one"), "--home", str(source.home)).returncode == 0
+    dsn = postgres.create_database("moved_vault")
+    monkeypatch.setenv("MOVED_VAULT_DSN", dsn)  # the suite's processes and the commands inherit it
+    target = postgres_suite(tmp_path / "pg")
+    try:
+        back = gateway("vault", "import", "--project", "global", str(tmp_path / "one"), "--home", str(target.home))
+        assert back.returncode == 0, back.stderr
+        assert "6 notes written, 0 already there, 0 skipped" in back.stdout
+        again = gateway("vault", "export", "--project", "global", str(tmp_path / "two"), "--home", str(target.home))
+        assert again.returncode == 0, again.stderr
+        for query in QUERIES:  # the best hit is the same; past it, SQLite also ranks notes holding only some words
+            found = rest_hits(target, query)
+            assert found and found[0] == hits(call(source), query)[0] and set(found) <= set(hits(call(source), query)), query
+    finally:
+        target.stop_all()
+    one, two = files(tmp_path / "one"), files(tmp_path / "two")
+    assert {k: v for k, v in one.items() if k.startswith("notes/")} == {k: v for k, v in two.items() if k.startswith("notes/")}
+    assert_same_but_author_times(json.loads(one["vault.json"]), json.loads(two["vault.json"]))
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT retired FROM gateway_vault.notes WHERE name = 'fax machine'").fetchall() == [(True,)]
+        assert conn.execute("SELECT octet_length(body) > %s FROM gateway_vault.notes WHERE name = 'big'", (MB - 100,)).fetchone() == (True,)
+    assert not list((target.home / "shared").rglob("*.md"))
+
+
+def assert_same_but_author_times(sqlite: dict[str, Any], pg: dict[str, Any]) -> None:
+    """PostgreSQL keeps a note's last change to the microsecond, and its last author's time is the note's
+    last change (the SQLite vault keeps the two apart): all else is equal."""
+    assert sqlite["lifecycle"] == pg["lifecycle"]
+    assert sqlite["notes"].keys() == pg["notes"].keys()
+    for name, kept in sqlite["notes"].items():
+        assert pg["notes"][name]["updated_at"] == pytest.approx(kept["updated_at"], abs=1e-6), name
+    assert sqlite["authors"].keys() == pg["authors"].keys()
+    for name, authors in sqlite["authors"].items():
+        moved = pg["authors"][name]
+        assert moved["created"] == authors["created"], name
+        note = name if name in pg["notes"] else f"stale__{name}"
+        assert moved["changed"]["at"] == pytest.approx(pg["notes"][note]["updated_at"], abs=1e-6), name
+        assert {**moved["changed"], "at": 0} == {**authors["changed"], "at": 0}, name
 
 def test_a_tampered_export_and_a_conflict_write_nothing(tmp_path: Path, start_suite: Callable[[str], Suite]) -> None:
     source = start_suite("a")

@@ -49,8 +49,35 @@ def test_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert not (home / "shared" / "kb" / "global").exists()
 
 
-def test_a_backend_this_version_lacks_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    home = home_with(tmp_path, {"backend": "postgres", "postgres": {"dsnEnv": "VAULT_DSN"}})
+@pytest.mark.parametrize(("postgres", "says"), [
+    ({"dsnEnv": "VAULT_DSN_UNSET"}, "the environment variable VAULT_DSN_UNSET is not set"),
+    ({"dsn": "host=127.0.0.1 port=9 user=gateway dbname=vault", "connectTimeoutS": 1},
+     "vault: the shared vault of project 'global' is unavailable"),
+])
+def test_an_unreachable_postgresql_vault_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     postgres: dict[str, object], says: str) -> None:
+    home = home_with(tmp_path, {"backend": "postgres", "postgres": postgres})
     assert main(["vault", "export", "--project", "global", str(tmp_path / "out"), "--home", str(home)]) == 2
-    assert "the postgres vault backend is not built in" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1 and "VAULT_DSN_UNSET=" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_note_linked_out_of_the_vault_refuses_the_import_in_one_line(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    home = home_with(tmp_path)
+    notes = home / "shared" / "kb" / "global" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "deploy.md").write_text("# Deploy\n- blue-green.\n")
+    (notes / "other.md").write_text("# Other\n")
+    assert main(["vault", "export", "--project", "global", str(tmp_path / "out"), "--home", str(home)]) == 0
+    (notes / "other.md").unlink()
+    (notes / "deploy.md").unlink()
+    (tmp_path / "outside.md").write_text("# Elsewhere\n")
+    (notes / "deploy.md").symlink_to(tmp_path / "outside.md")
+    capsys.readouterr()
+    assert main(["vault", "import", "--project", "global", str(tmp_path / "out"), "--home", str(home)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "'deploy'" in err and "outside the vault" in err
+    assert err.strip().endswith("nothing was written")
+    assert sorted(p.name for p in notes.iterdir()) == ["deploy.md"] and (tmp_path / "outside.md").read_text() == "# Elsewhere\n"

@@ -2,25 +2,26 @@
 
 First the whole folder is checked: the manifest's format and project, every file it names present
 with its sha256, no file it does not name, every note name valid. Then every note is compared with
-the store: absent (to write), holding the same bytes (written by an earlier run: nothing to do) or
-holding other bytes (a conflict). Conflicts refuse the whole import before anything is written,
-unless ``skip_existing``: then the live name's notes, authors and lifecycle row are left as the
-vault has them, and named. Nothing is written until all of that passed.
+the store: absent (to write), holding the same bytes (written by an earlier run: nothing to do),
+holding other bytes (a conflict) or unreadable (a link out of the vault: refused, naming it).
+Conflicts refuse the whole import before anything is written, unless ``skip_existing``: then the live
+name's notes, authors and lifecycle row are left as the vault has them, and named. Nothing is written
+until all of that passed.
 
 Then, per live name (its note and its ``stale__`` twin): each note created through ``store.write``
-(create-if-absent: atomic per note), its time kept where the backend can (``keep_time``), its
-authors recorded as exported, its GC retirement time set. A live name none of whose notes existed
-before this run also gets its retrievals back: ``retrieval_count`` rows in the retrieval log at its
-``last_retrieved``, which the vault's next GC run folds into the lifecycle row. A run killed midway
-is completed by running it again: notes already there are recognised by their bytes, authors and
-retirement times are set to the same values again, and retrievals are never logged twice (a live
-name caught midway by the kill keeps its notes, not its retrievals).
+(create-if-absent: atomic per note), its authors recorded as exported, its GC retirement time set,
+then its last change kept (``store.keep_time``; last, since recording an author is a change on some
+backends). A live name none of whose notes existed before this run also gets its retrievals back:
+``retrieval_count`` rows in the retrieval log at its ``last_retrieved``, which the vault's next GC run
+folds into the lifecycle row. A run killed midway is completed by running it again: notes already
+there are recognised by their bytes, authors and retirement times are set to the same values again,
+and retrievals are never logged twice (a live name caught midway by the kill keeps its notes, not its
+retrievals).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,10 +136,19 @@ def _restore_rows(store: VaultStore, live: str, meta: dict[str, Any], fresh: boo
         store.log_retrievals([hit] * int(state["retrieval_count"]), "get", float(state["last_retrieved"]))
 
 
+def _held(store: VaultStore, name: str) -> bytes | None:
+    """What the vault holds as note ``name``; a refusal naming it when the vault will not read it (a link
+    to a file outside the vault)."""
+    try:
+        return store.read(name)
+    except GatewayError as exc:
+        raise _refuse(f"the vault's note {name!r} cannot be compared with the export's ({exc})") from None
+
+
 def _plan(store: VaultStore, export: Folder, skip_existing: bool, done: Imported) -> dict[str, list[str]]:
     """The live names to import; the notes already there sorted into ``done``. Refuses conflicts."""
     groups = _groups(export.notes)
-    conflicts = [name for name, data in export.notes.items() if store.read(name) not in (None, data)]
+    conflicts = [name for name, data in export.notes.items() if _held(store, name) not in (None, data)]
     if conflicts and not skip_existing:
         shown = ", ".join(repr(n) for n in sorted(conflicts)[:SHOWN])
         more = f" and {len(conflicts) - SHOWN} more" if len(conflicts) > SHOWN else ""
@@ -149,8 +159,7 @@ def _plan(store: VaultStore, export: Folder, skip_existing: bool, done: Imported
     return groups
 
 
-def import_vault(store: VaultStore, export: Folder, *, skip_existing: bool = False,
-                 keep_time: Callable[[str, float], None] = lambda name, at: None) -> Imported:
+def import_vault(store: VaultStore, export: Folder, *, skip_existing: bool = False) -> Imported:
     """Write ``export`` into ``store`` (module docstring)."""
     done = Imported()
     groups = _plan(store, export, skip_existing, done)
@@ -164,11 +173,12 @@ def import_vault(store: VaultStore, export: Folder, *, skip_existing: bool = Fal
                     store.write(name, data, expected=None)
                     done.written.append(name)
                 except WriteConflict:
-                    if store.read(name) != data:
+                    if _held(store, name) != data:
                         raise CommandError(f"vault import: note {name!r} was created meanwhile with other "
                                            f"content; the notes before it were imported, run the import again") from None
                     done.present.append(name)
-            keep_time(name, float(times[name]["updated_at"]))
         with store.writing():
             _restore_rows(store, live, export.meta, fresh, export.notes[names[0]].decode("utf-8", "replace"))
+            for name in names:
+                store.keep_time(name, float(times[name]["updated_at"]))
     return done

@@ -172,6 +172,12 @@ class SqliteVaultStore:
                     ages.live[name] = st.st_mtime
         return ages
 
+    def keep_time(self, name: str, at: float) -> None:
+        """The file's mtime, the note then reindexed so the index agrees with the file."""
+        with contextlib.suppress(FileNotFoundError):
+            os.utime(self._file(name), (at, at))
+            self._reindex([name])
+
     # --- the full-text index ----------------------------------------------------------------
     def search(self, query: str, limit: int | None) -> SearchResult:
         return note_index.search_vault(self.conn, query, limit)

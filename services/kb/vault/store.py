@@ -136,6 +136,11 @@ class VaultStore(Protocol):
         """Every live note's last change, and which live names have a retired twin."""
         ...
 
+    def keep_time(self, name: str, at: float) -> None:
+        """Set note ``name``'s last change to ``at`` (epoch s), its bytes untouched (an import keeps the
+        time a note had in the vault it came from); nothing when there is no such note."""
+        ...
+
     # --- the full-text index ----------------------------------------------------------------
     def search(self, query: str, limit: int | None) -> SearchResult:
         """A user query over the vault, ranked, the twin rule applied. Never raises for user input."""

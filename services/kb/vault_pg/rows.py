@@ -3,7 +3,8 @@ and its day (docs/concepts/vault.md "PostgreSQL schema"; the SQLite store's are 
 
 Authors live on the note's row (``created_*`` with ``created_at``; ``changed_*`` with ``updated_at``), so a
 record needs its note; a retired twin shares its live name's record, which a move carries to the row it
-writes (``carry_authors``). The retrieval log is folded into ``note_lifecycle`` by one statement that
+writes (``carry_authors``), and a name held only retired keeps its record on the retired row (where an
+import records it). The retrieval log is folded into ``note_lifecycle`` by one statement that
 deletes the rows it counts (``claim_day``), so rows other hosts commit meanwhile wait for the next fold.
 Every function runs in the caller's transaction; times are epoch seconds in and out.
 """
@@ -42,8 +43,9 @@ def record_author(conn: Conn, project: str, name: str, writer: Writer, *, create
     created_sql = ", created_agent = %s, created_key = %s, created_run = %s, created_at = to_timestamp(%s)" if created else ""
     conn.execute(
         "UPDATE notes SET changed_agent = %s, changed_key = %s, changed_run = %s, updated_at = to_timestamp(%s)"
-        f"{created_sql} WHERE project = %s AND name = %s AND NOT retired",
-        (*values, *(values if created else ()), project, name))
+        f"{created_sql} WHERE project = %s AND name = %s AND retired = NOT EXISTS "
+        "(SELECT 1 FROM notes AS live WHERE live.project = %s AND live.name = %s AND NOT live.retired)",
+        (*values, *(values if created else ()), project, name, project, name))
 
 
 def forget_author(conn: Conn, project: str, name: str) -> None:

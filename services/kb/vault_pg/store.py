@@ -245,6 +245,11 @@ class PostgresVaultStore:
                     ages.live[str(name)] = float(at)
         return ages
 
+    def keep_time(self, name: str, at: float) -> None:
+        with self._tx() as conn:
+            conn.execute("UPDATE notes SET updated_at = to_timestamp(%s) WHERE project = %s AND name = %s AND retired = %s",
+                         (at, self._project, *row_key(name)))
+
     # --- the full-text index ----------------------------------------------------------------
     def search(self, query: str, limit: int | None) -> SearchResult:
         params: dict[str, object] = {"project": self._project, "query": fts.query_text(query),

@@ -3,46 +3,18 @@ difference between backends is a failing test (docs/architecture.md "The vault s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
-import apsw
 import pytest
 
 from gateway.atomic import WriteConflict
 from services.kb.vault.gc import NoteRef
-from services.kb.vault.note_index import VAULT_INDEX_SETTINGS, open_vault_index
-from services.kb.vault.sqlite_store import SqliteVaultStore
 from services.kb.vault.store import Authors, VaultStore, Writer
 
 OpenStore = Callable[..., VaultStore]
-BACKENDS = ["sqlite", "postgres"]  # every backend built in (store.BUILT_IN)
 ALFRED = Writer("alfred", "admin", "", 10.0)
 BOB = Writer("bob", "bob-key", "run-1", 20.0)
-
-
-def sqlite_opener(tmp_path: Path, opened: list[apsw.Connection]) -> OpenStore:
-    def make(tokenizer: str = "unicode61") -> VaultStore:
-        settings = replace(VAULT_INDEX_SETTINGS, tokenizer=tokenizer)
-        directory = tmp_path / f"root{len(opened)}" / "global"
-        conn = open_vault_index(directory, settings)
-        opened.append(conn)
-        return SqliteVaultStore(directory, conn, settings)
-
-    return make
-
-
-@pytest.fixture(params=BACKENDS)
-def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
-    """Opens an empty vault of project ``global`` on the backend of the param (``tokenizer`` its index's)."""
-    opened: list[apsw.Connection] = []
-    if request.param == "postgres":
-        yield request.getfixturevalue("pg_opener")
-        return
-    yield sqlite_opener(tmp_path, opened)
-    for conn in opened:
-        conn.close()
 
 
 @pytest.fixture
@@ -123,6 +95,20 @@ def test_stat_and_ages_describe_the_notes(vault_store: VaultStore) -> None:
     assert set(ages.live) == {"big"} and ages.twins == {"old"}
 
 
+
+def test_keep_time_sets_a_notes_last_change_and_nothing_else(vault_store: VaultStore) -> None:
+    vault_store.write("kiln", b"# Kiln\n\nFire at 1200 degrees.\n", expected=None)
+    vault_store.write("stale__old", b"old\n", expected=None)
+    vault_store.record_author("kiln", ALFRED, created=True)
+    vault_store.keep_time("kiln", 1_700_000_000.25)
+    vault_store.keep_time("stale__old", 1_600_000_000.0)
+    vault_store.keep_time("missing", 1.0)
+    assert vault_store.ages().live == {"kiln": pytest.approx(1_700_000_000.25, abs=1e-6)}
+    assert (vault_store.stat("stale__old", 4) or pytest.fail()).updated_at == pytest.approx(1_600_000_000.0, abs=1e-6)
+    assert vault_store.read("kiln") == b"# Kiln\n\nFire at 1200 degrees.\n" and not vault_store.exists("missing")
+    assert vault_store.authors(["kiln"])["kiln"].created == ALFRED
+    assert hits(vault_store, "degrees") == ["notes/kiln.md"]
+
 def test_search_ranks_and_applies_the_twin_rule(vault_store: VaultStore) -> None:
     vault_store.write("tides", b"High tide at the harbour is at noon.\n", expected=None)
     vault_store.write("stale__tides", b"High tide at the harbour was at dawn.\n", expected=None)
@@ -165,6 +151,12 @@ def test_authors_keep_the_creation_and_follow_changes(vault_store: VaultStore) -
     assert vault_store.authors(["n", "hand", "other"]) == {"n": Authors(ALFRED, BOB), "hand": Authors(None, BOB)}
     vault_store.forget_author("n")
     assert vault_store.authors(["n"]) == {}
+
+
+def test_a_name_held_only_retired_keeps_its_authors(vault_store: VaultStore) -> None:
+    vault_store.write("stale__gone", b"retired\n", expected=None)
+    vault_store.record_author("gone", ALFRED, created=True)
+    assert vault_store.authors(["gone"]) == {"gone": Authors(ALFRED, ALFRED)}
 
 
 def test_the_retrieval_log_folds_once_per_claimed_day(vault_store: VaultStore) -> None:

@@ -1,48 +1,30 @@
 """A vault exported and imported through its store (``export``, ``import_notes``): the round trip, the
-manifest's checks, conflicts and a re-run after an interrupted import."""
+manifest's checks, conflicts and a re-run after an interrupted import, on every backend (``open_store``)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-import apsw
 import pytest
 
 from gateway.errors import CommandError
-from gateway_cli.vault_cli import _keep_time
 from services.kb.vault import notes, retirement
 from services.kb.vault.export import MANIFEST, METADATA, export_vault
 from services.kb.vault.gc import note_ref
 from services.kb.vault.import_notes import import_vault, read_folder
-from services.kb.vault.note_index import open_vault_index
-from services.kb.vault.sqlite_store import SqliteVaultStore
-from services.kb.vault.store import Writer
+from services.kb.vault.store import VaultStore, Writer
 
 ALFRED = Writer("alfred", "alfred-key", "", 1_700_000_000.0)
 BOB = Writer("bob", "bob-key", "", 1_700_000_100.0)
 DREAM = Writer("alfred", "internal", "run-7", 1_700_000_200.0)
+OpenStore = Callable[..., VaultStore]
 BIG = "# Big\n\n" + "".join(f"line {i} of a long note about sailing\n" for i in range(30_000))
 
 
-@pytest.fixture
-def new_store(tmp_path: Path) -> Iterator[Callable[[], SqliteVaultStore]]:
-    """Opens a new empty vault of project ``global`` at each call."""
-    opened: list[apsw.Connection] = []
-
-    def make() -> SqliteVaultStore:
-        directory = tmp_path / f"root{len(opened)}" / "global"
-        opened.append(open_vault_index(directory))
-        return SqliteVaultStore(directory, opened[-1])
-
-    yield make
-    for conn in opened:
-        conn.close()
-
-
-def filled(store: SqliteVaultStore) -> None:
+def filled(store: VaultStore) -> None:
     """Live and retired notes, wikilinks, CJK, a 1 MB note, two agents' notes and a promotion."""
     notes.create(store, "deploy", "---\ntags: [ops]\n---\n# Deploy\n\nUse blue-green. See [[rollback]].\n")
     store.record_author("deploy", ALFRED, created=True)
@@ -65,12 +47,12 @@ def files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_round_trip_gives_the_same_export_and_the_same_hits(new_store: Callable[[], SqliteVaultStore], tmp_path: Path) -> None:
-    source, target = new_store(), new_store()
+def test_round_trip_gives_the_same_export_and_the_same_hits(open_store: OpenStore, tmp_path: Path) -> None:
+    source, target = open_store(), open_store()
     filled(source)
     first = export_vault(source, tmp_path / "one")
     assert first.counts == {"live": 5, "retired": 1, "authors": 4, "lifecycle": 2}
-    done = import_vault(target, read_folder(tmp_path / "one"), keep_time=_keep_time(target))
+    done = import_vault(target, read_folder(tmp_path / "one"))
     assert len(done.written) == 6 and not done.present and not done.skipped
     target.claim_day("2026-01-01", "{}")  # the GC's night: the retrievals logged by the import are folded
     export_vault(target, tmp_path / "two")
@@ -81,8 +63,8 @@ def test_round_trip_gives_the_same_export_and_the_same_hits(new_store: Callable[
     assert target.authors(["deploy"])["deploy"].created == ALFRED
 
 
-def test_a_changed_missing_or_added_file_is_refused(new_store: Callable[[], SqliteVaultStore], tmp_path: Path) -> None:
-    source = new_store()
+def test_a_changed_missing_or_added_file_is_refused(open_store: OpenStore, tmp_path: Path) -> None:
+    source = open_store()
     filled(source)
     folder = tmp_path / "out"
     export_vault(source, folder)
@@ -98,8 +80,8 @@ def test_a_changed_missing_or_added_file_is_refused(new_store: Callable[[], Sqli
         read_folder(folder)
 
 
-def test_a_conflict_refuses_everything_unless_skipped(new_store: Callable[[], SqliteVaultStore], tmp_path: Path) -> None:
-    source, target = new_store(), new_store()
+def test_a_conflict_refuses_everything_unless_skipped(open_store: OpenStore, tmp_path: Path) -> None:
+    source, target = open_store(), open_store()
     filled(source)
     export_vault(source, tmp_path / "out")
     notes.create(target, "rollback", "# Rollback\n\nOur own, different.\n")
@@ -111,8 +93,8 @@ def test_a_conflict_refuses_everything_unless_skipped(new_store: Callable[[], Sq
     assert b"Our own" in (target.read("rollback") or b"")
 
 
-def test_a_rerun_completes_and_never_counts_twice(new_store: Callable[[], SqliteVaultStore], tmp_path: Path) -> None:
-    source, target = new_store(), new_store()
+def test_a_rerun_completes_and_never_counts_twice(open_store: OpenStore, tmp_path: Path) -> None:
+    source, target = open_store(), open_store()
     filled(source)
     export_vault(source, tmp_path / "out")
     export = read_folder(tmp_path / "out")
@@ -125,11 +107,11 @@ def test_a_rerun_completes_and_never_counts_twice(new_store: Callable[[], Sqlite
     assert target.lifecycle()["deploy"].retrieval_count == 3
 
 
-def test_export_refuses_a_non_empty_folder(new_store: Callable[[], SqliteVaultStore], tmp_path: Path) -> None:
+def test_export_refuses_a_non_empty_folder(open_store: OpenStore, tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "x").write_text("x")
     with pytest.raises(CommandError, match="not an empty folder"):
-        export_vault(new_store(), tmp_path / "out")
-    export_vault(new_store(), tmp_path / "fresh")
+        export_vault(open_store(), tmp_path / "out")
+    export_vault(open_store(), tmp_path / "fresh")
     manifest = json.loads((tmp_path / "fresh" / MANIFEST).read_bytes())
     assert list(manifest["files"]) == [METADATA] and manifest["counts"]["live"] == 0
