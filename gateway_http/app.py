@@ -203,7 +203,7 @@ class ShimApp:
             if is_console_path(path):
                 answer.route = CONSOLE_PREFIX + "/"
                 reply = self._console.answer(method, path, _header(scope, b"if-none-match"))
-                await _respond(answer, reply.status, reply.body, list(reply.headers), content_type=None)
+                await _respond(answer, reply.status, reply.body, list(reply.headers), content_type=None, length=reply.length)
                 return reply.status
             if path == "/healthz" and method == "GET":
                 status, report = await self._healthz()
@@ -370,9 +370,10 @@ def _too_large() -> HttpError:
 
 async def _respond(
     answer: _Answer, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None, *,
-    content_type: bytes | None = b"application/json",
+    content_type: bytes | None = b"application/json", length: int | None = None,
 ) -> None:
-    """Send the answer; ``content_type`` None when ``headers`` carry their own."""
+    """Send the answer; ``content_type`` None when ``headers`` carry their own; ``length`` the
+    Content-Length when it is not the body's (a HEAD answers the GET's length with no body)."""
     answer.started = True
     send = answer.send
     typed = [(b"content-type", content_type)] if content_type is not None else []
@@ -380,7 +381,7 @@ async def _respond(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [*typed, (b"content-length", str(len(body)).encode()), *(headers or [])],
+            "headers": [*typed, (b"content-length", str(len(body) if length is None else length).encode()), *(headers or [])],
         }
     )
     await send({"type": "http.response.body", "body": body})

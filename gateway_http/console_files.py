@@ -53,6 +53,7 @@ class Answer:
     status: int
     headers: tuple[tuple[bytes, bytes], ...]
     body: bytes
+    length: int | None = None  # Content-Length when not len(body): a HEAD's, which is the GET's
 
 
 def load_assets(folder: Path = CONSOLE_DIR) -> dict[str, Asset]:
@@ -93,7 +94,9 @@ class Console:
         if if_none_match is not None and asset.etag in (tag.strip() for tag in if_none_match.split(",")):
             return Answer(304, (*SECURITY_HEADERS, *cached), b"")
         headers = (*SECURITY_HEADERS, (b"content-type", asset.content_type.encode()), *cached)
-        return Answer(200, headers, b"" if method == "HEAD" else asset.body)
+        if method == "HEAD":
+            return Answer(200, headers, b"", length=len(asset.body))
+        return Answer(200, headers, asset.body)
 
 
 def _text(status: int, message: str, extra: tuple[tuple[bytes, bytes], ...] = ()) -> Answer:

@@ -101,6 +101,8 @@ def test_the_console_is_served_with_its_security_headers(http: httpx.Client, sui
     script = http.get("/ui/js/main.js")
     assert script.headers["content-type"] == "text/javascript; charset=utf-8"
     assert http.get("/ui/js/main.js", headers={"If-None-Match": script.headers["etag"]}).status_code == 304
+    head = http.head("/ui/")  # through the real server: the GET's length, no body
+    assert head.status_code == 200 and head.content == b"" and head.headers["content-length"] == str(len(page.content))
 
 
 def test_a_dreaming_service_that_is_down_leaves_only_the_dream_fields_unknown(http: httpx.Client, suite: Suite) -> None:

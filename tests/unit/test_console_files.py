@@ -108,3 +108,12 @@ def test_every_console_file_is_package_data() -> None:
     for name in load_assets():
         path = f"console/{name}"
         assert any(fnmatch.fnmatchcase(path, p) and p.count("/") == path.count("/") for p in patterns), path
+
+
+def test_a_head_answers_the_gets_headers_and_length_with_no_body() -> None:
+    [got] = get_all(["/ui/js/main.js"])
+    [head] = get_all(["/ui/js/main.js"], method="HEAD")
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-length"] == str(len(got.content)) == got.headers["content-length"]
+    assert head.headers["etag"] == got.headers["etag"] and head.headers["content-type"] == got.headers["content-type"]
+    assert_secured(head)

@@ -93,18 +93,29 @@ def migrate(pool: ConnectionPool[Conn], what: str, schema_name: str = schema.DEF
             applied_by: str = "") -> list[int]:
     """Bring the schema up to date through one of the pool's connections (``schema.migrate``); Unavailable
     naming ``what`` (the vault that needs it) while the server cannot be reached."""
-    with reachable(what), pool.connection() as conn:
+    with reachable(what, pool), pool.connection() as conn:
         return schema.migrate(conn, schema_name, applied_by=applied_by)
 
 
+def _no_connection(pool: ConnectionPool[Conn] | None) -> str:
+    """Why the pool gave no connection in time: all of them busy (the vault is busy), or none to be had."""
+    stats = pool.get_stats() if pool is not None else {}
+    size, free, waiting = stats.get("pool_size", 0), stats.get("pool_available", 0), stats.get("requests_waiting", 0)
+    if pool is not None and size >= pool.max_size and free == 0:
+        return (f"busy: all {size} of its PostgreSQL connections were in use for the whole wait "
+                f"({waiting} more calls waiting); retry shortly")
+    return "no connection to its PostgreSQL server in time"
+
+
 @contextlib.contextmanager
-def reachable(what: str) -> Iterator[None]:
-    """Unavailable naming ``what`` for a server that cannot be reached, went away, or did not answer in time."""
+def reachable(what: str, pool: ConnectionPool[Conn] | None = None) -> Iterator[None]:
+    """Unavailable naming ``what`` for a server that cannot be reached, went away, or did not answer in time,
+    or (given ``pool``) a pool whose every connection stayed busy."""
     try:
         yield
     except PoolTimeout as exc:
         log.warning("vault_postgres_unavailable", what=what, error=type(exc).__name__)
-        raise Unavailable(f"{what} is unavailable: no connection to its PostgreSQL server in time") from exc
+        raise Unavailable(f"{what} is unavailable: {_no_connection(pool)}") from exc
     except (psycopg.OperationalError, psycopg.errors.QueryCanceled, psycopg.InterfaceError) as exc:
         log.warning("vault_postgres_unavailable", what=what, error=type(exc).__name__)
         reason = "a statement ran past its timeout" if isinstance(exc, psycopg.errors.QueryCanceled) \

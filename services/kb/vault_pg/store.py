@@ -103,7 +103,7 @@ class PostgresVaultStore:
         if held is not None:
             yield held
             return
-        with reachable(self._what), self._pool.connection() as conn:
+        with reachable(self._what, self._pool), self._pool.connection() as conn:
             yield conn
 
     def _ensure_vault(self, conn: Conn) -> None:
@@ -127,7 +127,7 @@ class PostgresVaultStore:
         if getattr(self._local, "conn", None) is not None:
             yield
             return
-        with reachable(self._what), self._pool.connection() as conn:
+        with reachable(self._what, self._pool), self._pool.connection() as conn:
             self._ensure_vault(conn)
             with conn.transaction():
                 lock_vault(conn, self._project)

@@ -1,7 +1,7 @@
 """What only the PostgreSQL vault store promises beyond the contract (``test_kb_vault_store_contract``): one
 winner among concurrent creates of a name, ``writing`` serialising write decisions across connections (as
 across hosts), compare-and-swap against a concurrent update, bytes PostgreSQL cannot hold refused cleanly,
-and an unreachable server answered Unavailable naming the vault."""
+an unreachable server answered Unavailable naming the vault, and a pool kept busy said to be busy."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 from pg_support import free_port
 
@@ -17,6 +18,7 @@ from gateway.atomic import WriteConflict
 from gateway.config_model import VaultPostgresSettings
 from gateway.errors import CommandError, InvalidArgument, Unavailable
 from services.kb.vault_pg import pool
+from services.kb.vault_pg.schema import migrate
 from services.kb.vault_pg.store import PostgresVaultStore, split_note
 
 
@@ -137,3 +139,19 @@ def test_the_dsn_is_found_where_the_settings_say(tmp_path: Path) -> None:
         with pytest.raises(CommandError) as caught:
             pool.resolve_dsn(settings, {})
         assert "s3cret" not in str(caught.value) and "gateway.knowledge.shared.postgres" in str(caught.value)
+
+
+def test_a_pool_whose_every_connection_stays_busy_says_the_vault_is_busy(pg_dsn: str) -> None:
+    schema_name = "busy_pool"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        migrate(conn, schema_name)
+    settings = VaultPostgresSettings(dsn=pg_dsn, min_size=1, max_size=1, connect_timeout_s=0.3)
+    store = PostgresVaultStore(pool.open_pool(settings, schema_name=schema_name), "global")
+    try:
+        store.write("kiln", b"fired\n", expected=None)
+        with store.pool.connection():  # the pool's one connection, held for the whole wait
+            with pytest.raises(Unavailable, match=r"shared vault of project 'global' is unavailable: busy: all 1 of its"):
+                store.read("kiln")
+        assert store.read("kiln") == b"fired\n"
+    finally:
+        pool.close_pools()
