@@ -7,6 +7,7 @@ agent as every shared route does, calls ``SharedVaults`` and maps the answer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -42,9 +43,7 @@ class VaultViews:
     """ListSharedNotes and GetVaultGraph; the class that mixes it in gives ``_vaults`` and ``_check``."""
 
     _vaults: SharedVaults[Any]
-
-    def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool = False) -> None:
-        raise NotImplementedError
+    _check: Callable[..., None]  # (context, agent_id, *, write=False): raises when the caller may not
 
     @unary
     async def ListSharedNotes(self, request: kb_pb2.ListSharedNotesRequest, context: grpc.aio.ServicerContext) -> kb_pb2.ListSharedNotesResponse:  # noqa: N802

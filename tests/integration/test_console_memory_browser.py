@@ -8,7 +8,6 @@ screenshot of its page in ``build/test-artifacts/console/`` (conftest ``shots``)
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,7 +84,6 @@ def test_the_memory_page_reads_and_saves_and_keeps_the_new_hash(tab: Tab, shots:
     tab.screenshot(shots, "memory-saved")
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="the concurrent write is made with curl")
 def test_a_write_made_with_curl_after_opening_is_reported_not_overwritten(tab: Tab, shots: Path, console_suite: Suite) -> None:
     open_memory(tab, "alfred", ADMIN_KEY)
     curl_put(console_suite, "alfred", "USER.md", "# User\n\n- changed elsewhere, with curl\n")
