@@ -73,7 +73,7 @@ reference: install
 	$(PY) -m gateway_cli.docs_reference
 
 ## make bench: every benchmark but the soak (bench/soak.py, 20+ minutes: docs/capacity.md says how to run it)
-bench: install browser
+bench: install browser postgres
 	$(PY) bench/rest_files.py
 	$(PY) bench/watcher_latency.py
 	$(PY) bench/kb_archive.py
@@ -81,6 +81,7 @@ bench: install browser
 	$(PY) bench/kb_live.py
 	$(PY) bench/kb_agents.py
 	$(PY) bench/kb_shared.py
+	$(PY) bench/vault_postgres.py
 	$(PY) bench/dream_overhead.py
 	$(PY) bench/dream_fidelity.py
 	$(PY) bench/dream_migrate.py

@@ -11,7 +11,8 @@ reach). The unix socket goes in that directory too; clients connect over TCP to 
 superuser ``postgres`` with trust authentication, which only that address accepts.
 
 The cluster runs without durability (``fsync``, ``synchronous_commit`` and ``full_page_writes`` off):
-a crash loses it, and it is deleted at the end of the session anyway. Each test gets a database of its
+a crash loses it, and it is deleted at the end of the session anyway. ``start_cluster(durable=True)`` turns
+the three back on (PostgreSQL's defaults), for a benchmark that must pay what a production server pays. Each test gets a database of its
 own (``fresh_database``), created from ``template0`` in UTF-8 with the ``C.UTF-8`` locale.
 """
 
@@ -50,6 +51,7 @@ SERVER_SETTINGS = {
     "full_page_writes": "off",
     "max_connections": "100",
 }
+DURABLE_SETTINGS = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
 _names = itertools.count(1)
 
 
@@ -80,6 +82,7 @@ class Cluster:
     root: Path
     port: int
     user: pwd.struct_passwd | None  # who runs it; None: this process's user
+    durable: bool = False  # fsync, synchronous_commit and full_page_writes on
 
     @property
     def data(self) -> Path:
@@ -105,7 +108,8 @@ class Cluster:
     def start(self) -> None:
         self.run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                  f"--locale={LOCALE}", "--no-sync")
-        options = " ".join(f"-c {k}={v}" for k, v in SERVER_SETTINGS.items())
+        settings = {**SERVER_SETTINGS, **DURABLE_SETTINGS} if self.durable else SERVER_SETTINGS
+        options = " ".join(f"-c {k}={v}" for k, v in settings.items())
         self.run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", str(START_TIMEOUT_S),
                  "-o", f"-p {self.port} -k {self.root} {options}", "start")
 
@@ -121,8 +125,9 @@ class Cluster:
         return self.dsn(name)
 
 
-def start_cluster() -> Cluster:
-    """Start a cluster; pytest.fail with ``MISSING`` when there are no server binaries."""
+def start_cluster(*, durable: bool = False) -> Cluster:
+    """Start a cluster (``durable``: with ``DURABLE_SETTINGS``); pytest.fail with ``MISSING`` when there are
+    no server binaries."""
     found = bin_dir()
     if found is None or not (found / "pg_ctl").exists():
         pytest.fail(MISSING, pytrace=False)
@@ -130,7 +135,7 @@ def start_cluster() -> Cluster:
     root = Path(tempfile.mkdtemp(prefix="gateway-pg-"))
     if user is not None:
         os.chown(root, user.pw_uid, user.pw_gid)
-    cluster = Cluster(found, root, free_port(), user)
+    cluster = Cluster(found, root, free_port(), user, durable)
     try:
         cluster.start()
     except BaseException:
