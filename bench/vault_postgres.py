@@ -58,7 +58,17 @@ from harness.report import fmt_ms, say, table
 from harness.stats import percentile
 from kb_shared_vault import PROJECT, VaultGen
 from vault_postgres_phases import HostClients, Level, Side, rounds
-from vault_postgres_setup import DATABASE, clusters, copy_to_postgres, fill, floor, make_home, start
+from vault_postgres_setup import (
+    DATABASE,
+    clusters,
+    copy_to_postgres,
+    fill,
+    floor,
+    make_home,
+    postgres_size,
+    sqlite_size,
+    start,
+)
 
 TITLE = "Shared vault on PostgreSQL"
 METHOD = """\
@@ -151,6 +161,18 @@ def crossing(ramp: list[Level]) -> str:
     return f"already at the ramp's first step, {at}"
 
 
+def size_line(sizes: dict[str, dict[str, int]]) -> str:
+    lite, pg, end = sizes["sqlite"], sizes["pg"], sizes["pg-end"]
+    mb = 1e6
+    return (f"SQLite: {lite['notes']:,} note files, {lite['text'] / mb:.1f} MB, and an index of {lite['index'] / mb:.1f} MB "
+            f"({(lite['text'] + lite['index']) / max(1, lite['notes']) / 1e3:.1f} kB a note in all); PostgreSQL after the import: "
+            f"{pg['notes']:,} notes, {pg['text'] / mb:.1f} MB of text, the notes table with its indexes {pg['table'] / mb:.1f} MB "
+            f"(full-text GIN {pg['fts_index'] / mb:.1f} MB, trigram GIN {pg['trigram_index'] / mb:.1f} MB; "
+            f"{pg['table'] / max(1, pg['notes']) / 1e3:.1f} kB a note), database {pg['database'] / mb:.1f} MB; at the end "
+            f"{end['notes']:,} notes, table {end['table'] / mb:.1f} MB ({end['table'] / max(1, end['notes']) / 1e3:.1f} kB a note), "
+            f"database {end['database'] / mb:.1f} MB")  # fmt: skip
+
+
 def build_report(args: argparse.Namespace, meta: dict[str, str], floors: dict[str, dict[str, list[float]]],
                  sides: dict[str, Side], levels: list[Level], ramp: list[Level]) -> tuple[str, list[str]]:  # fmt: skip
     md = [f"## Shared vault: PostgreSQL and SQLite ({args.notes:,} notes)", ""]
@@ -214,6 +236,7 @@ def measure(args: argparse.Namespace, root: Any, children: Any) -> tuple[dict[st
         imported = copy_to_postgres(vault_dir, [fast.dsn, durable.dsn], root)
         info["import"] = ", ".join(f"{label} {imported[b.dsn]:.1f} s" for label, b in (("fast", fast), ("durable", durable)))
         say(f"corpus: {vinfo.notes} notes ({cjk} CJK); imported in {info['import']}")
+        sizes = {"sqlite": sqlite_size(vault_dir), "pg": postgres_size(durable.dsn)}
         try:
             backends = [lite, fast, durable]
             for b in backends:
@@ -235,6 +258,8 @@ def measure(args: argparse.Namespace, root: Any, children: Any) -> tuple[dict[st
                 clients.close()
         finally:
             children.stop_all()
+        sizes["pg-end"] = postgres_size(durable.dsn)
+    info["size"] = size_line(sizes)
     return floors, sides, levels, ramp, info
 
 

@@ -186,6 +186,32 @@ def floor(cluster: Cluster, calls: int = FLOOR_CALLS) -> dict[str, list[float]]:
     return out
 
 
+def postgres_size(dsn: str) -> dict[str, int]:
+    """The vault's notes in PostgreSQL: how many, their text's bytes, the table with its indexes and TOAST,
+    each GIN index, and the whole database."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*), coalesce(sum(octet_length(head) + octet_length(body)), 0), "
+            "pg_total_relation_size('gateway_vault.notes'), pg_relation_size('gateway_vault.notes_search'), "
+            "pg_relation_size('gateway_vault.notes_trigram'), pg_database_size(current_database()) "
+            "FROM gateway_vault.notes").fetchone()
+    assert row is not None
+    return dict(zip(("notes", "text", "table", "fts_index", "trigram_index", "database"), map(int, row), strict=True))
+
+
+def sqlite_size(vault_dir: Path) -> dict[str, int]:
+    """The SQLite vault: its note files' bytes and its index (``kb.sqlite`` with its WAL)."""
+    from services.kb.vault import note_index
+
+    files = [p for p in (vault_dir / "notes").iterdir() if p.suffix == ".md"]
+    index = vault_dir / note_index.INDEX_FILE
+    wal = index.with_name(index.name + "-wal")
+    return {"notes": len(files), "text": sum(p.stat().st_size for p in files),
+            "index": index.stat().st_size + (wal.stat().st_size if wal.exists() else 0)}
+
+
 def postmaster_pid(cluster: Cluster) -> int:
     return int((cluster.data / "postmaster.pid").read_text().split("\n", 1)[0])
 
