@@ -1,10 +1,11 @@
 """Benchmark: the shared vault on PostgreSQL against the same vault on SQLite, and creates from many hosts.
 
 Run:  ``.venv/bin/python bench/vault_postgres.py [--notes 2000] [--rounds 10] [--creates 150]
-[--queries 300] [--cjk-queries 60] [--level-seconds 10] [--hosts 1,2,4,8] [--ramp 1,2,4,...]
-[--seed 4] [--quick] [--keep-home] [--write-docs]``
-(``--quick``: 300 notes, 4 rounds, 30 creates, 60 + 20 queries, 3 s a level, a ramp of 4 and 12
-notes a second: a smoke run of under two minutes; the full run takes about ten minutes on 2 cores.)
+[--queries 300] [--cjk-queries 60] [--level-seconds 10] [--hosts 1,2,4,8] [--ramp 0.25,0.5,1,...]
+[--ramp-seconds 30] [--breakdown 60] [--seed 4] [--quick] [--keep-home] [--write-docs]``
+(``--quick``: 300 notes, 4 rounds, 30 creates, 60 + 20 queries, 3 s a level, a ramp of 1 and 4 notes
+a second, 5 s a step, 20 of each in the breakdown: a smoke run of about two minutes; the full run takes
+about ten minutes on 2 cores.)
 
 Method
 ------
@@ -35,10 +36,14 @@ Method
    hosts would not). One client process per host (bench/vault_postgres_host.py) creates new notes through
    its own host's KB. At 1, 2, 4 and 8 hosts, back to back for ``--level-seconds`` (a closed loop: what
    the hosts can push). Then an open-loop ramp on all eight: ``--ramp`` offered rates in notes a second in
-   all, each host's share as a Poisson process, each create timed from when it was due (so a queue shows;
+   all, ``--ramp-seconds`` each, each host's share as a Poisson process, each create timed from when it was due (so a queue shows;
    no coordinated omission), stopped after the first step whose p99 passes 1 s. Per step: notes written
    per second, p50 and p99, CPU per note (the KBs, the cluster). The offered rate at which p99 passes
    100 ms is read off the ramp.
+6. **Where the time goes** (in-process, every KB stopped): straight on each backend's vault store (the
+   SQLite vault and the durable one, as they are after the run), the near-duplicate check's calls on
+   ``--breakdown`` create contents (``term_counts`` of the 40 leading stems, the OR ``recall``, a read per
+   candidate, ``find_similar`` end to end) and ``search`` on as many word and CJK queries.
 
 Goal: search p50 on PostgreSQL (*durable*) <= 2x SQLite's, in the same run. The script prints the tables
 (also in ``bench/results/vault_postgres.md``, git-ignored) and exits 0 whatever the goal says; non-zero
@@ -50,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from harness import page
@@ -57,7 +63,7 @@ from harness.home import session
 from harness.report import fmt_ms, say, table
 from harness.stats import percentile
 from kb_shared_vault import PROJECT, VaultGen
-from vault_postgres_phases import HostClients, Level, Side, rounds
+from vault_postgres_phases import BREAKDOWN_PARTS, HostClients, Level, Side, breakdown, rounds
 from vault_postgres_setup import (
     DATABASE,
     clusters,
@@ -161,6 +167,16 @@ def crossing(ramp: list[Level]) -> str:
     return f"already at the ramp's first step, {at}"
 
 
+def breakdown_table(parts: dict[str, dict[str, list[float]]]) -> str:
+    rows = []
+    for part in BREAKDOWN_PARTS:
+        lite, pg = parts["sqlite"][part], parts["pg"][part]
+        ratio = percentile(pg, 50) / percentile(lite, 50) if lite and percentile(lite, 50) > 0 else float("nan")
+        rows.append((part, _ms(lite, 50), _ms(lite, 99), _ms(pg, 50), _ms(pg, 99), f"{ratio:.1f}x", len(pg)))
+    return table(("call", "SQLite p50", "SQLite p99", "PostgreSQL (durable) p50", "PostgreSQL p99", "p50 ratio", "calls"),
+                 rows, "lrrrrrr")  # fmt: skip
+
+
 def size_line(sizes: dict[str, dict[str, int]]) -> str:
     lite, pg, end = sizes["sqlite"], sizes["pg"], sizes["pg-end"]
     mb = 1e6
@@ -174,7 +190,8 @@ def size_line(sizes: dict[str, dict[str, int]]) -> str:
 
 
 def build_report(args: argparse.Namespace, meta: dict[str, str], floors: dict[str, dict[str, list[float]]],
-                 sides: dict[str, Side], levels: list[Level], ramp: list[Level]) -> tuple[str, list[str]]:  # fmt: skip
+                 sides: dict[str, Side], levels: list[Level], ramp: list[Level],
+                 parts: dict[str, dict[str, list[float]]]) -> tuple[str, list[str]]:  # fmt: skip
     md = [f"## Shared vault: PostgreSQL and SQLite ({args.notes:,} notes)", ""]
     md += [f"- {k}: {v}" for k, v in meta.items()]
     md += ["", "## The floor: PostgreSQL itself, one psycopg connection", "", floor_table(floors)]
@@ -185,6 +202,7 @@ def build_report(args: argparse.Namespace, meta: dict[str, str], floors: dict[st
     ratio = percentile(pg, 50) / percentile(lite, 50)
     verdicts = [f"{'PASS' if ratio <= SEARCH_RATIO_GOAL else 'FAIL'} search p50 on PostgreSQL (durable) <= 2x "
                 f"SQLite's: {_ms(pg, 50)} vs {_ms(lite, 50)} ({ratio:.2f}x)"]  # fmt: skip
+    md += ["", "## Where the time goes: the store's own calls, in-process (no KB, no gRPC)", "", breakdown_table(parts)]
     md += ["", "## Creates from several hosts at once, back to back (PostgreSQL, durable)", "", levels_table(levels)]
     md += ["", f"## Open-loop ramp: {max(args.levels)} hosts, creates at a growing offered rate (PostgreSQL, durable)", "",
            ramp_table(ramp), "", f"Where create p99 passes 100 ms: {crossing(ramp)}."]  # fmt: skip
@@ -204,19 +222,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cjk-queries", type=int, default=60, help="CJK queries on each backend (default 60)")
     p.add_argument("--level-seconds", type=float, default=10.0, help="seconds each level of hosts creates (default 10)")
     p.add_argument("--hosts", default="1,2,4,8", help="the levels of hosts at once (default 1,2,4,8)")
-    p.add_argument("--ramp", default="1,2,4,6,8,12,16,24", help="the open loop's offered rates, notes a second in all "
-                   "(default 1,2,4,6,8,12,16,24)")
+    p.add_argument("--ramp", default="0.25,0.5,1,2,4,8,16", help="the open loop's offered rates, notes a second in all "
+                   "(default 0.25,0.5,1,2,4,8,16)")
+    p.add_argument("--breakdown", type=int, default=60, help="create contents and queries of each kind timed in-process (default 60)")
+    p.add_argument("--ramp-seconds", type=float, default=30.0, help="seconds of each step of the ramp (default 30)")
     p.add_argument("--seed", type=int, default=4, help="corpus and query seed (default 4)")
     args = p.parse_args(argv)
     if args.quick:
         args.notes, args.rounds, args.creates, args.queries, args.cjk_queries, args.level_seconds = 300, 4, 30, 60, 20, 3.0
-        args.ramp = "4,12"
+        args.ramp, args.ramp_seconds, args.breakdown = "1,4", 5.0, 20
     args.levels = sorted({int(x) for x in args.hosts.split(",") if x.strip()})
     args.ramp = sorted({float(x) for x in args.ramp.split(",") if x.strip()})
     return args
 
 
-def measure(args: argparse.Namespace, root: Any, children: Any) -> tuple[dict[str, Any], dict[str, Side], list[Level], list[Level], dict[str, str]]:
+def measure(args: argparse.Namespace, root: Path, children: Any) -> tuple[dict[str, Any], dict[str, Side], list[Level], list[Level],
+                                                                          dict[str, dict[str, list[float]]], dict[str, str]]:
     floors: dict[str, Any] = {}
     info: dict[str, str] = {}
     with clusters() as cl:
@@ -256,11 +277,34 @@ def measure(args: argparse.Namespace, root: Any, children: Any) -> tuple[dict[st
                 levels, ramp = hosts_phase(clients, args)
             finally:
                 clients.close()
+            children.stop_all()
+            parts = breakdown_phase(vault_dir, durable.dsn, gen, args)
         finally:
             children.stop_all()
         sizes["pg-end"] = postgres_size(durable.dsn)
     info["size"] = size_line(sizes)
-    return floors, sides, levels, ramp, info
+    return floors, sides, levels, ramp, parts, info
+
+
+def breakdown_phase(vault_dir: Path, dsn: str, gen: VaultGen, args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
+    """Step 6 on the SQLite vault and the durable one, every KB stopped."""
+    from gateway.config_model import VaultPostgresSettings
+    from services.kb.vault import note_index
+    from services.kb.vault.sqlite_store import SqliteVaultStore
+    from services.kb.vault_pg import pool
+    from services.kb.vault_pg.store import PostgresVaultStore
+
+    conn = note_index.open_vault_index(vault_dir)
+    conns = pool.open_pool(VaultPostgresSettings(dsn=dsn))
+    try:
+        conns.wait()
+        stores = {"sqlite": SqliteVaultStore(vault_dir, conn), "pg": PostgresVaultStore(conns, PROJECT)}
+        parts = breakdown(stores, gen, vault_dir / "notes", args.seed, args.breakdown)
+    finally:
+        pool.close_pools()
+        conn.close()
+    say("breakdown measured")
+    return parts
 
 
 def hosts_phase(clients: HostClients, args: argparse.Namespace) -> tuple[list[Level], list[Level]]:
@@ -272,7 +316,7 @@ def hosts_phase(clients: HostClients, args: argparse.Namespace) -> tuple[list[Le
         say(f"{n} host(s) back to back: {levels[-1].written} notes in {levels[-1].seconds:.1f} s, p99 {_ms(levels[-1].ops, 99)}")
     ramp = []
     for rate in args.ramp:
-        ramp.append(clients.run(max(args.levels), args.level_seconds, rate))
+        ramp.append(clients.run(max(args.levels), args.ramp_seconds, rate))
         say(f"{rate:g} notes/s offered: {ramp[-1].written} written, p99 {_ms(ramp[-1].ops, 99)}")
         if percentile(ramp[-1].ops, 99) > RAMP_STOP_S:
             break
@@ -285,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     with session("bench-vault-pg-", keep=args.keep_home) as (root, children):
         import psycopg
 
-        floors, sides, levels, ramp, info = measure(args, root, children)
+        floors, sides, levels, ramp, parts, info = measure(args, root, children)
     meta = {
         "machine": page.machine(f", psycopg {psycopg.__version__}")
         + f"; load average before {run.load_before}, after {page.load_average()} (the machine is shared: numbers are noisy)",
@@ -297,9 +341,9 @@ def main(argv: list[str] | None = None) -> int:
         "hosts at once": f"levels {', '.join(map(str, args.levels))}: each host a KB process of its own on the durable "
         f"database with one client process creating new notes back to back for {args.level_seconds:g} s; then an "
         f"open-loop ramp on all of them ({', '.join(f'{r:g}' for r in args.ramp)} notes/s offered in all, "
-        f"{args.level_seconds:g} s a step, Poisson arrivals, each create timed from when it was due)",
+        f"{args.ramp_seconds:g} s a step, Poisson arrivals, each create timed from when it was due)",
     }
-    markdown, verdicts = build_report(args, meta, floors, sides, levels, ramp)
+    markdown, verdicts = build_report(args, meta, floors, sides, levels, ramp, parts)
     run.finish(markdown, verdicts, write_docs=args.write_docs)
     return 0
 

@@ -206,3 +206,43 @@ def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
     if not line:
         raise RuntimeError(f"a host client exited with code {proc.wait()}")
     return line.strip()
+
+
+# =========================================================================== where the time goes
+
+BREAKDOWN_PARTS = ("term_counts", "recall", "candidate reads", "find_similar", "search, word queries", "search, CJK queries")
+
+
+def breakdown(stores: dict[str, Any], gen: VaultGen, notes_dir: Any, seed: int, ops: int) -> dict[str, dict[str, list[float]]]:
+    """In-process, straight on each backend's store (no KB, no gRPC): the near-duplicate check's statements
+    (``term_counts`` of the leading stems, the OR ``recall``, a read per candidate, then ``find_similar`` end
+    to end) on ``ops`` create contents (a third near-duplicates), and ``search`` on the same word and CJK
+    queries; seconds per call, by backend and part."""
+    from services.kb.vault import similar
+
+    contents = [op.content for op in plan_creates(gen, notes_dir, ops)]
+    words = [q for _, q in make_queries(seed + 2, ops)]
+    cjk = cjk_queries(gen, ops)
+    out: dict[str, dict[str, list[float]]] = {}
+    for label, store in stores.items():
+        parts: dict[str, list[float]] = {k: [] for k in BREAKDOWN_PARTS}
+
+        def timed(part: str, work: Any, parts: dict[str, list[float]] = parts) -> Any:
+            t0 = time.perf_counter()
+            result = work()
+            parts[part].append(time.perf_counter() - t0)
+            return result
+
+        for content in contents:
+            leading = similar.seed_terms(content, similar.LEADING_TERMS)
+            timed("term_counts", lambda leading=leading: store.term_counts(leading))
+            seed_terms = similar.choose_seed(store, content)
+            found = timed("recall", lambda seed_terms=seed_terms: similar._candidates(store, seed_terms, set()))
+            timed("candidate reads", lambda found=found: [store.read(name) for name, _ in found])
+            timed("find_similar", lambda content=content: similar.find_similar(store, content))
+        for q in words:
+            timed("search, word queries", lambda q=q: store.search(q, SEARCH_LIMIT))
+        for q in cjk:
+            timed("search, CJK queries", lambda q=q: store.search(q, SEARCH_LIMIT))
+        out[label] = parts
+    return out
