@@ -82,8 +82,9 @@ The same shared vault (generated notes, 5% Chinese or Japanese) on SQLite and on
 its own KB process, called over gRPC in interleaved rounds (the same searches and creates on each
 backend, the order rotated each round); PostgreSQL both as the tests run it (fsync off) and with
 production durability (fsync and synchronous_commit on). Then creates from 1, 2, 4 and 8 simulated hosts
-at once: eight KB processes on one database, one client process each. Beside it, the floor: a bare
-round trip and a bare INSERT through psycopg."""
+at once (eight KB processes on one database, one client process each), back to back and as an
+open-loop ramp, and where the time goes, straight on each backend's store. Beside it, the floor: a
+bare round trip and a bare INSERT through psycopg."""
 SEARCH_RATIO_GOAL = 2.0
 P99_LIMIT_S = 0.100
 RAMP_STOP_S = 1.0
