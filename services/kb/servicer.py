@@ -263,7 +263,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     async def PromoteFact(self, request: kb_pb2.PromoteFactRequest, context: grpc.aio.ServicerContext) -> kb_pb2.PromoteFactResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
         r = await self._vaults.promote(request.agent_id, request.topic, request.reason, request.content, request.run_id,
-                                      caller_label() or "")
+                                      caller_label() or "", request.request_id)
         return pb.PromoteFactResponse(
             outcome=r.outcome, name=r.name, name_from=r.name_from, passed_over=r.passed_over, linked=list(r.linked),
             folded=r.folded, twin_kept=r.twin_kept, held=r.held, seed=r.seed, reason=r.reason, message=r.message,

@@ -2,7 +2,7 @@
 "The vault store").
 
 A store holds one vault (one project): its notes by name, their full-text index, who wrote each note,
-the retrieval log and the GC's lifecycle rows. The domain modules (``notes``, ``similar``,
+the retrieval log, the GC's lifecycle rows and the answers of promotion requests. The domain modules (``notes``, ``similar``,
 ``retirement``, ``promotion``, ``unpromote``, ``gc``, ``listing``) decide; the store keeps. The backend
 is chosen once at start-up (``gateway.knowledge.shared.backend``): ``sqlite_store.SqliteVaultStore``
 keeps notes as files under ``notes/`` with an SQLite index beside them, ``vault_pg.store.PostgresVaultStore``
@@ -84,6 +84,20 @@ class Claim:
 
     summary: str | None
     folded: int
+
+
+@dataclass(frozen=True)
+class PromotionRecord:
+    """The answer a promotion request got, kept under its id (``promotion_record``): the outcome, the note
+    and the write as ``PromotionWrite``'s fields (None when nothing was written), when (epoch s)."""
+
+    request_id: str
+    agent_id: str
+    run_id: str
+    outcome: str
+    note: str
+    write: dict[str, object] | None
+    at: float = 0.0
 
 
 class VaultStore(Protocol):
@@ -170,6 +184,16 @@ class VaultStore(Protocol):
 
     def authors(self, names: Iterable[str]) -> dict[str, Authors]:
         """The records of live ``names`` that have one."""
+        ...
+
+    # --- promotion requests -----------------------------------------------------------------
+    def promotion(self, request_id: str) -> PromotionRecord | None:
+        """The answer recorded under ``request_id``; None when the request never got one."""
+        ...
+
+    def record_promotion(self, record: PromotionRecord) -> bool:
+        """Keep ``record`` under its request id, in the transaction of the write it answers when one is
+        open (``writing``); False (nothing changed) when the id has an answer already."""
         ...
 
     # --- recall and the GC ------------------------------------------------------------------
