@@ -146,9 +146,11 @@ class KbIndex:
             raise _unavailable("kb", err) from None
         return reply.message
 
-    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
+    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str,
+                      request_id: str) -> PromotionReply:
         """``PromoteFact``: one shared promotion (``vault.promotion.Promoter``). Raises PeerUnavailable."""
-        request = kb_pb2.PromoteFactRequest(agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id)
+        request = kb_pb2.PromoteFactRequest(agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id,
+                                            request_id=request_id)
         try:
             r = await self._stub.PromoteFact(request, timeout=PROMOTE_DEADLINE_S, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:

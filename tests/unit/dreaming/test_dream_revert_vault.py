@@ -50,7 +50,8 @@ class VaultKb:
         self.down = False
         self.undos: list[tuple[str, str]] = []
 
-    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
+    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str,
+                      request_id: str = "") -> PromotionReply:
         r = kb_promotion.promote(SqliteVaultStore(self.dir, self.conn), agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id)
         return PromotionReply(r.outcome, r.name, r.reason, r.message, r.name_from, r.passed_over, r.linked, r.folded,
                               r.twin_kept, r.write)

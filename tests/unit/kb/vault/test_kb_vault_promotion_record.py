@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from gateway.errors import InvalidArgument
-from services.kb.vault.promotion import CREATED, DECLINED, MERGED, UNCHANGED, UPDATED
+from services.kb.vault.promotion import CREATED, DECLINED, MERGED, UNCHANGED, UPDATED, PromoteResult
 from services.kb.vault.promotion_record import check_request_id, promote_once
 from services.kb.vault.store import VaultStore
 
@@ -15,7 +15,7 @@ OpenStore = Callable[..., VaultStore]
 FACT = "- The kiln in shed two fires at 1200 degrees on Fridays."
 
 
-def once(store: VaultStore, request_id: str, content: str = FACT, topic: str = "kiln", run_id: str = "r1"):  # noqa: ANN201
+def once(store: VaultStore, request_id: str, content: str = FACT, topic: str = "kiln", run_id: str = "r1") -> PromoteResult:
     with store.writing():
         return promote_once(store, request_id=request_id, agent_id="alfred", topic=topic, reason="",
                             content=content, run_id=run_id, at=1_700_000_000.0)
