@@ -63,13 +63,19 @@ def _path(workspace: Path) -> Path:
     return workspace / PENDING
 
 
+def _key(name: str) -> str:
+    """A field's key in the file: camelCase, as in dreaming's other JSON files."""
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
 def _parse(data: bytes) -> list[Kept]:
     """ValueError (or a KeyError, TypeError) when ``data`` is not this format."""
     raw = json.loads(data.decode("utf-8"))
     if not isinstance(raw, dict) or raw.get("version") != VERSION or not isinstance(raw.get("kept"), list):
         raise ValueError("not a promotions.pending.json of version 1")
     names = [f.name for f in fields(Kept)]
-    return [Kept(**{name: str(item[name]) for name in names}) for item in raw["kept"]]
+    return [Kept(**{name: str(item[_key(name)]) for name in names}) for item in raw["kept"]]
 
 
 def read(workspace: Path) -> list[Kept]:
@@ -105,7 +111,7 @@ def write(workspace: Path, kept: Sequence[Kept]) -> None:
             path.unlink()
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"version": VERSION, "kept": [asdict(k) for k in kept]}
+    data = {"version": VERSION, "kept": [{_key(name): value for name, value in asdict(k).items()} for k in kept]}
     write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode("utf-8"), mode=0o600)
 
 
