@@ -378,16 +378,18 @@ class PromotionWrite(_message.Message):
     def __init__(self, note: _Optional[str] = ..., project: _Optional[str] = ..., kind: _Optional[str] = ..., offset: _Optional[int] = ..., removed: _Optional[str] = ..., added: _Optional[str] = ..., block: _Optional[str] = ..., hash_before: _Optional[str] = ..., hash_after: _Optional[str] = ..., folded_twin: _Optional[str] = ...) -> None: ...
 
 class UndoPromotionRequest(_message.Message):
-    __slots__ = ("agent_id", "run_id", "op_id", "write")
+    __slots__ = ("agent_id", "run_id", "op_id", "write", "request_id")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     WRITE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     run_id: str
     op_id: str
     write: PromotionWrite
-    def __init__(self, agent_id: _Optional[str] = ..., run_id: _Optional[str] = ..., op_id: _Optional[str] = ..., write: _Optional[_Union[PromotionWrite, _Mapping]] = ...) -> None: ...
+    request_id: str
+    def __init__(self, agent_id: _Optional[str] = ..., run_id: _Optional[str] = ..., op_id: _Optional[str] = ..., write: _Optional[_Union[PromotionWrite, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class UndoPromotionResponse(_message.Message):
     __slots__ = ("outcome", "note", "reason", "message", "deleted", "twin_restored")

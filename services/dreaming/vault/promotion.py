@@ -45,7 +45,8 @@ so a promotion whose answer was lost (a deadline passed while the KB wrote) is
 never written twice. Step 9 of every run of the agent in ``auto`` mode begins
 with the kept promotions (``retry_kept``), oldest first, before (or without)
 the run's own: one whose op was reverted or restored since is ``dropped``, not
-sent; one the KB answers leaves the queue, its outcome reported by this run with
+sent (the KB is asked to undo whatever landed under its request id: a promotion
+whose answer was lost); one the KB answers leaves the queue, its outcome reported by this run with
 ``retry_of`` naming the run it came from, and its write journaled under that
 run and op, so reverting the original run or op takes it out of the vault; one
 still unreachable stays, and so do the rest. A promotion the KB refuses on a
@@ -150,8 +151,10 @@ class Promoter(Protocol):
         answer; an exception whose ``code`` attribute is in UNREACHABLE means the KB or its vault is unavailable."""
         ...
 
-    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite) -> UndoReply:
-        """Undo one promotion's write (a revert). Raises when the KB cannot answer, as ``promote``."""
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite | None,
+                             request_id: str) -> UndoReply:
+        """Undo one promotion's write, else the write the KB recorded under ``request_id`` (a revert; a kept
+        promotion whose op was reverted). Raises when the KB cannot answer, as ``promote``."""
         ...
 
 
@@ -259,12 +262,21 @@ async def retry_kept(agent: AgentConfig, promoter: Promoter, at: str, step: Step
     landed: list[tuple[Kept, Promotion]] = []
     unreachable = ""
     for k in queue:
-        if (k.run_id, k.op_id) in undone:
-            why = f"kept since run {k.run_id}, whose op was reverted since: not sent"
-            step.add(Promotion(k.op_id, k.proposal_id, DROPPED, "", why, retry_of=k.run_id), f"dropped: {why}")
-            continue
         if unreachable or step.cancelled:
             left.append(k)
+            continue
+        if (k.run_id, k.op_id) in undone:
+            try:
+                dropped = await _drop(agent.id, promoter, k)
+            except asyncio.CancelledError:
+                step.cancelled = True
+                left.append(k)
+                continue
+            if dropped is None:
+                unreachable = "the KB could not say whether a reverted op's promotion had landed"
+                left.append(k)
+            else:
+                step.add(dropped, f"dropped: {dropped.reason}")
             continue
         try:
             reply = await promoter.promote(agent.id, k.topic, k.reason, k.fact, k.run_id, k.request_id)
@@ -289,6 +301,26 @@ async def retry_kept(agent: AgentConfig, promoter: Promoter, at: str, step: Step
         step.notes.append(f"{len(left)} kept promotion(s) still wait for the shared vault"
                           + (f" (the KB: {unreachable})" if unreachable else "") + "; the next run retries them.")
     return unreachable
+
+
+async def _drop(agent_id: str, promoter: Promoter, k: Kept) -> Promotion | None:
+    """``k``, whose op was reverted since it was kept, dropped unsent; a promotion of it that landed while
+    its answer was lost is undone by its request id. None when the KB is unreachable (``k`` stays kept)."""
+    why = f"kept since run {k.run_id}, whose op was reverted since: not sent"
+    try:
+        reply = await promoter.undo_promotion(agent_id, k.run_id, k.op_id, None, k.request_id)
+    except Exception as exc:  # noqa: BLE001 - unreachable: kept; any other failure: said, dropped
+        if _unreachable(exc):
+            return None
+        why += f"; the KB could not say whether it had landed ({exc})"
+        return Promotion(k.op_id, k.proposal_id, DROPPED, "", why, retry_of=k.run_id)
+    if reply.outcome == "undone":
+        why += f"; it had landed in shared note {reply.note!r} (its answer was lost) and was taken out again"
+    elif reply.outcome != "gone":
+        why += (f"; it had landed in shared note {reply.note!r} (its answer was lost) and was left there: "
+                f"{reply.reason}; take the fact out by hand if it should go")
+    return Promotion(k.op_id, k.proposal_id, DROPPED, reply.note if reply.outcome != "gone" else "", why,
+                     retry_of=k.run_id)
 
 
 def _settle_kept(agent: AgentConfig, at: str, left: list[Kept], landed: list[tuple[Kept, Promotion]]) -> list[str]:

@@ -12,6 +12,13 @@ A ``declined`` promotion wrote nothing and is not recorded: asked again, it is d
 vault as it is then (a decline may have been the vault changing under it). The recorded answer is the
 outcome, the note and the write (``PromotionWrite``, what a revert needs); the links are read back from
 the write's block, and the reason says that this is the answer first given, and when.
+
+**Undone once.** ``undo_once`` undoes a promotion (``unpromote.undo``) from the write given, or, with
+none, from the write recorded under the request id: how dreaming takes out a promotion whose answer it
+never got (the op was reverted while the promotion waited on the host). A request with no write recorded
+is ``gone`` (nothing of it landed). An undo that took the promotion out (``undone``, ``gone``) marks the
+record (``undone_at``, ``undo_outcome``), and a request undone before is answered so without another
+undo. A request asked again after its undo still gets its first answer (and writes nothing).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import structlog
 
 from gateway.errors import InvalidArgument
 from gateway.promotion_write import PromotionWrite
-from services.kb.vault import promotion
+from services.kb.vault import promotion, unpromote
 from services.kb.vault.store import PromotionRecord, VaultStore
 
 MAX_REQUEST_ID_CHARS: Final = 512
@@ -57,8 +64,7 @@ def replayed(record: PromotionRecord) -> promotion.PromoteResult:
     block = write.block if write is not None else ""
     related = _RELATED.findall(block)
     linked = tuple(_LINK.findall(related[-1])) if related else ()
-    when = datetime.fromtimestamp(record.at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    reason = (f"this request ({record.request_id}) was answered {record.outcome!r} at {when}; that answer is given "
+    reason = (f"this request ({record.request_id}) was answered {record.outcome!r} at {_when(record.at)}; that answer is given "
               "again and nothing more was written")
     return promotion.PromoteResult(record.outcome, record.note, "", reason, linked=linked,
                                    folded=bool(write is not None and write.folded_twin), write=write, replayed=True)
@@ -84,3 +90,27 @@ def check_request_id(request_id: str) -> None:
     """InvalidArgument for a request id longer than ``MAX_REQUEST_ID_CHARS`` or holding a control character."""
     if len(request_id) > MAX_REQUEST_ID_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in request_id):
         raise InvalidArgument(f"request_id: at most {MAX_REQUEST_ID_CHARS} characters, no control character")
+
+
+def _when(at: float) -> str:
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def undo_once(store: VaultStore, write: PromotionWrite | None, *, request_id: str, run_id: str, op_id: str,
+              at: float) -> unpromote.UndoResult:
+    """Undo a promotion from ``write``, else from the write recorded under ``request_id`` (module docstring
+    "Undone once"). Run inside the store's ``writing``. Never raises for the vault's state."""
+    found = store.promotion(request_id) if request_id else None
+    if found is not None and found.undone_at is not None:
+        return unpromote.UndoResult(found.undo_outcome or unpromote.GONE, found.note,
+                                    f"this promotion was undone at {_when(found.undone_at)}; nothing more to do")
+    if write is None:
+        if found is None or found.write is None:
+            what = "nothing was written" if found is not None else "nothing landed"
+            return unpromote.UndoResult(unpromote.GONE, "" if found is None else found.note,
+                                        f"under request {request_id!r} {what}: nothing to undo")
+        write = unpromote.check_write(write_of(found.write))
+    result = unpromote.undo(store, write, run_id=run_id, op_id=op_id)
+    if found is not None and result.outcome in (unpromote.UNDONE, unpromote.GONE):
+        store.promotion_undone(request_id, result.outcome, at)
+    return result

@@ -144,12 +144,17 @@ class SharedVaults(ABC, Generic[V]):
                                                         reason=reason, content=content, run_id=run_id, at=at),
             lambda r: None if r.write is None or r.replayed else (r.name, r.write.kind == "created"), key, run_id)
 
-    async def undo_promotion(self, agent_id: str, write: PromotionWrite, run_id: str, op_id: str) -> unpromote.UndoResult:
-        """Undo one promotion's write (``unpromote``), serialised with the vault's other writes (its
-        promotions included). FailedPrecondition when the agent's shared KB is off; an undo is allowed
-        whatever the ``mode`` (it takes out what a promotion wrote, it promotes nothing)."""
+    async def undo_promotion(self, agent_id: str, write: PromotionWrite | None, run_id: str, op_id: str,
+                             request_id: str = "") -> unpromote.UndoResult:
+        """Undo one promotion's write (``unpromote``), or the one recorded under ``request_id``
+        (``promotion_record.undo_once``), serialised with the vault's other writes (its promotions
+        included). FailedPrecondition when the agent's shared KB is off; an undo is allowed whatever the
+        ``mode`` (it takes out what a promotion wrote, it promotes nothing)."""
         v = self._vault(agent_id)
-        return await self._write(v, lambda store: unpromote.undo(store, write, run_id=run_id, op_id=op_id))
+        promotion_record.check_request_id(request_id)
+        at = self._clock().timestamp()
+        return await self._write(v, lambda store: promotion_record.undo_once(
+            store, write, request_id=request_id, run_id=run_id, op_id=op_id, at=at))
 
     # --- the GC ---------------------------------------------------------------------------
 

@@ -46,7 +46,7 @@ PROMOTIONS_DDL: Final = """
 CREATE TABLE IF NOT EXISTS kb_promotions(
     request_id TEXT PRIMARY KEY,
     agent_id TEXT NOT NULL, run_id TEXT NOT NULL, outcome TEXT NOT NULL, note TEXT NOT NULL,
-    write TEXT, promoted_at REAL NOT NULL
+    write TEXT, promoted_at REAL NOT NULL, undone_at REAL, undo_outcome TEXT
 ) WITHOUT ROWID;
 """
 DAY_KEY: Final = "vault_gc_day"
@@ -172,23 +172,31 @@ def finish_day(conn: apsw.Connection, summary: str) -> None:
 def promotion(conn: apsw.Connection, request_id: str) -> PromotionRecord | None:
     """``request_id``'s row; ``conn`` may be read-only; an index without the table has none."""
     try:
-        rows = conn.execute("SELECT agent_id, run_id, outcome, note, write, promoted_at FROM kb_promotions "
-                            "WHERE request_id = ?", (request_id,)).fetchall()
+        rows = conn.execute("SELECT agent_id, run_id, outcome, note, write, promoted_at, undone_at, undo_outcome "
+                            "FROM kb_promotions WHERE request_id = ?", (request_id,)).fetchall()
     except apsw.SQLError:  # the table is made by the first promotion recorded
         return None
     if not rows:
         return None
-    agent, run, outcome, note, write, at = rows[0]
+    agent, run, outcome, note, write, at, undone_at, undo_outcome = rows[0]
     return PromotionRecord(request_id, str(agent), str(run), str(outcome), str(note),
-                           None if write is None else json.loads(str(write)), float(str(at)))
+                           None if write is None else json.loads(str(write)), float(str(at)),
+                           None if undone_at is None else float(str(undone_at)), str(undo_outcome or ""))
 
 
 def record_promotion(conn: apsw.Connection, record: PromotionRecord) -> bool:
     with conn:
         conn.execute(PROMOTIONS_DDL)
         conn.execute(
-            "INSERT INTO kb_promotions VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(request_id) DO NOTHING",
+            "INSERT INTO kb_promotions VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL) ON CONFLICT(request_id) DO NOTHING",
             (record.request_id, record.agent_id, record.run_id, record.outcome, record.note,
              None if record.write is None else json.dumps(record.write), record.at))
         added = conn.changes() > 0
     return added
+
+
+def promotion_undone(conn: apsw.Connection, request_id: str, outcome: str, at: float) -> None:
+    with conn:
+        conn.execute(PROMOTIONS_DDL)
+        conn.execute("UPDATE kb_promotions SET undone_at = ?, undo_outcome = ? WHERE request_id = ?",
+                     (at, outcome, request_id))

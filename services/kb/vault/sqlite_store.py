@@ -231,6 +231,9 @@ class SqliteVaultStore:
     def record_promotion(self, record: PromotionRecord) -> bool:
         return sqlite_rows.record_promotion(self.conn, record)
 
+    def promotion_undone(self, request_id: str, outcome: str, at: float) -> None:
+        sqlite_rows.promotion_undone(self.conn, request_id, outcome, at)
+
     def log_retrievals(self, hits: Iterable[Retrieved], kind: str, at: float) -> int:
         return sqlite_rows.log_retrievals(self.conn, hits, kind, at)
 

@@ -89,7 +89,8 @@ class Claim:
 @dataclass(frozen=True)
 class PromotionRecord:
     """The answer a promotion request got, kept under its id (``promotion_record``): the outcome, the note
-    and the write as ``PromotionWrite``'s fields (None when nothing was written), when (epoch s)."""
+    and the write as ``PromotionWrite``'s fields (None when nothing was written), when (epoch s); when it
+    was undone (None: not) and how (undone or gone)."""
 
     request_id: str
     agent_id: str
@@ -98,6 +99,8 @@ class PromotionRecord:
     note: str
     write: dict[str, object] | None
     at: float = 0.0
+    undone_at: float | None = None
+    undo_outcome: str = ""
 
 
 class VaultStore(Protocol):
@@ -194,6 +197,10 @@ class VaultStore(Protocol):
     def record_promotion(self, record: PromotionRecord) -> bool:
         """Keep ``record`` under its request id, in the transaction of the write it answers when one is
         open (``writing``); False (nothing changed) when the id has an answer already."""
+        ...
+
+    def promotion_undone(self, request_id: str, outcome: str, at: float) -> None:
+        """Mark ``request_id``'s record undone at ``at`` (epoch s) with ``outcome``; nothing when it has none."""
         ...
 
     # --- recall and the GC ------------------------------------------------------------------

@@ -134,13 +134,14 @@ def finish_day(conn: Conn, project: str, summary: str) -> None:
 
 def promotion(conn: Conn, project: str, request_id: str) -> PromotionRecord | None:
     found = conn.execute(
-        "SELECT agent_id, run_id, outcome, coalesce(note, ''), write, extract(epoch FROM promoted_at) FROM promotions "
+        "SELECT agent_id, run_id, outcome, coalesce(note, ''), write, extract(epoch FROM promoted_at), "
+        "extract(epoch FROM undone_at), coalesce(undo_outcome, '') FROM promotions "
         "WHERE project = %s AND request_id = %s", (project, request_id)).fetchone()
     if found is None:
         return None
-    agent, run, outcome, note, write, at = found
+    agent, run, outcome, note, write, at, undone_at, undo_outcome = found
     return PromotionRecord(request_id, str(agent), str(run), str(outcome), str(note),
-                           None if write is None else dict(write), float(at))
+                           None if write is None else dict(write), float(at), _epoch(undone_at), str(undo_outcome))
 
 
 def record_promotion(conn: Conn, project: str, record: PromotionRecord) -> bool:
@@ -149,3 +150,8 @@ def record_promotion(conn: Conn, project: str, record: PromotionRecord) -> bool:
         "VALUES (%s, %s, %s, %s, %s, %s, %s, to_timestamp(%s)) ON CONFLICT DO NOTHING",
         (project, record.request_id, record.agent_id, record.run_id, record.outcome, record.note or None,
          None if record.write is None else Jsonb(record.write), record.at)).rowcount > 0
+
+
+def promotion_undone(conn: Conn, project: str, request_id: str, outcome: str, at: float) -> None:
+    conn.execute("UPDATE promotions SET undone_at = to_timestamp(%s), undo_outcome = %s "
+                 "WHERE project = %s AND request_id = %s", (at, outcome, project, request_id))

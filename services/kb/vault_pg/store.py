@@ -324,6 +324,10 @@ class PostgresVaultStore:
         with self._tx() as conn:
             return pg_rows.record_promotion(conn, self._project, record)
 
+    def promotion_undone(self, request_id: str, outcome: str, at: float) -> None:
+        with self._tx() as conn:
+            pg_rows.promotion_undone(conn, self._project, request_id, outcome, at)
+
     def log_retrievals(self, hits: Iterable[Retrieved], kind: str, at: float) -> int:
         with self._tx() as conn:
             return pg_rows.log_retrievals(conn, self._project, hits, kind, at)

@@ -28,7 +28,7 @@ from services.dreaming.vault import kept, promotion
 from services.dreaming.vault import undo as vault_undo
 from services.dreaming.vault.kept import Kept
 from services.dreaming.vault.promotion import PromotionReply, UndoReply, promote_applied
-from services.kb.vault import promotion_record, unpromote
+from services.kb.vault import promotion_record
 from services.kb.vault.note_index import open_vault_index
 from services.kb.vault.sqlite_store import SqliteVaultStore
 
@@ -60,8 +60,12 @@ class Kb:
         return PromotionReply(r.outcome, r.name, r.reason, r.message, r.name_from, r.passed_over, r.linked, r.folded,
                               r.twin_kept, r.write)
 
-    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite) -> UndoReply:
-        r = unpromote.undo(self.store, unpromote.check_write(write))
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite | None,
+                             request_id: str = "") -> UndoReply:
+        self.asked.append(f"undo {request_id}")
+        if self.down:
+            raise DOWN
+        r = promotion_record.undo_once(self.store, write, request_id=request_id, run_id=run_id, op_id=op_id, at=2.0e9)
         return UndoReply(r.outcome, r.note, r.reason, r.deleted)
 
     def text(self, name: str) -> str:
@@ -214,9 +218,26 @@ def test_a_kept_promotion_whose_op_was_reverted_is_dropped_unsent(tmp_path: Path
     journal.append(agent.workspace, [journal.undo_record("revert", "r1", "r1/1", AT, by="rv1"),
                                      journal.undo_record("restore", "r1", "r1/2", AT)])
     s = step(agent, kb, "r2")
-    assert kb.asked == ["alfred/r1/3"]
+    assert kb.asked == ["undo alfred/r1/1", "undo alfred/r1/2", "alfred/r1/3"]  # asked whether they landed, not sent
     assert [(p.op_id, p.outcome) for p in s.promotions] == [("r1/1", "dropped"), ("r1/2", "dropped"), ("r1/3", "created")]
-    assert "reverted since: not sent" in s.promotions[0].reason and kept.read(agent.workspace) == []
+    assert s.promotions[0].reason == "kept since run r1, whose op was reverted since: not sent"
+    assert kept.read(agent.workspace) == []
+
+
+def test_a_lost_answer_whose_op_was_reverted_is_taken_out_of_the_vault(tmp_path: Path) -> None:
+    agent, kb = agent_in(tmp_path / "home"), Kb(tmp_path / "vault")
+    kb.lose = True
+    assert [p.outcome for p in step(agent, kb, "r1", FERRY).promotions] == ["pending"]
+    assert "ferry" in kb.store.names(include_retired=False)  # it landed; dreaming never heard
+    journal.append(agent.workspace, [journal.undo_record("revert", "r1", "r1/1", AT, by="rv1")])
+    kb.down = True
+    waiting = step(agent, kb, "r2")
+    assert waiting.promotions == [] and [k.op_id for k in kept.read(agent.workspace)] == ["r1/1"]
+    kb.down = False
+    [p] = step(agent, kb, "r3").promotions
+    assert (p.outcome, p.note) == ("dropped", "ferry") and "was taken out again" in p.reason
+    assert kb.store.read("ferry") is None and kept.read(agent.workspace) == []
+    assert kb.asked == ["alfred/r1/1", "undo alfred/r1/1", "undo alfred/r1/1"]
 
 
 def test_a_refusal_on_retry_declines_and_leaves_the_queue(tmp_path: Path) -> None:

@@ -56,7 +56,8 @@ class VaultKb:
         return PromotionReply(r.outcome, r.name, r.reason, r.message, r.name_from, r.passed_over, r.linked, r.folded,
                               r.twin_kept, r.write)
 
-    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite) -> UndoReply:
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite | None,
+                             request_id: str = "") -> UndoReply:
         self.undos.append((op_id, write.note))
         if self.down:
             raise PeerUnavailable("kb: UNAVAILABLE: connection refused", "UNAVAILABLE")
@@ -226,7 +227,8 @@ class HeldKb(VaultKb):
         self.entered = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite) -> UndoReply:
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite | None,
+                             request_id: str = "") -> UndoReply:
         self.entered.set()
         await self.release.wait()
         return await super().undo_promotion(agent_id, run_id, op_id, write)

@@ -1,4 +1,4 @@
-"""A promotion request lands once (vault.promotion_record), on every backend (``open_store``)."""
+"""A promotion request lands once and is undone once (vault.promotion_record), on every backend (``open_store``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from collections.abc import Callable
 import pytest
 
 from gateway.errors import InvalidArgument
+from gateway.promotion_write import PromotionWrite
 from services.kb.vault.promotion import CREATED, DECLINED, MERGED, UNCHANGED, UPDATED, PromoteResult
-from services.kb.vault.promotion_record import check_request_id, promote_once
+from services.kb.vault.promotion_record import check_request_id, promote_once, undo_once
 from services.kb.vault.store import VaultStore
+from services.kb.vault.unpromote import UndoResult
 
 OpenStore = Callable[..., VaultStore]
 FACT = "- The kiln in shed two fires at 1200 degrees on Fridays."
@@ -74,3 +76,29 @@ def test_on_postgresql_the_note_and_its_answer_land_together(pg_opener: OpenStor
     assert store.read("kiln") is None and store.promotion("alfred/r1/r1/2") is None
     monkeypatch.undo()
     assert once(store, "alfred/r1/r1/2").outcome == CREATED and store.promotion("alfred/r1/r1/2") is not None
+
+
+def undo(store: VaultStore, request_id: str, write: PromotionWrite | None = None) -> UndoResult:
+    with store.writing():
+        return undo_once(store, write, request_id=request_id, run_id="r1", op_id="r1/2", at=1_700_000_100.0)
+
+
+def test_an_undo_by_request_id_takes_out_the_recorded_write_once(open_store: OpenStore) -> None:
+    store = open_store()
+    once(store, "alfred/r1/r1/2")
+    assert undo(store, "alfred/r9/r9/1").outcome == "gone"  # nothing landed under that id
+    first = undo(store, "alfred/r1/r1/2")
+    assert (first.outcome, first.note, first.deleted) == ("undone", "kiln", True) and store.read("kiln") is None
+    record = store.promotion("alfred/r1/r1/2")
+    assert record is not None and (record.undone_at, record.undo_outcome) == (1_700_000_100.0, "undone")
+    again = undo(store, "alfred/r1/r1/2")
+    assert again.outcome == "undone" and "was undone at" in again.reason
+
+
+def test_an_undo_with_its_write_marks_the_record_too(open_store: OpenStore) -> None:
+    store = open_store()
+    landed = once(store, "alfred/r1/r1/2")
+    assert landed.write is not None and undo(store, "alfred/r1/r1/2", landed.write).outcome == "undone"
+    record = store.promotion("alfred/r1/r1/2")
+    assert record is not None and record.undo_outcome == "undone"
+    assert undo(store, "", landed.write).outcome == "gone"  # no id: the write alone decides
