@@ -11,16 +11,15 @@ point leaves the old file or the new one, never a torn one. Only a dreaming run 
 
 At most ``MAX_KEPT`` (1,000) promotions are kept: the oldest stay, and a newer one that would pass the
 cap is refused (``add`` returns it; the caller logs, audits and reports it). A file that cannot be read
-as this format is moved aside to ``promotions.pending.json.unreadable-<time>`` (never deleted) and logged,
-and the queue starts empty.
+as this format is copied aside to ``promotions.pending.json.unreadable-<its SHA-256, 12 hex>`` (never
+deleted) and logged, and the queue starts empty (the next write replaces the file).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
-import os
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Final
 
 import structlog
 
-from gateway.atomic import write_atomic
+from gateway.atomic import WriteConflict, write_atomic
 
 PENDING: Final = ".dreaming/promotions.pending.json"
 MAX_KEPT: Final = 1000
@@ -88,15 +87,15 @@ def read(workspace: Path) -> list[Kept]:
     try:
         return _parse(data)
     except (ValueError, KeyError, TypeError) as exc:
-        aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
-        with contextlib.suppress(OSError):
-            os.replace(path, aside)
-        log.error("dream_promotions_kept_unreadable", file=str(path), moved_to=str(aside), error=str(exc))
+        aside = path.with_name(f"{path.name}.unreadable-{hashlib.sha256(data).hexdigest()[:12]}")
+        with contextlib.suppress(OSError, WriteConflict):  # WriteConflict: copied aside before
+            write_atomic(aside, data, expected=None, mode=0o600)
+        log.error("dream_promotions_kept_unreadable", file=str(path), copied_to=str(aside), error=str(exc))
         return []
 
 
 def count(workspace: Path) -> int:
-    """How many promotions are kept (0 when the file is missing or unreadable; nothing is moved)."""
+    """How many promotions are kept (0 when the file is missing or unreadable; nothing is copied)."""
     try:
         return len(_parse(_path(workspace).read_bytes()))
     except (OSError, ValueError, KeyError, TypeError):

@@ -117,14 +117,16 @@ def test_past_the_cap_the_oldest_stay_and_the_newer_are_refused(tmp_path: Path, 
     assert [k.op_id for k in kept.read(tmp_path)] == ["r1/1", "r2/1"]
 
 
-def test_an_unreadable_file_is_moved_aside_not_deleted(tmp_path: Path) -> None:
+def test_an_unreadable_file_is_copied_aside_before_it_is_replaced(tmp_path: Path) -> None:
     path = tmp_path / kept.PENDING
     path.parent.mkdir()
     path.write_text('{"version": 1, "kept": [{"requestId": ')
-    assert kept.count(tmp_path) == 0 and path.exists()  # counting moves nothing
-    assert kept.read(tmp_path) == [] and not path.exists()
-    [aside] = path.parent.glob("promotions.pending.json.unreadable-*")
-    assert aside.read_text().startswith('{"version": 1')
+    assert kept.count(tmp_path) == 0 and list(path.parent.iterdir()) == [path]  # counting copies nothing
+    assert kept.read(tmp_path) == [] and kept.read(tmp_path) == []
+    [aside] = path.parent.glob("promotions.pending.json.unreadable-*")  # once, however often it is read
+    assert aside.read_text() == '{"version": 1, "kept": [{"requestId": '
+    assert kept.add(tmp_path, [one("r1", 1, "a")]) == [] and [k.op_id for k in kept.read(tmp_path)] == ["r1/1"]
+    assert aside.exists()
 
 
 WRITER = """
