@@ -75,7 +75,7 @@ def promote_once(store: VaultStore, *, request_id: str, agent_id: str, topic: st
     """``promotion.promote`` answered once per ``request_id`` (module docstring; "" : every call is a new
     request). Run inside the store's ``writing``. Raises as ``promote``."""
     if request_id:
-        found = store.promotion(request_id)
+        found = _mine(store, request_id, agent_id)
         if found is not None:
             log.info("vault_promotion_replayed", agent=agent_id, run=run_id or None, request=request_id,
                      outcome=found.outcome, note=found.note or None)
@@ -96,11 +96,19 @@ def _when(at: float) -> str:
     return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def undo_once(store: VaultStore, write: PromotionWrite | None, *, request_id: str, run_id: str, op_id: str,
-              at: float) -> unpromote.UndoResult:
+def _mine(store: VaultStore, request_id: str, agent_id: str) -> PromotionRecord | None:
+    """``request_id``'s record; InvalidArgument when another agent's promotion was asked under it."""
+    found = store.promotion(request_id)
+    if found is not None and found.agent_id != agent_id:
+        raise InvalidArgument(f"request_id: {request_id[:80]!r} names a promotion of another agent")
+    return found
+
+
+def undo_once(store: VaultStore, write: PromotionWrite | None, *, request_id: str, agent_id: str, run_id: str,
+              op_id: str, at: float) -> unpromote.UndoResult:
     """Undo a promotion from ``write``, else from the write recorded under ``request_id`` (module docstring
     "Undone once"). Run inside the store's ``writing``. Never raises for the vault's state."""
-    found = store.promotion(request_id) if request_id else None
+    found = _mine(store, request_id, agent_id) if request_id else None
     if found is not None and found.undone_at is not None:
         return unpromote.UndoResult(found.undo_outcome or unpromote.GONE, found.note,
                                     f"this promotion was undone at {_when(found.undone_at)}; nothing more to do")

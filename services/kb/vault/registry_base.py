@@ -154,7 +154,7 @@ class SharedVaults(ABC, Generic[V]):
         promotion_record.check_request_id(request_id)
         at = self._clock().timestamp()
         return await self._write(v, lambda store: promotion_record.undo_once(
-            store, write, request_id=request_id, run_id=run_id, op_id=op_id, at=at))
+            store, write, request_id=request_id, agent_id=agent_id, run_id=run_id, op_id=op_id, at=at))
 
     # --- the GC ---------------------------------------------------------------------------
 

@@ -65,7 +65,8 @@ class Kb:
         self.asked.append(f"undo {request_id}")
         if self.down:
             raise DOWN
-        r = promotion_record.undo_once(self.store, write, request_id=request_id, run_id=run_id, op_id=op_id, at=2.0e9)
+        r = promotion_record.undo_once(self.store, write, request_id=request_id, agent_id=agent_id, run_id=run_id,
+                                       op_id=op_id, at=2.0e9)
         return UndoReply(r.outcome, r.note, r.reason, r.deleted)
 
     def text(self, name: str) -> str:

@@ -80,7 +80,8 @@ def test_on_postgresql_the_note_and_its_answer_land_together(pg_opener: OpenStor
 
 def undo(store: VaultStore, request_id: str, write: PromotionWrite | None = None) -> UndoResult:
     with store.writing():
-        return undo_once(store, write, request_id=request_id, run_id="r1", op_id="r1/2", at=1_700_000_100.0)
+        return undo_once(store, write, request_id=request_id, agent_id="alfred", run_id="r1", op_id="r1/2",
+                         at=1_700_000_100.0)
 
 
 def test_an_undo_by_request_id_takes_out_the_recorded_write_once(open_store: OpenStore) -> None:
@@ -102,3 +103,14 @@ def test_an_undo_with_its_write_marks_the_record_too(open_store: OpenStore) -> N
     record = store.promotion("alfred/r1/r1/2")
     assert record is not None and record.undo_outcome == "undone"
     assert undo(store, "", landed.write).outcome == "gone"  # no id: the write alone decides
+
+
+def test_another_agents_request_id_is_refused(open_store: OpenStore) -> None:
+    store = open_store()
+    once(store, "alfred/r1/r1/2")
+    with pytest.raises(InvalidArgument), store.writing():
+        promote_once(store, request_id="alfred/r1/r1/2", agent_id="bob", topic="kiln", reason="", content=FACT,
+                     run_id="r1", at=1.0)
+    with pytest.raises(InvalidArgument), store.writing():
+        undo_once(store, None, request_id="alfred/r1/r1/2", agent_id="bob", run_id="r1", op_id="r1/2", at=1.0)
+    assert store.read("kiln") is not None
