@@ -21,7 +21,19 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from dreaming_support import add, audit, dreaming, journal, read, replies, reviewer, run_ok, start_suite, write_reply
+from dreaming_support import (
+    add,
+    audit,
+    dreaming,
+    journal,
+    read,
+    replies,
+    reviewer,
+    run_ok,
+    shim_sees,
+    start_suite,
+    write_reply,
+)
 from pg_support import Cluster, start_cluster
 from suite_support import ADMIN_KEY, Suite, wait_until, workspace
 
@@ -102,14 +114,16 @@ def suite(tmp_path_factory: pytest.TempPathFactory, database: str) -> Iterator[t
     agents = [{"id": "alfred", "dreaming": dreaming(reviewer("reply.py", tmp / "home" / "replies" / "alfred.json"))}]
     files = {"alfred": {"MEMORY.md": "# Memory\n\n- The office plants need water on Mondays.\n"}}
     shared = {"backend": "postgres", "postgres": {"dsn": database, "connectTimeoutS": 1}}
-    running = start_suite(tmp, agents, services=("kb", "http"), files=files, knowledge={"shared": shared})
+    running = start_suite(tmp, agents, services=("kb",), files=files, knowledge={"shared": shared})
     relay = Relay(running.ports["kb"])
-    os.environ["GATEWAY_KB_HOST"] = RELAY_HOST
     try:
-        running.start("dreaming")
-    finally:
-        del os.environ["GATEWAY_KB_HOST"]
-    try:
+        os.environ["GATEWAY_KB_HOST"] = RELAY_HOST
+        try:
+            running.start("dreaming")
+        finally:
+            del os.environ["GATEWAY_KB_HOST"]
+        running.start("http")  # after dreaming: its channel to dreaming starts on a server that listens
+        wait_until(lambda: shim_sees(running, "dreaming"), 15, "the REST shim to reach dreaming")
         yield running, relay
     finally:
         running.stop_all()
