@@ -106,16 +106,19 @@ class Cluster:
         return done
 
     def start(self) -> None:
-        self.run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                 f"--locale={LOCALE}", "--no-sync")
+        """Start the server (initdb first when the cluster has no data directory yet)."""
+        if not (self.data / "PG_VERSION").exists():
+            self.run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                     f"--locale={LOCALE}", "--no-sync")
         settings = {**SERVER_SETTINGS, **DURABLE_SETTINGS} if self.durable else SERVER_SETTINGS
         options = " ".join(f"-c {k}={v}" for k, v in settings.items())
         self.run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", str(START_TIMEOUT_S),
                  "-o", f"-p {self.port} -k {self.root} {options}", "start")
 
-    def stop(self) -> None:
+    def stop(self, mode: str = "immediate") -> None:
+        """Stop the server (``mode``: pg_ctl's smart, fast or immediate); its data stays for ``start``."""
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
-            self.run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            self.run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
 
     def create_database(self, name: str) -> str:
         """A new empty database ``name``; its DSN."""

@@ -171,7 +171,7 @@ class RunHealth(_message.Message):
     def __init__(self, failures_last_7_days: _Optional[int] = ..., last_failure_at: _Optional[str] = ..., last_failure_reason: _Optional[str] = ..., promoted: _Optional[int] = ..., not_promoted: _Optional[str] = ...) -> None: ...
 
 class DreamStatus(_message.Message):
-    __slots__ = ("agent_id", "scheduled", "mode", "next_run_at", "last_run", "pending", "last_night", "text", "health", "running")
+    __slots__ = ("agent_id", "scheduled", "mode", "next_run_at", "last_run", "pending", "last_night", "text", "health", "running", "kept_promotions")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +182,7 @@ class DreamStatus(_message.Message):
     TEXT_FIELD_NUMBER: _ClassVar[int]
     HEALTH_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
+    KEPT_PROMOTIONS_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     scheduled: bool
     mode: str
@@ -192,7 +193,8 @@ class DreamStatus(_message.Message):
     text: str
     health: RunHealth
     running: str
-    def __init__(self, agent_id: _Optional[str] = ..., scheduled: _Optional[bool] = ..., mode: _Optional[str] = ..., next_run_at: _Optional[str] = ..., last_run: _Optional[_Union[LastRun, _Mapping]] = ..., pending: _Optional[_Iterable[_Union[DreamOp, _Mapping]]] = ..., last_night: _Optional[str] = ..., text: _Optional[str] = ..., health: _Optional[_Union[RunHealth, _Mapping]] = ..., running: _Optional[str] = ...) -> None: ...
+    kept_promotions: int
+    def __init__(self, agent_id: _Optional[str] = ..., scheduled: _Optional[bool] = ..., mode: _Optional[str] = ..., next_run_at: _Optional[str] = ..., last_run: _Optional[_Union[LastRun, _Mapping]] = ..., pending: _Optional[_Iterable[_Union[DreamOp, _Mapping]]] = ..., last_night: _Optional[str] = ..., text: _Optional[str] = ..., health: _Optional[_Union[RunHealth, _Mapping]] = ..., running: _Optional[str] = ..., kept_promotions: _Optional[int] = ...) -> None: ...
 
 class ListDreamRunsRequest(_message.Message):
     __slots__ = ("agent_id", "page_size", "page_token")

@@ -308,18 +308,20 @@ class SharedNoteMoved(_message.Message):
     def __init__(self, from_name: _Optional[str] = ..., to_name: _Optional[str] = ...) -> None: ...
 
 class PromoteFactRequest(_message.Message):
-    __slots__ = ("agent_id", "topic", "reason", "content", "run_id")
+    __slots__ = ("agent_id", "topic", "reason", "content", "run_id", "request_id")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     topic: str
     reason: str
     content: str
     run_id: str
-    def __init__(self, agent_id: _Optional[str] = ..., topic: _Optional[str] = ..., reason: _Optional[str] = ..., content: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, agent_id: _Optional[str] = ..., topic: _Optional[str] = ..., reason: _Optional[str] = ..., content: _Optional[str] = ..., run_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class PromoteFactResponse(_message.Message):
     __slots__ = ("outcome", "name", "name_from", "passed_over", "linked", "folded", "twin_kept", "held", "seed", "reason", "message", "weight", "write")
@@ -376,16 +378,18 @@ class PromotionWrite(_message.Message):
     def __init__(self, note: _Optional[str] = ..., project: _Optional[str] = ..., kind: _Optional[str] = ..., offset: _Optional[int] = ..., removed: _Optional[str] = ..., added: _Optional[str] = ..., block: _Optional[str] = ..., hash_before: _Optional[str] = ..., hash_after: _Optional[str] = ..., folded_twin: _Optional[str] = ...) -> None: ...
 
 class UndoPromotionRequest(_message.Message):
-    __slots__ = ("agent_id", "run_id", "op_id", "write")
+    __slots__ = ("agent_id", "run_id", "op_id", "write", "request_id")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     WRITE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     run_id: str
     op_id: str
     write: PromotionWrite
-    def __init__(self, agent_id: _Optional[str] = ..., run_id: _Optional[str] = ..., op_id: _Optional[str] = ..., write: _Optional[_Union[PromotionWrite, _Mapping]] = ...) -> None: ...
+    request_id: str
+    def __init__(self, agent_id: _Optional[str] = ..., run_id: _Optional[str] = ..., op_id: _Optional[str] = ..., write: _Optional[_Union[PromotionWrite, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class UndoPromotionResponse(_message.Message):
     __slots__ = ("outcome", "note", "reason", "message", "deleted", "twin_restored")

@@ -317,7 +317,8 @@ class KnowledgeServicer:
         a note changed since gets the promoted block taken out when it still
         stands there verbatim once. Anything else is left as it is: the outcome
         "left" with the reason, not an error. Serialised with the vault's
-        promotions; what changed is reindexed at once. Needs write access;
+        promotions; what changed is reindexed at once. The write is the one
+        given, else the one recorded under the request id. Needs write access;
         FAILED_PRECONDITION when the shared KB is off for the agent. Internal: no
         REST route.
         """

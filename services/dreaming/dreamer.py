@@ -46,6 +46,7 @@ from services.dreaming.schedule import quiet
 from services.dreaming.schedule.quiet import ActivitySource
 from services.dreaming.schedule.scheduler import Readiness, Scheduler, schedulable
 from services.dreaming.schedule.state import Busy, RunLock, RunSummary, StateStore
+from services.dreaming.vault import kept
 
 log = structlog.get_logger()
 
@@ -65,6 +66,7 @@ class Status:
     last_ops: OpCounts = OpCounts()
     health: Health = Health()
     running: str = ""
+    kept_promotions: int = 0
 
 
 def why_not_scheduled(agent: AgentConfig) -> str:
@@ -257,5 +259,5 @@ class Dreamer:
             last_night=state.last_night.isoformat() if state.last_night else "", why_not=why_not_scheduled(agent),
             last_ops=digest.facts.ops if last is not None else OpCounts(),
             health=health_of(digest.facts, last, self._deps.now()),
-            running=running,
+            running=running, kept_promotions=kept.count(agent.workspace),
         )

@@ -19,9 +19,9 @@ The order (docs/concepts/dreaming.md "A run, in order"):
    ``history.pending.proposed`` says what the applier would do with each proposal now;
 8. ``apply.restore.check_commit``: the recall check, every removed entry found by Search, else
    the file's pre-image is restored;
-9. ``vault.promotion.promote_applied``: shared promotion of the applied durable adds (only when
-   the agent's shared KB is on and in ``auto`` mode; it never fails the run), each write journaled
-   so a revert can take it out;
+9. ``vault.promotion.promote_applied``: shared promotion of the promotions kept by earlier runs
+   (the KB was unavailable), then of the applied durable adds (only when the agent's shared KB is
+   on and in ``auto`` mode; it never fails the run), each write journaled so a revert can take it out;
 10. ``vault.gc.after_run``: a scheduled run in auto mode asks the KB for the shared vault's GC;
 11. ``records.audit.record_run``: one DREAMS.md entry, the audit.jsonl records, the metrics.
 
@@ -66,6 +66,7 @@ from services.dreaming.records import audit
 from services.dreaming.review import ask, transcripts
 from services.dreaming.review.ask import Review
 from services.dreaming.vault import gc, promotion
+from services.dreaming.vault.kept import count as kept_count
 
 T = TypeVar("T")
 
@@ -163,7 +164,7 @@ async def run(
         status = "applied" if any(r.status == "applied" for r in results) else "nothing"
         report = replace(report, status=status, notes=tuple(notes), files=_changes(agent, began, changed))
     results = _in_order(results)
-    if deps.promoter is not None and agent.knowledge.shared.enabled and promotion.promotable(results):
+    if deps.promoter is not None and agent.knowledge.shared.enabled and (promotion.promotable(results) or kept_count(ws)):
         on_step("promotion")
     promoted = await promotion.promote_applied(agent, deps.promoter, run_id, at, results)  # (9)
     report = replace(report, ops=tuple(results), notes=(*report.notes, *promoted.notes), promotions=tuple(promoted.promotions),

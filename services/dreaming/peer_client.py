@@ -146,9 +146,11 @@ class KbIndex:
             raise _unavailable("kb", err) from None
         return reply.message
 
-    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
+    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str,
+                      request_id: str) -> PromotionReply:
         """``PromoteFact``: one shared promotion (``vault.promotion.Promoter``). Raises PeerUnavailable."""
-        request = kb_pb2.PromoteFactRequest(agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id)
+        request = kb_pb2.PromoteFactRequest(agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id,
+                                            request_id=request_id)
         try:
             r = await self._stub.PromoteFact(request, timeout=PROMOTE_DEADLINE_S, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:
@@ -157,9 +159,12 @@ class KbIndex:
                               passed_over=r.passed_over, linked=tuple(r.linked), folded=r.folded, twin_kept=r.twin_kept,
                               write=promotion_write.from_proto(r.write) if r.HasField("write") else None)
 
-    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite) -> UndoReply:
-        """``UndoPromotion``: undo one promotion's write (a revert). Raises PeerUnavailable."""
-        request = kb_pb2.UndoPromotionRequest(agent_id=agent_id, run_id=run_id, op_id=op_id, write=promotion_write.to_proto(write))
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite | None,
+                             request_id: str) -> UndoReply:
+        """``UndoPromotion``: undo one promotion's write, or the one recorded under ``request_id``. Raises
+        PeerUnavailable."""
+        request = kb_pb2.UndoPromotionRequest(agent_id=agent_id, run_id=run_id, op_id=op_id, request_id=request_id,
+                                              write=None if write is None else promotion_write.to_proto(write))
         try:
             r = await self._stub.UndoPromotion(request, timeout=UNDO_DEADLINE_S, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:

@@ -66,6 +66,9 @@ def status_text(status: Status) -> str:
     else:
         lines.append("  last run: none yet")
     lines += health_lines(status.health, last is not None)
+    if status.kept_promotions:
+        lines.append(f"  shared vault: {status.kept_promotions} promotion(s) kept on this host (the KB or its vault was "
+                     "unavailable); the next run retries them")
     if status.pending:
         lines.append(f"  pending proposals ({len(status.pending)}): accept with `gateway dream accept {status.agent_id} ID…`")
         for r in status.pending:

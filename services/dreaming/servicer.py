@@ -108,7 +108,7 @@ def status_pb(status: Status, *, text: bool = True) -> dreaming_pb2.DreamStatus:
         pending=[op_pb(r) for r in status.pending], last_night=status.last_night, text=status_text(status) if text else "",
         health=pb.RunHealth(failures_last_7_days=h.failures, last_failure_at=h.last_failure_at,
                             last_failure_reason=h.last_failure_reason, promoted=h.promoted, not_promoted=h.not_promoted),
-        running=status.running,
+        running=status.running, kept_promotions=status.kept_promotions,
     )
 
 

@@ -263,7 +263,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     async def PromoteFact(self, request: kb_pb2.PromoteFactRequest, context: grpc.aio.ServicerContext) -> kb_pb2.PromoteFactResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
         r = await self._vaults.promote(request.agent_id, request.topic, request.reason, request.content, request.run_id,
-                                      caller_label() or "")
+                                      caller_label() or "", request.request_id)
         return pb.PromoteFactResponse(
             outcome=r.outcome, name=r.name, name_from=r.name_from, passed_over=r.passed_over, linked=list(r.linked),
             folded=r.folded, twin_kept=r.twin_kept, held=r.held, seed=r.seed, reason=r.reason, message=r.message,
@@ -273,10 +273,11 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def UndoPromotion(self, request: kb_pb2.UndoPromotionRequest, context: grpc.aio.ServicerContext) -> kb_pb2.UndoPromotionResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
-        if not request.HasField("write"):
-            raise InvalidArgument("write is required: the promotion's write, as PromoteFact reported it")
-        write = check_write(promotion_write.from_proto(request.write))
-        r = await self._vaults.undo_promotion(request.agent_id, write, request.run_id, request.op_id)
+        if not request.HasField("write") and not request.request_id:
+            raise InvalidArgument("write or request_id is required: the promotion's write, as PromoteFact reported "
+                                  "it, or its request id")
+        write = check_write(promotion_write.from_proto(request.write)) if request.HasField("write") else None
+        r = await self._vaults.undo_promotion(request.agent_id, write, request.run_id, request.op_id, request.request_id)
         return pb.UndoPromotionResponse(outcome=r.outcome, note=r.note, reason=r.reason, message=r.message,
                                         deleted=r.deleted, twin_restored=r.twin_restored)
 

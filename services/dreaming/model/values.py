@@ -141,9 +141,11 @@ class Promotion:
     """What became of one applied durable add offered to the shared vault (``vault/promotion.py``).
 
     ``outcome``: the KB's created, merged, updated, unchanged or declined, or
-    ``skipped`` (the add carried no fact and was never sent). ``note``: the
+    ``skipped`` (the add carried no fact and was never sent), ``pending`` (kept
+    on the host to retry) or ``dropped`` (kept, then its op was reverted). ``note``: the
     shared note that holds the fact now ("" when none). ``reason``: why.
-    ``write``: what the promotion wrote (None when it wrote nothing)."""
+    ``write``: what the promotion wrote (None when it wrote nothing). ``retry_of``:
+    the run that kept it, for a kept promotion a later run retried ("" otherwise)."""
 
     op_id: str
     proposal_id: str
@@ -156,6 +158,7 @@ class Promotion:
     folded: bool = False
     twin_kept: bool = False
     write: PromotionWrite | None = None
+    retry_of: str = ""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@
   the run promoted nothing to the shared vault, "" when it promoted), one ``op`` record per
   proposal (applied, skipped, proposed or restored, with its reason and the
   full proposal), one ``promotion`` record per applied durable add offered to
-  the shared vault (its outcome, the note, the reason, the links added),
+  the shared vault (its outcome, the note, the reason, the links added; a
+  kept promotion a later run retried is that run's, with ``retryOf`` naming
+  the run it came from),
   ``accepted`` records for proposals accepted later, ``rejected`` records (the
   id, when and by which key label: ``history/reject.py``), ``revert`` records (the
   ops undone, and what became of each shared promotion of them: ``vault``, and
@@ -141,6 +143,7 @@ def run_records(report: RunReport) -> list[Record]:
             "kind": "promotion", "run": report.run_id, "op": m.op_id, "id": m.proposal_id, "outcome": m.outcome,
             "note": m.note, "reason": m.reason, "nameFrom": m.name_from, "passedOver": m.passed_over,
             "linked": list(m.linked), "folded": m.folded, "twinKept": m.twin_kept,
+            **({"retryOf": m.retry_of} if m.retry_of else {}),
         })
     return out
 

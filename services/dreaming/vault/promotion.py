@@ -30,13 +30,29 @@ and ``- Docs: https://example.com/guide.md`` is not a local reference.
 **Outcomes.** Each promotion's outcome goes into the run's report (one note
 line per promotion) and audit.jsonl (one ``promotion`` record each): the KB's
 ``created``, ``merged``, ``updated``, ``unchanged`` or ``declined`` with its
-reason and the links added; ``skipped`` for an add with no fact. A KB that
-cannot answer, or any other failure of the call, is ``declined`` with the
-error and never fails the local dream; once the KB is unreachable
-(``UNAVAILABLE``, ``DEADLINE_EXCEEDED``), the remaining adds are declined
-without a call. Declines are logged (``dream_promotion`` at warning level).
-A run cancelled during promotion declines the rest, is audited, and then the
-cancellation goes on (``Step.cancelled``).
+reason and the links added; ``skipped`` for an add with no fact. Any failure
+of the call never fails the local dream. When the KB, or the vault behind it,
+is unavailable (``UNREACHABLE``: ``UNAVAILABLE``, ``DEADLINE_EXCEEDED``), the
+promotion is ``pending``: kept on the host (``kept``) and retried by a later
+run, and the remaining adds are kept without a call. Any other failure is
+``declined`` with the error. A run cancelled during promotion keeps the
+promotion asked and the rest, is audited, and then the cancellation goes on
+(``Step.cancelled``). Declines are logged (``dream_promotion`` at warning level).
+
+**Kept and retried.** Every promotion is asked under a request id stable across
+retries (``kept.request_id``: ``<agent>/<run>/<n>``); the KB answers an id once,
+so a promotion whose answer was lost (a deadline passed while the KB wrote) is
+never written twice. Step 9 of every run of the agent in ``auto`` mode begins
+with the kept promotions (``retry_kept``), oldest first, before (or without)
+the run's own: one whose op was reverted or restored since is ``dropped``, not
+sent (the KB is asked to undo whatever landed under its request id: a promotion
+whose answer was lost); one the KB answers leaves the queue, its outcome reported by this run with
+``retry_of`` naming the run it came from, and its write journaled under that
+run and op, so reverting the original run or op takes it out of the vault; one
+still unreachable stays, and so do the rest. A promotion the KB refuses on a
+retry for another reason is ``declined`` and leaves the queue. The queue holds at
+most ``kept.MAX_KEPT`` promotions: a newer one past the cap is ``declined``
+(saying so), logged and noted in the run's audit.
 
 **Nothing promoted.** When no promotion of a run landed (created, merged or
 updated), ``not_promoted`` says why in plain words, audited as the run record's
@@ -55,7 +71,7 @@ import asyncio
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
 import structlog
@@ -65,6 +81,8 @@ from gateway.promotion_write import PromotionWrite
 from services.dreaming.model.values import DURABLE, MEMORY_FILES, PROPOSE, OpResult, Promotion
 from services.dreaming.records import journal
 from services.dreaming.records.jsonl import Record
+from services.dreaming.vault import kept
+from services.dreaming.vault.kept import Kept
 
 log = structlog.get_logger()
 
@@ -79,10 +97,13 @@ UNREACHABLE: Final = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
 PROMOTION: Final = "promotion"  # the journal record kind of a promotion's write
 SKIPPED: Final = "skipped"
 DECLINED: Final = "declined"
+PENDING: Final = "pending"  # kept on the host, retried by a later run
+DROPPED: Final = "dropped"  # a kept promotion whose op was reverted: never sent
 STEP: Final = "promotion"
 LANDED: Final = frozenset({"created", "merged", "updated"})  # the outcomes that wrote the fact to the vault
 _MISSED: Final = {"unchanged": "already in the shared vault", SKIPPED: "no fact (index pointers only)",
-                  DECLINED: "refused"}
+                  DECLINED: "refused", PENDING: "kept on this host to retry (the KB was unavailable)",
+                  DROPPED: "dropped (their op was reverted)"}
 
 _BULLET: Final = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+(?:\[[ xX]\]\s+)?")
 _HEADING: Final = re.compile(r"^\s{0,3}#{1,6}(?:\s|$)")
@@ -124,13 +145,16 @@ class UndoReply:
 class Promoter(Protocol):
     """The shared vault as dreaming sees it (the KB over gRPC)."""
 
-    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
-        """One promotion. Raises when the KB cannot answer; an exception whose ``code`` attribute is
-        in UNREACHABLE means the KB cannot be reached at all."""
+    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str,
+                      request_id: str) -> PromotionReply:
+        """One promotion, asked under ``request_id`` (the KB answers an id once). Raises when the KB cannot
+        answer; an exception whose ``code`` attribute is in UNREACHABLE means the KB or its vault is unavailable."""
         ...
 
-    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite) -> UndoReply:
-        """Undo one promotion's write (a revert). Raises when the KB cannot answer, as ``promote``."""
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite | None,
+                             request_id: str) -> UndoReply:
+        """Undo one promotion's write, else the write the KB recorded under ``request_id`` (a revert; a kept
+        promotion whose op was reverted). Raises when the KB cannot answer, as ``promote``."""
         ...
 
 
@@ -214,25 +238,150 @@ class Step:
         self.notes.append(f"Shared promotion of {promotion.op_id}: {message}")
 
 
-def _declined(r: OpResult, reason: str) -> Promotion:
-    return Promotion(r.op_id, r.proposal.id, DECLINED, "", reason)
+def _from_reply(op_id: str, proposal_id: str, reply: PromotionReply, retry_of: str = "") -> Promotion:
+    return Promotion(op_id, proposal_id, reply.outcome, reply.name, reply.reason, reply.name_from, reply.passed_over,
+                     reply.linked, reply.folded, reply.twin_kept, reply.write, retry_of)
+
+
+def _unreachable(exc: BaseException) -> bool:
+    return getattr(exc, "code", None) in UNREACHABLE
+
+
+async def retry_kept(agent: AgentConfig, promoter: Promoter, at: str, step: Step) -> str:
+    """The kept promotions, oldest first (module docstring "Kept and retried"), reported in ``step``;
+    why the KB is still unreachable ("" when it answered them all). Never raises."""
+    ws = agent.workspace
+    queue = kept.read(ws)
+    if not queue:
+        return ""
+    step.steps.append(STEP)
+    records = journal.read(ws)
+    undone = {(r.get("run"), r.get("op")) for r in records if r.get("kind") in ("revert", "restore")}
+    journaled = {(r.get("run"), r.get("op")) for r in records if r.get("kind") == PROMOTION}
+    left: list[Kept] = []
+    landed: list[tuple[Kept, Promotion]] = []
+    unreachable = ""
+    for k in queue:
+        if unreachable or step.cancelled:
+            left.append(k)
+            continue
+        if (k.run_id, k.op_id) in undone:
+            try:
+                dropped = await _drop(agent.id, promoter, k)
+            except asyncio.CancelledError:
+                step.cancelled = True
+                left.append(k)
+                continue
+            if dropped is None:
+                unreachable = "the KB could not say whether a reverted op's promotion had landed"
+                left.append(k)
+            else:
+                step.add(dropped, f"dropped: {dropped.reason}")
+            continue
+        try:
+            reply = await promoter.promote(agent.id, k.topic, k.reason, k.fact, k.run_id, k.request_id)
+        except asyncio.CancelledError:
+            step.cancelled = True
+            left.append(k)
+            continue
+        except Exception as exc:  # noqa: BLE001 - the KB could not promote it: kept, or declined
+            if _unreachable(exc):
+                unreachable = str(exc)
+                left.append(replace(k, error=str(exc)))
+                continue
+            why = f"kept since run {k.run_id}, the KB could not promote it on a retry ({exc}); no longer kept"
+            step.add(Promotion(k.op_id, k.proposal_id, DECLINED, "", why, retry_of=k.run_id), f"declined: {why}")
+            continue
+        promotion = _from_reply(k.op_id, k.proposal_id, reply, k.run_id)
+        step.add(promotion, f"{reply.message} (kept since run {k.run_id}, retried)")
+        if promotion.write is not None and (k.run_id, k.op_id) not in journaled:
+            landed.append((k, promotion))
+    step.notes += _settle_kept(agent, at, left, landed)
+    if left:
+        step.notes.append(f"{len(left)} kept promotion(s) still wait for the shared vault"
+                          + (f" (the KB: {unreachable})" if unreachable else "") + "; the next run retries them.")
+    return unreachable
+
+
+async def _drop(agent_id: str, promoter: Promoter, k: Kept) -> Promotion | None:
+    """``k``, whose op was reverted since it was kept, dropped unsent; a promotion of it that landed while
+    its answer was lost is undone by its request id. None when the KB is unreachable (``k`` stays kept)."""
+    why = f"kept since run {k.run_id}, whose op was reverted since: not sent"
+    try:
+        reply = await promoter.undo_promotion(agent_id, k.run_id, k.op_id, None, k.request_id)
+    except Exception as exc:  # noqa: BLE001 - unreachable: kept; any other failure: said, dropped
+        if _unreachable(exc):
+            return None
+        why += f"; the KB could not say whether it had landed ({exc})"
+        return Promotion(k.op_id, k.proposal_id, DROPPED, "", why, retry_of=k.run_id)
+    if reply.outcome == "undone":
+        why += f"; it had landed in shared note {reply.note!r} (its answer was lost) and was taken out again"
+    elif reply.outcome != "gone":
+        why += (f"; it had landed in shared note {reply.note!r} (its answer was lost) and was left there: "
+                f"{reply.reason}; take the fact out by hand if it should go")
+    return Promotion(k.op_id, k.proposal_id, DROPPED, reply.note if reply.outcome != "gone" else "", why,
+                     retry_of=k.run_id)
+
+
+def _settle_kept(agent: AgentConfig, at: str, left: list[Kept], landed: list[tuple[Kept, Promotion]]) -> list[str]:
+    """Journal the retried writes under their original run, then rewrite the queue with ``left``; notes of the
+    run when either fails. A write not journaled stays kept: its retry gets the KB's recorded answer back."""
+    notes: list[str] = []
+    try:
+        journal.append(agent.workspace, [write_record(k.run_id, p, at) for k, p in landed])
+    except OSError as exc:
+        log.error("dream_promotion_not_journaled", agent=agent.id, error=str(exc))
+        notes.append(f"The retried promotions could not be journaled ({exc}); they stay kept and are retried again.")
+        left = [*left, *(k for k, _ in landed)]
+    try:
+        kept.write(agent.workspace, left)
+    except OSError as exc:
+        log.error("dream_promotions_kept_not_written", agent=agent.id, error=str(exc))
+        notes.append(f"The kept promotions could not be rewritten ({exc}); the next run asks them again, and the KB "
+                     "answers each request once.")
+    return notes
+
+
+def _keep(agent: AgentConfig, at: str, step: Step, waiting: list[tuple[int, Kept]]) -> None:
+    """Keep ``waiting`` (their index in ``step``, reported ``pending``); one refused (the cap, a write that
+    failed) is ``declined`` instead, logged and noted."""
+    if not waiting:
+        return
+    try:
+        refused = {k.request_id for k in kept.add(agent.workspace, [k for _, k in waiting])}
+        why = f"not kept: the host already keeps {kept.MAX_KEPT:,} promotions waiting for the shared vault"
+    except OSError as exc:
+        refused = {k.request_id for _, k in waiting}
+        why = f"not kept: {kept.PENDING} could not be written ({exc})"
+    for index, k in waiting:
+        if k.request_id in refused:
+            log.error("dream_promotion_not_kept", agent=agent.id, op=k.op_id, reason=why)
+            step.promotions[index] = replace(step.promotions[index], outcome=DECLINED, reason=f"{k.error}; {why}")
+            step.notes[index] = f"Shared promotion of {k.op_id}: declined: {k.error}; {why}"
+    if refused:
+        step.notes.append(f"{len(refused)} promotion(s) of this run were dropped, {why}.")
 
 
 async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id: str, at: str,
                           results: Sequence[OpResult]) -> Step:
-    """Step 9 for a run whose ops are ``results`` (module docstring), each write journaled at ``at``
-    so a revert can take it out. Never raises: a cancellation is reported in ``Step.cancelled``."""
+    """Step 9 for a run whose ops are ``results`` (module docstring): the kept promotions first, then the
+    run's own, each write journaled at ``at`` so a revert can take it out. Never raises: a cancellation is
+    reported in ``Step.cancelled``."""
     step = Step()
     shared = agent.knowledge.shared
     adds = promotable(results)
-    if not adds or not shared.enabled or promoter is None:
+    if not shared.enabled or promoter is None:
         return step
     if shared.mode != "auto":
-        step.notes.append(f"Shared promotion is off (knowledge.shared.mode is {shared.mode!r}): "
-                          f"{len(adds)} applied durable add(s) stay in this agent's memory only.")
+        if adds:
+            step.notes.append(f"Shared promotion is off (knowledge.shared.mode is {shared.mode!r}): "
+                              f"{len(adds)} applied durable add(s) stay in this agent's memory only.")
         return step
-    step.steps.append(STEP)
-    unreachable = ""
+    unreachable = await retry_kept(agent, promoter, at, step)
+    first = len(step.promotions)
+    if adds and STEP not in step.steps:
+        step.steps.append(STEP)
+    waiting: list[tuple[int, Kept]] = []
     for r in adds:
         p = r.proposal
         text = fact_text(p.content)
@@ -241,30 +390,38 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
                    "only in this agent's workspace")
             step.add(Promotion(r.op_id, p.id, SKIPPED, "", why), f"skipped: {why}")
             continue
+        ask = Kept(kept.request_id(agent.id, r.op_id), run_id, r.op_id, p.id, p.topic, p.reason, text, at, "")
         if step.cancelled or unreachable:
-            why = "the run was cancelled before this promotion" if step.cancelled else f"not attempted: {unreachable}"
-            step.add(_declined(r, why), f"declined: {why}")
+            why = "the run was cancelled before it was asked" if step.cancelled else f"not asked: the KB is unavailable ({unreachable})"
+            waiting.append((len(step.promotions), replace(ask, error=why)))
+            step.add(Promotion(r.op_id, p.id, PENDING, "", f"{why}; kept on this host, a later run retries it"),
+                     f"pending: {why}; kept on this host, a later run retries it")
             continue
         try:
-            reply = await promoter.promote(agent.id, p.topic, p.reason, text, run_id)
+            reply = await promoter.promote(agent.id, p.topic, p.reason, text, run_id, ask.request_id)
         except asyncio.CancelledError:
             step.cancelled = True
-            why = "the run was cancelled while this promotion was asked of the KB; it may or may not have landed"
-            step.add(_declined(r, why), f"declined: {why}")
+            why = "the run was cancelled while the KB was asked (it may have landed: the retry gets the KB's answer)"
+            waiting.append((len(step.promotions), replace(ask, error=why)))
+            step.add(Promotion(r.op_id, p.id, PENDING, "", f"{why}; kept on this host"), f"pending: {why}; kept on this host")
             continue
         except Exception as exc:  # noqa: BLE001 - the KB could not promote: the local dream stands
             why = f"the KB could not promote it ({exc})"
-            if getattr(exc, "code", None) in UNREACHABLE:
-                unreachable = f"the KB was unreachable for an earlier promotion of this run ({exc})"
-            step.add(_declined(r, why), f"declined: {why}")
+            if _unreachable(exc):
+                unreachable = str(exc)
+                waiting.append((len(step.promotions), replace(ask, error=why)))
+                step.add(Promotion(r.op_id, p.id, PENDING, "", f"{why}; kept on this host, a later run retries it"),
+                         f"pending: {why}; kept on this host, a later run retries it")
+                continue
+            step.add(Promotion(r.op_id, p.id, DECLINED, "", why), f"declined: {why}")
             continue
-        step.add(Promotion(r.op_id, p.id, reply.outcome, reply.name, reply.reason, reply.name_from, reply.passed_over,
-                           reply.linked, reply.folded, reply.twin_kept, reply.write), reply.message)
+        step.add(_from_reply(r.op_id, p.id, reply), reply.message)
+    _keep(agent, at, step, waiting)
     for promotion in step.promotions:
-        (log.warning if promotion.outcome == DECLINED else log.info)(
+        (log.warning if promotion.outcome in (DECLINED, PENDING) else log.info)(
             "dream_promotion", agent=agent.id, run=run_id, op=promotion.op_id, outcome=promotion.outcome,
-            note=promotion.note or None, reason=promotion.reason)
-    step.notes += _journaled(agent, run_id, at, step.promotions)
+            note=promotion.note or None, reason=promotion.reason, retry_of=promotion.retry_of or None)
+    step.notes += _journaled(agent, run_id, at, step.promotions[first:])
     return step
 
 

@@ -11,6 +11,8 @@ KB (``UndoPromotion``), which undoes it exactly or leaves the note as it is.
 - **Which:** the promotions of the ops the revert covers (the ops it undoes now
   and those already undone before), newest op first, so that two promotions of
   one run into one note come out in the reverse order they went in.
+- **By request id too:** each undo names the promotion's request id
+  (``kept.request_id``), so the KB marks its record undone.
 - **Once:** an ``unpromote`` record marks each promotion whose undo happened
   (``undone``, or ``gone``: the note no longer existed); a later revert never
   undoes it again. A promotion ``left`` (the note was edited since, the KB
@@ -32,6 +34,7 @@ import structlog
 from gateway.promotion_write import PromotionWrite
 from services.dreaming.model.values import VaultUndo
 from services.dreaming.records.jsonl import Record
+from services.dreaming.vault import kept
 from services.dreaming.vault.promotion import PROMOTION, UNREACHABLE, Promoter
 
 log = structlog.get_logger()
@@ -88,7 +91,7 @@ async def undo_all(promoter: Promoter | None, agent_id: str, run_id: str, writes
             out.append(left(f"not attempted: {unreachable}; revert the run again once the KB answers"))
             continue
         try:
-            reply = await promoter.undo_promotion(agent_id, run_id, op_id, w)
+            reply = await promoter.undo_promotion(agent_id, run_id, op_id, w, kept.request_id(agent_id, op_id))
         except Exception as exc:  # noqa: BLE001 - the KB could not undo it: the local revert stands
             if getattr(exc, "code", None) in UNREACHABLE:
                 unreachable = f"the KB was unreachable ({exc})"

@@ -130,7 +130,8 @@ class PromoteResult:
     reason says so). ``held``/``seed``/``weight``: the merge target's seed words
     held, of the seed's size, and the share of the seed's weight they carry (0
     when there was no merge). ``reason``: why this outcome. ``write``: what was written, exactly
-    enough to undo it (``unpromote``); None when nothing was."""
+    enough to undo it (``unpromote``); None when nothing was. ``replayed``: the answer recorded for a
+    request asked before (``promotion_record``); this call wrote nothing."""
 
     outcome: str
     name: str
@@ -144,6 +145,7 @@ class PromoteResult:
     seed: int = 0
     weight: float = 0.0
     write: PromotionWrite | None = None
+    replayed: bool = False
 
     @property
     def message(self) -> str:

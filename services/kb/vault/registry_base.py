@@ -22,7 +22,7 @@ from gateway.promotion_write import PromotionWrite
 from services.kb.archive import retrieval_log
 from services.kb.graph.model import GraphReport
 from services.kb.index.search import SearchResult
-from services.kb.vault import gc, listing, notes, promotion, retirement, unpromote
+from services.kb.vault import gc, listing, notes, promotion, promotion_record, retirement, unpromote
 from services.kb.vault.store import Authors, VaultStore, Writer
 
 log = structlog.get_logger()
@@ -124,9 +124,11 @@ class SharedVaults(ABC, Generic[V]):
     async def restore(self, agent_id: str, name: str) -> retirement.RestoreResult:
         return await self._write(self._vault(agent_id), retirement.restore, name)
 
-    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str, key: str = "") -> promotion.PromoteResult:
-        """One nightly promotion (``promotion``). FailedPrecondition when the agent's shared KB is
-        off or its ``mode`` is ``propose`` (promotion is then never made)."""
+    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str, key: str = "",
+                      request_id: str = "") -> promotion.PromoteResult:
+        """One nightly promotion (``promotion``), answered once per ``request_id`` (``promotion_record``).
+        FailedPrecondition when the agent's shared KB is off or its ``mode`` is ``propose`` (promotion is
+        then never made); InvalidArgument for a malformed request."""
         self._vault(agent_id)  # a shared KB that is off is named before the mode
         if self._settings[agent_id].mode != "auto":
             raise FailedPrecondition(
@@ -134,18 +136,25 @@ class SharedVaults(ABC, Generic[V]):
                 f"{self._settings[agent_id].mode!r}, not 'auto')"
             )
         promotion.check_request(topic, content)
+        promotion_record.check_request_id(request_id)
+        at = self._clock().timestamp()
         return await self._authored(
             agent_id,
-            lambda store: promotion.promote(store, agent_id=agent_id, topic=topic, reason=reason,
-                                            content=content, run_id=run_id),
-            lambda r: None if r.write is None else (r.name, r.write.kind == "created"), key, run_id)
+            lambda store: promotion_record.promote_once(store, request_id=request_id, agent_id=agent_id, topic=topic,
+                                                        reason=reason, content=content, run_id=run_id, at=at),
+            lambda r: None if r.write is None or r.replayed else (r.name, r.write.kind == "created"), key, run_id)
 
-    async def undo_promotion(self, agent_id: str, write: PromotionWrite, run_id: str, op_id: str) -> unpromote.UndoResult:
-        """Undo one promotion's write (``unpromote``), serialised with the vault's other writes (its
-        promotions included). FailedPrecondition when the agent's shared KB is off; an undo is allowed
-        whatever the ``mode`` (it takes out what a promotion wrote, it promotes nothing)."""
+    async def undo_promotion(self, agent_id: str, write: PromotionWrite | None, run_id: str, op_id: str,
+                             request_id: str = "") -> unpromote.UndoResult:
+        """Undo one promotion's write (``unpromote``), or the one recorded under ``request_id``
+        (``promotion_record.undo_once``), serialised with the vault's other writes (its promotions
+        included). FailedPrecondition when the agent's shared KB is off; an undo is allowed whatever the
+        ``mode`` (it takes out what a promotion wrote, it promotes nothing)."""
         v = self._vault(agent_id)
-        return await self._write(v, lambda store: unpromote.undo(store, write, run_id=run_id, op_id=op_id))
+        promotion_record.check_request_id(request_id)
+        at = self._clock().timestamp()
+        return await self._write(v, lambda store: promotion_record.undo_once(
+            store, write, request_id=request_id, agent_id=agent_id, run_id=run_id, op_id=op_id, at=at))
 
     # --- the GC ---------------------------------------------------------------------------
 

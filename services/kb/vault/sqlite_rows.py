@@ -1,11 +1,16 @@
-"""The SQLite vault store's rows beside the index: authors, the retrieval log, the GC's lifecycle and its day
-(docs/concepts/vault.md "Shared vault", Listing the notes and The vault's GC).
+"""The SQLite vault store's rows beside the index: authors, the retrieval log, the GC's lifecycle and its day,
+the answers of promotion requests (docs/concepts/vault.md "Shared vault", Listing the notes, The vault's GC
+and Promotion requests).
 
 ``kb_note_authors``: one row per live name, the write that created the note and the latest that changed
 it; a retired note shares its live name's row. ``kb_retrieval_log`` (the archive's table) is folded by
 ``claim_day`` into ``kb_note_lifecycle`` (per live name: last retrieved, count, when the GC retired it)
 in the transaction that claims the day in ``kb_meta``, rows above ``kb_meta.vault_gc_folded_id`` only,
-so nothing is counted twice; the rows folded are deleted.
+so nothing is counted twice; the rows folded are deleted. ``kb_promotions``: one row per promotion request
+id that got an answer (the PostgreSQL vault's ``promotions`` table).
+
+Each table is made by the first call that writes it (``CREATE TABLE IF NOT EXISTS``): that is how this
+index adds a table without a schema-version change, which would drop and rebuild the index.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
+import json
+
 import apsw
 
 from services.kb.archive.retrieval_log import KINDS, Retrieved
 from services.kb.index.meta import get_meta, set_meta
 from services.kb.vault.names import live_name, name_from_path
-from services.kb.vault.store import Authors, Claim, NoteState, Writer
+from services.kb.vault.store import Authors, Claim, NoteState, PromotionRecord, Writer
 
 AUTHORS_DDL: Final = """
 CREATE TABLE IF NOT EXISTS kb_note_authors(
@@ -33,6 +40,13 @@ CREATE TABLE IF NOT EXISTS kb_note_lifecycle(
     last_retrieved REAL,
     retrieval_count INTEGER NOT NULL DEFAULT 0,
     retired_at REAL
+) WITHOUT ROWID;
+"""
+PROMOTIONS_DDL: Final = """
+CREATE TABLE IF NOT EXISTS kb_promotions(
+    request_id TEXT PRIMARY KEY,
+    agent_id TEXT NOT NULL, run_id TEXT NOT NULL, outcome TEXT NOT NULL, note TEXT NOT NULL,
+    write TEXT, promoted_at REAL NOT NULL, undone_at REAL, undo_outcome TEXT
 ) WITHOUT ROWID;
 """
 DAY_KEY: Final = "vault_gc_day"
@@ -153,3 +167,36 @@ def set_retired(conn: apsw.Connection, name: str, at: float | None) -> None:
 def finish_day(conn: apsw.Connection, summary: str) -> None:
     with conn:
         set_meta(conn, LAST_KEY, summary)
+
+
+def promotion(conn: apsw.Connection, request_id: str) -> PromotionRecord | None:
+    """``request_id``'s row; ``conn`` may be read-only; an index without the table has none."""
+    try:
+        rows = conn.execute("SELECT agent_id, run_id, outcome, note, write, promoted_at, undone_at, undo_outcome "
+                            "FROM kb_promotions WHERE request_id = ?", (request_id,)).fetchall()
+    except apsw.SQLError:  # the table is made by the first promotion recorded
+        return None
+    if not rows:
+        return None
+    agent, run, outcome, note, write, at, undone_at, undo_outcome = rows[0]
+    return PromotionRecord(request_id, str(agent), str(run), str(outcome), str(note),
+                           None if write is None else json.loads(str(write)), float(str(at)),
+                           None if undone_at is None else float(str(undone_at)), str(undo_outcome or ""))
+
+
+def record_promotion(conn: apsw.Connection, record: PromotionRecord) -> bool:
+    with conn:
+        conn.execute(PROMOTIONS_DDL)
+        conn.execute(
+            "INSERT INTO kb_promotions VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL) ON CONFLICT(request_id) DO NOTHING",
+            (record.request_id, record.agent_id, record.run_id, record.outcome, record.note,
+             None if record.write is None else json.dumps(record.write), record.at))
+        added = conn.changes() > 0
+    return added
+
+
+def promotion_undone(conn: apsw.Connection, request_id: str, outcome: str, at: float) -> None:
+    with conn:
+        conn.execute(PROMOTIONS_DDL)
+        conn.execute("UPDATE kb_promotions SET undone_at = ?, undo_outcome = ? WHERE request_id = ?",
+                     (at, outcome, request_id))

@@ -6,7 +6,9 @@ against the bytes read), then reindexed at once in one short ``BEGIN IMMEDIATE``
 next search sees it. Writers in other processes are kept safe by the same two rules; a note is never
 half written. A symbolic link that leaves the vault is not read (FailedPrecondition): the vault's API
 never reaches files elsewhere. The rows beside the index (authors, the retrieval log, the GC's
-lifecycle and its day) are ``sqlite_rows``'. ``writing`` adds nothing here: the registry's per-vault
+lifecycle and its day, the answers of promotion requests) are ``sqlite_rows``'. A promotion's answer is
+recorded after its note landed (a file is not in the index's transaction): a KB killed in between leaves
+the note without the answer, and the request repeated finds the fact already in the note (``unchanged``). ``writing`` adds nothing here: the registry's per-vault
 lock serialises this process's writes and compare-and-swap the other processes'.
 """
 
@@ -28,7 +30,7 @@ from services.kb.archive.retrieval_log import Retrieved
 from services.kb.index.search import SearchResult
 from services.kb.vault import note_index, sqlite_rows
 from services.kb.vault.names import NOTE_SUFFIX, NOTES_DIR, is_retired, live_name, name_from_path
-from services.kb.vault.store import Ages, Authors, Claim, NoteStat, NoteState, Writer
+from services.kb.vault.store import Ages, Authors, Claim, NoteStat, NoteState, PromotionRecord, Writer
 
 RECALL_SQL: Final = (
     "SELECT s.path, c.text FROM kb_chunks_fts f JOIN kb_chunks c ON c.id = f.rowid "
@@ -222,6 +224,15 @@ class SqliteVaultStore:
 
     def authors(self, names: Iterable[str]) -> dict[str, Authors]:
         return sqlite_rows.authors(self.conn, names)
+
+    def promotion(self, request_id: str) -> PromotionRecord | None:
+        return sqlite_rows.promotion(self.conn, request_id)
+
+    def record_promotion(self, record: PromotionRecord) -> bool:
+        return sqlite_rows.record_promotion(self.conn, record)
+
+    def promotion_undone(self, request_id: str, outcome: str, at: float) -> None:
+        sqlite_rows.promotion_undone(self.conn, request_id, outcome, at)
 
     def log_retrievals(self, hits: Iterable[Retrieved], kind: str, at: float) -> int:
         return sqlite_rows.log_retrievals(self.conn, hits, kind, at)

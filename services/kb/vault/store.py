@@ -2,7 +2,7 @@
 "The vault store").
 
 A store holds one vault (one project): its notes by name, their full-text index, who wrote each note,
-the retrieval log and the GC's lifecycle rows. The domain modules (``notes``, ``similar``,
+the retrieval log, the GC's lifecycle rows and the answers of promotion requests. The domain modules (``notes``, ``similar``,
 ``retirement``, ``promotion``, ``unpromote``, ``gc``, ``listing``) decide; the store keeps. The backend
 is chosen once at start-up (``gateway.knowledge.shared.backend``): ``sqlite_store.SqliteVaultStore``
 keeps notes as files under ``notes/`` with an SQLite index beside them, ``vault_pg.store.PostgresVaultStore``
@@ -84,6 +84,23 @@ class Claim:
 
     summary: str | None
     folded: int
+
+
+@dataclass(frozen=True)
+class PromotionRecord:
+    """The answer a promotion request got, kept under its id (``promotion_record``): the outcome, the note
+    and the write as ``PromotionWrite``'s fields (None when nothing was written), when (epoch s); when it
+    was undone (None: not) and how (undone or gone)."""
+
+    request_id: str
+    agent_id: str
+    run_id: str
+    outcome: str
+    note: str
+    write: dict[str, object] | None
+    at: float = 0.0
+    undone_at: float | None = None
+    undo_outcome: str = ""
 
 
 class VaultStore(Protocol):
@@ -170,6 +187,20 @@ class VaultStore(Protocol):
 
     def authors(self, names: Iterable[str]) -> dict[str, Authors]:
         """The records of live ``names`` that have one."""
+        ...
+
+    # --- promotion requests -----------------------------------------------------------------
+    def promotion(self, request_id: str) -> PromotionRecord | None:
+        """The answer recorded under ``request_id``; None when the request never got one."""
+        ...
+
+    def record_promotion(self, record: PromotionRecord) -> bool:
+        """Keep ``record`` under its request id, in the transaction of the write it answers when one is
+        open (``writing``); False (nothing changed) when the id has an answer already."""
+        ...
+
+    def promotion_undone(self, request_id: str, outcome: str, at: float) -> None:
+        """Mark ``request_id``'s record undone at ``at`` (epoch s) with ``outcome``; nothing when it has none."""
         ...
 
     # --- recall and the GC ------------------------------------------------------------------

@@ -1,11 +1,13 @@
 """The PostgreSQL vault store's rows beside the notes' text: authors, the retrieval log, the GC's lifecycle
-and its day (docs/concepts/vault.md "PostgreSQL schema"; the SQLite store's are ``vault.sqlite_rows``).
+and its day, the answers of promotion requests (docs/concepts/vault.md "PostgreSQL schema"; the SQLite store's are ``vault.sqlite_rows``).
 
 Authors live on the note's row (``created_*`` with ``created_at``; ``changed_*`` with ``updated_at``), so a
 record needs its note; a retired twin shares its live name's record, which a move carries to the row it
 writes (``carry_authors``), and a name held only retired keeps its record on the retired row (where an
 import records it). The retrieval log is folded into ``note_lifecycle`` by one statement that
 deletes the rows it counts (``claim_day``), so rows other hosts commit meanwhile wait for the next fold.
+A promotion's answer is a ``promotions`` row keyed by (project, request id), inserted in the transaction
+that wrote the note (``writing``), so the note and its answer land together or not at all.
 Every function runs in the caller's transaction; times are epoch seconds in and out.
 """
 
@@ -15,9 +17,11 @@ import socket
 from collections.abc import Iterable
 from typing import Final
 
+from psycopg.types.json import Jsonb
+
 from services.kb.archive.retrieval_log import KINDS, Retrieved
 from services.kb.vault.names import live_name, name_from_path
-from services.kb.vault.store import Authors, Claim, NoteState, Writer
+from services.kb.vault.store import Authors, Claim, NoteState, PromotionRecord, Writer
 from services.kb.vault_pg.pool import Conn
 
 _AUTHOR_COLUMNS: Final = (
@@ -126,3 +130,28 @@ def set_retired(conn: Conn, project: str, name: str, at: float | None) -> None:
 
 def finish_day(conn: Conn, project: str, summary: str) -> None:
     conn.execute("UPDATE vault_gc SET last_report = to_jsonb(%s::text) WHERE project = %s", (summary, project))
+
+
+def promotion(conn: Conn, project: str, request_id: str) -> PromotionRecord | None:
+    found = conn.execute(
+        "SELECT agent_id, run_id, outcome, coalesce(note, ''), write, extract(epoch FROM promoted_at), "
+        "extract(epoch FROM undone_at), coalesce(undo_outcome, '') FROM promotions "
+        "WHERE project = %s AND request_id = %s", (project, request_id)).fetchone()
+    if found is None:
+        return None
+    agent, run, outcome, note, write, at, undone_at, undo_outcome = found
+    return PromotionRecord(request_id, str(agent), str(run), str(outcome), str(note),
+                           None if write is None else dict(write), float(at), _epoch(undone_at), str(undo_outcome))
+
+
+def record_promotion(conn: Conn, project: str, record: PromotionRecord) -> bool:
+    return conn.execute(
+        "INSERT INTO promotions (project, request_id, agent_id, run_id, outcome, note, write, promoted_at) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, to_timestamp(%s)) ON CONFLICT DO NOTHING",
+        (project, record.request_id, record.agent_id, record.run_id, record.outcome, record.note or None,
+         None if record.write is None else Jsonb(record.write), record.at)).rowcount > 0
+
+
+def promotion_undone(conn: Conn, project: str, request_id: str, outcome: str, at: float) -> None:
+    conn.execute("UPDATE promotions SET undone_at = to_timestamp(%s), undo_outcome = %s "
+                 "WHERE project = %s AND request_id = %s", (at, outcome, project, request_id))

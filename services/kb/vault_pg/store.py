@@ -35,7 +35,7 @@ from services.kb.index.provenance import classify
 from services.kb.index.query import has_unsegmented
 from services.kb.index.search import SearchResult, clamp_limit
 from services.kb.vault.names import RETIRED_PREFIX, is_retired, live_name, note_path
-from services.kb.vault.store import Ages, Authors, Claim, NoteStat, NoteState, Writer
+from services.kb.vault.store import Ages, Authors, Claim, NoteStat, NoteState, PromotionRecord, Writer
 from services.kb.vault_pg import fts
 from services.kb.vault_pg import rows as pg_rows
 from services.kb.vault_pg.pool import Conn, reachable
@@ -315,6 +315,18 @@ class PostgresVaultStore:
     def authors(self, names: Iterable[str]) -> dict[str, Authors]:
         with self._conn() as conn:
             return pg_rows.authors(conn, self._project, sorted(set(names)))
+
+    def promotion(self, request_id: str) -> PromotionRecord | None:
+        with self._conn() as conn:
+            return pg_rows.promotion(conn, self._project, request_id)
+
+    def record_promotion(self, record: PromotionRecord) -> bool:
+        with self._tx() as conn:
+            return pg_rows.record_promotion(conn, self._project, record)
+
+    def promotion_undone(self, request_id: str, outcome: str, at: float) -> None:
+        with self._tx() as conn:
+            pg_rows.promotion_undone(conn, self._project, request_id, outcome, at)
 
     def log_retrievals(self, hits: Iterable[Retrieved], kind: str, at: float) -> int:
         with self._tx() as conn:

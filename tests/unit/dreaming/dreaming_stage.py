@@ -43,7 +43,8 @@ class Stage:
     async def search(self, agent_id: str, query: str, limit: int) -> Sequence[Hit]:
         return []
 
-    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
+    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str,
+                      request_id: str = "") -> PromotionReply:
         return self.replies.pop(0)
 
 

@@ -19,6 +19,7 @@ from services.dreaming.model.values import PROPOSE, OpResult, Promotion, Proposa
 from services.dreaming.render import status_text
 from services.dreaming.schedule.state import RunSummary, StateStore
 from services.dreaming.servicer import status_pb
+from services.dreaming.vault import kept
 from services.dreaming.vault.promotion import PromotionReply, not_promoted
 
 TEA = Proposal(op="add", file="MEMORY.md", content="- Jan drinks tea.", reason="learned")
@@ -157,3 +158,13 @@ def test_a_run_that_failed_before_promotion_says_so(tmp_path: Path) -> None:
     assert run["status"] == "failed" and run["notPromoted"] == "the run ended (failed) before its promotion step"
     health = dreamer.status(agent).health
     assert health.failures == 1 and health.not_promoted == run["notPromoted"]
+
+
+def test_the_status_counts_the_promotions_kept_on_the_host(tmp_path: Path) -> None:
+    dreamer, agent, _ = dreamer_in(tmp_path)
+    assert dreamer.status(agent).kept_promotions == 0 and "kept on this host" not in status_text(dreamer.status(agent))
+    kept.add(agent.workspace, [kept.Kept(f"alfred/r1/{n}", "r1", f"r1/{n}", "p", "t", "", "- f", "at", "down") for n in (1, 2)])
+    status = dreamer.status(agent)
+    assert status.kept_promotions == 2 and status_pb(status).kept_promotions == 2
+    assert "  shared vault: 2 promotion(s) kept on this host (the KB or its vault was unavailable); the next run " \
+           "retries them\n" in status_text(status)

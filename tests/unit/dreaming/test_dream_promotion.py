@@ -1,5 +1,5 @@
 """Step 9, shared promotion: which ops are offered, index pointers, outcomes in the report and audit,
-a KB that fails or is cancelled never failing the dream."""
+a KB that fails or is cancelled never failing the dream (a KB that is unavailable: the promotion kept)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from services.dreaming import nightly
 from services.dreaming.apply.recall import Hit
 from services.dreaming.model.values import EPISODIC, MANUAL, PROPOSE, OpResult, Proposal, ReviewerOutcome, ReviewerReply
 from services.dreaming.peer_client import PeerUnavailable
-from services.dreaming.vault import promotion
+from services.dreaming.vault import kept, promotion
 from services.dreaming.vault.promotion import PromotionReply, fact_text, is_pointer, promotable, promote_applied
 
 AT = "2026-01-01T03:00:00Z"  # when the run journals its promotions
@@ -101,9 +101,12 @@ class FakeKb:
     def __init__(self, *replies: PromotionReply | BaseException) -> None:
         self.replies = list(replies)
         self.calls: list[tuple[str, str, str, str, str]] = []
+        self.requests: list[str] = []
 
-    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
+    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str,
+                      request_id: str = "") -> PromotionReply:
         self.calls.append((agent_id, topic, reason, content, run_id))
+        self.requests.append(request_id)
         reply = self.replies.pop(0) if self.replies else PromotionReply("created", "n", "no similar shared note", "created 'n'")
         if isinstance(reply, BaseException):
             raise reply
@@ -168,16 +171,20 @@ def test_a_disabled_shared_kb_or_no_add_is_silent(tmp_path: Path) -> None:
     assert kb.calls == [] and off == promotion.Step() and none == promotion.Step()
 
 
-def test_an_unreachable_kb_declines_the_rest_without_a_call(tmp_path: Path) -> None:
+def test_an_unavailable_kb_keeps_the_rest_pending_without_a_call(tmp_path: Path) -> None:
+    agent = agent_in(tmp_path)
     kb = FakeKb(PeerUnavailable("kb: UNAVAILABLE: connection refused", "UNAVAILABLE"))
-    step = asyncio.run(promote_applied(agent_in(tmp_path), kb, "r1", AT, ADDS))
-    assert len(kb.calls) == 1
+    step = asyncio.run(promote_applied(agent, kb, "r1", AT, ADDS))
+    assert len(kb.calls) == 1 and kb.requests == ["alfred/r1/1"]
     assert [(p.outcome, p.reason) for p in step.promotions] == [
-        ("declined", "the KB could not promote it (kb: UNAVAILABLE: connection refused)"),
+        ("pending", "the KB could not promote it (kb: UNAVAILABLE: connection refused); kept on this host, "
+                    "a later run retries it"),
         ("skipped", step.promotions[1].reason),
-        ("declined", "not attempted: the KB was unreachable for an earlier promotion of this run "
-                     "(kb: UNAVAILABLE: connection refused)"),
+        ("pending", "not asked: the KB is unavailable (kb: UNAVAILABLE: connection refused); kept on this host, "
+                    "a later run retries it"),
     ]
+    assert [(k.request_id, k.run_id, k.op_id, k.fact) for k in kept.read(agent.workspace)] == [
+        ("alfred/r1/1", "r1", "r1/1", FACT), ("alfred/r1/3", "r1", "r1/3", "- Kestrel ships in March.")]
 
 
 def test_another_failure_declines_that_add_only(tmp_path: Path) -> None:
@@ -188,12 +195,14 @@ def test_another_failure_declines_that_add_only(tmp_path: Path) -> None:
     assert step.promotions[2].reason == "the KB could not promote it (boom)"
 
 
-def test_a_cancellation_during_promotion_declines_the_rest_and_is_reported(tmp_path: Path) -> None:
+def test_a_cancellation_during_promotion_keeps_the_asked_one_and_the_rest(tmp_path: Path) -> None:
+    agent = agent_in(tmp_path)
     kb = FakeKb(asyncio.CancelledError())
-    step = asyncio.run(promote_applied(agent_in(tmp_path), kb, "r1", AT, ADDS))
+    step = asyncio.run(promote_applied(agent, kb, "r1", AT, ADDS))
     assert step.cancelled and len(kb.calls) == 1
-    assert [p.outcome for p in step.promotions] == ["declined", "skipped", "declined"]
-    assert "cancelled" in step.promotions[0].reason and "cancelled before this promotion" in step.promotions[2].reason
+    assert [p.outcome for p in step.promotions] == ["pending", "skipped", "pending"]
+    assert "may have landed" in step.promotions[0].reason and "cancelled before it was asked" in step.promotions[2].reason
+    assert [k.op_id for k in kept.read(agent.workspace)] == ["r1/1", "r1/3"]
 
 
 # --- in a whole run ---------------------------------------------------------------------------
@@ -247,9 +256,10 @@ def test_a_failing_kb_never_fails_the_dream(tmp_path: Path) -> None:
     deps = nightly.Deps(index=kb, review=reviewer(*PROPOSALS), now=lambda: NOW, promoter=kb)
     report = asyncio.run(nightly.run(agent, deps, mode="auto", trigger=MANUAL, run_id="r1"))
     assert report.status == "applied" and FACT in (agent.workspace / "MEMORY.md").read_text()
-    assert [p.outcome for p in report.promotions] == ["declined", "skipped", "declined"]
+    assert [p.outcome for p in report.promotions] == ["pending", "skipped", "pending"]
     run = next(r for r in audit(agent) if r["kind"] == "run")
     assert run["status"] == "applied" and "promotion" in run["steps"]
+    assert "2 kept on this host to retry" in run["notPromoted"]
 
 
 def test_a_run_in_propose_mode_promotes_nothing(tmp_path: Path) -> None:
@@ -270,4 +280,4 @@ def test_a_run_cancelled_during_promotion_is_audited_then_cancelled(tmp_path: Pa
         asyncio.run(nightly.run(agent, deps, mode="auto", trigger=MANUAL, run_id="r1"))
     run = next(r for r in audit(agent) if r["kind"] == "run")
     assert run["status"] == "applied" and any("cancelled" in n for n in run["notes"])
-    assert [r["outcome"] for r in audit(agent) if r["kind"] == "promotion"] == ["declined", "skipped", "declined"]
+    assert [r["outcome"] for r in audit(agent) if r["kind"] == "promotion"] == ["pending", "skipped", "pending"]

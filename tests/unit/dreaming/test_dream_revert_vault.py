@@ -50,12 +50,14 @@ class VaultKb:
         self.down = False
         self.undos: list[tuple[str, str]] = []
 
-    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str) -> PromotionReply:
+    async def promote(self, agent_id: str, topic: str, reason: str, content: str, run_id: str,
+                      request_id: str = "") -> PromotionReply:
         r = kb_promotion.promote(SqliteVaultStore(self.dir, self.conn), agent_id=agent_id, topic=topic, reason=reason, content=content, run_id=run_id)
         return PromotionReply(r.outcome, r.name, r.reason, r.message, r.name_from, r.passed_over, r.linked, r.folded,
                               r.twin_kept, r.write)
 
-    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite) -> UndoReply:
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite | None,
+                             request_id: str = "") -> UndoReply:
         self.undos.append((op_id, write.note))
         if self.down:
             raise PeerUnavailable("kb: UNAVAILABLE: connection refused", "UNAVAILABLE")
@@ -225,7 +227,8 @@ class HeldKb(VaultKb):
         self.entered = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite) -> UndoReply:
+    async def undo_promotion(self, agent_id: str, run_id: str, op_id: str, write: PromotionWrite | None,
+                             request_id: str = "") -> UndoReply:
         self.entered.set()
         await self.release.wait()
         return await super().undo_promotion(agent_id, run_id, op_id, write)

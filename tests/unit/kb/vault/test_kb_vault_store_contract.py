@@ -10,7 +10,7 @@ import pytest
 
 from gateway.atomic import WriteConflict
 from services.kb.vault.gc import NoteRef
-from services.kb.vault.store import Authors, VaultStore, Writer
+from services.kb.vault.store import Authors, PromotionRecord, VaultStore, Writer
 
 OpenStore = Callable[..., VaultStore]
 ALFRED = Writer("alfred", "admin", "", 10.0)
@@ -178,3 +178,16 @@ def test_the_retrieval_log_folds_once_per_claimed_day(vault_store: VaultStore) -
     vault_store.log_retrievals([NoteRef("notes/a.md", "h1")], "get", 300.0)
     assert vault_store.claim_day("2026-06-02", "{}").folded == 1
     assert vault_store.lifecycle()["a"] == replace(states["a"], retrieval_count=3, last_retrieved=300.0)
+
+
+def test_a_promotion_answer_is_kept_once_under_its_request_id(vault_store: VaultStore) -> None:
+    assert vault_store.promotion("alfred/r1/r1/2") is None
+    write = {"note": "kiln", "project": "global", "kind": "created", "offset": 0, "removed": "", "added": "x\n",
+             "block": "x\n", "hash_before": "", "hash_after": "ab", "folded_twin": ""}
+    first = PromotionRecord("alfred/r1/r1/2", "alfred", "r1", "created", "kiln", write, 1_700_000_000.5)
+    with vault_store.writing():
+        assert vault_store.record_promotion(first)
+    assert not vault_store.record_promotion(replace(first, outcome="updated", note="other", write=None))
+    assert vault_store.promotion("alfred/r1/r1/2") == first
+    unchanged = PromotionRecord("alfred/r1/r1/3", "alfred", "r1", "unchanged", "kiln", None, 5.0)
+    assert vault_store.record_promotion(unchanged) and vault_store.promotion("alfred/r1/r1/3") == unchanged
