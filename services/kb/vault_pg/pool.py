@@ -132,19 +132,23 @@ def connection(pool: ConnectionPool[Conn], health: Dependency | None = None) -> 
 
     An idle connection whose server closed it (``_alive``) is closed and handed back, which makes the pool
     open another, and the next one is taken at once (psycopg_pool's own ``check`` would wait a growing
-    delay between two dead ones). While ``health`` says the server could not be reached and the pool holds
-    no connection, a connection of its own is tried first: a server still down fails the call at once
-    (psycopg.OperationalError) instead of after the whole wait."""
+    delay between two dead ones). After the first dead one, and while ``health`` says the server could not
+    be reached and the pool holds no connection, a connection of its own is tried: a server that is down
+    fails the call at once (psycopg.OperationalError) instead of after the whole wait."""
     wait = call_deadline.within(pool.timeout)
     if health is not None and health.reason is not None and not pool.get_stats().get("pool_available"):
         _reach(pool, wait)
     deadline = time.monotonic() + wait
+    reached = False
     while True:
         conn = pool.getconn(timeout=max(0.0, deadline - time.monotonic()))
         if _alive(conn):
             break
         conn.close()
         pool.putconn(conn)
+        if not reached:  # the server went away, or restarted: which, at once
+            _reach(pool, deadline - time.monotonic())
+            reached = True
     try:
         with conn:
             yield conn
@@ -155,7 +159,7 @@ def connection(pool: ConnectionPool[Conn], health: Dependency | None = None) -> 
 def _reach(pool: ConnectionPool[Conn], wait: float) -> None:
     """Connect to the pool's server once, and close; psycopg.OperationalError when it cannot be reached."""
     kwargs = dict(pool.kwargs) if isinstance(pool.kwargs, dict) else {}
-    kwargs["connect_timeout"] = max(1, min(round(wait), int(kwargs.get("connect_timeout", 5))))
+    kwargs["connect_timeout"] = max(1, min(round(max(wait, 0)), int(kwargs.get("connect_timeout", 5))))
     psycopg.connect(str(pool.conninfo), **kwargs).close()
 
 
