@@ -1,6 +1,6 @@
 """Servers a process needs but does not run (the KB's PostgreSQL vault), and whether each can be reached now.
 
-docs/operations.md "A dependency that cannot be reached":
+docs/operations.md "When PostgreSQL is down":
 
 - **Learnt from the calls.** A call that could not reach the server marks its dependency down
   (``Dependency.failed``, with the reason it answered), a call that reached it marks it up
