@@ -51,11 +51,11 @@ def test_a_probe_that_does_not_answer_in_time_leaves_the_last_news_and_finishes_
         return "no connection to its PostgreSQL server in time"
 
     vault = Dependency("shared-vault", LABEL, slow, clock=clock)
-    assert vault.check(wait_s=0.01) is None
+    assert vault.check(wait_s=0.01) is None  # the last news (none yet: reachable)
     release.set()
-    assert vault.check(wait_s=5) in (None, "no connection to its PostgreSQL server in time")
-    clock.now += 0.5  # the probe's answer is the news now
-    assert vault.check() == "no connection to its PostgreSQL server in time"
+    assert vault.check(wait_s=5) == "no connection to its PostgreSQL server in time"  # the same probe, finished
+    clock.now += 0.5
+    assert vault.check() == "no connection to its PostgreSQL server in time"  # fresh news: no probe
 
 
 def test_a_probe_that_breaks_says_the_server_cannot_be_reached() -> None:
