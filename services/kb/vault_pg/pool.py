@@ -12,13 +12,15 @@ dropped when it is returned, and a lost connection is retried in the background 
 most (after that, the next call asks for one again: nothing runs while the process is idle). Each wait
 is bounded: the connection by ``connectTimeoutS`` (and TCP's ``tcp_user_timeout`` on a cut link), the
 pool by ``connectTimeoutS`` or the call's own gRPC deadline when it is sooner (``gateway.call_deadline``),
-each statement by ``statementTimeoutMs``. ``reachable`` tells the vault's ``Dependency`` what each
+each statement by ``statementTimeoutMs``, or by the caller's deadline: a call whose caller went away has
+its statement cancelled (``track``, ``cancel``). ``reachable`` tells the vault's ``Dependency`` what each
 call learnt; ``retryable`` says which failures a read may retry once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import select
 import threading
 import time
@@ -42,9 +44,11 @@ Conn = psycopg.Connection[TupleRow]
 APPLICATION: Final = "gateway-kb"
 RECONNECT_S: Final = 10.0
 PROBE_S: Final = 2.0  # the health probe's wait for a connection (psycopg's shortest connect timeout)
+CANCEL_S: Final = 5.0
 log = structlog.get_logger()
 _pools: dict[str, ConnectionPool[Conn]] = {}
 _pools_lock = threading.Lock()
+_held: contextvars.ContextVar[list[Conn] | None] = contextvars.ContextVar("vault_connections_held", default=None)
 
 
 def resolve_dsn(settings: VaultPostgresSettings, environ: Mapping[str, str]) -> str:
@@ -126,6 +130,23 @@ def close_pools() -> None:
         pool.close()
 
 
+def track(held: list[Conn]) -> None:
+    """Keep in ``held`` the connection each ``connection`` of the current context is using (for ``cancel``)."""
+    _held.set(held)
+
+
+def cancel(held: list[Conn]) -> None:
+    """Cancel what the connections in ``held`` are running (their caller's deadline passed), each in a thread
+    of its own: the statement ends now instead of at ``statementTimeoutMs``, and its transaction rolls back."""
+    for conn in list(held):
+        threading.Thread(target=_cancel, args=(conn,), name="vault-cancel", daemon=True).start()
+
+
+def _cancel(conn: Conn) -> None:
+    with contextlib.suppress(psycopg.Error):
+        conn.cancel_safe(timeout=CANCEL_S)
+
+
 @contextlib.contextmanager
 def connection(pool: ConnectionPool[Conn], health: Dependency | None = None) -> Iterator[Conn]:
     """One of the pool's connections, waited for no longer than the pool's timeout or the call's deadline.
@@ -149,10 +170,15 @@ def connection(pool: ConnectionPool[Conn], health: Dependency | None = None) -> 
         if not reached:  # the server went away, or restarted: which, at once
             _reach(pool, deadline - time.monotonic())
             reached = True
+    held = _held.get()
+    if held is not None:
+        held.append(conn)
     try:
         with conn:
             yield conn
     finally:
+        if held is not None:
+            held.remove(conn)
         pool.putconn(conn)
 
 

@@ -98,12 +98,19 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
                 self._migrated = True
 
     async def _run(self, store: PostgresVaultStore, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` in a worker thread, in the call's context (its deadline: ``gateway.call_deadline``)."""
+        """``fn(*args)`` in a worker thread, in the call's context (its deadline: ``gateway.call_deadline``);
+        what it runs on PostgreSQL is cancelled when the call is (its caller's deadline passed)."""
         def call() -> T:
             self._ready(store)
             return fn(*args)
 
-        return await asyncio.get_running_loop().run_in_executor(self._executor, contextvars.copy_context().run, call)
+        context, held = contextvars.copy_context(), list[pool.Conn]()
+        context.run(pool.track, held)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, context.run, call)
+        except asyncio.CancelledError:
+            pool.cancel(held)
+            raise
 
     async def _read(self, store: PostgresVaultStore, fn: Callable[..., T], *args: Any) -> T:
         """``_run`` of a read, once more when its connection broke under it (``pool.retryable``)."""

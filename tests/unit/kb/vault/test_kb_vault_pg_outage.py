@@ -131,3 +131,28 @@ def test_a_server_known_down_fails_a_call_at_once_and_the_deadline_bounds_the_wa
         assert pool.probe(conns, health) == "its PostgreSQL server cannot be reached"
     finally:
         pool.close_pools()
+
+
+def test_a_call_whose_caller_went_away_has_its_statement_cancelled(pg_opener: Callable[..., PostgresVaultStore],
+                                                                    pg_dsn: str) -> None:
+    store = pg_opener()
+
+    def sleeps() -> None:
+        with store._conn() as conn:
+            conn.execute("SELECT pg_sleep(30)")
+
+    with ThreadPoolExecutor(2) as executor:
+        vaults = PostgresVaults([], executor, VaultPostgresSettings(dsn=pg_dsn), {})
+        vaults._migrated = True
+
+        async def caller() -> None:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(vaults._run(store, sleeps), 0.3)
+
+        started = time.monotonic()
+        asyncio.run(caller())
+    assert time.monotonic() - started < 10  # the worker was freed long before pg_sleep's 30 s
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%' "
+                            "AND state = 'active'").fetchone() == (0,)
+    pool.close_pools()
