@@ -18,19 +18,17 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import httpx
 import psycopg
 import pytest
 from dreaming_support import add, dreaming, put_file, read, reviewer, run_ok, start_suite, write_reply
 from pg_support import Cluster, start_cluster
-from suite_support import ADMIN_KEY, Suite, env_without_home, wait_claude, wait_until
+from suite_support import Suite, env_without_home, wait_claude, wait_until
+from test_vault_postgres_suite import HEADERS, NOTES, note
 
 pytestmark = pytest.mark.integration
 
-HEADERS = {"X-Api-Key": ADMIN_KEY}
-NOTES = "/api/v1/agents/alfred/shared/notes"
 VAULT = "shared vault of project 'global'"
 LABEL = "the shared vault (PostgreSQL)"
 MEMORY = "# Memory\n\n- The kiln is in the north shed.\n"
@@ -62,10 +60,6 @@ def suite(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster) -> Iterato
         yield running
     finally:
         running.stop_all()
-
-
-def note(name: str) -> str:
-    return f"{NOTES}/{quote(name, safe='')}"
 
 
 def health(name: str, home: Path) -> subprocess.CompletedProcess[str]:
