@@ -2,7 +2,9 @@
 
 Health (``grpc.health.v1``) and server reflection (``grpc.reflection.v1`` and ``v1alpha``,
 ``gateway.reflection``) are always on; health also answers for ``gateway.resources``
-(``resources_status``: NOT_SERVING while the process is degraded by a recent shortage); message sizes are explicit; SIGTERM and SIGINT stop
+(``resources_status``: NOT_SERVING while the process is degraded by a recent shortage) and for
+``gateway.dependencies`` (``dependencies_status``: NOT_SERVING while a server the process needs cannot be
+reached, the reasons in the trailing metadata); message sizes are explicit; SIGTERM and SIGINT stop
 the server gracefully: health flips to NOT_SERVING, in-flight calls get a grace period,
 then it exits.
 """
@@ -18,6 +20,7 @@ import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from gateway.dependencies import DEPENDENCIES, DEPENDENCIES_SERVICE, REASON_METADATA
 from gateway.event_loop import running_loop_name
 from gateway.logs import flush_later
 from gateway.metrics import serve_metrics
@@ -51,13 +54,32 @@ def resources_status(service: str) -> int | None:
     return status
 
 
+async def dependencies_status(service: str) -> tuple[int, list[str]] | None:
+    """The health of ``DEPENDENCIES_SERVICE`` (every dependency) or ``DEPENDENCIES_SERVICE/<name>`` (that one)
+    and the ``label: reason`` of each that cannot be reached (``gateway.dependencies``); None for another name."""
+    if service == DEPENDENCIES_SERVICE:
+        name = None
+    elif service.startswith(DEPENDENCIES_SERVICE + "/") and service.partition("/")[2] in DEPENDENCIES.names():
+        name = service.partition("/")[2]
+    else:
+        return None
+    down = await asyncio.to_thread(DEPENDENCIES.down, name)
+    status: int = health_pb2.HealthCheckResponse.NOT_SERVING if down else health_pb2.HealthCheckResponse.SERVING
+    return status, down
+
+
 class _Health(health.aio.HealthServicer):  # type: ignore[misc]
-    """grpc.health.v1 with the resources' health computed at each Check (it changes with time)."""
+    """grpc.health.v1 with the resources' and dependencies' health computed at each Check (it changes with time)."""
 
     async def Check(self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext) -> health_pb2.HealthCheckResponse:  # noqa: N802
         status = resources_status(request.service)
         if status is not None:
             return health_pb2.HealthCheckResponse(status=status)
+        needed = await dependencies_status(request.service)
+        if needed is not None:
+            if needed[1]:
+                context.set_trailing_metadata(tuple((REASON_METADATA, d.encode()) for d in needed[1]))
+            return health_pb2.HealthCheckResponse(status=needed[0])
         reply: health_pb2.HealthCheckResponse = await super().Check(request, context)
         return reply
 

@@ -31,7 +31,7 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
 OPEN_FILES: Final = "open files"
@@ -49,6 +49,15 @@ SHORTAGE_METADATA: Final = "x-gateway-shortage"
 BUSY_METADATA: Final = "x-gateway-busy"  # likewise, for an answer caused by a database locked too long
 UNAVAILABLE_METADATA: Final = "x-gateway-unavailable"  # likewise, for a handler's own Unavailable (a server it needs is down)
 BUSY_MESSAGE: Final = "{process} found a database locked by another writer for longer than it waits; try again shortly"
+
+
+
+def handler_answered(trailing: Iterable[tuple[str, object]] | None) -> bool:
+    """Whether an UNAVAILABLE answer with these trailing metadata came from a process's own handler (it ran
+    out of a resource, found a database locked too long, or a server it needs is down: its message says
+    which, ``gateway.rpc``), rather than from a process that could not be reached."""
+    return any(key in (SHORTAGE_METADATA, BUSY_METADATA, UNAVAILABLE_METADATA) for key, _ in trailing or ())
+
 
 _ERRNOS: Final = {
     errno.EMFILE: OPEN_FILES,

@@ -5,7 +5,8 @@ one place that happens), a resource shortage (out of open files, disk or
 memory: ``gateway.resources``) to UNAVAILABLE naming it (trailing metadata
 ``SHORTAGE_METADATA`` tells the shim so), a database locked past its busy timeout to
 UNAVAILABLE saying so (``BUSY_METADATA``), anything else unexpected to INTERNAL
-with a generic message, and logs one JSON line per call (method, agent, key, code,
+with a generic message, makes the gRPC deadline the caller sent the call's own
+(``gateway.call_deadline``), and logs one JSON line per call (method, agent, key, code,
 ms). ``key`` is the label of the caller ``caller_of`` identified: the key's
 ``name`` from config.json (``keys[i]`` for a key without one), ``internal``
 for the internal token, null when no caller was identified.
@@ -30,6 +31,7 @@ from typing import Any, TypeVar
 import grpc
 import structlog
 
+from gateway import call_deadline
 from gateway.auth import Authenticator, Caller
 from gateway.errors import GatewayError
 from gateway.logs import later
@@ -62,6 +64,7 @@ def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
         start = time.perf_counter()
         code = "OK"
         label_token = _caller_label.set(None)
+        deadline_token = call_deadline.start(_time_remaining(context))
         try:
             reply = await func(self, request, context)
             SHORTAGES.succeeded()
@@ -101,10 +104,17 @@ def unary(func: Handler[Req, Resp]) -> Handler[Req, Resp]:
             observe_rpc(method, code, seconds)
             key = _caller_label.get()
             _caller_label.reset(label_token)
+            call_deadline.reset(deadline_token)
             later("rpc", method=method, agent=getattr(request, "agent_id", None) or None, key=key, code=code,
                   ms=round(seconds * 1000, 3))
 
     return wrapper
+
+
+def _time_remaining(context: grpc.aio.ServicerContext | None) -> float | None:
+    """Seconds until the caller's deadline; None when it sent none (or ``context`` is a test's stand-in without one)."""
+    remaining = getattr(context, "time_remaining", None)
+    return remaining() if callable(remaining) else None
 
 
 def caller_of(auth: Authenticator, context: grpc.aio.ServicerContext) -> Caller:

@@ -7,8 +7,9 @@ grpc.health.v1 Check of its own gRPC service's name (so another process of
 the suite answering on that port is not taken for it), the REST shim through
 ``GET /healthz`` (which is 200 only when its backends are up). A wildcard listen address (0.0.0.0, ::) is
 asked on loopback, since the probe runs beside the process. A process that serves but ran out of
-open files, disk or memory recently (``gateway.resources``: its health for ``gateway.resources``)
-is reported DEGRADED, naming what ran out, and exits 1 too: a healthcheck flags it.
+open files, disk or memory recently (``gateway.resources``: its health for ``gateway.resources``),
+or that cannot reach a server it needs (``gateway.dependencies``: the KB's PostgreSQL vault), is
+reported DEGRADED, naming what ran out or what it cannot reach, and exits 1 too: a healthcheck flags it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.channels import sync_channel
 from gateway.config import Config
+from gateway.dependencies import DEPENDENCIES_SERVICE, REASON_METADATA
 from gateway.resources import NAMES, RESOURCES_SERVICE
 from gateway.v1 import dreaming_pb2, files_pb2, kb_pb2, watcher_pb2
 from gateway_cli.launcher import SERVICES
@@ -37,6 +39,8 @@ GRPC_SERVICE = {
 
 # A degraded process still answers: its log and its 503 answers say more (docs/operations.md).
 DEGRADED_HINT = "it answers 503 when that happens again; see its log and docs/operations.md"
+# A process that cannot reach a server it needs answers every call that does not need it.
+DEPENDENCY_HINT = "the calls that need it answer 503 until it is back; see docs/operations.md"
 # Short enough for compose's healthcheck timeout (5 s), long enough for a loaded machine.
 DEADLINE_S = 3.0
 WILDCARDS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1", "[::]": "::1"}
@@ -79,10 +83,17 @@ def check(config: Config, name: str) -> tuple[bool, str]:
             return False, f"{name} NOT_SERVING at {address}: health check answered {code.name if code else 'an error'}"
         status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
         if status == "SERVING":
-            ran_out = _degraded(channel)
-            if ran_out:
-                return False, f"{name} DEGRADED at {address}: ran out of {' and '.join(ran_out)} recently ({DEGRADED_HINT})"
+            said = _said(_degraded(channel), _unreachable(channel))
+            if said:
+                return False, f"{name} DEGRADED at {address}: {said}"
     return status == "SERVING", f"{name} {status} at {address}"
+
+
+def _said(ran_out: list[str], unreachable: list[str]) -> str:
+    """What a degraded process's line says: what it ran out of, what it cannot reach; "" for neither."""
+    parts = [f"ran out of {' and '.join(ran_out)} recently ({DEGRADED_HINT})"] if ran_out else []
+    parts += [f"cannot reach {what} ({DEPENDENCY_HINT})" for what in unreachable]
+    return "; ".join(parts)
 
 
 def _check_http(address: str) -> tuple[bool, str]:
@@ -99,11 +110,37 @@ def _check_http(address: str) -> tuple[bool, str]:
         return False, f"http NOT_SERVING at {address}: /healthz answered 200 without a JSON body"
     if isinstance(body, dict) and body.get("status") == "ok":
         return True, f"http SERVING at {address}"
-    resources = body.get("resources") if isinstance(body, dict) else None
+    said = _body_said(body) if isinstance(body, dict) else ""
+    if said:
+        return False, f"http DEGRADED at {address}: {said}"
+    return False, f"http NOT_SERVING at {address}: /healthz answered {json.dumps(body)[:200]}"
+
+
+def _body_said(body: dict[str, object]) -> str:
+    """What a degraded /healthz body's ``resources`` and ``dependencies`` say, by backend; "" for neither."""
+    parts: list[str] = []
+    resources, dependencies = body.get("resources"), body.get("dependencies")
     if isinstance(resources, dict) and resources:
         said = "; ".join(f"{k} ran out of {' and '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in sorted(resources.items()))
-        return False, f"http DEGRADED at {address}: {said} recently ({DEGRADED_HINT})"
-    return False, f"http NOT_SERVING at {address}: /healthz answered {json.dumps(body)[:200]}"
+        parts.append(f"{said} recently ({DEGRADED_HINT})")
+    if isinstance(dependencies, dict):
+        parts += [f"{k} cannot reach {what} ({DEPENDENCY_HINT})" for k, v in sorted(dependencies.items())
+                  for what in (v if isinstance(v, list) else [v])]
+    return "; ".join(parts)
+
+
+def _unreachable(channel: grpc.Channel) -> list[str]:
+    """``label: reason`` of each server the process behind ``channel`` needs and cannot reach
+    (``gateway.dependencies``); [] when it reaches them all, or does not say (an older version)."""
+    try:
+        reply, call = health_pb2_grpc.HealthStub(channel).Check.with_call(
+            health_pb2.HealthCheckRequest(service=DEPENDENCIES_SERVICE), timeout=DEADLINE_S)
+    except grpc.RpcError:
+        return []
+    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+        return []
+    said = [bytes(v).decode(errors="replace") for k, v in call.trailing_metadata() or () if k == REASON_METADATA]
+    return said or ["a server it needs"]
 
 
 def _degraded(channel: grpc.Channel) -> list[str]:

@@ -32,7 +32,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S, HEALTH_DEADLINE_S, aio_channel
 from gateway.files_limits import MAX_BODY_BYTES
 from gateway.metrics import exposition
-from gateway.resources import BUSY_METADATA, NAMES, RESOURCES_SERVICE, SHORTAGE_METADATA, UNAVAILABLE_METADATA
+from gateway.dependencies import DEPENDENCIES_SERVICE, REASON_METADATA
+from gateway.resources import NAMES, RESOURCES_SERVICE, handler_answered
 from gateway_http.console_files import PREFIX as CONSOLE_PREFIX
 from gateway_http.console_files import Console, is_console_path
 from gateway_http.credentials import BadCredential, credential_metadata
@@ -262,7 +263,7 @@ class ShimApp:
         except grpc.aio.AioRpcError as err:
             code = err.code()
             message = err.details() or code.name
-            if code == grpc.StatusCode.UNAVAILABLE and not _answered(err):
+            if code == grpc.StatusCode.UNAVAILABLE and not handler_answered(err.trailing_metadata()):
                 message = f"backend {route.backend} is unavailable; try again shortly"
             headers = None
             if code == grpc.StatusCode.UNAUTHENTICATED:
@@ -272,25 +273,31 @@ class ShimApp:
 
     async def _healthz(self) -> tuple[int, bytes]:
         """200 ``ok`` when every backend serves; 200 ``degraded`` with ``resources`` when one serves but
-        ran out of a resource recently (``gateway.resources``: it still answers what it can); 503
-        ``degraded`` when one does not serve."""
+        ran out of a resource recently (``gateway.resources``: it still answers what it can), and with
+        ``dependencies`` when one serves but cannot reach a server it needs (``gateway.dependencies``);
+        503 ``degraded`` when one does not serve."""
         report: dict[str, str] = {}
         short: dict[str, list[str]] = {}
+        needs: dict[str, list[str]] = {}
         for backend in sorted({r.backend for r in self._router.routes}):
             stub = health_pb2_grpc.HealthStub(self._channel(backend))
             try:
                 reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=HEALTH_DEADLINE_S)
                 report[backend] = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
                 if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    ran_out = await degraded_resources(stub)
+                    ran_out, unreachable = await degraded_resources(stub), await dependencies_down(stub)
                     if ran_out:
                         short[backend] = ran_out
+                    if unreachable:
+                        needs[backend] = unreachable
             except grpc.aio.AioRpcError as err:
                 report[backend] = err.code().name
         serving = all(v == "SERVING" for v in report.values())
-        body: dict[str, object] = {"status": "ok" if serving and not short else "degraded", "backends": report}
+        body: dict[str, object] = {"status": "ok" if serving and not short and not needs else "degraded", "backends": report}
         if short:
             body["resources"] = short
+        if needs:
+            body["dependencies"] = needs
         if self._instance is not None:
             body["instance"] = self._instance
         return (200 if serving else 503), json.dumps(body).encode()
@@ -313,11 +320,18 @@ async def degraded_resources(stub: health_pb2_grpc.HealthStub) -> list[str]:
         return []
 
 
-def _answered(err: grpc.aio.AioRpcError) -> bool:
-    """Whether an UNAVAILABLE answer came from a backend's own handler (it ran out of a resource, found a
-    database locked too long, or a server it needs is down: its message says which, ``gateway.rpc``),
-    rather than from a backend the shim could not reach."""
-    return any(key in (SHORTAGE_METADATA, BUSY_METADATA, UNAVAILABLE_METADATA) for key, _ in err.trailing_metadata() or ())
+async def dependencies_down(stub: health_pb2_grpc.HealthStub) -> list[str]:
+    """``label: reason`` of each server the backend behind ``stub`` needs and cannot reach
+    (``gateway.dependencies``); [] when it reaches them all or cannot say."""
+    try:
+        call = stub.Check(health_pb2.HealthCheckRequest(service=DEPENDENCIES_SERVICE), timeout=HEALTH_DEADLINE_S)
+        reply = await call
+        if reply.status == health_pb2.HealthCheckResponse.SERVING:
+            return []
+        said = [bytes(v).decode(errors="replace") for k, v in await call.trailing_metadata() or () if k == REASON_METADATA]
+    except grpc.aio.AioRpcError:  # NOT_FOUND from a process that does not report dependencies
+        return []
+    return said or ["a server it needs cannot be reached"]
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -19,6 +19,7 @@ import grpc
 
 from gateway.auth import INTERNAL_TOKEN_HEADER
 from gateway.channels import DEFAULT_DEADLINE_S, aio_channel
+from gateway.resources import handler_answered
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 
 # The MCP server can switch the KB's read-path recorder off (GATEWAY_RECORD_RETRIEVALS):
@@ -61,6 +62,8 @@ def translate(err: grpc.aio.AioRpcError, address: str, deadline_s: float, *, cal
         message = details
     elif caller_key and code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED) and details:
         message = details
+    elif code == grpc.StatusCode.UNAVAILABLE and details and handler_answered(err.trailing_metadata()):
+        message = details  # the KB answered: what it needs is down (its vault's server), or it ran short
     elif code == grpc.StatusCode.UNAVAILABLE:
         message = (
             f"the KB service is not running (nothing answers at {address}); "

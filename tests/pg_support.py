@@ -24,6 +24,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -105,20 +106,37 @@ class Cluster:
             raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}")
         return done
 
+    def create(self) -> None:
+        """initdb the data directory."""
+        self.run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                 f"--locale={LOCALE}", "--no-sync")
+
     def start(self) -> None:
-        """Start the server (initdb first when the cluster has no data directory yet)."""
+        """Start the server on the cluster's data directory and port (initdb first when there is none yet;
+        again after ``stop`` or ``kill_postmaster``)."""
         if not (self.data / "PG_VERSION").exists():
-            self.run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                     f"--locale={LOCALE}", "--no-sync")
+            self.create()
         settings = {**SERVER_SETTINGS, **DURABLE_SETTINGS} if self.durable else SERVER_SETTINGS
         options = " ".join(f"-c {k}={v}" for k, v in settings.items())
         self.run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", str(START_TIMEOUT_S),
                  "-o", f"-p {self.port} -k {self.root} {options}", "start")
 
     def stop(self, mode: str = "immediate") -> None:
-        """Stop the server (``mode``: pg_ctl's smart, fast or immediate); its data stays for ``start``."""
+        """``pg_ctl stop -m mode`` (immediate: every backend killed, no checkpoint); a stopped server is left so."""
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
             self.run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def kill_postmaster(self) -> None:
+        """``kill -9`` of the postmaster; returns once it and every backend it started are gone (they exit
+        when they see it die), so ``start`` can run again."""
+        pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        children = [p for p in _processes() if _parent(p) == pid]
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while any(_alive(p) for p in [pid, *children]):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the backends of killed postmaster {pid} are still running")
+            time.sleep(0.05)
 
     def create_database(self, name: str) -> str:
         """A new empty database ``name``; its DSN."""
@@ -126,6 +144,25 @@ class Cluster:
             conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8' LOCALE {}").format(
                 sql.Identifier(name), sql.Literal(LOCALE)))
         return self.dsn(name)
+
+
+def _processes() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def start_cluster(*, durable: bool = False) -> Cluster:

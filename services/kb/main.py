@@ -12,6 +12,7 @@ import grpc
 import structlog
 
 from gateway.config import Config
+from gateway.dependencies import DEPENDENCIES
 from gateway.grpc_server import serve
 from gateway.live_config import ConfigChange, LiveConfig
 from gateway.resources import FILE_TABLE, OPEN_FILES, SHORTAGES, open_files_limit
@@ -71,8 +72,10 @@ def open_vaults(config: Config, archives: Archives, handles: OpenHandles, enviro
     shared = config.knowledge.shared
     if shared.backend == "postgres":
         log.info("kb_vault_backend", backend="postgres")
-        return PostgresVaults(config.agents, archives.executor, shared.postgres, environ,
-                              applied_by=socket.gethostname())
+        vaults = PostgresVaults(config.agents, archives.executor, shared.postgres, environ,
+                                applied_by=socket.gethostname())
+        DEPENDENCIES.add(vaults.health)  # the KB's health says when its server cannot be reached
+        return vaults
     return Vaults(config.agents, archives.executor, handles=handles)
 
 

@@ -3,14 +3,27 @@ errors of an unreachable server made ``Unavailable`` (docs/concepts/vault.md "Po
 
 The DSN comes from ``gateway.knowledge.shared.postgres`` (``dsn``, ``dsnFile`` or ``dsnEnv``) and is never
 logged. Every connection of the pool is in autocommit mode (a write opens its own transaction), has its
-``search_path`` set to the vault's schema and every statement runs under ``statement_timeout``. The pool
-reconnects by itself: a broken connection is dropped when it is returned, and a later call opens another.
+``search_path`` set to the vault's schema and every statement runs under ``statement_timeout``.
+
+The pool reconnects by itself (docs/concepts/vault.md "When PostgreSQL is down"): a connection the server
+closed while it sat idle (a restart, even after ``kill -9``) is seen before a call uses it (``_alive``:
+an idle connection with something to read is checked with a round trip) and replaced, a broken one is
+dropped when it is returned, and a lost connection is retried in the background for ``RECONNECT_S`` at
+most (after that, the next call asks for one again: nothing runs while the process is idle). Each wait
+is bounded: the connection by ``connectTimeoutS`` (and TCP's ``tcp_user_timeout`` on a cut link), the
+pool by ``connectTimeoutS`` or the call's own gRPC deadline when it is sooner (``gateway.call_deadline``),
+each statement by ``statementTimeoutMs``, or by the caller's deadline: a call whose caller went away has
+its statement cancelled (``track``, ``cancel``). ``reachable`` tells the vault's ``Dependency`` what each
+call learnt; ``retryable`` says which failures a read may retry once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import select
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
@@ -20,16 +33,22 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from gateway import call_deadline
 from gateway.config_model import VaultPostgresSettings
+from gateway.dependencies import Dependency
 from gateway.errors import CommandError, Unavailable
 from services.kb.vault_pg import schema
 
 Conn = psycopg.Connection[TupleRow]
 
 APPLICATION: Final = "gateway-kb"
+RECONNECT_S: Final = 10.0
+PROBE_S: Final = 2.0  # the health probe's wait for a connection (psycopg's shortest connect timeout)
+CANCEL_S: Final = 5.0
 log = structlog.get_logger()
 _pools: dict[str, ConnectionPool[Conn]] = {}
 _pools_lock = threading.Lock()
+_held: contextvars.ContextVar[list[Conn] | None] = contextvars.ContextVar("vault_connections_held", default=None)
 
 
 def resolve_dsn(settings: VaultPostgresSettings, environ: Mapping[str, str]) -> str:
@@ -59,6 +78,30 @@ def _configure(statement_timeout_ms: int, schema_name: str) -> Callable[[Conn], 
     return configure
 
 
+def _alive(conn: Conn) -> bool:
+    """Whether ``conn``, idle in the pool, still has its server: only a connection with something to read
+    (the server's goodbye, or the end of its socket) costs a round trip to find out."""
+    if conn.closed or conn.broken:
+        return False
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if not readable:
+        return True
+    try:
+        ConnectionPool.check_connection(conn)
+    except psycopg.Error:
+        return False
+    return True
+
+
+def _connect_args(settings: VaultPostgresSettings) -> dict[str, object]:
+    """What every connection is opened with: autocommit, and a connect timeout and TCP timeouts so a
+    server that went silent (a cut link) fails the call instead of holding it."""
+    connect_s = max(1, round(settings.connect_timeout_s))
+    return {"autocommit": True, "connect_timeout": connect_s, "application_name": APPLICATION,
+            "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 5, "keepalives_count": 3,
+            "tcp_user_timeout": (settings.statement_timeout_ms or 60_000) + 1000 * connect_s}
+
+
 def open_pool(settings: VaultPostgresSettings, environ: Mapping[str, str] | None = None,
               schema_name: str = schema.DEFAULT_SCHEMA) -> ConnectionPool[Conn]:
     """This process's pool for the settings' DSN (opened once: later calls answer the same pool). It opens
@@ -70,10 +113,8 @@ def open_pool(settings: VaultPostgresSettings, environ: Mapping[str, str] | None
         if pool is None:
             pool = ConnectionPool(
                 dsn, min_size=settings.min_size, max_size=settings.max_size, timeout=settings.connect_timeout_s,
-                kwargs={"autocommit": True, "connect_timeout": max(1, round(settings.connect_timeout_s)),
-                        "application_name": APPLICATION},
-                configure=_configure(settings.statement_timeout_ms, schema_name),
-                open=False, name="vault",
+                kwargs=_connect_args(settings), configure=_configure(settings.statement_timeout_ms, schema_name),
+                reconnect_timeout=RECONNECT_S, open=False, name="vault",
             )
             pool.open(wait=False)
             _pools[key] = pool
@@ -89,35 +130,138 @@ def close_pools() -> None:
         pool.close()
 
 
+def track(held: list[Conn]) -> None:
+    """Keep in ``held`` the connection each ``connection`` of the current context is using (for ``cancel``)."""
+    _held.set(held)
+
+
+def cancel(held: list[Conn]) -> None:
+    """Cancel what the connections in ``held`` are running (their caller's deadline passed), each in a thread
+    of its own: the statement ends now instead of at ``statementTimeoutMs``, and its transaction rolls back."""
+    for conn in list(held):
+        threading.Thread(target=_cancel, args=(conn,), name="vault-cancel", daemon=True).start()
+
+
+def _cancel(conn: Conn) -> None:
+    with contextlib.suppress(psycopg.Error):
+        conn.cancel_safe(timeout=CANCEL_S)
+
+
+@contextlib.contextmanager
+def connection(pool: ConnectionPool[Conn], health: Dependency | None = None) -> Iterator[Conn]:
+    """One of the pool's connections, waited for no longer than the pool's timeout or the call's deadline.
+
+    An idle connection whose server closed it (``_alive``) is closed and handed back, which makes the pool
+    open another, and the next one is taken at once (psycopg_pool's own ``check`` would wait a growing
+    delay between two dead ones). After the first dead one, and while ``health`` says the server could not
+    be reached and the pool holds no connection, a connection of its own is tried: a server that is down
+    fails the call at once (psycopg.OperationalError) instead of after the whole wait."""
+    wait = call_deadline.within(pool.timeout)
+    if health is not None and health.reason is not None and not pool.get_stats().get("pool_available"):
+        _reach(pool, wait)
+    deadline = time.monotonic() + wait
+    reached = False
+    while True:
+        conn = pool.getconn(timeout=max(0.0, deadline - time.monotonic()))
+        if _alive(conn):
+            break
+        conn.close()
+        pool.putconn(conn)
+        if not reached:  # the server went away, or restarted: which, at once
+            _reach(pool, deadline - time.monotonic())
+            reached = True
+    held = _held.get()
+    if held is not None:
+        held.append(conn)
+    try:
+        with conn:
+            yield conn
+    finally:
+        if held is not None:
+            held.remove(conn)
+        pool.putconn(conn)
+
+
+def _reach(pool: ConnectionPool[Conn], wait: float) -> None:
+    """Connect to the pool's server once, and close; psycopg.OperationalError when it cannot be reached."""
+    kwargs = dict(pool.kwargs) if isinstance(pool.kwargs, dict) else {}
+    kwargs["connect_timeout"] = max(1, min(round(max(wait, 0)), int(kwargs.get("connect_timeout", 5))))
+    psycopg.connect(str(pool.conninfo), **kwargs).close()
+
+
 def migrate(pool: ConnectionPool[Conn], what: str, schema_name: str = schema.DEFAULT_SCHEMA,
-            applied_by: str = "") -> list[int]:
+            applied_by: str = "", health: Dependency | None = None) -> list[int]:
     """Bring the schema up to date through one of the pool's connections (``schema.migrate``); Unavailable
     naming ``what`` (the vault that needs it) while the server cannot be reached."""
-    with reachable(what, pool), pool.connection() as conn:
+    with reachable(what, pool, health), connection(pool, health) as conn:
         return schema.migrate(conn, schema_name, applied_by=applied_by)
+
+
+def probe(pool: ConnectionPool[Conn], health: Dependency) -> str | None:
+    """Why the pool's server cannot be reached now (None: it can, or every connection is busy with a call):
+    a round trip on one of its connections, waited for ``PROBE_S`` at most (the vault's health check)."""
+    token = call_deadline.start(PROBE_S)
+    try:
+        return _probe(pool, health)
+    finally:
+        call_deadline.reset(token)
+
+
+def _probe(pool: ConnectionPool[Conn], health: Dependency) -> str | None:
+    try:
+        with connection(pool, health) as conn:
+            conn.execute("")
+    except PoolTimeout:
+        return None if _busy(pool) else "no connection to its PostgreSQL server in time"
+    except psycopg.Error:
+        return "its PostgreSQL server cannot be reached"
+    return None
+
+
+def _busy(pool: ConnectionPool[Conn] | None) -> bool:
+    """Whether every connection the pool may open is open and in use."""
+    stats = pool.get_stats() if pool is not None else {}
+    return pool is not None and stats.get("pool_size", 0) >= pool.max_size and stats.get("pool_available", 0) == 0
 
 
 def _no_connection(pool: ConnectionPool[Conn] | None) -> str:
     """Why the pool gave no connection in time: all of them busy (the vault is busy), or none to be had."""
     stats = pool.get_stats() if pool is not None else {}
-    size, free, waiting = stats.get("pool_size", 0), stats.get("pool_available", 0), stats.get("requests_waiting", 0)
-    if pool is not None and size >= pool.max_size and free == 0:
-        return (f"busy: all {size} of its PostgreSQL connections were in use for the whole wait "
-                f"({waiting} more calls waiting); retry shortly")
+    if _busy(pool):
+        return (f"busy: all {stats.get('pool_size', 0)} of its PostgreSQL connections were in use for the whole wait "
+                f"({stats.get('requests_waiting', 0)} more calls waiting); retry shortly")
     return "no connection to its PostgreSQL server in time"
 
 
+def retryable(exc: BaseException) -> bool:
+    """Whether a read that failed with ``exc`` (an Unavailable of ``reachable``) may run once more on another
+    connection: its connection broke under it. Not a statement past its timeout, nor a pool that gave no
+    connection in time (the wait is spent)."""
+    cause = exc.__cause__ if isinstance(exc, Unavailable) else exc
+    return isinstance(cause, (psycopg.OperationalError, psycopg.InterfaceError)) \
+        and not isinstance(cause, (psycopg.errors.QueryCanceled, PoolTimeout))
+
+
 @contextlib.contextmanager
-def reachable(what: str, pool: ConnectionPool[Conn] | None = None) -> Iterator[None]:
+def reachable(what: str, pool: ConnectionPool[Conn] | None = None, health: Dependency | None = None) -> Iterator[None]:
     """Unavailable naming ``what`` for a server that cannot be reached, went away, or did not answer in time,
-    or (given ``pool``) a pool whose every connection stayed busy."""
+    or (given ``pool``) a pool whose every connection stayed busy; ``health`` learns whether the server
+    was reached (a busy pool or a statement past its timeout say it was)."""
     try:
         yield
     except PoolTimeout as exc:
         log.warning("vault_postgres_unavailable", what=what, error=type(exc).__name__)
-        raise Unavailable(f"{what} is unavailable: {_no_connection(pool)}") from exc
+        reason = _no_connection(pool)
+        if health is not None and not _busy(pool):
+            health.failed(reason)
+        raise Unavailable(f"{what} is unavailable: {reason}") from exc
     except (psycopg.OperationalError, psycopg.errors.QueryCanceled, psycopg.InterfaceError) as exc:
         log.warning("vault_postgres_unavailable", what=what, error=type(exc).__name__)
-        reason = "a statement ran past its timeout" if isinstance(exc, psycopg.errors.QueryCanceled) \
-            else "its PostgreSQL server cannot be reached"
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            raise Unavailable(f"{what} is unavailable: a statement ran past its timeout") from exc
+        reason = "its PostgreSQL server cannot be reached"
+        if health is not None:
+            health.failed(reason)
         raise Unavailable(f"{what} is unavailable: {reason}") from exc
+    if health is not None:
+        health.succeeded()

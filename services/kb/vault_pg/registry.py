@@ -8,11 +8,17 @@ slowing a read. The schema is migrated before the first call that needs it (``po
 the KB's start: a server that is down then leaves the file API, archives and dreaming serving, and vault
 calls answer Unavailable until it is back. ``graph`` compiles the notes' rows (``graph.build.compile_notes``);
 the graph's report files (``knowledge.shared.graph``) are not written on this backend.
+
+While the server cannot be reached (docs/concepts/vault.md "When PostgreSQL is down") the KB's health says
+so through ``health``, the dependency ``shared-vault`` (``gateway.dependencies``). A read (get, list,
+search, graph) whose connection broke under it runs once more on another connection (``pool.retryable``);
+a write never does: it ran in one transaction, and one whose outcome is unknown says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,7 +31,8 @@ import structlog
 
 from gateway.config import AgentConfig, SharedSettings
 from gateway.config_model import VaultPostgresSettings
-from gateway.errors import GatewayError
+from gateway.dependencies import Dependency
+from gateway.errors import GatewayError, Unavailable
 from services.kb.archive.retrieval_log import Retrieved
 from services.kb.graph.build import MAX_NOTE_BYTES, compile_notes
 from services.kb.graph.model import GraphReport
@@ -39,6 +46,8 @@ from services.kb.vault_pg.store import PostgresVaultStore
 
 log = structlog.get_logger()
 T = TypeVar("T")
+DEPENDENCY = "shared-vault"  # the vault's name in the KB's health (gateway.dependencies)
+LABEL = "the shared vault (PostgreSQL)"
 
 
 class PostgresVaults(SharedVaults[PostgresVaultStore]):
@@ -57,6 +66,7 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
     ) -> None:
         self._executor = executor
         self._pool = pool.open_pool(settings, environ)
+        self.health = Dependency(DEPENDENCY, LABEL, lambda: pool.probe(self._pool, self.health))
         self._applied_by = applied_by
         self._migrated = False
         self._migrating = threading.Lock()
@@ -69,7 +79,7 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
 
     def _track(self, key: Hashable, shared: SharedSettings, graph: bool) -> None:
         if key not in self._vaults:
-            self._vaults[key] = PostgresVaultStore(self._pool, shared.project)
+            self._vaults[key] = PostgresVaultStore(self._pool, shared.project, health=self.health)
 
     def _project(self, v: PostgresVaultStore) -> str:
         return v.project
@@ -82,17 +92,35 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
         with self._migrating:
             if not self._migrated:
                 applied = pool.migrate(self._pool, f"the shared vault of project {store.project!r}",
-                                       applied_by=self._applied_by)
+                                       applied_by=self._applied_by, health=self.health)
                 if applied:
                     log.info("kb_vault_postgres_migrated", versions=applied)
                 self._migrated = True
 
     async def _run(self, store: PostgresVaultStore, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in a worker thread, in the call's context (its deadline: ``gateway.call_deadline``);
+        what it runs on PostgreSQL is cancelled when the call is (its caller's deadline passed)."""
         def call() -> T:
             self._ready(store)
             return fn(*args)
 
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        context, held = contextvars.copy_context(), list[pool.Conn]()
+        context.run(pool.track, held)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, context.run, call)
+        except asyncio.CancelledError:
+            pool.cancel(held)
+            raise
+
+    async def _read(self, store: PostgresVaultStore, fn: Callable[..., T], *args: Any) -> T:
+        """``_run`` of a read, once more when its connection broke under it (``pool.retryable``)."""
+        try:
+            return await self._run(store, fn, *args)
+        except Unavailable as exc:
+            if not pool.retryable(exc):
+                raise
+            log.info("kb_vault_read_retried", vault=store.project, error=type(exc.__cause__).__name__)
+        return await self._run(store, fn, *args)
 
     async def _write(self, v: PostgresVaultStore, op: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         def run() -> T:
@@ -105,7 +133,7 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
 
     async def get(self, agent_id: str, name: str) -> notes.Note:
         store = self._vault(agent_id)
-        return await self._run(store, notes.get, store, name)
+        return await self._read(store, notes.get, store, name)
 
     async def list_notes(self, agent_id: str, size: int, token: str, include_retired: bool) -> tuple[listing.NotePage, dict[str, Authors]]:
         """A page of the vault's notes (``listing``) and who wrote them, by the name listed."""
@@ -117,17 +145,17 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
             found = store.authors(set(lives.values()))
             return page, {name: found[live] for name, live in lives.items() if live in found}
 
-        return await self._run(store, run)
+        return await self._read(store, run)
 
     async def search(self, agent_id: str, query: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:
         """``(result, refreshed)``: nothing to refresh, every host's commits are read."""
         store = self._vault(agent_id)
-        return await self._run(store, store.search, query, limit), False
+        return await self._read(store, store.search, query, limit), False
 
     async def graph(self, agent_id: str) -> GraphReport:
         """The vault's graph compiled now from its rows, written nowhere (``graph.build.compile_notes``)."""
         store = self._vault(agent_id)
-        return await self._run(store, lambda: compile_notes(store.contents(MAX_NOTE_BYTES + 1), self._clock()))
+        return await self._read(store, lambda: compile_notes(store.contents(MAX_NOTE_BYTES + 1), self._clock()))
 
     # --- recall ---------------------------------------------------------------------
 

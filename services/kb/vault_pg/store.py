@@ -10,7 +10,9 @@ An update locks the row, compares the bytes the caller read and writes only whil
 is still the one it locked (compare-and-swap). ``writing`` is one transaction holding the vault's
 advisory lock (``schema.lock_vault``): every call made inside it runs on its connection, so a
 near-duplicate check and the create it guards cannot interleave with another host's. A server that
-cannot be reached is ``Unavailable`` naming the vault (``pool.reachable``), never an internal error.
+cannot be reached is ``Unavailable`` naming the vault (``pool.reachable``), never an internal error; a
+transaction whose COMMIT was sent when its connection broke is ``Unavailable`` saying its outcome is
+unknown (``_transaction``): it is never retried, the caller reads the note again.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
+import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from gateway.atomic import WriteConflict
-from gateway.errors import InvalidArgument
+from gateway.dependencies import Dependency
+from gateway.errors import InvalidArgument, Unavailable
 from gateway.markdown import frontmatter_end
 from services.kb.archive.retrieval_log import Retrieved
 from services.kb.index.entries import DEFAULT_IMPORTANCE, entry_hash, parse_frontmatter
@@ -38,7 +42,7 @@ from services.kb.vault.names import RETIRED_PREFIX, is_retired, live_name, note_
 from services.kb.vault.store import Ages, Authors, Claim, NoteStat, NoteState, PromotionRecord, Writer
 from services.kb.vault_pg import fts
 from services.kb.vault_pg import rows as pg_rows
-from services.kb.vault_pg.pool import Conn, reachable
+from services.kb.vault_pg.pool import Conn, connection, reachable
 from services.kb.vault_pg.schema import lock_vault
 
 TOKENIZERS: Final = ("unicode61", "trigram")
@@ -78,10 +82,12 @@ class PostgresVaultStore:
     """``VaultStore`` of ``project`` through ``pool`` (this process's, shared by every project); ``tokenizer``
     chooses the search path (``TOKENIZERS``)."""
 
-    def __init__(self, pool: ConnectionPool[Conn], project: str, tokenizer: str = "unicode61") -> None:
+    def __init__(self, pool: ConnectionPool[Conn], project: str, tokenizer: str = "unicode61",
+                 health: Dependency | None = None) -> None:
         if tokenizer not in TOKENIZERS:
             raise ValueError(f"unknown vault tokenizer {tokenizer!r}")
         self._pool = pool
+        self._health = health
         self._project = project
         self._tokenizer = tokenizer
         self._what = f"the shared vault of project {project!r}"
@@ -103,7 +109,7 @@ class PostgresVaultStore:
         if held is not None:
             yield held
             return
-        with reachable(self._what, self._pool), self._pool.connection() as conn:
+        with reachable(self._what, self._pool, self._health), connection(self._pool, self._health) as conn:
             yield conn
 
     def _ensure_vault(self, conn: Conn) -> None:
@@ -119,17 +125,36 @@ class PostgresVaultStore:
         """A transaction (a savepoint inside ``writing``) on a vault that exists."""
         with self._conn() as conn:
             self._ensure_vault(conn)
-            with conn.transaction():
+            with self._transaction(conn):
                 yield conn
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: Conn) -> Iterator[None]:
+        """``conn.transaction()`` (a savepoint inside another), its COMMIT's broken connection made Unavailable
+        saying the outcome is unknown: the server may have committed before the connection broke."""
+        outermost = conn.info.transaction_status == TransactionStatus.IDLE
+        committing = False
+        try:
+            with conn.transaction():
+                yield
+                committing = outermost
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            if not committing or isinstance(exc, psycopg.errors.QueryCanceled):
+                raise
+            reason = "its PostgreSQL server went away while this write was being committed"
+            if self._health is not None:
+                self._health.failed(reason)
+            raise Unavailable(f"{self._what} is unavailable: {reason}, so whether it was made is unknown; "
+                              "read the note again before retrying") from exc
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
         if getattr(self._local, "conn", None) is not None:
             yield
             return
-        with reachable(self._what, self._pool), self._pool.connection() as conn:
+        with reachable(self._what, self._pool, self._health), connection(self._pool, self._health) as conn:
             self._ensure_vault(conn)
-            with conn.transaction():
+            with self._transaction(conn):
                 lock_vault(conn, self._project)
                 self._local.conn = conn
                 try:
