@@ -11,7 +11,10 @@ reach). The unix socket goes in that directory too; clients connect over TCP to 
 superuser ``postgres`` with trust authentication, which only that address accepts.
 
 The cluster runs without durability (``fsync``, ``synchronous_commit`` and ``full_page_writes`` off):
-a crash loses it, and it is deleted at the end of the session anyway. Each test gets a database of its
+a crash loses it, and it is deleted at the end of the session anyway. A test that kills the postmaster
+and counts acknowledged commits starts a cluster of its own with ``synchronous_commit`` on
+(``start_cluster(settings)``): a commit is then in the kernel's page cache before it is acknowledged,
+which a killed process cannot lose (``fsync`` matters only when the machine itself goes down). Each test gets a database of its
 own (``fresh_database``), created from ``template0`` in UTF-8 with the ``C.UTF-8`` locale.
 """
 
@@ -23,12 +26,13 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -80,6 +84,7 @@ class Cluster:
     root: Path
     port: int
     user: pwd.struct_passwd | None  # who runs it; None: this process's user
+    settings: dict[str, str] = field(default_factory=lambda: dict(SERVER_SETTINGS))
 
     @property
     def data(self) -> Path:
@@ -102,16 +107,40 @@ class Cluster:
             raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}")
         return done
 
-    def start(self) -> None:
+    def init(self) -> None:
         self.run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                  f"--locale={LOCALE}", "--no-sync")
-        options = " ".join(f"-c {k}={v}" for k, v in SERVER_SETTINGS.items())
+
+    def start(self) -> None:
+        """Start the server on its port and wait until it accepts connections (after a crash: once it has
+        recovered)."""
+        options = " ".join(f"-c {k}={v}" for k, v in self.settings.items())
         self.run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", str(START_TIMEOUT_S),
                  "-o", f"-p {self.port} -k {self.root} {options}", "start")
 
-    def stop(self) -> None:
+    def stop(self, mode: str = "immediate") -> None:
+        """``pg_ctl stop -m mode`` (smart, fast or immediate); nothing when it is not running."""
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
-            self.run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            self.run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def postmaster_pid(self) -> int:
+        return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+
+    def kill_postmaster(self) -> None:
+        """``kill -9`` of the postmaster; returns once it and every server process it had started have exited
+        (they do by themselves on its death), so that ``start`` finds the shared memory free. A dead postmaster
+        that nobody has reaped yet still answers ``kill(pid, 0)``: its lock files go, or ``start`` would take
+        it for a running server."""
+        pid = self.postmaster_pid()
+        children = [p for p in _pids() if _parent(p) == pid]
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while any(_alive(p) for p in (pid, *children)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the server processes of {self.data} outlived the postmaster's kill")
+            time.sleep(0.02)
+        for lock in (self.data / "postmaster.pid", self.root / f".s.PGSQL.{self.port}.lock"):
+            lock.unlink(missing_ok=True)
 
     def create_database(self, name: str) -> str:
         """A new empty database ``name``; its DSN."""
@@ -121,8 +150,32 @@ class Cluster:
         return self.dsn(name)
 
 
-def start_cluster() -> Cluster:
-    """Start a cluster; pytest.fail with ``MISSING`` when there are no server binaries."""
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name; [] when the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return []
+
+
+def _parent(pid: int) -> int:
+    fields = _stat(pid)
+    return int(fields[1]) if fields else 0
+
+
+def _alive(pid: int) -> bool:
+    """Running, and not a zombie waiting to be reaped."""
+    fields = _stat(pid)
+    return bool(fields) and fields[0] not in ("Z", "X")
+
+
+def start_cluster(settings: dict[str, str] | None = None) -> Cluster:
+    """Start a cluster (``SERVER_SETTINGS`` with ``settings`` over them); pytest.fail with ``MISSING`` when
+    there are no server binaries."""
     found = bin_dir()
     if found is None or not (found / "pg_ctl").exists():
         pytest.fail(MISSING, pytrace=False)
@@ -130,8 +183,9 @@ def start_cluster() -> Cluster:
     root = Path(tempfile.mkdtemp(prefix="gateway-pg-"))
     if user is not None:
         os.chown(root, user.pw_uid, user.pw_gid)
-    cluster = Cluster(found, root, free_port(), user)
+    cluster = Cluster(found, root, free_port(), user, {**SERVER_SETTINGS, **(settings or {})})
     try:
+        cluster.init()
         cluster.start()
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
