@@ -2,14 +2,16 @@
 
 A host is a ``suite_support.Suite`` of its own (its own home, its own ports) whose config points the
 shared vault at one DSN (``gateway.knowledge.shared.backend: postgres``); host A runs agent ``ada``, host
-B agent ``bea``, both in the default shared project. ``race`` runs calls in separate OS processes that
-all start them at one barrier.
+B agent ``bea``, both in the default shared project. ``race`` runs calls in separate OS processes
+(``vault_racer.py``) released at once.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-from collections.abc import Callable, Sequence
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from suite_support import ADMIN_KEY, Suite
 AGENTS = {"A": "ada", "B": "bea"}
 HEADERS = {"X-Api-Key": ADMIN_KEY}
 RACE_TIMEOUT_S = 60.0
+RACER = Path(__file__).with_name("vault_racer.py")
 
 
 def vault_settings(dsn: str) -> dict[str, Any]:
@@ -78,26 +81,27 @@ def client() -> httpx.Client:
 # --- races between OS processes ---------------------------------------------------------------------
 
 
-def post_at_barrier(barrier: Any, out: Any, url: str, body: dict[str, Any]) -> None:
-    """One racer (a child process): connect, wait at ``barrier``, POST ``body`` to ``url``; puts
-    (url, body, status, answer) on ``out``."""
-    with httpx.Client(headers=HEADERS, timeout=RACE_TIMEOUT_S) as http:
-        http.get(url.split("/api/", 1)[0] + "/healthz")  # the connection is open before the start
-        barrier.wait(RACE_TIMEOUT_S)
-        response = http.post(url, json=body)
-    out.put((url, body, response.status_code, response.json()))
-
-
-def race(calls: Sequence[tuple[str, dict[str, Any]]],
-         racer: Callable[[Any, Any, str, dict[str, Any]], None] = post_at_barrier) -> list[tuple[str, dict[str, Any], int, Any]]:
-    """Each (url, body) POSTed by a process of its own, all released at once; their answers."""
-    context = multiprocessing.get_context("spawn")
-    barrier, out = context.Barrier(len(calls)), context.Queue()
-    procs = [context.Process(target=racer, args=(barrier, out, url, body)) for url, body in calls]
-    for proc in procs:
-        proc.start()
-    answers = [out.get(timeout=RACE_TIMEOUT_S) for _ in procs]
-    for proc in procs:
-        proc.join(RACE_TIMEOUT_S)
-        assert proc.exitcode == 0, f"a racer exited with {proc.exitcode}"
-    return answers
+def race(calls: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any], int, Any]]:
+    """Each (url, body) POSTed by an OS process of its own (``vault_racer.py``), all released at once once
+    every one has its connection open; (url, body, status, answer) of each."""
+    procs = [subprocess.Popen([sys.executable, str(RACER), url, ADMIN_KEY], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True) for url, _ in calls]
+    try:
+        for proc, (_, body) in zip(procs, calls, strict=True):
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(json.dumps(body) + "\n")
+            proc.stdin.flush()
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        outs = [proc.communicate(timeout=RACE_TIMEOUT_S)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    answers = [json.loads(out) for out in outs]
+    return [(url, body, a["status"], a["answer"]) for (url, body), a in zip(calls, answers, strict=True)]
