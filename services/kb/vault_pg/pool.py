@@ -17,6 +17,7 @@ from typing import Final
 import psycopg
 import structlog
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -27,6 +28,12 @@ from services.kb.vault_pg import schema
 Conn = psycopg.Connection[TupleRow]
 
 APPLICATION: Final = "gateway-kb"
+# A server that stops answering without a reset (a cut link) fails a call within about 5 s, inside the
+# shim's deadline, rather than after the kernel's retransmissions (minutes); a slow statement is not cut
+# short (a live server's kernel answers the probes); a DSN that sets one of these keeps its own:
+# docs/concepts/vault.md "PostgreSQL backend".
+DEAD_SERVER: Final = {"keepalives": 1, "keepalives_idle": 2, "keepalives_interval": 1, "keepalives_count": 3,
+                      "tcp_user_timeout": 5000}
 log = structlog.get_logger()
 _pools: dict[str, ConnectionPool[Conn]] = {}
 _pools_lock = threading.Lock()
@@ -50,6 +57,11 @@ def resolve_dsn(settings: VaultPostgresSettings, environ: Mapping[str, str]) -> 
     raise CommandError("gateway.knowledge.shared.postgres: none of dsn, dsnFile or dsnEnv is set")
 
 
+def _unless_set(params: Mapping[str, object], dsn: str) -> dict[str, object]:
+    given = conninfo_to_dict(dsn)
+    return {k: v for k, v in params.items() if k not in given}
+
+
 def _configure(statement_timeout_ms: int, schema_name: str) -> Callable[[Conn], None]:
     """What every new connection of the pool runs first: the statement timeout and the vault's schema."""
     def configure(conn: Conn) -> None:
@@ -71,7 +83,7 @@ def open_pool(settings: VaultPostgresSettings, environ: Mapping[str, str] | None
             pool = ConnectionPool(
                 dsn, min_size=settings.min_size, max_size=settings.max_size, timeout=settings.connect_timeout_s,
                 kwargs={"autocommit": True, "connect_timeout": max(1, round(settings.connect_timeout_s)),
-                        "application_name": APPLICATION},
+                        "application_name": APPLICATION, **_unless_set(DEAD_SERVER, dsn)},
                 configure=_configure(settings.statement_timeout_ms, schema_name),
                 open=False, name="vault",
             )
