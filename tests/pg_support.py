@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -85,6 +86,7 @@ class Cluster:
     port: int
     user: pwd.struct_passwd | None  # who runs it; None: this process's user
     settings: dict[str, str] = field(default_factory=lambda: dict(SERVER_SETTINGS))
+    netns: str | None = None  # the network namespace (``ip netns``) its server runs in; None: this one
 
     @property
     def data(self) -> Path:
@@ -95,14 +97,23 @@ class Cluster:
         return self.root / "server.log"
 
     def dsn(self, dbname: str = "postgres", user: str = "postgres") -> str:
-        return f"host=127.0.0.1 port={self.port} user={user} dbname={dbname} connect_timeout=10"
+        host = self.settings["listen_addresses"]
+        return f"host={host} port={self.port} user={user} dbname={dbname} connect_timeout=10"
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run a server binary as the cluster's user, in its directory; its output in the exception when it fails."""
-        as_user = {} if self.user is None else {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": LOCALE, "TZ": "UTC"}
-        done = subprocess.run([str(self.bin / args[0]), *args[1:]], cwd=self.root, env=env, capture_output=True,
-                              text=True, timeout=START_TIMEOUT_S, **as_user)
+        """Run a server binary as the cluster's user, in its directory (and network namespace); its output in
+        the exception when it fails."""
+        argv = [str(self.bin / args[0]), *args[1:]]
+        as_user: dict[str, Any] = {}
+        if self.user is not None and self.netns is None:
+            as_user = {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
+        elif self.user is not None:  # entering the namespace needs root: the user changes after it
+            argv = ["setpriv", f"--reuid={self.user.pw_uid}", f"--regid={self.user.pw_gid}", "--clear-groups", *argv]
+        if self.netns is not None:
+            argv = ["ip", "netns", "exec", self.netns, *argv]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin", "LC_ALL": LOCALE, "TZ": "UTC"}
+        done = subprocess.run(argv, cwd=self.root, env=env, capture_output=True, text=True,
+                              timeout=START_TIMEOUT_S, **as_user)
         if done.returncode != 0:
             raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}")
         return done
@@ -173,9 +184,11 @@ def _alive(pid: int) -> bool:
     return bool(fields) and fields[0] not in ("Z", "X")
 
 
-def start_cluster(settings: dict[str, str] | None = None) -> Cluster:
-    """Start a cluster (``SERVER_SETTINGS`` with ``settings`` over them); pytest.fail with ``MISSING`` when
-    there are no server binaries."""
+def start_cluster(settings: dict[str, str] | None = None, netns: str | None = None,
+                  trusted: tuple[str, ...] = ()) -> Cluster:
+    """Start a cluster (``SERVER_SETTINGS`` with ``settings`` over them) in network namespace ``netns``,
+    trusting clients from the ``trusted`` networks (CIDR) besides 127.0.0.1; pytest.fail with ``MISSING``
+    when there are no server binaries."""
     found = bin_dir()
     if found is None or not (found / "pg_ctl").exists():
         pytest.fail(MISSING, pytrace=False)
@@ -183,9 +196,11 @@ def start_cluster(settings: dict[str, str] | None = None) -> Cluster:
     root = Path(tempfile.mkdtemp(prefix="gateway-pg-"))
     if user is not None:
         os.chown(root, user.pw_uid, user.pw_gid)
-    cluster = Cluster(found, root, free_port(), user, {**SERVER_SETTINGS, **(settings or {})})
+    cluster = Cluster(found, root, free_port(), user, {**SERVER_SETTINGS, **(settings or {})}, netns)
     try:
         cluster.init()
+        with (cluster.data / "pg_hba.conf").open("a") as hba:
+            hba.writelines(f"host all all {network} trust\n" for network in trusted)
         cluster.start()
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)

@@ -9,21 +9,27 @@ B agent ``bea``, both in the default shared project. ``race`` runs calls in sepa
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+import psycopg
 from dreaming_support import dreaming, reviewer, start_suite
-from suite_support import ADMIN_KEY, Suite
+from suite_support import ADMIN_KEY, Suite, wait_until
 
 AGENTS = {"A": "ada", "B": "bea"}
 HEADERS = {"X-Api-Key": ADMIN_KEY}
 RACE_TIMEOUT_S = 60.0
+RECOVERY_DEADLINE_S = 60.0
+OUTAGE_REFUSALS = 3  # per writer before the vault comes back: the pools have tried to reconnect meanwhile
 RACER = Path(__file__).with_name("vault_racer.py")
 
 
@@ -76,6 +82,96 @@ def reply_file(home: Path, agent: str) -> Path:
 
 def client() -> httpx.Client:
     return httpx.Client(headers=HEADERS, timeout=30)
+
+
+@dataclass
+class Writer:
+    """Creates notes of its own on one host in a loop until stopped; keeps every answer."""
+
+    host: Host
+    prefix: str
+    sent: dict[str, str] = field(default_factory=dict)  # name → content, every create tried
+    acked: dict[str, float] = field(default_factory=dict)  # name → when its 200 came back
+    statuses: list[tuple[float, int]] = field(default_factory=list)
+
+    def run(self, stop: threading.Event) -> None:
+        with httpx.Client(headers=HEADERS, timeout=30) as http:
+            while not stop.is_set():
+                name = f"{self.prefix} {len(self.sent)}"
+                content = f"# {name}\n\n" + " ".join(secrets.token_hex(6) for _ in range(400)) + "\n"
+                self.sent[name] = content
+                try:
+                    status = self.host.create(http, name, content).status_code
+                except httpx.TransportError:
+                    status = 0
+                self.statuses.append((time.monotonic(), status))
+                if status == 200:
+                    self.acked[name] = time.monotonic()
+
+    def acked_since(self, moment: float) -> bool:
+        return any(at > moment for at in self.acked.values())
+
+    def refused_since(self, moment: float) -> int:
+        return sum(1 for at, status in self.statuses if at > moment and status != 200)
+
+
+def bodies(database: str, names: list[str]) -> dict[str, str]:
+    """name → bytes of the live notes of ``names`` in PostgreSQL."""
+    with psycopg.connect(database) as conn:
+        rows = conn.execute("SELECT name, head || body FROM gateway_vault.notes WHERE name = ANY(%s) AND NOT retired",
+                            (names,)).fetchall()
+    return dict(rows)
+
+
+def seconds_until(predicate: Callable[[], bool], what: str) -> float:
+    started = time.monotonic()
+    wait_until(predicate, RECOVERY_DEADLINE_S, what)
+    return time.monotonic() - started
+
+
+def through_an_outage(hosts: dict[str, Host], database: str, cut: Callable[[], None], mend: Callable[[], None]) -> str:
+    """Two writers per host create notes while ``cut()`` takes the vault away and, once every writer has been
+    refused ``OUTAGE_REFUSALS`` times, ``mend()`` brings it back. Asserts that every answer was a 200 or a
+    503, that every acknowledged note is there with its exact bytes and no note is torn, that both hosts
+    create again within ``RECOVERY_DEADLINE_S`` and that none of their processes restarted; a one-line
+    summary with how long each host took to recover."""
+    pids = {label: {name: proc.pid for name, proc in host.suite.procs.items()} for label, host in hosts.items()}
+    writers = [Writer(host, f"{label}{n} buoy log") for label, host in hosts.items() for n in range(2)]
+    stop = threading.Event()
+    threads = [threading.Thread(target=w.run, args=(stop,), daemon=True) for w in writers]
+    for thread in threads:
+        thread.start()
+    try:
+        seconds_until(lambda: all(len(w.acked) >= 3 for w in writers), "every writer to have notes acknowledged")
+        cut_at = time.monotonic()
+        cut()
+        seconds_until(lambda: all(w.refused_since(cut_at) >= OUTAGE_REFUSALS for w in writers),
+                      "both hosts to refuse creates")
+        mend()
+        mended = time.monotonic()
+        took = {label: seconds_until(lambda h=host: any(w.acked_since(mended) for w in writers if w.host is h),
+                                     f"host {label} to create again") for label, host in hosts.items()}
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(RACE_TIMEOUT_S)
+    tried = [status for w in writers for _, status in w.statuses]
+    assert set(tried) <= {200, 503}, set(tried)
+    sent = {name: content for w in writers for name, content in w.sent.items()}
+    acked = {name for w in writers for name in w.acked}
+    stored = bodies(database, list(sent))
+    assert acked <= set(stored), f"acknowledged but lost: {sorted(acked - set(stored))}"
+    assert [name for name, content in stored.items() if content != sent[name]] == []  # none torn
+    with client() as http:
+        for host in hosts.values():
+            for name in sorted(acked)[::7]:
+                assert http.get(host.note(name)).json()["content"] == sent[name]
+    assert {label: {name: proc.pid for name, proc in host.suite.procs.items() if proc.poll() is None}
+            for label, host in hosts.items()} == pids  # no host process restarted
+    late = sum(w.refused_since(mended) for w in writers)
+    return (f"{len(tried)} creates, {tried.count(200)} acknowledged, {len(tried) - tried.count(200)} refused "
+            f"({late} of them after the vault was back); back after {(mended - cut_at):.1f} s away on "
+            + ", ".join(f"{k} in {v:.2f} s" for k, v in took.items()))
 
 
 # --- races between OS processes ---------------------------------------------------------------------
