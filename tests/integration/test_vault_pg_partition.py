@@ -1,12 +1,11 @@
-"""The PostgreSQL server in a network namespace of its own (``ip netns``, reached at a private address
-over a veth pair, not over loopback), its link cut while both hosts create notes and brought back: every
-answer meanwhile is a 200 or a 503, no acknowledged note is lost or torn, and both hosts create again by
-themselves. Unlike a killed server, a cut link answers nothing (no reset): what a host sees is a connect
-that times out and a query whose reply does not come.
+"""Host A, host B and the PostgreSQL server each in a network namespace of its own (``ip netns``), joined
+by a bridge at private addresses (no loopback between them); the server's link cut while both hosts create
+notes, then brought back: every answer meanwhile is a 200 or a 503, no acknowledged note is lost or torn,
+and both hosts create again by themselves. Unlike a killed server, a cut link answers nothing (no reset):
+what a host sees is a connect that times out and a query whose reply does not come.
 
 Network namespaces need root, which the PostgreSQL tests have here anyway (pg_support runs the server
-as ``nobody`` then); without root the test is skipped, saying so. The hosts stay in the tests' namespace:
-the suites' health checks and the tests' clients reach them on 127.0.0.1.
+as ``nobody`` then); without root the test is skipped, saying so.
 """
 
 from __future__ import annotations
@@ -24,23 +23,60 @@ from two_host_support import Host, start_host, through_an_outage
 
 pytestmark = pytest.mark.integration
 
+MEMBERS = ("db", "a", "b")  # a namespace each, at .2, .3 and .4 of the network
+
 
 @dataclass(frozen=True)
-class Link:
-    """Namespace ``netns`` joined to this one by a veth pair: ``outside`` here at ``.1``, ``inside`` there at
-    ``.2`` of ``network`` (a /30)."""
+class Net:
+    """A bridge in this namespace (at ``.1`` of a /24) and a namespace per member, each on the bridge by a
+    veth pair whose inside end is ``inside(member)``."""
 
-    netns: str
-    outside: str
-    inside: str
-    network: str
+    tag: str
+    prefix: str  # "10.x.y."
 
     @property
-    def server(self) -> str:
-        return self.network.removesuffix("0/30") + "2"
+    def bridge(self) -> str:
+        return f"gwbr{self.tag}"
 
-    def set(self, state: str) -> None:
-        ip("-n", self.netns, "link", "set", self.inside, state)
+    @property
+    def network(self) -> str:
+        return f"{self.prefix}0/24"
+
+    def netns(self, member: str) -> str:
+        return f"gw{member}{self.tag}"
+
+    def inside(self, member: str) -> str:
+        return f"gwi{member}{self.tag}"
+
+    def outside(self, member: str) -> str:
+        return f"gwo{member}{self.tag}"
+
+    def address(self, member: str) -> str:
+        return f"{self.prefix}{MEMBERS.index(member) + 2}"
+
+    def wrap(self, member: str) -> tuple[str, ...]:
+        return ("ip", "netns", "exec", self.netns(member))
+
+    def link(self, member: str, state: str) -> None:
+        ip("-n", self.netns(member), "link", "set", self.inside(member), state)
+
+    def build(self) -> None:
+        ip("link", "add", self.bridge, "type", "bridge")
+        ip("addr", "add", f"{self.prefix}1/24", "dev", self.bridge)
+        ip("link", "set", self.bridge, "up")
+        for member in MEMBERS:
+            ns, inside, outside = self.netns(member), self.inside(member), self.outside(member)
+            ip("netns", "add", ns)
+            ip("link", "add", outside, "type", "veth", "peer", "name", inside)
+            ip("link", "set", outside, "master", self.bridge, "up")
+            ip("link", "set", inside, "netns", ns)
+            ip("-n", ns, "addr", "add", f"{self.address(member)}/24", "dev", inside)
+            ip("-n", ns, "link", "set", "lo", "up")
+            self.link(member, "up")
+
+    def tear_down(self) -> None:
+        for args in (*(("netns", "del", self.netns(m)) for m in MEMBERS), ("link", "del", self.bridge)):
+            subprocess.run(["ip", *args], capture_output=True, check=False)
 
 
 def ip(*args: str) -> None:
@@ -48,40 +84,27 @@ def ip(*args: str) -> None:
     assert done.returncode == 0, f"ip {' '.join(args)}: {done.stderr.strip()}"
 
 
-def taken_networks() -> str:
-    return subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, check=True).stdout
-
-
 @pytest.fixture(scope="module")
-def link() -> Iterator[Link]:
+def net() -> Iterator[Net]:
     if os.geteuid() != 0:
         pytest.skip("network namespaces (ip netns) need root")
     if shutil.which("ip") is None:
         pytest.fail("the ip command (iproute2) is missing: apt-get install iproute2", pytrace=False)
-    tag = f"{os.getpid() % 100000}"
-    used = taken_networks()
+    used = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, check=True).stdout
     prefix = next(p for p in (f"10.{random.randrange(64, 250)}.{random.randrange(256)}." for _ in range(50))
                   if p not in used)
-    made = Link(f"gwdb{tag}", f"gwo{tag}", f"gwi{tag}", f"{prefix}0/30")
-    ip("netns", "add", made.netns)
+    made = Net(str(os.getpid() % 100000), prefix)
     try:
-        ip("link", "add", made.outside, "type", "veth", "peer", "name", made.inside)
-        ip("link", "set", made.inside, "netns", made.netns)
-        ip("addr", "add", f"{prefix}1/30", "dev", made.outside)
-        ip("link", "set", made.outside, "up")
-        ip("-n", made.netns, "addr", "add", f"{prefix}2/30", "dev", made.inside)
-        ip("-n", made.netns, "link", "set", "lo", "up")
-        made.set("up")
+        made.build()
         yield made
     finally:
-        subprocess.run(["ip", "link", "del", made.outside], capture_output=True, check=False)
-        subprocess.run(["ip", "netns", "del", made.netns], capture_output=True, check=False)
+        made.tear_down()
 
 
 @pytest.fixture(scope="module")
-def cluster(link: Link) -> Iterator[Cluster]:
-    started = start_cluster({"listen_addresses": link.server, "synchronous_commit": "on"}, netns=link.netns,
-                            trusted=(link.network,))
+def cluster(net: Net) -> Iterator[Cluster]:
+    started = start_cluster({"listen_addresses": net.address("db"), "synchronous_commit": "on"},
+                            netns=net.netns("db"), trusted=(net.network,))
     try:
         yield started
     finally:
@@ -95,11 +118,13 @@ def database(cluster: Cluster) -> str:
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory: pytest.TempPathFactory, database: str) -> Iterator[dict[str, Host]]:
+def hosts(tmp_path_factory: pytest.TempPathFactory, net: Net, database: str) -> Iterator[dict[str, Host]]:
     started: dict[str, Host] = {}
     try:
         for label in ("A", "B"):
-            started[label] = start_host(tmp_path_factory.mktemp(f"cut{label}"), label, database)
+            member = label.lower()
+            started[label] = start_host(tmp_path_factory.mktemp(f"cut{label}"), label, database,
+                                        address=net.address(member), wrap=net.wrap(member))
         yield started
     finally:
         for host in started.values():
@@ -107,6 +132,6 @@ def hosts(tmp_path_factory: pytest.TempPathFactory, database: str) -> Iterator[d
 
 
 def test_the_databases_link_cut_mid_traffic_loses_nothing_and_both_hosts_recover(
-        hosts: dict[str, Host], link: Link, database: str) -> None:
-    summary = through_an_outage(hosts, database, lambda: link.set("down"), lambda: link.set("up"))
+        hosts: dict[str, Host], net: Net, database: str) -> None:
+    summary = through_an_outage(hosts, database, lambda: net.link("db", "down"), lambda: net.link("db", "up"))
     print(f"\nthe database's link cut: {summary}")

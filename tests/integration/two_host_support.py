@@ -66,18 +66,26 @@ class Host:
 
 
 def start_host(tmp: Path, label: str, dsn: str, services: Sequence[str] = ("kb", "http"),
-               memory: str = "# Memory\n") -> Host:
-    """Host ``label`` ("A" or "B") with its agent, its MEMORY.md and ``services`` started; the caller stops
-    it. Its agent dreams with ``tests/reviewers/reply.py``, answering from ``reply_file``."""
+               address: str = "127.0.0.1", wrap: tuple[str, ...] = ()) -> Host:
+    """Host ``label`` ("A" or "B") with its agent and ``services`` started, listening on ``address``, its
+    processes run under ``wrap``; the caller stops it. Its agent dreams with ``tests/reviewers/reply.py``,
+    answering from ``<home>/replies/<agent>.json``."""
     agent = AGENTS[label]
-    agents = [{"id": agent, "dreaming": dreaming(reviewer("reply.py", reply_file(tmp / "home", agent)))}]
-    suite = start_suite(tmp, agents, services=services, files={agent: {"MEMORY.md": memory}},
+    agents = [{"id": agent, "dreaming": dreaming(reviewer("reply.py", tmp / "home" / "replies" / f"{agent}.json"))}]
+
+    def listen(config: dict[str, Any], _: Suite) -> None:
+        config["gateway"]["grpc"]["host"] = config["gateway"]["api"]["host"] = address
+
+    suite = start_suite(tmp, agents, services=(), files={agent: {"MEMORY.md": "# Memory\n"}}, configure=listen,
                         knowledge=vault_settings(dsn))
+    suite.host, suite.wrap = address, wrap
+    try:
+        for name in services:
+            suite.start(name)
+    except BaseException:
+        suite.stop_all()
+        raise
     return Host(label, suite, agent)
-
-
-def reply_file(home: Path, agent: str) -> Path:
-    return home / "replies" / f"{agent}.json"
 
 
 def client() -> httpx.Client:
