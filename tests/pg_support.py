@@ -208,17 +208,25 @@ def start_cluster(settings: dict[str, str] | None = None, netns: str | None = No
     return cluster
 
 
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[Cluster]:
-    """One cluster for the session, stopped and deleted at its end."""
-    started = time.monotonic()
-    cluster = start_cluster()
-    print(f"\npg_support: PostgreSQL on port {cluster.port} started in {time.monotonic() - started:.2f} s")
+@contextlib.contextmanager
+def running_cluster(settings: dict[str, str] | None = None, netns: str | None = None,
+                    trusted: tuple[str, ...] = ()) -> Iterator[Cluster]:
+    """``start_cluster``'s cluster, stopped and deleted at the end."""
+    cluster = start_cluster(settings, netns, trusted)
     try:
         yield cluster
     finally:
         cluster.stop()
         shutil.rmtree(cluster.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Cluster]:
+    """One cluster for the session, stopped and deleted at its end."""
+    started = time.monotonic()
+    with running_cluster() as cluster:
+        print(f"\npg_support: PostgreSQL on port {cluster.port} started in {time.monotonic() - started:.2f} s")
+        yield cluster
 
 
 @pytest.fixture

@@ -16,10 +16,11 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
-from pg_support import Cluster, start_cluster
-from two_host_support import Host, start_host, through_an_outage
+from pg_support import Cluster, running_cluster
+from two_host_support import Host, running_hosts, through_an_outage
 
 pytestmark = pytest.mark.integration
 
@@ -103,13 +104,9 @@ def net() -> Iterator[Net]:
 
 @pytest.fixture(scope="module")
 def cluster(net: Net) -> Iterator[Cluster]:
-    started = start_cluster({"listen_addresses": net.address("db"), "synchronous_commit": "on"},
-                            netns=net.netns("db"), trusted=(net.network,))
-    try:
+    with running_cluster({"listen_addresses": net.address("db"), "synchronous_commit": "on"},
+                         netns=net.netns("db"), trusted=(net.network,)) as started:
         yield started
-    finally:
-        started.stop()
-        shutil.rmtree(started.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -119,16 +116,11 @@ def database(cluster: Cluster) -> str:
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory: pytest.TempPathFactory, net: Net, database: str) -> Iterator[dict[str, Host]]:
-    started: dict[str, Host] = {}
-    try:
-        for label in ("A", "B"):
-            member = label.lower()
-            started[label] = start_host(tmp_path_factory.mktemp(f"cut{label}"), label, database,
-                                        address=net.address(member), wrap=net.wrap(member))
+    def place(label: str) -> dict[str, Any]:
+        return {"address": net.address(label.lower()), "wrap": net.wrap(label.lower())}
+
+    with running_hosts(tmp_path_factory, database, place) as started:
         yield started
-    finally:
-        for host in started.values():
-            host.suite.stop_all()
 
 
 def test_the_databases_link_cut_mid_traffic_loses_nothing_and_both_hosts_recover(

@@ -1,9 +1,9 @@
 """Two agent hosts racing on one PostgreSQL vault, and the server killed under them.
 
 Eight OS processes, four through each host's REST shim, create one name at one barrier: one wins, the
-seven others are 409s, and the note is the winner's bytes. Eight similar notes under eight names at once,
-none confirmed: one lands, the others are told about it (the vault's advisory lock orders the
-near-duplicate check and the create). Then ``kill -9`` of the postmaster while both hosts create notes in
+seven others are 409s, and the note is the winner's bytes. Eight similar notes under eight names at once
+(from threads, four through each host), none confirmed: one lands, the others are told about it (the
+vault's advisory lock orders the near-duplicate check and the create). Then ``kill -9`` of the postmaster while both hosts create notes in
 a loop: after a restart of the server (not of the hosts) every acknowledged note is there with its exact
 bytes, no note is torn, and both hosts answer again by themselves.
 
@@ -13,12 +13,11 @@ kernel's page cache, which a killed server cannot lose (the session's cluster ru
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import pytest
-from pg_support import Cluster, start_cluster
-from two_host_support import Host, bodies, client, race, start_host, through_an_outage
+from pg_support import Cluster, running_cluster
+from two_host_support import Host, bodies, client, race, race_in_threads, running_hosts, through_an_outage
 
 pytestmark = pytest.mark.integration
 
@@ -28,12 +27,8 @@ CRANE = "# Harbour crane\n\nThe harbour crane lifts at most 40 tonnes; book it a
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    started = start_cluster({"synchronous_commit": "on"})
-    try:
+    with running_cluster({"synchronous_commit": "on"}) as started:
         yield started
-    finally:
-        started.stop()
-        shutil.rmtree(started.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +38,8 @@ def database(cluster: Cluster) -> str:
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory: pytest.TempPathFactory, database: str) -> Iterator[dict[str, Host]]:
-    started: dict[str, Host] = {}
-    try:
-        for label in ("A", "B"):
-            started[label] = start_host(tmp_path_factory.mktemp(f"race{label}"), label, database)
+    with running_hosts(tmp_path_factory, database) as started:
         yield started
-    finally:
-        for host in started.values():
-            host.suite.stop_all()
 
 
 def test_eight_processes_creating_one_name_get_one_winner_and_its_exact_note(hosts: dict[str, Host], database: str) -> None:
@@ -74,7 +63,7 @@ def test_eight_similar_notes_at_once_land_one_without_confirm(hosts: dict[str, H
     text = "# Tide table\n\n- high tide at the north quay is at 05:12 and 17:40\n- the slipway floods at spring tide\n"
     calls = [(hosts["AB"[i % 2]].notes, {"name": name, "content": text + f"- copied by racer {i}\n"})
              for i, name in enumerate(names)]
-    answers = race(calls)
+    answers = race_in_threads(calls)
     assert all(status == 200 for _, _, status, _ in answers), answers
     created = [body["name"] for _, body, _, answer in answers if answer["created"]]
     assert len(created) == 1, answers

@@ -15,7 +15,7 @@ from mcp_support import mcp_session, text_of
 from pg_support import Cluster, postgres  # noqa: F401  (fixture)
 from suite_support import ADMIN_KEY
 from test_mcp_http import http_session
-from two_host_support import Host, client, start_host
+from two_host_support import Host, client, running_hosts
 
 pytestmark = pytest.mark.integration
 
@@ -33,15 +33,8 @@ def database(postgres: Cluster) -> str:
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory: pytest.TempPathFactory, database: str) -> Iterator[dict[str, Host]]:
-    started: dict[str, Host] = {}
-    try:
-        for label in ("A", "B"):
-            started[label] = start_host(tmp_path_factory.mktemp(f"host{label}"), label, database,
-                                        services=("kb", "dreaming", "http"))
+    with running_hosts(tmp_path_factory, database, services=("kb", "dreaming", "http")) as started:
         yield started
-    finally:
-        for host in started.values():
-            host.suite.stop_all()
 
 
 @pytest.fixture

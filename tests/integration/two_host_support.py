@@ -1,20 +1,24 @@
-"""Two agent hosts on one PostgreSQL vault: helpers of test_vault_two_hosts.py and test_vault_pg_race.py.
+"""Two agent hosts on one PostgreSQL vault: helpers of test_vault_two_hosts.py, test_vault_pg_race.py and
+test_vault_pg_partition.py.
 
 A host is a ``suite_support.Suite`` of its own (its own home, its own ports) whose config points the
 shared vault at one DSN (``gateway.knowledge.shared.backend: postgres``); host A runs agent ``ada``, host
 B agent ``bea``, both in the default shared project. ``race`` runs calls in separate OS processes
-(``vault_racer.py``) released at once.
+(``vault_racer.py``) released at once; ``through_an_outage`` keeps both hosts creating while the vault goes
+away and comes back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,7 @@ from urllib.parse import quote
 
 import httpx
 import psycopg
+import pytest
 from dreaming_support import dreaming, reviewer, start_suite
 from suite_support import ADMIN_KEY, Suite, wait_until
 
@@ -86,6 +91,20 @@ def start_host(tmp: Path, label: str, dsn: str, services: Sequence[str] = ("kb",
         suite.stop_all()
         raise
     return Host(label, suite, agent)
+
+
+@contextlib.contextmanager
+def running_hosts(tmp: pytest.TempPathFactory, dsn: str, place: Callable[[str], dict[str, Any]] = lambda _: {},
+                  services: Sequence[str] = ("kb", "http")) -> Iterator[dict[str, Host]]:
+    """Hosts A and B on ``dsn`` (``place(label)``: more arguments of ``start_host``), stopped at the end."""
+    started: dict[str, Host] = {}
+    try:
+        for label in AGENTS:
+            started[label] = start_host(tmp.mktemp(f"host{label}"), label, dsn, services, **place(label))
+        yield started
+    finally:
+        for host in started.values():
+            host.suite.stop_all()
 
 
 def client() -> httpx.Client:
@@ -182,7 +201,7 @@ def through_an_outage(hosts: dict[str, Host], database: str, cut: Callable[[], N
             + ", ".join(f"{k} in {v:.2f} s" for k, v in took.items()))
 
 
-# --- races between OS processes ---------------------------------------------------------------------
+# --- races ---------------------------------------------------------------------------------------------
 
 
 def race(calls: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any], int, Any]]:
@@ -209,3 +228,19 @@ def race(calls: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[st
                 proc.wait()
     answers = [json.loads(out) for out in outs]
     return [(url, body, a["status"], a["answer"]) for (url, body), a in zip(calls, answers, strict=True)]
+
+
+def race_in_threads(calls: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any], int, Any]]:
+    """``race`` from threads of this process: the hosts' KBs race all the same, and no interpreter starts."""
+    barrier = threading.Barrier(len(calls))
+
+    def one(call: tuple[str, dict[str, Any]]) -> tuple[str, dict[str, Any], int, Any]:
+        url, body = call
+        with httpx.Client(headers=HEADERS, timeout=RACE_TIMEOUT_S) as http:
+            http.get(url.split("/api/", 1)[0] + "/healthz")
+            barrier.wait(RACE_TIMEOUT_S)
+            response = http.post(url, json=body)
+        return url, body, response.status_code, response.json()
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return list(pool.map(one, calls))
