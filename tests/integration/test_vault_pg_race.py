@@ -3,9 +3,10 @@
 Eight OS processes, four through each host's REST shim, create one name at one barrier: one wins, the
 seven others are 409s, and the note is the winner's bytes. Eight similar notes under eight names at once
 (from threads, four through each host), none confirmed: one lands, the others are told about it (the
-vault's advisory lock orders the near-duplicate check and the create). Then ``kill -9`` of the postmaster while both hosts create notes in
-a loop: after a restart of the server (not of the hosts) every acknowledged note is there with its exact
-bytes, no note is torn, and both hosts answer again by themselves.
+vault's advisory lock orders the near-duplicate check and the create). Then ``kill -9`` of the postmaster
+while both hosts create notes in a loop: after a restart of the server (not of the hosts) every
+acknowledged note is there with its exact bytes, no note is torn, and both hosts answer again by
+themselves.
 
 The module's cluster is its own, with ``synchronous_commit`` on: an acknowledged commit is then in the
 kernel's page cache, which a killed server cannot lose (the session's cluster runs with it off).
