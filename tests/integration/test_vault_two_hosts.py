@@ -65,7 +65,7 @@ async def test_a_note_created_on_a_is_found_on_b_over_rest_mcp_http_and_mcp_stdi
     assert "notes/island ferry.md" in text_of(found_stdio), text_of(found_stdio)
 
 
-def test_a_near_duplicate_from_b_is_caught_against_as_note(hosts: dict[str, Host], database: str) -> None:
+def test_a_near_duplicate_from_b_is_caught_against_the_note_of_a(hosts: dict[str, Host], database: str) -> None:
     a, b = hosts["A"], hosts["B"]
     with client() as http:
         assert a.create(http, "kiln schedule", KILN).status_code == 200
@@ -101,7 +101,7 @@ def promotion(host: Host, run_id: str) -> dict[str, object]:
     return record
 
 
-def test_a_promotion_by_as_dreaming_lands_once_and_b_finds_it(hosts: dict[str, Host], database: str) -> None:
+def test_a_promotion_by_the_dreaming_of_a_lands_once_and_b_finds_it(hosts: dict[str, Host], database: str) -> None:
     a, b = hosts["A"], hosts["B"]
     for host in (a, b):
         write_reply(replies(host.suite.home) / f"{host.agent}.json", [add(FACT, reason="radio", topic=TOPIC)])
