@@ -43,8 +43,11 @@ browser:
 # The PostgreSQL vault's tests start a throwaway cluster of their own (tests/pg_support.py) with Debian's server
 # binaries (initdb and pg_ctl, in /usr/lib/postgresql/<major>/bin, off PATH; pg_trgm comes with them): a fresh
 # machine without them gets them from apt where it can. Those tests fail, never skip, when they are missing.
+# The partition test (tests/integration/test_vault_pg_partition.py) puts the server and two hosts in network
+# namespaces of their own with iproute2's ip, which it gets the same way.
 postgres:
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { command -v apt-get >/dev/null && apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; } || echo "make: PostgreSQL's server binaries are missing and cannot be installed here: the PostgreSQL vault's tests will fail"
+	@command -v ip >/dev/null || { command -v apt-get >/dev/null && apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 >/dev/null; } || echo "make: ip (iproute2) is missing and cannot be installed here: the PostgreSQL partition test will fail"
 
 ## make test: the whole test suite (lint, type check, the documentation site, unit, integration, browser)
 test: install tools browser postgres lint typecheck docs

@@ -26,7 +26,7 @@ from kb_shared_vault import PROJECT, VaultGen, VaultInfo, prefill
 # pg_support is the tests' throwaway cluster (tests/pg_support.py): no bench helper starts PostgreSQL, and
 # a second way to start one would drift from the one the tests trust, so the tests folder goes on the path.
 sys.path.insert(0, str(REPO / "tests"))
-from pg_support import Cluster, start_cluster
+from pg_support import DURABLE_SETTINGS, Cluster, start_cluster
 
 DATABASE = "bench_vault"
 CJK_SHARE = 0.05  # of the pre-filled notes: Chinese or Japanese bodies (the trigram path's notes)
@@ -56,7 +56,7 @@ def clusters() -> Iterator[dict[str, Cluster]]:
     started: dict[str, Cluster] = {}
     try:
         started["fast"] = start_cluster()
-        started["durable"] = start_cluster(durable=True)
+        started["durable"] = start_cluster(DURABLE_SETTINGS)
         yield started
     finally:
         for cluster in started.values():

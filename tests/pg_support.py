@@ -11,8 +11,10 @@ reach). The unix socket goes in that directory too; clients connect over TCP to 
 superuser ``postgres`` with trust authentication, which only that address accepts.
 
 The cluster runs without durability (``fsync``, ``synchronous_commit`` and ``full_page_writes`` off):
-a crash loses it, and it is deleted at the end of the session anyway. ``start_cluster(durable=True)`` turns
-the three back on (PostgreSQL's defaults), for a benchmark that must pay what a production server pays. Each test gets a database of its
+a crash loses it, and it is deleted at the end of the session anyway. A test that kills the postmaster
+and counts acknowledged commits starts a cluster of its own with ``synchronous_commit`` on
+(``start_cluster(settings)``): a commit is then in the kernel's page cache before it is acknowledged,
+which a killed process cannot lose (``fsync`` matters only when the machine itself goes down). Each test gets a database of its
 own (``fresh_database``), created from ``template0`` in UTF-8 with the ``C.UTF-8`` locale.
 """
 
@@ -30,8 +32,9 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -52,6 +55,7 @@ SERVER_SETTINGS = {
     "full_page_writes": "off",
     "max_connections": "100",
 }
+# PostgreSQL's own defaults for durability, for a benchmark that must pay what a production server pays.
 DURABLE_SETTINGS = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
 _names = itertools.count(1)
 
@@ -83,7 +87,8 @@ class Cluster:
     root: Path
     port: int
     user: pwd.struct_passwd | None  # who runs it; None: this process's user
-    durable: bool = False  # fsync, synchronous_commit and full_page_writes on
+    settings: dict[str, str] = field(default_factory=lambda: dict(SERVER_SETTINGS))
+    netns: str | None = None  # the network namespace (``ip netns``) its server runs in; None: this one
 
     @property
     def data(self) -> Path:
@@ -94,49 +99,61 @@ class Cluster:
         return self.root / "server.log"
 
     def dsn(self, dbname: str = "postgres", user: str = "postgres") -> str:
-        return f"host=127.0.0.1 port={self.port} user={user} dbname={dbname} connect_timeout=10"
+        host = self.settings["listen_addresses"]
+        return f"host={host} port={self.port} user={user} dbname={dbname} connect_timeout=10"
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run a server binary as the cluster's user, in its directory; its output in the exception when it fails."""
-        as_user = {} if self.user is None else {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": LOCALE, "TZ": "UTC"}
-        done = subprocess.run([str(self.bin / args[0]), *args[1:]], cwd=self.root, env=env, capture_output=True,
-                              text=True, timeout=START_TIMEOUT_S, **as_user)
+        """Run a server binary as the cluster's user, in its directory (and network namespace); its output in
+        the exception when it fails."""
+        argv = [str(self.bin / args[0]), *args[1:]]
+        as_user: dict[str, Any] = {}
+        if self.user is not None and self.netns is None:
+            as_user = {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
+        elif self.user is not None:  # entering the namespace needs root: the user changes after it
+            argv = ["setpriv", f"--reuid={self.user.pw_uid}", f"--regid={self.user.pw_gid}", "--clear-groups", *argv]
+        if self.netns is not None:
+            argv = ["ip", "netns", "exec", self.netns, *argv]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin", "LC_ALL": LOCALE, "TZ": "UTC"}
+        done = subprocess.run(argv, cwd=self.root, env=env, capture_output=True, text=True,
+                              timeout=START_TIMEOUT_S, **as_user)
         if done.returncode != 0:
             raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}")
         return done
 
-    def create(self) -> None:
-        """initdb the data directory."""
+    def init(self) -> None:
         self.run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                  f"--locale={LOCALE}", "--no-sync")
 
     def start(self) -> None:
-        """Start the server on the cluster's data directory and port (initdb first when there is none yet;
-        again after ``stop`` or ``kill_postmaster``)."""
-        if not (self.data / "PG_VERSION").exists():
-            self.create()
-        settings = {**SERVER_SETTINGS, **DURABLE_SETTINGS} if self.durable else SERVER_SETTINGS
-        options = " ".join(f"-c {k}={v}" for k, v in settings.items())
+        """Start the server on its port and wait until it accepts connections (after a crash: once it has
+        recovered)."""
+        options = " ".join(f"-c {k}={v}" for k, v in self.settings.items())
         self.run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", str(START_TIMEOUT_S),
                  "-o", f"-p {self.port} -k {self.root} {options}", "start")
 
     def stop(self, mode: str = "immediate") -> None:
-        """``pg_ctl stop -m mode`` (immediate: every backend killed, no checkpoint); a stopped server is left so."""
+        """``pg_ctl stop -m mode`` (smart, fast or immediate); nothing when it is not running."""
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
             self.run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
 
+    def postmaster_pid(self) -> int:
+        return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+
     def kill_postmaster(self) -> None:
-        """``kill -9`` of the postmaster; returns once it and every backend it started are gone (they exit
-        when they see it die), so ``start`` can run again."""
-        pid = int((self.data / "postmaster.pid").read_text().split()[0])
-        children = [p for p in _processes() if _parent(p) == pid]
+        """``kill -9`` of the postmaster; returns once it and every server process it had started have exited
+        (they do by themselves on its death), so that ``start`` finds the shared memory free. A dead postmaster
+        that nobody has reaped yet still answers ``kill(pid, 0)``: its lock files go, or ``start`` would take
+        it for a running server."""
+        pid = self.postmaster_pid()
+        children = [p for p in _pids() if _parent(p) == pid]
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + START_TIMEOUT_S
-        while any(_alive(p) for p in [pid, *children]):
+        while any(_alive(p) for p in (pid, *children)):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the backends of killed postmaster {pid} are still running")
-            time.sleep(0.05)
+                raise RuntimeError(f"the server processes of {self.data} outlived the postmaster's kill")
+            time.sleep(0.02)
+        for lock in (self.data / "postmaster.pid", self.root / f".s.PGSQL.{self.port}.lock"):
+            lock.unlink(missing_ok=True)
 
     def create_database(self, name: str) -> str:
         """A new empty database ``name``; its DSN."""
@@ -146,28 +163,34 @@ class Cluster:
         return self.dsn(name)
 
 
-def _processes() -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
 
 
-def _parent(pid: int) -> int | None:
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name; [] when the process is gone."""
     try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return []
+
+
+def _parent(pid: int) -> int:
+    fields = _stat(pid)
+    return int(fields[1]) if fields else 0
 
 
 def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its parent, does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    """Running, and not a zombie waiting to be reaped."""
+    fields = _stat(pid)
+    return bool(fields) and fields[0] not in ("Z", "X")
 
 
-def start_cluster(*, durable: bool = False) -> Cluster:
-    """Start a cluster (``durable``: with ``DURABLE_SETTINGS``); pytest.fail with ``MISSING`` when there are
-    no server binaries."""
+def start_cluster(settings: dict[str, str] | None = None, netns: str | None = None,
+                  trusted: tuple[str, ...] = ()) -> Cluster:
+    """Start a cluster (``SERVER_SETTINGS`` with ``settings`` over them) in network namespace ``netns``,
+    trusting clients from the ``trusted`` networks (CIDR) besides 127.0.0.1; pytest.fail with ``MISSING``
+    when there are no server binaries."""
     found = bin_dir()
     if found is None or not (found / "pg_ctl").exists():
         pytest.fail(MISSING, pytrace=False)
@@ -175,8 +198,11 @@ def start_cluster(*, durable: bool = False) -> Cluster:
     root = Path(tempfile.mkdtemp(prefix="gateway-pg-"))
     if user is not None:
         os.chown(root, user.pw_uid, user.pw_gid)
-    cluster = Cluster(found, root, free_port(), user, durable)
+    cluster = Cluster(found, root, free_port(), user, {**SERVER_SETTINGS, **(settings or {})}, netns)
     try:
+        cluster.init()
+        with (cluster.data / "pg_hba.conf").open("a") as hba:
+            hba.writelines(f"host all all {network} trust\n" for network in trusted)
         cluster.start()
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
@@ -184,17 +210,25 @@ def start_cluster(*, durable: bool = False) -> Cluster:
     return cluster
 
 
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[Cluster]:
-    """One cluster for the session, stopped and deleted at its end."""
-    started = time.monotonic()
-    cluster = start_cluster()
-    print(f"\npg_support: PostgreSQL on port {cluster.port} started in {time.monotonic() - started:.2f} s")
+@contextlib.contextmanager
+def running_cluster(settings: dict[str, str] | None = None, netns: str | None = None,
+                    trusted: tuple[str, ...] = ()) -> Iterator[Cluster]:
+    """``start_cluster``'s cluster, stopped and deleted at the end."""
+    cluster = start_cluster(settings, netns, trusted)
     try:
         yield cluster
     finally:
         cluster.stop()
         shutil.rmtree(cluster.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Cluster]:
+    """One cluster for the session, stopped and deleted at its end."""
+    started = time.monotonic()
+    with running_cluster() as cluster:
+        print(f"\npg_support: PostgreSQL on port {cluster.port} started in {time.monotonic() - started:.2f} s")
+        yield cluster
 
 
 @pytest.fixture

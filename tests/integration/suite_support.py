@@ -145,14 +145,16 @@ class Suite:
     http_port: int
     ports: dict[str, int]
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    host: str = "127.0.0.1"  # the address its gRPC services and REST shim listen on
+    wrap: tuple[str, ...] = ()  # a command its processes run under (``ip netns exec NS``)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
+        return f"http://{self.host}:{self.http_port}"
 
     def address(self, service: str) -> str:
         key = {"file_api": "fileApi"}.get(service, service)
-        return f"127.0.0.1:{self.ports[key]}"
+        return f"{self.host}:{self.ports[key]}"
 
     def metrics_url(self, name: str) -> str:
         """Where process ``name`` (``file_api``… ``http``) serves its Prometheus metrics."""
@@ -165,7 +167,7 @@ class Suite:
     def start(self, name: str) -> None:
         log = open(self.log_path(name), "ab")  # noqa: SIM115 - owned by the child
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(self.home)],
+            [*self.wrap, sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(self.home)],
             stdout=log,
             stderr=subprocess.STDOUT,
         )

@@ -26,12 +26,13 @@ def test_off_path_the_newest_debian_server_is_found(monkeypatch: pytest.MonkeyPa
     assert pg_support.bin_dir() == tmp_path / "15" / "bin"
 
 
-@pytest.mark.parametrize(("durable", "expected"), [(False, "off"), (True, "on")])
+@pytest.mark.parametrize(("settings", "expected"), [(None, "off"), (pg_support.DURABLE_SETTINGS, "on")])
 def test_a_durable_cluster_starts_with_fsync_and_synchronous_commit_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                                       durable: bool, expected: str) -> None:
+                                                                       settings: dict[str, str] | None,
+                                                                       expected: str) -> None:
     started: list[tuple[str, ...]] = []
     monkeypatch.setattr(pg_support.Cluster, "run", lambda self, *args: started.append(args))
-    pg_support.Cluster(tmp_path, tmp_path, 5432, None, durable).start()
+    pg_support.Cluster(tmp_path, tmp_path, 5432, None, {**pg_support.SERVER_SETTINGS, **(settings or {})}).start()
     options = started[-1][started[-1].index("-o") + 1]
     for setting in ("fsync", "synchronous_commit", "full_page_writes"):
         assert f"-c {setting}={expected}" in options

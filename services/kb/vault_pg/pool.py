@@ -30,6 +30,7 @@ from typing import Final
 import psycopg
 import structlog
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -45,6 +46,12 @@ APPLICATION: Final = "gateway-kb"
 RECONNECT_S: Final = 10.0
 PROBE_S: Final = 2.0  # the health probe's wait for a connection (psycopg's shortest connect timeout)
 CANCEL_S: Final = 5.0
+# A server that stops answering without a reset (a cut link) fails a call within about 5 s, inside the
+# shim's deadline, rather than after the kernel's retransmissions (minutes); a slow statement is not cut
+# short (a live server's kernel answers the probes); a DSN that sets one of these keeps its own:
+# docs/concepts/vault.md "PostgreSQL backend".
+DEAD_SERVER: Final = {"keepalives": 1, "keepalives_idle": 2, "keepalives_interval": 1, "keepalives_count": 3,
+                      "tcp_user_timeout": 5000}
 log = structlog.get_logger()
 _pools: dict[str, ConnectionPool[Conn]] = {}
 _pools_lock = threading.Lock()
@@ -67,6 +74,11 @@ def resolve_dsn(settings: VaultPostgresSettings, environ: Mapping[str, str]) -> 
             return value
         raise CommandError(f"gateway.knowledge.shared.postgres.dsnEnv: the environment variable {settings.dsn_env} is not set")
     raise CommandError("gateway.knowledge.shared.postgres: none of dsn, dsnFile or dsnEnv is set")
+
+
+def _unless_set(params: Mapping[str, object], dsn: str) -> dict[str, object]:
+    given = conninfo_to_dict(dsn)
+    return {k: v for k, v in params.items() if k not in given}
 
 
 def _configure(statement_timeout_ms: int, schema_name: str) -> Callable[[Conn], None]:
@@ -93,13 +105,11 @@ def _alive(conn: Conn) -> bool:
     return True
 
 
-def _connect_args(settings: VaultPostgresSettings) -> dict[str, object]:
-    """What every connection is opened with: autocommit, and a connect timeout and TCP timeouts so a
-    server that went silent (a cut link) fails the call instead of holding it."""
-    connect_s = max(1, round(settings.connect_timeout_s))
-    return {"autocommit": True, "connect_timeout": connect_s, "application_name": APPLICATION,
-            "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 5, "keepalives_count": 3,
-            "tcp_user_timeout": (settings.statement_timeout_ms or 60_000) + 1000 * connect_s}
+def _connect_args(settings: VaultPostgresSettings, dsn: str) -> dict[str, object]:
+    """What every connection is opened with: autocommit, a connect timeout, and ``DEAD_SERVER``'s TCP
+    timeouts (unless the DSN sets its own) so a server that went silent fails the call instead of holding it."""
+    return {"autocommit": True, "connect_timeout": max(1, round(settings.connect_timeout_s)),
+            "application_name": APPLICATION, **_unless_set(DEAD_SERVER, dsn)}
 
 
 def open_pool(settings: VaultPostgresSettings, environ: Mapping[str, str] | None = None,
@@ -113,7 +123,7 @@ def open_pool(settings: VaultPostgresSettings, environ: Mapping[str, str] | None
         if pool is None:
             pool = ConnectionPool(
                 dsn, min_size=settings.min_size, max_size=settings.max_size, timeout=settings.connect_timeout_s,
-                kwargs=_connect_args(settings), configure=_configure(settings.statement_timeout_ms, schema_name),
+                kwargs=_connect_args(settings, dsn), configure=_configure(settings.statement_timeout_ms, schema_name),
                 reconnect_timeout=RECONNECT_S, open=False, name="vault",
             )
             pool.open(wait=False)
