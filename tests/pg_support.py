@@ -10,6 +10,10 @@ of ``/tmp`` that belongs to ``nobody`` (pytest's own ``tmp_path`` is root's, mod
 reach). The unix socket goes in that directory too; clients connect over TCP to 127.0.0.1 as the
 superuser ``postgres`` with trust authentication, which only that address accepts.
 
+With ``tls`` (a certificate and key, e.g. from ``tls_support``) the server offers TLS only: its
+pg_hba.conf admits TCP connections with ``hostssl`` and rejects plain ones, so a client must use TLS
+(``sslmode=verify-full sslrootcert=<the CA>`` to check the server, or libpq's default ``prefer``).
+
 The cluster runs without durability (``fsync``, ``synchronous_commit`` and ``full_page_writes`` off):
 a crash loses it, and it is deleted at the end of the session anyway. Each test gets a database of its
 own (``fresh_database``), created from ``template0`` in UTF-8 with the ``C.UTF-8`` locale.
@@ -50,7 +54,16 @@ SERVER_SETTINGS = {
     "full_page_writes": "off",
     "max_connections": "100",
 }
+TLS_HBA = "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n"
 _names = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """The server's certificate chain and private key, PEM."""
+
+    cert: bytes
+    key: bytes
 
 
 def bin_dir() -> Path | None:
@@ -80,6 +93,7 @@ class Cluster:
     root: Path
     port: int
     user: pwd.struct_passwd | None  # who runs it; None: this process's user
+    tls: ServerTls | None = None
 
     @property
     def data(self) -> Path:
@@ -105,13 +119,35 @@ class Cluster:
     def start(self) -> None:
         self.run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                  f"--locale={LOCALE}", "--no-sync")
-        options = " ".join(f"-c {k}={v}" for k, v in SERVER_SETTINGS.items())
+        options = " ".join(f"-c {k}={v}" for k, v in {**SERVER_SETTINGS, **self._tls_settings()}.items())
         self.run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", str(START_TIMEOUT_S),
                  "-o", f"-p {self.port} -k {self.root} {options}", "start")
+
+    def _tls_settings(self) -> dict[str, str]:
+        """With ``tls``: its files in the data directory (the key 0600, both the server's user's, as the
+        postmaster requires), pg_hba.conf made TLS-only; the settings that turn it on."""
+        if self.tls is None:
+            return {}
+        for name, data in (("server.crt", self.tls.cert), ("server.key", self.tls.key), ("pg_hba.conf", TLS_HBA.encode())):
+            path = self.data / name
+            path.write_bytes(data)
+            path.chmod(0o600)
+            if self.user is not None:
+                os.chown(path, self.user.pw_uid, self.user.pw_gid)
+        return {"ssl": "on", "ssl_cert_file": "server.crt", "ssl_key_file": "server.key"}
 
     def stop(self) -> None:
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
             self.run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def psql_file(self, path: Path, dbname: str) -> str:
+        """Run the SQL file ``path`` with psql on database ``dbname`` as the superuser, stopping at its first
+        error (RuntimeError with psql's output); what psql printed."""
+        done = subprocess.run([str(self.bin / "psql"), "-X", "-v", "ON_ERROR_STOP=1", "-f", str(path), self.dsn(dbname)],
+                              capture_output=True, text=True, timeout=START_TIMEOUT_S)
+        if done.returncode != 0:
+            raise RuntimeError(f"psql -f {path.name} failed ({done.returncode}): {done.stderr.strip()}")
+        return done.stdout
 
     def create_database(self, name: str) -> str:
         """A new empty database ``name``; its DSN."""
@@ -121,8 +157,8 @@ class Cluster:
         return self.dsn(name)
 
 
-def start_cluster() -> Cluster:
-    """Start a cluster; pytest.fail with ``MISSING`` when there are no server binaries."""
+def start_cluster(tls: ServerTls | None = None) -> Cluster:
+    """Start a cluster (TLS-only with ``tls``); pytest.fail with ``MISSING`` when there are no server binaries."""
     found = bin_dir()
     if found is None or not (found / "pg_ctl").exists():
         pytest.fail(MISSING, pytrace=False)
@@ -130,7 +166,7 @@ def start_cluster() -> Cluster:
     root = Path(tempfile.mkdtemp(prefix="gateway-pg-"))
     if user is not None:
         os.chown(root, user.pw_uid, user.pw_gid)
-    cluster = Cluster(found, root, free_port(), user)
+    cluster = Cluster(found, root, free_port(), user, tls)
     try:
         cluster.start()
     except BaseException:

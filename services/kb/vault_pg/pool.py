@@ -5,11 +5,15 @@ The DSN comes from ``gateway.knowledge.shared.postgres`` (``dsn``, ``dsnFile`` o
 logged. Every connection of the pool is in autocommit mode (a write opens its own transaction), has its
 ``search_path`` set to the vault's schema and every statement runs under ``statement_timeout``. The pool
 reconnects by itself: a broken connection is dropped when it is returned, and a later call opens another.
+A call that gets no connection in time says why the pool's latest attempt failed (``connect_failure``:
+a refused connection, a failed TLS verification, a refused login), logged once each time it changes;
+psycopg's own pool warnings, which repeat it at every attempt, are kept out of the log.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Final
@@ -23,13 +27,33 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from gateway.config_model import VaultPostgresSettings
 from gateway.errors import CommandError, Unavailable
 from services.kb.vault_pg import schema
+from services.kb.vault_pg.connect_failure import connect_failure
 
 Conn = psycopg.Connection[TupleRow]
 
 APPLICATION: Final = "gateway-kb"
 log = structlog.get_logger()
-_pools: dict[str, ConnectionPool[Conn]] = {}
+_pools: dict[str, VaultPool] = {}
 _pools_lock = threading.Lock()
+
+
+class VaultPool(ConnectionPool[Conn]):
+    """psycopg's pool, keeping why its latest attempt to connect failed (``failure``; "" once one succeeds):
+    its wait for a connection ends in PoolTimeout, which does not say."""
+
+    failure = ""
+
+    def _connect(self, timeout: float | None = None) -> Conn:
+        try:
+            conn = super()._connect(timeout)
+        except psycopg.Error as exc:
+            reason = connect_failure(str(exc)) or "its PostgreSQL server cannot be reached"
+            if reason != self.failure:
+                log.warning("vault_postgres_connect_failed", pool=self.name, reason=reason, error=type(exc).__name__)
+            self.failure = reason
+            raise
+        self.failure = ""
+        return conn
 
 
 def resolve_dsn(settings: VaultPostgresSettings, environ: Mapping[str, str]) -> str:
@@ -60,7 +84,7 @@ def _configure(statement_timeout_ms: int, schema_name: str) -> Callable[[Conn], 
 
 
 def open_pool(settings: VaultPostgresSettings, environ: Mapping[str, str] | None = None,
-              schema_name: str = schema.DEFAULT_SCHEMA) -> ConnectionPool[Conn]:
+              schema_name: str = schema.DEFAULT_SCHEMA) -> VaultPool:
     """This process's pool for the settings' DSN (opened once: later calls answer the same pool). It opens
     in the background: a server that is down now does not stop the KB from starting."""
     dsn = resolve_dsn(settings, environ or {})
@@ -68,7 +92,8 @@ def open_pool(settings: VaultPostgresSettings, environ: Mapping[str, str] | None
     with _pools_lock:
         pool = _pools.get(key)
         if pool is None:
-            pool = ConnectionPool(
+            logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # its connect warnings: VaultPool logs them
+            pool = VaultPool(
                 dsn, min_size=settings.min_size, max_size=settings.max_size, timeout=settings.connect_timeout_s,
                 kwargs={"autocommit": True, "connect_timeout": max(1, round(settings.connect_timeout_s)),
                         "application_name": APPLICATION},
@@ -104,7 +129,8 @@ def _no_connection(pool: ConnectionPool[Conn] | None) -> str:
     if pool is not None and size >= pool.max_size and free == 0:
         return (f"busy: all {size} of its PostgreSQL connections were in use for the whole wait "
                 f"({waiting} more calls waiting); retry shortly")
-    return "no connection to its PostgreSQL server in time"
+    failure = pool.failure if isinstance(pool, VaultPool) else ""
+    return failure or "no connection to its PostgreSQL server in time"
 
 
 @contextlib.contextmanager
@@ -114,8 +140,9 @@ def reachable(what: str, pool: ConnectionPool[Conn] | None = None) -> Iterator[N
     try:
         yield
     except PoolTimeout as exc:
-        log.warning("vault_postgres_unavailable", what=what, error=type(exc).__name__)
-        raise Unavailable(f"{what} is unavailable: {_no_connection(pool)}") from exc
+        reason = _no_connection(pool)
+        log.warning("vault_postgres_unavailable", what=what, error=type(exc).__name__, reason=reason)
+        raise Unavailable(f"{what} is unavailable: {reason}") from exc
     except (psycopg.OperationalError, psycopg.errors.QueryCanceled, psycopg.InterfaceError) as exc:
         log.warning("vault_postgres_unavailable", what=what, error=type(exc).__name__)
         reason = "a statement ran past its timeout" if isinstance(exc, psycopg.errors.QueryCanceled) \
