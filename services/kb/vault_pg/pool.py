@@ -117,9 +117,14 @@ def close_pools() -> None:
 def migrate(pool: ConnectionPool[Conn], what: str, schema_name: str = schema.DEFAULT_SCHEMA,
             applied_by: str = "") -> list[int]:
     """Bring the schema up to date through one of the pool's connections (``schema.migrate``); Unavailable
-    naming ``what`` (the vault that needs it) while the server cannot be reached."""
-    with reachable(what, pool), pool.connection() as conn:
-        return schema.migrate(conn, schema_name, applied_by=applied_by)
+    naming ``what`` (the vault that needs it) while the server cannot be reached, or while steps are
+    pending that the pool's role may not apply (until an operator runs ``gateway vault migrate``)."""
+    try:
+        with reachable(what, pool), pool.connection() as conn:
+            return schema.migrate(conn, schema_name, applied_by=applied_by)
+    except schema.NotMigrated as exc:
+        log.warning("vault_postgres_not_migrated", what=what, version=exc.current, needed=exc.needed)
+        raise Unavailable(f"{what} is unavailable: {exc}") from exc
 
 
 def _no_connection(pool: ConnectionPool[Conn] | None) -> str:
