@@ -1,6 +1,6 @@
 """``gateway vault export``, ``import``, ``reports`` and ``migrate``: a project's shared vault to a folder and
 back (docs/how-to/move-vault.md; the work is ``services.kb.vault.export`` and ``import_notes``), its graph
-reports rendered on demand (docs/concepts/vault.md "Graph layer"), and the PostgreSQL schema brought up
+reports rendered on demand (docs/concepts/vault.md "Shared vault", graph layer), and the PostgreSQL schema brought up
 to date by its owner (docs/operations.md "A least-privilege role").
 
 Each opens the project's vault store itself, with the home's ``gateway.knowledge.shared`` settings

@@ -1,7 +1,7 @@
 """The graph reports on both backends with the real suite (``knowledge.shared.graph``): after its own writes
 each host's KB writes the five reports into its ``shared/kb/<project>/reports/``, on SQLite from the notes'
 files and on PostgreSQL from every host's rows, and ``gateway vault reports`` renders them on demand; the
-same notes give the same bytes on both (docs/concepts/vault.md "Graph layer")."""
+same notes give the same bytes on both (docs/concepts/vault.md "Shared vault", graph layer)."""
 
 from __future__ import annotations
 
