@@ -33,11 +33,11 @@ from services.kb.graph.build import MAX_NOTE_BYTES, build_reports, build_reports
 from services.kb.graph.model import GraphReport
 from services.kb.index import schema
 from services.kb.vault import note_index
-from services.kb.vault.names import NOTES_DIR
 from services.kb.vault.export import export_vault
 from services.kb.vault.import_notes import import_vault, read_folder
-from services.kb.vault.sqlite_store import SqliteVaultStore
+from services.kb.vault.names import NOTES_DIR
 from services.kb.vault.registry_base import utc_now
+from services.kb.vault.sqlite_store import SqliteVaultStore
 from services.kb.vault.store import VaultStore, require_built_in
 from services.kb.vault_pg import pool
 from services.kb.vault_pg.schema import DEFAULT_SCHEMA, latest_version
@@ -172,13 +172,13 @@ def _migrate(args: argparse.Namespace, home: Path, environ: Mapping[str, str]) -
     elif shared.backend != "postgres":
         raise CommandError(f"vault migrate: the vault's backend is {shared.backend!r}, not 'postgres', and no "
                            "--dsn-file or --dsn-env was given: nothing to migrate")
-    applied = _migrated(settings, environ)
+    applied = _apply_migrations(settings, environ)
     done = f"applied {', '.join(map(str, applied))}" if applied else "nothing to apply"
     print(f"vault schema {DEFAULT_SCHEMA!r} is at version {latest_version()}: {done}")
     return 0
 
 
-def _migrated(settings: VaultPostgresSettings, environ: Mapping[str, str]) -> list[int]:
+def _apply_migrations(settings: VaultPostgresSettings, environ: Mapping[str, str]) -> list[int]:
     conns = pool.open_pool(settings, environ)
     try:
         return pool.migrate(conns, f"the vault schema {DEFAULT_SCHEMA!r}", applied_by=socket.gethostname())
