@@ -10,6 +10,10 @@ of ``/tmp`` that belongs to ``nobody`` (pytest's own ``tmp_path`` is root's, mod
 reach). The unix socket goes in that directory too; clients connect over TCP to 127.0.0.1 as the
 superuser ``postgres`` with trust authentication, which only that address accepts.
 
+With ``tls`` (a certificate and key, e.g. from ``tls_support``) the server offers TLS only: its
+pg_hba.conf admits TCP connections with ``hostssl`` and rejects plain ones, so a client must use TLS
+(``sslmode=verify-full sslrootcert=<the CA>`` to check the server, or libpq's default ``prefer``).
+
 The cluster runs without durability (``fsync``, ``synchronous_commit`` and ``full_page_writes`` off):
 a crash loses it, and it is deleted at the end of the session anyway. A test that kills the postmaster
 and counts acknowledged commits starts a cluster of its own with ``synchronous_commit`` on
@@ -57,7 +61,16 @@ SERVER_SETTINGS = {
 }
 # PostgreSQL's own defaults for durability, for a benchmark that must pay what a production server pays.
 DURABLE_SETTINGS = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+TLS_HBA = "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n"
 _names = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """The server's certificate chain and private key, PEM."""
+
+    cert: bytes
+    key: bytes
 
 
 def bin_dir() -> Path | None:
@@ -89,6 +102,7 @@ class Cluster:
     user: pwd.struct_passwd | None  # who runs it; None: this process's user
     settings: dict[str, str] = field(default_factory=lambda: dict(SERVER_SETTINGS))
     netns: str | None = None  # the network namespace (``ip netns``) its server runs in; None: this one
+    tls: ServerTls | None = None  # TLS only (``install_tls``)
 
     @property
     def data(self) -> Path:
@@ -136,6 +150,19 @@ class Cluster:
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
             self.run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
 
+    def install_tls(self) -> None:
+        """With ``tls``: its files in the data directory (the key 0600, both the server's user's, as the
+        postmaster requires), pg_hba.conf made TLS-only, and the settings that turn it on."""
+        if self.tls is None:
+            return
+        for name, data in (("server.crt", self.tls.cert), ("server.key", self.tls.key), ("pg_hba.conf", TLS_HBA.encode())):
+            path = self.data / name
+            path.write_bytes(data)
+            path.chmod(0o600)
+            if self.user is not None:
+                os.chown(path, self.user.pw_uid, self.user.pw_gid)
+        self.settings.update({"ssl": "on", "ssl_cert_file": "server.crt", "ssl_key_file": "server.key"})
+
     def postmaster_pid(self) -> int:
         return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
 
@@ -154,6 +181,15 @@ class Cluster:
             time.sleep(0.02)
         for lock in (self.data / "postmaster.pid", self.root / f".s.PGSQL.{self.port}.lock"):
             lock.unlink(missing_ok=True)
+
+    def psql_file(self, path: Path, dbname: str) -> str:
+        """Run the SQL file ``path`` with psql on database ``dbname`` as the superuser, stopping at its first
+        error (RuntimeError with psql's output); what psql printed."""
+        done = subprocess.run([str(self.bin / "psql"), "-X", "-v", "ON_ERROR_STOP=1", "-f", str(path), self.dsn(dbname)],
+                              capture_output=True, text=True, timeout=START_TIMEOUT_S)
+        if done.returncode != 0:
+            raise RuntimeError(f"psql -f {path.name} failed ({done.returncode}): {done.stderr.strip()}")
+        return done.stdout
 
     def create_database(self, name: str) -> str:
         """A new empty database ``name``; its DSN."""
@@ -187,10 +223,10 @@ def _alive(pid: int) -> bool:
 
 
 def start_cluster(settings: dict[str, str] | None = None, netns: str | None = None,
-                  trusted: tuple[str, ...] = ()) -> Cluster:
+                  trusted: tuple[str, ...] = (), tls: ServerTls | None = None) -> Cluster:
     """Start a cluster (``SERVER_SETTINGS`` with ``settings`` over them) in network namespace ``netns``,
-    trusting clients from the ``trusted`` networks (CIDR) besides 127.0.0.1; pytest.fail with ``MISSING``
-    when there are no server binaries."""
+    trusting clients from the ``trusted`` networks (CIDR) besides 127.0.0.1, TLS-only with ``tls``;
+    pytest.fail with ``MISSING`` when there are no server binaries."""
     found = bin_dir()
     if found is None or not (found / "pg_ctl").exists():
         pytest.fail(MISSING, pytrace=False)
@@ -198,9 +234,10 @@ def start_cluster(settings: dict[str, str] | None = None, netns: str | None = No
     root = Path(tempfile.mkdtemp(prefix="gateway-pg-"))
     if user is not None:
         os.chown(root, user.pw_uid, user.pw_gid)
-    cluster = Cluster(found, root, free_port(), user, {**SERVER_SETTINGS, **(settings or {})}, netns)
+    cluster = Cluster(found, root, free_port(), user, {**SERVER_SETTINGS, **(settings or {})}, netns, tls)
     try:
         cluster.init()
+        cluster.install_tls()
         with (cluster.data / "pg_hba.conf").open("a") as hba:
             hba.writelines(f"host all all {network} trust\n" for network in trusted)
         cluster.start()

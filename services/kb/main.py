@@ -59,12 +59,11 @@ def open_archives_cap(config: Config) -> int:
 
 
 def temp_folders(config: Config) -> list[Folder]:
-    """Where the KB writes files (each shared vault's notes/ and the graph's reports/ on the SQLite
-    backend; the kb.sqlite files are SQLite's business): swept at start."""
-    if config.knowledge.shared.backend != "sqlite":
-        return []
+    """Where the KB writes files (each shared vault's notes/ on the SQLite backend, the graph's reports/ on
+    both; the kb.sqlite files are SQLite's business): swept at start."""
+    subs = (NOTES_DIR, REPORTS_DIR) if config.knowledge.shared.backend == "sqlite" else (REPORTS_DIR,)
     vaults = dict.fromkeys(a.knowledge.shared.vault_dir for a in config.agents if a.knowledge.shared.enabled)
-    return [Folder(vault / sub) for vault in vaults for sub in (NOTES_DIR, REPORTS_DIR)]
+    return [Folder(vault / sub) for vault in vaults for sub in subs]
 
 
 def open_vaults(config: Config, archives: Archives, handles: OpenHandles, environ: Mapping[str, str]) -> SharedVaults[Any]:

@@ -85,6 +85,8 @@ SKIPPED: dict[tuple[str, str], str] = {
     "tests/unit/test_kubernetes_consistency.py checks the agents table's hosts against the StatefulSet's pod names",
     ("docs/how-to/kubernetes.md", "label pod my-runner"): "needs a Kubernetes cluster; "
     "tests/unit/test_kubernetes_consistency.py checks the NetworkPolicy's ports",
+    ("docs/how-to/kubernetes.md", "cat > /tmp/owner.dsn"): "needs a Kubernetes cluster and a PostgreSQL with the "
+    "vault's two roles; tests/integration/test_vault_postgres_roles.py runs gateway vault migrate with the owner's DSN",
     ("docs/how-to/dreams.md", "$ gateway dream explain"): "the history of an entry the staleness GC moved a year after it was written; "
     "tests/integration/test_dreaming_staleness.py runs explain on such an entry",
     ("docs/how-to/dreams.md", "$ gateway dream alfred\n"): "the report of a model reviewer's run (a remove, a replace, two guards); "

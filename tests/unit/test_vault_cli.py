@@ -81,3 +81,36 @@ def test_a_note_linked_out_of_the_vault_refuses_the_import_in_one_line(tmp_path:
     assert len(err.strip().splitlines()) == 1 and "'deploy'" in err and "outside the vault" in err
     assert err.strip().endswith("nothing was written")
     assert sorted(p.name for p in notes.iterdir()) == ["deploy.md"] and (tmp_path / "outside.md").read_text() == "# Elsewhere\n"
+
+
+def test_reports_are_written_from_the_notes_into_the_vault_or_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = home_with(tmp_path)
+    notes = home / "shared" / "kb" / "global" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "kiln.md").write_text("# Kiln\nFired by [[potter]] and [[nobody]].\n")
+    (notes / "potter.md").write_text("# Potter\n")
+    assert main(["vault", "reports", "--project", "global", "--home", str(home)]) == 0
+    assert "2 notes, 2 links (1 to missing notes), 0 problems; 5 of 5 files changed" in capsys.readouterr().out
+    reports = home / "shared" / "kb" / "global" / "reports"
+    assert "- `kiln` → `potter`" in (reports / "relationship-graph.md").read_text()
+    assert main(["vault", "reports", "--project", "global", "--home", str(home)]) == 0
+    assert "0 of 5 files changed" in capsys.readouterr().out
+    assert main(["vault", "reports", "--project", "global", "--out", str(tmp_path / "out"), "--home", str(home)]) == 0
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == sorted(p.name for p in reports.iterdir()) and len(written) == 5
+    assert all((tmp_path / "out" / n).read_bytes() == (reports / n).read_bytes() for n in written)
+
+
+@pytest.mark.parametrize(("shared", "words", "says"), [
+    ({}, [], "vault migrate: the vault's backend is 'sqlite', not 'postgres', and no --dsn-file or --dsn-env"),
+    ({}, ["--dsn-env", "VAULT_DSN_UNSET"], "the environment variable VAULT_DSN_UNSET is not set"),
+    ({"backend": "postgres", "postgres": {"dsn": "host=127.0.0.1 port=9 user=gateway dbname=vault password=hush",
+                                          "connectTimeoutS": 1}}, [],
+     "vault migrate: the vault schema 'gateway_vault' is unavailable: its PostgreSQL server refused the connection"),
+])
+def test_migrate_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], shared: dict[str, object],
+                                       words: list[str], says: str) -> None:
+    home = home_with(tmp_path, shared)
+    assert main(["vault", "migrate", *words, "--home", str(home)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1 and "hush" not in err

@@ -48,9 +48,8 @@ def build_reports(
     *,
     mtime: Callable[[Path], float] = os.path.getmtime,
 ) -> GraphReport:
-    """Compile ``notes_dir`` (``compile_graph``) and write the five reports into ``reports_dir`` (created).
+    """Compile ``notes_dir`` (``compile_graph``) and write the five reports into ``reports_dir`` (``write_reports``).
 
-    The same notes give the same bytes, and a report whose bytes are unchanged is not rewritten.
     Raises ValueError when ``reports_dir`` is ``notes_dir`` (the reports are never read as notes),
     and OSError when ``notes_dir`` exists but cannot be listed or a report cannot be written.
     """
@@ -58,7 +57,22 @@ def build_reports(
     with contextlib.suppress(OSError):
         if notes_dir.resolve() == reports_dir.resolve():
             raise ValueError("the reports folder must not be the notes folder")
-    report = compile_graph(notes_dir, now, mtime=mtime)
+    return write_reports(compile_graph(notes_dir, now, mtime=mtime), reports_dir, started)
+
+
+def build_reports_from_notes(notes: Iterable[tuple[str, bytes, float]], reports_dir: Path, now: datetime) -> GraphReport:
+    """Compile notes given as rows (``compile_notes``) and write the five reports into ``reports_dir``
+    (``write_reports``): a vault kept in a database. OSError when a report cannot be written."""
+    started = time.perf_counter()
+    return write_reports(compile_notes(notes, now), reports_dir, started)
+
+
+def write_reports(report: GraphReport, reports_dir: Path, started: float) -> GraphReport:
+    """Write ``report``'s five files into ``reports_dir`` (created); ``report`` with the files it changed
+    (``written``) and the seconds since ``started`` (a ``time.perf_counter`` value).
+
+    The same notes give the same bytes, and a report whose bytes are unchanged is not rewritten.
+    """
     reports_dir.mkdir(parents=True, exist_ok=True)
     for file_name, text in render_all(report).items():
         data = text.encode("utf-8")

@@ -40,8 +40,9 @@ from services.kb.index.index_files import close_connections, idle_or_closed, rel
 from services.kb.index.search import SearchResult, tune_reader
 from services.kb.resources.handles import OpenHandles, default_cap
 from services.kb.resources.threads import until_done
-from services.kb.graph.build import compile_graph
+from services.kb.graph.build import build_reports, compile_graph
 from services.kb.graph.model import GraphReport
+from services.kb.graph.rebuilds import Rebuilds
 from services.kb.vault.names import NOTES_DIR, live_name
 from services.kb.vault import listing, note_index, notes
 from services.kb.vault.registry_base import SharedVaults, utc_now
@@ -62,8 +63,6 @@ class _Vault:
     reader: apsw.Connection | None = None
     lock: asyncio.Lock | None = None
     dirty: bool = False
-    graph_task: asyncio.Task[None] | None = None
-    graph_again: bool = False
     recheck: set[str] = field(default_factory=set)  # events seen while our own write was landing
     changed: set[str] = field(default_factory=set)  # notes named by events, not yet reindexed
     index_task: asyncio.Task[None] | None = None  # the reindex those events queued (one at a time)
@@ -118,6 +117,7 @@ class Vaults(SharedVaults[_Vault]):
         self._recorder = recorder or retrieval_log.Recorder(clock=lambda: self._clock().timestamp())
         self._own_handles = handles is None
         self._handles = handles if handles is not None else OpenHandles(default_cap())
+        self._reports = Rebuilds(executor)
         super().__init__(agents, clock=clock, day_zone=day_zone)
 
     def _key(self, shared: SharedSettings) -> Hashable:
@@ -297,36 +297,16 @@ class Vaults(SharedVaults[_Vault]):
     # --- graph ----------------------------------------------------------------------
 
     def _graph_soon(self, v: _Vault) -> None:
-        if not v.graph:
-            return
-        if v.graph_task is not None and not v.graph_task.done():
-            v.graph_again = True
-            return
-        v.graph_task = asyncio.ensure_future(self._graph_loop(v))
-
-    async def _graph_loop(self, v: _Vault) -> None:
-        from services.kb.graph.build import build_reports
-
-        loop = asyncio.get_running_loop()
-        while True:
-            v.graph_again = False
-            try:
-                report = await loop.run_in_executor(
-                    self._executor, build_reports, v.directory / "notes", v.directory / note_index.REPORTS_DIR, self._clock()
-                )
-                log.info("kb_graph_built", vault=str(v.directory), written=list(report.written), ms=round(report.seconds * 1000, 2))
-            except Exception:
-                log.exception("kb_graph_failed", vault=str(v.directory))
-            if not v.graph_again:
-                return
+        if v.graph:
+            self._reports.soon(v, str(v.directory), lambda: build_reports(
+                v.directory / NOTES_DIR, v.directory / note_index.REPORTS_DIR, self._clock()))
 
     async def settle(self) -> None:
         """Wait for pending reindexes and graph builds (tests and shutdown)."""
         for v in self._vaults.values():
             while v.index_task is not None and not v.index_task.done():
                 await v.index_task
-            while v.graph_task is not None and not v.graph_task.done():
-                await v.graph_task
+        await self._reports.settle()
 
     def close(self) -> None:
         """At a clean stop (after ``settle``): queued recall rows written, every vault closed with its

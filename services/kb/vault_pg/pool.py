@@ -15,12 +15,16 @@ pool by ``connectTimeoutS`` or the call's own gRPC deadline when it is sooner (`
 each statement by ``statementTimeoutMs``, or by the caller's deadline: a call whose caller went away has
 its statement cancelled (``track``, ``cancel``). ``reachable`` tells the vault's ``Dependency`` what each
 call learnt; ``retryable`` says which failures a read may retry once.
+A call that gets no connection in time says why the pool's latest attempt failed (``connect_failure``:
+a refused connection, a failed TLS verification, a refused login), logged once each time it changes;
+psycopg's own pool warnings, which repeat it at every attempt, are kept out of the log.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import select
 import threading
 import time
@@ -39,6 +43,7 @@ from gateway.config_model import VaultPostgresSettings
 from gateway.dependencies import Dependency
 from gateway.errors import CommandError, Unavailable
 from services.kb.vault_pg import schema
+from services.kb.vault_pg.connect_failure import connect_failure
 
 Conn = psycopg.Connection[TupleRow]
 
@@ -53,9 +58,28 @@ CANCEL_S: Final = 5.0
 DEAD_SERVER: Final = {"keepalives": 1, "keepalives_idle": 2, "keepalives_interval": 1, "keepalives_count": 3,
                       "tcp_user_timeout": 5000}
 log = structlog.get_logger()
-_pools: dict[str, ConnectionPool[Conn]] = {}
+_pools: dict[str, VaultPool] = {}
 _pools_lock = threading.Lock()
 _held: contextvars.ContextVar[list[Conn] | None] = contextvars.ContextVar("vault_connections_held", default=None)
+
+
+class VaultPool(ConnectionPool[Conn]):
+    """psycopg's pool, keeping why its latest attempt to connect failed (``failure``; "" once one succeeds):
+    its wait for a connection ends in PoolTimeout, which does not say."""
+
+    failure = ""
+
+    def _connect(self, timeout: float | None = None) -> Conn:
+        try:
+            conn = super()._connect(timeout)
+        except psycopg.Error as exc:
+            reason = connect_failure(str(exc)) or "its PostgreSQL server cannot be reached"
+            if reason != self.failure:
+                log.warning("vault_postgres_connect_failed", pool=self.name, reason=reason, error=type(exc).__name__)
+            self.failure = reason
+            raise
+        self.failure = ""
+        return conn
 
 
 def resolve_dsn(settings: VaultPostgresSettings, environ: Mapping[str, str]) -> str:
@@ -113,7 +137,7 @@ def _connect_args(settings: VaultPostgresSettings, dsn: str) -> dict[str, object
 
 
 def open_pool(settings: VaultPostgresSettings, environ: Mapping[str, str] | None = None,
-              schema_name: str = schema.DEFAULT_SCHEMA) -> ConnectionPool[Conn]:
+              schema_name: str = schema.DEFAULT_SCHEMA) -> VaultPool:
     """This process's pool for the settings' DSN (opened once: later calls answer the same pool). It opens
     in the background: a server that is down now does not stop the KB from starting."""
     dsn = resolve_dsn(settings, environ or {})
@@ -121,7 +145,8 @@ def open_pool(settings: VaultPostgresSettings, environ: Mapping[str, str] | None
     with _pools_lock:
         pool = _pools.get(key)
         if pool is None:
-            pool = ConnectionPool(
+            logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # its connect warnings: VaultPool logs them
+            pool = VaultPool(
                 dsn, min_size=settings.min_size, max_size=settings.max_size, timeout=settings.connect_timeout_s,
                 kwargs=_connect_args(settings, dsn), configure=_configure(settings.statement_timeout_ms, schema_name),
                 reconnect_timeout=RECONNECT_S, open=False, name="vault",
@@ -202,9 +227,14 @@ def _reach(pool: ConnectionPool[Conn], wait: float) -> None:
 def migrate(pool: ConnectionPool[Conn], what: str, schema_name: str = schema.DEFAULT_SCHEMA,
             applied_by: str = "", health: Dependency | None = None) -> list[int]:
     """Bring the schema up to date through one of the pool's connections (``schema.migrate``); Unavailable
-    naming ``what`` (the vault that needs it) while the server cannot be reached."""
-    with reachable(what, pool, health), connection(pool, health) as conn:
-        return schema.migrate(conn, schema_name, applied_by=applied_by)
+    naming ``what`` (the vault that needs it) while the server cannot be reached, or while steps are
+    pending that the pool's role may not apply (until an operator runs ``gateway vault migrate``)."""
+    try:
+        with reachable(what, pool, health), connection(pool, health) as conn:
+            return schema.migrate(conn, schema_name, applied_by=applied_by)
+    except schema.NotMigrated as exc:
+        log.warning("vault_postgres_not_migrated", what=what, version=exc.current, needed=exc.needed)
+        raise Unavailable(f"{what} is unavailable: {exc}") from exc
 
 
 def probe(pool: ConnectionPool[Conn], health: Dependency) -> str | None:
@@ -240,7 +270,8 @@ def _no_connection(pool: ConnectionPool[Conn] | None) -> str:
     if _busy(pool):
         return (f"busy: all {stats.get('pool_size', 0)} of its PostgreSQL connections were in use for the whole wait "
                 f"({stats.get('requests_waiting', 0)} more calls waiting); retry shortly")
-    return "no connection to its PostgreSQL server in time"
+    failure = pool.failure if isinstance(pool, VaultPool) else ""
+    return failure or "no connection to its PostgreSQL server in time"
 
 
 def retryable(exc: BaseException) -> bool:
@@ -260,8 +291,8 @@ def reachable(what: str, pool: ConnectionPool[Conn] | None = None, health: Depen
     try:
         yield
     except PoolTimeout as exc:
-        log.warning("vault_postgres_unavailable", what=what, error=type(exc).__name__)
         reason = _no_connection(pool)
+        log.warning("vault_postgres_unavailable", what=what, error=type(exc).__name__, reason=reason)
         if health is not None and not _busy(pool):
             health.failed(reason)
         raise Unavailable(f"{what} is unavailable: {reason}") from exc
@@ -269,7 +300,7 @@ def reachable(what: str, pool: ConnectionPool[Conn] | None = None, health: Depen
         log.warning("vault_postgres_unavailable", what=what, error=type(exc).__name__)
         if isinstance(exc, psycopg.errors.QueryCanceled):
             raise Unavailable(f"{what} is unavailable: a statement ran past its timeout") from exc
-        reason = "its PostgreSQL server cannot be reached"
+        reason = connect_failure(str(exc)) or "its PostgreSQL server cannot be reached"
         if health is not None:
             health.failed(reason)
         raise Unavailable(f"{what} is unavailable: {reason}") from exc

@@ -6,8 +6,9 @@ There are no files: nothing to watch, no index to refresh (a search reads what e
 and the retrieval log is appended through the store (``log_retrievals``) by a worker thread, never
 slowing a read. The schema is migrated before the first call that needs it (``pool.migrate``), not at
 the KB's start: a server that is down then leaves the file API, archives and dreaming serving, and vault
-calls answer Unavailable until it is back. ``graph`` compiles the notes' rows (``graph.build.compile_notes``);
-the graph's report files (``knowledge.shared.graph``) are not written on this backend.
+calls answer Unavailable until it is back. ``graph`` compiles the notes' rows (``graph.build.compile_notes``).
+With ``knowledge.shared.graph`` the five report files are rebuilt from every host's rows after this host's
+own writes (coalesced, ``graph.rebuilds``) into this host's ``<root>/<project>/reports/``, as on SQLite.
 
 While the server cannot be reached (docs/concepts/vault.md "When PostgreSQL is down") the KB's health says
 so through ``health``, the dependency ``shared-vault`` (``gateway.dependencies``). A read (get, list,
@@ -34,11 +35,13 @@ from gateway.config_model import VaultPostgresSettings
 from gateway.dependencies import Dependency
 from gateway.errors import GatewayError, Unavailable
 from services.kb.archive.retrieval_log import Retrieved
-from services.kb.graph.build import MAX_NOTE_BYTES, compile_notes
+from services.kb.graph.build import MAX_NOTE_BYTES, build_reports_from_notes, compile_notes
 from services.kb.graph.model import GraphReport
+from services.kb.graph.rebuilds import Rebuilds
 from services.kb.index.search import SearchResult
 from services.kb.vault import listing, notes
 from services.kb.vault.names import live_name
+from services.kb.vault.note_index import REPORTS_DIR
 from services.kb.vault.registry_base import SharedVaults, utc_now
 from services.kb.vault.store import Authors
 from services.kb.vault_pg import pool
@@ -72,6 +75,8 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
         self._migrating = threading.Lock()
         self._pending: set[Future[None]] = set()  # recall rows being appended
         self._pending_lock = threading.Lock()
+        self._reports = Rebuilds(executor)
+        self._report_dirs: dict[str, Path] = {}  # project → where its reports go, for vaults with ``graph``
         super().__init__(agents, clock=clock, day_zone=day_zone)
 
     def _key(self, shared: SharedSettings) -> Hashable:
@@ -80,6 +85,10 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
     def _track(self, key: Hashable, shared: SharedSettings, graph: bool) -> None:
         if key not in self._vaults:
             self._vaults[key] = PostgresVaultStore(self._pool, shared.project, health=self.health)
+        if graph:
+            self._report_dirs[shared.project] = shared.vault_dir / REPORTS_DIR
+        else:
+            self._report_dirs.pop(shared.project, None)
 
     def _project(self, v: PostgresVaultStore) -> str:
         return v.project
@@ -127,7 +136,15 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
             with v.writing():
                 return op(v, *args, **kwargs)
 
-        return await self._run(v, run)
+        result = await self._run(v, run)
+        self._graph_soon(v)
+        return result
+
+    def _graph_soon(self, v: PostgresVaultStore) -> None:
+        reports = self._report_dirs.get(v.project)
+        if reports is not None:
+            self._reports.soon(v.project, f"{v.project} (postgres)", lambda: build_reports_from_notes(
+                v.contents(MAX_NOTE_BYTES + 1), reports, self._clock()))
 
     # --- reads ---------------------------------------------------------------------
 
@@ -191,7 +208,8 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
         """No notes files: nothing to watch."""
 
     async def settle(self) -> None:
-        """Wait for the recall rows queued so far (nothing else runs in the background)."""
+        """Wait for the report builds and the recall rows queued so far."""
+        await self._reports.settle()
         while True:
             with self._pending_lock:
                 waiting = list(self._pending)

@@ -11,7 +11,10 @@ The migrations are the numbered files of ``migrations/`` (``0001_notes.sql``, ..
 name, when and by whom. ``migrate`` runs at start-up on every host: it takes a session advisory lock
 (``MIGRATION_LOCK``), so when many hosts start at once one applies each pending step and the others
 wait, then find nothing to do. A database at a version newer than this code knows is refused
-(FailedPrecondition): a host of an older release must not write a schema it does not understand.
+(FailedPrecondition): a host of an older release must not write a schema it does not understand. A
+schema already at the latest version is read, never written (no lock, no DDL), so a role with only
+USAGE and row privileges (docs/operations.md "A least-privilege role") runs on it; when such a role
+finds steps pending, ``NotMigrated`` says which and that ``gateway vault migrate`` applies them.
 
 ``lock_vault`` serialises the writes of one vault across hosts where a check and the write it guards
 must not interleave (the near-duplicate check and its create): a transaction-scoped advisory lock in
@@ -41,6 +44,16 @@ VAULT_LOCK_SPACE: Final = 0x6777766C
 LOCK_WAIT_S: Final = 120.0
 
 _FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
+
+
+class NotMigrated(Exception):
+    """The schema needs steps this connection's role may not apply (``str``: what to run)."""
+
+    def __init__(self, schema: str, current: int, needed: int, role: str) -> None:
+        super().__init__(
+            f"its PostgreSQL schema {schema!r} is at version {current}, this gateway needs {needed}, and the "
+            f"role {role!r} may not migrate it: run `gateway vault migrate` as the schema's owner")
+        self.current, self.needed = current, needed
 
 
 @dataclass(frozen=True)
@@ -90,28 +103,40 @@ def migrate(
 
     ``conn`` must be in autocommit mode (each migration is its own transaction). Waits up to
     ``wait_s`` for another host's migration (then psycopg.errors.LockNotAvailable). FailedPrecondition
-    when the database is not UTF-8, or its schema is newer than this code.
+    when the database is not UTF-8, or its schema is newer than this code; NotMigrated when steps are
+    pending and the role may not apply them.
     """
     if not conn.autocommit:
         raise ValueError("migrate needs an autocommit connection: each migration is its own transaction")
     goal = latest_version() if target is None else target
     _check_encoding(conn)
+    if _check_newer(conn, schema) >= goal:
+        return []
     _lock(conn, wait_s)
     try:
         _ensure_version_table(conn, schema)
-        current = current_version(conn, schema)
-        if current > latest_version():
-            raise FailedPrecondition(
-                f"the vault's PostgreSQL schema {schema!r} is at version {current}, newer than this "
-                f"gateway's {latest_version()}: upgrade this host"
-            )
+        current = _check_newer(conn, schema)
         applied = []
         for step in migrations()[current:goal]:
             _apply(conn, schema, step, applied_by)
             applied.append(step.version)
         return applied
+    except psycopg.errors.InsufficientPrivilege as exc:
+        role = conn.execute("SELECT current_user").fetchone()
+        raise NotMigrated(schema, current_version(conn, schema), goal, str(role[0] if role else "?")) from exc
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+
+def _check_newer(conn: psycopg.Connection[TupleRow], schema: str) -> int:
+    """``schema``'s version; FailedPrecondition when it is newer than this code."""
+    current = current_version(conn, schema)
+    if current > latest_version():
+        raise FailedPrecondition(
+            f"the vault's PostgreSQL schema {schema!r} is at version {current}, newer than this "
+            f"gateway's {latest_version()}: upgrade this host"
+        )
+    return current
 
 
 def _check_encoding(conn: psycopg.Connection[TupleRow]) -> None:
