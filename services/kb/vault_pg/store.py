@@ -275,16 +275,12 @@ class PostgresVaultStore:
                          entry_hash(body))
 
     def term_counts(self, terms: Sequence[str]) -> dict[str, int] | None:
-        queries = {term: fts.prefix_term(term) for term in terms}
-        asked = [(term, q) for term, q in queries.items() if q is not None]
+        asked = {term: q for term in terms if (q := fts.prefix_term(term)) is not None}
         counts = dict.fromkeys(terms, 0)
-        if not asked:
-            return counts
-        columns = ", ".join(f"count(*) FILTER (WHERE search @@ to_tsquery('simple', %(t{i})s))" for i in range(len(asked)))
-        params = {"project": self._project, **{f"t{i}": q for i, (_, q) in enumerate(asked)}}
-        with self._conn() as conn:
-            found = conn.execute(f"SELECT {columns} FROM notes WHERE project = %(project)s", params).fetchone()
-        counts.update({term: int(found[i]) for i, (term, _) in enumerate(asked)} if found else {})
+        if asked:
+            with self._conn() as conn:
+                found = conn.execute(fts.TERM_COUNTS_SQL, (self._project, list(asked.values()))).fetchall()
+            counts.update(zip(asked, (int(n) for (n,) in found), strict=True))
         return counts
 
     def chunk_count(self) -> int | None:

@@ -141,6 +141,16 @@ def test_recall_and_the_vocabulary_feed_the_near_duplicate_check(vault_store: Va
     assert vault_store.chunk_count() == 3
 
 
+def test_term_counts_count_the_notes_holding_a_word_that_starts_with_the_term(vault_store: VaultStore) -> None:
+    vault_store.write("deploys", b"Deploys roll the cluster nightly.\n", expected=None)
+    vault_store.write("twice", b"Deploy once, then deploy at noon.\n", expected=None)
+    vault_store.write("script", b"The redeploy script rolls back.\n", expected=None)
+    vault_store.write("stale__old", b"Deploying by hand, nightly.\n", expected=None)
+    counts = vault_store.term_counts(["deploy", "roll", "nightly", "redeploy", "noon", "zebra", "--"])
+    assert counts == {"deploy": 3, "roll": 2, "nightly": 2, "redeploy": 1, "noon": 1, "zebra": 0, "--": 0}
+    assert vault_store.term_counts([]) == {}
+
+
 def test_authors_keep_the_creation_and_follow_changes(vault_store: VaultStore) -> None:
     assert vault_store.authors(["n"]) == {}
     vault_store.write("n", b"a note\n", expected=None)
