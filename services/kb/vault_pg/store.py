@@ -252,26 +252,32 @@ class PostgresVaultStore:
 
     # --- the full-text index ----------------------------------------------------------------
     def search(self, query: str, limit: int | None) -> SearchResult:
-        params: dict[str, object] = {"project": self._project, "query": fts.query_text(query),
-                                     "limit": clamp_limit(limit)}
-        words = tuple(word.casefold() for word in query.split())
-        statement = fts.FULL_TEXT_SQL
-        if self._tokenizer == "trigram" or has_unsegmented(query):
-            statement = fts.trigram_sql(len(words))
-            params.update({f"p{i}": fts.like_pattern(word) for i, word in enumerate(words)})
+        """Notes matching every word first; when fewer than ``limit`` do, the notes matching some of them
+        after those (the SQLite vault's OR fallback: ``fts.fallback_words``), each group by rank."""
+        params: dict[str, object] = {"project": self._project, "limit": clamp_limit(limit)}
+        words = fts.search_words(fts.query_text(query))
+        unsegmented = self._tokenizer == "trigram" or has_unsegmented(query)
+        every = fts.trigram(words) if unsegmented else (fts.FULL_TEXT_SQL, {"query": query})
         with self._conn() as conn:
-            found = conn.execute(statement, params).fetchall()
-        return SearchResult([self._hit(str(n), bool(r), float(rank), str(h), str(b), words)
-                             for n, r, rank, h, b in found], 0, False)
+            found = [(*row, 1) for row in conn.execute(every[0], {**params, **every[1]}).fetchall()]
+            if len(found) < clamp_limit(limit) and len(words) > 1:
+                skip = [str(row[0]) for row in found]
+                some = fts.trigram(words, skip=skip) if unsegmented else fts.full_text_any(words, skip)
+                if some is not None:
+                    found += [(*row, 0) for row in conn.execute(some[0], {**params, **some[1]}).fetchall()]
+        return SearchResult([self._hit(str(n), bool(r), float(rank), str(h), str(b), words, bonus)
+                             for n, r, rank, h, b, bonus in found], 0, False)
 
-    def _hit(self, name: str, retired: bool, rank: float, head: str, body: str, words: tuple[str, ...]) -> SearchHit:
+    def _hit(self, name: str, retired: bool, rank: float, head: str, body: str, words: tuple[str, ...],
+             bonus: int) -> SearchHit:
+        """``bonus``: 1 for a note matching every word (it outranks every partial match), else 0."""
         path = note_path(api_name(name, retired))
         lines = (head + body).split("\n")
         fm = parse_frontmatter(lines)
         importance = fm.importance if fm.importance is not None else DEFAULT_IMPORTANCE
         relevance = max(rank, 0.0) / (1 + max(rank, 0.0)) * (0.8 + 0.02 * importance)
         return SearchHit(path, fm.end_line + 1, max(len(lines) - (not lines[-1]), fm.end_line + 1),
-                         make_snippet(body, words), relevance + 1, classify(path, fm.provenance), importance,
+                         make_snippet(body, words), relevance + bonus, classify(path, fm.provenance), importance,
                          entry_hash(body))
 
     def term_counts(self, terms: Sequence[str]) -> dict[str, int] | None:
