@@ -197,6 +197,10 @@ def test_hostile_query_text_never_breaks_the_full_text_search(vault: psycopg.Con
     vault.execute("INSERT INTO notes (project, name, body) VALUES ('p', 'deploy', 'How we deploy: blue green, not canary')")
     for text in HOSTILE:  # no syntax error, whatever each finds
         search(vault, text)
+        fallback = fts.full_text_any([*fts.search_words(text), "deploy"], ["x"])
+        assert fallback is not None and vault.execute(fallback[0], {**fallback[1], "project": "p", "limit": 10}).fetchall()
+        statement, params = fts.trigram([*fts.search_words(text), "deploy"], skip=["x"])
+        assert vault.execute(statement, {**params, "project": "p", "limit": 10}).fetchall()
         assert vault.execute("SELECT plainto_tsquery('simple', %s)::text", (text,)).fetchone() is not None
     assert search(vault, "deploy:*") == search(vault, "!deploy") == ["deploy"]
 

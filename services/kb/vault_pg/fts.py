@@ -1,16 +1,18 @@
 """Searching the PostgreSQL vault's notes: the statements, and the user's text made safe for them.
 
 A user's query never reaches PostgreSQL's tsquery parser as syntax: it is a bound parameter of
-``websearch_to_tsquery('simple', ...)``, which reads any text (quotes, ``-``, ``or``, ``:*``, ``!``,
-backslashes) as words and phrases and never raises a syntax error; what is left without a word matches
+``websearch_to_tsquery('simple', ...)`` (the OR fallback: ``phraseto_tsquery`` of each word), which
+reads any text (quotes, ``-``, ``or``, ``:*``, ``!``, backslashes) as words and phrases and never raises a syntax error; what is left without a word matches
 nothing. The trigram path (CJK and Thai, which have no spaces between words, and vaults whose tokenizer
-is ``trigram``) is a substring match (``ILIKE``, every term) over the notes' bodies that the
-``notes_trigram`` index serves for a term of three characters or more; ``%``, ``_`` and the escape
+is ``trigram``) is a substring match (``LIKE``/``ILIKE``, every term: ``trigram``) over the notes' bodies
+that the ``notes_trigram`` index serves for a term of three characters or more; ``%``, ``_`` and the escape
 character in the user's text are escaped. Prefix terms (``prefix_query``: the near-duplicate check's
 recall and vocabulary) keep only their letters and digits and are quoted. PostgreSQL text cannot hold
 NUL, so a query with one is InvalidArgument here rather than an error from the driver. The statements run
 with ``search_path`` set to the vault's schema; each answers a note's name, whether it is the retired twin,
-its rank, head and body, and leaves out a retired twin whose live note exists (the twin rule).
+its rank, head and body, and leaves out a retired twin whose live note exists (the twin rule). Words
+combine as in the SQLite vault: every word, then (``full_text_any``, ``trigram`` with ``skip``) the OR
+fallback for the rest of the limit.
 """
 
 from __future__ import annotations
