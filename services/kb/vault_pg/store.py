@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
 from psycopg.pq import TransactionStatus
+from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -254,19 +255,22 @@ class PostgresVaultStore:
     def search(self, query: str, limit: int | None) -> SearchResult:
         """Notes matching every word first; when fewer than ``limit`` do, the notes matching some of them
         after those (the SQLite vault's OR fallback: ``fts.fallback_words``), each group by rank."""
-        params: dict[str, object] = {"project": self._project, "limit": clamp_limit(limit)}
+        size = clamp_limit(limit)
         words = fts.search_words(fts.query_text(query))
         unsegmented = self._tokenizer == "trigram" or has_unsegmented(query)
-        every = fts.trigram(words) if unsegmented else (fts.FULL_TEXT_SQL, {"query": query})
+        every: fts.Statement = fts.trigram(words) if unsegmented else (fts.FULL_TEXT_SQL, {"query": query})
         with self._conn() as conn:
-            found = [(*row, 1) for row in conn.execute(every[0], {**params, **every[1]}).fetchall()]
-            if len(found) < clamp_limit(limit) and len(words) > 1:
+            found = [(*row, 1) for row in self._rows(conn, every, size)]
+            if len(found) < size and len(words) > 1:
                 skip = [str(row[0]) for row in found]
                 some = fts.trigram(words, skip=skip) if unsegmented else fts.full_text_any(words, skip)
-                if some is not None:
-                    found += [(*row, 0) for row in conn.execute(some[0], {**params, **some[1]}).fetchall()]
+                found += [(*row, 0) for row in self._rows(conn, some, size)] if some is not None else []
         return SearchResult([self._hit(str(n), bool(r), float(rank), str(h), str(b), words, bonus)
                              for n, r, rank, h, b, bonus in found], 0, False)
+
+    def _rows(self, conn: Conn, statement: fts.Statement, size: int) -> list[TupleRow]:
+        sql, params = statement
+        return list(conn.execute(sql, {**params, "project": self._project, "limit": size}).fetchall())
 
     def _hit(self, name: str, retired: bool, rank: float, head: str, body: str, words: tuple[str, ...],
              bonus: int) -> SearchHit:
