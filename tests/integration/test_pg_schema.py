@@ -17,6 +17,7 @@ from pg_support import Cluster, fresh_database, postgres  # noqa: F401  (fixture
 from psycopg import errors
 
 from gateway.errors import FailedPrecondition, InvalidArgument
+from services.kb.index.query import has_unsegmented
 from services.kb.vault_pg import fts, schema
 
 pytestmark = pytest.mark.integration
@@ -57,9 +58,9 @@ def test_the_migrations_are_numbered_from_one_without_a_gap() -> None:
 
 def test_all_migrations_at_once_then_nothing_more(conn: psycopg.Connection) -> None:
     assert schema.current_version(conn) == 0
-    assert schema.migrate(conn, applied_by="host-a") == [1, 2, 3]
-    assert schema.current_version(conn) == 3
-    assert [v for v, _ in history(conn)] == [1, 2, 3]
+    assert schema.migrate(conn, applied_by="host-a") == [1, 2, 3, 4]
+    assert schema.current_version(conn) == 4
+    assert [v for v, _ in history(conn)] == [1, 2, 3, 4]
     assert {"vaults", "notes", "retrieval_log", "note_lifecycle", "vault_gc", "promotions"} <= tables(conn)
     assert schema.migrate(conn) == []
     assert conn.execute(f"SELECT DISTINCT applied_by FROM {SCHEMA}.schema_version").fetchall() == [("host-a",)]
@@ -71,9 +72,12 @@ def test_version_one_then_the_rest(conn: psycopg.Connection) -> None:
     assert "notes" in tables(conn) and "retrieval_log" not in tables(conn)
     conn.execute(f"INSERT INTO {SCHEMA}.vaults (project) VALUES ('p')")
     conn.execute(f"INSERT INTO {SCHEMA}.notes (project, name, body) VALUES ('p', 'kept', 'written at version 1')")
-    assert schema.migrate(conn) == [2, 3]
-    assert [v for v, _ in history(conn)] == [1, 2, 3]
+    conn.execute(f"INSERT INTO {SCHEMA}.notes (project, name, body) VALUES ('p', '東京', '東京リージョン')")
+    assert schema.migrate(conn) == [2, 3, 4]
+    assert [v for v, _ in history(conn)] == [1, 2, 3, 4]
     assert conn.execute(f"SELECT body FROM {SCHEMA}.notes WHERE name = 'kept'").fetchone() == ("written at version 1",)
+    assert conn.execute(f"SELECT name, unsegmented FROM {SCHEMA}.notes ORDER BY name").fetchall() == [
+        ("kept", False), ("東京", True)]
 
 
 def test_a_failing_migration_leaves_nothing_half_done(conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,9 +132,9 @@ def test_four_processes_starting_at_once_apply_each_step_exactly_once(fresh_data
             p.kill()
     assert all(p.returncode == 0 for p in procs), outputs
     applied = sorted(int(v) for out in outputs for v in out[1:])
-    assert applied == [1, 2, 3], outputs
+    assert applied == list(range(1, schema.latest_version() + 1)), outputs
     with psycopg.connect(fresh_database) as c:
-        assert [v for v, _ in history(c)] == [1, 2, 3]
+        assert [v for v, _ in history(c)] == applied
 
 
 def test_eight_concurrent_creates_of_one_name_have_exactly_one_winner(vault: psycopg.Connection) -> None:
@@ -193,6 +197,10 @@ def test_hostile_query_text_never_breaks_the_full_text_search(vault: psycopg.Con
     vault.execute("INSERT INTO notes (project, name, body) VALUES ('p', 'deploy', 'How we deploy: blue green, not canary')")
     for text in HOSTILE:  # no syntax error, whatever each finds
         search(vault, text)
+        fallback = fts.full_text_any([*fts.search_words(text), "deploy"], ["x"])
+        assert fallback is not None and vault.execute(fallback[0], {**fallback[1], "project": "p", "limit": 10}).fetchall()
+        statement, params = fts.trigram([*fts.search_words(text), "deploy"], skip=["x"])
+        assert vault.execute(statement, {**params, "project": "p", "limit": 10}).fetchall()
         assert vault.execute("SELECT plainto_tsquery('simple', %s)::text", (text,)).fetchone() is not None
     assert search(vault, "deploy:*") == search(vault, "!deploy") == ["deploy"]
 
@@ -221,8 +229,8 @@ def test_a_nul_in_the_query_is_refused_cleanly() -> None:
 
 
 def trigram(conn: psycopg.Connection, term: str) -> list[str]:
-    params = {"project": "p", "query": fts.query_text(term), "p0": fts.like_pattern(term), "limit": 10}
-    return [r[0] for r in conn.execute(fts.trigram_sql(1), params)]
+    statement, params = fts.trigram([term])
+    return [r[0] for r in conn.execute(statement, {**params, "project": "p", "limit": 10})]
 
 
 def test_a_trigram_query_finds_cjk_and_thai_text_inside_a_run(vault: psycopg.Connection) -> None:
@@ -246,6 +254,28 @@ def test_the_trigram_index_serves_a_cjk_substring_query(vault: psycopg.Connectio
     pattern = fts.like_pattern("リージョン")
     plan = "\n".join(r[0] for r in vault.execute("EXPLAIN SELECT name FROM notes WHERE body LIKE %s", (pattern,)))
     assert "notes_trigram" in plan, plan
+
+
+def test_the_unsegmented_column_marks_the_text_the_vault_routes_to_the_trigram_path(vault: psycopg.Connection) -> None:
+    edges = [chr(c) for c in (0x0E00, 0x0EFF, 0x1000, 0x109F, 0x1780, 0x17FF, 0x3005, 0x3040, 0x30FF, 0x31F0, 0x31FF,
+                              0x3400, 0x4DBF, 0x4E00, 0x9FFF, 0xF900, 0xFAFF, 0xAC00, 0xD7AF, 0xFF66, 0xFF9F, 0x20000,
+                              0x3134F)]  # fmt: skip
+    outside = [chr(c) for c in (0x0DFF, 0x0F00, 0x3004, 0x3100, 0x4DC0, 0xFF65, 0xFFA0, 0x1F914, 0x31350)] + ["é", "a"]
+    for i, char in enumerate(edges + outside):
+        vault.execute("INSERT INTO notes (project, name, body) VALUES ('p', %s, %s)", (f"n{i}", f"x {char} y"))
+    marked = dict(vault.execute("SELECT body, unsegmented FROM notes").fetchall())
+    assert marked == {f"x {char} y": has_unsegmented(char) for char in edges + outside}
+    assert all(marked[f"x {char} y"] for char in edges)
+
+
+def test_a_short_cjk_word_reads_only_the_notes_holding_such_text(vault: psycopg.Connection) -> None:
+    vault.execute("INSERT INTO notes (project, name, body) SELECT 'p', 'n' || i, 'filler text ' || i FROM generate_series(1, 2000) AS i")
+    vault.execute("INSERT INTO notes (project, name, body) VALUES ('p', '東京', '本番環境は東京リージョン'), ('p', '京都', '京都')")
+    vault.execute("ANALYZE notes")
+    statement, params = fts.trigram(["東京"])
+    plan = "\n".join(r[0] for r in vault.execute("EXPLAIN " + statement, {**params, "project": "p", "limit": 10}))
+    assert "notes_unsegmented" in plan, plan
+    assert trigram(vault, "東京") == ["東京"] and trigram(vault, "京") == ["京都", "東京"]
 
 
 def test_a_large_note_of_distinct_words_is_indexed(vault: psycopg.Connection) -> None:
@@ -290,7 +320,7 @@ def test_a_least_privilege_role_that_owns_only_its_schema_can_migrate(postgres: 
     with psycopg.connect(postgres.dsn(dbname, user="gateway_vault"), autocommit=True) as role:
         assert role.execute("SELECT rolsuper, rolcreatedb FROM pg_roles WHERE rolname = current_user").fetchone() == (
             False, False)
-        assert schema.migrate(role) == [1, 2, 3]
+        assert schema.migrate(role) == [1, 2, 3, 4]
         role.execute(f"SET search_path TO {SCHEMA}, public")
         role.execute("INSERT INTO vaults (project) VALUES ('p')")
         role.execute("INSERT INTO notes (project, name, body) VALUES ('p', '東京', '東京リージョン')")

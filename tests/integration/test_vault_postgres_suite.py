@@ -15,6 +15,8 @@ import pytest
 from pg_support import Cluster, free_port, postgres  # noqa: F401  (fixture)
 from suite_support import ADMIN_KEY, Suite, make_home
 
+from services.kb.vault_pg import schema
+
 pytestmark = pytest.mark.integration
 
 HEADERS = {"X-Api-Key": ADMIN_KEY}
@@ -97,7 +99,7 @@ def test_a_shared_note_lives_in_postgresql_through_its_whole_life(suite: Suite, 
         assert http.delete(note("staging deploy")).status_code == 200
         assert http.get(note("staging deploy")).status_code == 404
     with psycopg.connect(database) as conn:
-        assert conn.execute("SELECT count(*) FROM gateway_vault.schema_version").fetchone() == (3,)
+        assert conn.execute("SELECT count(*) FROM gateway_vault.schema_version").fetchone() == (schema.latest_version(),)
         assert conn.execute("SELECT count(*) FROM gateway_vault.notes").fetchone() == (0,)
         assert conn.execute("SELECT project FROM gateway_vault.vaults").fetchall() == [("global",)]
     assert not list((suite.home / "shared").rglob("*.md"))  # nothing on the host's disk

@@ -24,6 +24,7 @@ from typing import Final
 
 import psycopg
 from psycopg.pq import TransactionStatus
+from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -277,39 +278,44 @@ class PostgresVaultStore:
 
     # --- the full-text index ----------------------------------------------------------------
     def search(self, query: str, limit: int | None) -> SearchResult:
-        params: dict[str, object] = {"project": self._project, "query": fts.query_text(query),
-                                     "limit": clamp_limit(limit)}
-        words = tuple(word.casefold() for word in query.split())
-        statement = fts.FULL_TEXT_SQL
-        if self._tokenizer == "trigram" or has_unsegmented(query):
-            statement = fts.trigram_sql(len(words))
-            params.update({f"p{i}": fts.like_pattern(word) for i, word in enumerate(words)})
+        """Notes matching every word first; when fewer than ``limit`` do, the notes matching some of them
+        after those (the SQLite vault's OR fallback: ``fts.fallback_words``), each group by rank."""
+        size = clamp_limit(limit)
+        words = fts.search_words(fts.query_text(query))
+        unsegmented = self._tokenizer == "trigram" or has_unsegmented(query)
+        every: fts.Statement = fts.trigram(words) if unsegmented else (fts.FULL_TEXT_SQL, {"query": query})
         with self._conn() as conn:
-            found = conn.execute(statement, params).fetchall()
-        return SearchResult([self._hit(str(n), bool(r), float(rank), str(h), str(b), words)
-                             for n, r, rank, h, b in found], 0, False)
+            found = [(*row, 1) for row in self._rows(conn, every, size)]
+            if len(found) < size and len(words) > 1:
+                skip = [str(row[0]) for row in found]
+                some = fts.trigram(words, skip=skip) if unsegmented else fts.full_text_any(words, skip)
+                found += [(*row, 0) for row in self._rows(conn, some, size)] if some is not None else []
+        return SearchResult([self._hit(str(n), bool(r), float(rank), str(h), str(b), words, bonus)
+                             for n, r, rank, h, b, bonus in found], 0, False)
 
-    def _hit(self, name: str, retired: bool, rank: float, head: str, body: str, words: tuple[str, ...]) -> SearchHit:
+    def _rows(self, conn: Conn, statement: fts.Statement, size: int) -> list[TupleRow]:
+        sql, params = statement
+        return list(conn.execute(sql, {**params, "project": self._project, "limit": size}).fetchall())
+
+    def _hit(self, name: str, retired: bool, rank: float, head: str, body: str, words: tuple[str, ...],
+             bonus: int) -> SearchHit:
+        """``bonus``: 1 for a note matching every word (it outranks every partial match), else 0."""
         path = note_path(api_name(name, retired))
         lines = (head + body).split("\n")
         fm = parse_frontmatter(lines)
         importance = fm.importance if fm.importance is not None else DEFAULT_IMPORTANCE
         relevance = max(rank, 0.0) / (1 + max(rank, 0.0)) * (0.8 + 0.02 * importance)
         return SearchHit(path, fm.end_line + 1, max(len(lines) - (not lines[-1]), fm.end_line + 1),
-                         make_snippet(body, words), relevance + 1, classify(path, fm.provenance), importance,
+                         make_snippet(body, words), relevance + bonus, classify(path, fm.provenance), importance,
                          entry_hash(body))
 
     def term_counts(self, terms: Sequence[str]) -> dict[str, int] | None:
-        queries = {term: fts.prefix_term(term) for term in terms}
-        asked = [(term, q) for term, q in queries.items() if q is not None]
+        asked = {term: q for term in terms if (q := fts.prefix_term(term)) is not None}
         counts = dict.fromkeys(terms, 0)
-        if not asked:
-            return counts
-        columns = ", ".join(f"count(*) FILTER (WHERE search @@ to_tsquery('simple', %(t{i})s))" for i in range(len(asked)))
-        params = {"project": self._project, **{f"t{i}": q for i, (_, q) in enumerate(asked)}}
-        with self._conn() as conn:
-            found = conn.execute(f"SELECT {columns} FROM notes WHERE project = %(project)s", params).fetchone()
-        counts.update({term: int(found[i]) for i, (term, _) in enumerate(asked)} if found else {})
+        if asked:
+            with self._conn() as conn:
+                found = conn.execute(fts.TERM_COUNTS_SQL, (self._project, list(asked.values()))).fetchall()
+            counts.update(zip(asked, (int(n) for (n,) in found), strict=True))
         return counts
 
     def chunk_count(self) -> int | None:

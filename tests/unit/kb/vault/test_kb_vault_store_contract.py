@@ -120,6 +120,30 @@ def test_search_ranks_and_applies_the_twin_rule(vault_store: VaultStore) -> None
     assert "notes/stale__tides.md" in hits(vault_store, "harbour")
 
 
+def test_words_in_no_single_note_fall_back_to_the_notes_holding_some(vault_store: VaultStore) -> None:
+    vault_store.write("kiln", b"The kiln fires at 1200 degrees.\n", expected=None)
+    vault_store.write("glaze", b"A blue glaze needs cobalt.\n", expected=None)
+    vault_store.write("both", b"Glaze before the kiln, glaze after.\n", expected=None)
+    vault_store.write("other", b"Nothing about pottery.\n", expected=None)
+    found = vault_store.search("kiln glaze", 20).hits
+    assert [h.path for h in found][0] == "notes/both.md"  # every word: ahead of every partial match
+    assert sorted(h.path for h in found) == ["notes/both.md", "notes/glaze.md", "notes/kiln.md"]
+    assert found[0].score > 1 > max(h.score for h in found[1:])
+    assert sorted(hits(vault_store, "cobalt degrees")) == ["notes/glaze.md", "notes/kiln.md"]
+    assert sorted(hits(vault_store, "cobalt and degrees")) == ["notes/glaze.md", "notes/kiln.md"]  # "and" drives none
+    assert hits(vault_store, "cobalt") == ["notes/glaze.md"] and hits(vault_store, "cobalt zebra") == ["notes/glaze.md"]
+    assert [h.path for h in vault_store.search("kiln glaze", 1).hits] == ["notes/both.md"]
+
+
+def test_cjk_words_in_no_single_note_fall_back_too(open_store: OpenStore) -> None:
+    for tokenizer in ("unicode61", "trigram"):
+        store = open_store(tokenizer)
+        store.write("天気", "東京の天気は晴れです。\n".encode(), expected=None)
+        store.write("電車", "大阪行きの電車は九時に出ます。\n".encode(), expected=None)
+        assert sorted(hits(store, "天気 電車")) == ["notes/天気.md", "notes/電車.md"]
+        assert hits(store, "晴れ 東京") == ["notes/天気.md"]
+
+
 def test_a_trigram_vault_finds_cjk_text(open_store: OpenStore) -> None:
     store = open_store("trigram")
     store.write("天気", "東京の天気は晴れです。\n".encode(), expected=None)
@@ -139,6 +163,16 @@ def test_recall_and_the_vocabulary_feed_the_near_duplicate_check(vault_store: Va
     counts = vault_store.term_counts(["nightly", "backup", "zebra"])
     assert counts == {"nightly": 2, "backup": 2, "zebra": 0}
     assert vault_store.chunk_count() == 3
+
+
+def test_term_counts_count_the_notes_holding_a_word_that_starts_with_the_term(vault_store: VaultStore) -> None:
+    vault_store.write("deploys", b"Deploys roll the cluster nightly.\n", expected=None)
+    vault_store.write("twice", b"Deploy once, then deploy at noon.\n", expected=None)
+    vault_store.write("script", b"The redeploy script rolls back.\n", expected=None)
+    vault_store.write("stale__old", b"Deploying by hand, nightly.\n", expected=None)
+    counts = vault_store.term_counts(["deploy", "roll", "nightly", "redeploy", "noon", "zebra", "--"])
+    assert counts == {"deploy": 3, "roll": 2, "nightly": 2, "redeploy": 1, "noon": 1, "zebra": 0, "--": 0}
+    assert vault_store.term_counts([]) == {}
 
 
 def test_authors_keep_the_creation_and_follow_changes(vault_store: VaultStore) -> None:
