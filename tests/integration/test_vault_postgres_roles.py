@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from pg_support import Cluster, postgres  # noqa: F401  (fixture)
 from suite_support import ADMIN_KEY, Suite, make_home
+from services.kb.vault_pg.schema import latest_version
 
 pytestmark = pytest.mark.integration
 
@@ -25,6 +26,7 @@ ROLES_SQL = ROOT / "deploy" / "postgres" / "roles.sql"
 HEADERS = {"X-Api-Key": ADMIN_KEY}
 NOTES = "/api/v1/agents/alfred/shared/notes"
 DATABASE = "roles_vault"
+LATEST = latest_version()
 
 
 @pytest.fixture(scope="module")
@@ -60,14 +62,15 @@ def test_the_kb_role_runs_the_vault_once_the_owner_migrated_it(suite: Suite, clu
         assert early.status_code == 503, early.text
         assert early.json()["message"] == (
             "the shared vault of project 'global' is unavailable: its PostgreSQL schema 'gateway_vault' is at "
-            "version 0, this gateway needs 3, and the role 'gateway_kb' may not migrate it: run `gateway vault "
+            f"version 0, this gateway needs {LATEST}, and the role 'gateway_kb' may not migrate it: run `gateway vault "
             "migrate` as the schema's owner")
 
         refused = migrate(suite.home, cluster.dsn(DATABASE, user="gateway_kb"))  # the KB's role may not
         assert refused.returncode == 2 and "may not migrate it" in refused.stderr, refused.stderr
         done = migrate(suite.home, cluster.dsn(DATABASE, user="gateway_migrator"))
         assert done.returncode == 0, done.stderr
-        assert done.stdout.strip() == "vault schema 'gateway_vault' is at version 3: applied 1, 2, 3"
+        applied = ", ".join(str(v) for v in range(1, LATEST + 1))
+        assert done.stdout.strip() == f"vault schema 'gateway_vault' is at version {LATEST}: applied {applied}"
         assert migrate(suite.home, cluster.dsn(DATABASE, user="gateway_migrator")).stdout.strip().endswith("nothing to apply")
 
         made = http.post(NOTES, json={"name": "kiln", "content": "# Kiln\nThe kiln fires at noon.\n"})
