@@ -23,7 +23,8 @@ PAGE_BUFFER_THRESHOLD: Final = 16 * 1024  # a 16 KiB page's buffer and above: a 
 
 
 @functools.cache
-def _libc() -> ctypes.CDLL | None:
+def c_library() -> ctypes.CDLL | None:
+    """The C library, loaded once (None where it cannot be found)."""
     name = ctypes.util.find_library("c")
     return ctypes.CDLL(name) if name else None
 
@@ -31,14 +32,14 @@ def _libc() -> ctypes.CDLL | None:
 def keep_pages_off_heap() -> bool:
     """Allocations of ``PAGE_BUFFER_THRESHOLD`` and more get mappings of their own; whether the C
     library took it (glibc's ``mallopt``)."""
-    libc = _libc()
+    libc = c_library()
     mallopt = getattr(libc, "mallopt", None) if libc is not None else None
     return bool(mallopt is not None and mallopt(M_MMAP_THRESHOLD, PAGE_BUFFER_THRESHOLD) == 1)
 
 
 def release_memory() -> None:
     """Return the C heap's free memory to the system (glibc's ``malloc_trim``; a no-op elsewhere)."""
-    libc = _libc()
+    libc = c_library()
     trim = getattr(libc, "malloc_trim", None) if libc is not None else None
     if trim is not None:
         trim(0)

@@ -4,7 +4,8 @@ Off unless the KB starts with ``KB_MEMORY_TRACE`` naming a file (read in ``servi
 ``GATEWAY_``-prefixed, so the long-run benches pass it through). Then a thread appends one JSON line
 to that file every ``KB_MEMORY_TRACE_S`` seconds (default 10): the process's resident and anonymous
 memory (``/proc/self/smaps_rollup``), the C heap (glibc's ``mallinfo2``: its arenas, its mappings,
-the bytes in use and free), SQLite's allocations in all and the page caches, statements and schemas
+the bytes in use and free; and per arena, from ``malloc_info``, the memory it holds and the free part of
+it), SQLite's allocations in all and the page caches, statements and schemas
 of the open connections, and Python's allocated blocks. With ``KB_MEMORY_TRACE_FRAMES`` set to a
 number of frames, tracemalloc runs too (it slows the KB down about twice): each line then carries
 the traced total, and ``<file>.top`` is rewritten with the tracebacks whose allocations grew most
@@ -14,8 +15,8 @@ since the first line written after ``KB_MEMORY_TRACE_BASE_S`` seconds (default 1
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import json
+import re
 import sys
 import threading
 import time
@@ -27,6 +28,7 @@ from pathlib import Path
 import apsw
 
 from gateway.atomic import write_atomic
+from services.kb.resources.heap import c_library
 from services.kb.resources.page_caches import connections_bytes
 
 TOP_LINES = 25
@@ -72,14 +74,42 @@ def smaps_mb() -> dict[str, float]:
 
 def heap_mb() -> dict[str, float]:
     """glibc's ``mallinfo2`` over every arena, MB (empty elsewhere)."""
-    name = ctypes.util.find_library("c")
-    func = getattr(ctypes.CDLL(name), "mallinfo2", None) if name else None
+    libc = c_library()
+    func = getattr(libc, "mallinfo2", None) if libc is not None else None
     if func is None:
         return {}
     func.restype = _MallInfo2
     info = func()
     return {"heap_arena": info.arena / 2**20, "heap_mapped": info.hblkhd / 2**20, "heap_mappings": info.hblks,
             "heap_used": info.uordblks / 2**20, "heap_free": info.fordblks / 2**20}
+
+
+_HEAP = re.compile(r'<heap nr="\d+">.*?<total type="fast" count="\d+" size="(\d+)"/>\s*'
+                   r'<total type="rest" count="\d+" size="(\d+)"/>\s*<system type="current" size="(\d+)"/>', re.S)
+
+
+def malloc_info_xml() -> str:
+    """glibc's ``malloc_info`` report, its XML ("" elsewhere)."""
+    libc = c_library()
+    if libc is None or not hasattr(libc, "malloc_info") or not hasattr(libc, "open_memstream"):
+        return ""
+    buf, size = ctypes.c_void_p(), ctypes.c_size_t()
+    libc.open_memstream.restype = ctypes.c_void_p
+    stream = ctypes.c_void_p(libc.open_memstream(ctypes.byref(buf), ctypes.byref(size)))
+    try:
+        libc.malloc_info(0, stream)
+    finally:
+        libc.fclose(stream)  # sets buf and size
+    try:
+        return ctypes.string_at(buf, size.value).decode()
+    finally:
+        libc.free(buf)
+
+
+def arenas_mb(xml: str) -> list[list[float]]:
+    """Per arena of ``malloc_info``'s report: [MB it holds from the system, MB of it free]."""
+    return [[round(int(system) / 2**20, 2), round((int(fast) + int(rest)) / 2**20, 2)]
+            for fast, rest, system in _HEAP.findall(xml)]
 
 
 def sqlite_mb() -> dict[str, float]:
@@ -92,6 +122,7 @@ def sqlite_mb() -> dict[str, float]:
 def sample(started: float) -> dict[str, object]:
     """One line of the record."""
     line: dict[str, object] = {"t": round(time.monotonic() - started, 1), **smaps_mb(), **heap_mb(), **sqlite_mb(),
+                               "arenas": arenas_mb(malloc_info_xml()),
                                "py_blocks": sys.getallocatedblocks()}
     if tracemalloc.is_tracing():
         line["traced"] = tracemalloc.get_traced_memory()[0] / 2**20

@@ -94,3 +94,20 @@ def test_a_trace_line_names_the_process_heap_and_sqlite(table: Path) -> None:
     json.dumps(line)
     assert line["connections"] >= 1 and line["sqlite"] > 0
     assert {"sqlite_cache", "sqlite_stmt", "sqlite_schema", "py_blocks"} <= set(line)
+
+
+def test_a_trace_line_holds_each_arena_of_the_c_heap() -> None:
+    xml = memory_trace.malloc_info_xml()
+    if not xml:
+        pytest.skip("not glibc: no malloc_info")
+    arenas = memory_trace.arenas_mb(xml)
+    assert arenas and all(held >= free >= 0 for held, free in arenas)
+    assert memory_trace.sample(0.0)["arenas"]
+
+
+def test_arenas_are_read_from_malloc_info() -> None:
+    heap = ('<heap nr="{n}">\n<sizes>\n</sizes>\n<total type="fast" count="1" size="{fast}"/>\n'
+            '<total type="rest" count="2" size="{rest}"/>\n<system type="current" size="{held}"/>\n</heap>\n')
+    xml = ('<malloc version="1">\n' + heap.format(n=0, fast=0, rest=2**20, held=3 * 2**20)
+           + heap.format(n=1, fast=2**19, rest=2**19, held=2**21) + '<total type="mmap" count="3" size="9"/>\n</malloc>\n')
+    assert memory_trace.arenas_mb(xml) == [[3.0, 1.0], [2.0, 1.0]]
