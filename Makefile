@@ -50,11 +50,14 @@ postgres:
 	@command -v ip >/dev/null || { command -v apt-get >/dev/null && apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 >/dev/null; } || echo "make: ip (iproute2) is missing and cannot be installed here: the PostgreSQL partition test will fail"
 
 ## make test: the whole test suite (lint, type check, the documentation site, unit, integration, browser)
+# The unit tests run on both cores (pytest-xdist); the integration tests, which start real processes on
+# free ports and time their own waits, run in one process.
 test: install tools browser postgres lint typecheck docs
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 tests/unit
+	$(PY) -m pytest tests/integration
 
 unit: install
-	$(PY) -m pytest tests/unit
+	$(PY) -m pytest -n 2 tests/unit
 
 integration: install postgres
 	$(PY) -m pytest tests/integration
