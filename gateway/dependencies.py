@@ -17,6 +17,7 @@ docs/operations.md "When PostgreSQL is down":
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -90,10 +91,8 @@ class Dependency:
 
 
 def _wait(running: Future[None], wait_s: float) -> None:
-    try:
+    with contextlib.suppress(TimeoutError):
         running.result(timeout=wait_s)
-    except TimeoutError:
-        pass
 
 
 class Dependencies:

@@ -88,7 +88,7 @@ def ip(*args: str) -> None:
 @pytest.fixture(scope="module")
 def net() -> Iterator[Net]:
     if os.geteuid() != 0:
-        pytest.skip("network namespaces (ip netns) need root")
+        pytest.fail("network namespaces (ip netns) need root: run make test as root, as CI does", pytrace=False)
     if shutil.which("ip") is None:
         pytest.fail("the ip command (iproute2) is missing: apt-get install iproute2", pytrace=False)
     used = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, check=True).stdout

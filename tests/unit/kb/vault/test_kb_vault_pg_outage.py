@@ -5,6 +5,7 @@ failing a call at once, and the caller's deadline bounding the wait for a connec
 
 from __future__ import annotations
 
+import contextlib
 import asyncio
 import time
 from collections.abc import Callable
@@ -118,15 +119,15 @@ def test_a_server_known_down_fails_a_call_at_once_and_the_deadline_bounds_the_wa
     try:
         token = call_deadline.start(0.3)
         started = time.monotonic()
-        with pytest.raises(PoolTimeout), pool.connection(conns, health):
-            pass
+        with pytest.raises(PoolTimeout), contextlib.ExitStack() as stack:
+            stack.enter_context(pool.connection(conns, health))
         assert time.monotonic() - started < 2  # the call's 0.3 s, not the pool's 5 s
         call_deadline.reset(token)
 
         health.failed("its PostgreSQL server cannot be reached")
         started = time.monotonic()
-        with pytest.raises(psycopg.OperationalError), pool.connection(conns, health):
-            pass
+        with pytest.raises(psycopg.OperationalError), contextlib.ExitStack() as stack:
+            stack.enter_context(pool.connection(conns, health))
         assert time.monotonic() - started < 1
         assert pool.probe(conns, health) == "its PostgreSQL server cannot be reached"
     finally:
