@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import threading
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ from dreaming_support import (
     start_suite,
     write_reply,
 )
-from pg_support import Cluster, start_cluster
+from pg_support import Cluster, running_cluster
 from suite_support import ADMIN_KEY, Suite, wait_until, workspace
 
 pytestmark = pytest.mark.integration
@@ -94,12 +93,8 @@ class Relay:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     """A cluster of this module's own: its tests stop and start it."""
-    running = start_cluster()
-    try:
+    with running_cluster() as running:
         yield running
-    finally:
-        running.stop()
-        shutil.rmtree(running.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ health says ok again, and every note acknowledged before the outage is there.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ import httpx
 import psycopg
 import pytest
 from dreaming_support import add, dreaming, put_file, read, reviewer, run_ok, start_suite, write_reply
-from pg_support import Cluster, start_cluster
+from pg_support import Cluster, running_cluster
 from suite_support import Suite, env_without_home, wait_claude, wait_until
 from test_vault_postgres_suite import HEADERS, NOTES, note
 
@@ -37,12 +36,8 @@ MEMORY = "# Memory\n\n- The kiln is in the north shed.\n"
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     """A cluster for this module alone (its server is stopped and killed here), durable commits on."""
-    own = start_cluster()
-    try:
+    with running_cluster() as own:
         yield own
-    finally:
-        own.stop()
-        shutil.rmtree(own.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
