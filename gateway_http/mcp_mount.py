@@ -13,11 +13,11 @@ Write access is not decided here: the request goes on with its checked key
 headers, each tool call presents them to the KB, and the KB refuses a read
 key's ``memory_shared_*`` write, which the tool returns as an error saying so.
 
-The MCP SDK takes about 0.7 s of CPU to import. ``serve`` imports it in a
-worker thread once the shim is up, so the shim answers /healthz and REST as
-soon as it would without MCP; an MCP request that comes before the tools are ready waits
-for them (up to ``START_WAIT_S``, else 503). The shim never imports
-``gateway_mcp`` itself: the entry point (``gateway_cli.cli``) hands the mount a
+The MCP SDK takes about 0.7 s of CPU and some 30 MiB to import. ``serve`` imports it in a
+worker thread at the first MCP request, so a shim no agent reaches over MCP never holds it
+(docs/operations.md "Memory at rest") and /healthz and REST never wait for it; the first
+MCP request waits for the tools (up to ``START_WAIT_S``, else 503). The shim never imports
+``gateway_mcp`` itself: the entry point (``gateway_cli.serve``) hands the mount a
 ``load`` function that imports them and makes their host (one server for every
 agent, built when the host starts), and this module knows it only by the
 ``McpHost`` protocol below. The agent goes to the host with each request:
@@ -90,9 +90,9 @@ class Refused(Exception):
 class McpMount:
     """ASGI app for paths under ``/mcp/``: authorize, then hand the request and its agent to the MCP host.
 
-    ``serve(stop)`` runs from the shim's start-up to its shutdown (its background): it loads the
-    SDK and makes the host (``load``, called in a worker thread), then runs it: one MCP server
-    for every agent.
+    ``serve(stop)`` runs from the shim's start-up to its shutdown (its background): at the first
+    MCP request it loads the SDK and makes the host (``load``, called in a worker thread), then
+    runs it: one MCP server for every agent.
     """
 
     def __init__(self, snapshot: Snapshot, kb_address: str, *, load: LoadHost, max_body_bytes: int) -> None:
@@ -102,9 +102,18 @@ class McpMount:
         self._max_body_bytes = max_body_bytes
         self._host: McpHost | None = None
         self._loaded = asyncio.Event()
+        self._wanted = asyncio.Event()  # set by the first MCP request
 
     async def serve(self, stop: asyncio.Event) -> None:
-        """Import the SDK in a worker thread, then run the MCP host until ``stop`` is set."""
+        """At the first MCP request, import the SDK in a worker thread, then run the MCP host until
+        ``stop`` is set; when ``stop`` comes first, return without importing it."""
+        wanted = asyncio.ensure_future(self._wanted.wait())
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait((wanted, stopping), return_when=asyncio.FIRST_COMPLETED)
+        wanted.cancel()
+        stopping.cancel()
+        if stop.is_set():
+            return
         try:
             host = await asyncio.to_thread(self._load, self._kb_address, self._max_body_bytes)
             self._host = host
@@ -143,6 +152,7 @@ class McpMount:
     async def _handle(self, agent_id: str, credentials: tuple[tuple[str, str], ...], scope: Scope, receive: Any,
                       send: Any) -> bool:
         if self._host is None:
+            self._wanted.set()
             try:
                 await asyncio.wait_for(self._loaded.wait(), START_WAIT_S)
             except asyncio.TimeoutError:
