@@ -32,7 +32,6 @@ from services.kb.vault.note_index import REPORTS_DIR
 from services.kb.vault.registry import Vaults
 from services.kb.vault.registry_base import SharedVaults
 from services.kb.vault.store import require_built_in
-from services.kb.vault_pg.registry import PostgresVaults
 
 log = structlog.get_logger()
 
@@ -70,6 +69,9 @@ def open_vaults(config: Config, archives: Archives, handles: OpenHandles, enviro
     """The shared vaults on the backend ``gateway.knowledge.shared.backend`` names (chosen once, here)."""
     shared = config.knowledge.shared
     if shared.backend == "postgres":
+        # Only here: psycopg and libpq cost a KB on SQLite some 11 MiB (docs/operations.md "Memory at rest").
+        from services.kb.vault_pg.registry import PostgresVaults
+
         log.info("kb_vault_backend", backend="postgres")
         vaults = PostgresVaults(config.agents, archives.executor, shared.postgres, environ,
                                 applied_by=socket.gethostname())
