@@ -74,7 +74,7 @@ def ready(name: str, port: int) -> bool:
                 return True
         except (urllib.error.URLError, OSError):
             return False
-    from gateway_cli.launcher import grpc_serving
+    from gateway_cli.health_cli import grpc_serving
 
     return grpc_serving(f"127.0.0.1:{port}")
 

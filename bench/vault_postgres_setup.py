@@ -86,7 +86,7 @@ def start(backend: Backend, children: Children) -> None:
     from gateway.home import read_internal_token
     from gateway.v1 import kb_pb2_grpc
 
-    from gateway_cli.launcher import grpc_serving
+    from gateway_cli.health_cli import grpc_serving
 
     name = f"kb-{backend.label}"
     proc = children.start(name, [sys.executable, "-m", "gateway_cli.cli", "serve", "kb", "--home", str(backend.home)])

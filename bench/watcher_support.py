@@ -288,7 +288,7 @@ def all_exist(paths: list[Path]) -> bool:
 
 def start_watcher(children: Children, name: str, home: Path, workspaces: list[Path]) -> dict[str, float]:
     """Spawn the watcher, wait for SERVING and for every CLAUDE.md; timings in seconds."""
-    from gateway_cli.launcher import grpc_serving
+    from gateway_cli.health_cli import grpc_serving
 
     address = watcher_address(home)
     claude = [ws / "CLAUDE.md" for ws in workspaces]

@@ -26,7 +26,7 @@ from gateway.logs import flush_later
 from gateway.metrics import serve_metrics
 from gateway.ports import BindError, listen_problem
 from gateway.resources import NAMES, RESOURCES_SERVICE, SHORTAGES, open_files_limit
-from gateway import reflection
+from gateway import ready_pipe, reflection
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 STOP_GRACE_SECONDS = 5.0
@@ -106,8 +106,8 @@ async def serve(
     task that fails stops the server (a half-working process is worse than a
     dead one the launcher reports). Raises BindError when the address cannot
     be bound. ``instance`` (the launcher's start nonce) is published as one more
-    health service name, ``instance_service(instance)``, so a launcher can tell its own
-    child from another suite's server on the same port. ``metrics``: where the process's
+    health service name, ``instance_service(instance)``. Once every name is SERVING the
+    process says ``ready`` on its launcher's pipe, if it has one (``gateway.ready_pipe``). ``metrics``: where the process's
     Prometheus endpoint listens (None: nowhere); a port that cannot be bound is a BindError too.
     """
     SHORTAGES.process = f"the {name} process"
@@ -139,6 +139,7 @@ async def serve(
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     log.info("listening", address=address, services=services, loop=running_loop_name(), metrics=metrics_address,
              open_files_limit=open_files_limit())
+    ready_pipe.report()  # a child of gateway up: the launcher hears it serves
 
     serving = asyncio.ensure_future(server.wait_for_termination())
     stopping = asyncio.ensure_future(stop.wait())

@@ -161,6 +161,16 @@ class Hold:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def hand_over(self) -> tuple[int, int, str]:
+        """Keep this hold across an ``exec`` of this process (``gateway up`` does one): both fds
+        inheritable, nothing released at this image's exit. The lock fd, the record fd and the
+        record's path: what the new image makes its ``Hold`` of."""
+        atexit.unregister(self.release)
+        self._released = True
+        for fd in (self._lock_fd, self._record_fd):
+            os.set_inheritable(fd, True)
+        return self._lock_fd, self._record_fd, str(self.record)
+
     def __enter__(self) -> Hold:
         return self
 

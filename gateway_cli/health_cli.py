@@ -22,7 +22,7 @@ import urllib.request
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gateway.channels import sync_channel
+from gateway.channels import HEALTH_DEADLINE_S, sync_channel
 from gateway.config import Config
 from gateway.dependencies import DEPENDENCIES_SERVICE, REASON_METADATA
 from gateway.resources import NAMES, RESOURCES_SERVICE
@@ -44,6 +44,29 @@ DEPENDENCY_HINT = "the calls that need it answer 503 until it is back; see docs/
 # Short enough for compose's healthcheck timeout (5 s), long enough for a loaded machine.
 DEADLINE_S = 3.0
 WILDCARDS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1", "[::]": "::1"}
+
+
+def grpc_serving(address: str, service: str = "") -> bool:
+    """True when the gRPC health service at ``address`` answers SERVING for ``service``
+    (a server that does not know ``service`` answers NOT_FOUND: False)."""
+    with sync_channel(address) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=HEALTH_DEADLINE_S
+            )
+        except grpc.RpcError:
+            return False
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def http_healthy(url: str, instance: str | None = None) -> bool:
+    """True when ``GET url`` answers 200 with status ok (and, when given, this ``instance``)."""
+    try:
+        with urllib.request.urlopen(url, timeout=HEALTH_DEADLINE_S) as reply:
+            body = json.load(reply)
+            return bool(reply.status == 200 and body.get("status") == "ok" and (instance is None or body.get("instance") == instance))
+    except (urllib.error.URLError, OSError, ValueError, AttributeError):
+        return False
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

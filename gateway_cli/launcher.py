@@ -2,14 +2,23 @@
 
 Before it starts anything it checks that every address the suite will listen
 on is free, and names the one that is not (and who holds it). Then it starts
-each process, waits until every health check answers SERVING, prints
+each process, waits until every one says it serves, prints
 ``ready http://127.0.0.1:PORT`` (on a terminal, as the first line of a short
-banner: ``banner``). Each start has a nonce that every child is
-given and reports (gRPC: as a health service name; the shim: in /healthz), so
-"ready" is only ever said about this launcher's own children, never about
-another suite that answers on the same ports. SIGINT/SIGTERM stop all children
-cleanly; a child that dies is reported and brings the whole suite down, so the
-suite is never left half-alive.
+banner: ``banner``). Each child says it is ready on a pipe of its own that the
+launcher gave it (``gateway.ready_pipe``: once every health name is SERVING; the
+shim once it listens), so "ready" is only ever said about this launcher's own
+children, never about another suite that answers on the same ports. Each start
+also has a nonce that every child reports (gRPC: as a health service name; the
+shim: in /healthz). SIGINT/SIGTERM stop all children cleanly; a child that dies
+is reported and brings the whole suite down, so the suite is never left half-alive.
+
+**Two images, one process.** ``up`` runs in the ``gateway`` command: it reads and
+validates config.json and checks the addresses (jsonschema, the config model),
+then replaces itself (``exec``, same pid, same stdout, the same hold on the home)
+with ``python -m gateway_cli.launcher``, handing it a ``Plan`` on a pipe. That
+image imports only the standard library and the home's lock, so the process that
+stays for the suite's life holds little memory (docs/operations.md "Memory at
+rest"); it needs no gRPC or HTTP client to know its children are ready.
 
 The children write their logs to the launcher's stdout in the format the
 launcher was given or guessed (``gateway_cli.log_options``), which it passes to
@@ -22,27 +31,25 @@ import contextlib
 import ctypes
 import json
 import os
-import secrets
+import selectors
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-from gateway.channels import HEALTH_DEADLINE_S, sync_channel
-from gateway.config import Config
-from gateway.grpc_server import instance_service
 from gateway.home import ADMIN_KEY_FILE, admin_key_notice
-from gateway.logs import Console
 from gateway.ports import listen_problem
-from gateway_cli.log_options import child_arguments
+from gateway.ready_pipe import READY_LINE
+from gateway.suite_lock import Hold
+
+if TYPE_CHECKING:
+    from gateway.config import Config
+    from gateway.logs import Console
 
 # Every process of the suite, in start order.
 GRPC_SERVICES: tuple[str, ...] = ("file_api", "watcher", "kb", "dreaming")
@@ -83,87 +90,82 @@ def _say(text: str) -> None:
     print(f"gateway: {text}", file=sys.stderr, flush=True)
 
 
-def grpc_serving(address: str, service: str = "") -> bool:
-    """True when the gRPC health service at ``address`` answers SERVING for ``service``
-    (a server that does not know ``service`` answers NOT_FOUND: False)."""
-    with sync_channel(address) as channel:
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=HEALTH_DEADLINE_S
-            )
-        except grpc.RpcError:
-            return False
-    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+def listen_addresses(config: Config, http_port: int) -> dict[str, tuple[str, int]]:
+    """Service (and ``<service> metrics``) → (host, port) it will listen on."""
+    out = {}
+    for name in GRPC_SERVICES:
+        host, _, port = config.grpc.bind_address(name).rpartition(":")
+        out[name] = (host, int(port))
+    out["http"] = (config.api.host, http_port)
+    for name in SERVICES:
+        metrics = config.metrics.address(name)
+        if metrics is not None and metrics[1] != 0:  # port 0: the kernel picks one, never busy
+            out[f"{name} metrics"] = metrics
+    return out
 
 
-def http_healthy(url: str, instance: str | None = None) -> bool:
-    """True when ``GET url`` answers 200 with status ok (and, when given, this ``instance``)."""
-    try:
-        with urllib.request.urlopen(url, timeout=HEALTH_DEADLINE_S) as reply:
-            body = json.load(reply)
-            return bool(reply.status == 200 and body.get("status") == "ok" and (instance is None or body.get("instance") == instance))
-    except (urllib.error.URLError, OSError, ValueError, AttributeError):
-        return False
+def address_problems(config: Config, http_port: int) -> list[str]:
+    """One line per address the suite cannot listen on; empty when all are free."""
+    problems = []
+    by_port: dict[int, str] = {}
+    for name, (host, port) in listen_addresses(config, http_port).items():
+        if port in by_port:
+            problems.append(f"{by_port[port]} and {name} are both set to listen on port {port}")
+            continue
+        by_port[port] = name
+        problem = listen_problem(host, port)
+        if problem:
+            problems.append(f"{name}: {problem}")
+    return problems
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the supervising image needs, handed to it across ``exec`` as one JSON object."""
+
+    home: str
+    http_port: int
+    instance: str  # this start's nonce
+    commands: dict[str, list[str]]  # process -> its command line, in start order
+    banner: bool  # on a terminal: the banner; else JSON lines and plain lines of our own
+    admin_key: str | None  # said once, when this start made it
+    hold: tuple[int, int, str]  # the hold on the home: lock fd, record fd, record path
+
+
+def commands(home: Path, http_port: int, instance: str, child_args: list[str]) -> dict[str, list[str]]:
+    """Each process's command line (``python -m gateway_cli serve``: ``gateway_cli.serve``), in start order."""
+    out = {}
+    for name in SERVICES:
+        cmd = [sys.executable, "-m", "gateway_cli", "serve", name, "--home", str(home), "--instance", instance]
+        if name == "http":
+            cmd += ["--port", str(http_port)]
+        out[name] = cmd + child_args
+    return out
 
 
 class Suite:
     """The running children of one ``gateway up``."""
 
-    def __init__(self, home: Path, config: Config, http_port: int | None, console: Console | None = None) -> None:
-        self.home = home
-        self.config = config
-        self.console = console  # None: JSON lines
-        self.http_port = http_port if http_port is not None else config.api.port
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.home = Path(plan.home)
+        self.http_port = plan.http_port
         self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.ready_pipes: dict[str, int] = {}  # process -> the read end of its ready pipe, until it is ready
         self.stop_requested = threading.Event()
-        self.instance = secrets.token_hex(8)
-
-    def listen_addresses(self) -> dict[str, tuple[str, int]]:
-        """Service (and ``<service> metrics``) → (host, port) it will listen on."""
-        out = {}
-        for name in GRPC_SERVICES:
-            host, _, port = self.config.grpc.bind_address(name).rpartition(":")
-            out[name] = (host, int(port))
-        out["http"] = (self.config.api.host, self.http_port)
-        for name in SERVICES:
-            metrics = self.config.metrics.address(name)
-            if metrics is not None and metrics[1] != 0:  # port 0: the kernel picks one, never busy
-                out[f"{name} metrics"] = metrics
-        return out
-
-    def address_problems(self) -> list[str]:
-        """One line per address the suite cannot listen on; empty when all are free."""
-        problems = []
-        by_port: dict[int, str] = {}
-        for name, (host, port) in self.listen_addresses().items():
-            if port in by_port:
-                problems.append(f"{by_port[port]} and {name} are both set to listen on port {port}")
-                continue
-            by_port[port] = name
-            problem = listen_problem(host, port)
-            if problem:
-                problems.append(f"{name}: {problem}")
-        return problems
 
     def start(self) -> None:
-        for name in SERVICES:
-            cmd = [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(self.home), "--instance", self.instance]
-            if name == "http":
-                cmd += ["--port", str(self.http_port)]
-            cmd += child_arguments(self.console)
+        for name, cmd in self.plan.commands.items():
+            read_end, write_end = os.pipe()
             # A session of its own: a terminal's Ctrl-C reaches only us, and we
             # stop the children in order. If we die without stopping them (even
             # by SIGKILL), the kernel sends them SIGTERM: no orphaned half-suite.
-            self.children[name] = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_die_with_parent)
-
-    def probes(self) -> dict[str, Callable[[], bool]]:
-        out: dict[str, Callable[[], bool]] = {}
-        service = instance_service(self.instance)
-        for name in GRPC_SERVICES:
-            address = self.config.grpc.address(name)
-            out[name] = lambda a=address: grpc_serving(a, service)  # type: ignore[misc]
-        out["http"] = lambda: http_healthy(f"http://127.0.0.1:{self.http_port}/healthz", self.instance)
-        return out
+            try:
+                self.children[name] = subprocess.Popen([*cmd, "--ready-fd", str(write_end)], pass_fds=(write_end,),
+                                                       start_new_session=True, preexec_fn=_die_with_parent)
+            finally:
+                os.close(write_end)
+            self.ready_pipes[name] = read_end
 
     def dead_child(self) -> tuple[str, int] | None:
         for name, child in self.children.items():
@@ -173,22 +175,34 @@ class Suite:
         return None
 
     def wait_ready(self) -> bool:
-        pending = self.probes()
+        """True once every child said ``ready`` on its pipe; False when one dies first, a signal
+        comes or ``READY_TIMEOUT_S`` passes (said on stderr)."""
+        pending = set(self.ready_pipes)
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while pending:
-            if self.stop_requested.is_set():
-                return False
-            dead = self.dead_child()
-            if dead:
-                _say(f"{dead[0]} exited with code {dead[1]} during start-up; stopping the suite")
-                return False
-            for name in [n for n, probe in pending.items() if probe()]:
-                del pending[name]
-            if time.monotonic() > deadline:
-                _say(f"not healthy after {READY_TIMEOUT_S:.0f}s: {', '.join(sorted(pending))}; stopping the suite")
-                return False
-            self.stop_requested.wait(POLL_S)
+        with selectors.DefaultSelector() as selector:
+            for name, fd in self.ready_pipes.items():
+                selector.register(fd, selectors.EVENT_READ, name)
+            while pending:
+                if self.stop_requested.is_set():
+                    return False
+                dead = self.dead_child()
+                if dead:
+                    _say(f"{dead[0]} exited with code {dead[1]} during start-up; stopping the suite")
+                    return False
+                for key, _ in selector.select(POLL_S):
+                    if os.read(key.fd, len(READY_LINE)) == READY_LINE:
+                        pending.discard(key.data)
+                    selector.unregister(key.fd)  # said ready, or closed without (its death is seen above)
+                if pending and time.monotonic() > deadline:
+                    _say(f"not healthy after {READY_TIMEOUT_S:.0f}s: {', '.join(sorted(pending))}; stopping the suite")
+                    return False
         return True
+
+    def close_pipes(self) -> None:
+        for fd in self.ready_pipes.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.ready_pipes.clear()
 
     def stop(self) -> None:
         """SIGTERM every child, newest first; SIGKILL what is still alive after the timeout."""
@@ -228,35 +242,83 @@ def banner(url: str, home: Path, admin_key: str | None) -> str:
     return "\n".join(lines)
 
 
-def up(home: Path, config: Config, admin_key: str | None, http_port: int | None, console: Console | None = None) -> int:
-    """Run the suite until SIGINT/SIGTERM or a child's death; the process exit code.
+def up(home: Path, config: Config, admin_key: str | None, http_port: int | None, console: Console | None,
+       hold: Hold) -> int:
+    """Check the addresses, then become the suite's supervisor (``exec``: see the module), which runs
+    it until SIGINT/SIGTERM or a child's death and exits with the process's exit code; 1 here when
+    an address cannot be listened on.
 
     ``console``: the children render their logs for a person, and readiness is said by
     ``banner``; None: JSON lines, with the ``ready`` line, the admin key and where it is kept
-    as plain lines of their own. Once the children have stopped, ``stopped``.
+    as plain lines of their own. Once the children have stopped, ``stopped``. ``hold``: this
+    process's hold on ``home``, kept across the ``exec``.
     """
-    suite = Suite(home, config, http_port, console)
-    problems = suite.address_problems()
+    from gateway_cli.log_options import child_arguments
+
+    port = http_port if http_port is not None else config.api.port
+    problems = address_problems(config, port)
     if problems:
         for problem in problems:
             _say(f"cannot start: {problem}")
         return 1
+    instance = os.urandom(8).hex()
+    plan = Plan(str(home), port, instance, commands(home, port, instance, child_arguments(console)),
+                console is not None, admin_key, hold.hand_over())
+    read_end, write_end = os.pipe()
+    os.write(write_end, json.dumps(asdict(plan)).encode())  # a few KB: the pipe holds it
+    os.close(write_end)
+    os.set_inheritable(read_end, True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "gateway_cli.launcher", str(read_end)])
+
+
+def _read_plan(fd: int) -> Plan:
+    with os.fdopen(fd, "rb") as pipe:
+        raw = json.loads(pipe.read())
+    raw["hold"] = tuple(raw["hold"])
+    return Plan(**raw)
+
+
+def supervise(plan: Plan) -> int:
+    """The supervising image's work: start the children, say ready, run until SIGINT/SIGTERM or a
+    child's death, stop them all; the process's exit code."""
+    home = Path(plan.home)
+    os.set_inheritable(plan.hold[0], False)
+    os.set_inheritable(plan.hold[1], False)
+    Hold(home, plan.hold[0], plan.hold[1], Path(plan.hold[2]))  # released at exit
+    suite = Suite(plan)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: suite.stop_requested.set())
     suite.start()
     try:
-        if not suite.wait_ready():
-            return 1
-        url = f"http://127.0.0.1:{suite.http_port}"
-        if console is not None:
-            sys.stdout.write(banner(url, home, admin_key) + "\n")  # one write: no child's line lands inside it
-            sys.stdout.flush()
-        else:
-            print(f"ready {url}", flush=True)
-            if admin_key:
-                print(f"admin key (shown once, stored only as a SHA-256 hash): {admin_key}", flush=True)
-            _say_where_the_admin_key_is(home)
-        return suite.supervise()
+        code = _run(suite, home, plan)
     finally:
+        suite.close_pipes()
         suite.stop()
         _say("stopped")
+    notice = admin_key_notice(home)
+    if code != 0 and notice:
+        # a start that failed (a port taken) may never have printed the key: say where it is
+        _say(notice)
+    return code
+
+
+def _run(suite: Suite, home: Path, plan: Plan) -> int:
+    if not suite.wait_ready():
+        return 1
+    suite.close_pipes()
+    url = f"http://127.0.0.1:{suite.http_port}"
+    if plan.banner:
+        sys.stdout.write(banner(url, home, plan.admin_key) + "\n")  # one write: no child's line lands inside it
+        sys.stdout.flush()
+    else:
+        print(f"ready {url}", flush=True)
+        if plan.admin_key:
+            print(f"admin key (shown once, stored only as a SHA-256 hash): {plan.admin_key}", flush=True)
+        _say_where_the_admin_key_is(home)
+    return suite.supervise()
+
+
+if __name__ == "__main__":
+    sys.exit(supervise(_read_plan(int(sys.argv[1]))))

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import structlog
 import uvicorn
 
+from gateway import ready_pipe
 from gateway.event_loop import loop_name
 from gateway.files_limits import MAX_BODY_BYTES
 from gateway.live_config import LiveConfig
@@ -63,6 +64,11 @@ class _Server(uvicorn.Server):
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:  # listening, the app's start-up done: a child of gateway up says so on its pipe
+            ready_pipe.report()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         flush_later()  # the lines of the requests answered so far come before the stop's

@@ -119,7 +119,7 @@ def wait_until(children: Children, probe: Callable[[], object], what: str, timeo
 
 def start_service(children: Children, name: str, home: Path, port: int, timeout: float = START_TIMEOUT_S) -> int:
     """``gateway serve NAME`` on ``home``; its pid once its health service on ``port`` says SERVING."""
-    from gateway_cli.launcher import grpc_serving
+    from gateway_cli.health_cli import grpc_serving
 
     proc = children.serve(name, home)
     wait_until(children, lambda: grpc_serving(f"127.0.0.1:{port}"), f"{name} SERVING", timeout, name=name)

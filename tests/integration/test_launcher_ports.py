@@ -15,7 +15,7 @@ from test_launcher import Up, children_of_home
 
 from gateway.grpc_server import instance_service
 from gateway.ports import listen_problem
-from gateway_cli.launcher import grpc_serving, http_healthy
+from gateway_cli.health_cli import grpc_serving, http_healthy
 
 pytestmark = pytest.mark.integration
 

@@ -20,6 +20,7 @@ import yaml
 import gateway.live_config
 import gateway_cli.cli
 import gateway_cli.launcher
+import gateway_cli.serve
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "compose.yaml"
@@ -91,7 +92,7 @@ def test_cli_serve_choices_match_serve_names() -> None:
     subparsers = next(a for a in parser._actions if a.dest == "command")
     serve = subparsers.choices["serve"]  # type: ignore[index]
     name_arg = next(a for a in serve._actions if a.dest == "name")
-    assert tuple(name_arg.choices) == tuple(gateway_cli.cli.SERVE_NAMES)
+    assert tuple(name_arg.choices) == tuple(gateway_cli.serve.SERVE_NAMES)
 
 
 def test_every_service_uses_the_one_image_and_the_shared_home() -> None:

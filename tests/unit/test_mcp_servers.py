@@ -21,7 +21,7 @@ import pytest
 import gateway_mcp.server
 from gateway.auth import Authenticator
 from gateway.config import Config, load_config
-from gateway_cli.cli import _mcp_servers
+from gateway_cli.serve import mcp_servers
 from gateway_http.mcp_mount import McpMount
 
 KEY = "mcp-host-test-key-0123"
@@ -47,7 +47,7 @@ class Shim:
     def __init__(self, home: Path) -> None:
         self.home = home
         self.state = write_config(home, AGENTS)
-        self.mount = McpMount(lambda: self.state, "127.0.0.1:9", load=_mcp_servers, max_body_bytes=1 << 20)
+        self.mount = McpMount(lambda: self.state, "127.0.0.1:9", load=mcp_servers, max_body_bytes=1 << 20)
 
     def configure(self, agents: list[str]) -> None:
         self.state = write_config(self.home, agents)
