@@ -1,0 +1,68 @@
+"""What each process of the suite may import at start-up (docs/operations.md "Memory at rest").
+
+Each entry point is imported in a fresh interpreter as ``gateway up`` starts it (a service through
+``gateway_cli.serve``, after ``gateway.unused_extras.refuse``; the launcher's supervising image on its
+own), and every top-level package then in ``sys.modules`` that is not the standard library must be
+in that process's budget. A package outside it fails the test, named: load it where it is used
+(at the first MCP request, with the PostgreSQL vault, …), or add it here knowing what it costs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+OURS = {"gateway", "gateway_cli", "services", "gateway_http"}
+# Every gRPC service: gRPC and protobuf, logs, the loop, config (validated by jsonschema) and its watch, metrics.
+GRPC_STACK = OURS | {
+    "grpc", "grpc_health", "grpc_reflection", "grpc_tools", "google",
+    "structlog", "greenlet", "typing_extensions", "orjson", "uvloop",
+    "jsonschema", "jsonschema_specifications", "referencing", "rpds", "rfc3339_validator", "attr", "attrs", "idna", "six",
+    "watchfiles", "anyio",
+    "prometheus_client",
+}
+BUDGETS = {
+    "gateway_cli.launcher": OURS - {"services", "gateway_http"},
+    "services.file_api.main": GRPC_STACK,
+    "services.watcher.main": GRPC_STACK,
+    "services.kb.main": GRPC_STACK | {"apsw", "yaml"},  # the archives, note frontmatter
+    "services.dreaming.main": GRPC_STACK,
+    "gateway_http.main": GRPC_STACK | {"uvicorn", "httptools", "click"},  # click: uvicorn's own import
+}
+NEVER_AT_START = ("mcp", "pydantic", "psycopg", "psycopg_pool", "starlette", "rich", "yaml")
+
+PROBE = """
+import json, sys
+if {service}:
+    from gateway import unused_extras
+    unused_extras.refuse()
+    import gateway_cli.serve
+import {module}
+print(json.dumps(sorted({{name.split(".")[0] for name, mod in sys.modules.items() if mod is not None}})))
+"""
+
+
+def imported_at_start(module: str) -> set[str]:
+    """Top-level packages, outside the standard library, in ``sys.modules`` once ``module`` is imported."""
+    code = PROBE.format(service=module != "gateway_cli.launcher", module=module)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    names = set(json.loads(out.stdout.splitlines()[-1]))
+    return {n for n in names if n not in sys.stdlib_module_names and not n.startswith("_") and n != "cython_runtime"}
+
+
+@pytest.mark.parametrize("module", sorted(BUDGETS))
+def test_each_process_imports_only_its_own_stack_at_start(module: str) -> None:
+    extra = imported_at_start(module) - BUDGETS[module]
+    assert not extra, f"{module} imports {sorted(extra)} at start-up, outside its budget"
+
+
+def test_the_heavy_packages_stay_out_of_every_budget_but_where_used() -> None:
+    for module, budget in BUDGETS.items():
+        allowed = {"yaml"} if module == "services.kb.main" else set()
+        assert not (set(NEVER_AT_START) - allowed) & budget, module
