@@ -48,7 +48,6 @@ import errno
 import fcntl
 import os
 import re
-import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -74,7 +73,7 @@ def temp_name(name: str) -> str:
     """
     budget = NAME_MAX_BYTES - len(f"..{'0' * _RANDOM_HEX}{TEMP_SUFFIX}")
     shown = os.fsdecode(os.fsencode(name)[:budget])
-    return f".{shown}.{secrets.token_hex(_RANDOM_HEX // 2)}{TEMP_SUFFIX}"
+    return f".{shown}.{os.urandom(_RANDOM_HEX // 2).hex()}{TEMP_SUFFIX}"
 
 
 def is_temp_name(name: str) -> bool:

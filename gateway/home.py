@@ -7,15 +7,16 @@ config, so a start that fails later (a port taken) cannot lose it; the file
 stays until an operator runs ``gateway keys confirm``. Also the internal
 token that services and the CLI present to each other. ``gateway init`` and
 ``gateway up`` write them (``ensure_home``); ``gateway serve`` only reads them.
+
+hashlib and secrets are imported where a key is made: the launcher's supervisor reads this
+module for its notices and stays small without them (docs/operations.md "Memory at rest").
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import secrets
 import time
 from pathlib import Path
 
@@ -36,6 +37,8 @@ def resolve_home(arg: str | None, env: dict[str, str]) -> Path:
 
 def first_config(admin_key: str) -> dict[str, object]:
     """The config a first start writes: agent alfred and one hashed admin key."""
+    from hashlib import sha256  # here: see the module's docstring
+
     return {
         "configVersion": CURRENT_VERSION,
         "gateway": {
@@ -43,7 +46,7 @@ def first_config(admin_key: str) -> dict[str, object]:
                 "keys": [
                     {
                         "name": "admin",
-                        "keySha256": hashlib.sha256(admin_key.encode()).hexdigest(),
+                        "keySha256": sha256(admin_key.encode()).hexdigest(),
                         "agents": "*",
                         "write": True,
                     }
@@ -108,8 +111,10 @@ def _write_private(path: Path, data: bytes, *, locked: bool) -> None:
 def _first_start(home: Path) -> str | None:
     """Write admin-key.txt, then config.json holding that key's hash; the key, or None when another
     writer's config.json got there first."""
+    from secrets import token_urlsafe  # here: see the module's docstring
+
     config_path, key_path = home / "config.json", home / ADMIN_KEY_FILE
-    candidate = "gw_" + secrets.token_urlsafe(32)
+    candidate = "gw_" + token_urlsafe(32)
     # The key file first: a crash in between leaves a key without a config (the next start makes
     # both again, replacing this file), never a config whose key nobody has.
     _write_private(key_path, admin_key_text(home, candidate).encode(), locked=True)
@@ -134,6 +139,8 @@ def ensure_home(home: Path) -> str | None:
     the first to take the home's lock writes both files, the others then
     find the config and return None.
     """
+    from secrets import token_urlsafe  # here: see the module's docstring
+
     home.mkdir(parents=True, exist_ok=True)
     admin_key = None
     config_path = home / "config.json"
@@ -143,7 +150,7 @@ def ensure_home(home: Path) -> str | None:
                 admin_key = _first_start(home)
     token_path = home / INTERNAL_TOKEN_FILE
     if not token_path.exists():
-        _create_exclusive(token_path, secrets.token_urlsafe(32).encode(), 0o600)
+        _create_exclusive(token_path, token_urlsafe(32).encode(), 0o600)
     return admin_key
 
 
