@@ -6,8 +6,8 @@ A fleet home of ``--agents`` agents (bench/suite_up.py) in a temp folder, ``gate
 then ``--rest-seconds`` of nothing after its ``ready`` line; then one line per process (the
 launcher and its five children) with its RSS and PSS in MiB, and the sum. PSS divides each
 shared page by the processes that map it, so the PSS column adds up to what the suite costs the
-host; RSS counts a shared library once per process. Metrics are off (the default of config.json)
-unless ``--metrics``. ``rss_pss`` is what bench/footprint.py calls for its own table.
+host; RSS counts a shared library once per process. Metrics are off (``gateway.metrics.enabled``
+false: no metrics port) unless ``--metrics``. ``rss_pss`` is what bench/footprint.py calls for its own table.
 """
 
 from __future__ import annotations

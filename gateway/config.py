@@ -21,6 +21,7 @@ from gateway.config_migrations import migrate
 from gateway.config_model import (  # the typed settings, re-exported: importers use gateway.config
     GrpcSettings as GrpcSettings,
     MetricsSettings as MetricsSettings,
+    FilesSettings as FilesSettings,
     ApiKey as ApiKey,
     ApiSettings as ApiSettings,
     MemorySettings as MemorySettings,
@@ -391,6 +392,7 @@ def build(raw: Raw, home: Path) -> Config:
             host=metrics.get("host", grpc["host"]),
             ports=tuple((process, metrics[key]) for key, process in METRICS_PORT_KEYS.items()),
         ),
+        files=FilesSettings(read_cache_mib=gw["files"]["readCacheMiB"]),
     )
 
 

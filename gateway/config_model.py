@@ -70,6 +70,13 @@ class ApiSettings:
 
 
 @dataclass(frozen=True)
+class FilesSettings:
+    """``gateway.files``: the file API process."""
+
+    read_cache_mib: int = 32
+
+
+@dataclass(frozen=True)
 class MemorySettings:
     memory_budget_chars: int
     user_budget_chars: int
@@ -193,6 +200,7 @@ class Config:
     knowledge: KnowledgeSettings
     agents: tuple[AgentConfig, ...]
     metrics: MetricsSettings = MetricsSettings(False, "127.0.0.1", ())
+    files: FilesSettings = FilesSettings()
 
     def agent(self, agent_id: str) -> AgentConfig | None:
         """The agent with this id, or None (a lookup: every RPC asks, and a home may hold many agents)."""

@@ -22,7 +22,8 @@ A file written moments ago is read from disk until it has settled.
 **What always goes to disk.** A path that is not a regular file (a link, a
 folder, nothing), one ``lstat`` cannot see, and a file over ``MAX_ENTRY_BYTES``
 go through ``files.read_file`` every time, with its refusals. Entries are
-bounded to ``MAX_CACHED_BYTES`` in all; the oldest goes first.
+bounded to ``max_bytes`` in all (``gateway.files.readCacheMiB``, 32 MiB by default); the oldest
+goes first.
 
 **What an entry holds.** Not the text itself but what the caller builds from
 it, once per read from disk (``build(name, text)``): the file API keeps the
@@ -48,7 +49,8 @@ from services.file_api.files import read_file
 
 SETTLE_NS = 3_000_000_000  # beyond the coarsest timestamp granularity in common use (2 s)
 MAX_ENTRY_BYTES = MAX_CONTENT_BYTES
-MAX_CACHED_BYTES = 32 * 1024 * 1024
+MIB = 1024 * 1024
+MAX_CACHED_BYTES = 32 * MIB  # gateway.files.readCacheMiB's default
 
 Stamp = tuple[int, int, int, int, int]
 T = TypeVar("T")

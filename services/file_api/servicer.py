@@ -16,7 +16,7 @@ from gateway.rpc import authorize_call, unary
 from gateway.v1 import files_pb2, files_pb2_grpc
 from services.file_api import files
 from services.file_api.names import check_filename
-from services.file_api.read_cache import ReadCache
+from services.file_api.read_cache import MIB, ReadCache
 
 log = structlog.get_logger()
 
@@ -31,7 +31,7 @@ def _reply(name: str, text: str) -> files_pb2.GetFileResponse:
 class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
     def __init__(self, live: LiveConfig) -> None:
         self._live = live
-        self._reads = ReadCache(_reply)
+        self._reads = ReadCache(_reply, max_bytes=live.current.files.read_cache_mib * MIB)
 
     def _agent(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> AgentConfig:
         config, auth = self._live.snapshot()

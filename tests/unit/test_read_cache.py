@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from gateway.config import build, validate
 from gateway.errors import FailedPrecondition
 from services.file_api import files
-from services.file_api.read_cache import SETTLE_NS, ReadCache
+from services.file_api.read_cache import MAX_CACHED_BYTES, MIB, SETTLE_NS, ReadCache
 
 LATER = lambda: time.time_ns() + 2 * SETTLE_NS  # noqa: E731 - a clock at which every file on disk has settled
 
@@ -143,6 +144,20 @@ def test_entries_are_bounded_oldest_first(tmp_path: Path, monkeypatch: pytest.Mo
     assert cache.read(tmp_path, "MEMORY.md") == "MEMORY.md" * 100  # kept
     assert cache.read(tmp_path, "SOUL.md") == "SOUL.md" * 100  # the oldest: evicted, read again
     assert [Path(p).name for p in opened] == ["SOUL.md"]
+
+
+def test_the_bound_is_gateway_files_read_cache_mib_32_by_default(tmp_path: Path) -> None:
+    assert build({}, tmp_path).files.read_cache_mib == 32
+    assert MAX_CACHED_BYTES == 32 * MIB
+    assert build({"gateway": {"files": {"readCacheMiB": 0}}}, tmp_path).files.read_cache_mib == 0
+    assert validate({"gateway": {"files": {"readCacheMiB": -1}}})
+
+
+def test_a_bound_of_zero_keeps_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "SOUL.md").write_text("soul", encoding="utf-8")
+    cache = ReadCache(text_of, clock=LATER, max_bytes=0)
+    assert cache.read(tmp_path, "SOUL.md") == "soul"
+    assert len(cache) == 0
 
 
 def test_answers_match_read_file_on_every_kind_of_path(tmp_path: Path) -> None:
