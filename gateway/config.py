@@ -15,8 +15,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from gateway.config_migrations import migrate
 from gateway.config_model import (  # the typed settings, re-exported: importers use gateway.config
     GrpcSettings as GrpcSettings,
@@ -36,7 +34,7 @@ from gateway.config_model import (  # the typed settings, re-exported: importers
     Config as Config,
 )
 from gateway.errors import ConfigError, ConfigNotFound
-from gateway.http_limits import KEY_CHARS, HttpLimits
+from gateway.http_limits import HttpLimits
 
 Raw = dict[str, Any]
 
@@ -97,48 +95,6 @@ def deep_merge(base: Raw, override: Raw) -> Raw:
     return out
 
 
-def _where(error: jsonschema.ValidationError) -> str:
-    parts = []
-    for part in error.absolute_path:
-        parts.append(f"[{part}]" if isinstance(part, int) else f".{part}")
-    return "".join(parts).lstrip(".") or "(top level)"
-
-
-# Fields whose value is (or may be, when pasted in the wrong place) a key: never echoed.
-SECRET_FIELDS = ("key", "keySha256", "dsn")
-
-_BOUNDS = {
-    "minLength": ("too short", "at least", "character"),
-    "maxLength": ("too long", "at most", "character"),
-    "minItems": ("too short", "at least", "item"),
-    "maxItems": ("too long", "at most", "item"),
-}
-
-
-def _reason(error: jsonschema.ValidationError) -> str:
-    secret = bool(error.absolute_path) and error.absolute_path[-1] in SECRET_FIELDS
-    is_key = secret and error.absolute_path[-1] == "key"
-    shown = f"the {'key' if is_key else 'value'} (not shown)" if secret else repr(error.instance)
-    if is_key and error.validator == "pattern":
-        return f"{shown} has a character a key cannot have: a key is {KEY_CHARS}"
-    if secret and error.validator == "pattern":
-        return f"{shown} is not a SHA-256 in hex (64 characters 0-9, a-f)"
-    if error.validator == "additionalProperties":
-        return f"unknown key ({error.message.split('(')[-1].rstrip(')')})"
-    if error.validator == "oneOf" and _where(error).endswith("agents"):
-        return 'must be "*" or a list of agent ids'
-    if error.validator == "not":
-        return f"{shown} is not allowed"
-    if error.validator in _BOUNDS:
-        what, side, unit = _BOUNDS[str(error.validator)]
-        bound = error.validator_value
-        return f"{shown} is {what}: {side} {bound} {unit}{'' if bound == 1 else 's'}"
-    if secret:
-        return f"the value (not shown) does not fit the schema ({error.validator} {error.validator_value!r})"
-    message: str = error.message
-    return message
-
-
 GRPC_PORT_KEYS = ("fileApi", "watcher", "kb", "dreaming")
 METRICS_PORT_KEYS = {"fileApi": "file_api", "watcher": "watcher", "kb": "kb", "dreaming": "dreaming", "http": "http"}
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
@@ -190,24 +146,30 @@ def port_clashes(raw: Raw) -> list[str]:
     return problems
 
 
-def _whole_pattern(validator: Any, pattern: str, instance: Any, schema: Raw) -> Any:
-    """``pattern`` as JSON Schema means it: ``$`` ends the string. (Python's ``re.search`` also lets
-    ``$`` match before a final newline, so ``"alfred\\n"`` would pass as an agent id.)"""
-    if not isinstance(instance, str):
-        return
-    strict = pattern[:-1] + r"\Z" if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
-    if not re.search(strict, instance):
-        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+# Digests (``content_digest``) of configs known to pass the schema: the launcher's check, handed to its children.
+_trusted: set[str] = set()
 
 
-_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"pattern": _whole_pattern})
+def content_digest(raw: Raw) -> str:
+    """SHA-256 of ``raw`` as canonical JSON: equal for equal contents, whatever the file's spacing."""
+    return hashlib.sha256(json.dumps(raw, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def trust(digest: str) -> None:
+    """Take the content of ``digest`` as checked against the schema (``validate`` skips that check
+    for it). A child of ``gateway up`` is handed the digest of what its launcher validated, so it
+    needs no jsonschema unless the file changes (docs/operations.md "Memory at rest")."""
+    _trusted.add(digest)
 
 
 def validate(raw: Raw) -> list[str]:
-    """One line per problem with ``raw`` (``key: reason``); empty when valid."""
-    validator = _Validator(schema())
-    problems = [f"{_where(e)}: {_reason(e)}" for e in validator.iter_errors(raw)]
-    problems.sort()
+    """One line per problem with ``raw`` (``key: reason``); empty when valid. The schema is checked
+    unless ``raw`` is one of the contents this process was told passed it (``trust``)."""
+    problems: list[str] = []
+    if content_digest(raw) not in _trusted:
+        from gateway.config_schema_check import schema_problems  # jsonschema: only for content not yet checked
+
+        problems = schema_problems(raw, schema())
     seen: set[str] = set()
     for i, agent in enumerate(raw.get("agents", []) if isinstance(raw.get("agents"), list) else []):
         agent_id = agent.get("id") if isinstance(agent, dict) else None
@@ -393,6 +355,7 @@ def build(raw: Raw, home: Path) -> Config:
             ports=tuple((process, metrics[key]) for key, process in METRICS_PORT_KEYS.items()),
         ),
         files=FilesSettings(read_cache_mib=gw["files"]["readCacheMiB"]),
+        digest=content_digest(raw),
     )
 
 

@@ -201,6 +201,7 @@ class Config:
     agents: tuple[AgentConfig, ...]
     metrics: MetricsSettings = MetricsSettings(False, "127.0.0.1", ())
     files: FilesSettings = FilesSettings()
+    digest: str = field(default="", compare=False)  # gateway.config.content_digest of what it was built from
 
     def agent(self, agent_id: str) -> AgentConfig | None:
         """The agent with this id, or None (a lookup: every RPC asks, and a home may hold many agents)."""

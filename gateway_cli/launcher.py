@@ -262,7 +262,7 @@ def up(home: Path, config: Config, admin_key: str | None, http_port: int | None,
             _say(f"cannot start: {problem}")
         return 1
     instance = os.urandom(8).hex()
-    plan = Plan(str(home), port, instance, commands(home, port, instance, child_arguments(console)),
+    plan = Plan(str(home), port, instance, commands(home, port, instance, [*child_arguments(console), "--trusted-config", config.digest]),
                 console is not None, admin_key, hold.hand_over())
     read_end, write_end = os.pipe()
     os.write(write_end, json.dumps(asdict(plan)).encode())  # a few KB: the pipe holds it

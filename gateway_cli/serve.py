@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, help="override the service's port from config.json")
     parser.add_argument("--instance", help=argparse.SUPPRESS)  # the launcher's start nonce (health checks)
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)  # the launcher's pipe (gateway.ready_pipe)
+    parser.add_argument("--trusted-config", help=argparse.SUPPRESS)  # the digest of the config the launcher validated
     log_options.add_arguments(parser)
 
 
@@ -51,9 +52,10 @@ def tighten_config_mode(home: Path) -> str | None:
 
 
 def serve(name: str, home: Path, port: int | None, instance: str | None = None, console: Console | None = None,
-          ready_fd: int | None = None) -> int:
+          ready_fd: int | None = None, trusted_config: str | None = None) -> int:
     """Run service ``name`` on ``home`` until SIGTERM/SIGINT; the process exit code. Raises CommandError
-    when the home is not initialised, HomeBusy while a restore holds it."""
+    when the home is not initialised, HomeBusy while a restore holds it. ``trusted_config``: the
+    ``content_digest`` of a config the launcher validated (``gateway.config.trust``)."""
     from gateway import ready_pipe, unused_extras
 
     unused_extras.refuse()
@@ -69,6 +71,10 @@ def serve(name: str, home: Path, port: int | None, instance: str | None = None, 
     from gateway.suite_lock import hold_home
     from gateway.temp_sweep import Folder, sweep_at_start
 
+    if trusted_config:
+        from gateway.config import trust
+
+        trust(trusted_config)
     missing = not_initialised(home)
     if missing:  # serve never writes a config: one process (init, up) makes the admin key
         raise CommandError(missing)
@@ -137,5 +143,5 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     home = resolve_home(args.home, dict(os.environ))
     console = log_options.console_for(args.log_format, args.verbose, sys.stdout, dict(os.environ))
-    return run_reporting(home, lambda: serve(args.name, home, args.port, args.instance, console, args.ready_fd))
+    return run_reporting(home, lambda: serve(args.name, home, args.port, args.instance, console, args.ready_fd, args.trusted_config))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gateway.atomic import is_temp_name
-from gateway.config import build, load_config, validate
+from gateway.config import build, content_digest, load_config, validate
 from gateway.config_migrations import CURRENT_VERSION, migrate
 from gateway.errors import ConfigError
 from gateway.home import ensure_home, read_internal_token, resolve_home
@@ -260,3 +260,20 @@ def test_a_pattern_matches_the_whole_value_not_up_to_a_final_newline(bad: str) -
     problems = validate({"agents": [{"id": bad}]})
     assert any(p.startswith("agents[0].id:") for p in problems), problems
     assert validate({"agents": [{"id": "alfred"}]}) == []
+
+
+TRUST_PROBE = """
+import sys
+from gateway.config import content_digest, trust, validate
+good, bad = {"agents": [{"id": "alfred"}]}, {"agents": [{"id": "Not an id"}]}
+trust(content_digest(good))
+assert validate(good) == [] and "jsonschema" not in sys.modules
+assert validate(bad)[0].startswith("agents[0].id:") and "jsonschema" in sys.modules
+"""
+
+
+def test_a_content_the_launcher_validated_is_trusted_and_any_other_is_checked() -> None:
+    # A child of gateway up is handed the digest of what its launcher validated: no jsonschema until the file changes.
+    subprocess.run([sys.executable, "-c", TRUST_PROBE], cwd=Path(__file__).resolve().parents[2], check=True, timeout=60)
+    raw = {"agents": [{"id": "alfred"}]}
+    assert build(raw, Path("/h")).digest == content_digest({"agents": [{"id": "alfred"}]})
