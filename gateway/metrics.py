@@ -29,12 +29,14 @@ lines).
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import choose_encoder
+from prometheus_client.exposition import ThreadingWSGIServer, choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
@@ -165,7 +167,22 @@ def serve_metrics(process: str, address: tuple[str, int] | None) -> str | None:
     if problem:
         raise BindError(f"{process} metrics (gateway.metrics): {problem}")
     try:
-        server, _ = start_http_server(port, addr=host, registry=REGISTRY)
+        server = _metrics_server(host, port)
     except OSError as exc:
         raise BindError(f"{process} metrics (gateway.metrics): cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    # No poll interval: prometheus_client's own thread wakes twice a second to check for a shutdown
+    # nobody asks for (the thread ends with the process).
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": None}, name="metrics", daemon=True).start()
     return f"{host}:{server.server_address[1]}"
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+def _metrics_server(host: str, port: int) -> WSGIServer:
+    """A threading WSGI server of ``REGISTRY`` bound to ``host:port`` (IPv6 too), not yet serving."""
+    family, *_, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_class = type("MetricsServer", (ThreadingWSGIServer,), {"address_family": family})
+    return make_server(str(sockaddr[0]), port, make_wsgi_app(REGISTRY), server_class, handler_class=_Quiet)
