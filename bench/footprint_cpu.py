@@ -93,7 +93,7 @@ def cpu_at_rest(pids: Mapping[str, int], seconds: float) -> dict[str, AtRest]:
 
 
 def report(figures: Mapping[str, AtRest], threads: bool) -> str:
-    """The table of ``figures``, a total row, and (``threads``) each process's five busiest threads."""
+    """The table of ``figures``, a total row, and (``threads``) each process's eight busiest threads."""
     rows = [[name, f"{f.cpu_s:.2f}", f"{f.percent:.3f} %", f"{f.slices}", f"{f.slices_per_s:.1f}"] for name, f in figures.items()]
     total_cpu = sum(f.cpu_s for f in figures.values())
     window = max(f.seconds for f in figures.values())
@@ -102,7 +102,7 @@ def report(figures: Mapping[str, AtRest], threads: bool) -> str:
     text = table(["process", "CPU s", "of one core", "slices", "slices/s"], rows, "lrrrr")
     if threads:
         for name, f in figures.items():
-            text += f"\n{name}: " + ", ".join(f"{t} {s}" for t, s in f.threads[:5])
+            text += f"\n{name}: " + ", ".join(f"{t} {s}" for t, s in f.threads[:8])
     return text
 
 
