@@ -9,13 +9,9 @@ whatever the load. docs/operations.md "At rest" has the figures and what each pr
 from __future__ import annotations
 
 import email.utils
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
@@ -25,6 +21,7 @@ from suite_support import make_home, wait_until
 pytestmark = pytest.mark.integration
 
 footprint_cpu = bench("footprint_cpu")
+suite_up = bench("suite_up")
 
 # gRPC's own threads (its timer, its thread pool and the pool's lifeguard) wake about once a second
 # each whatever the process does; they are counted in the total, not in our threads.
@@ -47,22 +44,6 @@ class Rest:
     base_url: str
 
 
-def _children(launcher: int) -> dict[str, int]:
-    """``file_api`` ... ``http`` → pid, of ``gateway serve`` processes whose parent is ``launcher``."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int((entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == launcher and b"serve" in args:
-            found[args[args.index(b"serve") + 1].decode()] = int(entry.name)
-    return found
-
-
 def _our_slices(pids: dict[str, int]) -> int:
     """Slices run so far by the threads of ``pids`` that are not gRPC's."""
     return sum(s for pid in pids.values() for name, s in footprint_cpu.task_slices(pid).values() if name not in GRPC_THREADS)
@@ -72,15 +53,12 @@ def _our_slices(pids: dict[str, int]) -> int:
 def rest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rest]:
     """``gateway up`` on a home with three agents, once its start-up work is over (or the deadline passed)."""
     home, _, http_port = make_home(tmp_path_factory.mktemp("rest"), agents=[{"id": "alfred"}, {"id": "bob"}, {"id": "carl"}])
-    log = home / "up.log"
-    with open(log, "wb") as out:
-        up = subprocess.Popen([sys.executable, "-m", "gateway_cli.cli", "up", "--home", str(home), "--log-format", "json"],
-                              stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    up = suite_up.GatewayUp(home, home / "up.log", None)
+    up.start()
     try:
-        wait_until(lambda: b"\nready http" in b"\n" + log.read_bytes() or up.poll() is not None, 60, "the ready line")
-        assert up.poll() is None, log.read_text()[-3000:]
-        wait_until(lambda: len(_children(up.pid)) == 5, 10, "five children")
-        pids = {"launcher": up.pid, **_children(up.pid)}
+        up.wait_ready(60)
+        wait_until(lambda: len(up.pids()) == len(suite_up.PROCESSES), 10, "the launcher's five children")
+        pids = up.pids()
         deadline = time.monotonic() + SETTLE_DEADLINE_S
         last = _our_slices(pids)
         while time.monotonic() < deadline:  # the first compose, index and checks run after ready
@@ -91,8 +69,7 @@ def rest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rest]:
             last = now
         yield Rest(pids, f"http://127.0.0.1:{http_port}")
     finally:
-        up.send_signal(signal.SIGTERM)
-        up.wait(timeout=40)
+        up.stop()
 
 
 def test_no_process_wakes_on_a_timer_at_rest(rest: Rest) -> None:
