@@ -1,9 +1,10 @@
 """The one file watch for every agent's workspace (through ``gateway.watching``).
 
 One watch over all workspace roots (their top level only: one OS watch per
-workspace, not one per folder under it), with a 1 ms debounce: an event
-reaches the recomposer within milliseconds, and bursts are coalesced there,
-not here. The roots are checked again when the config changes (the watch is
+workspace, not one per folder under it), with a 5 ms debounce: an event
+reaches the recomposer 5 ms after it happened, with whatever else came in
+those 5 ms (an editor's write-then-rename, a burst of writes: one
+composition), and later bursts are coalesced there. The roots are checked again when the config changes (the watch is
 nudged), every ``TICK_MS`` while a configured workspace does not exist yet,
 and every ``REST_TICK_MS`` otherwise (a safety net: a workspace that goes
 away is reported by its own event). A workspace that appeared, vanished or
@@ -28,7 +29,7 @@ from services.watcher.compose import IDENTITY_FILES
 log = structlog.get_logger()
 
 STEP_MS = 5
-DEBOUNCE_MS = 1
+DEBOUNCE_MS = 5
 TICK_MS = 1000
 REST_TICK_MS = 60_000
 TIMING = WatchTiming(debounce_ms=DEBOUNCE_MS, step_ms=STEP_MS, tick_ms=TICK_MS)
