@@ -65,8 +65,9 @@ async def batches(
     only what happens directly in each folder, one OS watch per folder), as an iterator of batches.
 
     Use it as ``async with batches(...) as stream: async for batch in stream: ...``. The watch is
-    set up on entering the block; the iteration ends when ``stop`` is set; leaving the block (a
-    break, an exception, a cancellation) closes the watch. An ``OSError`` reaches the caller.
+    set up on entering the block (watchfiles': at the first step of the iteration); the iteration
+    ends when ``stop`` is set; leaving the block (a break, an exception, a cancellation) closes the
+    watch. An ``OSError`` reaches the caller.
     Setting ``nudge`` (it is cleared here) yields a batch at once, empty when nothing happened:
     a caller that waits a long tick is woken that way when it has something to check. Without
     inotify, ticks come at least every ``FALLBACK_TICK_MS`` and a nudge waits for the next one.
