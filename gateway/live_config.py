@@ -7,8 +7,9 @@ mechanism:
 - **Follow.** A watch on the home folder (not recursive, so agents' files are
   not watched here; through ``gateway.watching``) wakes on every change there,
   a write of ``config.json`` in place or by rename among them, and at least
-  once a second; each wake-up compares the file's identity (inode, size,
-  mtime), so a missed event costs at most a second.
+  once a minute (where there is no inotify: once a second); each wake-up
+  compares the file's identity (inode, size, mtime), so a missed event is
+  caught at the next one.
 - **Validate, then swap.** The new file is read, migrated and validated with
   the rules start-up uses. A valid one replaces the running config and its
   authenticator in one assignment, so a request sees the old pair or the new
@@ -47,9 +48,10 @@ log = structlog.get_logger()
 
 CONFIG_FILE = "config.json"
 GRPC_SERVICES = ("file_api", "watcher", "kb", "dreaming")
-# An editor's write-then-rename arrives as one batch (20 ms); a quiet tick each second compares the
-# file's identity, which catches a missed event.
-FOLLOW_TIMING = WatchTiming(debounce_ms=20, step_ms=20, tick_ms=1000)
+# An editor's write-then-rename arrives as one batch (20 ms); a quiet tick each minute compares the
+# file's identity, which catches a missed event; without a watch the file is checked each second.
+FOLLOW_TIMING = WatchTiming(debounce_ms=20, step_ms=20, tick_ms=60_000)
+POLL_S = 1.0
 
 Loader = Callable[[], Config]
 Listener = Callable[[Config, "ConfigChange"], None]
@@ -204,13 +206,14 @@ class LiveConfig:
         limit, say) the file is checked once a second instead."""
         try:
             async with batches([str(self.current.home)], stop, FOLLOW_TIMING, recursive=False) as stream:
+                self._check()  # an edit made before the watch was up has no event of its own
                 async for _ in stream:
                     self._check()
         except OSError as exc:
             log.warning("config_watch_error", error=str(exc), fallback="polling every second")
             while not stop.is_set():
                 self._check()
-                await wait_or_stop(stop, FOLLOW_TIMING.tick_s)
+                await wait_or_stop(stop, POLL_S)
 
 
 def with_deployment(config: Config, env: dict[str, str]) -> Config:

@@ -37,6 +37,7 @@ service with metrics off makes them at its first observation, never at rest (doc
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
@@ -45,6 +46,8 @@ from gateway.ports import BindError, listen_problem
 from gateway.resources import NAMES, open_files, open_files_limit
 
 if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
     from prometheus_client import CollectorRegistry
 
 MAX_PENDING = 256  # observations queued before they are applied in one go (a few hundred microseconds)
@@ -329,10 +332,27 @@ def serve_metrics(process: str, address: tuple[str, int] | None) -> str | None:
     problem = listen_problem(host, port)
     if problem:
         raise BindError(f"{process} metrics (gateway.metrics): {problem}")
-    from prometheus_client import start_http_server
-
     try:
-        server, _ = start_http_server(port, addr=host, registry=REGISTRY.made())
+        server = _metrics_server(host, port)
     except OSError as exc:
         raise BindError(f"{process} metrics (gateway.metrics): cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    # No poll interval: prometheus_client's own thread wakes twice a second to check for a shutdown
+    # nobody asks for (the thread ends with the process).
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": None}, name="metrics", daemon=True).start()
     return f"{host}:{server.server_address[1]}"
+
+
+def _metrics_server(host: str, port: int) -> WSGIServer:
+    """A threading WSGI server of ``REGISTRY`` bound to ``host:port`` (IPv6 too), not yet serving."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from prometheus_client import make_wsgi_app
+    from prometheus_client.exposition import ThreadingWSGIServer
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    family, *_, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_class = type("MetricsServer", (ThreadingWSGIServer,), {"address_family": family})
+    return make_server(str(sockaddr[0]), port, make_wsgi_app(REGISTRY.made()), server_class, handler_class=Quiet)

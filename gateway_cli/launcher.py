@@ -58,7 +58,8 @@ SERVICES: tuple[str, ...] = (*GRPC_SERVICES, "http")
 PR_SET_PDEATHSIG = 1
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
-POLL_S = 0.1
+POLL_S = 0.1  # the health probes' pace while the suite starts
+SUPERVISE_NAP_S = 60.0
 
 
 def _die_with_parent() -> None:
@@ -153,6 +154,7 @@ class Suite:
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.ready_pipes: dict[str, int] = {}  # process -> the read end of its ready pipe, until it is ready
         self.stop_requested = threading.Event()
+        self.wake = threading.Event()  # a signal came: SIGINT/SIGTERM (stop) or SIGCHLD (a child may have died)
 
     def start(self) -> None:
         for name, cmd in self.plan.commands.items():
@@ -208,11 +210,18 @@ class Suite:
         """SIGTERM every child, newest first; SIGKILL what is still alive after the timeout."""
         stop_processes(dict(reversed(list(self.children.items()))), _say)
 
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+        self.wake.set()
+
     def supervise(self) -> int:
-        """Block until a signal (exit 0) or a child's death (exit 1)."""
-        while not self.stop_requested.wait(POLL_S):
+        """Block until a signal (exit 0) or a child's death (exit 1). It sleeps until a signal wakes it
+        (``up`` turns SIGCHLD into ``wake``); the nap's end is only a safety net."""
+        while not self.stop_requested.is_set():
+            self.wake.wait(SUPERVISE_NAP_S)
+            self.wake.clear()
             dead = self.dead_child()
-            if dead:
+            if dead and not self.stop_requested.is_set():
                 _say(f"{dead[0]} exited unexpectedly with code {dead[1]}; stopping the suite")
                 return 1
         _say("stopping")
@@ -289,7 +298,8 @@ def supervise(plan: Plan) -> int:
     Hold(home, plan.hold[0], plan.hold[1], Path(plan.hold[2]))  # released at exit
     suite = Suite(plan)
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: suite.stop_requested.set())
+        signal.signal(sig, lambda *_: suite.request_stop())
+    signal.signal(signal.SIGCHLD, lambda *_: suite.wake.set())
     suite.start()
     try:
         code = _run(suite, home, plan)

@@ -6,7 +6,11 @@ import asyncio
 import contextlib
 import signal
 import socket
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from email.utils import formatdate
+from types import FrameType
+from typing import Any
 
 import structlog
 import uvicorn
@@ -27,6 +31,8 @@ from gateway_http.mcp_mount import LoadHost, McpMount
 log = structlog.get_logger()
 
 BACKENDS = ("file_api", "watcher", "kb", "dreaming")
+TICK_S = 0.1  # uvicorn's tick, while connections are open
+IDLE_NAP_S = 60.0
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -49,6 +55,18 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _Connections(set[Any]):
+    """uvicorn's set of open connections, calling ``opened`` as one is added."""
+
+    def __init__(self, opened: Callable[[], None]) -> None:
+        super().__init__()
+        self._opened = opened
+
+    def add(self, item: Any) -> None:
+        super().add(item)
+        self._opened()
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, stopping as the gRPC services do (``gateway.grpc_server``): SIGTERM or
     SIGINT logs ``stopping`` (with its grace), the server drains, ``run`` returns and the process
@@ -64,6 +82,40 @@ class _Server(uvicorn.Server):
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.server_state.connections = _Connections(self._connection_opened)
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def main_loop(self) -> None:
+        """uvicorn's loop ticks ten times a second (the Date header, the exit flag) even with nothing to
+        serve. This one ticks so only while a connection is open; otherwise it sleeps until one opens
+        (the Date header is stamped then) or a signal asks it to stop. The nap's end is a safety net."""
+        self._loop = asyncio.get_running_loop()
+        counter = 0
+        while not await self.on_tick(counter):
+            if self.server_state.connections:
+                await asyncio.sleep(TICK_S)
+                counter = (counter + 1) % 864000
+                continue
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), IDLE_NAP_S)
+            counter = 0  # the next tick stamps the date
+
+    def _connection_opened(self) -> None:
+        if self._wake.is_set() or self._loop is None:
+            return
+        stamp = [(b"date", formatdate(time.time(), usegmt=True).encode())] if self.config.date_header else []
+        self.server_state.default_headers = stamp + self.config.encoded_headers  # before its first answer
+        self._wake.set()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)

@@ -53,7 +53,7 @@ class Workspaces:
 
     def ensure(self, agent_ids: set[str] | None = None) -> None:
         """Create missing workspace folders of configured agents, so they are watched from the
-        start (a folder that appears later is only picked up at the next tick)."""
+        start (a folder that appears later is only picked up at the watch's next tick)."""
         for agent in self._live.current.agents:
             if agent_ids is not None and agent.id not in agent_ids:
                 continue
@@ -114,6 +114,7 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
 
     live.subscribe(on_config)
     watch = WorkspaceWatch(workspaces.roots, on_files=recomposer.mark, on_root_change=recomposer.mark)
+    live.subscribe(lambda fresh, change: watch.roots_changed())
     workspaces.ensure()
 
     async def background(stop: asyncio.Event) -> None:

@@ -1,16 +1,18 @@
 """The one file watch for every agent's workspace (through ``gateway.watching``).
 
-One ``awatch`` over all workspace roots (their top level only: one OS watch
-per workspace, not one per folder under it), with a 5 ms step and a 1 ms
-debounce instead of watchfiles' defaults (the default debounce alone costs
-70 ms to 1.6 s): an event reaches the recomposer within a step, and bursts
-are coalesced there, not here. The step is the trade: watchfiles' loop wakes
-once per step, so 1 ms cost over 2% of a core at idle over 1,000 agents,
-5 ms about 1.3% (bench/watcher_latency.py). Every ``TICK_MS`` the watch checks its roots: a workspace that
-appeared, vanished or was deleted and recreated (new inode) restarts the
-watch over the new set. Only the six identity files at a workspace's top
-level count; CLAUDE.md, dot files and dot folders (temp files, .dreaming/)
-never do.
+One watch over all workspace roots (their top level only: one OS watch per
+workspace, not one per folder under it), with a 5 ms debounce: an event
+reaches the recomposer 5 ms after it happened, with whatever else came in
+those 5 ms (an editor's write-then-rename, a burst of writes: one
+composition), and later bursts are coalesced there. The roots are checked again when the config changes (the watch is
+nudged), every ``TICK_MS`` while a configured workspace does not exist yet,
+and every ``REST_TICK_MS`` otherwise (a safety net: a workspace that goes
+away is reported by its own event). A workspace that appeared, vanished or
+was deleted and recreated (new inode) restarts the watch over the new set.
+Only the six identity files at a workspace's top level count; CLAUDE.md, dot
+files and dot folders (temp files, .dreaming/) never do. ``STEP_MS`` paces
+watchfiles where there is no inotify: 5 ms costs about 1.3% of a core at
+idle over 1,000 agents there (bench/watcher_latency.py).
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ from collections.abc import Callable
 
 import structlog
 
-from gateway.watching import Change, WatchTiming, batches, keep_watching, wait_or_stop
+from gateway.watching import Change, WatchTiming, batches, keep_watching
 from services.watcher.compose import IDENTITY_FILES
 
 log = structlog.get_logger()
 
 STEP_MS = 5
-DEBOUNCE_MS = 1
+DEBOUNCE_MS = 5
 TICK_MS = 1000
+REST_TICK_MS = 60_000
 TIMING = WatchTiming(debounce_ms=DEBOUNCE_MS, step_ms=STEP_MS, tick_ms=TICK_MS)
+AT_REST = WatchTiming(debounce_ms=DEBOUNCE_MS, step_ms=STEP_MS, tick_ms=REST_TICK_MS)
 
 Roots = dict[str, str]  # real workspace path → agent id
 
@@ -62,6 +66,13 @@ class WorkspaceWatch:
         # Agents to recompose once the next watch is up: their folder changed
         # while no watch covered it, so an event may have been missed.
         self._recheck: set[str] = set()
+        self._nudge = asyncio.Event()
+        self._roots_changed = False
+
+    def roots_changed(self) -> None:
+        """The configured roots may have changed (a config reload): check them now, not at the next tick."""
+        self._roots_changed = True
+        self._nudge.set()
 
     def _dispatch(self, changes: set[tuple[Change, str]], roots: Roots) -> bool:
         """Route events to agents; True when a watched root itself went away (re-plan now:
@@ -106,28 +117,40 @@ class WorkspaceWatch:
         roots = self._roots()
         state = _root_state(roots)
         if not state:
-            # Nothing to watch yet: tick until a workspace appears.
-            await wait_or_stop(stop, TIMING.tick_s)
+            # Nothing to watch yet: tick until a workspace appears (no agent at all: until the config changes).
+            await self._nap(stop, TIMING.tick_s if roots else AT_REST.tick_s)
             if not stop.is_set():
                 self._tick(roots, state)
             return
         last_tick = asyncio.get_running_loop().time()
+        timing = AT_REST if len(state) == len(roots) else TIMING
         # Only each workspace's top level: its six identity files, and the folder itself. A recursive
         # watch also walked every memory/ tree at each (re)plan and took an OS watch per folder.
-        async with batches(sorted(state), stop, TIMING, recursive=False) as stream:
+        async with batches(sorted(state), stop, timing, recursive=False, nudge=self._nudge) as stream:
             async for changes in stream:
                 while self._recheck:  # the new watch is live now
                     self._on_root_change(self._recheck.pop())
                 if changes and self._dispatch(changes, roots):
                     break
                 now = asyncio.get_running_loop().time()
-                if not changes or now - last_tick >= TIMING.tick_s:
+                if not changes or self._roots_changed or now - last_tick >= timing.tick_s:
                     last_tick = now
+                    self._roots_changed = False
                     if self._tick(roots, state):
                         break
             else:
                 return  # stopped
         self._replanned()
+
+    async def _nap(self, stop: asyncio.Event, seconds: float) -> None:
+        """Wait ``seconds``, or less if ``stop`` is set or the watch is nudged meanwhile."""
+        waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._nudge.wait())}
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        self._nudge.clear()
 
     def _replanned(self) -> None:
         log.info("watch_replanned", workspaces=len(_root_state(self._roots())))

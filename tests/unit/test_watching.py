@@ -1,13 +1,16 @@
-"""gateway.watching: the one facade over watchfiles (the watcher's and the KB's file watch)."""
+"""gateway.watching: the one facade over file watching (the watcher's, the KB's and the live config's)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import pytest
 from structlog.testing import capture_logs
 
-from gateway.watching import Change, WatchTiming, batches, keep_watching
+from gateway import inotify
+from gateway.watching import Batch, Change, WatchTiming, batches, keep_watching
 
 FAST = WatchTiming(debounce_ms=1, step_ms=5, tick_ms=50)
 DEADLINE_S = 20.0
@@ -88,3 +91,91 @@ def test_an_os_error_is_logged_and_the_watch_planned_again_a_tick_later() -> Non
     assert [(e["event"], e["error"]) for e in logs if e["event"] == "test_watch_error"] == [
         ("test_watch_error", "inotify watch limit reached")]
 
+
+
+async def _collect(stream: AsyncIterator[Batch], stop: asyncio.Event, act: Callable[[], None], done: Callable[[set[tuple[Change, str]]], bool]) -> set[tuple[Change, str]]:
+    """Run ``act`` once the watch is up (at its first quiet tick), gather batches until ``done`` says so."""
+    seen: set[tuple[Change, str]] = set()
+    acted = False
+    async for batch in stream:
+        if not batch and not acted:
+            acted = True
+            act()
+        seen |= batch
+        if done(seen):
+            stop.set()
+    return seen
+
+
+def test_a_recursive_watch_follows_folders_made_and_moved_away(tmp_path: Path) -> None:
+    """A folder made under the root is watched from its creation on; one moved out of the root is not any more."""
+    outside = tmp_path / "outside"
+    root = tmp_path / "root"
+    (root / "old").mkdir(parents=True)
+    outside.mkdir()
+
+    def later() -> None:
+        (root / "old").rename(outside / "old")
+        (outside / "old" / "gone.md").write_text("x", encoding="utf-8")  # not under the root: not reported
+        (root / "new" / "last.md").write_text("x", encoding="utf-8")
+
+    async def main() -> set[tuple[Change, str]]:
+        stop = asyncio.Event()
+        seen: set[tuple[Change, str]] = set()
+        async with batches([str(root)], stop, FAST) as stream:
+            async for batch in stream:
+                if not batch and not seen:
+                    (root / "new").mkdir()
+                seen |= batch
+                if batch and {(Change.added, str(root / "new"))} == batch:
+                    later()  # its watch was taken as its event was read
+                if str(root / "new" / "last.md") in {p for _, p in seen}:
+                    stop.set()
+        return seen
+
+    seen = asyncio.run(asyncio.wait_for(main(), DEADLINE_S))
+    paths = {p for _, p in seen}
+    assert (Change.deleted, str(root / "old")) in seen
+    assert str(outside / "old" / "gone.md") not in paths and str(root / "old" / "gone.md") not in paths
+
+
+def test_a_deleted_root_is_reported_as_deleted(tmp_path: Path) -> None:
+    """The watcher re-plans when a workspace itself goes away: the root's own path comes as ``deleted``."""
+    root = tmp_path / "ws"
+    root.mkdir()
+
+    async def main() -> set[tuple[Change, str]]:
+        stop = asyncio.Event()
+        async with batches([str(root)], stop, FAST, recursive=False) as stream:
+            return await _collect(stream, stop, root.rmdir, lambda seen: (Change.deleted, str(root)) in seen)
+
+    assert (Change.deleted, str(root)) in asyncio.run(asyncio.wait_for(main(), DEADLINE_S))
+
+
+def test_without_inotify_watchfiles_watches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where there is no inotify (not Linux) the same iterator comes from watchfiles."""
+    monkeypatch.setattr(inotify, "available", lambda: False)
+
+    async def main() -> set[tuple[Change, str]]:
+        stop = asyncio.Event()
+        async with batches([str(tmp_path)], stop, FAST) as stream:
+            return await _collect(stream, stop, lambda: (tmp_path / "a.md").write_text("x", encoding="utf-8"),
+                                  lambda seen: str(tmp_path / "a.md") in {p for _, p in seen})  # fmt: skip
+
+    assert (Change.added, str(tmp_path / "a.md")) in asyncio.run(asyncio.wait_for(main(), DEADLINE_S))
+
+
+def test_a_quiet_watch_does_not_wake_between_ticks(tmp_path: Path) -> None:
+    """Nothing happens: the watch yields one empty batch per tick and nothing else (no step loop)."""
+    slow = WatchTiming(debounce_ms=1, step_ms=5, tick_ms=300)
+    yielded: list[Batch] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(1.0, stop.set)
+        async with batches([str(tmp_path)], stop, slow) as stream:
+            async for batch in stream:
+                yielded.append(batch)
+
+    asyncio.run(asyncio.wait_for(main(), DEADLINE_S))
+    assert yielded and all(not batch for batch in yielded) and len(yielded) <= 4
