@@ -20,7 +20,8 @@ structlog, no health or reflection.
 The file API is measured against it too: what it costs beyond that is its own
 structure, and what it reaches of the bare server is bounded by this one.
 
-Run: ``python bench/bare_grpc_server.py --port N --content FILE [--loop asyncio|uvloop] [--required-work KEY]``
+Run: ``python bench/bare_grpc_server.py --port N --content FILE [--loop asyncio|uvloop] [--required-work KEY]
+[--unix PATH]``
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ SAVED_MESSAGE = "File saved. CLAUDE.md will auto-reload."
 
 class BareFiles(files_pb2_grpc.WorkspaceFilesServicer):
     def __init__(self, content: str) -> None:
-        self._reply = files_pb2.GetFileResponse(filename="MEMORY.md", content=content)
-        self._saved = files_pb2.PutFileResponse(filename="MEMORY.md", message=SAVED_MESSAGE)
+        digest = hashlib.sha256(content.encode()).hexdigest()
+        self._reply = files_pb2.GetFileResponse(filename="MEMORY.md", content=content, sha256=digest)
+        self._saved = files_pb2.PutFileResponse(filename="MEMORY.md", message=SAVED_MESSAGE, sha256=digest)
 
     async def GetFile(self, request: files_pb2.GetFileRequest, context: grpc.aio.ServicerContext) -> files_pb2.GetFileResponse:  # noqa: N802
         return self._reply
@@ -89,8 +91,9 @@ class RequiredWork(files_pb2_grpc.WorkspaceFilesServicer):
         info = os.lstat(self._path)
         stamp = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
         if stamp != self._stamp:
-            text = Path(self._path).read_text(encoding="utf-8")
-            self._reply, self._stamp = files_pb2.GetFileResponse(filename=request.filename, content=text), stamp
+            data = Path(self._path).read_bytes()
+            reply = files_pb2.GetFileResponse(filename=request.filename, content=data.decode(), sha256=hashlib.sha256(data).hexdigest())
+            self._reply, self._stamp = reply, stamp
         reply = self._reply
         seconds = time.perf_counter() - start
         self._observe(seconds)
@@ -103,16 +106,17 @@ class RequiredWork(files_pb2_grpc.WorkspaceFilesServicer):
         return reply
 
 
-async def serve(port: int, content: str, required: RequiredWork | None = None) -> None:
+async def serve(port: int, content: str, required: RequiredWork | None = None, unix: Path | None = None) -> None:
     server = grpc.aio.server(options=SERVER_OPTIONS)
     files_pb2_grpc.add_WorkspaceFilesServicer_to_server(required or BareFiles(content), server)
-    if server.add_insecure_port(f"127.0.0.1:{port}") == 0:
-        raise SystemExit(f"bare gRPC server: cannot listen on 127.0.0.1:{port}")
+    for address in [f"127.0.0.1:{port}"] + ([f"unix:{unix}"] if unix else []):
+        if server.add_insecure_port(address) == 0:
+            raise SystemExit(f"bare gRPC server: cannot listen on {address}")
     await server.start()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    print(f"bare gRPC server on 127.0.0.1:{port}", flush=True)
+    print(f"bare gRPC server on 127.0.0.1:{port}" + (f" and unix:{unix}" if unix else ""), flush=True)
     await stop.wait()
     await server.stop(1)
 
@@ -124,11 +128,12 @@ def main() -> None:
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop")
     parser.add_argument("--required-work", metavar="KEY", help="check this key, stat the file, log and count each call")
     parser.add_argument("--agent", default="alfred", help="the agent the key may read (with --required-work)")
+    parser.add_argument("--unix", type=Path, help="a Unix socket to listen on as well, as the suite's services do")
     args = parser.parse_args()
     factory = loop_factory() if args.loop == "uvloop" else None
     required = RequiredWork(args.content, args.required_work, frozenset([args.agent])) if args.required_work else None
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(serve(args.port, args.content.read_text(encoding="utf-8"), required))
+        runner.run(serve(args.port, args.content.read_text(encoding="utf-8"), required, args.unix))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ Paired with ``bench/bare_grpc_server.py`` it gives the CPU per REST GET and
 the REST/gRPC throughput ratio that no shim-plus-file-API pair written on
 these libraries can beat: the floor the issue-15 goals are measured against.
 
-Run: ``python bench/bare_shim.py --port N --backend HOST:PORT``
+Run: ``python bench/bare_shim.py --port N --backend HOST:PORT|unix:PATH``
 """
 
 from __future__ import annotations
@@ -68,13 +68,14 @@ class BareShim:
             )
         except grpc.aio.AioRpcError as exc:
             return 502, json.dumps({"error": exc.details()}).encode()
-        return 200, json.dumps({"filename": reply.filename, "content": reply.content}, separators=(",", ":")).encode()
+        answer = {"filename": reply.filename, "content": reply.content, "sha256": reply.sha256}
+        return 200, json.dumps(answer, separators=(",", ":")).encode()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--backend", required=True, help="HOST:PORT of the gRPC server GetFile goes to")
+    parser.add_argument("--backend", required=True, help="HOST:PORT or unix:PATH of the gRPC server GetFile goes to")
     args = parser.parse_args()
     print(f"bare shim on 127.0.0.1:{args.port} -> {args.backend}", flush=True)
     uvicorn.run(

@@ -67,10 +67,10 @@ def build_app(workspace: Path, key: str, agent_id: str = "alfred") -> Starlette:
             return refused
         name = request.path_params["filename"]
         try:
-            content = (workspace / name).read_bytes().decode("utf-8")
+            data = (workspace / name).read_bytes()
         except FileNotFoundError:
-            content = ""
-        return JSONResponse({"filename": name, "content": content})
+            data = b""
+        return JSONResponse({"filename": name, "content": data.decode("utf-8"), "sha256": hashlib.sha256(data).hexdigest()})
 
     async def put_file(request: Request) -> JSONResponse:
         refused = refuse(request)
@@ -88,7 +88,7 @@ def build_app(workspace: Path, key: str, agent_id: str = "alfred") -> Starlette:
         if len(data) > MAX_CONTENT_BYTES:
             return JSONResponse({"error": "content too large"}, status_code=400)
         await asyncio.to_thread(write_atomic, workspace / name, data)
-        return JSONResponse({"filename": name, "message": SAVED_MESSAGE})
+        return JSONResponse({"filename": name, "message": SAVED_MESSAGE, "sha256": hashlib.sha256(data).hexdigest()})
 
     path = "/api/v1/agents/{agent_id}/files/{filename}"
     return Starlette(routes=[Route(path, get_file, methods=["GET"]), Route(path, put_file, methods=["PUT"])])

@@ -98,11 +98,13 @@ class Ports:
     bare_shim: int
 
 
-def write_home(home: Path, ports: Ports, content: str, metrics: dict[str, int] | None = None) -> Path:
+def write_home(home: Path, ports: Ports, content: str, metrics: dict[str, int] | None = None,
+               transport: str | None = None) -> Path:
     """config.json, internal token, workspace with MEMORY.md; the workspace path.
 
     ``metrics``: the ``gateway.metrics`` ports (free ones: the defaults may be held by another
-    run); None writes no block (an old tree's code may not know it).
+    run); None writes no block (an old tree's code may not know it). ``transport``:
+    ``gateway.grpc.transport`` (None: the default).
     """
     from gateway.config import load_config
     from gateway.config_migrations import CURRENT_VERSION
@@ -130,6 +132,8 @@ def write_home(home: Path, ports: Ports, content: str, metrics: dict[str, int] |
     }
     if metrics is not None:
         config["gateway"]["metrics"] = metrics  # type: ignore[index]
+    if transport is not None:
+        config["gateway"]["grpc"]["transport"] = transport  # type: ignore[index]
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     if ensure_home(home) is not None:  # pragma: no cover - config.json was written first

@@ -1,10 +1,15 @@
 """Benchmark: GET and PUT of a 4 KB MEMORY.md through the REST shim, direct gRPC and a baseline.
 
 Run:  ``make bench``  or  ``.venv/bin/python bench/rest_files.py [--duration 5] [--warmup 1]
-[--rounds 3] [--concurrency 1,8,32] [--grpc-procs 4] [--old-tree DIR] [--keep-home] [--no-h2load] [--no-python-grpc]``
+[--rounds 3] [--concurrency 1,8,32] [--grpc-procs 4] [--old-tree DIR] [--keep-home] [--no-h2load] [--no-python-grpc]
+[--transport unix,tcp] [--paths-only]``
 
 Method
 ------
+First, the read path on each transport (``bench/rest_paths.py``): the suite's shim and file API and
+the floor (a bare shim over a bare gRPC server) on Unix sockets and on loopback TCP, GET at 1 and 32
+clients and PUT at 32, with the CPU per request; ``--paths-only`` stops there. Then:
+
 One run starts, on free loopback ports in a fresh temp home (config.json with
 one agent ``alfred`` and one write key, internal token from
 ``gateway.home.ensure_home``), the real processes:
@@ -74,6 +79,7 @@ SIGKILL) on exit, Ctrl-C or failure.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -85,6 +91,7 @@ from harness.home import session
 from harness.ports import free_ports
 from harness.procs import wait_until
 from harness.report import say
+from rest_paths import paths_markdown, run_paths
 from rest_cases import (
     AGENT, BARE_H2LOAD, BARE_PY, BARE_SHIM, BASELINE, FILE_BYTES, FILENAME, GRPC_H2LOAD, GRPC_PY, KEY, OLD_GRPC_H2LOAD,
     OLD_SHIM, REQUIRED_H2LOAD, REQUIRED_SHIM, SHIM, TARGETS, Ports, Result, RpcLog, ensure_tool, file_api_healthy,
@@ -242,6 +249,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="another checkout (e.g. a git worktree of the commit before a change): its file API and shim run "
         "too, on a home of their own, and are measured in the same run",
     )
+    p.add_argument("--transport", dest="transports", default="unix,tcp", type=lambda text: [t for t in text.split(",") if t],
+                   help="transports of the read-path cases (rest_paths.run_paths; default unix,tcp)")
+    p.add_argument("--paths-only", action="store_true", help="run only the read path by transport beside its floor")
     p.add_argument("--pause", action="store_true", help="after start-up, print the ports and wait for Enter (for profiling)")
     args = p.parse_args(argv)
     if args.duration < 1 or args.warmup < 1:
@@ -260,7 +270,8 @@ def check_responses(shim_url: str, base_url: str, body: bytes, content: str) -> 
         if s_body != b_body:
             raise RuntimeError(f"{method}: shim and baseline answer different bodies:\n{s_body[:300]!r}\n{b_body[:300]!r}")
         lines.append(f"{method} {len(s_body)} B")
-    expected = json.dumps({"filename": FILENAME, "content": content}, ensure_ascii=False, separators=(",", ":"))
+    digest = hashlib.sha256(content.encode()).hexdigest()
+    expected = json.dumps({"filename": FILENAME, "content": content, "sha256": digest}, ensure_ascii=False, separators=(",", ":"))
     if http_request(shim_url)[1] != expected.encode():
         raise RuntimeError("GET body is not the expected {filename, content}")
     if http_request(shim_url, key="wrong-key-0000")[0] != 401 or http_request(base_url, key="wrong-key-0000")[0] != 401:
@@ -281,6 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_h2load and h2load is None:
         say("h2load unavailable; the h2load gRPC case is skipped")
 
+    figures = run_paths(wrk, args.transports, duration=args.duration, warmup=args.warmup, rounds=args.rounds,
+                        keep_home=args.keep_home)  # fmt: skip
+    paths, paths_verdicts = paths_markdown(figures)
+    if args.paths_only:
+        bench_run.finish(paths, paths_verdicts, write_docs=args.write_docs)
+        return 0
     content = memory_content()
     results: list[Result] = []
     with session("bench-rest-files-", keep=args.keep_home) as (home, children):
@@ -314,13 +331,15 @@ def main(argv: list[str] | None = None) -> int:
         cli = [py, "-m", "gateway_cli.cli", "serve"]
         children.start("file_api", [*cli, "file_api", "--home", str(home)])
         children.start("http", [*cli, "http", "--home", str(home)])
-        children.start("bare", [py, str(BENCH_DIR / "bare_grpc_server.py"), "--port", str(ports.bare), "--content", str(workspace / FILENAME)])
-        children.start("required", [py, str(BENCH_DIR / "bare_grpc_server.py"), "--port", str(required_port),
-                                    "--content", str(workspace / FILENAME), "--required-work", KEY, "--agent", AGENT])
+        # The bare shims reach their servers on Unix sockets, as the shim reaches the file API (the default transport).
+        children.start("bare", [py, str(BENCH_DIR / "bare_grpc_server.py"), "--port", str(ports.bare), "--content", str(workspace / FILENAME),
+                                "--unix", str(tmp / "bare.sock")])  # fmt: skip
+        children.start("required", [py, str(BENCH_DIR / "bare_grpc_server.py"), "--port", str(required_port), "--unix", str(tmp / "required.sock"),
+                                    "--content", str(workspace / FILENAME), "--required-work", KEY, "--agent", AGENT])  # fmt: skip
         children.start("bare_shim", [py, str(BENCH_DIR / "bare_shim.py"), "--port", str(ports.bare_shim),
-                                     "--backend", f"127.0.0.1:{ports.bare}"])  # fmt: skip
+                                     "--backend", f"unix:{tmp / 'bare.sock'}"])  # fmt: skip
         children.start("required_shim", [py, str(BENCH_DIR / "bare_shim.py"), "--port", str(required_shim_port),
-                                         "--backend", f"127.0.0.1:{required_port}"])  # fmt: skip
+                                         "--backend", f"unix:{tmp / 'required.sock'}"])  # fmt: skip
         if args.old_tree is not None:
             old = args.old_tree.resolve()
             # Its own entry point: gateway_cli/ in newer trees, gateway/cli.py in older ones.
@@ -454,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         "REST shim shows shim + file API",
     }
     markdown, verdicts = report(results, meta, concs)
-    bench_run.finish(markdown, verdicts, write_docs=args.write_docs)
+    bench_run.finish(paths + "\n\n" + markdown, paths_verdicts + verdicts, write_docs=args.write_docs)
     return 0
 
 

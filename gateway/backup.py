@@ -44,7 +44,7 @@ from typing import Any, Final
 import apsw
 
 from gateway.atomic import is_legacy_temp_name, is_temp_name
-from gateway.config import Config
+from gateway.config import SOCKETS_DIR, Config
 from gateway.errors import CommandError
 from gateway.home import ADMIN_KEY_FILE, INTERNAL_TOKEN_FILE
 from gateway.suite_lock import RUNNING_DIR
@@ -162,6 +162,8 @@ def walk(tree: Tree, home: Path, prune: list[Path], summary: Summary) -> Iterato
                 st = path.lstat()
             except FileNotFoundError:
                 continue  # removed since the listing
+            if stat.S_ISSOCK(st.st_mode) and here == home / SOCKETS_DIR:
+                continue  # a running service's socket (gateway.grpc.transport): not data
             if not stat.S_ISREG(st.st_mode):
                 kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a regular file"
                 summary.skipped.append(f"{tree.folder}/{rel} ({kind})")

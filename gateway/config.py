@@ -32,6 +32,7 @@ from gateway.config_model import (  # the typed settings, re-exported: importers
     KnowledgeSettings as KnowledgeSettings,
     AgentConfig as AgentConfig,
     Config as Config,
+    SOCKETS_DIR as SOCKETS_DIR,
 )
 from gateway.errors import ConfigError, ConfigNotFound
 from gateway.http_limits import HttpLimits
@@ -338,7 +339,8 @@ def build(raw: Raw, home: Path) -> Config:
     return Config(
         home=home,
         config_version=full["configVersion"],
-        grpc=GrpcSettings(grpc["host"], grpc["fileApi"], grpc["watcher"], grpc["kb"], grpc["dreaming"]),
+        grpc=GrpcSettings(grpc["host"], grpc["fileApi"], grpc["watcher"], grpc["kb"], grpc["dreaming"],
+                          sockets=home / SOCKETS_DIR if grpc["transport"] == "unix" else None),
         api=ApiSettings(
             host=gw["api"]["host"],
             port=gw["api"]["port"],

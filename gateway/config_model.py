@@ -6,11 +6,17 @@ overrides) and re-exports them; import them from there.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from gateway.http_limits import HttpLimits
+
+
+# A Unix socket's path is at most 107 bytes (sun_path holds 108 with its NUL).
+SOCKET_PATH_MAX = 107
+SOCKETS_DIR = "run"
 
 
 @dataclass(frozen=True)
@@ -24,15 +30,31 @@ class GrpcSettings:
     # GATEWAY_<SERVICE>_HOST (compose: bind 0.0.0.0, reach peers by name).
     bind_host: str | None = None
     peer_hosts: tuple[tuple[str, str], ...] = ()
+    # gateway.grpc.transport "unix": the folder of every service's socket (<home>/run); None: TCP only.
+    sockets: Path | None = None
+
+    def unix_socket(self, service: str) -> Path | None:
+        """The Unix socket ``service`` listens on beside its port (None on TCP); its peers use it only
+        when ``socket_fits`` (docs/operations.md "Processes, ports and volumes")."""
+        return None if self.sockets is None else self.sockets / f"{service}.sock"
 
     def address(self, service: str) -> str:
-        """``host:port`` where ``service`` (``file_api``, ``watcher``, ``kb``, ``dreaming``) is reached."""
-        host = dict(self.peer_hosts).get(service, self.host)
-        return f"{host}:{getattr(self, service)}"
+        """Where ``service`` (``file_api``, ``watcher``, ``kb``, ``dreaming``) is reached: ``unix:PATH`` when
+        it is local and listens on a socket, else ``host:port``."""
+        peers = dict(self.peer_hosts)
+        path = self.unix_socket(service)
+        if service not in peers and path is not None and socket_fits(path):
+            return f"unix:{path}"
+        return f"{peers.get(service, self.host)}:{getattr(self, service)}"
 
     def bind_address(self, service: str) -> str:
         """``host:port`` that ``service`` listens on."""
         return f"{self.bind_host or self.host}:{getattr(self, service)}"
+
+
+def socket_fits(path: Path) -> bool:
+    """Whether ``path`` is short enough for a Unix socket."""
+    return len(os.fsencode(path)) <= SOCKET_PATH_MAX
 
 
 @dataclass(frozen=True)

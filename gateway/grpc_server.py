@@ -12,14 +12,19 @@ then it exits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
+import socket
+from pathlib import Path
 from typing import Any
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from gateway.config_model import SOCKET_PATH_MAX, socket_fits
 from gateway.dependencies import DEPENDENCIES, DEPENDENCIES_SERVICE, REASON_METADATA
 from gateway.event_loop import running_loop_name
 from gateway.logs import flush_later
@@ -84,6 +89,52 @@ class _Health(health.aio.HealthServicer):  # type: ignore[misc]
         return reply
 
 
+def _add_port(server: grpc.aio.Server, name: str, address: str) -> None:
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise BindError(f"{name}: cannot listen on {address} (address in use?)")
+
+
+@contextlib.contextmanager
+def _private_files() -> Iterator[None]:
+    """Files made inside (the socket gRPC binds) are readable and writable by their owner only."""
+    before = os.umask(0o177)
+    try:
+        yield
+    finally:
+        os.umask(before)
+
+
+def _answers(path: Path) -> bool:
+    """Whether a server accepts connections on the Unix socket ``path``."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def claim_socket(name: str, path: Path) -> Path | None:
+    """Make ``path`` ready for ``name`` to listen on: its folder made (mode 0700), a stale socket
+    a stopped server left removed. None, said in one log line, when the path is too long for a Unix
+    socket (the process stays on TCP, where its peers then reach it too). Raises BindError when
+    another server answers there."""
+    if not socket_fits(path):
+        log.warning("unix_socket_skipped", path=str(path), reason=f"longer than {SOCKET_PATH_MAX} bytes", transport="tcp")
+        return None
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.is_socket():
+        if _answers(path):
+            raise BindError(f"{name}: another server is listening on {path}")
+        path.unlink()
+    return path
+
+
 def instance_service(instance: str) -> str:
     """The health service name under which a server started with ``instance`` answers SERVING."""
     return f"gateway.instance/{instance}"
@@ -97,6 +148,7 @@ async def serve(
     background: Callable[[asyncio.Event], Awaitable[None]] | None = None,
     instance: str | None = None,
     metrics: tuple[str, int] | None = None,
+    unix: Path | None = None,
 ) -> None:
     """Run a gRPC server on ``address`` until SIGTERM/SIGINT.
 
@@ -109,6 +161,7 @@ async def serve(
     health service name, ``instance_service(instance)``. Once every name is SERVING the
     process says ``ready`` on its launcher's pipe, if it has one (``gateway.ready_pipe``). ``metrics``: where the process's
     Prometheus endpoint listens (None: nowhere); a port that cannot be bound is a BindError too.
+    ``unix``: a Unix socket to listen on as well (``claim_socket``), removed at the stop.
     """
     SHORTAGES.process = f"the {name} process"
     server = grpc.aio.server(options=SERVER_OPTIONS)
@@ -120,12 +173,11 @@ async def serve(
     problem = listen_problem(host.strip("[]"), int(port_text))
     if problem:  # said by us in one line, before gRPC's own bind logs its error
         raise BindError(f"{name}: {problem}")
-    try:
-        port = server.add_insecure_port(address)
-    except RuntimeError:
-        port = 0
-    if port == 0:
-        raise BindError(f"{name}: cannot listen on {address} (address in use?)")
+    _add_port(server, name, address)
+    socket_path = claim_socket(name, unix) if unix is not None else None
+    if socket_path is not None:
+        with _private_files():
+            _add_port(server, name, f"unix:{socket_path}")
     metrics_address = serve_metrics(name, metrics)
     if metrics is None:  # no port: nothing reads this process's metrics
         REGISTRY.drop()
@@ -139,7 +191,7 @@ async def serve(
     named = ["", *services] + ([instance_service(instance)] if instance else [])
     for service in named:
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    log.info("listening", address=address, services=services, loop=running_loop_name(), metrics=metrics_address,
+    log.info("listening", address=address, socket=str(socket_path) if socket_path else None, services=services, loop=running_loop_name(), metrics=metrics_address,
              open_files_limit=open_files_limit())
     ready_pipe.report()  # a child of gateway up: the launcher hears it serves
 

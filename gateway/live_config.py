@@ -39,7 +39,7 @@ from typing import Any
 import structlog
 
 from gateway.auth import Authenticator
-from gateway.config import ApiKey, Config, load_config
+from gateway.config import SOCKETS_DIR, ApiKey, Config, load_config
 from gateway.errors import ConfigError
 from gateway.home import read_internal_token
 from gateway.watching import WatchTiming, batches, wait_or_stop
@@ -97,6 +97,8 @@ def _address_fields(old: Config, new: Config) -> list[str]:
                          ("dreaming", "dreaming")):
         if getattr(old.grpc, name) != getattr(new.grpc, name):
             fields.append(f"gateway.grpc.{dotted}")
+    if old.grpc.sockets != new.grpc.sockets:
+        fields.append("gateway.grpc.transport")
     for name in ("host", "port"):
         if getattr(old.api, name) != getattr(new.api, name):
             fields.append(f"gateway.api.{name}")
@@ -218,15 +220,22 @@ class LiveConfig:
 
 def with_deployment(config: Config, env: dict[str, str]) -> Config:
     """``config`` with the deployment overrides read from ``env`` by an entry point:
-    ``GATEWAY_BIND_HOST`` (the address every process binds, its metrics port too) and ``GATEWAY_<SERVICE>_HOST``
-    (how a peer is reached, e.g. by its compose service name)."""
+    ``GATEWAY_BIND_HOST`` (the address every process binds, its metrics port too), ``GATEWAY_<SERVICE>_HOST``
+    (how a peer is reached, e.g. by its compose service name) and ``GATEWAY_TRANSPORT`` (``unix`` or ``tcp``:
+    ``gateway.grpc.transport``). Raises ConfigError for another transport."""
     peers = tuple(
         (name, env[f"GATEWAY_{name.upper()}_HOST"]) for name in GRPC_SERVICES if env.get(f"GATEWAY_{name.upper()}_HOST")
     )
     bind = env.get("GATEWAY_BIND_HOST") or None
     api = replace(config.api, host=bind) if bind else config.api
     metrics = replace(config.metrics, host=bind) if bind else config.metrics
-    return replace(config, api=api, metrics=metrics, grpc=replace(config.grpc, bind_host=bind, peer_hosts=peers))
+    grpc = replace(config.grpc, bind_host=bind, peer_hosts=peers)
+    transport = env.get("GATEWAY_TRANSPORT") or None
+    if transport not in (None, "unix", "tcp"):
+        raise ConfigError([f"GATEWAY_TRANSPORT: {transport!r} is not unix or tcp"])
+    if transport is not None:
+        grpc = replace(grpc, sockets=config.home / SOCKETS_DIR if transport == "unix" else None)
+    return replace(config, api=api, metrics=metrics, grpc=grpc)
 
 
 def loader(home: Path, env: dict[str, str], *, service: str | None = None, port: int | None = None) -> Loader:

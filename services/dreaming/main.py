@@ -116,5 +116,5 @@ async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[st
 
     await serve(
         "dreaming", config.grpc.bind_address("dreaming"), register, background=background, instance=instance,
-        metrics=config.metrics.address("dreaming"),
+        metrics=config.metrics.address("dreaming"), unix=config.grpc.unix_socket("dreaming"),
     )

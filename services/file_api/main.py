@@ -35,5 +35,5 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
     config = live.current
     await serve(
         "file_api", config.grpc.bind_address("file_api"), register, background=background, instance=instance,
-        metrics=config.metrics.address("file_api"),
+        metrics=config.metrics.address("file_api"), unix=config.grpc.unix_socket("file_api"),
     )

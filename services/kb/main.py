@@ -148,5 +148,5 @@ async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[st
 
     await serve(
         "kb", config.grpc.bind_address("kb"), register, background=background, instance=instance,
-        metrics=config.metrics.address("kb"),
+        metrics=config.metrics.address("kb"), unix=config.grpc.unix_socket("kb"),
     )

@@ -132,5 +132,5 @@ async def run(live: LiveConfig, instance: str | None = None) -> None:
 
     await serve(
         "watcher", config.grpc.bind_address("watcher"), register, background=background, instance=instance,
-        metrics=config.metrics.address("watcher"),
+        metrics=config.metrics.address("watcher"), unix=config.grpc.unix_socket("watcher"),
     )

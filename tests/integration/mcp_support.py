@@ -194,7 +194,7 @@ def home(tmp_path: Path, kb: Kb) -> Path:
     home.mkdir()
     config = {
         "configVersion": "1.0.26",
-        "gateway": {"grpc": {"host": "127.0.0.1", "kb": kb.port}},
+        "gateway": {"grpc": {"host": "127.0.0.1", "kb": kb.port, "transport": "tcp"}},  # the fake KB is on TCP alone
         "agents": [{"id": "alfred"}],
     }
     (home / "config.json").write_text(json.dumps(config))

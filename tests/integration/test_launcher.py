@@ -16,7 +16,7 @@ import httpx
 import pytest
 from suite_support import ADMIN_KEY, free_port, grpc_serving, make_home, wait_until
 
-from gateway_cli.launcher import SERVICES
+from gateway_cli.launcher import GRPC_SERVICES, SERVICES
 
 pytestmark = pytest.mark.integration
 
@@ -87,24 +87,50 @@ class Up:
         return self.proc.wait(timeout=timeout)
 
 
-def test_up_prints_ready_serves_and_stops_cleanly_on_sigint(tmp_path: Path) -> None:
-    home, _, http_port = make_home(tmp_path)
+def unix_connections(path: Path) -> int:
+    """Connections accepted on the Unix socket ``path`` (/proc/net/unix: St 03 is connected)."""
+    rows = [line.split() for line in Path("/proc/net/unix").read_text().splitlines()[1:]]
+    return sum(1 for row in rows if len(row) == 8 and row[7] == str(path) and row[5] == "03")
+
+
+def tcp_connections(port: int) -> int:
+    """Established TCP connections to the local ``port`` (/proc/net/tcp and tcp6, where gRPC's are: st 01)."""
+    rows = [line.split() for table in ("tcp", "tcp6") for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]]
+    return sum(1 for row in rows if int(row[1].rpartition(":")[2], 16) == port and row[3] == "01")
+
+
+def test_up_prints_ready_serves_on_unix_sockets_and_stops_cleanly_on_sigint(tmp_path: Path) -> None:
+    home, ports, http_port = make_home(tmp_path)
     with Up(home) as up:
         assert up.ready_url() == f"http://127.0.0.1:{http_port}"
         assert sorted(cmd.split(' serve ')[1].split()[0] for cmd in children_of_home(home).values()) == sorted(SERVICES)
         with httpx.Client(base_url=f"http://127.0.0.1:{http_port}", timeout=10) as http:
             assert http.put("/api/v1/agents/alfred/files/SOUL.md", headers={"X-Api-Key": ADMIN_KEY}, json={"content": "hi"}).status_code == 200
             assert http.get("/healthz").json()["status"] == "ok"
+        sockets = {p.name: p.stat().st_mode & 0o777 for p in (home / "run").iterdir()}
+        assert sockets == {f"{name}.sock": 0o600 for name in GRPC_SERVICES}
+        assert (home / "run").stat().st_mode & 0o777 == 0o700
+        assert unix_connections(home / "run" / "file_api.sock") >= 1  # the shim's
+        assert tcp_connections(ports["fileApi"]) == 0  # still listened on, for other hosts' tools
+        assert grpc_serving(f"127.0.0.1:{ports['fileApi']}")
         up.proc.send_signal(signal.SIGINT)
         assert up.wait() == 0
     assert children_of_home(home) == {}
+    assert list((home / "run").iterdir()) == []  # a clean stop leaves no socket
     assert not any("admin key" in l for l in up.lines)  # config existed: no key generated
 
 
-def test_up_sigterm_also_stops_everything(tmp_path: Path) -> None:
-    home, _, _ = make_home(tmp_path)
+def test_up_on_tcp_only_serves_and_sigterm_also_stops_everything(tmp_path: Path) -> None:
+    home, ports, http_port = make_home(tmp_path)
+    raw = json.loads((home / "config.json").read_text())
+    raw["gateway"]["grpc"]["transport"] = "tcp"
+    (home / "config.json").write_text(json.dumps(raw))
     with Up(home) as up:
         up.ready_url()
+        with httpx.Client(base_url=f"http://127.0.0.1:{http_port}", timeout=10) as http:
+            assert http.get("/api/v1/agents/alfred/files/SOUL.md", headers={"X-Api-Key": ADMIN_KEY}).status_code == 200
+        assert not (home / "run").exists()
+        assert tcp_connections(ports["fileApi"]) >= 1  # the shim's
         up.proc.send_signal(signal.SIGTERM)
         assert up.wait() == 0
     assert children_of_home(home) == {}

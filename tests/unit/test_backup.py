@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import os
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,12 @@ def test_backup_copies_data_skips_the_rest_and_restores_it_all(home: Path, tmp_p
     conn = live_database(home / "agents" / "alfred" / "kb.sqlite")
     other = live_database(home / "agents" / "alfred" / "workspace" / "tools" / "cache")  # a database by content, not name
     assert (home / "agents" / "alfred" / "kb.sqlite-wal").exists()
+    (home / "run").mkdir()
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a running service's (gateway.grpc.transport)
+    listening.bind(str(home / "run" / "kb.sock"))
     summary = create_backup(load_config(home), tmp_path / "bk")
+    listening.close()
+    assert not [line for line in summary.skipped if "kb.sock" in line]  # not data, not worth a line
     conn.close()
     other.close()
     copied = files_of(tmp_path / "bk")

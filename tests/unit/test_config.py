@@ -28,7 +28,8 @@ def problems_of(raw: dict) -> list[str]:  # type: ignore[type-arg]
 
 def test_empty_config_takes_every_default() -> None:
     config = build({}, Path("/h"))
-    assert config.grpc.address("file_api") == "127.0.0.1:50051"
+    assert config.grpc.address("file_api") == "unix:/h/run/file_api.sock"
+    assert config.grpc.bind_address("file_api") == "127.0.0.1:50051"
     assert (config.grpc.kb, config.grpc.watcher, config.grpc.dreaming) == (50053, 50052, 50054)
     assert config.api.port == 10850
     assert config.memory.memory_budget_chars == 8000 and config.memory.user_budget_chars == 3000

@@ -181,7 +181,7 @@ def test_show_prints_the_effective_config_with_every_default_and_no_secret(home:
     assert code == 0 and err == ""
     shown = json.loads(out)
     gw = shown["gateway"]
-    assert gw["grpc"] == {"host": "127.0.0.1", "fileApi": 50051, "watcher": 50052, "kb": 50053, "dreaming": 50054}
+    assert gw["grpc"] == {"host": "127.0.0.1", "transport": "unix", "fileApi": 50051, "watcher": 50052, "kb": 50053, "dreaming": 50054}
     assert gw["api"]["port"] == 10850 and gw["api"]["host"] == "127.0.0.1"
     assert gw["metrics"]["host"] == "127.0.0.1" and gw["metrics"]["http"] == 50065
     assert gw["dreaming"]["reviewerCommand"] == ["claude", "-p", "--output-format", "json"]

@@ -12,6 +12,7 @@ import pytest
 import structlog
 
 from gateway.config import Config
+from gateway.config_model import SOCKET_PATH_MAX
 from gateway.errors import ConfigError
 from gateway.home import ensure_home
 from gateway.live_config import ConfigChange, LiveConfig, diff, loader
@@ -118,6 +119,29 @@ def test_deployment_overrides_and_the_port_flag_survive_a_reload(home: Path) -> 
     assert change is not None and not change.needs_restart
     assert live.current.grpc.bind_address("kb") == "0.0.0.0:4444"
     assert live.current.grpc.address("kb") == "kb:4444"
+
+
+def test_local_peers_are_reached_on_unix_sockets_unless_the_transport_is_tcp(home: Path) -> None:
+    grpc = loader(home, {"GATEWAY_KB_HOST": "kb"})().grpc
+    assert grpc.address("file_api") == f"unix:{home}/run/file_api.sock"
+    assert grpc.address("kb") == f"kb:{grpc.kb}"  # a peer named by the deployment: TCP
+    assert grpc.bind_address("file_api") == f"127.0.0.1:{grpc.file_api}"  # the port is listened on either way
+    assert loader(home, {"GATEWAY_TRANSPORT": "tcp"})().grpc.address("file_api") == f"127.0.0.1:{grpc.file_api}"
+    with pytest.raises(ConfigError, match="GATEWAY_TRANSPORT"):
+        loader(home, {"GATEWAY_TRANSPORT": "udp"})()
+    write(home, base(gateway={"grpc": {"transport": "tcp"}, "api": base()["gateway"]["api"]}))
+    assert loader(home, {})().grpc.unix_socket("kb") is None
+    assert loader(home, {"GATEWAY_TRANSPORT": "unix"})().grpc.unix_socket("kb") == home / "run" / "kb.sock"
+
+
+def test_a_home_too_deep_for_a_socket_path_stays_on_tcp(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * (SOCKET_PATH_MAX - len(str(tmp_path)) - len("/run/kb.sock")))
+    deep.mkdir()
+    write(deep, base())
+    ensure_home(deep)
+    grpc = loader(deep, {})().grpc
+    assert len(str(grpc.unix_socket("kb"))) == SOCKET_PATH_MAX + 1
+    assert grpc.address("kb") == f"127.0.0.1:{grpc.kb}"
 
 
 def test_a_bad_config_at_start_raises(home: Path) -> None:
