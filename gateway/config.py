@@ -34,6 +34,7 @@ from gateway.config_model import (  # the typed settings, re-exported: importers
     AgentConfig as AgentConfig,
     Config as Config,
 )
+from gateway import http_workers
 from gateway.errors import ConfigError, ConfigNotFound
 from gateway.http_limits import KEY_CHARS, HttpLimits
 
@@ -126,6 +127,8 @@ def _reason(error: jsonschema.ValidationError) -> str:
         return f"unknown key ({error.message.split('(')[-1].rstrip(')')})"
     if error.validator == "oneOf" and _where(error).endswith("agents"):
         return 'must be "*" or a list of agent ids'
+    if error.validator == "oneOf" and _where(error) == "gateway.api.workers":
+        return f'{shown} is not "auto" nor a whole number of processes from 1 to {http_workers.MAX_WORKERS}'
     if error.validator == "not":
         return f"{shown} is not allowed"
     if error.validator in _BOUNDS:
@@ -178,6 +181,7 @@ def port_clashes(raw: Raw) -> list[str]:
     if metrics.get("enabled", True) is not False:
         host = metrics.get("host", grpc_host)
         listeners += [(f"gateway.metrics.{key}", host, metrics.get(key, _default("metrics", key))) for key in METRICS_PORT_KEYS]
+        listeners += _worker_metrics(api, host, metrics.get("http", _default("metrics", "http")))
     problems = []
     for i, (name, host, port) in enumerate(listeners):
         if not isinstance(port, int) or isinstance(port, bool) or port == 0:
@@ -187,6 +191,15 @@ def port_clashes(raw: Raw) -> list[str]:
                 problems.append(f"{name}: port {port} is also {other}'s; two services cannot listen on one port")
                 break
     return problems
+
+
+def _worker_metrics(api: Raw, host: object, port: object) -> list[tuple[str, object, object]]:
+    """The metrics listeners of shim workers 2 and on (``gateway.http_workers``): the http port + N − 1."""
+    if not isinstance(port, int) or isinstance(port, bool) or port == 0:
+        return []
+    count = http_workers.resolve(api.get("workers", http_workers.AUTO))
+    return [(f"gateway.metrics.http + {n - 1} (shim worker {http_workers.name(n)} of gateway.api.workers)", host, port + n - 1)
+            for n in range(2, count + 1)]
 
 
 def _whole_pattern(validator: Any, pattern: str, instance: Any, schema: Raw) -> Any:
@@ -381,6 +394,7 @@ def build(raw: Raw, home: Path) -> Config:
             port=gw["api"]["port"],
             keys=tuple(_key(i, k) for i, k in enumerate(gw["api"]["keys"])),
             limits=HttpLimits.from_api(gw["api"]),
+            workers=http_workers.resolve(gw["api"]["workers"]),
         ),
         memory=memory,
         dreaming=dreaming,

@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--home", help="gateway home")
     serve.add_argument("--port", type=int, help="override the service's port from config.json")
     serve.add_argument("--instance", help=argparse.SUPPRESS)  # the launcher's start nonce (health checks)
+    serve.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # http: gateway up's shim worker N (gateway.http_workers)
     log_options.add_arguments(serve)
 
     health_cli.add_parser(sub)
@@ -96,7 +97,11 @@ def _tighten_config_mode(home: Path) -> str | None:
     return f"{path} was mode {old:04o} (readable by group or others, and it can hold keys); it is now 0600"
 
 
-def _serve(name: str, home: Path, port: int | None, instance: str | None = None, console: Console | None = None) -> int:
+def _serve(name: str, home: Path, port: int | None, instance: str | None = None, console: Console | None = None,
+           worker: int | None = None) -> int:
+    """Run process ``name`` until it is stopped; its exit code. ``worker``: the shim is worker N of
+    several on one port (``gateway.http_workers``), and names itself so."""
+    from gateway import http_workers
     from gateway.event_loop import run as run_loop
     from gateway.live_config import LiveConfig, loader
     from gateway.logs import configure
@@ -107,8 +112,11 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None,
     missing = not_initialised(home)
     if missing:  # serve never writes a config: one process (init, up) makes the admin key
         raise CommandError(missing)
-    hold_home(home, name)  # for the process's life: gateway restore refuses a home a process holds
-    log = configure(name, console=console)
+    if worker is not None and (name != "http" or not 1 <= worker <= http_workers.MAX_WORKERS):
+        raise CommandError(f"--worker is for http, from 1 to {http_workers.MAX_WORKERS}")
+    process = http_workers.name(worker) if worker is not None else name
+    hold_home(home, process)  # for the process's life: gateway restore refuses a home a process holds
+    log = configure(process, console=console)
     raise_open_files_limit()  # docs/operations.md "Open files, disk and memory"; the "listening" line says it
     # The home's own files (config.json, admin-key.txt, .internal-token): every serve sweeps them.
     sweep_at_start([Folder(home)])
@@ -125,7 +133,7 @@ def _serve(name: str, home: Path, port: int | None, instance: str | None = None,
         if name == "http":
             from gateway_http.main import run as run_http
 
-            run_http(live, _mcp_servers, instance)
+            run_http(live, _mcp_servers, instance, worker)
         elif name == "file_api":
             from services.file_api.main import run as run_file_api
 
@@ -219,7 +227,7 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         return init_cli.run(home)
     if args.command == "serve":
         console = log_options.console_for(args.log_format, args.verbose, sys.stdout, dict(os.environ))
-        return _serve(args.name, home, args.port, args.instance, console)
+        return _serve(args.name, home, args.port, args.instance, console, args.worker)
     if args.command == "health":
         serving, line = health_cli.check(_config(home, dict(os.environ)), args.name)
         print(line, flush=True)

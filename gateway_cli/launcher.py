@@ -7,8 +7,10 @@ each process, waits until every health check answers SERVING, prints
 banner: ``banner``). Each start has a nonce that every child is
 given and reports (gRPC: as a health service name; the shim: in /healthz), so
 "ready" is only ever said about this launcher's own children, never about
-another suite that answers on the same ports. SIGINT/SIGTERM stop all children
-cleanly; a child that dies is reported and brings the whole suite down, so the
+another suite that answers on the same ports. The REST shim runs as
+``gateway.api.workers`` processes on its one port (``gateway.http_workers``):
+each is a child of its own, ``http``, ``http-2``…, and ready only once /healthz
+has answered from it. SIGINT/SIGTERM stop all children cleanly; a child that dies is reported and brings the whole suite down, so the
 suite is never left half-alive.
 
 The children write their logs to the launcher's stdout in the format the
@@ -36,6 +38,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from gateway import http_workers
 from gateway.channels import HEALTH_DEADLINE_S, sync_channel
 from gateway.config import Config
 from gateway.grpc_server import instance_service
@@ -96,12 +99,14 @@ def grpc_serving(address: str, service: str = "") -> bool:
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
-def http_healthy(url: str, instance: str | None = None) -> bool:
-    """True when ``GET url`` answers 200 with status ok (and, when given, this ``instance``)."""
+def http_healthy(url: str, instance: str | None = None, worker: str | None = None) -> bool:
+    """True when ``GET url`` answers 200 with status ok (and, when given, this ``instance``, from
+    this shim ``worker``: the kernel hands each new connection to one of the workers on the port)."""
     try:
         with urllib.request.urlopen(url, timeout=HEALTH_DEADLINE_S) as reply:
             body = json.load(reply)
-            return bool(reply.status == 200 and body.get("status") == "ok" and (instance is None or body.get("instance") == instance))
+            return bool(reply.status == 200 and body.get("status") == "ok" and (instance is None or body.get("instance") == instance)
+                        and (worker is None or body.get("worker") == worker))
     except (urllib.error.URLError, OSError, ValueError, AttributeError):
         return False
 
@@ -117,6 +122,12 @@ class Suite:
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.stop_requested = threading.Event()
         self.instance = secrets.token_hex(8)
+        self.http_workers = http_workers.names(config.api.workers)
+
+    @property
+    def processes(self) -> tuple[str, ...]:
+        """Every child's name, in start order: the gRPC services, then each shim worker."""
+        return (*GRPC_SERVICES, *self.http_workers)
 
     def listen_addresses(self) -> dict[str, tuple[str, int]]:
         """Service (and ``<service> metrics``) → (host, port) it will listen on."""
@@ -125,7 +136,7 @@ class Suite:
             host, _, port = self.config.grpc.bind_address(name).rpartition(":")
             out[name] = (host, int(port))
         out["http"] = (self.config.api.host, self.http_port)
-        for name in SERVICES:
+        for name in self.processes:
             metrics = self.config.metrics.address(name)
             if metrics is not None and metrics[1] != 0:  # port 0: the kernel picks one, never busy
                 out[f"{name} metrics"] = metrics
@@ -146,10 +157,13 @@ class Suite:
         return problems
 
     def start(self) -> None:
-        for name in SERVICES:
-            cmd = [sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(self.home), "--instance", self.instance]
-            if name == "http":
-                cmd += ["--port", str(self.http_port)]
+        several = len(self.http_workers) > 1
+        for name in self.processes:
+            worker = http_workers.index(name)
+            serve = "http" if worker else name
+            cmd = [sys.executable, "-m", "gateway_cli.cli", "serve", serve, "--home", str(self.home), "--instance", self.instance]
+            if worker:
+                cmd += ["--port", str(self.http_port)] + (["--worker", str(worker)] if several else [])
             cmd += child_arguments(self.console)
             # A session of its own: a terminal's Ctrl-C reaches only us, and we
             # stop the children in order. If we die without stopping them (even
@@ -162,7 +176,10 @@ class Suite:
         for name in GRPC_SERVICES:
             address = self.config.grpc.address(name)
             out[name] = lambda a=address: grpc_serving(a, service)  # type: ignore[misc]
-        out["http"] = lambda: http_healthy(f"http://127.0.0.1:{self.http_port}/healthz", self.instance)
+        url = f"http://127.0.0.1:{self.http_port}/healthz"
+        for name in self.http_workers:
+            worker = name if len(self.http_workers) > 1 else None  # a lone shim says no worker name
+            out[name] = lambda w=worker: http_healthy(url, self.instance, w)  # type: ignore[misc]
         return out
 
     def dead_child(self) -> tuple[str, int] | None:
