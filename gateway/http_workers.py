@@ -1,7 +1,8 @@
 """How many REST shim processes ``gateway up`` runs on the API port, and what each is called.
 
 ``gateway.api.workers`` is a number or ``"auto"``: one worker per two cores this process may run
-on, at least 1 and at most ``AUTO_MAX`` (docs/scale.md "Reads across cores"). Every worker listens
+on, at least 1 and at most ``AUTO_MAX``, since every worker calls the one file API process, which is
+the limit once two shims feed it (docs/scale.md "Reads across cores"). Every worker listens
 on the same port with ``SO_REUSEPORT``, and the kernel spreads new connections over them. The first
 is named ``http`` as a lone shim is, the next ``http-2``, ``http-3``…: that name is in each
 worker's log lines and /healthz, and worker N serves its metrics on ``gateway.metrics.http`` + N − 1.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import os
 
 AUTO = "auto"
-AUTO_MAX = 4
+AUTO_MAX = 2
 MAX_WORKERS = 64
 FIRST = "http"
 
@@ -26,7 +27,7 @@ def cores() -> int:
 
 
 def auto_workers(core_count: int) -> int:
-    """``"auto"``'s worker count on a host of ``core_count`` cores: 1 on 2 cores, 4 from 8 cores on."""
+    """``"auto"``'s worker count on a host of ``core_count`` cores: 1 below 4 cores, 2 from 4 cores on."""
     return max(1, min(AUTO_MAX, core_count // 2))
 
 
