@@ -10,20 +10,29 @@ worker's log lines and /healthz, and worker N serves its metrics on ``gateway.me
 
 from __future__ import annotations
 
+import math
 import os
+from pathlib import Path
 
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "QUOTA PERIOD" in microseconds, or "max PERIOD"
 AUTO = "auto"
 AUTO_MAX = 2
 MAX_WORKERS = 64
 FIRST = "http"
 
 
-def cores() -> int:
-    """The cores this process may run on (its CPU affinity, which a cpuset or ``taskset`` narrows)."""
+def cores(cpu_max: Path = CPU_MAX) -> int:
+    """The cores this process may use: its CPU affinity (which a cpuset or ``taskset`` narrows),
+    and no more than its cgroup's CPU quota (a container's CPU limit), rounded up."""
     try:
-        return len(os.sched_getaffinity(0))
+        count = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
+        count = os.cpu_count() or 1
+    try:
+        quota, period = cpu_max.read_text(encoding="ascii").split()[:2]
+        return min(count, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):  # no cgroup v2 file, or "max": no quota
+        return count
 
 
 def auto_workers(core_count: int) -> int:

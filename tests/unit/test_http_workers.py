@@ -21,6 +21,14 @@ def test_auto_is_one_worker_per_two_cores_up_to_two(cores: int, workers: int) ->
     assert http_workers.auto_workers(cores) == workers
 
 
+def test_a_cgroup_cpu_quota_caps_the_cores(tmp_path: Path) -> None:
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text("150000 100000\n")
+    assert http_workers.cores(cpu_max) == min(2, http_workers.cores(tmp_path / "none"))
+    cpu_max.write_text("max 100000\n")
+    assert http_workers.cores(cpu_max) == http_workers.cores(tmp_path / "none") >= 1
+
+
 def test_worker_names_and_indexes_round_trip() -> None:
     assert http_workers.names(3) == ("http", "http-2", "http-3")
     assert [http_workers.index(n) for n in ("http", "http-2", "http-12")] == [1, 2, 12]
