@@ -123,7 +123,7 @@ def path_verdicts(cases: list[Case], worker_cases: list[Case], with_reference: b
     if floor1 is not None:
         above = floor1.result.p50_ms > GET_P50_MS or floor1.path_us > GET_CPU_US
         out.append(f"floor: bare shim + bare gRPC server, GET c1 p50 {floor1.result.p50_ms:.2f} ms, CPU {floor1.path_us:,.0f} µs per GET"
-                   + (" (above a goal: the goal is under what these libraries allow on this machine)" if above else ""))
+                   + (" (above a goal in this run: no shim and server pair on these libraries met it here)" if above else ""))
     if with_reference:
         for method, conns in (("GET", 1), ("GET", 32), ("PUT", 32)):
             ours, ref = _find(cases, SUITE, method, conns), _find(cases, REFERENCE, method, conns)

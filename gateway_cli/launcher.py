@@ -10,8 +10,9 @@ given and reports (gRPC: as a health service name; the shim: in /healthz), so
 another suite that answers on the same ports. The REST shim runs as
 ``gateway.api.workers`` processes on its one port (``gateway.http_workers``):
 each is a child of its own, ``http``, ``http-2``…, and ready only once /healthz
-has answered from it. SIGINT/SIGTERM stop all children cleanly; a child that dies is reported and brings the whole suite down, so the
-suite is never left half-alive.
+has answered from it. SIGINT/SIGTERM stop all children cleanly; a child that
+dies is reported and brings the whole suite down, so the suite is never left
+half-alive.
 
 The children write their logs to the launcher's stdout in the format the
 launcher was given or guessed (``gateway_cli.log_options``), which it passes to
