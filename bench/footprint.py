@@ -1,7 +1,7 @@
 """Benchmark: the whole suite's footprint: memory and CPU at rest, and the REST read and write path.
 
 Run:  ``make bench``  or  ``.venv/bin/python bench/footprint.py [--agents 10] [--rest-seconds 300]
-[--settle-seconds 30] [--duration 5] [--rounds 3] [--workers 1,2] [--reference PATH
+[--settle-seconds 30] [--duration 5] [--rounds 3] [--workers 1,2 [--workers-only]] [--reference PATH
 [--reference-command CMD]] [--keep-home] [--write-docs]``
 
 Method
@@ -291,6 +291,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds; each case's median is reported (default 3)")
     p.add_argument("--workers", default="1,2", help="gateway.api.workers of the suites compared at GET c32 (default 1,2)")
     p.add_argument("--workers-connections", type=int, default=32, help="connections of the workers comparison (default 32)")
+    p.add_argument("--workers-only", action="store_true", help="run only the workers comparison (its page is then that table alone)")
     p.add_argument("--reference", type=Path, help="a checkout of the reference system, measured beside the suite")
     p.add_argument("--reference-command", default="node dist/index.js", help="how it starts, run in its checkout")
     args = p.parse_args(argv)
@@ -298,6 +299,63 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.duration < 1 or args.warmup < 1 or not args.worker_counts or min(args.worker_counts) < 1:
         p.error("--duration and --warmup are whole seconds, at least 1; --workers is a list of counts from 1")
     return args
+
+
+@dataclass
+class Footprint:
+    """What the first two phases found (empty with ``--workers-only``)."""
+
+    at_rest: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    after: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    idle: dict[str, float] = field(default_factory=dict)
+    cases: list[Case] = field(default_factory=list)
+    workers: int = 0  # the default's worker count on this host
+    reference: bool = False
+
+
+def footprint_phases(root: Path, children: Children, wrk: str, scripts: dict[str, Path], content: str,
+                     args: argparse.Namespace) -> Footprint:  # fmt: skip
+    """At rest, then under load, beside the floor (and the reference system, when given)."""
+    with suites([(root / "suite", None)], args.agents) as (suite,):
+        reference = None
+        if args.reference is not None:
+            reference = start_reference(children, args.reference.resolve(), args.reference_command, root / "reference", content)
+        say(f"settling for {args.settle_seconds:g} s, then {args.rest_seconds:g} s at rest")
+        time.sleep(args.settle_seconds)
+        ref_pids = session_pids(children.procs["reference"].pid) if reference else {}
+        found = Footprint(workers=suite.workers, reference=reference is not None)
+        found.at_rest = {name: rss_pss(pid) for name, pid in {**suite.pids(), **ref_pids}.items()}
+        found.idle = cpu_at_rest({**suite.pids(), **ref_pids}, args.rest_seconds)
+        floor = start_floor(children, suite.up.home / "agents" / "a0000" / "workspace" / FILENAME)
+        bare = lambda: {n: children.procs[n].pid for n in ("bare_shim", "bare")}  # noqa: E731
+        targets = [Target("suite", suite.url, suite.pids, suite.path_pids),
+                   Target("floor (bare shim + bare gRPC)", floor, bare, bare, ("GET",))]  # fmt: skip
+        if reference:
+            ref = lambda: session_pids(children.procs["reference"].pid)  # noqa: E731
+            targets.append(Target("reference", reference, ref, ref))
+
+        def check() -> None:
+            suite.up.check_alive()
+            children.check_alive()
+
+        found.cases = run_cases(wrk, targets, [("GET", 1), ("GET", 32), ("PUT", 32)], scripts, args, check)
+        found.after = {name: rss_pss(pid) for name, pid in {**suite.pids(), **ref_pids}.items()}
+    children.stop_all()
+    return found
+
+
+def workers_phase(root: Path, wrk: str, scripts: dict[str, Path], args: argparse.Namespace) -> list[Case]:
+    """GET through one suite per worker count, side by side, in alternating rounds."""
+    with suites([(root / f"workers-{n}", n) for n in args.worker_counts], 1) as running:
+        time.sleep(WORKERS_SETTLE_S)
+        targets = [Target(f"{s.workers} worker{'s' if s.workers > 1 else ''}", s.url, s.pids, s.path_pids, ("GET",))
+                   for s in running]  # fmt: skip
+
+        def check() -> None:
+            for s in running:
+                s.up.check_alive()
+
+        return run_cases(wrk, targets, [("GET", args.workers_connections)], scripts, args, check)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,51 +370,18 @@ def main(argv: list[str] | None = None) -> int:
         body = root / "put-body.json"
         body.write_text(json.dumps({"content": content}), encoding="utf-8")
         scripts = write_wrk_scripts(root, body)
-        with suites([(root / "suite", None)], args.agents) as (suite,):
-            reference = None
-            if args.reference is not None:
-                reference = start_reference(children, args.reference.resolve(), args.reference_command, root / "reference", content)
-            say(f"settling for {args.settle_seconds:g} s, then {args.rest_seconds:g} s at rest")
-            time.sleep(args.settle_seconds)
-            ref_pids = session_pids(children.procs["reference"].pid) if reference else {}
-            at_rest = {name: rss_pss(pid) for name, pid in {**suite.pids(), **ref_pids}.items()}
-            idle = cpu_at_rest({**suite.pids(), **ref_pids}, args.rest_seconds)
-            floor = start_floor(children, suite.up.home / "agents" / "a0000" / "workspace" / FILENAME)
-            targets = [Target("suite", suite.url, suite.pids, suite.path_pids),
-                       Target("floor (bare shim + bare gRPC)", floor,
-                              lambda: {n: children.procs[n].pid for n in ("bare_shim", "bare")},
-                              lambda: {n: children.procs[n].pid for n in ("bare_shim", "bare")}, ("GET",))]  # fmt: skip
-            if reference:
-                ref = lambda: session_pids(children.procs["reference"].pid)  # noqa: E731
-                targets.append(Target("reference", reference, ref, ref))
-
-            def check() -> None:
-                suite.up.check_alive()
-                children.check_alive()
-
-            cases = run_cases(wrk, targets, [("GET", 1), ("GET", 32), ("PUT", 32)], scripts, args, check)
-            after = {name: rss_pss(pid) for name, pid in {**suite.pids(), **ref_pids}.items()}
-            default_workers = suite.workers
-        children.stop_all()
-        homes: list[tuple[Path, int | None]] = [(root / f"workers-{n}", n) for n in args.worker_counts]
-        with suites(homes, 1) as running:
-            time.sleep(WORKERS_SETTLE_S)
-            worker_targets = [Target(f"{s.workers} worker{'s' if s.workers > 1 else ''}", s.url, s.pids, s.path_pids, ("GET",))
-                              for s in running]  # fmt: skip
-
-            def check_workers() -> None:
-                for s in running:
-                    s.up.check_alive()
-
-            worker_cases = run_cases(wrk, worker_targets, [("GET", args.workers_connections)], scripts, args, check_workers)
+        found = Footprint() if args.workers_only else footprint_phases(root, children, wrk, scripts, content, args)
+        worker_cases = workers_phase(root, wrk, scripts, args)
     meta = {
-        "suite": f"gateway up, {args.agents} agents, {default_workers} REST shim worker(s) (gateway.api.workers default on this host)",
+        "suite": f"gateway up, {args.agents} agents, {found.workers} REST shim worker(s) (gateway.api.workers default on this host)"
+        if not args.workers_only else "not run (--workers-only)",
         "load tool": f"{tool_version([wrk, '--version'])}, one thread, closed loop; {args.duration} s a case, median of {args.rounds} alternating rounds",
         "file": f"{FILENAME}, {len(content.encode())} bytes",
-        "at rest": f"{args.settle_seconds:g} s after ready, then CPU over {args.rest_seconds:g} s",
+        "at rest": f"{args.settle_seconds:g} s after ready, then CPU over {args.rest_seconds:g} s" if not args.workers_only else "not run",
         "reference": f"{args.reference} ({args.reference_command})" if args.reference else "not run (--reference PATH)",
     }
-    markdown, verdicts = report(meta, at_rest, after, idle, args.rest_seconds, cases, worker_cases, reference is not None)
+    markdown, verdicts = report(meta, found.at_rest, found.after, found.idle, args.rest_seconds, found.cases, worker_cases,
+                                found.reference)  # fmt: skip
     bench_run.finish(markdown, verdicts, write_docs=args.write_docs)
     return 0
 

@@ -144,9 +144,11 @@ def path_verdicts(cases: list[Case], worker_cases: list[Case], with_reference: b
 def report(meta: dict[str, str], at_rest: Memory, after: Memory, idle: dict[str, float], rest_s: float,
            cases: list[Case], worker_cases: list[Case], with_reference: bool) -> tuple[str, list[str]]:  # fmt: skip
     """(markdown, PASS/FAIL and information lines) of one run."""
-    md = ["## Footprint", "", *(f"- {k}: {v}" for k, v in meta.items()), "",
-          "### Memory and CPU at rest, per process", "", memory_table(at_rest, after, idle), "",
-          "### GET and PUT through the REST shim, beside the floor", "", cases_table(cases), "",
-          "Where the suite's CPU per request goes:", "", by_process_table(cases), "",
-          "### REST shim workers (`gateway.api.workers`), GET side by side", "", workers_table(worker_cases)]  # fmt: skip
-    return "\n".join(md) + "\n", memory_verdicts(at_rest, after, idle, rest_s) + path_verdicts(cases, worker_cases, with_reference)
+    md = ["## Footprint", "", *(f"- {k}: {v}" for k, v in meta.items()), ""]
+    if at_rest:  # not with --workers-only
+        md += ["### Memory and CPU at rest, per process", "", memory_table(at_rest, after, idle), "",
+               "### GET and PUT through the REST shim, beside the floor", "", cases_table(cases), "",
+               "Where the suite's CPU per request goes:", "", by_process_table(cases), ""]  # fmt: skip
+    md += ["### REST shim workers (`gateway.api.workers`), GET side by side", "", workers_table(worker_cases)]
+    said = memory_verdicts(at_rest, after, idle, rest_s) if at_rest else []
+    return "\n".join(md) + "\n", said + path_verdicts(cases, worker_cases, with_reference)
