@@ -81,6 +81,7 @@ reference: install
 ## make bench: every benchmark but the soak (bench/soak.py, 20+ minutes: docs/capacity.md says how to run it)
 bench: install browser postgres
 	$(PY) bench/rest_files.py
+	$(PY) bench/footprint.py
 	$(PY) bench/watcher_latency.py
 	$(PY) bench/kb_archive.py
 	$(PY) bench/kb_size.py

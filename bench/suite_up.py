@@ -193,10 +193,13 @@ class GatewayUp:
             time.sleep(0.05)
 
     def pids(self) -> dict[str, int]:
-        """The launcher's pid and each child's (``file_api`` ... ``http``), found by parent pid and command line."""
+        """The launcher's pid and each child's (``file_api`` ... ``http``, and ``http-2``… when
+        ``gateway.api.workers`` runs several shims), found by parent pid and command line."""
+        from gateway import http_workers
+
         if self.proc is None:
             return {}
-        if len(self._pids) == len(PROCESSES):
+        if len(self._pids) >= len(PROCESSES):
             return self._pids
         found = {"launcher": self.proc.pid}
         for entry in Path("/proc").iterdir():
@@ -209,6 +212,8 @@ class GatewayUp:
                 continue
             if ppid == self.proc.pid and b"serve" in args:
                 name = args[args.index(b"serve") + 1].decode()
+                if b"--worker" in args:
+                    name = http_workers.name(int(args[args.index(b"--worker") + 1]))
                 found[name] = int(entry.name)
         self._pids = found
         return found

@@ -34,6 +34,7 @@ from gateway.config_model import (  # the typed settings, re-exported: importers
     Config as Config,
     SOCKETS_DIR as SOCKETS_DIR,
 )
+from gateway import http_workers
 from gateway.errors import ConfigError, ConfigNotFound
 from gateway.http_limits import HttpLimits
 
@@ -136,6 +137,7 @@ def port_clashes(raw: Raw) -> list[str]:
     if metrics.get("enabled", True) is not False:
         host = metrics.get("host", grpc_host)
         listeners += [(f"gateway.metrics.{key}", host, metrics.get(key, _default("metrics", key))) for key in METRICS_PORT_KEYS]
+        listeners += _worker_metrics(api, host, metrics.get("http", _default("metrics", "http")))
     problems = []
     for i, (name, host, port) in enumerate(listeners):
         if not isinstance(port, int) or isinstance(port, bool) or port == 0:
@@ -145,6 +147,15 @@ def port_clashes(raw: Raw) -> list[str]:
                 problems.append(f"{name}: port {port} is also {other}'s; two services cannot listen on one port")
                 break
     return problems
+
+
+def _worker_metrics(api: Raw, host: object, port: object) -> list[tuple[str, object, object]]:
+    """The metrics listeners of shim workers 2 and on (``gateway.http_workers``): the http port + N − 1."""
+    if not isinstance(port, int) or isinstance(port, bool) or port == 0:
+        return []
+    count = http_workers.resolve(api.get("workers", http_workers.AUTO))
+    return [(f"gateway.metrics.http + {n - 1} (shim worker {http_workers.name(n)} of gateway.api.workers)", host, port + n - 1)
+            for n in range(2, count + 1)]
 
 
 # Digests (``content_digest``) of configs known to pass the schema: the launcher's check, handed to its children.
@@ -346,6 +357,7 @@ def build(raw: Raw, home: Path) -> Config:
             port=gw["api"]["port"],
             keys=tuple(_key(i, k) for i, k in enumerate(gw["api"]["keys"])),
             limits=HttpLimits.from_api(gw["api"]),
+            workers=http_workers.resolve(gw["api"]["workers"]),
         ),
         memory=memory,
         dreaming=dreaming,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from gateway import http_workers
 from gateway.http_limits import HttpLimits
 
 
@@ -66,8 +67,15 @@ class MetricsSettings:
     ports: tuple[tuple[str, int], ...]  # process name (file_api, watcher, kb, dreaming, http) → port
 
     def address(self, process: str) -> tuple[str, int] | None:
-        """``(host, port)`` where ``process`` serves its metrics; None when metrics are off."""
-        return (self.host, dict(self.ports)[process]) if self.enabled else None
+        """``(host, port)`` where ``process`` serves its metrics; None when metrics are off. Shim
+        worker N (``http-N``) serves them on the ``http`` port + N − 1 (port 0 stays 0: the kernel picks)."""
+        if not self.enabled:
+            return None
+        worker = http_workers.index(process)
+        if worker is None:
+            return (self.host, dict(self.ports)[process])
+        port = dict(self.ports)[http_workers.FIRST]
+        return (self.host, port + worker - 1 if port else 0)
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,7 @@ class ApiSettings:
     port: int
     keys: tuple[ApiKey, ...]
     limits: HttpLimits = HttpLimits()
+    workers: int = 1  # REST shim processes gateway up runs ("auto" resolved on this host: gateway.http_workers)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 import jsonschema
 
+from gateway import http_workers
 from gateway.http_limits import KEY_CHARS
 
 Raw = dict[str, Any]
@@ -47,6 +48,8 @@ def _reason(error: jsonschema.ValidationError) -> str:
         return f"unknown key ({error.message.split('(')[-1].rstrip(')')})"
     if error.validator == "oneOf" and _where(error).endswith("agents"):
         return 'must be "*" or a list of agent ids'
+    if error.validator == "oneOf" and _where(error) == "gateway.api.workers":
+        return f'{shown} is not "auto" nor a whole number of processes from 1 to {http_workers.MAX_WORKERS}'
     if error.validator == "not":
         return f"{shown} is not allowed"
     if error.validator in _BOUNDS:

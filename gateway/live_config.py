@@ -20,7 +20,7 @@ mechanism:
   vanished) keeps the running config and logs ``config_reload_rejected`` with
   the problems, once per distinct content.
 - **Addresses need a restart.** Where a process listens and how it reaches its
-  peers (``gateway.grpc.*``, ``gateway.api.host`` / ``port``) cannot change
+  peers (``gateway.grpc.*``, ``gateway.api.host`` / ``port`` / ``workers``) cannot change
   under a running server; those keep their running values, and the log line
   lists them under ``needs_restart``. The shim's client limits
   (``gateway.api`` timeouts and ``maxConnections``) need none: each new
@@ -99,7 +99,7 @@ def _address_fields(old: Config, new: Config) -> list[str]:
             fields.append(f"gateway.grpc.{dotted}")
     if old.grpc.sockets != new.grpc.sockets:
         fields.append("gateway.grpc.transport")
-    for name in ("host", "port"):
+    for name in ("host", "port", "workers"):
         if getattr(old.api, name) != getattr(new.api, name):
             fields.append(f"gateway.api.{name}")
     if old.metrics != new.metrics:

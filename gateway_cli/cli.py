@@ -131,7 +131,8 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         return init_cli.run(home)
     if args.command == "serve":
         console = log_options.console_for(args.log_format, args.verbose, sys.stdout, dict(os.environ))
-        return serve.serve(args.name, home, args.port, args.instance, console, args.ready_fd, args.trusted_config)
+        return serve.serve(args.name, home, args.port, args.instance, console, args.ready_fd, args.trusted_config,
+                           args.worker)
     if args.command == "health":
         serving, line = health_cli.check(_config(home, dict(os.environ)), args.name)
         print(line, flush=True)

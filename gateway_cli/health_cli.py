@@ -5,7 +5,8 @@ It asks where the process listens, as config.json and the deployment
 variables (``GATEWAY_BIND_HOST``) say: a gRPC process through
 grpc.health.v1 Check of its own gRPC service's name (so another process of
 the suite answering on that port is not taken for it), the REST shim through
-``GET /healthz`` (which is 200 only when its backends are up). A wildcard listen address (0.0.0.0, ::) is
+``GET /healthz`` (which is 200 only when its backends are up; with several shim workers on the
+port, whichever the kernel hands the connection answers, and the line names it). A wildcard listen address (0.0.0.0, ::) is
 asked on loopback, since the probe runs beside the process. A process that serves but ran out of
 open files, disk or memory recently (``gateway.resources``: its health for ``gateway.resources``),
 or that cannot reach a server it needs (``gateway.dependencies``: the KB's PostgreSQL vault), is
@@ -132,7 +133,8 @@ def _check_http(address: str) -> tuple[bool, str]:
     except ValueError:
         return False, f"http NOT_SERVING at {address}: /healthz answered 200 without a JSON body"
     if isinstance(body, dict) and body.get("status") == "ok":
-        return True, f"http SERVING at {address}"
+        worker = body.get("worker")  # one of gateway up's shim workers on the port (gateway.http_workers)
+        return True, f"http SERVING at {address}" + (f" (answered by worker {worker})" if isinstance(worker, str) else "")
     said = _body_said(body) if isinstance(body, dict) else ""
     if said:
         return False, f"http DEGRADED at {address}: {said}"

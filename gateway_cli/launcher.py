@@ -7,7 +7,9 @@ each process, waits until every one says it serves, prints
 banner: ``banner``). Each child says it is ready on a pipe of its own that the
 launcher gave it (``gateway.ready_pipe``: once every health name is SERVING; the
 shim once it listens), so "ready" is only ever said about this launcher's own
-children, never about another suite that answers on the same ports. Each start
+children, never about another suite that answers on the same ports. The REST shim
+runs as ``gateway.api.workers`` processes on its one port (``gateway.http_workers``):
+each is a child of its own, ``http``, ``http-2``…, with a ready pipe of its own. Each start
 also has a nonce that every child reports (gRPC: as a health service name; the
 shim: in /healthz). SIGINT/SIGTERM stop all children cleanly; a child that dies
 is reported and brings the whole suite down, so the suite is never left half-alive.
@@ -42,6 +44,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gateway import http_workers
 from gateway.home import ADMIN_KEY_FILE, admin_key_notice
 from gateway.ports import listen_problem
 from gateway.ready_pipe import READY_LINE
@@ -91,6 +94,11 @@ def _say(text: str) -> None:
     print(f"gateway: {text}", file=sys.stderr, flush=True)
 
 
+def processes(config: Config) -> tuple[str, ...]:
+    """Every child's name, in start order: the gRPC services, then each shim worker."""
+    return (*GRPC_SERVICES, *http_workers.names(config.api.workers))
+
+
 def listen_addresses(config: Config, http_port: int) -> dict[str, tuple[str, int]]:
     """Service (and ``<service> metrics``) → (host, port) it will listen on."""
     out = {}
@@ -98,7 +106,7 @@ def listen_addresses(config: Config, http_port: int) -> dict[str, tuple[str, int
         host, _, port = config.grpc.bind_address(name).rpartition(":")
         out[name] = (host, int(port))
     out["http"] = (config.api.host, http_port)
-    for name in SERVICES:
+    for name in processes(config):
         metrics = config.metrics.address(name)
         if metrics is not None and metrics[1] != 0:  # port 0: the kernel picks one, never busy
             out[f"{name} metrics"] = metrics
@@ -133,13 +141,17 @@ class Plan:
     hold: tuple[int, int, str]  # the hold on the home: lock fd, record fd, record path
 
 
-def commands(home: Path, http_port: int, instance: str, child_args: list[str]) -> dict[str, list[str]]:
-    """Each process's command line (``python -m gateway_cli serve``: ``gateway_cli.serve``), in start order."""
+def commands(home: Path, http_port: int, instance: str, child_args: list[str],
+             names: tuple[str, ...] = SERVICES) -> dict[str, list[str]]:
+    """Each process's command line (``python -m gateway_cli serve``: ``gateway_cli.serve``), in start
+    order; ``names``: the processes (``processes``), shim workers named as ``gateway.http_workers`` names them."""
+    several = sum(1 for name in names if http_workers.index(name)) > 1
     out = {}
-    for name in SERVICES:
-        cmd = [sys.executable, "-m", "gateway_cli", "serve", name, "--home", str(home), "--instance", instance]
-        if name == "http":
-            cmd += ["--port", str(http_port)]
+    for name in names:
+        worker = http_workers.index(name)
+        cmd = [sys.executable, "-m", "gateway_cli", "serve", "http" if worker else name, "--home", str(home), "--instance", instance]
+        if worker:
+            cmd += ["--port", str(http_port)] + (["--worker", str(worker)] if several else [])
         out[name] = cmd + child_args
     return out
 
@@ -271,7 +283,8 @@ def up(home: Path, config: Config, admin_key: str | None, http_port: int | None,
             _say(f"cannot start: {problem}")
         return 1
     instance = os.urandom(8).hex()
-    plan = Plan(str(home), port, instance, commands(home, port, instance, [*child_arguments(console), "--trusted-config", config.digest]),
+    plan = Plan(str(home), port, instance, commands(home, port, instance, [*child_arguments(console), "--trusted-config", config.digest],
+                                               processes(config)),
                 console is not None, admin_key, hold.hand_over())
     read_end, write_end = os.pipe()
     os.write(write_end, json.dumps(asdict(plan)).encode())  # a few KB: the pipe holds it

@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instance", help=argparse.SUPPRESS)  # the launcher's start nonce (health checks)
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)  # the launcher's pipe (gateway.ready_pipe)
     parser.add_argument("--trusted-config", help=argparse.SUPPRESS)  # the digest of the config the launcher validated
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # http: gateway up's shim worker N (gateway.http_workers)
     log_options.add_arguments(parser)
 
 
@@ -52,15 +53,17 @@ def tighten_config_mode(home: Path) -> str | None:
 
 
 def serve(name: str, home: Path, port: int | None, instance: str | None = None, console: Console | None = None,
-          ready_fd: int | None = None, trusted_config: str | None = None) -> int:
+          ready_fd: int | None = None, trusted_config: str | None = None, worker: int | None = None) -> int:
     """Run service ``name`` on ``home`` until SIGTERM/SIGINT; the process exit code. Raises CommandError
     when the home is not initialised, HomeBusy while a restore holds it. ``trusted_config``: the
-    ``content_digest`` of a config the launcher validated (``gateway.config.trust``)."""
+    ``content_digest`` of a config the launcher validated (``gateway.config.trust``). ``worker``: the
+    shim is worker N of several on one port (``gateway.http_workers``), and names itself so."""
     from gateway import ready_pipe, unused_extras
 
     unused_extras.refuse()
     ready_pipe.expect(ready_fd)
 
+    from gateway import http_workers
     from gateway.errors import CommandError
     from gateway.event_loop import run as run_loop
     from gateway.home import admin_key_notice, not_initialised
@@ -78,8 +81,11 @@ def serve(name: str, home: Path, port: int | None, instance: str | None = None, 
     missing = not_initialised(home)
     if missing:  # serve never writes a config: one process (init, up) makes the admin key
         raise CommandError(missing)
-    hold_home(home, name)  # for the process's life: gateway restore refuses a home a process holds
-    log = configure(name, console=console)
+    if worker is not None and (name != "http" or not 1 <= worker <= http_workers.MAX_WORKERS):
+        raise CommandError(f"--worker is for http, from 1 to {http_workers.MAX_WORKERS}")
+    process = http_workers.name(worker) if worker is not None else name
+    hold_home(home, process)  # for the process's life: gateway restore refuses a home a process holds
+    log = configure(process, console=console)
     raise_open_files_limit()  # docs/operations.md "Open files, disk and memory"; the "listening" line says it
     # The home's own files (config.json, admin-key.txt, .internal-token): every serve sweeps them.
     sweep_at_start([Folder(home)])
@@ -96,7 +102,7 @@ def serve(name: str, home: Path, port: int | None, instance: str | None = None, 
         if name == "http":
             from gateway_http.main import run as run_http
 
-            run_http(live, mcp_servers, instance)
+            run_http(live, mcp_servers, instance, worker)
         elif name == "file_api":
             from services.file_api.main import run as run_file_api
 
@@ -143,5 +149,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     home = resolve_home(args.home, dict(os.environ))
     console = log_options.console_for(args.log_format, args.verbose, sys.stdout, dict(os.environ))
-    return run_reporting(home, lambda: serve(args.name, home, args.port, args.instance, console, args.ready_fd, args.trusted_config))
+    return run_reporting(home, lambda: serve(args.name, home, args.port, args.instance, console, args.ready_fd, args.trusted_config,
+                                                args.worker))
 

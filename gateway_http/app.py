@@ -117,11 +117,13 @@ class ShimApp:
         *,
         background: Callable[[asyncio.Event], Awaitable[None]] | None = None,
         instance: str | None = None,
+        worker: str | None = None,
         mounts: Mapping[str, Callable[[Scope, Receive, Send], Awaitable[None]]] | None = None,
         console: Console | None = None,
     ) -> None:
         """``background(stop)`` runs from start-up to shutdown (the config follow); ``instance``
-        is the launcher's start nonce, reported by /healthz so it knows it reached this process.
+        is the launcher's start nonce, reported by /healthz so it knows it reached this process, and
+        ``worker`` the name of this shim among several on one port (``gateway.http_workers``), too.
         ``mounts`` maps a path prefix to the ASGI app that serves every HTTP request under it
         (MCP over streamable HTTP at ``/mcp/``); it logs its own requests. ``console`` serves the
         web console's files at ``/ui/`` (the files shipped in the package by default)."""
@@ -129,6 +131,7 @@ class ShimApp:
         self._mounts = tuple((mounts or {}).items())
         self._background = background
         self._instance = instance
+        self._worker = worker
         self._router = Router(routes if routes is not None else all_routes())
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._calls: dict[tuple[str, str], grpc.aio.UnaryUnaryMultiCallable] = {}
@@ -300,6 +303,8 @@ class ShimApp:
             body["dependencies"] = needs
         if self._instance is not None:
             body["instance"] = self._instance
+        if self._worker is not None:
+            body["worker"] = self._worker
         return (200 if serving else 503), json.dumps(body).encode()
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 import uvicorn
 
-from gateway import ready_pipe
+from gateway import http_workers, ready_pipe
 from gateway.event_loop import loop_name
 from gateway.files_limits import MAX_BODY_BYTES
 from gateway.live_config import LiveConfig
@@ -35,8 +35,10 @@ TICK_S = 0.1  # uvicorn's tick, while connections are open
 IDLE_NAP_S = 60.0
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port``. Raises BindError with one line when it cannot bind."""
+def listen(host: str, port: int, *, shared: bool = False) -> socket.socket:
+    """A listening TCP socket on ``host:port``; ``shared``: with ``SO_REUSEPORT``, so the other shim
+    workers of one suite bind the same port and the kernel spreads new connections over them
+    (``gateway.http_workers``). Raises BindError with one line when it cannot bind."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -45,6 +47,8 @@ def listen(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if shared:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
         sock.listen(2048)
     except OSError as exc:
@@ -129,17 +133,20 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def run(live: LiveConfig, load_mcp: LoadHost, instance: str | None = None) -> None:
+def run(live: LiveConfig, load_mcp: LoadHost, instance: str | None = None, worker: int | None = None) -> None:
     """Serve the shim on ``api.host:api.port`` until SIGTERM/SIGINT (uvicorn handles both),
     following config.json, with the MCP tools over streamable HTTP mounted at ``/mcp/agents/{agentId}``
     (``mcp_mount``; ``load_mcp`` makes their host: one server for every agent). ``instance``: the launcher's start nonce,
     reported by /healthz.
     Connections get the client limits of ``gateway.api`` in force when they open
     (``connections``). Its Prometheus metrics are served on their own port as well as at
-    ``/metrics``. Raises BindError when either port cannot be bound."""
+    ``/metrics``. ``worker``: this shim is worker N of ``gateway up``'s several on one port
+    (``gateway.http_workers``): it shares the port, serves its own metrics port and says its name
+    in /healthz. Raises BindError when either port cannot be bound."""
     config = live.current
-    sock = listen(config.api.host, config.api.port)
-    metrics_address = serve_metrics("http", config.metrics.address("http"))
+    process = http_workers.name(worker) if worker is not None else "http"
+    sock = listen(config.api.host, config.api.port, shared=worker is not None)
+    metrics_address = serve_metrics(process, config.metrics.address(process))
     mcp = McpMount(live.snapshot, config.grpc.address("kb"), load=load_mcp, max_body_bytes=MAX_BODY_BYTES)
 
     async def background(stop: asyncio.Event) -> None:
@@ -149,6 +156,7 @@ def run(live: LiveConfig, load_mcp: LoadHost, instance: str | None = None) -> No
         {name: config.grpc.address(name) for name in BACKENDS},
         background=background,
         instance=instance,
+        worker=process if worker is not None else None,
         mounts={MCP_PREFIX: mcp},
     )
     server = _Server(

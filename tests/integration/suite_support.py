@@ -114,6 +114,7 @@ def suite_config(ports: dict[str, int], http_port: int, agents: list[dict[str, A
             "grpc": {"host": "127.0.0.1", **ports},
             "api": {
                 "port": http_port,
+                "workers": 1,  # not "auto": the same processes on any host (test_http_workers runs two)
                 "keys": [
                     {"name": "reader", "key": READER_KEY, "agents": ["alfred"], "write": False},
                     {
