@@ -1,8 +1,9 @@
 """The KB's open databases, bounded: an LRU of archives and vaults under a cap (docs/concepts/archive.md "Open archives and files").
 
 An open archive holds up to ``FILES_PER_ARCHIVE`` descriptors (its writer: the database, its WAL
-and the shared-memory file; its reader: the database and its WAL; the retrieval log's connection:
-the database and its WAL; worker threads read on the reader) and the SQLite memory of its
+and the shared-memory file; its reader: the database and its WAL; the database's descriptor of
+the last retrieval-log batch, which SQLite keeps for the next batch's connection; worker threads
+read on the reader) and the SQLite memory of its
 connections (their page caches and schemas). None of them is closed while the archive is open
 (SQLite would keep the file of one closed alone), and every one of them is closed with it. Every use of an archive's or a vault's connections
 happens inside ``OpenHandles.use(holder)``: a search, a refresh, a fold, a lifecycle update, a
@@ -16,8 +17,8 @@ is reached (``_make_room``), so a newcomer seldom waits for one.
 Closing (``_close``) detaches the holder's connections on the event loop (so nothing can use them
 any more) and closes them in a thread of its own: the reader first, then the WAL checkpointed with
 TRUNCATE on the writer (``index_files.close_connections``), so a closed archive leaves a WAL of 0
-bytes. The retrieval log's connection to it is closed before those, on the recorder's thread,
-once the rows queued for it are written (``retrieval_log.Recorder.release``). An archive used
+bytes. The rows queued for its retrieval log are written before those close, on the recorder's
+thread (``retrieval_log.Recorder.release``). An archive used
 again is simply opened again: the holder keeps everything else (generation, pending file events).
 
 A holder unused for ``IDLE_CLOSE_S`` is closed by ``run`` (its memory and its WAL go back),

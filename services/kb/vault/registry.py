@@ -69,11 +69,11 @@ class _Vault:
     index_again: bool = False
     indexing: bool = False  # a reindex of changes that made the vault stale is running
     walked: bool = False  # a search's refresh has walked the notes since start
-    recorder: retrieval_log.Recorder | None = None  # the recall writer: its connection closes with the vault's
+    recorder: retrieval_log.Recorder | None = None  # the recall writer: its queued rows are written before a close
 
     def detach(self) -> Callable[[], None]:
         """``handles.Holder``: the connections, taken out; what closes them (the WAL emptied): the
-        recall writer's first, its queued rows written (``ArchiveState.detach``)."""
+        rows queued for the recall writer first (``ArchiveState.detach``)."""
         writer, reader, self.writer, self.reader = self.writer, self.reader, None, None
         index, recorder = self.directory / note_index.INDEX_FILE, self.recorder
 
@@ -207,8 +207,7 @@ class Vaults(SharedVaults[_Vault]):
             return
         index = shared.vault_dir / note_index.INDEX_FILE
         if index.exists():  # a note read before any index: nothing to append to (never created here)
-            v = self._vaults.get(shared.vault_dir)
-            self._recorder.submit(index, hits, kind, keep=v is not None and self._handles.is_open(v))
+            self._recorder.submit(index, hits, kind)
 
     # --- search -------------------------------------------------------------------
 
