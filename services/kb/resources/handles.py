@@ -33,6 +33,9 @@ archive in use. Every ``RELEASE_S`` ``run`` hands back the page caches of every 
 use at that moment (``Holder.release_caches``) and then the freed memory: what stays cached is what
 the last minute's searches read. A search after that reads its pages again from the system's file
 cache (a ``pread`` of a few microseconds each), once a minute per archive.
+
+``run`` wakes only when one of those is due (at least ``MIN_SWEEP_S`` apart), and not at all while
+nothing is open: a KB at rest with every archive closed sleeps until the next use opens one.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ MAX_DEFAULT_CAP: Final = 4096  # a derived cap stops here: more open archives th
 HEADROOM_DIVISOR: Final = 16  # past cap - cap/16 open (cap - 2 at least), closes start ahead of need
 MIN_HEADROOM: Final = 2
 IDLE_CLOSE_S: Final = 60.0
-SWEEP_S: Final = 5.0
+MIN_SWEEP_S: Final = 1.0  # a holder pinned past its idle time is looked at again after this
 RELEASE_S: Final = 60.0
 
 
@@ -110,6 +113,7 @@ class OpenHandles:
         self._open: OrderedDict[Holder, _Slot] = OrderedDict()  # least recently used first
         self._closing: dict[Holder, asyncio.Task[None]] = {}
         self._waiters: list[asyncio.Future[None]] = []
+        self._opened = asyncio.Event()  # set when a holder opens: ``until_open`` waits for it
         self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-close")
         self.closed = 0  # archives closed so far (by the cap or idle): tests and the bench read it
         self._shut = False
@@ -163,6 +167,7 @@ class OpenHandles:
                 continue
             if len(self._open) + len(self._closing) < self._cap:
                 slot = self._open[holder] = _Slot(pins=1, last_used=self._clock())
+                self._opened.set()
                 self._make_room()
                 return slot
             victim = next((h for h, s in self._open.items() if s.pins == 0), None)
@@ -253,12 +258,29 @@ class OpenHandles:
                 released += 1
         return released
 
+    async def until_open(self, stop: asyncio.Event) -> bool:
+        """Wait until a holder is open (not at all when one is); False when ``stop`` came first."""
+        while not self._open and not stop.is_set():
+            self._opened.clear()
+            await wait_any((self._opened, stop))
+        return not stop.is_set()
+
+    def next_due(self) -> float:
+        """When ``run`` has something to do next (on the clock): the oldest open holder's idle
+        close or the next release, whichever comes first (call with a holder open)."""
+        oldest = min((s.last_used for s in self._open.values()), default=self._clock())
+        return min(oldest + self._idle_s, self._released_at + self._release_s)
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Close idle holders every ``SWEEP_S`` until ``stop``, and release the caches of the others
-        every ``RELEASE_S``; give freed memory back after either."""
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), SWEEP_S)
+        """Until ``stop``: close idle holders and release the caches of the others every
+        ``RELEASE_S``, each when due (module docstring); give freed memory back after either."""
+        while True:
+            rested = not self._open
+            if not await self.until_open(stop):
+                return
+            if rested:  # nothing was open: the first release is a whole period after this open
+                self._released_at = self._clock()
+            await wait_any((stop,), max(MIN_SWEEP_S, self.next_due() - self._clock()))
             if stop.is_set():
                 return
             freed = await self.close_idle()
@@ -279,3 +301,13 @@ class OpenHandles:
                 log.exception("kb_close_failed")
         self._closer.shutdown(wait=True)  # the closes already under way end first
         self._closing.clear()
+
+
+async def wait_any(events: tuple[asyncio.Event, ...], timeout: float | None = None) -> None:
+    """Return when one of ``events`` is set, or after ``timeout`` seconds (None: no timeout)."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
