@@ -181,7 +181,7 @@ class Archives:
         stale, and the refresh that follows finds out (opening it for one event would cost more)."""
         busy = not self._handles.is_open(state) or state.read_lock.locked()  # a worker reads on it now
         reader = None if busy else state.open_reader()
-        if reader is None or not index_matches_file(reader, rel.replace(os.sep, "/"), state.agent.workspace / rel):
+        if reader is None or not index_matches_file(reader, rel.replace(os.sep, "/"), os.path.join(state.agent.workspace, rel)):
             state.dirty = True
 
     # --- refresh --------------------------------------------------------------

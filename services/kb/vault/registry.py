@@ -20,6 +20,7 @@ agent has ``recordRetrievals`` off.
 from __future__ import annotations
 
 import asyncio
+import os
 import contextlib
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -262,7 +263,7 @@ class Vaults(SharedVaults[_Vault]):
         """Stale unless the index matches the note on disk; a closed vault is taken as stale (as
         ``Archives._check_source``: the reindex that follows finds out)."""
         reader = v.open_reader() if rel and self._handles.is_open(v) else None
-        if reader is None or not index_matches_file(reader, f"notes/{rel}", v.directory / "notes" / rel):
+        if reader is None or not index_matches_file(reader, f"notes/{rel}", os.path.join(v.directory, "notes", rel)):
             v.dirty = True
 
     async def search(self, agent_id: str, query: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:
