@@ -56,7 +56,7 @@ from services.kb.resources.heap import release_memory
 
 log = structlog.get_logger()
 
-FILES_PER_ARCHIVE: Final = 7  # writer: db, WAL, shm; reader: db, WAL; retrieval log: db, WAL
+FILES_PER_ARCHIVE: Final = 7  # writer: db, WAL, shm; reader: db, WAL; the retrieval log's last batch: db; one spare
 RESERVED_FILES: Final = 128  # sockets, the file watch, logs, worker pipes, a batch's connection
 MIN_CAP: Final = 4
 MAX_DEFAULT_CAP: Final = 4096  # a derived cap stops here: more open archives than this is memory, not speed
