@@ -89,13 +89,16 @@ def vault_source(rel: str) -> bool:
     return os.sep not in rel and rel.endswith(".md") and not rel.startswith(".")
 
 
-def index_matches_file(reader: apsw.Connection, indexed_path: str, file: Path) -> bool:
+def index_matches_file(reader: apsw.Connection, indexed_path: str, file: str) -> bool:
     """Whether the index row of ``indexed_path`` (POSIX, as stored in kb_sources) has the
-    size and mtime ``file`` has now; a missing row and a missing file match each other."""
+    size and mtime ``file`` has now; a missing row and a missing file match each other.
+    ``file`` is a string, not a ``Path``: this runs for every changed note, and a ``Path``
+    interns each part of its path (every new note's name, in the interpreter's table of
+    interned strings, docs/capacity.md "Where the KB's memory goes")."""
     rows = list(reader.execute("SELECT size, mtime_ns FROM kb_sources WHERE path = ?", (indexed_path,)))
     indexed = (int(rows[0][0]), int(rows[0][1])) if rows else None
     try:
-        st = file.stat()
+        st = os.stat(file)
         on_disk: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
     except OSError:
         on_disk = None

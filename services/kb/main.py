@@ -139,7 +139,7 @@ async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[st
 
     async def background(stop: asyncio.Event) -> None:
         try:
-            await asyncio.gather(watch.run(stop), live.follow(stop), handles.run(stop), keep_within(stop))
+            await asyncio.gather(watch.run(stop), live.follow(stop), handles.run(stop), keep_within(stop, handles.until_open))
         finally:
             await vaults.settle()
             vaults.close()

@@ -4,9 +4,9 @@ The connections are opened lazily and only inside ``OpenHandles.use`` (``service
 which may close them (``detach``) whenever the archive is not in use; everything else here
 outlives a close: the generation, the file events not yet indexed, whether the next refresh
 must walk. An archive opened again needs no walk (``ready``): the events that arrived while it
-was closed are in ``changed``, as they would be while it was open. The retrieval log's connection
-to the archive is closed with the others (``detach``), first: its rows are written before the
-writer's last checkpoint, and no descriptor of it is left behind (``retrieval_log``). Work in a
+was closed are in ``changed``, as they would be while it was open. The rows queued for the
+retrieval log are written first at a close (``detach``): before the writer's last checkpoint
+(``retrieval_log``). Work in a
 worker thread reads on the archive's reader too (``Archives._on_reader``), holding ``read_lock``
 that searches take on the loop: a connection of its own, closed while the others are open, would
 leave its descriptor behind in SQLite, one more for every archive a dream or a listing had read.
@@ -31,7 +31,7 @@ from services.kb.index.search import tune_reader
 @dataclass(eq=False)  # a key of the open-handles LRU: by identity
 class ArchiveState:
     agent: AgentConfig
-    recorder: Recorder | None = None  # the retrieval log's writer: its connection closes with the archive's
+    recorder: Recorder | None = None  # the retrieval log's writer: its queued rows are written before a close
     writer: apsw.Connection | None = None
     reader: apsw.Connection | None = None
     read_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the reader: a search, or a worker's read
@@ -92,7 +92,7 @@ class ArchiveState:
 
         def close() -> None:
             if recorder is not None:
-                recorder.release(path)  # its queued rows written, its connection closed: before the writer's
+                recorder.release(path)  # the rows queued for it written before the writer's checkpoint
             close_connections(path, writer, reader)
 
         return close

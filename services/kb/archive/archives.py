@@ -181,7 +181,7 @@ class Archives:
         stale, and the refresh that follows finds out (opening it for one event would cost more)."""
         busy = not self._handles.is_open(state) or state.read_lock.locked()  # a worker reads on it now
         reader = None if busy else state.open_reader()
-        if reader is None or not index_matches_file(reader, rel.replace(os.sep, "/"), state.agent.workspace / rel):
+        if reader is None or not index_matches_file(reader, rel.replace(os.sep, "/"), os.path.join(state.agent.workspace, rel)):
             state.dirty = True
 
     # --- refresh --------------------------------------------------------------
@@ -426,14 +426,14 @@ class Archives:
             return await until_done(asyncio.get_running_loop().run_in_executor(self._executor, run))
 
     def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
-        """Fire-and-forget append to kb_retrieval_log (queued, written in batches) through its own write
-        handle: kept while the archive is open (closed by its ``detach``), else one for the batch."""
-        agent = (state := self._state(agent_id)).agent
+        """Fire-and-forget append to kb_retrieval_log (queued, written in batches, each through a
+        connection of its own: ``retrieval_log.Recorder``)."""
+        agent = self._state(agent_id).agent
         if not agent.knowledge.archive.enabled or not agent.dreaming.staleness.record_retrievals:
             return
         # Search hits come from the index, so its file exists; Get reads files, maybe before any index.
         if kind == "search" or agent.kb_path.exists():
-            self._recorder.submit(agent.kb_path, hits, kind, keep=self._handles.is_open(state))
+            self._recorder.submit(agent.kb_path, hits, kind)
 
     async def fold(self, agent_id: str) -> retrieval_log.FoldReport:
         state = self._state(agent_id)

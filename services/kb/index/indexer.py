@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import threading
 import time
 import weakref
@@ -279,7 +280,7 @@ def _refresh_in_transaction(
         report.errors.extend(bulk.errors)
     for rel, st, old in to_read if len(to_read) < BULK_FILES else ():
         try:
-            data = read_source(workspace / rel)
+            data = read_source(os.path.join(workspace, rel))
         except OSError as exc:
             report.errors.append(unreadable(rel, type(exc).__name__, old is not None))
             continue
@@ -373,7 +374,7 @@ def _reindex_one(
     old = Stored(*row) if row is not None else None
     try:
         st = stat_source(root, rel)
-        data = read_source(root / rel) if st is not None else None
+        data = read_source(os.path.join(root, rel)) if st is not None else None
     except FileNotFoundError:
         st = data = None
     except OSError as exc:

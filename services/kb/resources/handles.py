@@ -1,8 +1,9 @@
 """The KB's open databases, bounded: an LRU of archives and vaults under a cap (docs/concepts/archive.md "Open archives and files").
 
 An open archive holds up to ``FILES_PER_ARCHIVE`` descriptors (its writer: the database, its WAL
-and the shared-memory file; its reader: the database and its WAL; the retrieval log's connection:
-the database and its WAL; worker threads read on the reader) and the SQLite memory of its
+and the shared-memory file; its reader: the database and its WAL; the database's descriptor of
+the last retrieval-log batch, which SQLite keeps for the next batch's connection; worker threads
+read on the reader) and the SQLite memory of its
 connections (their page caches and schemas). None of them is closed while the archive is open
 (SQLite would keep the file of one closed alone), and every one of them is closed with it. Every use of an archive's or a vault's connections
 happens inside ``OpenHandles.use(holder)``: a search, a refresh, a fold, a lifecycle update, a
@@ -16,8 +17,8 @@ is reached (``_make_room``), so a newcomer seldom waits for one.
 Closing (``_close``) detaches the holder's connections on the event loop (so nothing can use them
 any more) and closes them in a thread of its own: the reader first, then the WAL checkpointed with
 TRUNCATE on the writer (``index_files.close_connections``), so a closed archive leaves a WAL of 0
-bytes. The retrieval log's connection to it is closed before those, on the recorder's thread,
-once the rows queued for it are written (``retrieval_log.Recorder.release``). An archive used
+bytes. The rows queued for its retrieval log are written before those close, on the recorder's
+thread (``retrieval_log.Recorder.release``). An archive used
 again is simply opened again: the holder keeps everything else (generation, pending file events).
 
 A holder unused for ``IDLE_CLOSE_S`` is closed by ``run`` (its memory and its WAL go back),
@@ -32,6 +33,9 @@ archive in use. Every ``RELEASE_S`` ``run`` hands back the page caches of every 
 use at that moment (``Holder.release_caches``) and then the freed memory: what stays cached is what
 the last minute's searches read. A search after that reads its pages again from the system's file
 cache (a ``pread`` of a few microseconds each), once a minute per archive.
+
+``run`` wakes only when one of those is due (at least ``MIN_SWEEP_S`` apart), and not at all while
+nothing is open: a KB at rest with every archive closed sleeps until the next use opens one.
 """
 
 from __future__ import annotations
@@ -52,14 +56,14 @@ from services.kb.resources.heap import release_memory
 
 log = structlog.get_logger()
 
-FILES_PER_ARCHIVE: Final = 7  # writer: db, WAL, shm; reader: db, WAL; retrieval log: db, WAL
+FILES_PER_ARCHIVE: Final = 7  # writer: db, WAL, shm; reader: db, WAL; the retrieval log's last batch: db; one spare
 RESERVED_FILES: Final = 128  # sockets, the file watch, logs, worker pipes, a batch's connection
 MIN_CAP: Final = 4
 MAX_DEFAULT_CAP: Final = 4096  # a derived cap stops here: more open archives than this is memory, not speed
 HEADROOM_DIVISOR: Final = 16  # past cap - cap/16 open (cap - 2 at least), closes start ahead of need
 MIN_HEADROOM: Final = 2
 IDLE_CLOSE_S: Final = 60.0
-SWEEP_S: Final = 5.0
+MIN_SWEEP_S: Final = 1.0  # a holder pinned past its idle time is looked at again after this
 RELEASE_S: Final = 60.0
 
 
@@ -109,6 +113,7 @@ class OpenHandles:
         self._open: OrderedDict[Holder, _Slot] = OrderedDict()  # least recently used first
         self._closing: dict[Holder, asyncio.Task[None]] = {}
         self._waiters: list[asyncio.Future[None]] = []
+        self._opened = asyncio.Event()  # set when a holder opens: ``until_open`` waits for it
         self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-close")
         self.closed = 0  # archives closed so far (by the cap or idle): tests and the bench read it
         self._shut = False
@@ -162,6 +167,7 @@ class OpenHandles:
                 continue
             if len(self._open) + len(self._closing) < self._cap:
                 slot = self._open[holder] = _Slot(pins=1, last_used=self._clock())
+                self._opened.set()
                 self._make_room()
                 return slot
             victim = next((h for h, s in self._open.items() if s.pins == 0), None)
@@ -252,12 +258,29 @@ class OpenHandles:
                 released += 1
         return released
 
+    async def until_open(self, stop: asyncio.Event) -> bool:
+        """Wait until a holder is open (not at all when one is); False when ``stop`` came first."""
+        while not self._open and not stop.is_set():
+            self._opened.clear()
+            await wait_any((self._opened, stop))
+        return not stop.is_set()
+
+    def next_due(self) -> float:
+        """When ``run`` has something to do next (on the clock): the oldest open holder's idle
+        close or the next release, whichever comes first (call with a holder open)."""
+        oldest = min((s.last_used for s in self._open.values()), default=self._clock())
+        return min(oldest + self._idle_s, self._released_at + self._release_s)
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Close idle holders every ``SWEEP_S`` until ``stop``, and release the caches of the others
-        every ``RELEASE_S``; give freed memory back after either."""
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), SWEEP_S)
+        """Until ``stop``: close idle holders and release the caches of the others every
+        ``RELEASE_S``, each when due (module docstring); give freed memory back after either."""
+        while True:
+            rested = not self._open
+            if not await self.until_open(stop):
+                return
+            if rested:  # nothing was open: the first release is a whole period after this open
+                self._released_at = self._clock()
+            await wait_any((stop,), max(MIN_SWEEP_S, self.next_due() - self._clock()))
             if stop.is_set():
                 return
             freed = await self.close_idle()
@@ -278,3 +301,13 @@ class OpenHandles:
                 log.exception("kb_close_failed")
         self._closer.shutdown(wait=True)  # the closes already under way end first
         self._closing.clear()
+
+
+async def wait_any(events: tuple[asyncio.Event, ...], timeout: float | None = None) -> None:
+    """Return when one of ``events`` is set, or after ``timeout`` seconds (None: no timeout)."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import linecache
 import re
 import sys
 import threading
@@ -129,6 +130,10 @@ def sample(started: float) -> dict[str, object]:
     return {k: round(v, 2) if isinstance(v, float) else v for k, v in line.items()}
 
 
+# The trace's own allocations: tracemalloc's, and the source lines linecache reads to format a traceback.
+_NOT_OURS = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, linecache.__file__)]
+
+
 def _top(snapshot: tracemalloc.Snapshot, base: tracemalloc.Snapshot) -> str:
     stats = snapshot.compare_to(base, "traceback")[:TOP_LINES]
     return "\n\n".join(f"{s.size_diff / 1024:+.1f} KiB {s.count_diff:+d} blocks\n" + "\n".join(s.traceback.format())
@@ -144,7 +149,7 @@ def _run(settings: TraceSettings, stop: threading.Event) -> None:
             out.write(json.dumps(line) + "\n")
         if not tracemalloc.is_tracing() or time.monotonic() - started < settings.base_s:
             continue
-        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        snapshot = tracemalloc.take_snapshot().filter_traces(_NOT_OURS)
         if base is None:
             base = snapshot
         else:

@@ -8,13 +8,15 @@ grows with the archives and the vault: under steady traffic the KB's memory foll
 soft heap limit to what SQLite holds besides the page caches, plus the budget. Past that limit a
 cache reuses its own least recently used pages instead of taking new memory (a read then comes
 from the system's file cache, a ``pread`` of a few microseconds); nothing fails, and what SQLite
-holds besides page caches (connections, statements, schemas) is not limited.
+holds besides page caches (connections, statements, schemas) is not limited. While no archive
+or vault is open there are no page caches to hold: ``keep_within`` sleeps until one opens.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import apsw
@@ -41,11 +43,15 @@ def apply_budget(budget: int = CACHE_BUDGET_BYTES) -> int:
     return limit
 
 
-async def keep_within(stop: asyncio.Event, budget: int = CACHE_BUDGET_BYTES, every_s: float = EVERY_S) -> None:
+async def keep_within(
+    stop: asyncio.Event, until_open: Callable[[asyncio.Event], Awaitable[bool]],
+    budget: int = CACHE_BUDGET_BYTES, every_s: float = EVERY_S,
+) -> None:
     """``apply_budget`` every ``every_s`` until ``stop`` (on the event loop, where searches run: no
-    search is under way meanwhile), then lift the limit."""
+    search is under way meanwhile) while something is open (``until_open``: ``OpenHandles.until_open``,
+    False once ``stop`` is set), then lift the limit."""
     try:
-        while not stop.is_set():
+        while await until_open(stop):
             apply_budget(budget)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), every_s)

@@ -20,6 +20,7 @@ agent has ``recordRetrievals`` off.
 from __future__ import annotations
 
 import asyncio
+import os
 import contextlib
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -69,11 +70,11 @@ class _Vault:
     index_again: bool = False
     indexing: bool = False  # a reindex of changes that made the vault stale is running
     walked: bool = False  # a search's refresh has walked the notes since start
-    recorder: retrieval_log.Recorder | None = None  # the recall writer: its connection closes with the vault's
+    recorder: retrieval_log.Recorder | None = None  # the recall writer: its queued rows are written before a close
 
     def detach(self) -> Callable[[], None]:
         """``handles.Holder``: the connections, taken out; what closes them (the WAL emptied): the
-        recall writer's first, its queued rows written (``ArchiveState.detach``)."""
+        rows queued for the recall writer first (``ArchiveState.detach``)."""
         writer, reader, self.writer, self.reader = self.writer, self.reader, None, None
         index, recorder = self.directory / note_index.INDEX_FILE, self.recorder
 
@@ -207,8 +208,7 @@ class Vaults(SharedVaults[_Vault]):
             return
         index = shared.vault_dir / note_index.INDEX_FILE
         if index.exists():  # a note read before any index: nothing to append to (never created here)
-            v = self._vaults.get(shared.vault_dir)
-            self._recorder.submit(index, hits, kind, keep=v is not None and self._handles.is_open(v))
+            self._recorder.submit(index, hits, kind)
 
     # --- search -------------------------------------------------------------------
 
@@ -263,7 +263,7 @@ class Vaults(SharedVaults[_Vault]):
         """Stale unless the index matches the note on disk; a closed vault is taken as stale (as
         ``Archives._check_source``: the reindex that follows finds out)."""
         reader = v.open_reader() if rel and self._handles.is_open(v) else None
-        if reader is None or not index_matches_file(reader, f"notes/{rel}", v.directory / "notes" / rel):
+        if reader is None or not index_matches_file(reader, f"notes/{rel}", os.path.join(v.directory, "notes", rel)):
             v.dirty = True
 
     async def search(self, agent_id: str, query: str, limit: int, refresh_first: bool) -> tuple[SearchResult, bool]:

@@ -110,14 +110,14 @@ def test_recorder_batches_many_searches_into_one_transaction(
     recorder = Recorder(linger_s=3600, clock=lambda: 7.0)  # a flush that waited out the linger would time out
     try:
         for n in range(50):
-            assert recorder.submit(db_path, refs(3, f"s{n}-"), "search", keep=True) == 3  # as for an open archive
+            assert recorder.submit(db_path, refs(3, f"s{n}-"), "search") == 3
         assert log_rows(conn) == []  # nothing written on the caller's thread
         assert recorder.flush(timeout=10)  # flush() does not wait out the linger
         assert writes == [150]  # one transaction for all 50 searches
         assert len(log_rows(conn)) == 150 and {r[2:] for r in log_rows(conn)} == {(7.0, "search")}
-        recorder.submit(db_path, refs(1), "get", keep=True)
+        recorder.submit(db_path, refs(1), "get")
         assert recorder.flush(timeout=10)
-        assert writes == [150, 1] and len(recorder._conns) == 1  # the same connection, kept until released
+        assert writes == [150, 1]
     finally:
         recorder.close()
 
@@ -161,24 +161,21 @@ def test_recorder_close_writes_what_is_queued(conn: apsw.Connection, db_path: Pa
     assert recorder.submit(db_path, refs(1), "search") == 0  # closed: a no-op, not an error
 
 
-def test_release_writes_the_rows_queued_for_the_database_then_closes_its_connection(
-    conn: apsw.Connection, db_path: Path
-) -> None:
-    """An archive being closed: what was recorded for it is written before its connection closes,
-    without waiting for the linger; the recorder goes on for the next rows."""
+def test_release_writes_the_rows_queued_for_the_database(conn: apsw.Connection, db_path: Path) -> None:
+    """An archive being closed: what was recorded for it is written before it closes, without
+    waiting for the linger; the recorder goes on for the next rows."""
     recorder = Recorder(linger_s=3600)  # a release that waited out the linger would time out
     try:
-        recorder.submit(db_path, refs(3), "search", keep=True)
+        recorder.submit(db_path, refs(3), "search")
         assert recorder.release(db_path, timeout=60)
         assert len(log_rows(conn)) == 3
-        assert recorder.open_count() == 0
-        assert recorder.release(db_path, timeout=60)  # nothing held: a no-op
-        recorder.submit(db_path, refs(2), "get", keep=True)
+        assert recorder.release(db_path, timeout=60)  # nothing queued: a no-op
+        recorder.submit(db_path, refs(2), "get")
         assert recorder.flush(timeout=60)
-        assert (len(log_rows(conn)), recorder.open_count()) == (5, 1)  # kept until the next release
+        assert len(log_rows(conn)) == 5
     finally:
         recorder.close()
-    assert recorder.release(db_path) and recorder.open_count() == 0  # closed: the connection went with the thread
+    assert recorder.release(db_path)  # the thread has ended: nothing to wait for
 
 
 def test_recorder_never_raises_and_never_creates_the_database(tmp_path: Path, conn: apsw.Connection, db_path: Path) -> None:

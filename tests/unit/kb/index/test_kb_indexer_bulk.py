@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 from pathlib import Path
 from typing import Literal
@@ -210,8 +211,8 @@ def counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     reads: list[str] = []
     real = indexer.read_source
 
-    def counting(path: Path) -> bytes:
-        reads.append(path.name)
+    def counting(path: Path | str) -> bytes:
+        reads.append(os.path.basename(path))
         return real(path)
 
     monkeypatch.setattr(indexer, "read_source", counting)

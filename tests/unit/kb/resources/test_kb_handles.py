@@ -45,6 +45,19 @@ def run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(coro)
 
 
+def quick_waits(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
+    """``handles.run``'s waits, recorded (their timeouts) and each cut to 10 ms of real time (the tests' clocks are fakes)."""
+    timeouts: list[float | None] = []
+    real = handles_module.wait_any
+
+    async def quick(events: tuple[asyncio.Event, ...], timeout: float | None = None) -> None:
+        timeouts.append(timeout)
+        await real(events, None if timeout is None else 0.01)
+
+    monkeypatch.setattr(handles_module, "wait_any", quick)
+    return timeouts
+
+
 def test_the_cap_closes_the_least_recently_used_one() -> None:
     async def scenario() -> tuple[list[int], int]:
         handles = OpenHandles(8)
@@ -159,7 +172,7 @@ def test_the_caches_of_holders_not_in_use_are_released_every_minute_and_never_of
     the freed memory with them; one in use at that moment keeps its caches."""
     now = [0.0]
     trims: list[float] = []
-    monkeypatch.setattr(handles_module, "SWEEP_S", 0.01)
+    timeouts = quick_waits(monkeypatch)
     monkeypatch.setattr(handles_module, "release_memory", lambda: trims.append(now[0]))
 
     async def scenario() -> tuple[int, int, int]:
@@ -184,6 +197,46 @@ def test_the_caches_of_holders_not_in_use_are_released_every_minute_and_never_of
     early, quiet_released, busy_released = run(scenario())
     assert (early, quiet_released, busy_released) == (0, 1, 0)
     assert trims == [61.0]
+    assert timeouts[0] == 30.0  # run began at 30 s: it first wakes when the release is due, at 60 s
+
+
+def test_the_sweep_sleeps_while_nothing_is_open_and_wakes_when_the_next_close_is_due(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A KB at rest, every archive closed, has no timer running: ``run`` waits for an open with no
+    timeout; once one is open it wakes when that one's idle close (or a release) is due."""
+    now = [0.0]
+    timeouts = quick_waits(monkeypatch)
+    monkeypatch.setattr(handles_module, "release_memory", lambda: None)
+
+    async def scenario() -> tuple[list[float | None], list[float | None], int]:
+        handles = OpenHandles(100, clock=lambda: now[0], idle_s=60.0, release_s=600.0)
+        stop = asyncio.Event()
+        sweeper = asyncio.ensure_future(handles.run(stop))
+        await asyncio.sleep(0.1)
+        at_rest = list(timeouts)
+        now[0] = 1000.0
+        a = Holder("a")
+        async with handles.use(a):
+            a.use()
+        await asyncio.sleep(0.02)
+        now[0] = 1030.0
+        await asyncio.sleep(0.02)
+        now[0] = 1061.0  # a: idle for 61 s
+        for _ in range(100):
+            if handles.open_count() == 0:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        open_left = handles.open_count()
+        stop.set()
+        await sweeper
+        return at_rest, timeouts[len(at_rest):], open_left
+
+    at_rest, after, open_left = run(scenario())
+    assert at_rest == [None]  # one wait, for an open: no timer
+    assert after[0] == 60.0 and open_left == 0  # woken for a's idle close, then closed it
+    assert after[-1] is None  # all closed again: back to waiting for an open
 
 def test_a_lower_cap_and_a_shed_close_down_to_it() -> None:
     async def scenario() -> tuple[int, int, int]:

@@ -11,6 +11,7 @@ import apsw
 import pytest
 
 from services.kb.resources import memory_trace
+from services.kb.resources.handles import wait_any
 from services.kb.resources.page_caches import apply_budget, connections_bytes, keep_within
 
 MiB = 2**20
@@ -65,17 +66,29 @@ def test_the_limit_is_what_sqlite_holds_outside_page_caches_plus_the_budget(tabl
         conn.close()
 
 
-def test_keep_within_lifts_the_limit_when_stopped(table: Path) -> None:
-    async def scenario() -> int:
-        stop = asyncio.Event()
-        task = asyncio.create_task(keep_within(stop, MiB, every_s=0.01))
+def test_keep_within_applies_the_budget_only_while_something_is_open_and_lifts_it_when_stopped(table: Path) -> None:
+    """Nothing open: no page cache to hold, no timer (it waits for an open); then the budget every
+    ``every_s``; at the stop, no limit."""
+
+    async def scenario() -> tuple[int, int]:
+        stop, opened = asyncio.Event(), asyncio.Event()
+
+        async def until_open(stop: asyncio.Event) -> bool:
+            await wait_any((opened, stop))
+            return not stop.is_set()
+
+        task = asyncio.create_task(keep_within(stop, until_open, MiB, every_s=0.01))
+        await asyncio.sleep(0.05)
+        at_rest = apsw.soft_heap_limit(-1)
+        opened.set()
         await asyncio.sleep(0.05)
         during = apsw.soft_heap_limit(-1)
         stop.set()
         await task
-        return during
+        return at_rest, during
 
-    assert asyncio.run(scenario()) > 0
+    at_rest, during = asyncio.run(scenario())
+    assert at_rest == 0 and during > 0
     assert apsw.soft_heap_limit(-1) == 0
 
 
