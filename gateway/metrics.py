@@ -131,7 +131,7 @@ class _Registry:
             if self._made is None:
                 from gateway.metrics_made import make_registry
 
-                made = make_registry()
+                made = make_registry(apply_pending)
                 for entry in self._waiting:
                     if isinstance(entry, Declared):
                         entry.make(made)

@@ -5,7 +5,7 @@ Imported only then (it imports prometheus_client): see ``gateway.metrics``, "Mad
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
 from prometheus_client.metrics_core import Metric
@@ -14,15 +14,17 @@ disable_created_metrics()  # the *_created series double a scrape and say nothin
 
 
 class _Applying(CollectorRegistry):
-    """What requests queued (``gateway.metrics.observe_later``) is applied before every read."""
+    """``apply`` (what requests queued: ``gateway.metrics.apply_pending``) runs before every read."""
+
+    def __init__(self, apply: Callable[[], None]) -> None:
+        super().__init__(auto_describe=True)
+        self._apply = apply
 
     def collect(self) -> Iterator[Metric]:
-        from gateway.metrics import apply_pending
-
-        apply_pending()
+        self._apply()
         yield from super().collect()
 
 
-def make_registry() -> CollectorRegistry:
-    """An empty registry that applies the queued observations before every read."""
-    return _Applying(auto_describe=True)
+def make_registry(apply: Callable[[], None]) -> CollectorRegistry:
+    """An empty registry that calls ``apply`` before every read."""
+    return _Applying(apply)
