@@ -23,7 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from gateway.dependencies import DEPENDENCIES, DEPENDENCIES_SERVICE, REASON_METADATA
 from gateway.event_loop import running_loop_name
 from gateway.logs import flush_later
-from gateway.metrics import serve_metrics
+from gateway.metrics import REGISTRY, serve_metrics
 from gateway.ports import BindError, listen_problem
 from gateway.resources import NAMES, RESOURCES_SERVICE, SHORTAGES, open_files_limit
 from gateway import ready_pipe, reflection
@@ -127,6 +127,8 @@ async def serve(
     if port == 0:
         raise BindError(f"{name}: cannot listen on {address} (address in use?)")
     metrics_address = serve_metrics(name, metrics)
+    if metrics is None:  # no port: nothing reads this process's metrics
+        REGISTRY.drop()
     # Before the server starts: a SIGTERM that comes as soon as the health check says SERVING (a
     # launcher stopped right after ready) must take the graceful path, not the default action.
     stop = asyncio.Event()

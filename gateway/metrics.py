@@ -25,23 +25,27 @@ anything reads the registry (a scrape, ``exposition``, a test's
 misses an observation made before it; applied one by one between the requests,
 they cost several times what they cost together (as for the per-request log
 lines).
+
+**Made when first needed.** prometheus_client (about 3 MiB a process) is not imported with this
+module: a metric is declared here (``Counter``, ``Histogram``, ``Gauge``: prometheus_client's
+arguments) and every declared metric, its preset children and the registered collectors are made
+(``gateway.metrics_made``) together, at the first observation, the first read, or when a metrics port
+opens. A process with metrics on makes them at its start, so every scrape shows the same series; a
+service with metrics off makes them at its first observation, never at rest (docs/operations.md
+"Memory at rest").
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator
-
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, start_http_server
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.ports import BindError, listen_problem
 from gateway.resources import NAMES, open_files, open_files_limit
 
-disable_created_metrics()  # the *_created series double a scrape and say nothing an operator alerts on
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 MAX_PENDING = 256  # observations queued before they are applied in one go (a few hundred microseconds)
 
@@ -76,15 +80,165 @@ def apply_pending() -> None:
         observe(value)
 
 
-class _Registry(CollectorRegistry):
-    """The process's registry: what requests queued (``observe_later``) is applied before every read."""
+class Collecting(Protocol):
+    """A collector (prometheus_client's protocol): metric families read at each scrape."""
 
-    def collect(self) -> Iterator[Metric]:
-        apply_pending()
-        yield from super().collect()
+    def collect(self) -> Iterable[Any]: ...
+
+    def describe(self) -> Iterable[Any]: ...
 
 
-REGISTRY = _Registry(auto_describe=True)
+class _Registry:
+    """The process's registry, made with its metrics at first need (the module's docstring). Reads
+    (``collect``, ``get_sample_value``) apply what requests queued (``observe_later``) first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._made: CollectorRegistry | None = None
+        self._waiting: list[Declared | Collecting] = []  # in the order a scrape shows them
+        self.dropping = False  # ``drop``: observations go nowhere until a read makes the registry
+
+    def declare(self, metric: Declared) -> None:
+        with self._lock:
+            if self._made is None:
+                self._waiting.append(metric)
+            else:
+                metric.make(self._made)
+
+    def register(self, collector: Collecting) -> None:
+        """Read ``collector`` at every scrape (registered now, or when the registry is made)."""
+        with self._lock:
+            if self._made is None:
+                self._waiting.append(collector)
+            else:
+                self._made.register(collector)
+
+    def drop(self) -> None:
+        """Nothing in this process will read the registry (a gRPC service with metrics off, for its
+        whole life): observations go nowhere from now on, and prometheus_client is never loaded."""
+        with self._lock:
+            self.dropping = self._made is None
+
+    def made(self) -> CollectorRegistry:
+        """prometheus_client's registry, with every declared metric and registered collector in it."""
+        made = self._made
+        if made is not None:
+            return made
+        with self._lock:
+            if self._made is None:
+                from gateway.metrics_made import make_registry
+
+                made = make_registry(apply_pending)
+                for entry in self._waiting:
+                    if isinstance(entry, Declared):
+                        entry.make(made)
+                    else:
+                        made.register(entry)
+                self._waiting.clear()
+                self._made, self.dropping = made, False
+            return self._made
+
+    def collect(self) -> Iterator[Any]:
+        yield from self.made().collect()
+
+    def get_sample_value(self, name: str, labels: dict[str, str] | None = None) -> float | None:
+        return self.made().get_sample_value(name, labels)
+
+
+REGISTRY = _Registry()
+
+
+class Declared:
+    """A metric declared now, made with the registry (``prometheus_client.<kind>`` with these
+    arguments). ``children``: label values whose children are made with it (they show in a scrape
+    before their first observation). Any other attribute is the made metric's (``labels``,
+    ``inc``, ``observe``…), which makes the registry."""
+
+    kind = ""
+
+    def __init__(self, name: str, documentation: str, labelnames: Iterable[str] = (), *, registry: _Registry,
+                 children: Iterable[tuple[str, ...]] = (), **options: Any) -> None:
+        self.name, self.documentation, self.labelnames = name, documentation, tuple(labelnames)
+        self._options, self._presets = options, tuple(children)
+        self._metric: Any = None
+        self._registry = registry
+        self._children: dict[tuple[str, ...], Any] = {}
+        registry.declare(self)
+
+    def make(self, made: CollectorRegistry) -> None:
+        import prometheus_client
+
+        kind = getattr(prometheus_client, self.kind)
+        self._metric = kind(self.name, self.documentation, self.labelnames, registry=made, **self._options)
+        for values in self._presets:
+            self._children[values] = self._metric.labels(*values)
+
+    def made(self) -> Any:
+        """The prometheus_client metric (the registry is made first if it is not), or a metric that
+        records nothing while the registry drops observations (``_Registry.drop``)."""
+        if self._metric is None:
+            if self._registry.dropping:
+                return _NOWHERE
+            self._registry.made()
+        return self._metric
+
+    def child(self, *values: str) -> Any:
+        """The labelled child of ``values``, made once (a preset one, or at its first use)."""
+        found = self._children.get(values)
+        if found is None:
+            found = self.made().labels(*values)
+            if found is not _NOWHERE:
+                self._children[values] = found
+        return found
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.made(), attribute)
+
+
+class _Nowhere:
+    """A metric, and its children, that records nothing."""
+
+    def labels(self, *values: str) -> _Nowhere:
+        return self
+
+    def inc(self, amount: float = 1) -> None:
+        pass
+
+    def observe(self, value: float) -> None:
+        pass
+
+    def set(self, value: float) -> None:
+        pass
+
+
+_NOWHERE = _Nowhere()
+
+
+class Counter(Declared):
+    kind = "Counter"
+
+
+class Histogram(Declared):
+    kind = "Histogram"
+
+
+class Gauge(Declared):
+    """A gauge; ``set_function`` before the registry is made is kept and applied when it is."""
+
+    kind = "Gauge"
+    _function: Callable[[], float] | None = None
+
+    def set_function(self, function: Callable[[], float]) -> None:
+        if self._metric is None:
+            self._function = function
+        else:
+            self._metric.set_function(function)
+
+    def make(self, made: CollectorRegistry) -> None:
+        super().make(made)
+        if self._function is not None:
+            self._metric.set_function(self._function)
+
 
 RPC_DURATION = Histogram(
     "gateway_rpc_duration_seconds",
@@ -119,26 +273,35 @@ def observe_shortage(resource: str) -> None:
     SHORTAGES.labels(closed_label(resource, NAMES.values())).inc()
 
 
-class _OpenFiles(Collector):
+def gauge_family(name: str, documentation: str, value: float | None = None, labels: Iterable[str] | None = None) -> Any:
+    """prometheus_client's ``GaugeMetricFamily``, for a collector's ``collect`` and ``describe`` (which
+    run once the registry is made, so the import costs nothing more)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    return GaugeMetricFamily(name, documentation, value=value, labels=None if labels is None else list(labels))
+
+
+_OPEN_FILES = ("gateway_open_files", "File descriptors the process has open.")
+_OPEN_FILES_LIMIT = ("gateway_open_files_limit", "The process's soft open-files limit (RLIMIT_NOFILE; -1: unlimited).")
+
+
+class OpenFiles(Collecting):
     """``gateway_open_files`` and ``gateway_open_files_limit``: the process's descriptors, read at scrape time."""
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Any]:
         used = open_files()
-        family = GaugeMetricFamily("gateway_open_files", "File descriptors the process has open.")
+        family = gauge_family(*_OPEN_FILES)
         if used is not None:
             family.add_metric((), used)
         yield family
-        yield GaugeMetricFamily(
-            "gateway_open_files_limit", "The process's soft open-files limit (RLIMIT_NOFILE; -1: unlimited).",
-            value=open_files_limit(),
-        )
+        yield gauge_family(*_OPEN_FILES_LIMIT, value=open_files_limit())
 
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        yield GaugeMetricFamily("gateway_open_files", "File descriptors the process has open.")
-        yield GaugeMetricFamily("gateway_open_files_limit", "The process's soft open-files limit (RLIMIT_NOFILE; -1: unlimited).")
+    def describe(self) -> Iterator[Any]:
+        yield gauge_family(*_OPEN_FILES)
+        yield gauge_family(*_OPEN_FILES_LIMIT)
 
 
-REGISTRY.register(_OpenFiles())
+REGISTRY.register(OpenFiles())
 
 
 def closed_label(value: str, allowed: Iterable[str]) -> str:
@@ -150,8 +313,10 @@ def exposition(accept: str = "") -> tuple[bytes, str]:
     """What ``/metrics`` answers a scraper whose ``Accept`` header is ``accept``: the registry's
     exposition and its content type, chosen exactly as the metrics ports choose them (the plain
     text format unless ``accept`` asks for OpenMetrics)."""
+    from prometheus_client.exposition import choose_encoder
+
     encode, content_type = choose_encoder(accept)
-    return encode(REGISTRY), content_type
+    return encode(REGISTRY.made()), content_type
 
 
 def serve_metrics(process: str, address: tuple[str, int] | None) -> str | None:
@@ -164,8 +329,10 @@ def serve_metrics(process: str, address: tuple[str, int] | None) -> str | None:
     problem = listen_problem(host, port)
     if problem:
         raise BindError(f"{process} metrics (gateway.metrics): {problem}")
+    from prometheus_client import start_http_server
+
     try:
-        server, _ = start_http_server(port, addr=host, registry=REGISTRY)
+        server, _ = start_http_server(port, addr=host, registry=REGISTRY.made())
     except OSError as exc:
         raise BindError(f"{process} metrics (gateway.metrics): cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return f"{host}:{server.server_address[1]}"

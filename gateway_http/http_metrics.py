@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import Counter, Histogram
-
 from gateway.logs import later
-from gateway.metrics import REGISTRY, closed_label, observe_later
+from gateway.metrics import REGISTRY, Counter, Histogram, closed_label, observe_later
 
 HTTP_REQUESTS = Counter(
     "gateway_http_requests_total", "Requests the REST shim answered, by route template, method and status.",

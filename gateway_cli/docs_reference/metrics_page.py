@@ -14,10 +14,9 @@ import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
 
+from gateway.metrics import Collecting, Declared
 from gateway_cli.docs_reference.markdown import code, heading, page, prose, slug, table
 
 # The modules that declare metrics; the process that exposes them is named by the package.
@@ -58,11 +57,10 @@ def metrics() -> list[MetricDoc]:
     for module_name in METRIC_MODULES:
         module = importlib.import_module(module_name)
         for value in vars(module).values():
-            if isinstance(value, MetricWrapperBase):
-                labels = tuple(getattr(value, "_labelnames", ()))
-                families = [(family, labels) for family in value.describe()]
-            elif isinstance(value, type) and Collector in value.__mro__ and value.__module__ == module_name:
-                # Collector is a Protocol our collector classes subclass by name: issubclass cannot test it.
+            if isinstance(value, Declared):
+                families = [(family, value.labelnames) for family in value.made().describe()]
+            elif isinstance(value, type) and Collecting in value.__mro__[1:] and value.__module__ == module_name:
+                # Collecting is a Protocol our collector classes subclass by name: issubclass cannot test it.
                 described: Iterable[Metric] = object.__new__(value).describe()  # describe() of these classes reads no state
                 families = [(family, tuple(getattr(family, "_labelnames", ()))) for family in described]
             else:

@@ -11,49 +11,49 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client import Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
+from typing import Any
 
 from gateway.config import AgentConfig
-from gateway.metrics import REGISTRY
+from gateway.metrics import REGISTRY, Collecting, Counter, Histogram, gauge_family
 from services.kb.archive.arguments import CORPORA
 from services.kb.resources.handles import OpenHandles
 
 REFRESH_MODES = ("targeted", "walk", "failed")
 
-REFRESHES = Counter("gateway_knowledge_refreshes_total", "Refreshes of an agent's index, by mode.", ("mode",), registry=REGISTRY)
+REFRESHES = Counter(
+    "gateway_knowledge_refreshes_total", "Refreshes of an agent's index, by mode.", ("mode",), registry=REGISTRY,
+    children=[(mode,) for mode in REFRESH_MODES],
+)
 REFRESH_SECONDS = Histogram(
-    "gateway_knowledge_refresh_duration_seconds", "Time one refresh of an agent's index took, by mode.", ("mode",), registry=REGISTRY
+    "gateway_knowledge_refresh_duration_seconds", "Time one refresh of an agent's index took, by mode.", ("mode",), registry=REGISTRY,
+    children=[(mode,) for mode in REFRESH_MODES[:2]],
 )
 SEARCH_SECONDS = Histogram(
-    "gateway_knowledge_search_duration_seconds", "Time an answered Search took, by corpus.", ("corpus",), registry=REGISTRY
+    "gateway_knowledge_search_duration_seconds", "Time an answered Search took, by corpus.", ("corpus",), registry=REGISTRY,
+    children=[(corpus,) for corpus in CORPORA],
 )
-_refreshes = {mode: REFRESHES.labels(mode) for mode in REFRESH_MODES}
-_refresh_seconds = {mode: REFRESH_SECONDS.labels(mode) for mode in REFRESH_MODES[:2]}
-_search_seconds = {corpus: SEARCH_SECONDS.labels(corpus) for corpus in CORPORA}
 
 
 def observe_refresh(mode: str, seconds: float | None) -> None:
     """One refresh in ``mode`` (``targeted``/``walk``) that took ``seconds``; ``failed`` has no time."""
-    _refreshes[mode].inc()
-    if seconds is not None and mode in _refresh_seconds:
-        _refresh_seconds[mode].observe(seconds)
+    REFRESHES.child(mode).inc()
+    if seconds is not None and mode in REFRESH_MODES[:2]:
+        REFRESH_SECONDS.child(mode).observe(seconds)
 
 
 def observe_search(corpus: str, seconds: float) -> None:
     """One answered Search of ``corpus`` (memory, shared or all; checked before it ran)."""
-    _search_seconds[corpus].observe(seconds)
+    SEARCH_SECONDS.child(corpus).observe(seconds)
 
 
-class IndexSizes(Collector):
+class IndexSizes(Collecting):
     """``gateway_knowledge_index_bytes{agent}``: bytes of each configured agent's kb.sqlite and WAL."""
 
     def __init__(self, agents: Callable[[], Iterable[AgentConfig]]) -> None:
         self._agents = agents
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily("gateway_knowledge_index_bytes", "Bytes on disk of an agent's kb.sqlite (with its WAL).", labels=("agent",))
+    def collect(self) -> Iterator[Any]:
+        family = gauge_family("gateway_knowledge_index_bytes", "Bytes on disk of an agent's kb.sqlite (with its WAL).", labels=("agent",))
         for agent in self._agents():
             size = 0
             for path in (agent.kb_path, agent.kb_path.with_name(agent.kb_path.name + "-wal")):
@@ -62,24 +62,24 @@ class IndexSizes(Collector):
             family.add_metric((agent.id,), size)
         yield family
 
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        yield GaugeMetricFamily("gateway_knowledge_index_bytes", "Bytes on disk of an agent's kb.sqlite (with its WAL).", labels=("agent",))
+    def describe(self) -> Iterator[Any]:
+        yield gauge_family("gateway_knowledge_index_bytes", "Bytes on disk of an agent's kb.sqlite (with its WAL).", labels=("agent",))
 
 
-class OpenArchives(Collector):
+class OpenArchives(Collecting):
     """``gateway_knowledge_open_archives`` and ``gateway_knowledge_open_archives_cap``: archives and
     vaults open now, and how many may be (``handles.OpenHandles``)."""
 
     def __init__(self, handles: OpenHandles) -> None:
         self._handles = handles
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        yield GaugeMetricFamily(_OPEN, _OPEN_HELP, value=self._handles.open_count())
-        yield GaugeMetricFamily(_CAP, _CAP_HELP, value=self._handles.cap)
+    def collect(self) -> Iterator[Any]:
+        yield gauge_family(_OPEN, _OPEN_HELP, value=self._handles.open_count())
+        yield gauge_family(_CAP, _CAP_HELP, value=self._handles.cap)
 
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        yield GaugeMetricFamily(_OPEN, _OPEN_HELP)
-        yield GaugeMetricFamily(_CAP, _CAP_HELP)
+    def describe(self) -> Iterator[Any]:
+        yield gauge_family(_OPEN, _OPEN_HELP)
+        yield gauge_family(_CAP, _CAP_HELP)
 
 
 _OPEN, _OPEN_HELP = "gateway_knowledge_open_archives", "Archives and shared vaults the KB has open now."

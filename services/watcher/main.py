@@ -9,13 +9,12 @@ from pathlib import Path
 
 import grpc
 import structlog
-from prometheus_client import Gauge
 
 from gateway.config import AgentConfig, Config
 from gateway.grpc_server import serve
 from gateway.home import read_internal_token
 from gateway.live_config import ConfigChange, LiveConfig
-from gateway.metrics import REGISTRY
+from gateway.metrics import REGISTRY, Gauge
 from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import watcher_pb2, watcher_pb2_grpc
 from services.watcher.directive_hub import DirectiveHub

@@ -23,10 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import structlog
-from prometheus_client import Counter, Histogram
 
 from gateway.config import AgentConfig
-from gateway.metrics import REGISTRY
+from gateway.metrics import REGISTRY, Counter, Histogram
 from services.watcher.compose import Composition, compose, write_if_changed
 from services.watcher.restart_policy import ChangeClass, classify
 from services.watcher.sessions import Directive, SessionRegistry
@@ -36,12 +35,11 @@ log = structlog.get_logger()
 RECOMPOSITIONS = Counter(
     "gateway_watcher_recompositions_total",
     "Compositions of an agent's CLAUDE.md: written (its bytes changed), unchanged, or failed.",
-    ("outcome",), registry=REGISTRY,
+    ("outcome",), registry=REGISTRY, children=[("written",), ("unchanged",), ("failed",)],
 )
 COMPOSE_SECONDS = Histogram(
     "gateway_watcher_compose_duration_seconds", "Time one composition took (compose and write).", registry=REGISTRY
 )
-_OUTCOMES = {outcome: RECOMPOSITIONS.labels(outcome) for outcome in ("written", "unchanged", "failed")}
 BACKLOG_STEP = 16  # agents of the start pass composed between two looks for changes
 
 
@@ -158,7 +156,7 @@ class Recomposer:
             written, problems, composition = compose_agent(agent)
         except OSError as exc:
             log.error("compose_failed", agent=agent.id, error=str(exc))
-            _OUTCOMES["failed"].inc()
+            RECOMPOSITIONS.child("failed").inc()
             return None
         COMPOSE_SECONDS.observe(time.perf_counter() - start)
         if composition is not None and self._record is not None:
@@ -166,7 +164,7 @@ class Recomposer:
                 self._record(agent, composition)
             except OSError as exc:  # lineage is a record of CLAUDE.md, never a reason to hold it back
                 log.warning("lineage_not_recorded", agent=agent.id, error=str(exc))
-        _OUTCOMES["written" if written else "unchanged"].inc()
+        RECOMPOSITIONS.child("written" if written else "unchanged").inc()
         changed = tuple(sorted(files))
         if written:
             self._generations[agent.id] = self._generations.get(agent.id, 0) + 1

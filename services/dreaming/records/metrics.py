@@ -12,9 +12,7 @@ does not know. A test checks that every sentence the applier can raise has a cod
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
-
-from gateway.metrics import REGISTRY
+from gateway.metrics import REGISTRY, Counter, Histogram
 from services.dreaming.model.values import RunReport
 
 OUTCOMES = ("applied", "proposed", "skipped", "failed", "aborted_cas")
@@ -41,7 +39,10 @@ REASONS: tuple[tuple[str, str], ...] = (
 )
 REASON_CODES = ("none", "restored", "other", *dict.fromkeys(code for _, code in REASONS))
 
-RUNS = Counter("gateway_dream_runs_total", "Dreaming runs, by outcome.", ("outcome",), registry=REGISTRY)
+RUNS = Counter(
+    "gateway_dream_runs_total", "Dreaming runs, by outcome.", ("outcome",), registry=REGISTRY,
+    children=[(outcome,) for outcome in OUTCOMES],
+)
 OPS = Counter(
     "gateway_dream_ops_total", "Ops of dreaming runs applied or skipped, by result and reason code.", ("result", "reason"), registry=REGISTRY
 )
@@ -49,7 +50,6 @@ REVIEWER_SECONDS = Histogram(
     "gateway_dream_reviewer_duration_seconds", "Time the reviewer command took in a run.",
     buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, float("inf")), registry=REGISTRY,
 )
-_runs = {outcome: RUNS.labels(outcome) for outcome in OUTCOMES}
 
 
 def reason_code(reason: str) -> str:
@@ -71,7 +71,7 @@ def run_outcome(report: RunReport) -> str:
 
 def observe_run(report: RunReport) -> None:
     """Count a finished run, its applied and skipped ops, and its reviewer's time."""
-    _runs[run_outcome(report)].inc()
+    RUNS.child(run_outcome(report)).inc()
     for r in report.ops:
         if r.status == "applied":
             OPS.labels("applied", "none").inc()
@@ -85,4 +85,4 @@ def observe_run(report: RunReport) -> None:
 
 def observe_outcome(outcome: str) -> None:
     """Count a run that never produced a report (the scheduler skipped the night, or the run raised)."""
-    _runs[outcome].inc()
+    RUNS.child(outcome).inc()
