@@ -118,6 +118,14 @@ def test_every_service_uses_the_one_image_and_the_shared_home() -> None:
         assert service.get("stop_grace_period")
 
 
+def test_every_server_runs_serve_through_python_m_gateway_cli() -> None:
+    # gateway_cli.__main__ hands serve to gateway_cli.serve: the service's own stack, not every command's.
+    for name, service in _services().items():
+        if name != "init":
+            assert service.get("entrypoint") == ["python", "-m", "gateway_cli"], name
+            assert service["command"] == ["serve", name], name
+
+
 def test_http_publishes_the_default_api_port() -> None:
     port = _config_defaults()["api.port"]
     assert port == 10850
