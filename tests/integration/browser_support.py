@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ def available() -> bool:
     return os.access(CHROMIUM, os.X_OK)
 
 
-def chromium() -> Iterator[Any]:
+def chromium() -> Generator[Any, None, None]:
     """A headless Chromium (a generator for a module fixture; check ``available()`` first)."""
     from playwright.sync_api import sync_playwright
 

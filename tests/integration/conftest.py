@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +19,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     home, ports, http_port = make_home(tmp_path_factory.mktemp("gw"))
     running = Suite(home, http_port, ports)
     try:
-        running.start("file_api")
-        running.start("watcher")
-        running.start("kb")
-        running.start("dreaming")
-        running.start("http")
+        running.start("file_api", "watcher", "kb", "dreaming", "http")
         yield running
     finally:
         running.stop_all()
@@ -38,10 +34,44 @@ def http(suite: Suite) -> Iterator[httpx.Client]:
 # --- the console's browser tests: each module defines ``console_suite`` and skips first without a browser
 
 
+class SharedBrowser:
+    """One headless Chromium (``browser_support``) for the browser modules that run one after another.
+    Closed before any other test runs: between its calls Playwright's sync API marks its event loop
+    as running in this thread, and ``asyncio.run`` then refuses to start."""
+
+    def __init__(self) -> None:
+        self._running: Generator[Any, None, None] | None = None
+        self._browser: Any = None
+
+    def get(self) -> Any:
+        if self._running is None:
+            self._running = chromium()
+            self._browser = next(self._running)
+        return self._browser
+
+    def close(self) -> None:
+        if self._running is not None:
+            self._running.close()
+        self._running = self._browser = None
+
+
+_SHARED_BROWSER = SharedBrowser()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a test's teardown: the shared browser closes unless the next test uses it too."""
+    try:
+        return (yield)
+    finally:
+        if nextitem is None or "browser" not in getattr(nextitem, "fixturenames", ()):
+            _SHARED_BROWSER.close()
+
+
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """A headless Chromium for the module (``browser_support``)."""
-    yield from chromium()
+def browser() -> Any:
+    """The shared Chromium; each test has a context of its own (``tab``)."""
+    return _SHARED_BROWSER.get()
 
 
 @pytest.fixture

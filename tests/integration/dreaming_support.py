@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from suite_support import ADMIN_KEY, Suite, make_home, wait_until, workspace
+from suite_support import ADMIN_KEY, Suite, make_home, poll_get, wait_until, workspace
 
 REVIEWERS = Path(__file__).resolve().parents[1] / "reviewers"
 PRUNED = "memory/archive/pruned.md"
@@ -95,8 +95,7 @@ def start_suite(
             write(folder / name, text)
     running = Suite(home, http_port, ports)
     try:
-        for name in services:
-            running.start(name)
+        running.start(*services)
     except BaseException:
         running.stop_all()
         raise
@@ -106,7 +105,7 @@ def start_suite(
 def shim_sees(suite: Suite, backend: str) -> bool:
     """Whether the REST shim reaches ``backend`` (its /healthz says SERVING)."""
     try:
-        body = httpx.get(f"{suite.base_url}/healthz", timeout=2).json()
+        body = poll_get(f"{suite.base_url}/healthz", 2).json()
     except (httpx.HTTPError, ValueError):
         return False
     return bool(body.get("backends", {}).get(backend) == "SERVING")

@@ -35,6 +35,17 @@ CAROL_KEY = "carol-key-000000"  # scope names carol, who is not configured
 START_DEADLINE_S = 30.0
 
 
+# One client for every poll (health, metrics): httpx builds an SSL context for each client it makes
+# (about 45 ms of CPU, reading its CA bundle) and ``httpx.get`` makes a client per call, which a
+# poll every 50 ms would spend on each. No keep-alive: the servers polled come and go.
+POLLS = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
+
+
+def poll_get(url: str, timeout: float) -> httpx.Response:
+    """GET ``url`` through ``POLLS``."""
+    return POLLS.get(url, timeout=timeout)
+
+
 _HANDED_OUT: collections.deque[int] = collections.deque(maxlen=4096)  # most recent first out
 _HANDED_LOCK = threading.Lock()
 
@@ -165,26 +176,36 @@ class Suite:
     def log_path(self, name: str) -> Path:
         return self.home / f"{name}.log"
 
-    def start(self, name: str) -> None:
-        log = open(self.log_path(name), "ab")  # noqa: SIM115 - owned by the child
-        self.procs[name] = subprocess.Popen(
-            [*self.wrap, sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(self.home)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        if name == "http":
-            wait_until(self._http_up, START_DEADLINE_S, "the REST shim to listen")
-        else:
-            wait_until(lambda: grpc_serving(self.address(name)), START_DEADLINE_S, f"{name} to be SERVING")
+    def start(self, *names: str) -> None:
+        """Start processes ``names`` side by side, as ``gateway up`` does; return once each serves and,
+        with the REST shim among them, once the shim reaches every other one of them."""
+        for name in names:
+            log = open(self.log_path(name), "ab")  # noqa: SIM115 - owned by the child
+            self.procs[name] = subprocess.Popen(
+                [*self.wrap, sys.executable, "-m", "gateway_cli.cli", "serve", name, "--home", str(self.home)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            log.close()
+        backends = [name for name in names if name != "http"]
+        for name in backends:
+            wait_until(lambda n=name: self._serving(n), START_DEADLINE_S, f"{name} to be SERVING")  # type: ignore[misc]
+        if "http" in names:
+            wait_until(lambda: self._http_up(backends), START_DEADLINE_S, "the REST shim to listen and reach its backends")
 
-    def _http_up(self) -> bool:
+    def _serving(self, name: str) -> bool:
+        self._fail_if_dead(name)
+        return grpc_serving(self.address(name))
+
+    def _http_up(self, backends: tuple[str, ...] | list[str] = ()) -> bool:
+        """Whether the shim answers /healthz, saying ``backends`` serve (its channels to them are up)."""
         self._fail_if_dead("http")
         try:
-            httpx.get(f"{self.base_url}/healthz", timeout=1)
+            reply = poll_get(f"{self.base_url}/healthz", 1)
         except httpx.HTTPError:
             return False
-        return True
+        said = reply.json().get("backends", {}) if backends else {}
+        return all(said.get(name) == "SERVING" for name in backends)
 
     def _fail_if_dead(self, name: str) -> None:
         proc = self.procs[name]
@@ -192,18 +213,23 @@ class Suite:
             raise AssertionError(f"{name} exited with {proc.returncode}:\n{self.log_path(name).read_text()[-3000:]}")
 
     def stop(self, name: str) -> int:
+        """SIGTERM process ``name``; its exit code (AssertionError when it outlives 15 s)."""
         proc = self.procs.pop(name)
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                raise AssertionError(f"{name} did not stop on SIGTERM") from None
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"{name} did not stop on SIGTERM") from None
         return proc.returncode
 
     def stop_all(self) -> None:
+        """SIGTERM every process at once, then wait for each (``stop``)."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
         for name in list(self.procs):
             self.stop(name)
 

@@ -345,8 +345,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     _configure(home, reply_file)
     suite = Suite(home, http_port, ports)
     try:
-        for name in ("file_api", "watcher", "kb", "dreaming", "http"):
-            suite.start(name)
+        suite.start("file_api", "watcher", "kb", "dreaming", "http")
         run = Run(suite)
         prep = Prep(home, {name: suite.address(name) for name in ("file_api", "watcher", "kb", "dreaming")}, reply_file)
         try:

@@ -16,7 +16,7 @@ from typing import Any
 import apsw
 import httpx
 import pytest
-from suite_support import ADMIN_KEY, Suite, make_home, wait_claude, wait_until
+from suite_support import ADMIN_KEY, Suite, make_home, poll_get, wait_claude, wait_until
 
 from gateway.suite_lock import holders
 
@@ -36,8 +36,7 @@ def client(suite: Suite) -> httpx.Client:
 
 
 def start(suite: Suite) -> None:
-    for name in SERVICES:
-        suite.start(name)
+    suite.start(*SERVICES)
 
 
 def answers(suite: Suite) -> dict[str, list[tuple[Any, ...]]]:
@@ -214,7 +213,7 @@ def settled(home: Path) -> dict[str, tuple[str, int]]:
 def serving(http_port: int) -> bool:
     """Whether the shim answers /healthz with every backend SERVING."""
     try:
-        body = httpx.get(f"http://127.0.0.1:{http_port}/healthz", timeout=2).json()
+        body = poll_get(f"http://127.0.0.1:{http_port}/healthz", 2).json()
     except (httpx.HTTPError, ValueError):
         return False
     backends = body.get("backends", {})
@@ -250,8 +249,7 @@ def test_restore_into_a_home_that_serve_processes_hold_is_refused_and_changes_no
     home, ports, http_port = make_home(tmp_path, [{"id": "alfred"}])
     suite = Suite(home, http_port, ports)
     try:
-        for name in ALL_SERVICES:
-            suite.start(name)
+        suite.start(*ALL_SERVICES)
         put_soul(suite, "# Soul\n\nthe version in the backup\n")
         with client(suite) as http:  # the KB opens (and holds open) alfred's kb.sqlite
             assert http.post("/api/v1/agents/alfred/memory:refresh", json={}).status_code == 200
@@ -274,8 +272,7 @@ def test_restore_into_a_home_that_serve_processes_hold_is_refused_and_changes_no
     assert restored.stdout.startswith(f"restored {(tmp_path / 'bk').absolute()} into {home}: ")
     again = Suite(home, http_port, ports)
     try:
-        for name in ("file_api", "kb", "http"):
-            again.start(name)
+        again.start("file_api", "kb", "http")
         assert soul(again) == "# Soul\n\nthe version in the backup\n"
     finally:
         again.stop_all()

@@ -36,8 +36,7 @@ def bsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     (memory / "deploys.md").write_text("# Deploys\n\n- on Tuesdays\n")
     running = Suite(home, http_port, ports)
     try:
-        for name in ("file_api", "watcher", "kb", "http"):
-            running.start(name)
+        running.start("file_api", "watcher", "kb", "http")
         yield running
     finally:
         running.stop_all()

@@ -30,8 +30,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     home, ports, http_port = make_home(tmp_path_factory.mktemp("reload"))
     running = Suite(home, http_port, ports)
     try:
-        for name in PROCESSES:
-            running.start(name)
+        running.start(*PROCESSES)
         yield running
     finally:
         running.stop_all()

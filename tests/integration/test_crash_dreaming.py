@@ -97,8 +97,7 @@ def test_kill_9_mid_apply_leaves_the_pre_or_post_image_and_a_journal_that_matche
     tally = Tally("kill -9: dreaming applier")
     reverted_by_cli = 0
     try:
-        suite.start("kb")
-        suite.start("dreaming")
+        suite.start("kb", "dreaming")
         # One run that is not killed: the post-image, and how long a run takes once released.
         report, took = run(suite, gate)
         post = (ws / "MEMORY.md").read_text(encoding="utf-8")

@@ -35,8 +35,7 @@ def test_reviewers_of_a_killed_dreaming_process_are_killed_at_the_next_start(tmp
     workspace(suite, "alfred").mkdir(parents=True, exist_ok=True)
     (workspace(suite, "alfred") / "MEMORY.md").write_text(MEMORY)
     try:
-        for name in ("file_api", "watcher", "kb", "dreaming", "http"):
-            suite.start(name)
+        suite.start("file_api", "watcher", "kb", "dreaming", "http")
         with httpx.Client(base_url=suite.base_url, timeout=60) as http:
             caller = threading.Thread(target=lambda: http.post("/api/v1/agents/alfred/dream:run", headers={"X-Api-Key": ADMIN_KEY}, json={}),
                                       daemon=True)

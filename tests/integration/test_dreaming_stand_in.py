@@ -61,8 +61,7 @@ def memory(home: Path) -> str:
 def start(home: Path, http_port: int, ports: dict[str, int]) -> Suite:
     suite = Suite(home, http_port, ports)
     try:
-        for name in ("file_api", "watcher", "kb", "dreaming", "http"):
-            suite.start(name)
+        suite.start("file_api", "watcher", "kb", "dreaming", "http")
     except BaseException:
         suite.stop_all()
         raise

@@ -1,6 +1,7 @@
 """Fresh starts with searches already under way: no reader ever sees a half-made database.
 
-Each start is a new home (no kb.sqlite yet) and a new KB process. Searches of every agent's
+Each start is a new home (no kb.sqlite yet) and a new KB process, forked from one that has imported
+the KB already (``kb_fork_support``: an interpreter's start-up is no part of the race). Searches of every agent's
 archive and of the shared vault are fired from before the process listens until well after it
 does, several at once, through a channel that reconnects within milliseconds, so some land at
 the moment it becomes ready, when the first refreshes are creating the databases. Every
@@ -13,7 +14,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -23,6 +23,7 @@ from pathlib import Path
 import grpc
 import pytest
 from hardening_report import record
+from kb_fork_support import ForkServer
 from suite_support import free_ports
 
 from gateway.config_migrations import CURRENT_VERSION
@@ -68,7 +69,7 @@ def fresh_home(root: Path) -> tuple[Path, int]:
     return home, ports[2]
 
 
-def one_start(root: Path) -> tuple[Counter[str], list[str]]:
+def one_start(forks: ForkServer, root: Path) -> tuple[Counter[str], list[str]]:
     """Start a KB on a fresh home with searches in flight; (answers by code, problems)."""
     home, port = fresh_home(root)
     token = read_internal_token(home)
@@ -109,10 +110,7 @@ def one_start(root: Path) -> tuple[Counter[str], list[str]]:
     for t in firing:
         t.start()
     time.sleep(0.05)  # searches are failing (nothing listens) before the process even starts
-    log = open(root / "kb.log", "ab")  # noqa: SIM115 - the child's
-    proc = subprocess.Popen([sys.executable, "-m", "gateway_cli.cli", "serve", "kb", "--home", str(home)],
-                            stdout=log, stderr=subprocess.STDOUT)
-    log.close()
+    proc = forks.start_kb(home, root / "kb.log")
     try:
         if not done.wait(90):
             problems.append(f"not every search answered within 90 s: {dict(ok)}")
@@ -133,8 +131,12 @@ def one_start(root: Path) -> tuple[Counter[str], list[str]]:
 
 
 def test_fifty_fresh_starts_with_searches_before_and_at_readiness_never_fail(tmp_path: Path) -> None:
-    with ThreadPoolExecutor(AT_ONCE) as pool:
-        results = list(pool.map(lambda n: one_start(tmp_path / f"start{n:02d}"), range(STARTS)))
+    forks = ForkServer()
+    try:
+        with ThreadPoolExecutor(AT_ONCE) as pool:
+            results = list(pool.map(lambda n: one_start(forks, tmp_path / f"start{n:02d}"), range(STARTS)))
+    finally:
+        forks.close()
     codes: Counter[str] = Counter()
     problems = []
     for n, (start_codes, start_problems) in enumerate(results):

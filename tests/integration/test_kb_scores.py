@@ -34,8 +34,7 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         (workspace / rel).write_text(text)
     running = Suite(home, http_port, ports)
     try:
-        running.start("kb")
-        running.start("http")
+        running.start("kb", "http")
         with httpx.Client(base_url=running.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as http:
             for name, content in SHARED.items():
                 body = {"name": name, "content": content, "confirm": True}

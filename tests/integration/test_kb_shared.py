@@ -46,8 +46,7 @@ def ssuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         (home / "agents" / agent / "workspace" / "memory").mkdir(parents=True)
     running = Suite(home, http_port, ports)
     try:
-        running.start("kb")
-        running.start("http")
+        running.start("kb", "http")
         yield running
     finally:
         running.stop_all()

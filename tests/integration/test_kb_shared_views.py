@@ -28,8 +28,7 @@ def vsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         (home / "agents" / agent / "workspace" / "memory").mkdir(parents=True)
     running = Suite(home, http_port, ports)
     try:
-        running.start("kb")
-        running.start("http")
+        running.start("kb", "http")
         with httpx.Client(base_url=running.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as http:
             for name, content in (
                 ("harbour", "---\ntitle: Harbour\nclaims:\n  - id: tide\n    text: high tide at six\n---\n[[ferry]] and [[lighthouse]]\n"),

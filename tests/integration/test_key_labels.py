@@ -34,8 +34,7 @@ def lsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Suite, st
     )
     running = Suite(home, http_port, ports)
     try:
-        running.start("file_api")
-        running.start("watcher")
+        running.start("file_api", "watcher")
         yield running, added.stdout.strip()
     finally:
         running.stop_all()

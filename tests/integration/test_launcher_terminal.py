@@ -214,8 +214,7 @@ def test_the_shim_logs_its_stop_as_the_grpc_services_do(tmp_path: Path) -> None:
     home, ports, http_port = make_home(tmp_path)
     suite = Suite(home, http_port, ports)
     try:
-        suite.start("file_api")
-        suite.start("http")
+        suite.start("file_api", "http")
         rest_calls(suite.base_url)
         codes = {name: suite.stop(name) for name in ("http", "file_api")}
     finally:

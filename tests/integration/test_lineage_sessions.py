@@ -26,9 +26,7 @@ def lsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         (home / "agents" / agent / "workspace").mkdir(parents=True)
     running = Suite(home, http_port, ports)
     try:
-        running.start("file_api")
-        running.start("watcher")
-        running.start("http")
+        running.start("file_api", "watcher", "http")
         yield running
     finally:
         running.stop_all()

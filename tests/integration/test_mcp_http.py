@@ -76,8 +76,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         (workspace(running, agent) / "memory").mkdir(parents=True)
         (workspace(running, agent) / "memory" / "notes.md").write_text(f"# Notes\n\n{text}")
     try:
-        running.start("kb")
-        running.start("http")
+        running.start("kb", "http")
         yield running
     finally:
         running.stop_all()

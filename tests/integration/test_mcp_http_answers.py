@@ -46,8 +46,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     home, ports, http_port = make_home(tmp_path_factory.mktemp("mcpanswers"))
     running = Suite(home, http_port, ports)
     try:
-        running.start("kb")
-        running.start("http")
+        running.start("kb", "http")
         yield running
     finally:
         running.stop_all()

@@ -49,8 +49,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         notes.mkdir(parents=True)
         (notes / f"{name}.md").write_text(f"# {name.title()}\n\n- {fact}\n")
     try:
-        running.start("kb")
-        running.start("http")
+        running.start("kb", "http")
         yield running
     finally:
         running.stop_all()

@@ -104,8 +104,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     home, ports, http_port = make_home(tmp, [{"id": "alfred", "dreaming": dreaming}, {"id": "bob"}])
     running = Suite(home, http_port, ports)
     try:
-        for name in ("file_api", "watcher", "kb", "dreaming", "http"):
-            running.start(name)
+        running.start("file_api", "watcher", "kb", "dreaming", "http")
         yield running
     finally:
         running.stop_all()

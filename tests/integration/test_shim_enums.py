@@ -36,8 +36,7 @@ def esuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     home, ports, http_port = make_home(tmp_path_factory.mktemp("enums"))
     running = Suite(home, http_port, ports)
     try:
-        running.start("watcher")
-        running.start("http")
+        running.start("watcher", "http")
         yield running
     finally:
         running.stop_all()

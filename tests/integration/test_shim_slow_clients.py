@@ -49,8 +49,7 @@ def ssuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     set_api(str(home / "config.json"), **LIMITS)
     running = Suite(home, http_port, ports)
     try:
-        running.start("file_api")
-        running.start("http")
+        running.start("file_api", "http")
         yield running
     finally:
         running.stop_all()

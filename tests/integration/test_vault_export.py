@@ -132,8 +132,7 @@ def postgres_suite(tmp: Path) -> Suite:
     home, ports, http_port = make_home(tmp, [{"id": "alfred"}, {"id": "bob"}], knowledge={
         "shared": {"backend": "postgres", "postgres": {"dsnEnv": "MOVED_VAULT_DSN", "connectTimeoutS": 5}}})
     suite = Suite(home, http_port, ports)
-    for name in ("kb", "http"):
-        suite.start(name)
+    suite.start("kb", "http")
     return suite
 
 

@@ -43,8 +43,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster) -> Iterato
     home, ports, http_port = make_home(tmp_path_factory.mktemp("roles"), knowledge={"shared": shared})
     running = Suite(home, http_port, ports)
     try:
-        for name in ("kb", "http"):
-            running.start(name)
+        running.start("kb", "http")
         yield running
     finally:
         running.stop_all()

@@ -30,8 +30,7 @@ def start(tmp: Path, postgres_block: dict[str, object]) -> Suite:
     memory.mkdir(parents=True)
     (memory / "ferries.md").write_text("# Ferries\n\n- the ferry to the island leaves at noon\n")
     suite = Suite(home, http_port, ports)
-    for name in ("file_api", "watcher", "kb", "http"):
-        suite.start(name)
+    suite.start("file_api", "watcher", "kb", "http")
     return suite
 
 

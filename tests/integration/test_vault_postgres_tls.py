@@ -59,8 +59,7 @@ def start(tmp: Path, dsn: str, connect_timeout_s: float = 5) -> Suite:
                                                   "connectTimeoutS": connect_timeout_s}}
     home, ports, http_port = make_home(tmp, knowledge={"shared": shared})
     suite = Suite(home, http_port, ports)
-    for name in ("kb", "http"):
-        suite.start(name)
+    suite.start("kb", "http")
     return suite
 
 

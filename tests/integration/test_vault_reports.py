@@ -33,8 +33,7 @@ WRITTEN = [  # a note with links (one to a missing note), a retired one, claims 
 def start(tmp: Path, shared: dict[str, object]) -> Suite:
     home, ports, http_port = make_home(tmp, knowledge={"shared": {"graph": True, **shared}})
     suite = Suite(home, http_port, ports)
-    for name in ("kb", "http"):
-        suite.start(name)
+    suite.start("kb", "http")
     return suite
 
 

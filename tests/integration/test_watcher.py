@@ -35,10 +35,7 @@ def wsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         (home / "agents" / agent / "workspace").mkdir(parents=True)
     running = Suite(home, http_port, ports)
     try:
-        running.start("file_api")
-        running.start("watcher")
-        running.start("kb")
-        running.start("http")
+        running.start("file_api", "watcher", "kb", "http")
         yield running
     finally:
         running.stop_all()

@@ -85,8 +85,7 @@ def start_host(tmp: Path, label: str, dsn: str, services: Sequence[str] = ("kb",
                         knowledge=vault_settings(dsn))
     suite.host, suite.wrap = address, wrap
     try:
-        for name in services:
-            suite.start(name)
+        suite.start(*services)
     except BaseException:
         suite.stop_all()
         raise
