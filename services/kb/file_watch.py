@@ -1,6 +1,7 @@
 """File events: which sources changed, so a search can say "stale" and a refresh can skip the tree walk.
 
-One watchfiles watch (one inotify instance) over every watched root: each
+One watch (``gateway.watching``: one inotify instance read by the event loop; watchfiles where
+there is no inotify) over every watched root: each
 agent workspace with the archive on (``MEMORY.md``, ``USER.md``,
 ``memory/**.md`` count) and each shared vault's ``notes/`` folder (``*.md``
 directly in it), plus a KB-owned ``sync`` folder. An event on a source calls
@@ -11,7 +12,7 @@ created later is picked up (the watch is then re-planned).
 first know that every event for a change made before it was asked has been
 delivered. ``sync`` creates a uniquely named file in the sync folder and waits
 until the watch reports it. The kernel queues the events of one inotify
-instance in order, and watchfiles hands them over in that order (a batch holds
+instance in order, and the watch hands them over in that order (a batch holds
 everything received before its last event), so once the marker is seen every
 earlier change has gone through ``changed``. ``sync`` answers False when the
 watch is not running or not yet proved live (its start marker not yet seen),
@@ -27,8 +28,9 @@ told to walk its tree at the next refresh when
   away reports the folder, not its files);
 - the root itself is deleted;
 - more than ``BURST_EVENTS`` events arrive within a second: the kernel queue
-  (``fs.inotify.max_queued_events``, 16,384 by default) may have overflowed,
-  and an overflow is not reported through watchfiles.
+  (``fs.inotify.max_queued_events``, 16,384 by default) may be near overflowing;
+- the watch reports an overflow (``gateway.inotify`` raises; the KB logs ``kb_watch_error``,
+  restarts the watch, and the restart rescans).
 """
 
 from __future__ import annotations
