@@ -10,6 +10,7 @@ forked process starts them as a KB started from a shell does, on its own home.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -35,10 +36,8 @@ class Forked:
         self.pid = pid
 
     def send_signal(self, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):  # already gone
             os.kill(self.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
