@@ -47,6 +47,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import footprint_cpu
+import footprint_memory
 from footprint_report import Case, Measured, report
 from harness import BENCH_DIR, page
 from harness.home import session
@@ -69,33 +71,22 @@ SEED = 7
 READY_TIMEOUT_S = 120.0
 WORKERS_SETTLE_S = 5.0
 REFERENCE_TIMEOUT_S = 60.0
-MIB = 1024
 
 
 # --------------------------------------------------------------------------- /proc
 
 
 def rss_pss(pid: int) -> tuple[float, float] | None:
-    """(RSS, PSS) of ``pid`` in MiB, from ``/proc/PID/smaps_rollup``; None when it is gone."""
-    found: dict[str, float] = {}
+    """(RSS, PSS) of ``pid`` in MiB (``footprint_memory.rss_pss``); None when it is gone."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as handle:
-            for line in handle:
-                key, _, value = line.partition(":")
-                if key in ("Rss", "Pss"):
-                    found[key] = int(value.split()[0]) / MIB
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return footprint_memory.rss_pss(pid)
+    except OSError:
         return None
-    return found.get("Rss", 0.0), found.get("Pss", 0.0)
 
 
 def cpu_at_rest(pids: dict[str, int], seconds: float) -> dict[str, float]:
-    """Each process's CPU over ``seconds`` of wall time, in % of one core."""
-    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    start = time.monotonic()
-    time.sleep(seconds)
-    elapsed = time.monotonic() - start
-    return {name: 100 * (cpu_seconds(pid) - before[name]) / elapsed for name, pid in pids.items()}
+    """Each process's CPU over ``seconds`` of wall time, in % of one core (``footprint_cpu.cpu_at_rest``)."""
+    return {name: figures.percent for name, figures in footprint_cpu.cpu_at_rest(pids, seconds).items()}
 
 
 def session_pids(leader: int) -> dict[str, int]:
