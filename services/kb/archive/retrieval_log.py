@@ -37,6 +37,13 @@ twice. An entry with no lifecycle row yet (retrieved before its file was
 indexed) gets one, first seen at its first retrieval. The folded rows are
 deleted in that transaction: the log holds only what is not yet counted, so its
 size follows the searches since the last fold (a night's), not every search ever.
+
+The log is bounded even where no fold comes (dreaming off for the agent, a vault whose GC never
+runs): after a batch, when the rows not yet folded reach ``FOLD_AT_ROWS`` (10,000), the
+``Recorder`` folds them at once through the batch's connection. A fold only adds counts and keeps
+the latest time, so folding early or late leaves the same lifecycle rows, and the staleness GC
+decides the same (docs/concepts/archive.md "Recall"). A fold that finds the database locked is
+tried again after a later batch.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ KINDS: Final = ("search", "get")
 RECORD_BUSY_TIMEOUT_MS: Final = 250
 LINGER_S: Final = 0.5
 MAX_PENDING_ROWS: Final = 10_000
+FOLD_AT_ROWS: Final = 10_000  # the log's bound: a batch that leaves this many unfolded rows folds them
 RELEASE_TIMEOUT_S: Final = 5.0  # an archive's close waits at most this for its rows to be written
 _INSERT: Final = "INSERT INTO kb_retrieval_log(entry_hash, path, at, kind) VALUES (?, ?, ?, ?)"
 
@@ -134,6 +142,12 @@ def _append(conn: apsw.Connection, rows: list[_Row]) -> None:
         conn.executemany(_INSERT, rows)
 
 
+def unfolded_rows(conn: apsw.Connection) -> int:
+    """The log's rows not folded yet, at most (a fold deletes what it counts; ids only grow)."""
+    row = conn.execute("SELECT coalesce(max(id) - min(id) + 1, 0) FROM kb_retrieval_log").fetchone()
+    return int(str(row[0])) if row else 0
+
+
 _RETRY: Final = threading.Event()  # a queue item that only wakes the writer to retry kept rows
 
 
@@ -167,7 +181,13 @@ class Recorder:
         busy_timeout_ms: int = RECORD_BUSY_TIMEOUT_MS,
         clock: Callable[[], float] = time.time,
         max_pending_rows: int = MAX_PENDING_ROWS,
+        fold: Callable[[apsw.Connection], object] | None = None,
+        fold_at_rows: int = FOLD_AT_ROWS,
     ) -> None:
+        """``fold``: what folds a database's log in one transaction (the archive's ``fold_retrievals``
+        by default; a vault's index folds by note name). ``fold_at_rows``: the log's bound."""
+        self._fold = fold if fold is not None else fold_retrievals
+        self._fold_at_rows = fold_at_rows
         self._linger_s = linger_s
         self._busy_timeout_ms = busy_timeout_ms
         self._clock = clock
@@ -288,6 +308,7 @@ class Recorder:
             try:
                 conn = _open_writer(db_path, self._busy_timeout_ms)  # CantOpenError when it is gone: dropped
                 _append(conn, rows)
+                self._bound(conn, db_path)
             except apsw.BusyError as exc:  # locked past busy_timeout_ms: keep the rows for the next batch
                 log.warning("kb_retrieval_log_failed", rows=len(rows), retry=True, error=f"{type(exc).__name__}: {exc}")
                 if not self._stop.is_set():
@@ -297,6 +318,16 @@ class Recorder:
             finally:
                 if conn is not None:
                     close_quietly(conn)
+
+
+    def _bound(self, conn: apsw.Connection, db_path: Path) -> None:
+        """Fold the log when it reached the bound (module docstring); the rows just written stay
+        written whatever happens here."""
+        try:
+            if unfolded_rows(conn) >= self._fold_at_rows:
+                self._fold(conn)
+        except Exception as exc:  # noqa: BLE001 - the next batch tries again; the rows are not lost
+            log.warning("kb_retrieval_log_fold_failed", db=str(db_path), error=f"{type(exc).__name__}: {exc}")
 
 
 def fold_retrievals(conn: apsw.Connection) -> FoldReport:

@@ -5,9 +5,9 @@ Off unless the KB starts with ``KB_MEMORY_TRACE`` naming a file (read in ``servi
 to that file every ``KB_MEMORY_TRACE_S`` seconds (default 10): the process's resident and anonymous
 memory (``/proc/self/smaps_rollup``), the C heap (glibc's ``mallinfo2``: its arenas, its mappings,
 the bytes in use and free; and per arena, from ``malloc_info``, the memory it holds and the free part of
-it), SQLite's allocations in all and the page caches, statements and schemas
-of the open connections, and Python's allocated blocks. With ``KB_MEMORY_TRACE_FRAMES`` set to a
-number of frames, tracemalloc runs too (it slows the KB down about twice): each line then carries
+it), SQLite's allocations in all and the page caches, statements and schemas of the open
+connections, Python's allocated blocks, and its own allocator's (pymalloc's) arenas and the bytes in
+its blocks in use and free. With ``KB_MEMORY_TRACE_FRAMES`` set to a number of frames, tracemalloc runs too (it slows the KB down about twice): each line then carries
 the traced total, and ``<file>.top`` is rewritten with the tracebacks whose allocations grew most
 since the first line written after ``KB_MEMORY_TRACE_BASE_S`` seconds (default 120, a warm-up).
 """
@@ -17,8 +17,10 @@ from __future__ import annotations
 import ctypes
 import json
 import linecache
+import os
 import re
 import sys
+import tempfile
 import threading
 import time
 import tracemalloc
@@ -113,6 +115,35 @@ def arenas_mb(xml: str) -> list[list[float]]:
             for fast, rest, system in _HEAP.findall(xml)]
 
 
+_PYMALLOC = {"# arenas allocated current": "py_arenas", "# bytes in allocated blocks": "py_used_mb",
+             "# bytes in available blocks": "py_free_blocks_mb"}
+
+
+def pymalloc_mb() -> dict[str, float]:
+    """Python's own allocator (pymalloc), from ``sys._debugmallocstats``: its arenas (1 MiB mappings of
+    the interpreter's, outside glibc's figures), the bytes in blocks in use and in free blocks of used
+    pools, MB. The report goes to the C stderr, so fd 2 is pointed at a temporary file while it is
+    written (the KB logs to stdout)."""
+    with tempfile.TemporaryFile() as report:
+        saved = os.dup(2)
+        try:
+            os.dup2(report.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        report.seek(0)
+        text = report.read().decode(errors="replace")
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        label, _, value = line.partition("=")
+        key = _PYMALLOC.get(label.strip())
+        if key is not None:
+            number = int(value.strip().replace(",", ""))
+            out[key] = number if key == "py_arenas" else number / 2**20
+    return out
+
+
 def sqlite_mb() -> dict[str, float]:
     """SQLite's allocations in all and, summed over the open connections, their page caches,
     statements and schemas, MB (a connection busy in another thread is left out of the sums)."""
@@ -122,7 +153,7 @@ def sqlite_mb() -> dict[str, float]:
 
 def sample(started: float) -> dict[str, object]:
     """One line of the record."""
-    line: dict[str, object] = {"t": round(time.monotonic() - started, 1), **smaps_mb(), **heap_mb(), **sqlite_mb(),
+    line: dict[str, object] = {"t": round(time.monotonic() - started, 1), **smaps_mb(), **heap_mb(), **sqlite_mb(), **pymalloc_mb(),
                                "arenas": arenas_mb(malloc_info_xml()),
                                "py_blocks": sys.getallocatedblocks()}
     if tracemalloc.is_tracing():

@@ -45,7 +45,7 @@ from services.kb.graph.build import build_reports, compile_graph
 from services.kb.graph.model import GraphReport
 from services.kb.graph.rebuilds import Rebuilds
 from services.kb.vault.names import NOTES_DIR, live_name
-from services.kb.vault import listing, note_index, notes
+from services.kb.vault import listing, note_index, notes, sqlite_rows
 from services.kb.vault.registry_base import SharedVaults, utc_now
 from services.kb.vault.sqlite_store import SqliteVaultStore
 from services.kb.vault.store import Authors
@@ -115,7 +115,8 @@ class Vaults(SharedVaults[_Vault]):
         process's local time zone). ``recorder``: the recall writer (one of its own by default).
         ``handles``: the LRU of open indexes (shared with the archives; one of its own by default)."""
         self._executor = executor
-        self._recorder = recorder or retrieval_log.Recorder(clock=lambda: self._clock().timestamp())
+        self._recorder = recorder or retrieval_log.Recorder(
+            clock=lambda: self._clock().timestamp(), fold=sqlite_rows.fold_retrievals)
         self._own_handles = handles is None
         self._handles = handles if handles is not None else OpenHandles(default_cap())
         self._reports = Rebuilds(executor)

@@ -22,7 +22,7 @@ import json
 
 import apsw
 
-from services.kb.archive.retrieval_log import KINDS, Retrieved
+from services.kb.archive.retrieval_log import FOLD_AT_ROWS, KINDS, Retrieved, unfolded_rows
 from services.kb.index.meta import get_meta, set_meta
 from services.kb.vault.names import live_name, name_from_path
 from services.kb.vault.store import Authors, Claim, NoteState, PromotionRecord, Writer
@@ -96,6 +96,8 @@ def log_retrievals(conn: apsw.Connection, hits: Iterable[Retrieved], kind: str, 
     rows = [(hit.entry_hash, hit.path, at, kind) for hit in hits if hit.entry_hash]
     with conn:
         conn.executemany("INSERT INTO kb_retrieval_log(entry_hash, path, at, kind) VALUES (?, ?, ?, ?)", rows)
+    if unfolded_rows(conn) >= FOLD_AT_ROWS:  # the log's bound, as the recorder keeps it (``retrieval_log``)
+        fold_retrievals(conn)
     return len(rows)
 
 
@@ -124,6 +126,19 @@ def _fold(conn: apsw.Connection) -> int:
     set_meta(conn, FOLDED_KEY, str(newest))
     # Folded rows are counted for good (the archive's fold says why they go).
     conn.execute("DELETE FROM kb_retrieval_log WHERE id <= ?", (newest,))
+    return folded
+
+
+def fold_retrievals(conn: apsw.Connection) -> int:
+    """Fold the log now, outside a day's claim (the recorder's bound, ``retrieval_log``); the rows folded."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(LIFECYCLE_DDL)
+        folded = _fold(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     return folded
 
 

@@ -5,7 +5,8 @@ Authors live on the note's row (``created_*`` with ``created_at``; ``changed_*``
 record needs its note; a retired twin shares its live name's record, which a move carries to the row it
 writes (``carry_authors``), and a name held only retired keeps its record on the retired row (where an
 import records it). The retrieval log is folded into ``note_lifecycle`` by one statement that
-deletes the rows it counts (``claim_day``), so rows other hosts commit meanwhile wait for the next fold.
+deletes the rows it counts (``claim_day``; and ``fold_retrievals`` when the store's log reaches its bound),
+so rows other hosts commit meanwhile wait for the next fold.
 A promotion's answer is a ``promotions`` row keyed by (project, request id), inserted in the transaction
 that wrote the note (``writing``), so the note and its answer land together or not at all.
 Every function runs in the caller's transaction; times are epoch seconds in and out.
@@ -95,6 +96,18 @@ def log_retrievals(conn: Conn, project: str, hits: Iterable[Retrieved], kind: st
     return len(rows)
 
 
+def logged_rows(conn: Conn, project: str) -> int:
+    """The project's rows in the retrieval log (all of them are not folded yet: a fold deletes what it counts)."""
+    row = conn.execute("SELECT count(*) FROM retrieval_log WHERE project = %s", (project,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def fold_retrievals(conn: Conn, project: str) -> int:
+    """Fold the project's log now, outside a day's claim (the log's bound); the rows folded."""
+    folded = conn.execute(FOLD_SQL, {"project": project}).fetchone()
+    return int(folded[0]) if folded else 0
+
+
 def claim_day(conn: Conn, project: str, day: str, started: str) -> Claim:
     inserted = conn.execute(
         "INSERT INTO vault_gc (project, day, claimed_by, last_report) VALUES (%s, %s, %s, to_jsonb(%s::text)) "
@@ -107,8 +120,7 @@ def claim_day(conn: Conn, project: str, day: str, started: str) -> Claim:
         conn.execute(
             "UPDATE vault_gc SET day = %s, claimed_by = %s, claimed_at = now(), last_report = to_jsonb(%s::text) "
             "WHERE project = %s", (day, socket.gethostname(), started, project))
-    folded = conn.execute(FOLD_SQL, {"project": project}).fetchone()
-    return Claim(None, int(folded[0]) if folded else 0)
+    return Claim(None, fold_retrievals(conn, project))
 
 
 def lifecycle(conn: Conn, project: str) -> dict[str, NoteState]:

@@ -32,7 +32,7 @@ from gateway.atomic import WriteConflict
 from gateway.dependencies import Dependency
 from gateway.errors import InvalidArgument, Unavailable
 from gateway.markdown import frontmatter_end
-from services.kb.archive.retrieval_log import Retrieved
+from services.kb.archive.retrieval_log import FOLD_AT_ROWS, Retrieved
 from services.kb.index.entries import DEFAULT_IMPORTANCE, entry_hash, parse_frontmatter
 from services.kb.index.frontmatter import FrontmatterError, load_frontmatter
 from services.kb.index.hits import SearchHit, make_snippet
@@ -94,6 +94,8 @@ class PostgresVaultStore:
         self._what = f"the shared vault of project {project!r}"
         self._local = threading.local()
         self._known = False
+        self._logged: int | None = None  # rows in the project's retrieval log, as far as this process knows
+        self._logged_lock = threading.Lock()
 
     @property
     def project(self) -> str:
@@ -360,8 +362,17 @@ class PostgresVaultStore:
             pg_rows.promotion_undone(conn, self._project, request_id, outcome, at)
 
     def log_retrievals(self, hits: Iterable[Retrieved], kind: str, at: float) -> int:
+        """Append the hits to the retrieval log; when the log reaches ``FOLD_AT_ROWS`` (counted once, then
+        by what this process appends), fold it in the same transaction, as the SQLite vault's recorder does."""
         with self._tx() as conn:
-            return pg_rows.log_retrievals(conn, self._project, hits, kind, at)
+            written = pg_rows.log_retrievals(conn, self._project, hits, kind, at)
+            with self._logged_lock:
+                logged = pg_rows.logged_rows(conn, self._project) if self._logged is None else self._logged + written
+                if logged >= FOLD_AT_ROWS:
+                    pg_rows.fold_retrievals(conn, self._project)
+                    logged = 0
+                self._logged = logged
+            return written
 
     def claim_day(self, day: str, started: str) -> Claim:
         with self._tx() as conn:

@@ -109,6 +109,15 @@ def test_a_trace_line_names_the_process_heap_and_sqlite(table: Path) -> None:
     assert {"sqlite_cache", "sqlite_stmt", "sqlite_schema", "py_blocks"} <= set(line)
 
 
+def test_a_trace_line_counts_pythons_own_arenas() -> None:
+    before = memory_trace.pymalloc_mb()
+    held = [object() for _ in range(200_000)]  # about 3 MB of small blocks: new pymalloc arenas
+    after = memory_trace.pymalloc_mb()
+    assert after["py_arenas"] >= before["py_arenas"] + 2
+    assert after["py_used_mb"] >= before["py_used_mb"] + 2 and after["py_free_blocks_mb"] >= 0
+    assert len(held) == 200_000
+
+
 def test_a_trace_line_holds_each_arena_of_the_c_heap() -> None:
     xml = memory_trace.malloc_info_xml()
     assert xml, "malloc_info(3) gave nothing: the suite's machines (Debian) have glibc, which has it"

@@ -9,8 +9,10 @@ from dataclasses import replace
 import pytest
 
 from gateway.atomic import WriteConflict
-from services.kb.vault.gc import NoteRef
-from services.kb.vault.store import Authors, PromotionRecord, VaultStore, Writer
+from gateway.config import VaultGcSettings
+from services.kb.archive.retrieval_log import FOLD_AT_ROWS
+from services.kb.vault.gc import NoteRef, plan
+from services.kb.vault.store import Authors, NoteState, PromotionRecord, VaultStore, Writer
 
 OpenStore = Callable[..., VaultStore]
 ALFRED = Writer("alfred", "admin", "", 10.0)
@@ -212,6 +214,34 @@ def test_the_retrieval_log_folds_once_per_claimed_day(vault_store: VaultStore) -
     vault_store.log_retrievals([NoteRef("notes/a.md", "h1")], "get", 300.0)
     assert vault_store.claim_day("2026-06-02", "{}").folded == 1
     assert vault_store.lifecycle()["a"] == replace(states["a"], retrieval_count=3, last_retrieved=300.0)
+
+
+def test_the_retrieval_log_stays_bounded_without_a_claimed_day_and_the_gc_decides_the_same(
+    vault_store: VaultStore,
+) -> None:
+    """Hits over simulated months, no GC in between: the log folds itself at ``FOLD_AT_ROWS`` rows, and
+    the GC's plan then is the plan of every hit counted at once."""
+    day, start = 86_400.0, 1_750_000_000.0
+    names = [f"n{k}" for k in range(40)]
+    expected: dict[str, tuple[int, float]] = {}
+    batch = 997
+    for step in range(26):  # 25,922 hits over 200 days; notes n20.. are last read on day 40
+        at = start + step * 8 * day
+        pool = names if step <= 5 else names[:20]
+        picked = [pool[(step + k) % len(pool)] for k in range(batch)]
+        assert vault_store.log_retrievals([NoteRef(f"notes/{n}.md", "h") for n in picked], "search", at) == batch
+        for n in picked:
+            expected[n] = (expected.get(n, (0, at))[0] + 1, at)
+    assert vault_store.claim_day("2026-06-30", "{}").folded < FOLD_AT_ROWS  # the rest was folded on the way
+    states = vault_store.lifecycle()
+    assert {n: (s.retrieval_count, s.last_retrieved) for n, s in states.items()} == expected
+    now = start + 210 * day
+    live = {n: start for n in names}
+    every_hit = {n: NoteState(last, count) for n, (count, last) in expected.items()}
+    gc_settings = VaultGcSettings(enabled=True, stale_days=90, max_retirements_per_run=50)
+    decided = plan(live, set(), states, gc_settings, now)
+    assert decided == plan(live, set(), every_hit, gc_settings, now)
+    assert {d.name for d in decided.retire} == set(names[20:])
 
 
 def test_a_promotion_answer_is_kept_once_under_its_request_id(vault_store: VaultStore) -> None:
