@@ -216,7 +216,7 @@ def graph_phase(vault_dir: Path) -> dict[str, Any]:
         handle.write("\nBench edit: see [[a note that does not exist yet]].\n")
     one = graph.build_reports(notes, reports, DATA_NOW)
     t0 = time.perf_counter()
-    parsed, nodes, problems = graph._load(notes, reports)
+    parsed, nodes, problems = graph._load(notes)
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     graph_reports.render_all(warm)
