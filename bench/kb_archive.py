@@ -169,7 +169,7 @@ def build_report(args: argparse.Namespace, info: CorpusInfo, idx: dict[str, Any]
     if svc:
         figs.add("One-file-change refresh: Refresh(wait) via gRPC (file events + barrier)",
                  f"median {fmt_ms(statistics.median(svc))} (p90 {fmt_ms(percentile(svc, 90))}, max {fmt_ms(max(svc))}; n={len(svc)}; "
-                 f"{srch['svc_watch_first']} indexed by the KB on the file event before the call's run: 0 indexed)",  # type: ignore[index]
+                 f"in {srch['svc_watch_first']} the KB had indexed the note on its file event first: the reply said 0 indexed)",  # type: ignore[index]
                  "<= 50 ms", statistics.median(svc) <= 0.05)  # fmt: skip
         nc_svc = srch["svc_nochange"]  # type: ignore[index]
         figs.add("No-change refresh: Refresh(wait) via gRPC (info)",
