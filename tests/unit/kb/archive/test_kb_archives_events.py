@@ -296,7 +296,7 @@ def test_a_refresh_asked_for_while_the_events_refresh_runs_waits_for_it_and_repo
 
 def test_a_refresh_asked_for_before_the_events_refresh_began_shares_it_and_reports_the_note(tmp_path: Path) -> None:
     """The other order of the same race: the call arrives in the same turn as the event, before its
-    refresh began, and coalesces into it (or the barrier hands it the event): 1 indexed."""
+    refresh began, and coalesces into it: one run, 1 indexed."""
     archives, memory = make(tmp_path)
 
     async def scenario() -> tuple[int, int]:
