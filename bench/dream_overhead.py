@@ -99,7 +99,7 @@ from typing import Any
 
 from harness import page
 from harness.home import session
-from harness.procs import Children, cpu_seconds, log_lines, rpc_seconds, rss_mb, start_service
+from harness.procs import Children, cpu_seconds, rpc_seconds, rss_mb, start_service
 from harness.report import latency_cell, Figures, fmt_ms, say
 from harness.stats import percentile
 import dream_common as dc
@@ -141,12 +141,11 @@ def grpc_phase(home: Path, ports: dict[str, int], agents: list[Agent], children:
     problems: list[str] = []
     rss: dict[int, float] = {}
     try:
-        for agent in agents[:3]:  # warm-up (put back after)
+        warmup = agents[:3]  # put back after
+        for agent in warmup:
             stub.RunNow(dreaming_pb2.RunNowRequest(agent_id=agent.id), metadata=metadata, timeout=RPC_TIMEOUT_S)
-        for agent in agents[:3]:
+        for agent in warmup:
             put_back(home, agent)
-        time.sleep(0.2)
-        log_mark = log_lines(children.logs["dreaming"])
         rss[0] = rss_mb(pid)
         cpu0 = cpu_seconds(pid)
         half = max(1, len(agents) // 2)
@@ -160,8 +159,7 @@ def grpc_phase(home: Path, ports: dict[str, int], agents: list[Agent], children:
             if n in (half, len(agents)):
                 rss[n] = rss_mb(pid)
         cpu = cpu_seconds(pid) - cpu0
-        time.sleep(0.3)
-        server = [float(x) for x in rpc_seconds(children.logs["dreaming"], "RunNow", log_mark)]
+        server = rpc_seconds(children.logs["dreaming"], "RunNow", len(warmup), len(agents))
     finally:
         channel.close()
     return {"lat": lat, "server": server, "cpu_ms": 1000 * cpu / max(1, len(agents)), "rss": rss, "problems": problems, "pid": pid}

@@ -56,7 +56,7 @@ from typing import Any
 
 from harness import page
 from harness.home import session
-from harness.procs import log_lines, rpc_seconds
+from harness.procs import rpc_seconds
 from harness.report import Figures, latency_cell, say
 
 import dream_promotion_facts as data  # the hand-labelled notes and facts
@@ -200,14 +200,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for query in ("staging database", "office wifi", "release"):
                 stub.Search(kb_pb2.SearchRequest(agent_id=AGENT, query=query, corpus="shared"), metadata=metadata, timeout=RPC_TIMEOUT_S)
-            skip = log_lines(children.logs["kb"])
             t0 = time.perf_counter()
             outcomes = promote_all(stub, metadata)
             wall_s = time.perf_counter() - t0
         finally:
             channel.close()
             children.stop_all()  # its last rpc log lines are written by now
-        server = rpc_seconds(children.logs["kb"], "PromoteFact", skip)
+        server = rpc_seconds(children.logs["kb"], "PromoteFact", 0, len(outcomes))
         say(f"promotion: {len(outcomes)} facts in {wall_s:.2f} s")
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.procs import cpu_seconds, log_lines, rpc_seconds
+from harness.procs import cpu_seconds, rpc_seconds
 from kb_archive_search import make_queries
 from kb_shared_vault import AGENT, DATA_NOW, VaultGen
 
@@ -90,7 +90,6 @@ def create_phase(stub: Any, metadata: Any, gen: VaultGen, vault_dir: Path, creat
     dup_found = dup_found_original = 0
     new_nudged = 0
     nudged_dups = 0
-    log_mark = log_lines(log)
     cpu0 = cpu_seconds(pid)
     wall0 = time.perf_counter()
     for dup, name, content, original in ops:
@@ -113,8 +112,7 @@ def create_phase(stub: Any, metadata: Any, gen: VaultGen, vault_dir: Path, creat
             gen.names.append(name)
     wall = time.perf_counter() - wall0
     cpu = cpu_seconds(pid) - cpu0
-    time.sleep(0.3)  # let the log catch up
-    server = rpc_seconds(log, "CreateSharedNote", log_mark)
+    server = rpc_seconds(log, "CreateSharedNote", CREATE_WARMUP, len(calls))
     return {
         "calls": calls, "dups": dup_count, "new": creates - dup_count, "dup_found": dup_found,
         "dup_found_original": dup_found_original, "new_nudged": new_nudged, "server": server,
@@ -141,7 +139,6 @@ def search_phase(stub: Any, metadata: Any, seed: int, queries: int, pid: int, lo
     lat: dict[str, list[float]] = {c: [] for c in corpora}
     hits: dict[str, int] = dict.fromkeys(corpora, 0)
     all_shared = 0
-    log_mark = log_lines(log)
     cpu0 = cpu_seconds(pid)
     for q in qs[SEARCH_WARMUP:]:
         for c in corpora:
@@ -151,10 +148,10 @@ def search_phase(stub: Any, metadata: Any, seed: int, queries: int, pid: int, lo
             if c == "all":
                 all_shared += sum(1 for h in reply.hits if h.corpus == "shared")
     cpu = cpu_seconds(pid) - cpu0
-    time.sleep(0.3)
-    server = rpc_seconds(log, "Search", log_mark)  # the three corpora interleaved, in call order
+    # the three corpora interleaved, in call order
+    server = rpc_seconds(log, "Search", len(corpora) * SEARCH_WARMUP, len(corpora) * queries)
     return {"lat": lat, "hits": hits, "all_shared": all_shared, "n": queries,
-            "server": {c: server[i :: 3] for i, c in enumerate(corpora)} if len(server) == 3 * queries else {},
+            "server": {c: server[i :: 3] for i, c in enumerate(corpora)},
             "cpu_ms": 1000 * cpu / (3 * queries)}  # fmt: skip
 
 
@@ -219,7 +216,7 @@ def graph_phase(vault_dir: Path) -> dict[str, Any]:
         handle.write("\nBench edit: see [[a note that does not exist yet]].\n")
     one = graph.build_reports(notes, reports, DATA_NOW)
     t0 = time.perf_counter()
-    parsed, nodes, problems = graph._load(notes, reports)
+    parsed, nodes, problems = graph._load(notes)
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     graph_reports.render_all(warm)

@@ -126,27 +126,42 @@ def start_service(children: Children, name: str, home: Path, port: int, timeout:
     return proc.pid
 
 
-def log_lines(log: Path) -> int:
-    """How many lines ``log`` holds (0 when it cannot be read): a mark to read the lines after."""
-    try:
-        with open(log, "rb") as handle:
-            return sum(1 for _ in handle)
-    except OSError:
-        return 0
+RPC_LOG_TIMEOUT_S = 30.0
 
 
-def rpc_seconds(log: Path, method: str, skip: int) -> list[float]:
-    """Seconds of a service's own ``rpc`` log lines for ``method``, after the first ``skip`` lines."""
+def _rpc_lines(log: Path, method: str) -> list[float]:
+    """Seconds of every ``rpc`` line for ``method`` that ``log`` holds now, in the order written."""
     out = []
     with open(log, encoding="utf-8", errors="replace") as handle:
-        for n, line in enumerate(handle):
-            if n < skip or not line.startswith("{"):
+        for line in handle:
+            if not line.startswith("{"):
                 continue
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError):  # also a line the service is writing right now
                 row = json.loads(line)
                 if row.get("event") == "rpc" and row.get("method") == method and "ms" in row:
                     out.append(float(row["ms"]) / 1000)
     return out
+
+
+def rpc_seconds(log: Path, method: str, after: int, count: int, timeout: float = RPC_LOG_TIMEOUT_S) -> list[float]:
+    """The handler seconds of ``count`` calls of ``method`` from a service's own ``rpc`` log lines,
+    in call order: the ``count`` lines of ``method`` that follow its first ``after`` (the calls of
+    ``method`` the bench made before, such as a warm-up), once the log holds them all.
+
+    A service writes its rpc lines in batches, a few milliseconds after the calls, or later when
+    its loop is busy (gateway/logs.py, "Lines logged later"). So the bench counts its own calls,
+    never the log's length at some moment: a warm-up's last lines, still queued when such a mark
+    is taken, would be written after it and taken for measured calls. And the log is polled until
+    it holds ``after + count`` lines of ``method``. Raises RuntimeError when it does not within
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = _rpc_lines(log, method)
+        if len(found) >= after + count:
+            return found[after : after + count]
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{log}: {len(found)} rpc lines of {method} after {timeout:.0f} s, expected {after} + {count}")
+        time.sleep(0.05)
 
 
 def cpu_seconds(pid: int | None = None) -> float:

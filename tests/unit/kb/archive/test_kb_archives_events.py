@@ -230,3 +230,85 @@ def test_a_failed_refresh_leaves_the_archive_stale_without_retrying_in_a_loop(
     finally:
         archives.close()
     assert (runs, stale) == (2, True)
+
+
+def test_a_refresh_asked_for_after_the_watch_indexed_the_write_reports_nothing_left_to_index(tmp_path: Path) -> None:
+    """The kb_archive bench's one-file Refresh that "indexed 0": an append, then at once Refresh(wait).
+    When the write's event reaches the KB first, the refresh it queues indexes the note; the caller's
+    refresh, asked for after that run began, passes the barrier and finds nothing left. Its report
+    counts what its own run indexed (docs/concepts/archive.md "Knowledge archive (KB)", Read-your-writes):
+    0, the note searchable."""
+    archives, memory = make(tmp_path)
+
+    async def scenario() -> tuple[int, list[str], int]:
+        await archives.refresh("a")
+        (memory / "seed.md").write_text("# Seed\n\n- the first note\n- an aardvark census\n")
+        archives.mark_dirty("a", "memory/seed.md")  # the event wins the race with the call
+        await settle(archives)
+        before = archives.refreshes("a")
+        report = await archives.refresh("a")  # the caller's Refresh(wait), no paths: the barrier
+        result, _ = await archives.search("a", "aardvark", 5, False)
+        return report.indexed, [h.path for h in result.hits], archives.refreshes("a") - before
+
+    try:
+        assert asyncio.run(scenario()) == (0, ["memory/seed.md"], 1)
+    finally:
+        archives.close()
+
+
+def test_a_refresh_asked_for_while_the_events_refresh_runs_waits_for_it_and_reports_its_own_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same race, the call arriving while the event's refresh is still indexing the note: the call
+    cannot join a run whose sources were fixed before it was asked, so it waits for a follow-up run,
+    which finds the note indexed (0); the two reports add up to the one note."""
+    archives, memory = make(tmp_path)
+    entered, release = threading.Event(), threading.Event()
+    real = indexer.reindex_paths
+    indexed: list[int] = []
+
+    def held(*args, **kwargs):  # type: ignore[no-untyped-def]
+        entered.set()
+        assert release.wait(10)
+        report = real(*args, **kwargs)
+        indexed.append(report.indexed)
+        return report
+
+    async def scenario() -> tuple[int, list[str]]:
+        await archives.refresh("a")
+        monkeypatch.setattr(indexer, "reindex_paths", held)
+        (memory / "seed.md").write_text("# Seed\n\n- the first note\n- an aardvark census\n")
+        archives.mark_dirty("a", "memory/seed.md")
+        await asyncio.get_running_loop().run_in_executor(None, entered.wait, 10)
+        waiter = archives.refresh("a")  # asked for while the event's run holds the note
+        release.set()
+        report = await waiter
+        result, _ = await archives.search("a", "aardvark", 5, False)
+        return report.indexed, [h.path for h in result.hits]
+
+    try:
+        assert asyncio.run(scenario()) == (0, ["memory/seed.md"])
+    finally:
+        release.set()
+        archives.close()
+    assert indexed == [1]  # the event's run indexed it; the caller's run had no source to read
+
+
+def test_a_refresh_asked_for_before_the_events_refresh_began_shares_it_and_reports_the_note(tmp_path: Path) -> None:
+    """The other order of the same race: the call arrives in the same turn as the event, before its
+    refresh began, and coalesces into it: one run, 1 indexed."""
+    archives, memory = make(tmp_path)
+
+    async def scenario() -> tuple[int, int]:
+        await archives.refresh("a")
+        before = archives.refreshes("a")
+        (memory / "seed.md").write_text("# Seed\n\n- the first note\n- an aardvark census\n")
+        archives.mark_dirty("a", "memory/seed.md")
+        report = await archives.refresh("a")
+        await settle(archives)
+        return report.indexed, archives.refreshes("a") - before
+
+    try:
+        assert asyncio.run(scenario()) == (1, 1)
+    finally:
+        archives.close()
