@@ -25,8 +25,10 @@ class HttpLimits:
     ``header_timeout_seconds`` of opening (or of its first byte after a
     keep-alive wait), and the body within ``body_timeout_seconds`` of the
     headers; an idle keep-alive connection is closed after
-    ``keep_alive_seconds``; connections beyond ``max_connections`` are
-    answered 503 and closed at once.
+    ``keep_alive_seconds``; a connection beyond ``max_connections`` closes
+    the one that has waited longest for a whole request, or is answered 503
+    and closed at once when every connection has a request in progress
+    (``gateway_http.connections``).
     """
 
     header_timeout_seconds: int = 10

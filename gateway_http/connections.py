@@ -16,16 +16,23 @@ when the connection opens, so a reload applies to new connections):
   ``body_timeout_seconds`` of the headers: 408, or a plain close when the
   shim has already answered.
 - **keep-alive**: uvicorn's own idle timer, set to ``keep_alive_seconds``.
-- **connection cap**: a connection beyond ``max_connections`` is answered 503
-  the moment it opens, never parsed nor queued.
+- **connection cap**: a connection beyond ``max_connections`` closes the
+  connection that has waited longest for a whole request (``eviction``: one
+  that has sent nothing or part of its headers, or an idle keep-alive; never
+  one whose request is being handled). Only when none waits is the new one
+  answered 503 the moment it opens, never parsed nor queued.
 - **header size**: headers past ``MAX_HEADER_BYTES`` get 431 (httptools sets
   no bound of its own; a key of 64 KB still reaches the key check's 401).
 
 An answer the protocol writes itself (408, 431, 503) has grpc-gateway's error
 body and ``connection: close``; the protocol then half-closes and discards
 what the client still sends for ``LINGER_SECONDS``, so the answer is read
-rather than lost to a reset. Every cut is logged; refusals at the cap at
-most once a second, with their count. Other connections are served
+rather than lost to a reset; such a connection no longer counts against the
+cap. An evicted connection that had sent part of a request gets that 503; one
+that had sent nothing since its last answer is just closed, as its keep-alive
+timer would. Every cut is logged; evictions and refusals at the cap at most
+once a second each, with their count, and both are counted in
+``gateway_http_connections_at_cap_total``. Other connections are served
 meanwhile: all of this is timers on the event loop, never a blocking wait.
 """
 
@@ -42,6 +49,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.http_limits import HttpLimits
 from gateway_http.errors import error_body
+from gateway_http.eviction import WaitingConnections
+from gateway_http.http_metrics import observe_at_cap
 
 log = structlog.get_logger()
 
@@ -52,18 +61,22 @@ REFUSAL_LOG_INTERVAL_S = 1.0
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
 
 
-class _RefusalLog:
-    """Refusals at the cap, logged at most once per interval with how many there were."""
+class _CapLog:
+    """What the cap did (``outcome``: evicted, refused), counted, and logged at most once per
+    interval with how many there were since the last line."""
 
-    def __init__(self) -> None:
+    def __init__(self, outcome: str) -> None:
+        self.outcome = outcome
+        self.event = f"http_connection_{outcome}"
         self.count = 0
         self.last = 0.0
 
     def note(self, limit: int) -> None:
+        observe_at_cap(self.outcome)
         self.count += 1
         now = time.monotonic()
         if now - self.last >= REFUSAL_LOG_INTERVAL_S:
-            log.warning("http_connection_refused", reason="maxConnections", limit=limit, refused=self.count)
+            log.warning(self.event, reason="maxConnections", limit=limit, **{self.outcome: self.count})
             self.count = 0
             self.last = now
 
@@ -75,7 +88,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     """
 
     current_limits: ClassVar[Callable[[], HttpLimits]] = HttpLimits
-    refusals: ClassVar[_RefusalLog] = _RefusalLog()
+    refusals: ClassVar[_CapLog] = _CapLog("refused")
+    evictions: ClassVar[_CapLog] = _CapLog("evicted")
+    # The connections of this process waiting for a whole request, longest waiting first (``eviction``).
+    waiting: ClassVar[WaitingConnections[LimitedHttpProtocol]] = WaitingConnections()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -164,6 +180,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True  # the application's receive() ends, its send() is dropped
             cycle.message_event.set()
+        self.connections.discard(self)  # the cap counts the connections being served
+        self.waiting.done(self)
         body = error_body(code, message)
         head = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status])]
         head.extend(name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers)
@@ -182,14 +200,31 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.limits.max_connections:
-            self.connections.discard(self)  # the cap counts the connections being served
-            self.refusals.note(self.limits.max_connections)
-            self._answer_and_close(503, grpc.StatusCode.UNAVAILABLE,
-                                   f"the REST shim is serving its maximum of {self.limits.max_connections} "
-                                   "connections; try again shortly")
-            return
+        limit = self.limits.max_connections
+        if len(self.connections) > limit:
+            victim = self.waiting.evict()
+            if victim is None:
+                self.refusals.note(limit)
+                self._answer_and_close(503, grpc.StatusCode.UNAVAILABLE,
+                                       f"the REST shim is serving its maximum of {limit} connections, each with "
+                                       "a request in progress; try again shortly")
+                return
+            self.evictions.note(limit)
+            victim.close_for_room(limit)
+        self.waiting.wait(self, self.loop.time())
         self._arm(self.limits.header_timeout_seconds, self._header_timeout)
+
+    def close_for_room(self, limit: int) -> None:
+        """Close this waiting connection to make room for a new one (the module's connection cap)."""
+        if self._in_headers:
+            self._answer_and_close(503, grpc.StatusCode.UNAVAILABLE,
+                                   f"the REST shim is serving its maximum of {limit} connections and this one had "
+                                   "not sent a whole request: it was closed to make room; send the request "
+                                   "promptly, or try again shortly")
+            return
+        self.connections.discard(self)  # gone from the count now, not when the loop reports the close
+        self._disarm(cancel=True)
+        self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         if self._draining:
@@ -216,6 +251,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm(cancel=True)
+        self.waiting.done(self)
         super().connection_lost(exc)
 
     def _between_requests(self) -> bool:
@@ -233,6 +269,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._in_headers = False
         self._in_body = True
+        self.waiting.done(self)  # a request is being handled: the connection cannot be evicted
         self._disarm()
         super().on_headers_complete()
         if not self.pipeline:  # a pipelined request's body is read once it is its turn
@@ -248,12 +285,16 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         super().on_response_complete()
         if queued and self._in_body and self._deadline is None:  # the queued request's turn has come
             self._arm(self.limits.body_timeout_seconds, self._body_timeout)
+        elif not queued and not self._draining and not self.transport.is_closing():
+            self.waiting.wait(self, self.loop.time())  # answered, with no request queued behind
 
 
 def protocol_class(limits: Callable[[], HttpLimits]) -> type[LimitedHttpProtocol]:
-    """The protocol for uvicorn's ``http=``, reading ``limits()`` at each new connection."""
+    """The protocol for uvicorn's ``http=``, reading ``limits()`` at each new connection; its
+    connections share one list of those waiting (one server's)."""
 
     class Bound(LimitedHttpProtocol):
         current_limits = staticmethod(limits)
+        waiting = WaitingConnections()
 
     return Bound
