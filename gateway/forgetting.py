@@ -1,0 +1,235 @@
+"""What a forget matches, the marker it leaves, and the tombstones that keep the text from coming back
+(docs/concepts/forget.md).
+
+A forget names its target as a **text** or a **pattern** (``Target.parse``):
+
+- A text matches wherever its words occur in order, whatever the case and whatever whitespace
+  (line breaks included) separates them: ``"Alice's  phone"`` finds ``alice's\\nPHONE``. Punctuation
+  inside the text must match as written.
+- A pattern is a Python regular expression, searched as given (``re.MULTILINE``); one that can match the
+  empty string is refused, since it would mark every position of every file.
+
+Every match is replaced by ``marker(tombstone_id)``, ``[forgotten F-…]``.
+
+A **tombstone** records what was forgotten without the text: a salted SHA-256 of the text's
+*normalized words* (NFKC, case-folded, only letters and digits kept, runs of them joined by one space)
+and how many words that is. ``Tombstones.matches`` slides a window of that many words over any text
+and hashes each window, so a reviewer's proposal or an agent's write that brings the words back is
+recognised, with its punctuation and line breaks changed or not, while the file of tombstones holds no
+word of it. The salt is the home's own (``forget/salt``, 32 random bytes, mode 0600), so a digest
+cannot be looked up in a table made elsewhere. Tombstones live in ``forget/tombstones.json`` under the
+home, written atomically; a tombstone's ``scope`` is one agent's id, or ``*`` for the shared vault.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import secrets
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Final
+
+from gateway.atomic import WriteConflict, write_atomic
+from gateway.errors import InvalidArgument, NotFound
+
+MAX_TEXT_CHARS: Final = 4096
+MAX_PATTERN_CHARS: Final = 512
+MIN_TEXT_CHARS: Final = 4  # letters and digits: forgetting "a" or "is" would deface every file
+SHARED_SCOPE: Final = "*"
+FORGET_DIR: Final = "forget"
+TOMBSTONES_FILE: Final = "tombstones.json"
+SALT_FILE: Final = "salt"
+ID_PREFIX: Final = "F-"
+_ID_HEX: Final = 12
+_WORD = re.compile(r"\w+")
+_WRITE_TRIES: Final = 5
+
+
+def words(text: str) -> list[str]:
+    """The normalized words of ``text``: NFKC, case-folded, runs of letters and digits (``_`` counts as one)."""
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def marker(tombstone_id: str) -> str:
+    """What replaces each match: ``[forgotten F-…]``."""
+    return f"[forgotten {tombstone_id}]"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one forget looks for: exactly one of ``text`` and ``pattern`` (``parse`` checks)."""
+
+    text: str | None = None
+    pattern: str | None = None
+
+    @classmethod
+    def parse(cls, text: str | None, pattern: str | None) -> Target:
+        """The target of a request; InvalidArgument naming what is wrong (never echoing the text)."""
+        text = text or None
+        pattern = pattern or None
+        if (text is None) == (pattern is None):
+            raise InvalidArgument("give exactly one of text and pattern")
+        if text is not None:
+            if len(text) > MAX_TEXT_CHARS:
+                raise InvalidArgument(f"text is {len(text)} characters; at most {MAX_TEXT_CHARS}")
+            if sum(len(w) for w in words(text)) < MIN_TEXT_CHARS:
+                raise InvalidArgument(f"text must hold at least {MIN_TEXT_CHARS} letters or digits")
+            return cls(text=text)
+        assert pattern is not None
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise InvalidArgument(f"pattern is {len(pattern)} characters; at most {MAX_PATTERN_CHARS}")
+        try:
+            compiled = re.compile(pattern, re.MULTILINE)
+        except re.error as exc:
+            raise InvalidArgument(f"pattern is not a valid regular expression: {exc}") from None
+        if compiled.search("") is not None:
+            raise InvalidArgument("pattern matches the empty string: it would mark every position of every file")
+        return cls(pattern=pattern)
+
+    def regex(self) -> re.Pattern[str]:
+        """The compiled search (module docstring)."""
+        if self.pattern is not None:
+            return re.compile(self.pattern, re.MULTILINE)
+        assert self.text is not None
+        parts = self.text.split()
+        return re.compile(r"\s+".join(re.escape(p) for p in parts), re.IGNORECASE)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        """The non-empty matches in ``text``, left to right, not overlapping."""
+        return (m for m in self.regex().finditer(text) if m.end() > m.start())
+
+    def scrub(self, text: str, tombstone_id: str) -> tuple[str, int]:
+        """``text`` with every match replaced by the marker, and how many were replaced."""
+        count = 0
+
+        def one(match: re.Match[str]) -> str:
+            nonlocal count
+            if match.end() == match.start():
+                return match.group(0)
+            count += 1
+            return marker(tombstone_id)
+
+        return self.regex().sub(one, text), count
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """One forgotten text, without it: ``digest`` (salted, of its normalized words) and ``words``."""
+
+    id: str
+    digest: str
+    words: int
+    scope: str  # an agent's id, or SHARED_SCOPE
+    at: str  # ISO 8601, UTC
+    by: str  # the key's name
+    places: int  # how many places the forget changed
+
+
+def _digest(salt: bytes, normalized: Iterable[str]) -> str:
+    return hashlib.sha256(salt + " ".join(normalized).encode()).hexdigest()
+
+
+class Tombstones:
+    """The home's tombstones (``<home>/forget/``): read, add, lift, and check a text against them."""
+
+    def __init__(self, home: Path) -> None:
+        self._dir = home / FORGET_DIR
+        self._file = self._dir / TOMBSTONES_FILE
+
+    def _salt(self, create: bool) -> bytes | None:
+        path = self._dir / SALT_FILE
+        with contextlib.suppress(FileNotFoundError):
+            return bytes.fromhex(path.read_text().strip())
+        if not create:
+            return None
+        self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(WriteConflict):  # another process made it first: theirs is the salt
+            write_atomic(path, secrets.token_hex(32).encode() + b"\n", expected=None, mode=0o600, keep_mode=False)
+        return bytes.fromhex(path.read_text().strip())
+
+    def _read(self) -> tuple[bytes | None, list[Tombstone]]:
+        try:
+            raw = self._file.read_bytes()
+        except FileNotFoundError:
+            return None, []
+        return raw, [Tombstone(**row) for row in json.loads(raw)]
+
+    def _write(self, before: bytes | None, rows: list[Tombstone]) -> None:
+        data = json.dumps([asdict(t) for t in rows], indent=1).encode() + b"\n"
+        write_atomic(self._file, data, expected=before, mode=0o600, keep_mode=False)
+
+    def all(self) -> list[Tombstone]:
+        """Every tombstone, oldest first."""
+        return self._read()[1]
+
+    def new_id(self) -> str:
+        """A fresh tombstone id (the marker's before the tombstone is written)."""
+        return ID_PREFIX + secrets.token_hex(_ID_HEX // 2)
+
+    def add(self, tombstone_id: str, texts: Iterable[str], *, scope: str, at: str, by: str, places: int) -> list[Tombstone]:
+        """Record one tombstone per distinct normalized text in ``texts`` (all under ``tombstone_id``,
+        suffixed ``.2``, ``.3``… after the first); the ones written. A text with no word is skipped."""
+        salt = self._salt(create=True)
+        assert salt is not None
+        distinct: dict[str, list[str]] = {}
+        for text in texts:
+            normalized = words(text)
+            if normalized:
+                distinct.setdefault(" ".join(normalized), normalized)
+        for _ in range(_WRITE_TRIES):  # compare-and-swap: a concurrent add or lift is re-read, never lost
+            before, rows = self._read()
+            known = {(t.digest, t.scope) for t in rows}
+            made = []
+            for n, normalized in enumerate(distinct.values()):
+                digest = _digest(salt, normalized)
+                if (digest, scope) in known:
+                    continue
+                made.append(Tombstone(tombstone_id if n == 0 else f"{tombstone_id}.{n + 1}", digest,
+                                      len(normalized), scope, at, by, places))
+            if not made:
+                return []
+            try:
+                self._write(before, [*rows, *made])
+            except WriteConflict:
+                continue
+            return made
+        raise WriteConflict(f"{self._file} kept changing while a tombstone was added")
+
+    def lift(self, tombstone_id: str) -> Tombstone:
+        """Remove a tombstone (and its ``.N`` siblings); the first removed. NotFound when there is none."""
+        for _ in range(_WRITE_TRIES):
+            before, rows = self._read()
+            gone = [t for t in rows if t.id == tombstone_id or t.id.startswith(tombstone_id + ".")]
+            if not gone:
+                raise NotFound(f"no tombstone {tombstone_id!r}")
+            try:
+                self._write(before, [t for t in rows if t not in gone])
+            except WriteConflict:
+                continue
+            return gone[0]
+        raise WriteConflict(f"{self._file} kept changing while a tombstone was lifted")
+
+    def matches(self, text: str, scope: str) -> list[Tombstone]:
+        """The tombstones whose words occur, in order, in ``text``: those of agent ``scope`` and the
+        shared ones (for ``scope`` ``*``: the shared ones only)."""
+        _, rows = self._read()
+        rows = [t for t in rows if t.scope in (scope, SHARED_SCOPE)]
+        salt = self._salt(create=False)
+        if not rows or salt is None:
+            return []
+        normalized = words(text)
+        found: list[Tombstone] = []
+        by_length: dict[int, dict[str, Tombstone]] = {}
+        for t in rows:
+            by_length.setdefault(t.words, {})[t.digest] = t
+        for length, digests in by_length.items():
+            for start in range(len(normalized) - length + 1):
+                hit = digests.get(_digest(salt, normalized[start : start + length]))
+                if hit is not None and hit not in found:
+                    found.append(hit)
+        return found

@@ -1,0 +1,85 @@
+"""What a forget matches and the tombstones it leaves (gateway.forgetting)."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from gateway.errors import InvalidArgument, NotFound
+from gateway.forgetting import SHARED_SCOPE, Target, Tombstones, marker, words
+
+SECRET = "AKIAIOSFODNN7EXAMPLE"
+
+
+def test_a_text_matches_across_case_and_line_breaks_and_nothing_else() -> None:
+    target = Target.parse("Alice's phone is 555-0142", None)
+    text = "- alice's PHONE\n  is 555-0142.\n- Alice's phone is 555-0143\n- Bob's phone is 555-0142\n"
+    scrubbed, count = target.scrub(text, "F-abc")
+    assert count == 1
+    assert scrubbed == "- [forgotten F-abc].\n- Alice's phone is 555-0143\n- Bob's phone is 555-0142\n"
+
+
+def test_a_pattern_is_searched_as_given_and_every_match_counts() -> None:
+    target = Target.parse(None, r"AKIA[0-9A-Z]{16}")
+    scrubbed, count = target.scrub(f"key={SECRET}\nold: AKIAABCDEFGHIJKLMNOP\nAKIA-not\n", "F-1")
+    assert count == 2 and SECRET not in scrubbed and scrubbed.endswith("AKIA-not\n")
+    assert [m.group(0) for m in target.finditer(f"x {SECRET} y")] == [SECRET]
+
+
+@pytest.mark.parametrize(("text", "pattern", "says"), [
+    (None, None, "exactly one"),
+    ("alice", "alice", "exactly one"),
+    ("a b", None, "at least 4"),
+    ("x" * 5000, None, "at most 4096"),
+    (None, "(", "not a valid regular expression"),
+    (None, "a*", "empty string"),
+    (None, "y" * 600, "at most 512"),
+])
+def test_a_bad_target_is_refused_naming_what_is_wrong(text: str | None, pattern: str | None, says: str) -> None:
+    with pytest.raises(InvalidArgument, match=says):
+        Target.parse(text, pattern)
+
+
+def test_words_are_normalized_letters_and_digits() -> None:
+    assert words("Ｃafé, the  CAFÉ!\nline-2") == ["café", "the", "café", "line", "2"]
+
+
+def test_a_tombstone_holds_no_word_of_the_text_and_finds_it_again(tmp_path: Path) -> None:
+    stones = Tombstones(tmp_path)
+    made = stones.add("F-0001", ["Alice's phone is 555-0142", "alice's   PHONE is 555 0142"], scope="alfred",
+                      at="2026-12-07T00:00:00Z", by="admin", places=3)
+    assert [t.id for t in made] == ["F-0001"]  # the two spell the same words: one tombstone
+    raw = (tmp_path / "forget" / "tombstones.json").read_text()
+    assert "alice" not in raw.lower() and "0142" not in raw
+    assert stat.S_IMODE((tmp_path / "forget" / "salt").stat().st_mode) == 0o600
+    proposal = "Remember: ALICE'S phone -- is 555/0142 (ask first)"
+    assert [t.id for t in stones.matches(proposal, "alfred")] == ["F-0001"]
+    assert stones.matches(proposal, "bob") == []  # another agent's tombstone
+    assert stones.matches("Alice's phone is 555-0143", "alfred") == []
+
+
+def test_shared_tombstones_apply_to_every_agent_and_can_be_lifted(tmp_path: Path) -> None:
+    stones = Tombstones(tmp_path)
+    stones.add("F-0002", [SECRET, "hunter2 hunter3"], scope=SHARED_SCOPE, at="t", by="admin", places=1)
+    assert [t.id for t in stones.all()] == ["F-0002", "F-0002.2"]
+    assert [t.id for t in stones.matches(f"use {SECRET.lower()} now", "anyone")] == ["F-0002"]
+    assert stones.add("F-0003", [SECRET], scope=SHARED_SCOPE, at="t", by="admin", places=1) == []  # known already
+    assert stones.lift("F-0002").id == "F-0002"
+    assert stones.all() == [] and stones.matches(SECRET, "anyone") == []
+    with pytest.raises(NotFound):
+        stones.lift("F-0002")
+
+
+def test_the_salt_is_the_homes_own(tmp_path: Path) -> None:
+    one, two = Tombstones(tmp_path / "a"), Tombstones(tmp_path / "b")
+    one.add("F-1", [SECRET], scope="x", at="t", by="k", places=1)
+    two.add("F-1", [SECRET], scope="x", at="t", by="k", places=1)
+    digests = [json.loads((tmp_path / h / "forget" / "tombstones.json").read_text())[0]["digest"] for h in "ab"]
+    assert digests[0] != digests[1]
+
+
+def test_the_marker_names_the_tombstone() -> None:
+    assert marker("F-12ab") == "[forgotten F-12ab]"
