@@ -105,10 +105,16 @@ class _Target:
 
 
 def _second_process(targets: Sequence[_Target]) -> list[str]:
-    """Run in ONE forked child: for each target, ``x`` (the lock was refused: it works),
-    ``g`` (granted: it does not), ``o<errno>`` (could not open) or ``f<errno>`` (flock failed)."""
+    """What ONE forked child finds, for each target: ``x`` (the lock was refused: it works),
+    ``g`` (granted: it does not), ``o<errno>`` (could not open) or ``f<errno>`` (flock failed);
+    ``n<errno>`` for every target when no child could be made."""
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        os.close(read_end)
+        os.close(write_end)
+        return [f"n{exc.errno}"] * len(targets)
     if pid == 0:  # the child: system calls only, then _exit (no cleanup of the parent's state)
         code = 1
         try:
@@ -148,8 +154,10 @@ def _fault(target: _Target, answer: str | None) -> LockFault | None:
         return None  # refused as it must be; or not opened (removed meanwhile): nothing said about locks
     if answer == "g":
         return LockFault(target.folder, target.role, f"does not keep a second process out (one took the lock this one held on {what})")
-    if answer and answer.startswith("f"):
-        return LockFault(target.folder, target.role, f"fails in a second process ({os.strerror(int(answer[1:]))})")
+    if answer and answer[0] in "fn":
+        why = os.strerror(int(answer[1:]))
+        problem = f"fails in a second process ({why})" if answer[0] == "f" else f"could not be checked: no second process ({why})"
+        return LockFault(target.folder, target.role, problem)
     return LockFault(target.folder, target.role, "could not be checked: the second process did not answer")
 
 

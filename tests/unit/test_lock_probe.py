@@ -97,6 +97,16 @@ def test_a_folder_that_takes_no_new_file_is_probed_through_its_own_lock() -> Non
     assert [f.folder for f in probe([("the shared vault", PROC)], lock=no_lock)] == [PROC]
 
 
+def test_no_second_process_is_a_fault_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_fork() -> int:
+        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+    monkeypatch.setattr(os, "fork", no_fork)  # the process limit reached
+    faults = probe([("the home", tmp_path)])
+    assert [f.problem for f in faults] == [f"could not be checked: no second process ({os.strerror(errno.EAGAIN)})"]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_one_folder_per_file_system_the_home_first_a_missing_one_through_its_parent(tmp_path: Path) -> None:
     config = build({"agents": [{"id": "a"}, {"id": "b", "workspace": str(tmp_path / "elsewhere" / "b")},
                                {"id": "c", "workspace": str(PROC / "no-such-folder" / "c")}]}, tmp_path)
