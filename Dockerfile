@@ -5,9 +5,17 @@
 # exact versions pyproject.toml pins, into a virtualenv at /opt/gateway. The final
 # stage is a fresh python:3.11-slim that receives only that virtualenv: no
 # sources, no wheel cache, no pip, and no compiler (the slim image ships none).
+#
+# Both stages start from python:3.11-slim pinned by its digest as well as its tag:
+# a rebuild gets the same base image until the pin is changed here, on purpose.
+# The tag says which image it is; the digest (of the multi-platform index) is what
+# is pulled. The digest was not pulled or verified on the machine that pinned it
+# (it had no registry access); refresh both FROM lines together with the digest that
+#   docker buildx imagetools inspect python:3.11-slim
+# prints as "Digest:". tests/unit/test_compose_consistency.py checks each FROM has both.
 
 # ---- build stage -------------------------------------------------------------
-FROM python:3.11-slim AS build
+FROM python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7 AS build
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -36,7 +44,7 @@ RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
     && python -m pip --python /opt/gateway/bin/python install -c constraints.txt /wheels/*.whl
 
 # ---- final stage -------------------------------------------------------------
-FROM python:3.11-slim
+FROM python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
 
 # No .pyc files written at run time (pip compiled the venv's modules when it
 # installed them, and /opt/gateway is not writable by the gateway user); logs

@@ -368,7 +368,8 @@ def build(raw: Raw, home: Path) -> Config:
             host=metrics.get("host", grpc["host"]),
             ports=tuple((process, metrics[key]) for key, process in METRICS_PORT_KEYS.items()),
         ),
-        files=FilesSettings(read_cache_mib=gw["files"]["readCacheMiB"]),
+        files=FilesSettings(read_cache_mib=gw["files"]["readCacheMiB"],
+                            require_working_locks=gw["files"]["requireWorkingLocks"]),
         digest=content_digest(raw),
     )
 

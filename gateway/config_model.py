@@ -102,9 +102,10 @@ class ApiSettings:
 
 @dataclass(frozen=True)
 class FilesSettings:
-    """``gateway.files``: the file API process."""
+    """``gateway.files``: the file API's read cache; the check of file locks at start (``gateway.lock_probe``)."""
 
     read_cache_mib: int = 32
+    require_working_locks: bool = True
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway import http_workers
+from gateway import http_workers, lock_probe
 from gateway.home import ADMIN_KEY_FILE, admin_key_notice
 from gateway.ports import listen_problem
 from gateway.ready_pipe import READY_LINE
@@ -264,10 +264,12 @@ def banner(url: str, home: Path, admin_key: str | None) -> str:
 
 
 def up(home: Path, config: Config, admin_key: str | None, http_port: int | None, console: Console | None,
-       hold: Hold) -> int:
-    """Check the addresses, then become the suite's supervisor (``exec``: see the module), which runs
-    it until SIGINT/SIGTERM or a child's death and exits with the process's exit code; 1 here when
-    an address cannot be listened on.
+       hold: Hold, probe: lock_probe.Probe = lock_probe.probe) -> int:
+    """Check the file locks and the addresses, then become the suite's supervisor (``exec``: see the
+    module), which runs it until SIGINT/SIGTERM or a child's death and exits with the process's exit
+    code; 1 here, with one line, when flock does not keep a second process out on a folder the suite
+    writes to (``gateway.lock_probe``; ``probe``: a test passes its own) or an address cannot be
+    listened on.
 
     ``console``: the children render their logs for a person, and readiness is said by
     ``banner``; None: JSON lines, with the ``ready`` line, the admin key and where it is kept
@@ -276,6 +278,10 @@ def up(home: Path, config: Config, admin_key: str | None, http_port: int | None,
     """
     from gateway_cli.log_options import child_arguments
 
+    locks = lock_probe.refusal(config, probe)
+    if locks:
+        _say(f"cannot start: {locks}")
+        return 1
     port = http_port if http_port is not None else config.api.port
     problems = address_problems(config, port)
     if problems:

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from gateway.lock_probe import Probe
     from gateway.logs import Console
     from gateway_mcp.streamable_http import McpHost
 
 SERVE_NAMES = ("file_api", "watcher", "kb", "dreaming", "http")
+WRITERS = frozenset({"file_api", "watcher", "kb", "dreaming"})  # the shim writes no file: it does not probe the locks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,11 +55,14 @@ def tighten_config_mode(home: Path) -> str | None:
 
 
 def serve(name: str, home: Path, port: int | None, instance: str | None = None, console: Console | None = None,
-          ready_fd: int | None = None, trusted_config: str | None = None, worker: int | None = None) -> int:
+          ready_fd: int | None = None, trusted_config: str | None = None, worker: int | None = None,
+          probe: Probe | None = None) -> int:
     """Run service ``name`` on ``home`` until SIGTERM/SIGINT; the process exit code. Raises CommandError
-    when the home is not initialised, HomeBusy while a restore holds it. ``trusted_config``: the
-    ``content_digest`` of a config the launcher validated (``gateway.config.trust``). ``worker``: the
-    shim is worker N of several on one port (``gateway.http_workers``), and names itself so."""
+    when the home is not initialised or (a service that writes) flock does not keep a second process out
+    on a folder it writes to (``gateway.lock_probe``; ``probe``: a test passes its own), HomeBusy while a
+    restore holds it. ``trusted_config``: the ``content_digest`` of a config the launcher validated
+    (``gateway.config.trust``). ``worker``: the shim is worker N of several on one port
+    (``gateway.http_workers``), and names itself so."""
     from gateway import ready_pipe, unused_extras
 
     unused_extras.refuse()
@@ -98,6 +103,12 @@ def serve(name: str, home: Path, port: int | None, instance: str | None = None, 
     if tightened:
         log.warning("config_mode", detail=tightened)
     live = LiveConfig(loader(home, dict(os.environ), service=name, port=port))
+    if name in WRITERS:
+        from gateway import lock_probe
+
+        locks = lock_probe.refusal(live.current, probe or lock_probe.probe)
+        if locks:
+            raise CommandError(locks)
     try:
         if name == "http":
             from gateway_http.main import run as run_http

@@ -4,12 +4,14 @@ Each rule is a function returning the problems it finds in a compose document
 (or a Dockerfile's text), so the same rule runs on the real file and on
 mutated copies of it: every rule is shown to fail on the mistake it is
 there to catch (a renamed subcommand, a missing process, a port that differs
-from config.json's defaults, ...). ``docker compose config`` runs too when
+from config.json's defaults, a base image without its digest, a COPY of a path
+the repository lacks, ...). ``docker compose config`` runs too when
 the ``docker`` CLI and its compose plugin are installed.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import shutil
@@ -32,6 +34,8 @@ CODE_DIRS = ("gateway", "services", "gateway_http", "gateway_mcp")
 # The metrics ports of the shared contract (gateway.metrics), used until the config schema has them.
 METRICS_PORTS = {"file_api": 50061, "watcher": 50062, "kb": 50063, "dreaming": 50064, "http": 50065}
 BUILD_TOOLS = re.compile(r"\b(apt-get|apt|apk|gcc|g\+\+|make|build-essential|pip|pip3)\b")
+# A base image pinned by tag and digest: python:3.11-slim@sha256:<64 hex> (a registry path may come first).
+PINNED_IMAGE = re.compile(r"[^\s:@]+:[\w][\w.-]*@sha256:[0-9a-f]{64}")
 
 Doc = dict[str, Any]
 
@@ -305,11 +309,40 @@ def _instruction(stage: list[str], name: str) -> list[str]:
     return [ln.split(None, 1)[1] for ln in stage if ln.split(None, 1)[0].upper() == name]
 
 
+def _copy_sources(stage: list[str]) -> list[str]:
+    """What the stage's COPY instructions read from the build context (a COPY --from= reads a stage)."""
+    sources: list[str] = []
+    for copy in _instruction(stage, "COPY"):
+        words = copy.split()
+        if any(w.startswith("--from=") for w in words):
+            continue
+        paths = json.loads(copy) if copy.startswith("[") else [w for w in words if not w.startswith("--")]
+        sources += paths[:-1]
+    return sources
+
+
+def _ignored(path: str) -> bool:
+    """Whether .dockerignore leaves ``path`` out of the build context (its plain patterns; none negated here)."""
+    patterns = (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()
+    kept = [p.strip() for p in patterns if p.strip() and not p.startswith("#")]
+    return any(fnmatch.fnmatch(path.rstrip("/"), p.rstrip("/")) for p in kept if not p.startswith("!"))
+
+
 def dockerfile_problems(text: str) -> list[str]:
+    """The problems of a Dockerfile built with this repository as its context."""
     problems = []
     stages = _stages(text)
     if len(stages) < 2:
         return ["not a multi-stage build"]
+    for stage in stages:
+        image = next(w for w in _instruction(stage, "FROM")[0].split() if not w.startswith("--"))
+        if not PINNED_IMAGE.fullmatch(image):
+            problems.append(f"FROM {image} is not pinned by tag and digest (IMAGE:TAG@sha256:DIGEST)")
+        for source in _copy_sources(stage):
+            if not (REPO / source).exists():
+                problems.append(f"COPY {source}: not in the repository")
+            elif _ignored(source):
+                problems.append(f"COPY {source}: left out of the build context by .dockerignore")
     final = stages[-1]
     base = _instruction(final, "FROM")[0]
     if not base.startswith("python:3.11-slim"):
@@ -338,8 +371,11 @@ def dockerfile_problems(text: str) -> list[str]:
     return problems
 
 
-def test_dockerfile_is_slim_non_root_and_runs_gateway() -> None:
+def test_dockerfile_is_pinned_slim_non_root_copies_what_exists_and_runs_gateway() -> None:
     assert dockerfile_problems(DOCKERFILE.read_text(encoding="utf-8")) == []
+
+
+BASE = _stages(DOCKERFILE.read_text(encoding="utf-8"))[-1][0].split()[1]  # the final stage's image, as pinned
 
 
 @pytest.mark.parametrize(
@@ -349,7 +385,13 @@ def test_dockerfile_is_slim_non_root_and_runs_gateway() -> None:
         ("root user", "USER gateway", "USER root"),
         ("other entrypoint", 'ENTRYPOINT ["gateway"]', 'ENTRYPOINT ["python"]'),
         ("renamed default command", 'CMD ["up"]', 'CMD ["start"]'),
-        ("single stage", "\nFROM python:3.11-slim\n", "\n"),
+        ("single stage", f"\nFROM {BASE}\n", "\n"),
+        ("build stage without its digest", f"FROM {BASE} AS build", "FROM python:3.11-slim AS build"),
+        ("final stage without its digest", f"\nFROM {BASE}\n", "\nFROM python:3.11-slim\n"),
+        ("final stage without its tag", f"\nFROM {BASE}\n", f"\nFROM python@{BASE.split('@')[1]}\n"),
+        ("a short digest", f"FROM {BASE} AS build", f"FROM {BASE[:-1]} AS build"),
+        ("a COPY of a path the repository lacks", "COPY gateway_mcp ./gateway_mcp", "COPY gateway_mcps ./gateway_mcp"),
+        ("a COPY of a file left out of the context", "constraints.txt ./", "constraints.txt .gitignore ./"),
         ("a default port not exposed", "EXPOSE 50051 ", "EXPOSE 50055 "),
     ],
 )
