@@ -31,6 +31,7 @@ from services.dreaming.apply.files import Unsafe, read_text
 from services.dreaming.model.budgets import over_budget
 from services.dreaming.model.edit import sha256
 from services.dreaming.model.values import MEMORY_FILE, FileChange, OpResult, RunReport, new_run_id
+from services.dreaming.passes import relocation_intent
 from services.dreaming.passes.compactor import compact
 from services.dreaming.passes.deterministic import as_op
 from services.dreaming.passes.moves import Move, take
@@ -156,6 +157,8 @@ def apply(workspace: Path, plan: Plan, now: datetime, progress: Callable[[str], 
     with nothing lost."""
     run_id = new_run_id(now)
     at = now.isoformat(timespec="seconds").replace("+00:00", "Z")
+    for line in relocation_intent.notes(relocation_intent.recover(workspace, at)):  # a migration or run a kill cut short
+        progress(line)
     results: list[OpResult] = []
     number = 0
     for moves, planned_from in ((plan.compacted, plan.before), (plan.routed, take(plan.before, plan.compacted))):

@@ -52,6 +52,7 @@ JOURNAL = ".dreaming/journal.jsonl"
 SETTLED_BY = "start-up: the process ended before the write"
 MAX_BYTES = 8 * 1024 * 1024
 KEEP_BYTES = 4 * 1024 * 1024
+UNCAPPED = 1 << 62
 
 Record = jsonl.Record
 
@@ -71,9 +72,10 @@ def undo_record(kind: str, run_id: str, op_id: str, at: str, by: str = "") -> Re
     return {"kind": kind, "run": run_id, "op": op_id, "at": at, "by": by}
 
 
-def append(workspace: Path, records: Iterable[Record], *, durable: bool = True) -> None:
-    """Append ``records`` (one write, fsynced), then cap the journal."""
-    jsonl.append(workspace / JOURNAL, records, max_bytes=MAX_BYTES, keep_bytes=KEEP_BYTES, durable=durable)
+def append(workspace: Path, records: Iterable[Record], *, durable: bool = True, capped: bool = True) -> None:
+    """Append ``records`` (one write, fsynced), then cap the journal (unless ``capped`` is False: a
+    relocation's open intent must not be trimmed away before it is closed)."""
+    jsonl.append(workspace / JOURNAL, records, max_bytes=MAX_BYTES if capped else UNCAPPED, keep_bytes=KEEP_BYTES, durable=durable)
 
 
 def read(workspace: Path) -> list[Record]:
