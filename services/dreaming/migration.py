@@ -10,9 +10,11 @@ is needed: it reads and writes the workspace's files only.
 - **Apply** (``--apply``): when a plan made from another MEMORY.md is waiting
   (the file changed since), it refuses. Otherwise it moves exactly what the
   plan says (the plan is deterministic: the same text gives the same moves),
-  through the same writer as a nightly run: destinations first, a backup, a
-  compare-and-swap of MEMORY.md, the journal (``gateway dream revert`` undoes
-  it like a run), and a DREAMS.md entry and audit records. Then every moved
+  through the same writer as a nightly run: the journal's intent first, the
+  destinations, a backup, a compare-and-swap of MEMORY.md (``gateway dream
+  revert`` undoes it like a run), and a DREAMS.md entry and audit records. A
+  migration a kill cut short is finished (forward or back) by the next one, or
+  by dreaming's next start or run. Then every moved
   entry is checked to stand byte for byte in its destination. The plan file is
   marked applied; applying again finds nothing to move.
 """

@@ -32,7 +32,8 @@ An op is settled only when every file it touched is in that state.
 records: what the KB wrote, exactly), and a revert undoes those of the ops it
 covers through the KB once the files are done (``vault.undo``), marking each
 undone one with an ``unpromote`` record. Only ``edit``, ``revert`` and
-``restore`` records matter here.
+``restore`` records matter here; a relocation's ``intent`` and ``intentDone``
+records are read by ``passes/relocation_intent.py``.
 
 The journal is capped (``MAX_BYTES``): past it, the oldest records are dropped
 (whole lines) down to ``KEEP_BYTES``, and runs that old can no longer be reverted
