@@ -308,3 +308,14 @@ def test_a_source_changed_just_before_its_write_rolls_the_destinations_back_at_o
     assert done.aborted == "MEMORY.md changed on disk just before the write (compare-and-swap); nothing was moved"
     assert snapshot(ws) == {"MEMORY.md": TEXT + "- the agent wrote this\n", COMPLETED: None, "memory/log.md": LOG}
     assert restored(ws) == OPS and relocation_intent.open_intents(journal.read(ws)) == []
+
+
+def test_an_entry_whose_relocation_was_rolled_back_says_why_in_its_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.dreaming.history.explain import _journal_events
+
+    ws = fresh(tmp_path / "ws")
+    killed(ws, monkeypatch, "write MEMORY.md", "before")
+    start(ws)
+    events = _journal_events(journal.read(ws), "- [x] ship the beta")
+    assert [e.kind for e in events] == ["moved", "undone"]
+    assert events[1].detail == f"run/1 undone ({relocation_intent.RECOVERED_BY})"
