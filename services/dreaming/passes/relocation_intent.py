@@ -106,13 +106,14 @@ def finish(workspace: Path, intent: Intent, at: str) -> None:
 
 
 def roll_back(workspace: Path, intent: Intent, records: Sequence[journal.Record], at: str, by: str,
-              undone: frozenset[str] = frozenset()) -> list[str]:
-    """Take every destination of ``intent`` back to what it was (module docstring), then journal a
-    ``restore`` record (``by``) for each op not in ``undone`` and the ``intentDone``. The source is
-    not written: it still holds its entries. Returns the destinations that keep their pieces (each
-    gets a line saying so). Raises OSError, the intent left open for the next recovery."""
+              undone: frozenset[str] = frozenset(), written: bool = True) -> list[str]:
+    """Take every destination of ``intent`` back to what it was (module docstring; none when not
+    ``written``: the intent's append was cut, so none was), then journal a ``restore`` record
+    (``by``) for each op not in ``undone`` and the ``intentDone``. The source is not written: it
+    still holds its entries. Returns the destinations that keep their pieces (each gets a line
+    saying so). Raises OSError, the intent left open for the next recovery."""
     left = []
-    for image in intent.files[1:]:
+    for image in intent.files[1:] if written else ():
         mine = [r for r in records if r.get("kind") == "edit" and r.get("file") == image.file]
         if not _take_back(workspace, image, mine):
             left.append(image.file)
@@ -148,7 +149,10 @@ def _take_back(workspace: Path, image: Image, records: Sequence[journal.Record])
         for record in reversed(records):
             new = journal.undo(new, record)
         write_atomic(path, new.encode("utf-8"), expected=text.encode("utf-8"))
-    except (journal.RevertRefused, WriteConflict):
+    except journal.RevertRefused:
+        # changed since by someone else: left alone, and kept only if a piece of ours is in it
+        return not any(str(r.get("inserted", "")) in text for r in records)
+    except WriteConflict:
         return False
     return True
 
@@ -214,7 +218,7 @@ def recover(workspace: Path, at: str) -> list[Recovered]:
             out.append(Recovered(intent.run, intent.id, FORWARD))
             continue
         mine = frozenset(op for op in intent.ops if (intent.run, op) in undone)
-        left = roll_back(workspace, intent, edits, at, RECOVERED_BY, mine)
+        left = roll_back(workspace, intent, edits, at, RECOVERED_BY, mine, written=len(edits) == intent.records)
         out.append(Recovered(intent.run, intent.id, BACK, left))
     return out
 

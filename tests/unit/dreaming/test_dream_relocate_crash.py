@@ -322,3 +322,11 @@ def test_an_entry_whose_relocation_was_rolled_back_says_why_in_its_history(tmp_p
     events = _journal_events(journal.read(ws), "- [x] ship the beta")
     assert [e.kind for e in events] == ["moved", "undone"]
     assert events[1].detail == f"run/1 undone ({relocation_intent.RECOVERED_BY})"
+
+
+def test_a_destination_never_written_but_edited_since_is_left_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = fresh(tmp_path / "ws")
+    killed(ws, monkeypatch, "write memory/log.md", "before")  # completed.md has its pieces, log.md not yet
+    (ws / "memory" / "log.md").write_text("# Log\n- rewritten by the agent\n")
+    assert [(r.outcome, r.left) for r in relocation_intent.recover(ws, AT)] == [("back", [])]
+    assert snapshot(ws) == {"MEMORY.md": TEXT, COMPLETED: None, "memory/log.md": "# Log\n- rewritten by the agent\n"}
