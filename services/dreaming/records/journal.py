@@ -26,7 +26,9 @@ are not in their file, which is then still exactly as before them (its SHA-256
 is the first edit's ``hashBefore``). ``settle``, run when dreaming starts,
 finds such edits and appends a ``restore`` record for each (by ``SETTLED_BY``),
 so the journal matches the files again and a revert has nothing to undo there.
-An op is settled only when every file it touched is in that state.
+An op is settled only when every file it touched is in that state, except a
+pass's move: the recall check puts back only its source, and its destinations
+keep their copies, so a move is settled when its source is in that state.
 
 **The shared vault.** A run's shared promotions are journaled too (``promotion``
 records: what the KB wrote, exactly), and a revert undoes those of the ops it
@@ -165,6 +167,7 @@ def settle(workspace: Path, read_file: Callable[[str], str | None], at: str) -> 
     """
     records = read(workspace)
     undone = {(r.get("run"), r.get("op")) for r in records if r.get("kind") in ("revert", "restore")}
+    moves = {(str(r.get("run")), str(r.get("op"))) for r in records if r.get("kind") == "edit" and r.get("opKind") == "move"}
     groups: dict[tuple[str, str], list[Record]] = {}
     for r in records:
         if r.get("kind") == "edit" and (r.get("run"), r.get("op")) not in undone:
@@ -176,6 +179,8 @@ def settle(workspace: Path, read_file: Callable[[str], str | None], at: str) -> 
         not_there = current is not None and current == group[0].get("hashBefore") and current != group[-1].get("hashAfter")
         for r in group:
             key = (run, str(r.get("op")))
+            if key in moves and r.get("opKind") != "move":
+                continue  # a move's destination keeps its copy when its source is put back (module docstring)
             absent[key] = absent.get(key, True) and not_there
     settled = [key for key, yes in absent.items() if yes]
     append(workspace, [undo_record("restore", run, op, at, by=SETTLED_BY) for run, op in settled])

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from services.dreaming.apply import files
+from services.dreaming.apply.restore import Written, put_back
 from gateway.atomic import is_temp_name
 from services.dreaming.main import settle_workspace
 from services.dreaming.model.edit import sha256
@@ -330,3 +331,33 @@ def test_a_destination_never_written_but_edited_since_is_left_as_it_is(tmp_path:
     (ws / "memory" / "log.md").write_text("# Log\n- rewritten by the agent\n")
     assert [(r.outcome, r.left) for r in relocation_intent.recover(ws, AT)] == [("back", [])]
     assert snapshot(ws) == {"MEMORY.md": TEXT, COMPLETED: None, "memory/log.md": "# Log\n- rewritten by the agent\n"}
+
+
+def test_a_kill_while_the_recall_check_puts_the_source_back_leaves_a_journal_that_matches(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, images: tuple[Snapshot, Snapshot]) -> None:
+    """The recall check of a pass that could not find a moved entry puts MEMORY.md back (its
+    destinations keep their copies, with a line saying so): killed at each step of that, the next
+    start leaves MEMORY.md as the pass left it with its moves open, or put back with them undone."""
+    _, post = images
+    after = str(post["MEMORY.md"])
+    written = [Written("MEMORY.md", TEXT, after, tuple(OPS), (COMPLETED, "memory/log.md"))]
+    count = fresh(tmp_path / "count")
+    relocate(count, "MEMORY.md", TEXT, MOVES, "run", AT)
+    with injected(monkeypatch, count, Steps()) as counted:
+        put_back(count, "run", AT, written, {"MEMORY.md": "an entry was not found"})
+    assert counted.seen == ["write MEMORY.md", "journal restore", f"write {COMPLETED}", "write memory/log.md"]
+    for n, point in enumerate(crash_points(len(counted.seen), counted.seen)):
+        ws = fresh(tmp_path / f"k{n}")
+        relocate(ws, "MEMORY.md", TEXT, MOVES, "run", AT)
+        with injected(monkeypatch, ws, Steps(point)), pytest.raises(Crash):
+            put_back(ws, "run", AT, written, {"MEMORY.md": "an entry was not found"})
+        start(ws)
+        memory = (ws / "MEMORY.md").read_text()
+        assert memory in (TEXT, after)
+        opened = sorted({r["op"] for r in open_edits(ws)})
+        assert opened == ([] if memory == TEXT else OPS), (point, opened)
+        read = lambda rel: (ws / rel).read_text()  # noqa: E731 - a reader for plan_revert
+        if memory == after:
+            assert journal.plan_revert(journal.read(ws), "run", None, read).texts["MEMORY.md"] == TEXT
+        else:
+            assert journal.plan_revert(journal.read(ws), "run", None, read).undone == []
