@@ -4,12 +4,16 @@ The kill is a BaseException raised at a step (as in test_dream_commit_crash.py),
 the relocation catches, so what is on disk then is what a kill -9 at that point leaves. The steps
 are every file write (a rename or link into place, a removal) and every journal append; the kill
 comes just before a step, just after it, or, for an append, in its middle (a torn last line).
-The start is ``main.settle_workspace`` (what dreaming runs before it serves). The recovery is then
-killed at each of its own steps too, and the next start must still finish it.
+The start is ``main.settle_workspace`` (what dreaming runs before it serves), or only the
+recovery a run begins with. The recovery is then killed at each of its own steps too, and the next
+start must still finish it. Then: files someone else changed between the kill and the start, a
+source changed just before its write (rolled back at once), and the recall check's put-back of
+the source killed at each of its steps.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -173,7 +177,7 @@ def check(ws: Path, pre: Snapshot, post: Snapshot) -> str:
     read = lambda rel: (ws / rel).read_text() if (ws / rel).exists() else ""  # noqa: E731 - a reader for plan_revert
     if now == pre:
         assert edits == []  # every op the journal holds is undone
-        with pytest.raises(journal.RevertRefused) if not journal.read(ws) else _nothing():
+        with pytest.raises(journal.RevertRefused) if not journal.read(ws) else contextlib.nullcontext():
             assert journal.plan_revert(journal.read(ws), "run", None, read).undone == []
         return "pre"
     assert sorted({r["op"] for r in edits}) == OPS
@@ -183,11 +187,6 @@ def check(ws: Path, pre: Snapshot, post: Snapshot) -> str:
     undone = journal.plan_revert(journal.read(ws), "run", None, read)
     assert undone.texts == {name: text or "" for name, text in pre.items()}
     return "post"
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 STEPS = ["journal edit,intent", f"write {COMPLETED}", "write memory/log.md", "write .dreaming/backups/MEMORY.md.run",
