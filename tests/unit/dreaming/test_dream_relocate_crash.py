@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dreaming_helpers import agent_with_memory, dream
 
 from services.dreaming.apply import files
 from services.dreaming.apply.restore import Written, put_back
@@ -360,3 +361,14 @@ def test_a_kill_while_the_recall_check_puts_the_source_back_leaves_a_journal_tha
             assert journal.plan_revert(journal.read(ws), "run", None, read).texts["MEMORY.md"] == TEXT
         else:
             assert journal.plan_revert(journal.read(ws), "run", None, read).undone == []
+
+
+def test_a_run_finishes_a_relocation_left_open_before_it_reads_memory_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = agent_with_memory(tmp_path / "home", TEXT)
+    ws = agent.workspace
+    (ws / "memory").mkdir()
+    (ws / "memory" / "log.md").write_text(LOG)
+    killed(ws, monkeypatch, "write MEMORY.md", "before")
+    report = dream(agent, "propose", run_id="run2")
+    assert report.notes[0] == "Relocation run/1 of run run, cut short by a killed process: rolled back (its entries are in their source)."
+    assert snapshot(ws) == {"MEMORY.md": TEXT, COMPLETED: None, "memory/log.md": LOG}
