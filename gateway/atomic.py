@@ -174,6 +174,18 @@ def write_atomic(
         _fsync_dir(directory)
 
 
+def remove_atomic(path: Path, *, expected: bytes, durable: bool = True) -> None:
+    """Remove ``path`` if its content is ``expected`` (compare-and-swap under the folder's lock, like
+    ``write_atomic``), then sync the folder. Raises WriteConflict when it holds anything else or is
+    gone, OSError on I/O failure."""
+    with folder_lock(path.parent):
+        if _read_or_none(path) != expected:
+            raise WriteConflict(f"{path.name} changed on disk since it was read; not removed")
+        os.unlink(path)
+    if durable:
+        _fsync_dir(path.parent)
+
+
 def open_temp(directory: Path, name: str) -> tuple[int, Path]:
     """Create a new, empty temp file for target ``name`` in ``directory`` (mode 0600) and lock it.
 

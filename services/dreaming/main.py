@@ -20,6 +20,7 @@ from services.dreaming import nightly
 from services.dreaming.apply.files import Unsafe, read_text
 from services.dreaming.dreamer import MAX_CONCURRENT_RUNS, Dreamer
 from services.dreaming.model.values import ReviewerOutcome, iso
+from services.dreaming.passes import relocation_intent
 from services.dreaming.peer_client import KbIndex, WatcherActivity
 from services.dreaming.records import journal, jsonl
 from services.dreaming.review.orphans import kill_orphans, owner_marker
@@ -43,27 +44,38 @@ def temp_folders(config: Config) -> list[Folder]:
 
 
 def settle_journals(config: Config, store: StateStore) -> None:
-    """At start, before SERVING: drop the torn lines a killed append left in each journal
-    (jsonl.heal), then mark undone the journaled edits a killed process never wrote
-    (journal.settle), each agent under its run lock (an agent whose lock another process holds
-    is mid-run there and left alone)."""
+    """At start, before SERVING: ``settle_workspace`` for each agent with a journal, under its run
+    lock (an agent whose lock another process holds is mid-run there and left alone)."""
     at = iso(datetime.now(UTC))
     for agent in config.agents:
         if not (agent.workspace / journal.JOURNAL).exists():
             continue
-        workspace = agent.workspace
         try:
             with store.lock(agent.id):
-                torn = jsonl.heal(workspace / journal.JOURNAL)
-                settled = journal.settle(workspace, lambda rel: _text_or_none(workspace, rel), at)
+                torn, recovered, settled = settle_workspace(agent.workspace, at)
         except (Busy, OSError) as exc:
             log.warning("dream_journal_not_settled", agent=agent.id, error=str(exc))
             continue
         if torn:
             log.warning("dream_journal_healed", agent=agent.id, torn_lines=torn,
                         why="a process was killed while it appended to the journal")
+        if recovered:
+            log.warning("dream_relocation_recovered", agent=agent.id, **relocation_intent.summary(recovered),
+                        why="a process was killed in the middle of a relocation")
         if settled:
             log.warning("dream_journal_settled", agent=agent.id, ops=settled, why=journal.SETTLED_BY)
+
+
+def settle_workspace(workspace: Path, at: str) -> tuple[int, list[relocation_intent.Recovered], list[str]]:
+    """What a start does to one workspace's journal, the caller holding the agent's run lock: drop
+    the torn lines a killed append left (jsonl.heal), finish the relocations a killed process left
+    open (relocation_intent.recover), then mark undone the journaled edits a killed process never
+    wrote (journal.settle). Returns the lines dropped, the intents finished and the ops settled.
+    Raises OSError."""
+    torn = jsonl.heal(workspace / journal.JOURNAL)
+    recovered = relocation_intent.recover(workspace, at)
+    settled = journal.settle(workspace, lambda rel: _text_or_none(workspace, rel), at)
+    return torn, recovered, settled
 
 
 def _text_or_none(workspace: Path, rel: str) -> str | None:

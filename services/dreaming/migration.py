@@ -10,9 +10,11 @@ is needed: it reads and writes the workspace's files only.
 - **Apply** (``--apply``): when a plan made from another MEMORY.md is waiting
   (the file changed since), it refuses. Otherwise it moves exactly what the
   plan says (the plan is deterministic: the same text gives the same moves),
-  through the same writer as a nightly run: destinations first, a backup, a
-  compare-and-swap of MEMORY.md, the journal (``gateway dream revert`` undoes
-  it like a run), and a DREAMS.md entry and audit records. Then every moved
+  through the same writer as a nightly run: the journal's intent first, the
+  destinations, a backup, a compare-and-swap of MEMORY.md (``gateway dream
+  revert`` undoes it like a run), and a DREAMS.md entry and audit records. A
+  migration a kill cut short is finished (forward or back) by the next one, or
+  by dreaming's next start or run. Then every moved
   entry is checked to stand byte for byte in its destination. The plan file is
   marked applied; applying again finds nothing to move.
 """
@@ -31,6 +33,7 @@ from services.dreaming.apply.files import Unsafe, read_text
 from services.dreaming.model.budgets import over_budget
 from services.dreaming.model.edit import sha256
 from services.dreaming.model.values import MEMORY_FILE, FileChange, OpResult, RunReport, new_run_id
+from services.dreaming.passes import relocation_intent
 from services.dreaming.passes.compactor import compact
 from services.dreaming.passes.deterministic import as_op
 from services.dreaming.passes.moves import Move, take
@@ -156,6 +159,8 @@ def apply(workspace: Path, plan: Plan, now: datetime, progress: Callable[[str], 
     with nothing lost."""
     run_id = new_run_id(now)
     at = now.isoformat(timespec="seconds").replace("+00:00", "Z")
+    for line in relocation_intent.notes(relocation_intent.recover(workspace, at)):  # a migration or run a kill cut short
+        progress(line)
     results: list[OpResult] = []
     number = 0
     for moves, planned_from in ((plan.compacted, plan.before), (plan.routed, take(plan.before, plan.compacted))):

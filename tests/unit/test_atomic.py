@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.atomic import WriteConflict, is_temp_name, write_atomic
+from gateway.atomic import WriteConflict, is_temp_name, remove_atomic, write_atomic
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -63,6 +63,18 @@ def test_a_failed_fsync_keeps_the_old_content(tmp_path: Path, monkeypatch: pytes
         write_atomic(target, b"new")
     assert target.read_bytes() == b"precious"
     assert leftovers(tmp_path) == []
+
+
+def test_remove_is_a_compare_and_swap_too(tmp_path: Path) -> None:
+    target = tmp_path / "completed.md"
+    target.write_bytes(b"ours")
+    with pytest.raises(WriteConflict):
+        remove_atomic(target, expected=b"what we wrote before")
+    assert target.read_bytes() == b"ours"
+    remove_atomic(target, expected=b"ours")
+    assert not target.exists()
+    with pytest.raises(WriteConflict):  # gone already: nothing to remove
+        remove_atomic(target, expected=b"ours")
 
 
 def test_concurrent_writers_never_mix(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from gateway.config import AgentConfig
 from services.dreaming.apply.commit import PRUNED
 from services.dreaming.apply.files import Unsafe, read_text
+from services.dreaming.apply.restore import RESTORED_BY
 from services.dreaming.model.archive import Hit, Index, IndexedEntry
 from services.dreaming.passes.moves import COMPLETED
 from services.dreaming.passes.stale_blocks import STALE_FILES, split_lines
@@ -120,7 +121,11 @@ def _journal_events(records: Sequence[journal.Record], wanted: str) -> list[Even
             out.append(Event(at, "edited", detail, run, op_id, str(r.get("file", ""))))
     for record in records:
         if record.get("kind") in ("revert", "restore") and str(record.get("op")) in ops:
-            how = "reverted by " + str(record.get("by", "")) if record.get("kind") == "revert" else "undone by the recall check"
+            by = str(record.get("by", ""))
+            if record.get("kind") == "revert":
+                how = "reverted by " + by
+            else:  # the recall check's, or a write that never finished (start-up, a relocation rolled back)
+                how = "undone by the recall check" if by in ("", RESTORED_BY) else f"undone ({by})"
             out.append(Event(str(record.get("at", "")), "undone", f"{record.get('op')} {how}", str(record.get("run", "")), str(record.get("op", ""))))
     return out
 

@@ -12,7 +12,7 @@
    move to ``<episodicArchiveDir>/<topic>.md``, oldest first, until it fits.
 
 None is limited by ``maxChangesPerRun``. Each pass writes through
-``relocate`` (destination first, backup, compare-and-swap, journal), so
+``relocate`` (the journal's intent, destination, backup, compare-and-swap), so
 ``gateway dream revert`` undoes it; each moved entry is one op of the run.
 Then the recall check of the compactor's and the route-out's moves: the KB
 reindexes what the passes wrote and every moved entry must be found through

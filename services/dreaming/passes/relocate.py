@@ -1,22 +1,26 @@
-"""Writing the moves of a deterministic pass: archive first, then backup, compare-and-swap, journal.
+"""Writing the moves of a deterministic pass: journal first, then archive, backup, compare-and-swap.
 
 For a source file (MEMORY.md) and the moves planned from its text:
 
-1. The source is read again; if it changed since the text the moves were
-   planned from, nothing is written (the run records why).
-2. Each destination gets its moves appended (``moves.archive_block``: a heading
-   naming the file, the heading path, the date and the run, then the entries
-   byte for byte), one compare-and-swap append per destination, confined to the
-   workspace. Nothing leaves the source before it stands in its destination.
-3. The source's pre-image goes to the backups; the source is replaced by
-   compare-and-swap with the moved spans taken out.
-4. The journal gets, per move (one op id each), an ``append`` record for its
-   piece of the destination and a ``move`` record for the span taken out of
-   the source (with its offset and context in the text as it was when that
-   span went, in order; the hashes of a pass's records are of the files before
-   and after the whole pass, which may move thousands of entries). So ``gateway dream revert`` undoes a pass like any
-   other run, and one op alone too: its entry goes back where it stood and its
-   piece comes off the destination, together or not at all.
+1. The source and every destination are read again; if the source changed since the text the
+   moves were planned from, nothing is written (the run records why).
+2. The journal gets, in one fsynced append, the relocation's write-ahead intent
+   (``relocation_intent``: every file with the SHA-256 of its text before and after) and, per move
+   (one op id each), an ``append`` record for its piece of the destination and a ``move`` record
+   for the span taken out of the source (with its offset and context in the text as it was when
+   that span went, in order; the hashes of a pass's records are of the files before and after the
+   whole pass, which may move thousands of entries).
+3. Each destination gets its moves appended (``moves.archive_block``: a heading naming the file,
+   the heading path, the date and the run, then the entries byte for byte), one compare-and-swap
+   write per destination against the text read in step 1, confined to the workspace. Nothing
+   leaves the source before it stands in its destination.
+4. The source's pre-image goes to the backups; the source is replaced by compare-and-swap with the
+   moved spans taken out. This is the commit point: an ``intentDone`` record closes the intent.
+   A conflict or a failed write before it rolls the destinations back at once; a kill anywhere is
+   finished forward or back by ``relocation_intent.recover`` at the next start or run.
+
+So ``gateway dream revert`` undoes a pass like any other run, and one op alone too: its entry goes
+back where it stood and its piece comes off the destination, together or not at all.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.atomic import WriteConflict, write_atomic
-from services.dreaming.apply.files import Unsafe, append_text, backup, confined, read_text
+from services.dreaming.apply.files import Unsafe, backup, confined, read_text
 from services.dreaming.model.edit import CONTEXT_CHARS, Edit, sha256
+from services.dreaming.passes import relocation_intent
 from services.dreaming.passes.moves import Move, archive_pieces, take
 from services.dreaming.records import journal
 
@@ -71,58 +76,97 @@ def _removals(text: str, numbered: Sequence[tuple[str, Move]], source: str, at: 
 Render = Callable[[Sequence[Move], str, str], list[tuple[Move, str]]]
 
 
+@dataclass(frozen=True)
+class _Destination:
+    """What one destination gets: its path, its text before (None: it does not exist yet), what is
+    appended (a newline first when it lacked one), and the journal records of its pieces."""
+
+    path: Path
+    before: str | None
+    inserted: str
+    records: list[journal.Record]
+
+    def image(self, name: str) -> relocation_intent.Image:
+        before = self.before or ""
+        return relocation_intent.Image(name, sha256(before), sha256(before + self.inserted), len(self.inserted), self.before is None)
+
+
+def _destination(workspace: Path, target: str, pieces: Sequence[tuple[Move, str]], op_of: dict[int, str], source: str,
+                 run_id: str, at: str) -> _Destination:
+    """Read ``target`` and plan its append and its ``append`` records. Raises Unsafe or OSError."""
+    path = confined(workspace, target)
+    before = read_text(workspace, target) if path.exists() else None
+    text = before or ""
+    lead = "\n" if text and not text.endswith("\n") else ""
+    inserted = lead + "".join(piece for _, piece in pieces)
+    after = text + inserted
+    target_before, target_after = sha256(text), sha256(after)  # the destination before and after the pass
+    records = []
+    offset = len(text)
+    for i, (move, piece) in enumerate(pieces):
+        piece_text = (lead + piece) if i == 0 else piece
+        edit = Edit(
+            op_id=op_of[id(move)], file=target, kind="append", offset=offset, removed="", inserted=piece_text,
+            # as each piece was when it went in: at the end (later pieces and appends follow it)
+            before=after[max(0, offset - CONTEXT_CHARS) : offset], after="",
+            hash_before=target_before, hash_after=target_after, reason=f"from {source}: {move.reason}",
+            heading_path=move.heading_path, at_start=offset <= CONTEXT_CHARS, at_end=False,
+        )
+        records.append(journal.edit_record(run_id, edit, at))
+        offset += len(piece_text)
+    return _Destination(path, before, inserted, records)
+
+
 def relocate(workspace: Path, source: str, planned_from: str, numbered: Sequence[tuple[str, Move]], run_id: str, at: str,
              render: Render = archive_pieces) -> Relocated:
     """Write ``numbered`` moves (``(op id, move)``, planned from ``planned_from``) of ``source``
     (module docstring). ``render(moves, run id, date)`` gives what each destination gets, piece by
     piece (``moves.archive_pieces`` by default; the staleness GC renders its own blocks). Never
-    raises for a changed or unsafe file: ``aborted`` says why."""
+    raises for a changed or unsafe file: ``aborted`` says why. Raises OSError only when the journal
+    cannot be written after a destination was (the next recovery finishes the intent)."""
     out = Relocated(source=source, before=planned_from)
     if not numbered:
         return out
+    op_of = {id(move): op_id for op_id, move in numbered}
+    by_target: dict[str, list[Move]] = {}
+    for _, move in numbered:
+        by_target.setdefault(move.target, []).append(move)
     try:
         path = confined(workspace, source)
-        current = read_text(workspace, source)
-        targets = {move.target: confined(workspace, move.target) for _, move in numbered}
+        if read_text(workspace, source) != planned_from:
+            out.aborted = f"{source} changed on disk during the run; nothing was moved"
+            return out
+        dests = {target: _destination(workspace, target, render(moves, run_id, at[:10]), op_of, source, run_id, at)
+                 for target, moves in by_target.items()}
     except (Unsafe, OSError) as exc:
         out.aborted = str(exc)
         return out
-    if current != planned_from:
-        out.aborted = f"{source} changed on disk during the run; nothing was moved"
-        return out
     new = take(planned_from, [move for _, move in numbered])
-    op_of = {id(move): op_id for op_id, move in numbered}
-    for target, target_path in targets.items():
-        pieces = render([m for _, m in numbered if m.target == target], run_id, at[:10])
-        before, inserted = append_text(target_path, "".join(piece for _, piece in pieces))
-        after = before + inserted
-        offset = len(after) - sum(len(piece) for _, piece in pieces)
-        lead = inserted[: offset - len(before)]  # a newline append_text put first, if the file lacked one
-        target_before, target_after = sha256(before), sha256(after)  # the destination before and after the pass
-        for i, (move, piece) in enumerate(pieces):
-            text = (lead + piece) if i == 0 else piece
-            start = offset - (len(lead) if i == 0 else 0)
-            end = start + len(text)
-            edit = Edit(
-                op_id=op_of[id(move)], file=target, kind="append", offset=start, removed="", inserted=text,
-                # as each piece was when it went in: at the end (later pieces and appends follow it)
-                before=after[max(0, start - CONTEXT_CHARS) : start], after="",
-                hash_before=target_before, hash_after=target_after, reason=f"from {source}: {move.reason}",
-                heading_path=move.heading_path, at_start=start <= CONTEXT_CHARS, at_end=False,
-            )
-            out.records.append(journal.edit_record(run_id, edit, at))
-            offset = end
-    backup(workspace, source, planned_from, run_id)
+    records = [r for d in dests.values() for r in d.records] + _removals(planned_from, numbered, source, at, run_id, new)
+    intent = relocation_intent.Intent(
+        run_id, numbered[0][0], tuple(op for op, _ in numbered), len(records),
+        (relocation_intent.Image(source, sha256(planned_from), sha256(new)), *(d.image(t) for t, d in dests.items())),
+    )
     try:
-        write_atomic(path, new.encode("utf-8"), expected=planned_from.encode("utf-8"))
-    except WriteConflict:
-        for target, target_path in targets.items():
-            append_text(target_path, f"\n(Run {run_id}: {source} changed during the run, so the entries above were not taken out of it; they are still there.)\n")
-        out.aborted = f"{source} changed on disk just before the write (compare-and-swap); nothing was moved"
-        out.records = []
+        relocation_intent.begin(workspace, intent, records, at)
+    except OSError as exc:
+        out.aborted = f"the journal could not be written ({exc}); nothing was moved"
         return out
+    writing = source
+    try:
+        for writing, dest in dests.items():  # nothing leaves the source before it stands in its destination
+            before = None if dest.before is None else dest.before.encode("utf-8")
+            write_atomic(dest.path, ((dest.before or "") + dest.inserted).encode("utf-8"), expected=before)
+        writing = source
+        backup(workspace, source, planned_from, run_id)
+        write_atomic(path, new.encode("utf-8"), expected=planned_from.encode("utf-8"))
+    except (WriteConflict, OSError) as exc:
+        why = f"{writing} changed on disk just before the write (compare-and-swap)" if isinstance(exc, WriteConflict) else str(exc)
+        relocation_intent.roll_back(workspace, intent, records, at, f"{why}: rolled back")
+        out.aborted = f"{why}; nothing was moved"
+        return out
+    relocation_intent.finish(workspace, intent, at)
     out.after = new
     out.ops = list(numbered)
-    out.records += _removals(planned_from, numbered, source, at, run_id, new)
-    journal.append(workspace, out.records)
+    out.records = records
     return out

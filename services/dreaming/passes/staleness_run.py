@@ -13,8 +13,8 @@
 5. In auto mode, restores first (one ``relocate`` per stale file: the block
    out, its entry appended to the file it came from), then invalidations (one
    ``relocate`` per source file: the entry out, its block appended to its stale
-   file). Each is written like every pass's moves: destination first, a
-   backup, compare-and-swap, the journal, so ``gateway dream revert`` undoes
+   file). Each is written like every pass's moves: the journal's intent, the
+   destination, a backup, compare-and-swap, so ``gateway dream revert`` undoes
    them; each moved entry is one op of the run. ``stale-untrusted.md`` gets its
    frontmatter before its first block, outside any op.
 6. The recall check: the KB reindexes what was written and one ``ProbeRecall``

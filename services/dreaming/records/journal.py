@@ -26,13 +26,16 @@ are not in their file, which is then still exactly as before them (its SHA-256
 is the first edit's ``hashBefore``). ``settle``, run when dreaming starts,
 finds such edits and appends a ``restore`` record for each (by ``SETTLED_BY``),
 so the journal matches the files again and a revert has nothing to undo there.
-An op is settled only when every file it touched is in that state.
+An op is settled only when every file it touched is in that state, except a
+pass's move: the recall check puts back only its source, and its destinations
+keep their copies, so a move is settled when its source is in that state.
 
 **The shared vault.** A run's shared promotions are journaled too (``promotion``
 records: what the KB wrote, exactly), and a revert undoes those of the ops it
 covers through the KB once the files are done (``vault.undo``), marking each
 undone one with an ``unpromote`` record. Only ``edit``, ``revert`` and
-``restore`` records matter here.
+``restore`` records matter here; a relocation's ``intent`` and ``intentDone``
+records are read by ``passes/relocation_intent.py``.
 
 The journal is capped (``MAX_BYTES``): past it, the oldest records are dropped
 (whole lines) down to ``KEEP_BYTES``, and runs that old can no longer be reverted
@@ -52,6 +55,7 @@ JOURNAL = ".dreaming/journal.jsonl"
 SETTLED_BY = "start-up: the process ended before the write"
 MAX_BYTES = 8 * 1024 * 1024
 KEEP_BYTES = 4 * 1024 * 1024
+UNCAPPED = 1 << 62
 
 Record = jsonl.Record
 
@@ -71,9 +75,10 @@ def undo_record(kind: str, run_id: str, op_id: str, at: str, by: str = "") -> Re
     return {"kind": kind, "run": run_id, "op": op_id, "at": at, "by": by}
 
 
-def append(workspace: Path, records: Iterable[Record], *, durable: bool = True) -> None:
-    """Append ``records`` (one write, fsynced), then cap the journal."""
-    jsonl.append(workspace / JOURNAL, records, max_bytes=MAX_BYTES, keep_bytes=KEEP_BYTES, durable=durable)
+def append(workspace: Path, records: Iterable[Record], *, durable: bool = True, capped: bool = True) -> None:
+    """Append ``records`` (one write, fsynced), then cap the journal (unless ``capped`` is False: a
+    relocation's open intent must not be trimmed away before it is closed)."""
+    jsonl.append(workspace / JOURNAL, records, max_bytes=MAX_BYTES if capped else UNCAPPED, keep_bytes=KEEP_BYTES, durable=durable)
 
 
 def read(workspace: Path) -> list[Record]:
@@ -162,6 +167,7 @@ def settle(workspace: Path, read_file: Callable[[str], str | None], at: str) -> 
     """
     records = read(workspace)
     undone = {(r.get("run"), r.get("op")) for r in records if r.get("kind") in ("revert", "restore")}
+    moves = {(str(r.get("run")), str(r.get("op"))) for r in records if r.get("kind") == "edit" and r.get("opKind") == "move"}
     groups: dict[tuple[str, str], list[Record]] = {}
     for r in records:
         if r.get("kind") == "edit" and (r.get("run"), r.get("op")) not in undone:
@@ -173,6 +179,8 @@ def settle(workspace: Path, read_file: Callable[[str], str | None], at: str) -> 
         not_there = current is not None and current == group[0].get("hashBefore") and current != group[-1].get("hashAfter")
         for r in group:
             key = (run, str(r.get("op")))
+            if key in moves and r.get("opKind") != "move":
+                continue  # a move's destination keeps its copy when its source is put back (module docstring)
             absent[key] = absent.get(key, True) and not_there
     settled = [key for key, yes in absent.items() if yes]
     append(workspace, [undo_record("restore", run, op, at, by=SETTLED_BY) for run, op in settled])

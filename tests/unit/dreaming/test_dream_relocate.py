@@ -48,7 +48,9 @@ def test_moves_land_verbatim_with_their_heading_path_and_leave_the_source(ws: Pa
     assert "- [x] ship the beta\n- [x] rotate the keys\n" in completed
     assert read(ws, "memory/log.md").startswith("# Log\n- older entry\n\n## Moved from MEMORY.md › Memory › Log")
     assert read(ws, ".dreaming/backups/MEMORY.md.run") == TEXT
-    kinds = [(r["op"], r["opKind"], r["file"]) for r in journal.read(ws)]
+    records = journal.read(ws)
+    assert [r["kind"] for r in records] == ["intent"] + ["edit"] * 6 + ["intentDone"]  # the intent first, closed last
+    kinds = [(r["op"], r["opKind"], r["file"]) for r in records if r["kind"] == "edit"]
     assert sorted(kinds) == sorted([("run/1", "append", COMPLETED), ("run/2", "append", COMPLETED), ("run/3", "append", "memory/log.md"),
                                     ("run/1", "move", "MEMORY.md"), ("run/2", "move", "MEMORY.md"), ("run/3", "move", "MEMORY.md")])
 

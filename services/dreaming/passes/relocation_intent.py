@@ -1,0 +1,237 @@
+"""A relocation's write-ahead intent: a kill at any step leaves its moves made or not made, never half.
+
+A relocation (``relocate.py``) writes several files: each destination, the source's backup, then
+the source by compare-and-swap, which is its commit point. Before the first of them, one journal
+append (fsynced, never trimmed) holds an ``intent`` record, then every ``edit`` record of the
+moves. The intent names the source and each destination with the SHA-256 of its text before and
+after, and how many chars each destination gets. Once the source is written, an ``intentDone``
+record (``outcome`` forward) closes it. A relocation that stops before its commit point (the
+source changed meanwhile, a write failed) rolls back at once (``roll_back``).
+
+``recover`` finishes every intent the journal holds without its ``intentDone`` (a process was
+killed in between); it runs at dreaming's start and at the start of each run, each revert and each
+``gateway migrate-memory --apply``, under the agent's run lock:
+
+- **Forward** when the source holds its post-image: every moved entry is in its destination and
+  no longer in the source; the edit records say so and stand.
+- **Back** when the source holds its pre-image, or when the intent's edit records are not all in the
+  journal (its append was cut, so no file was written after it): each destination that holds its
+  post-image gets its pre-image back (it is removed when the relocation created it), and one
+  changed since loses only the relocation's pieces, found by their context (``journal.undo``).
+  Then a ``restore`` record per op, so a revert has nothing left to undo.
+- A source someone else changed since (neither image): back when every moved entry still stands in
+  it, else forward, so an entry is never taken out of both places.
+
+Recovery is itself made of such steps (compare-and-swap writes, then one append), so a kill during
+it leaves what the next recovery finishes. A destination changed since in a way that hides the
+pieces (the context around them is gone) keeps them, with a line saying they are back in the
+source, and the log names it: nothing is ever clobbered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gateway.atomic import WriteConflict, remove_atomic, write_atomic
+from services.dreaming.apply.files import Unsafe, append_text, confined, read_text
+from services.dreaming.model.edit import sha256
+from services.dreaming.records import journal
+
+INTENT = "intent"
+DONE = "intentDone"
+FORWARD = "forward"
+BACK = "back"
+RECOVERED_BY = "recovery: the relocation was cut short before its source was written"
+
+
+@dataclass(frozen=True)
+class Image:
+    """A file of a relocation: the SHA-256 of its text before and after it; a destination's ``cut``
+    (the chars appended to it) and whether the relocation creates it."""
+
+    file: str
+    before: str
+    after: str
+    cut: int = 0
+    created: bool = False
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What a relocation is about to do: its run, its id (its first op's), the source, its ops, how
+    many edit records follow the intent in the journal, and its files (the source first)."""
+
+    run: str
+    id: str
+    ops: tuple[str, ...]
+    records: int
+    files: tuple[Image, ...]
+
+    @property
+    def source(self) -> Image:
+        return self.files[0]
+
+    def record(self, at: str) -> journal.Record:
+        return {"kind": INTENT, "run": self.run, "intent": self.id, "at": at, "ops": list(self.ops), "records": self.records,
+                "files": [{"file": f.file, "hashBefore": f.before, "hashAfter": f.after, "cut": f.cut, "created": f.created}
+                          for f in self.files]}
+
+    @staticmethod
+    def from_record(raw: journal.Record) -> Intent:
+        """Raises KeyError, TypeError or ValueError for a record that is not a whole intent."""
+        files = tuple(Image(str(f["file"]), str(f["hashBefore"]), str(f["hashAfter"]), int(f["cut"]), bool(f["created"]))
+                      for f in raw["files"])
+        if not files:
+            raise ValueError("an intent without files")
+        return Intent(str(raw["run"]), str(raw["intent"]), tuple(str(op) for op in raw["ops"]), int(raw["records"]), files)
+
+
+def done_record(intent: Intent, outcome: str, at: str, left: Sequence[str] = ()) -> journal.Record:
+    return {"kind": DONE, "run": intent.run, "intent": intent.id, "at": at, "outcome": outcome, "left": list(left)}
+
+
+def begin(workspace: Path, intent: Intent, records: Sequence[journal.Record], at: str) -> None:
+    """Journal ``intent`` and then its edit ``records`` in one fsynced append, before any file is
+    written (uncapped: a trim must not drop an open intent). Raises OSError."""
+    journal.append(workspace, [intent.record(at), *records], capped=False)
+
+
+def finish(workspace: Path, intent: Intent, at: str) -> None:
+    """Close ``intent``: its source is written, its moves are made. Raises OSError."""
+    journal.append(workspace, [done_record(intent, FORWARD, at)])
+
+
+def roll_back(workspace: Path, intent: Intent, records: Sequence[journal.Record], at: str, by: str,
+              undone: frozenset[str] = frozenset(), written: bool = True) -> list[str]:
+    """Take every destination of ``intent`` back to what it was (module docstring; none when not
+    ``written``: the intent's append was cut, so none was), then journal a ``restore`` record
+    (``by``) for each op not in ``undone`` and the ``intentDone``. The source is not written: it
+    still holds its entries. Returns the destinations that keep their pieces (each gets a line
+    saying so). Raises OSError, the intent left open for the next recovery."""
+    left = []
+    for image in intent.files[1:] if written else ():
+        mine = [r for r in records if r.get("kind") == "edit" and r.get("file") == image.file]
+        if not _take_back(workspace, image, mine):
+            left.append(image.file)
+    for name in left:
+        with contextlib.suppress(Unsafe, WriteConflict):  # a file that cannot take the line is named in the log
+            append_text(confined(workspace, name), f"\n(Run {intent.run}: {', '.join(intent.ops)} did not finish, so the "
+                        f"entries above are back in {intent.source.file}; they were left here because this file changed since.)\n")
+    restores = [journal.undo_record("restore", intent.run, op, at, by=by) for op in intent.ops if op not in undone]
+    journal.append(workspace, [*restores, done_record(intent, BACK, at, left)])
+    return left
+
+
+def _take_back(workspace: Path, image: Image, records: Sequence[journal.Record]) -> bool:
+    """Put ``image``'s destination back to its pre-image; False when it changed since in a way that
+    hides the relocation's pieces, or cannot be read."""
+    try:
+        path = confined(workspace, image.file)
+        text = read_text(workspace, image.file)
+    except (Unsafe, OSError):
+        return False
+    digest = sha256(text)
+    if digest == image.before:
+        return True  # never written, or written back already
+    try:
+        if digest == image.after:
+            pre = text[: len(text) - image.cut]
+            if image.created and not pre:
+                remove_atomic(path, expected=text.encode("utf-8"))
+            else:
+                write_atomic(path, pre.encode("utf-8"), expected=text.encode("utf-8"))
+            return True
+        new = text
+        for record in reversed(records):
+            new = journal.undo(new, record)
+        write_atomic(path, new.encode("utf-8"), expected=text.encode("utf-8"))
+    except journal.RevertRefused:
+        # changed since by someone else: left alone, and kept only if a piece of ours is in it
+        return not any(str(r.get("inserted", "")) in text for r in records)
+    except WriteConflict:
+        return False
+    return True
+
+
+@dataclass
+class Recovered:
+    """One open intent ``recover`` found: its run and id, ``forward``, ``back`` or "" (left open: its
+    source could not be read), and the destinations that kept their pieces."""
+
+    run: str
+    intent: str
+    outcome: str
+    left: list[str] = field(default_factory=list)
+
+
+def _decide(text: str, intent: Intent, edits: Sequence[journal.Record]) -> str:
+    if len(edits) < intent.records:
+        return BACK  # the begin append was cut: no file was written after it
+    digest = sha256(text)
+    if digest == intent.source.after:
+        return FORWARD
+    if digest == intent.source.before:
+        return BACK
+    moved = [r for r in edits if r.get("file") == intent.source.file and r.get("opKind") == "move"]
+    return BACK if all(str(r.get("removed", "")) in text for r in moved) else FORWARD
+
+
+def open_intents(records: Sequence[journal.Record]) -> list[tuple[Intent, list[journal.Record]]]:
+    """Each intent of the journal ``records`` without its ``intentDone``, with the edit records that
+    follow it (fewer than it says when its append was cut). Intents that do not parse are skipped."""
+    closed = {(r.get("run"), r.get("intent")) for r in records if r.get("kind") == DONE}
+    out = []
+    for i, raw in enumerate(records):
+        if raw.get("kind") != INTENT or (raw.get("run"), raw.get("intent")) in closed:
+            continue
+        try:
+            intent = Intent.from_record(raw)
+        except (KeyError, TypeError, ValueError):
+            continue
+        following = records[i + 1 : i + 1 + intent.records]
+        edits = [r for r in following if r.get("kind") == "edit" and r.get("run") == intent.run and r.get("op") in intent.ops]
+        out.append((intent, edits))
+    return out
+
+
+def recover(workspace: Path, at: str) -> list[Recovered]:
+    """Finish every open intent of the workspace's journal (module docstring), oldest first. The
+    caller holds the agent's run lock. Raises OSError (what was finished stays finished)."""
+    records = journal.read(workspace)
+    found = open_intents(records)
+    if not found:
+        return []
+    undone = {(r.get("run"), r.get("op")) for r in records if r.get("kind") in ("revert", "restore")}
+    out = []
+    for intent, edits in found:
+        try:
+            text = read_text(workspace, intent.source.file)
+        except (Unsafe, OSError):
+            out.append(Recovered(intent.run, intent.id, ""))
+            continue
+        if _decide(text, intent, edits) == FORWARD:
+            finish(workspace, intent, at)
+            out.append(Recovered(intent.run, intent.id, FORWARD))
+            continue
+        mine = frozenset(op for op in intent.ops if (intent.run, op) in undone)
+        left = roll_back(workspace, intent, edits, at, RECOVERED_BY, mine, written=len(edits) == intent.records)
+        out.append(Recovered(intent.run, intent.id, BACK, left))
+    return out
+
+
+def summary(found: Sequence[Recovered]) -> dict[str, Any]:
+    """The log fields of a recovery: the intents rolled forward, back, or left open."""
+    return {way or "left_open": [f"{r.run}:{r.intent}" for r in found if r.outcome == way] for way in (FORWARD, BACK, "")
+            if any(r.outcome == way for r in found)}
+
+
+def notes(found: Sequence[Recovered]) -> list[str]:
+    """One line for a run's report per intent ``recover`` finished."""
+    said = {FORWARD: "rolled forward (its moves were made)", BACK: "rolled back (its entries are in their source)",
+            "": "left open (its source could not be read)"}
+    return [f"Relocation {r.intent} of run {r.run}, cut short by a killed process: {said[r.outcome]}"
+            + (f"; its pieces stay in {', '.join(r.left)}, which changed since" if r.left else "") + "." for r in found]
