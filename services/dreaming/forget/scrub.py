@@ -12,8 +12,9 @@ Three forms of text, each searched the way its writer stored it:
   string *value*, decoded (the journal stores newlines as ``\\n`` and, with ``ensure_ascii``,
   non-ASCII as ``\\uXXXX``, so the raw bytes would miss them). Only the string literals that change
   are re-encoded (ASCII-escaped when they were); every other byte stays as it was. Keys are not
-  searched: they are the record formats' own names, never remembered text. A line that is not JSON
-  (a torn last line) is searched as plain text.
+  searched: they are the record formats' own names, never remembered text. Text that is not JSON
+  (a torn last line, a damaged copy kept aside) has its whole string literals searched decoded all
+  the same, and the rest as plain text.
 - **A journal edit** (``kind: "edit"``): its ``before``/``after`` context (48 characters each side)
   is cut from the file mid-text, so a match may straddle the context and the ``removed`` or
   ``inserted`` text, or be cut by the context's outer edge. Each of ``before + removed + after``
@@ -158,26 +159,40 @@ def _edit_fields(record: Any) -> dict[str, str] | None:
     return None
 
 
-def scrub_json(raw: str, target: Target, tombstone_id: str) -> Scrubbed | None:
+def scrub_json(raw: str, target: Target, tombstone_id: str) -> Scrubbed:
     """One JSON value's text (a document, or one line of JSON lines) with its string values
     scrubbed and only the changed literals re-encoded (module docstring); its lines are those of
-    the literals that held the target. None when ``raw`` is not JSON (scrub it as plain text)."""
+    the literals that held the target.
+
+    Text that is not JSON (a torn last line, a damaged copy kept aside) still has its whole string
+    literals searched decoded, and then the rest as plain text (a literal cut short is there)."""
     try:
         record = json.loads(raw)
     except (json.JSONDecodeError, RecursionError):
-        return None
+        done = _scrub_literals(raw, target, tombstone_id, {})
+        rest = scrub_text(done.text, target, tombstone_id)
+        return Scrubbed(rest.text, done.count + rest.count, tuple(sorted({*done.lines, *rest.lines})))
     edit = _edit_fields(record)
-    replaced: dict[str, str] = {}
-    count = 0
-    if edit is not None:
-        replaced, count = scrub_edit(edit, target, tombstone_id, at_start=bool(record.get("atStart")),
-                                     at_end=bool(record.get("atEnd")))
+    if edit is None:
+        return _scrub_literals(raw, target, tombstone_id, {})
+    replaced, count = scrub_edit(edit, target, tombstone_id, at_start=bool(record.get("atStart")),
+                                 at_end=bool(record.get("atEnd")))
+    done = _scrub_literals(raw, target, tombstone_id, replaced)
+    return Scrubbed(done.text, done.count + count, done.lines)
+
+
+def _scrub_literals(raw: str, target: Target, tombstone_id: str, replaced: dict[str, str]) -> Scrubbed:
+    """``raw`` with each string value literal scrubbed decoded, or, for a value whose key is in
+    ``replaced``, set to the value given there (the count is the caller's for those)."""
     out: list[str] = []
     at: list[int] = []
-    last, key = 0, ""
+    last, key, count = 0, "", 0
     for m in _JSON_STRING.finditer(raw):
         literal = m.group(0)[: len(m.group(0)) - len(m.group(1) or "")]
-        value: str = json.loads(literal)
+        try:
+            value = json.loads(literal)
+        except json.JSONDecodeError:  # not a literal after all (text that is not JSON): the plain search has it
+            continue
         if m.group(1):  # a key: kept, and remembered for the value after it
             key = value
             continue

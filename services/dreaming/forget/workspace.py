@@ -20,7 +20,6 @@ found in the UTF-8 text around them, and they are written back unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -32,6 +31,7 @@ from services.dreaming.records import audit
 
 WRITE_TRIES: Final = 5
 KEPT_CHANGING: Final = "it kept changing while the forget rewrote it: run the same forget again"
+SCAN_ID: Final = "F-scan"  # a scan counts what an apply would replace; its text is thrown away
 NAME_WITHHELD: Final = "[…]"
 NAME_HOLDS_IT: Final = "its name holds the text: rename it by hand"
 
@@ -55,24 +55,22 @@ def _is_json(name: str) -> bool:
 
 
 def scrub_file(name: str, data: bytes, target: Target, tombstone_id: str) -> tuple[bytes, Scrubbed]:
-    """A file's bytes with the target replaced, chosen by its ``name`` (``.json``: one document;
-    ``.jsonl``: a record per line; anything else, or JSON that does not parse: plain text)."""
+    """A file's bytes with the target replaced, searched by its ``name``: ``.json`` (and copies
+    kept aside, ``.json.<suffix>``) as one JSON document, ``.jsonl`` a record per line, anything
+    else as plain text."""
     text = data.decode("utf-8", "surrogateescape")
-    done: Scrubbed | None = None
     if _is_json(name):
         done = scrub_json(text, target, tombstone_id)
     elif _is_json_lines(name):
         out, count, lines = [], 0, []
         for number, line in enumerate(text.splitlines(keepends=True), start=1):
             body = line.rstrip("\r\n")
-            one = scrub_json(body, target, tombstone_id) if body.strip() else None
-            if one is None:
-                one = scrub_text(body, target, tombstone_id)
+            one = scrub_json(body, target, tombstone_id)
             out.append(one.text + line[len(body):])
             count += one.count
             lines += [number] * bool(one.count)
         done = Scrubbed("".join(out), count, tuple(lines))
-    if done is None:
+    else:
         done = scrub_text(text, target, tombstone_id)
     return done.text.encode("utf-8", "surrogateescape"), done
 
@@ -94,7 +92,7 @@ def scan(workspace: Path, target: Target, *, episodic_dir: str = "memory", state
             data = f.path.read_bytes()
         except FileNotFoundError:
             continue
-        done = scrub_file(f.path.name, data, target, "F-scan")[1]
+        done = scrub_file(f.path.name, data, target, SCAN_ID)[1]
         if done.count:
             found.append(_place(f, target, done, changed=False))
     return WorkspaceReport(tuple(found))
@@ -124,8 +122,7 @@ def _apply_one(f: File, target: Target, tombstone_id: str, write: Write) -> Plac
 
 def apply(workspace: Path, target: Target, tombstone_id: str, *, by: str, at: str, episodic_dir: str = "memory",
           state_dir: Path | None = None, transcripts_dir: Path | None = None,
-          write: Write = _write_atomic, record: Callable[[Path, list[audit.Record]], None] = audit.append_records
-          ) -> WorkspaceReport:
+          write: Write = _write_atomic) -> WorkspaceReport:
     """Replace every place of the target with ``marker(tombstone_id)`` (module docstring), then
     audit the forget (``by``: the key's name; ``at``: ISO 8601). Raises OSError when a file cannot
     be read or written (the files done so far stay done; running it again finishes the rest)."""
@@ -135,7 +132,7 @@ def apply(workspace: Path, target: Target, tombstone_id: str, *, by: str, at: st
         if place is not None:
             places.append(place)
     report = WorkspaceReport(tuple(places))
-    record(workspace, [{
+    audit.append_records(workspace, [{
         "kind": "forget", "id": tombstone_id, "by": by, "at": at, "places": report.changed, "matches": report.matches,
         "left": [{"store": p.store, "path": p.path, "count": p.count, "why": p.left} for p in report.left],
     }])

@@ -40,7 +40,7 @@ def test_json_values_are_searched_decoded_and_only_changed_literals_are_re_encod
     raw = json.dumps(record, ensure_ascii=True)
     assert FACT not in raw and "\\u00dc" in raw  # escaped: a search of the raw bytes would miss it
     done = scrub_json(raw, TARGET, ID)
-    assert done is not None and done.count == 1
+    assert done.count == 1
     out = json.loads(done.text)
     assert out["proposal"]["content"] == f"first line\n{M}" and FACT in out
     assert done.text.isascii() and '"reason": "kept as it was \\u00e9"' in done.text
@@ -50,7 +50,7 @@ def test_json_values_are_searched_decoded_and_only_changed_literals_are_re_encod
 def test_a_pretty_json_document_keeps_its_layout() -> None:
     raw = json.dumps({"format": 1, "lastRun": {"reason": f"the reviewer said: {FACT}", "status": "nothing"}}, indent=2, ensure_ascii=False) + "\n"
     done = scrub_json(raw, TARGET, ID)
-    assert done is not None and done.count == 1 and done.lines == (4,)
+    assert done.count == 1 and done.lines == (4,)
     assert done.text == raw.replace(FACT, M)
 
 
@@ -73,7 +73,7 @@ def test_a_journal_line_keeps_every_field_it_does_not_change() -> None:
               "atEnd": False, "hashBefore": "ab", "hashAfter": "cd", "reason": "stale", "headingPath": ["Memory"], "at": "t"}
     raw = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
     done = scrub_json(raw, TARGET, ID)
-    assert done is not None and done.count == 1
+    assert done.count == 1
     assert done.text == raw.replace(FACT, M)
 
 
@@ -90,3 +90,10 @@ def test_bytes_that_are_not_utf8_are_written_back_as_they_were() -> None:
     raw = b"\xff\xfe latin-1 caf\xe9 then " + FACT.encode() + b" \xff\n"
     new, done = scrub_file("MEMORY.md.r1", raw, TARGET, ID)
     assert done.count == 1 and new == b"\xff\xfe latin-1 caf\xe9 then " + M.encode() + b" \xff\n"
+
+
+def test_a_damaged_json_copy_is_still_searched_in_its_escaped_literals() -> None:
+    torn = '{"format": 1, "lastRun": {"reason": ' + json.dumps(FACT) + ', "status": "noth'
+    assert "\\u00dc" in torn
+    done = scrub_json(torn, TARGET, ID)
+    assert done.count == 1 and done.text == torn.replace(json.dumps(FACT), json.dumps(M))

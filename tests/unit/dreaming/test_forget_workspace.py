@@ -15,6 +15,8 @@ from services.dreaming.forget import WorkspaceReport, apply, scan
 from services.dreaming.forget.places import IN_FLIGHT, RUNTIME_FILE, STATE, TRANSCRIPTS, WORKSPACE
 from services.dreaming.forget.workspace import KEPT_CHANGING
 from services.dreaming.records import audit
+from services.dreaming.vault import kept
+from services.dreaming.vault.kept import Kept
 
 AT = "2026-12-07T02:00:00Z"
 ID = "F-0123456789ab"
@@ -174,3 +176,18 @@ def test_a_file_name_that_holds_the_text_is_not_repeated_in_the_report(tmp_path:
     assert [(x.path, x.changed, x.left) for x in shown] == [
         ("memory/notes about […].md", True, "its name holds the text: rename it by hand")]
     assert "Whitlock" not in json.dumps(audit.read_records(p.workspace)[-1])
+
+
+def test_kept_promotions_a_damaged_state_copy_and_an_episodic_folder_elsewhere_are_covered(tmp_path: Path) -> None:
+    p = plant(tmp_path)
+    kept.write(p.workspace, [Kept("alfred/r1/3", "r1", "r1/3", "p-1", "people", "episode", f"- {FACT}", AT, "unavailable")])
+    torn = '{"format": 1, "lastRun": {"reason": ' + json.dumps(FACT) + ', "sta'  # escaped, as dreaming.json is
+    (p.state_dir / "dreaming.json.corrupt-1").write_text(torn)
+    notes = p.workspace / "journal" / "daily" / "2026-12-01.md"
+    notes.parent.mkdir(parents=True)
+    notes.write_text(f"- {FACT}\n")
+    report = apply(p.workspace, TARGET, ID, by="k", at=AT, episodic_dir="journal/daily", state_dir=p.state_dir)
+    assert {(x.store, x.path) for x in report.places} >= {
+        (WORKSPACE, kept.PENDING), (STATE, "dreaming.json.corrupt-1"), (WORKSPACE, "journal/daily/2026-12-01.md")}
+    assert [k.fact for k in kept.read(p.workspace)] == [f"- {marker(ID)}"]
+    assert leftovers(tmp_path) == ["agents/alfred/sessions/s1.jsonl"]
