@@ -3,6 +3,6 @@ agent's identity files, ``memory/``, ``.dreaming/``, its dreaming state and (rep
 transcripts. What a target matches, its marker and the tombstones are ``gateway.forgetting``'s."""
 
 from services.dreaming.forget.places import Place, WorkspaceReport
-from services.dreaming.forget.workspace import apply, scan
+from services.dreaming.forget.workspace import apply, apply_agent, scan, scan_agent
 
-__all__ = ["Place", "WorkspaceReport", "apply", "scan"]
+__all__ = ["Place", "WorkspaceReport", "apply", "apply_agent", "scan", "scan_agent"]

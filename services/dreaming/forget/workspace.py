@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from gateway.atomic import WriteConflict, write_atomic
+from gateway.config import AgentConfig
 from gateway.forgetting import Target
 from services.dreaming.forget.places import MAX_LINES, File, Place, WorkspaceReport, files
 from services.dreaming.forget.scrub import Scrubbed, scrub_json, scrub_text
@@ -85,7 +86,8 @@ def _place(f: File, target: Target, done: Scrubbed, *, changed: bool, left: str 
 
 def scan(workspace: Path, target: Target, *, episodic_dir: str = "memory", state_dir: Path | None = None,
          transcripts_dir: Path | None = None) -> WorkspaceReport:
-    """Every place the target occurs in the agent's files (``places.files``), changing nothing."""
+    """Every place the target occurs in the agent's files (``places.files``), changing nothing.
+    Raises OSError when a file cannot be read."""
     found = []
     for f in files(workspace, episodic_dir=episodic_dir, state_dir=state_dir, transcripts_dir=transcripts_dir):
         try:
@@ -137,3 +139,16 @@ def apply(workspace: Path, target: Target, tombstone_id: str, *, by: str, at: st
         "left": [{"store": p.store, "path": p.path, "count": p.count, "why": p.left} for p in report.left],
     }])
     return report
+
+
+def scan_agent(agent: AgentConfig, target: Target) -> WorkspaceReport:
+    """``scan`` over ``agent``'s files: its workspace, episodic folder, state folder and transcripts."""
+    return scan(agent.workspace, target, episodic_dir=agent.memory.episodic_archive_dir, state_dir=agent.agent_dir,
+                transcripts_dir=agent.transcripts_dir)
+
+
+def apply_agent(agent: AgentConfig, target: Target, tombstone_id: str, *, by: str, at: str,
+                write: Write = _write_atomic) -> WorkspaceReport:
+    """``apply`` over ``agent``'s files (as ``scan_agent``). The caller holds the agent's run lock."""
+    return apply(agent.workspace, target, tombstone_id, by=by, at=at, episodic_dir=agent.memory.episodic_archive_dir,
+                 state_dir=agent.agent_dir, transcripts_dir=agent.transcripts_dir, write=write)

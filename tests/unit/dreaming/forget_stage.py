@@ -51,7 +51,7 @@ class Planted:
 
     @property
     def state_dir(self) -> Path:
-        return self.agent.workspace.parent
+        return self.agent.agent_dir
 
     @property
     def transcripts(self) -> Path:

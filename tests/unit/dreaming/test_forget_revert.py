@@ -9,7 +9,7 @@ from pathlib import Path
 from forget_stage import FACT, FACT_LINE, TARGET, leftovers, plant
 
 from gateway.forgetting import marker
-from services.dreaming.forget import apply
+from services.dreaming.forget import apply_agent
 from services.dreaming.records import journal
 
 ID = "F-0123456789ab"
@@ -17,7 +17,7 @@ ID = "F-0123456789ab"
 
 def test_reverting_the_runs_that_held_the_fact_brings_back_only_the_marker(tmp_path: Path) -> None:
     p = plant(tmp_path)
-    apply(p.workspace, TARGET, ID, by="ops-key", at="2026-12-07T02:00:00Z", state_dir=p.state_dir, transcripts_dir=p.transcripts)
+    apply_agent(p.agent, TARGET, ID, by="ops-key", at="2026-12-07T02:00:00Z")
     memory = p.workspace / "MEMORY.md"
     assert FACT_LINE not in memory.read_text()
     newest, oldest = p.runs[-1], p.runs[0]

@@ -11,7 +11,7 @@ from forget_stage import BESIDE, FACT, TARGET, Planted, leftovers, plant, snapsh
 
 from gateway.atomic import WriteConflict, write_atomic
 from gateway.forgetting import Target, marker
-from services.dreaming.forget import WorkspaceReport, apply, scan
+from services.dreaming.forget import WorkspaceReport, apply, scan, scan_agent
 from services.dreaming.forget.places import IN_FLIGHT, RUNTIME_FILE, STATE, TRANSCRIPTS, WORKSPACE
 from services.dreaming.forget.workspace import KEPT_CHANGING
 from services.dreaming.records import audit
@@ -90,7 +90,7 @@ def test_apply_scrubs_every_place_but_the_transcript_and_keeps_the_rest(tmp_path
             if not any(word in was for word in ("Dana", "Whitlock", "locker", "7741")):
                 assert now == was, rel
             assert isinstance(json.loads(now), dict), rel
-    assert not scanned(p).places[:-1] and [x.path for x in scanned(p).places] == ["s1.jsonl"]
+    assert [x.path for x in scan_agent(p.agent, TARGET).places] == ["s1.jsonl"]
 
 
 def test_the_forget_is_audited_by_key_name_and_counts_never_the_text(tmp_path: Path) -> None:
