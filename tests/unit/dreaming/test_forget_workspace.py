@@ -7,13 +7,17 @@ import json
 from pathlib import Path
 
 import pytest
-from forget_stage import BESIDE, FACT, TARGET, Planted, leftovers, plant, snapshot
+from dreaming_stage import Stage, dream, dreamer_on
+from forget_stage import BESIDE, FACT, FACT_LINE, MEMORY, TARGET, Planted, leftovers, plant, snapshot
 
 from gateway.atomic import WriteConflict, write_atomic
+from gateway.config import build
+from gateway.config_migrations import CURRENT_VERSION
 from gateway.forgetting import Target, marker
-from services.dreaming.forget import WorkspaceReport, apply, scan, scan_agent
+from services.dreaming.forget import WorkspaceReport, apply, apply_agent, scan, scan_agent
 from services.dreaming.forget.places import IN_FLIGHT, RUNTIME_FILE, STATE, TRANSCRIPTS, WORKSPACE
 from services.dreaming.forget.workspace import KEPT_CHANGING
+from services.dreaming.model.values import Proposal
 from services.dreaming.records import audit
 from services.dreaming.vault import kept
 from services.dreaming.vault.kept import Kept
@@ -191,3 +195,16 @@ def test_kept_promotions_a_damaged_state_copy_and_an_episodic_folder_elsewhere_a
         (WORKSPACE, kept.PENDING), (STATE, "dreaming.json.corrupt-1"), (WORKSPACE, "journal/daily/2026-12-01.md")}
     assert [k.fact for k in kept.read(p.workspace)] == [f"- {marker(ID)}"]
     assert leftovers(tmp_path) == ["agents/alfred/sessions/s1.jsonl"]
+
+
+def test_a_recall_check_that_put_the_fact_back_leaves_nothing_of_it_in_its_notes(tmp_path: Path) -> None:
+    entry = {"id": "alfred", "dreaming": {"staleness": {"enabled": False}}, "knowledge": {"shared": {"enabled": False}}}
+    config = build({"configVersion": CURRENT_VERSION, "agents": [entry]}, tmp_path)
+    agent = config.agents[0]
+    agent.workspace.mkdir(parents=True)
+    (agent.workspace / "MEMORY.md").write_text(MEMORY)
+    stage = Stage()  # its Search finds nothing: the removal is put back, and the run's notes say which entry
+    dream(dreamer_on(config, tmp_path, stage), agent, stage, Proposal(op="remove", file="MEMORY.md", target=FACT_LINE, reason="stale"))
+    assert "could not find a removed entry" in (agent.workspace / audit.AUDIT).read_text()
+    apply_agent(agent, TARGET, ID, by="k", at=AT)
+    assert leftovers(tmp_path) == []
