@@ -4,7 +4,10 @@ structlog imports ``rich`` (and ``colorama``, ``better_exceptions``) at its own 
 them, for tracebacks and colours the suite never asks for: ``gateway.logs`` renders plain
 tracebacks, and colours on Linux are plain escape codes. Installed beside the suite (a test tool
 brings ``rich``), they would cost every process about 5 MiB at rest (docs/operations.md "Memory at
-rest"). ``refuse`` makes their import fail in this process, so the library takes its fallback.
+rest"). It imports ``greenlet`` too, for a greenlet-local context no process runs greenlets to use
+(its own context is bound through contextvars: ``gateway.logs``); a browser test tool brings it,
+about 0.2 MiB a process. ``refuse`` makes their import fail in this process, so the library takes
+its fallback.
 
 The shim's uvicorn imports watchfiles at its own import, for a ``--reload`` the shim never runs
 (uvicorn falls back to its own stat loop for that). Where inotify watches the shim's config.json
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import sys
 
-UNUSED = ("rich", "colorama", "better_exceptions")
+UNUSED = ("rich", "colorama", "better_exceptions", "greenlet")
 SHIM_UNUSED = ("watchfiles",)
 
 

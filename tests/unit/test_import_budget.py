@@ -29,7 +29,7 @@ OURS = {"gateway", "gateway_cli", "services", "gateway_http"}
 # where there is no inotify (gateway.watching), and never in the shim, whose uvicorn would import it.
 GRPC_STACK = OURS | {
     "grpc", "grpc_health", "grpc_reflection", "grpc_tools", "google",
-    "structlog", "greenlet", "typing_extensions", "orjson",
+    "structlog", "typing_extensions", "orjson",
 }
 BUDGETS = {
     "gateway_cli.launcher": OURS - {"services", "gateway_http"},
@@ -41,8 +41,8 @@ BUDGETS = {
 }
 SERVICES = {"services.file_api.main": "file_api", "services.watcher.main": "watcher", "services.kb.main": "kb",
             "services.dreaming.main": "dreaming", "gateway_http.main": "http"}
-NEVER_AT_START = ("mcp", "pydantic", "psycopg", "psycopg_pool", "starlette", "rich", "yaml", "jsonschema", "prometheus_client",
-                  "watchfiles", "anyio", "uvloop")
+NEVER_AT_START = ("mcp", "pydantic", "psycopg", "psycopg_pool", "starlette", "rich", "greenlet", "yaml", "jsonschema",
+                  "prometheus_client", "watchfiles", "anyio", "uvloop")
 
 PROBE = """
 import json, sys
