@@ -39,9 +39,12 @@ def load_frontmatter(text: str, first_line: int = 1) -> dict[str, Value]:
     ``first_line`` is the note's line number of the first line, for messages.
     Raises FrontmatterError (and nothing else) when the text is not a mapping in the profile.
     """
-    from services.kb.index.frontmatter_yaml import parse  # PyYAML: see the module
+    from services.kb.index.frontmatter_yaml import Refused, parse  # PyYAML: see the module
 
-    value = parse(text, first_line)
+    try:
+        value = parse(text, first_line, MAX_DEPTH)
+    except Refused as exc:
+        raise FrontmatterError(exc.line, exc.message) from None
     if value is None:
         return {}
     if not isinstance(value, dict):

@@ -1,7 +1,8 @@
 """PyYAML held to the profile ``services.kb.index.frontmatter`` states: its loaders and ``parse``.
 
 Imported by ``load_frontmatter`` at the first header it reads, not with the KB (docs/operations.md
-"Memory at rest"). Nothing else imports PyYAML.
+"Memory at rest"). Nothing else imports PyYAML. A text outside the profile raises ``Refused``, which
+``load_frontmatter`` says as its FrontmatterError.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ import re
 from typing import Any
 
 import yaml
-
-from services.kb.index.frontmatter import MAX_DEPTH, FrontmatterError
 
 _SURROGATE_ESCAPE = re.compile(r"\\(?:u|U0000)[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -24,6 +23,15 @@ _CORE_SCHEMA = {  # YAML 1.2 core: tag → (pattern, the characters a match may 
         "-+.0123456789",
     ),
 }
+
+
+class Refused(Exception):
+    """The text is not YAML in the profile: ``line`` (1-based, in the note) and what is wrong."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        self.message = message
 
 
 class _Constructor(yaml.constructor.SafeConstructor):  # type: ignore[misc]  # PyYAML ships no type stubs: its classes are Any here
@@ -80,23 +88,24 @@ else:
     _FAST = _PyLoader
 
 
-def parse(text: str, first_line: int) -> Any:
-    """``text`` as the profile reads it (any YAML value; None when empty). Raises FrontmatterError,
-    naming the note's line (``first_line`` is the note's line of the text's first), and nothing else."""
+def parse(text: str, first_line: int, max_depth: int) -> Any:
+    """``text`` as the profile reads it (any YAML value; None when empty), collections nested at most
+    ``max_depth`` deep. Raises Refused, naming the note's line (``first_line`` is the note's line of
+    the text's first), and nothing else."""
     loader_class = _PyLoader if _SURROGATE_ESCAPE.search(text) else _FAST
     last = first_line + text.count("\n")
     try:
-        _check_events(loader_class(text))
+        _check_events(loader_class(text), max_depth)
         return loader_class(text).get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = min(first_line + mark.line, last) if mark is not None else first_line
-        raise FrontmatterError(line, ", ".join(part for part in (exc.context, exc.problem) if part)) from None
+        raise Refused(line, ", ".join(part for part in (exc.context, exc.problem) if part)) from None
     except (yaml.YAMLError, ValueError) as exc:  # a reader error, or an escape past U+10FFFF
-        raise FrontmatterError(first_line, str(exc).split("\n", 1)[0]) from None
+        raise Refused(first_line, str(exc).split("\n", 1)[0]) from None
 
 
-def _check_events(loader: Any) -> None:
+def _check_events(loader: Any, max_depth: int) -> None:
     """Refuse anchors, aliases, tags and deep nesting while only events exist (nothing built yet)."""
     depth = 0
     try:
@@ -105,8 +114,8 @@ def _check_events(loader: Any) -> None:
                 raise yaml.MarkedYAMLError(None, None, "anchors, aliases and tags are not supported", event.start_mark)
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
-                if depth > MAX_DEPTH:
-                    raise yaml.MarkedYAMLError(None, None, f"nesting deeper than {MAX_DEPTH} levels", event.start_mark)
+                if depth > max_depth:
+                    raise yaml.MarkedYAMLError(None, None, f"nesting deeper than {max_depth} levels", event.start_mark)
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     finally:
