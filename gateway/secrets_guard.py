@@ -16,8 +16,9 @@ with a shape of its own is caught by its detector. So are detectors whose patter
 they catch (IBM Cloud, SoftLayer, Cloudant, Artifactory: keyword-bound patterns, slow to search).
 
 **Cost.** Scanning line by line through detect-secrets costs tens of microseconds a line, so each
-detector's own patterns (and the keyword detector's key words) are first searched once over the whole
-text; only the lines they touch are scanned. A match on a line is a match in the whole text that
+detector's own patterns (and the stems of the keyword detector's key words, ``KEY_WORD_STEMS``) are
+first searched once over the whole text; only the lines they touch are scanned (about 0.5 ms for a
+4 KB file and 8 ms for 64 KB of prose with no secret; docs/concepts/secrets.md). A match on a line is a match in the whole text that
 touches that line (the patterns' line-start anchors are alternatives to a blank or a non-word
 character, which the newline before the line is), so no line that holds a finding is passed over.
 
@@ -32,7 +33,7 @@ import logging
 import re
 import threading
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -62,9 +63,11 @@ DETECTORS: Final = {
 }
 # Every key word of detect-secrets' keyword detector (``keyword.DENYLIST``: api_?key, db_?pass,
 # passwd, contraseña, …) holds one of these stems, and each of its patterns holds a key word on the
-# line it matches: a line with none of them holds no keyword finding. Searched as five stems rather
-# than its eighteen words: a fifth of the time over a 64 KB file.
-_KEY_WORD_STEMS: Final = re.compile("key|pass|pwd|secret|contrase", re.IGNORECASE)
+# line it matches: a line with none of them holds no keyword finding. Found with ``str.find`` in the
+# case-folded text (casefold matches every character the detector's IGNORECASE matches to these
+# letters), an order of magnitude faster than a case-insensitive pattern.
+KEY_WORD_STEMS: Final = ("key", "pass", "pwd", "secret", "contrase")
+_KEY_WORD_PATTERN: Final = re.compile("|".join(KEY_WORD_STEMS), re.IGNORECASE)
 _FILTERS_OFF: Final = (
     "detect_secrets.filters.allowlist.is_line_allowlisted",
     "detect_secrets.filters.common.is_invalid_file",
@@ -101,9 +104,7 @@ class _Scanner:
         for plugin in get_plugins():
             if isinstance(plugin, RegexBasedDetector):
                 patterns += plugin.denylist
-            elif isinstance(plugin, KeywordDetector):
-                patterns.append(_KEY_WORD_STEMS)
-            else:
+            elif not isinstance(plugin, KeywordDetector):  # its lines: ``_key_word_spans``
                 raise TypeError(f"{type(plugin).__name__}: no candidate-line pattern for this detector")
         self._patterns = list(dict.fromkeys(patterns))
         self._scan_line: Callable[[str], Iterable[object]] = scan_line
@@ -111,12 +112,12 @@ class _Scanner:
     def candidates(self, text: str) -> list[int]:
         """The indexes (from 0) of the lines of ``text`` (split at ``\\n``) that a pattern touches, in order."""
         starts = [0, *(m.end() for m in re.finditer("\n", text))]
+        spans = [*(m.span() for p in self._patterns for m in p.finditer(text)), *_key_word_spans(text)]
         found: set[int] = set()
-        for pattern in self._patterns:
-            for match in pattern.finditer(text):
-                first = bisect.bisect_right(starts, match.start()) - 1
-                last = bisect.bisect_right(starts, max(match.start(), match.end() - 1)) - 1
-                found.update(range(first, last + 1))
+        for start, end in spans:
+            first = bisect.bisect_right(starts, start) - 1
+            last = bisect.bisect_right(starts, max(start, end - 1)) - 1
+            found.update(range(first, last + 1))
         return sorted(found)
 
     def scan(self, text: str) -> list[Finding]:
@@ -127,6 +128,19 @@ class _Scanner:
             for secret in self._scan_line(lines[number])
         }
         return sorted(found)
+
+
+def _key_word_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Where a ``KEY_WORD_STEMS`` stem stands in ``text``, any case."""
+    folded = text.casefold()
+    if len(folded) != len(text):  # a character folded into more than one: the offsets would drift
+        yield from (m.span() for m in _KEY_WORD_PATTERN.finditer(text))
+        return
+    for stem in KEY_WORD_STEMS:
+        at = folded.find(stem)
+        while at >= 0:
+            yield at, at + len(stem)
+            at = folded.find(stem, at + 1)
 
 
 _lock = threading.Lock()  # detect-secrets keeps its settings and caches in module globals

@@ -67,6 +67,22 @@ def test_the_candidate_lines_miss_no_finding_of_a_line_by_line_scan() -> None:
         assert {f.line for f in find_secrets(line)} == ({1} if list(scan_line(line)) else set())
 
 
+def test_every_key_word_of_the_keyword_detector_holds_a_stem() -> None:
+    from detect_secrets.plugins.keyword import DENYLIST
+
+    for word in DENYLIST:
+        for spelled in (word.replace("_?", "_"), word.replace("_?", "")):
+            assert any(stem in spelled.casefold() for stem in secrets_guard.KEY_WORD_STEMS), spelled
+
+
+def test_a_text_whose_case_folding_grows_still_finds_a_keyword_line() -> None:
+    """"ß" folds into "ss" (the offsets of the folded text drift): the stems are searched with a pattern."""
+    text = f"- Straße 1\n{SECRETS['Secret Keyword']}\n- İstanbul"
+    assert len(text.casefold()) != len(text)
+    assert find_secrets(text) == [Finding(2, "Secret Keyword")]
+    assert find_secrets(text.replace("api_key", "API_KEY")) == [Finding(2, "Secret Keyword")]
+
+
 def test_the_skip_reason_opens_with_secret_and_has_its_metric_code() -> None:
     reason = skip_reason([Finding(3, "AWS Access Key"), Finding(5, "Private Key"), Finding(9, "Private Key")])
     assert reason == "secret: AWS Access Key (line 3), Private Key (lines 5, 9)"
