@@ -66,7 +66,7 @@ def test_a_put_holding_a_secret_is_written_with_a_warning_and_logged_without_the
     assert (line["agent"], line["file"], line["key"], line["line"], line["detector"]) == ("alfred", "SOUL.md", "admin", 4, "Private Key")
     assert "PRIVATE KEY-----" not in gsuite.log_path("file_api").read_text()
     clean = http.put("/api/v1/agents/alfred/files/USER.md", json={"content": "# User\n- Prefers tea.\n"})
-    assert clean.status_code == 200 and clean.json().get("warnings", []) == [], clean.text
+    assert clean.status_code == 200 and clean.json()["warnings"] == [], clean.text
 
 
 def doctor(gsuite: Suite, agent: str) -> subprocess.CompletedProcess[str]:
