@@ -1,6 +1,6 @@
 """gRPC servicer of gateway.v1.Knowledge: parse, authorize, call the archives.
 
-A shared note's content that holds a secret is refused (``gateway.secrets_guard``: INVALID_ARGUMENT
+A shared note's content (or a promoted fact) that holds a secret is refused (``gateway.secrets_guard``: INVALID_ARGUMENT
 naming each detector and line, never the value; docs/concepts/secrets.md), scanned off the event loop.
 
 A shared-note write that wrote nothing, and a name clash, are worded for the
@@ -268,6 +268,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def PromoteFact(self, request: kb_pb2.PromoteFactRequest, context: grpc.aio.ServicerContext) -> kb_pb2.PromoteFactResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
+        await asyncio.to_thread(refuse_secrets, request.content, "content")
         r = await self._vaults.promote(request.agent_id, request.topic, request.reason, request.content, request.run_id,
                                       caller_label() or "", request.request_id)
         return pb.PromoteFactResponse(

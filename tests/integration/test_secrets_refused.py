@@ -8,10 +8,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+import grpc
 import httpx
 import pytest
 from secret_samples import AWS_KEY, PRIVATE_KEY_BLOCK
 from suite_support import ADMIN_KEY, Suite, make_home, wait_until, workspace
+
+from gateway.v1 import kb_pb2, kb_pb2_grpc
 
 pytestmark = pytest.mark.integration
 
@@ -50,6 +53,17 @@ def test_a_shared_note_holding_a_secret_is_refused_naming_the_detector(gsuite: S
     assert http.get(f"{NOTES}/deploys").json()["content"] == "# Deploys\n- The deploy user is ci.\n"
 
 
+def test_a_promoted_fact_holding_a_secret_is_refused(gsuite: Suite) -> None:
+    request = kb_pb2.PromoteFactRequest(agent_id="alfred", topic="deploy-key", reason="deploy key",
+                                        content=f"- The deploy key is {AWS_KEY}.", run_id="r1", request_id="alfred/r1/1")
+    with grpc.insecure_channel(gsuite.address("kb")) as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            kb_pb2_grpc.KnowledgeStub(channel).PromoteFact(request, metadata=(("x-api-key", ADMIN_KEY),), timeout=30)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "line 1: AWS Access Key" in str(refused.value.details()) and AWS_KEY not in str(refused.value.details())
+    assert not list((gsuite.home / "shared").rglob("deploy-key*"))
+
+
 def test_a_put_holding_a_secret_is_written_with_a_warning_and_logged_without_the_value(gsuite: Suite, http: httpx.Client) -> None:
     put = http.put("/api/v1/agents/alfred/files/SOUL.md", json={"content": SOUL})
     assert put.status_code == 200, put.text
@@ -82,10 +96,14 @@ def test_doctor_secrets_lists_where_secrets_sit_with_the_forget_command(gsuite: 
     memory = workspace(gsuite, "alfred") / "memory"
     memory.mkdir(exist_ok=True)
     (memory / "keys.md").write_text(f"# Keys\n\n- deploy {AWS_KEY}\n")
+    notes = gsuite.home / "shared" / "kb" / "global" / "notes"  # a note written by hand, past the KB's refusal
+    notes.mkdir(parents=True, exist_ok=True)
+    (notes / "by-hand.md").write_text(f"# By hand\n{PRIVATE_KEY_BLOCK}\n")
     found = doctor(gsuite, "alfred")
     assert found.returncode == 1, found.stdout + found.stderr
     lines = found.stdout.splitlines()
     assert "SOUL.md:4: Private Key" in lines and "memory/keys.md:3: AWS Access Key" in lines
+    assert "vault global:by-hand.md:2: Private Key" in lines
     assert "  gateway forget alfred --text '<the secret at memory/keys.md:3>'" in lines
     assert AWS_KEY not in found.stdout + found.stderr and "PRIVATE KEY-----" not in found.stdout
     unknown = doctor(gsuite, "nobody")
