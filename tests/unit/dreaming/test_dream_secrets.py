@@ -4,12 +4,13 @@ promotion skip text that holds a secret, naming the detector, and nothing they r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from dreaming_helpers import agent_with_memory, dream
-from secret_samples import AWS_KEY, GITHUB_TOKEN, PRIVATE_KEY_BLOCK, SECRETS
+from secret_samples import AWS_KEY, GITHUB_TOKEN, NEAR_MISSES, PRIVATE_KEY_BLOCK, SECRETS
 from test_dream_promotion import FakeKb, agent_in
 
 from services.dreaming.apply.applier import plan
@@ -35,6 +36,12 @@ def test_the_applier_skips_an_add_with_each_kind_of_secret_naming_the_detector(d
     (r,) = result.results
     assert r.status == "skipped" and r.reason == f"secret: {detector} (line 2)"
     assert result.texts["MEMORY.md"] == MEMORY and result.withheld == {"r/1"}
+
+
+@pytest.mark.parametrize("kind", sorted(NEAR_MISSES))
+def test_the_applier_applies_an_add_with_a_near_miss(kind: str) -> None:
+    result = plan({"MEMORY.md": MEMORY, "USER.md": ""}, [("r/1", add(NEAR_MISSES[kind]))], BUDGETS)
+    assert [r.status for r in result.results] == ["applied"] and NEAR_MISSES[kind] in result.texts["MEMORY.md"]
 
 
 def test_a_replace_and_an_episodic_add_with_a_secret_are_skipped_a_remove_of_one_applies() -> None:
@@ -75,6 +82,15 @@ def test_a_run_audits_the_skip_with_the_detector_and_never_the_value(tmp_path: P
     for path in [*dreaming.rglob("*"), agent.workspace / "MEMORY.md"]:
         if path.is_file():
             assert "PRIVATE KEY" not in path.read_text(), path
+
+
+def test_an_op_left_out_by_the_selection_is_recorded_without_its_secret(tmp_path: Path) -> None:
+    agent = agent_with_memory(tmp_path, MEMORY)
+    agent = dataclasses.replace(agent, dreaming=dataclasses.replace(agent.dreaming, max_changes_per_run=1))
+    report = dream(agent, "auto", add("- Jan prefers email."), add(f"- CI uses {GITHUB_TOKEN}"), run_id="r1")
+    assert [r.status for r in report.ops] == ["applied", "skipped"] and "maxChangesPerRun" in report.ops[1].reason
+    assert report.ops[1].proposal.content == "[withheld by the secret guard: GitHub Token]"
+    assert GITHUB_TOKEN not in (agent.workspace / ".dreaming" / "audit.jsonl").read_text()
 
 
 def test_in_propose_mode_an_op_with_a_secret_is_skipped_not_proposed(tmp_path: Path) -> None:
