@@ -17,10 +17,11 @@ they catch (IBM Cloud, SoftLayer, Cloudant, Artifactory: keyword-bound patterns,
 
 **Cost.** Scanning line by line through detect-secrets costs tens of microseconds a line, so each
 detector's own patterns (and the stems of the keyword detector's key words, ``KEY_WORD_STEMS``) are
-first searched once over the whole text; only the lines they touch are scanned (about 0.5 ms for a
-4 KB file and 8 ms for 64 KB of prose with no secret; docs/concepts/secrets.md). A match on a line is a match in the whole text that
-touches that line (the patterns' line-start anchors are alternatives to a blank or a non-word
-character, which the newline before the line is), so no line that holds a finding is passed over.
+first searched once over the whole text, and only the lines they touch are scanned: about 0.5 ms
+for a 4 KB file and 8 ms for 64 KB of prose with no secret (docs/concepts/secrets.md). A match on a
+line is a match in the whole text that touches that line (the patterns' line-start anchors are
+alternatives to a blank or a non-word character, which the newline before the line is), so no line
+that holds a finding is passed over.
 
 detect-secrets (and ``requests``, which it imports) is loaded at the first scan, never at a
 process's start (tests/unit/test_import_budget.py).
@@ -33,11 +34,14 @@ import logging
 import re
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from gateway.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from detect_secrets.core.potential_secret import PotentialSecret
 
 # detect-secrets plugin class names (its ``--list-all-plugins``), each with the secret_type it reports.
 DETECTORS: Final = {
@@ -107,7 +111,7 @@ class _Scanner:
             elif not isinstance(plugin, KeywordDetector):  # its lines: ``_key_word_spans``
                 raise TypeError(f"{type(plugin).__name__}: no candidate-line pattern for this detector")
         self._patterns = list(dict.fromkeys(patterns))
-        self._scan_line: Callable[[str], Iterable[object]] = scan_line
+        self._scan_line: Callable[[str], Iterable[PotentialSecret]] = scan_line
 
     def candidates(self, text: str) -> list[int]:
         """The indexes (from 0) of the lines of ``text`` (split at ``\\n``) that a pattern touches, in order."""
@@ -123,7 +127,7 @@ class _Scanner:
     def scan(self, text: str) -> list[Finding]:
         lines = text.split("\n")
         found = {
-            Finding(number + 1, str(getattr(secret, "type", "")))
+            Finding(number + 1, secret.type)
             for number in self.candidates(text)
             for secret in self._scan_line(lines[number])
         }
@@ -159,9 +163,14 @@ def find_secrets(text: str) -> list[Finding]:
         return _scanner.scan(text)
 
 
-def describe(findings: Iterable[Finding]) -> str:
-    """``findings`` in one phrase: "line 3: AWS Access Key; line 9: Private Key"."""
-    return "; ".join(f.says() for f in findings)
+SHOWN = 10  # findings named in one message; the rest are counted
+
+
+def describe(findings: Sequence[Finding]) -> str:
+    """``findings`` in one phrase: "line 3: AWS Access Key; line 9: Private Key" (the first ``SHOWN``,
+    then how many more)."""
+    more = f"; and {len(findings) - SHOWN} more" if len(findings) > SHOWN else ""
+    return "; ".join(f.says() for f in findings[:SHOWN]) + more
 
 
 def skip_reason(findings: Iterable[Finding]) -> str:

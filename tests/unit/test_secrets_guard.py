@@ -37,6 +37,12 @@ def test_a_private_key_block_is_found_at_its_begin_line_and_the_lines_count_from
     assert describe(find_secrets(text)) == "line 3: Private Key; line 6: AWS Access Key"
 
 
+def test_a_message_names_the_first_findings_and_counts_the_rest() -> None:
+    found = find_secrets("\n".join([SECRETS["AWS Access Key"]] * 12))
+    assert len(found) == 12
+    assert describe(found).endswith("; line 10: AWS Access Key; and 2 more")
+
+
 def test_a_finding_never_holds_the_value() -> None:
     found = find_secrets(SECRETS["AWS Access Key"])
     assert found and all(AWS_KEY not in repr(f) and AWS_KEY not in f.says() for f in found)
