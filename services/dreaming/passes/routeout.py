@@ -44,7 +44,7 @@ the section of a date heading, or of a time or log heading that holds a date.
 
 Nothing in a pinned section moves (``apply/sections.py``), nor a block that holds a secret
 (``gateway.secrets_guard``, docs/concepts/secrets.md): it stays where it is, for a forget to remove,
-never copied into another file (logged: ``_held``). Headings stay, but for a dated section's,
+never copied into another file (``held`` collects why, for the run's report; also logged). Headings stay, but for a dated section's,
 which moves with its section: a heading whose entries all moved stays behind, empty (a line), so
 the sections around it keep their shape. Spans and blank lines follow ``blocks.py`` (the blank
 lines after a block, or after a run of moved blocks that touch, go with it when it opens its
@@ -286,19 +286,22 @@ def _secret_lines(text: str) -> list[tuple[int, int, Finding]]:
     return [(starts[f.line - 1], ends[f.line - 1], f) for f in found]
 
 
-def _held(block: _Block, secrets: list[tuple[int, int, Finding]]) -> bool:
-    """Whether ``block`` holds a secret (a line of ``secrets`` overlaps it), so that it stays where it is
-    (module docstring); logged as ``dream_route_out_held`` with the detectors and MEMORY.md's lines, never the value."""
+def _held(block: _Block, secrets: list[tuple[int, int, Finding]]) -> str:
+    """Why ``block`` stays where it is (a line of ``secrets`` overlaps it: module docstring), "" when it may
+    move; logged as ``dream_route_out_held`` with the detectors and MEMORY.md's lines, never the value."""
     hits = [f for start, end, f in secrets if start < block.end and block.start < end]
-    if hits:
-        log.warning("dream_route_out_held", reason=skip_reason(hits))
-    return bool(hits)
+    if not hits:
+        return ""
+    why = skip_reason(hits)
+    log.warning("dream_route_out_held", reason=why)
+    return why
 
 
-def route_out(text: str, budget: int, episodic_dir: str) -> list[Move]:
+def route_out(text: str, budget: int, episodic_dir: str, held: list[str] | None = None) -> list[Move]:
     """The moves (kind ``ROUTE``) that bring ``text`` within ``budget`` characters, oldest
     episodic blocks first (module docstring); ``[]`` when ``budget`` is 0 or less or the text fits.
-    Deterministic; on the text they leave, the route-out moves nothing."""
+    Deterministic; on the text they leave, the route-out moves nothing. ``held``, when given, gets
+    why each block it passed over because it holds a secret stays (``secret: <detector> (line N)``)."""
     if budget <= 0 or len(text) <= budget:
         return []
     lay = blocks.layout(text)
@@ -310,7 +313,10 @@ def route_out(text: str, budget: int, episodic_dir: str) -> list[Move]:
     for block in candidates:
         if left <= budget:
             break
-        if secrets and _held(block, secrets):
+        why = _held(block, secrets) if secrets else ""
+        if why:
+            if held is not None:
+                held.append(why)
             continue
         chosen.append(Move(
             kind=ROUTE, start=block.start, end=block.end, text=text[block.start : block.end],

@@ -115,6 +115,19 @@ def test_the_route_out_moves_what_it_would_without_a_secret() -> None:
     assert [m.text.strip() for m in route_out(text, 1, "memory")] == [dated(n).strip() for n in (1, 2, 3)]
 
 
+def test_a_run_notes_the_block_the_route_out_left_for_its_secret(tmp_path: Path) -> None:
+    memory = "# Memory\n\n" + dated(1) + dated(2, f" Used {AWS_KEY}.") + dated(3) + "\n## Facts\n\n- Jan prefers email.\n"
+    agent = agent_with_memory(tmp_path, memory)
+    agent = dataclasses.replace(agent, memory=dataclasses.replace(agent.memory, memory_budget_chars=40),
+                                dreaming=dataclasses.replace(agent.dreaming, auto_route_out=True))
+    report = dream(agent, "auto", run_id="r1")
+    assert "route-out" in report.steps
+    assert ("The route-out left a block in MEMORY.md: secret: AWS Access Key (line 4); it is never copied into another "
+            "file") in report.notes
+    copies = list((agent.workspace / "memory").rglob("*.md"))  # where the route-out's moves land
+    assert copies and all(AWS_KEY not in p.read_text() for p in copies)
+
+
 def test_promotion_skips_a_fact_with_a_secret_without_asking_or_keeping_it(tmp_path: Path) -> None:
     agent = agent_in(tmp_path)
     ops = [OpResult("r1/1", add(f"- The CI token is {GITHUB_TOKEN}"), "applied", file="MEMORY.md"),
