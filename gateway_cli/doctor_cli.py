@@ -3,7 +3,7 @@
 It reads the home itself (the suite need not run) and scans, with the secret guard
 (``gateway.secrets_guard``, docs/concepts/secrets.md), the agent's workspace: the identity files
 and CLAUDE.md, everything under ``memory/`` and ``.dreaming/`` (the audit, the journal, the
-backups), and, when the agent reads the shared vault (``knowledge.shared.enabled``) on the SQLite
+backups) and under ``episodicArchiveDir`` when it is elsewhere, and, when the agent reads the shared vault (``knowledge.shared.enabled``) on the SQLite
 backend, the notes of its project. Each finding is printed as ``FILE:LINE: DETECTOR`` with the
 forget command that would remove it; the secret itself is never printed, so the command carries a
 placeholder (``<the secret at FILE:LINE>``) for the user to fill in. Symbolic links are not followed.
@@ -59,7 +59,9 @@ def scanned(agent: AgentConfig) -> Iterator[tuple[str, Path]]:
     for name in IDENTITY_FILES:
         if (ws / name).is_file() and not (ws / name).is_symlink():
             yield name, ws / name
-    for folder in FOLDERS:
+    episodic = agent.memory.episodic_archive_dir.strip("/")
+    outside = [] if any(episodic == f or episodic.startswith(f + "/") for f in FOLDERS) else [episodic]
+    for folder in (*FOLDERS, *outside):
         if (ws / folder).is_dir() and not (ws / folder).is_symlink():
             yield from ((path.relative_to(ws).as_posix(), path) for path in _files(ws / folder))
     shared = agent.knowledge.shared

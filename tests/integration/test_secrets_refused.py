@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import grpc
 import httpx
 import pytest
-from secret_samples import AWS_KEY, PRIVATE_KEY_BLOCK
+from secret_samples import AWS_KEY, PRIVATE_KEY_BLOCK, SECRETS
 from suite_support import ADMIN_KEY, Suite, make_home, wait_until, workspace
 
 from gateway.v1 import kb_pb2, kb_pb2_grpc
@@ -24,7 +24,8 @@ SOUL = f"# Soul\n\nAlfred is warm.\n{PRIVATE_KEY_BLOCK}\n"
 
 @pytest.fixture(scope="module")
 def gsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
-    home, ports, http_port = make_home(tmp_path_factory.mktemp("secrets"))
+    agents = [{"id": "alfred", "memory": {"episodicArchiveDir": "journal"}}, {"id": "bob"}]
+    home, ports, http_port = make_home(tmp_path_factory.mktemp("secrets"), agents)
     running = Suite(home, http_port, ports)
     try:
         running.start("file_api", "kb", "http")
@@ -89,6 +90,7 @@ def doctor(gsuite: Suite, agent: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_doctor_secrets_lists_where_secrets_sit_with_the_forget_command(gsuite: Suite, http: httpx.Client) -> None:
+    """alfred's episodic notes go to ``journal/`` (config), which is scanned too."""
     assert http.put("/api/v1/agents/bob/files/SOUL.md", json={"content": "# Soul\nBob is calm.\n"}).status_code == 200
     clean = doctor(gsuite, "bob")
     assert clean.returncode == 0 and clean.stdout.startswith("no secret found in the "), clean.stdout + clean.stderr
@@ -96,6 +98,8 @@ def test_doctor_secrets_lists_where_secrets_sit_with_the_forget_command(gsuite: 
     memory = workspace(gsuite, "alfred") / "memory"
     memory.mkdir(exist_ok=True)
     (memory / "keys.md").write_text(f"# Keys\n\n- deploy {AWS_KEY}\n")
+    (workspace(gsuite, "alfred") / "journal").mkdir(exist_ok=True)
+    (workspace(gsuite, "alfred") / "journal" / "deploys.md").write_text(f"- 2026-11-30 used {SECRETS['GitHub Token']}\n")
     notes = gsuite.home / "shared" / "kb" / "global" / "notes"  # a note written by hand, past the KB's refusal
     notes.mkdir(parents=True, exist_ok=True)
     (notes / "by-hand.md").write_text(f"# By hand\n{PRIVATE_KEY_BLOCK}\n")
@@ -103,7 +107,7 @@ def test_doctor_secrets_lists_where_secrets_sit_with_the_forget_command(gsuite: 
     assert found.returncode == 1, found.stdout + found.stderr
     lines = found.stdout.splitlines()
     assert "SOUL.md:4: Private Key" in lines and "memory/keys.md:3: AWS Access Key" in lines
-    assert "vault global:by-hand.md:2: Private Key" in lines
+    assert "vault global:by-hand.md:2: Private Key" in lines and "journal/deploys.md:1: GitHub Token" in lines
     assert "  gateway forget alfred --text '<the secret at memory/keys.md:3>'" in lines
     assert AWS_KEY not in found.stdout + found.stderr and "PRIVATE KEY-----" not in found.stdout
     unknown = doctor(gsuite, "nobody")
