@@ -33,9 +33,15 @@ SECRET_WARNING = ("{where}: this file now holds a secret; dreaming never copies 
 
 def secret_warnings(agent_id: str, name: str, text: str, key: str | None) -> list[str]:
     """The ``warnings`` of a PUT of ``text`` to ``name``: one line per secret found, each logged with
-    the caller's key label ``key``; the value is in neither."""
+    the caller's key label ``key``; the value is in neither. A scanner that fails is logged and warns
+    of nothing: the file is written by then, and the answer must say so."""
+    try:
+        found_all = find_secrets(text)
+    except Exception as exc:  # noqa: BLE001 - advisory only: the write it follows succeeded
+        log.error("put_secret_scan_failed", agent=agent_id, file=name, error=f"{type(exc).__name__}: {exc}")
+        return []
     out = []
-    for found in find_secrets(text):
+    for found in found_all:
         log.warning("put_holds_secret", agent=agent_id, file=name, key=key, line=found.line, detector=found.detector)
         out.append(SECRET_WARNING.format(where=found.says(), agent=agent_id))
     return out
