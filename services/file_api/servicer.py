@@ -27,8 +27,8 @@ from services.file_api.read_cache import MIB, ReadCache
 log = structlog.get_logger()
 
 SAVED_MESSAGE = "File saved. CLAUDE.md will auto-reload."
-SECRET_WARNING = ("{where}: this file now holds a secret; dreaming never copies it elsewhere, and `gateway doctor "
-                  "secrets {agent}` lists it until it is taken out (keep secrets in a secret store, not in memory)")
+SECRET_WARNING = ("{where}: this file now holds a secret; keep secrets in a secret store, not in memory "
+                  "(`gateway doctor secrets {agent}` lists where they sit)")
 
 
 def secret_warnings(agent_id: str, name: str, text: str, key: str | None) -> list[str]:

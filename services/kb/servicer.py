@@ -1,7 +1,8 @@
 """gRPC servicer of gateway.v1.Knowledge: parse, authorize, call the archives.
 
-A shared note's content (or a promoted fact) that holds a secret is refused (``gateway.secrets_guard``: INVALID_ARGUMENT
-naming each detector and line, never the value; docs/concepts/secrets.md), scanned off the event loop.
+A shared note's content (or a promoted fact) that holds a secret is refused
+(``gateway.secrets_guard``: INVALID_ARGUMENT naming each detector and line, never the value;
+docs/concepts/secrets.md), scanned off the event loop.
 
 A shared-note write that wrote nothing, and a name clash, are worded for the
 caller here (``rest_hints``: the REST route and the ``confirm`` field); the

@@ -44,8 +44,8 @@ the section of a date heading, or of a time or log heading that holds a date.
 
 Nothing in a pinned section moves (``apply/sections.py``), nor a block that holds a secret
 (``gateway.secrets_guard``, docs/concepts/secrets.md): it stays where it is, for a forget to remove,
-never copied into another file (``held`` collects why, for the run's report; also logged). Headings stay, but for a dated section's,
-which moves with its section: a heading whose entries all moved stays behind, empty (a line), so
+never copied into another file (``held`` collects why, for the run's report; also logged).
+Headings stay, but for a dated section's, which moves with its section: a heading whose entries all moved stays behind, empty (a line), so
 the sections around it keep their shape. Spans and blank lines follow ``blocks.py`` (the blank
 lines after a block, or after a run of moved blocks that touch, go with it when it opens its
 block or they end the file), so the text left and the moves' texts together are the original,
