@@ -1,5 +1,9 @@
 """gRPC servicer of gateway.v1.Knowledge: parse, authorize, call the archives.
 
+A shared note's content (or a promoted fact) that holds a secret is refused
+(``gateway.secrets_guard``: INVALID_ARGUMENT naming each detector and line, never the value;
+docs/concepts/secrets.md), scanned off the event loop.
+
 A shared-note write that wrote nothing, and a name clash, are worded for the
 caller here (``rest_hints``: the REST route and the ``confirm`` field); the
 vault's own messages name no transport.
@@ -24,6 +28,7 @@ from gateway.auth import Authenticator
 from gateway import promotion_write
 from gateway.errors import InvalidArgument
 from gateway.rpc import authorize_call, caller_label, unary
+from gateway.secrets_guard import refuse_secrets
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
 from services.kb.archive.archives import Archives
@@ -215,6 +220,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def CreateSharedNote(self, request: kb_pb2.CreateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CreateSharedNoteResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
+        await asyncio.to_thread(refuse_secrets, request.content, "content")
         try:
             r = await self._vaults.create(request.agent_id, request.name, request.content, request.confirm, caller_label() or "")
         except NoteExists as exc:
@@ -237,6 +243,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def UpdateSharedNote(self, request: kb_pb2.UpdateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.UpdateSharedNoteResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
+        await asyncio.to_thread(refuse_secrets, request.content, "content")
         try:
             r = await self._vaults.update(request.agent_id, request.name, request.content, request.confirm, caller_label() or "")
         except NoteMissing as exc:
@@ -262,6 +269,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def PromoteFact(self, request: kb_pb2.PromoteFactRequest, context: grpc.aio.ServicerContext) -> kb_pb2.PromoteFactResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
+        await asyncio.to_thread(refuse_secrets, request.content, "content")
         r = await self._vaults.promote(request.agent_id, request.topic, request.reason, request.content, request.run_id,
                                       caller_label() or "", request.request_id)
         return pb.PromoteFactResponse(

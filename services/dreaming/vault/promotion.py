@@ -9,6 +9,10 @@ replace or remove, never an episodic add, never a move of the deterministic
 passes. In ``propose`` mode nothing is promoted (a note says how many adds
 stayed local); with the shared KB off nothing is said.
 
+**Never a secret** (docs/concepts/secrets.md): an add whose text holds one is ``skipped``, its
+reason ``secret: <detector>`` (``gateway.secrets_guard``), never sent nor kept on the host. The
+applier already skips such an add; this guard also holds for a fact written before it.
+
 **Only a real fact is promoted.** MEMORY.md index pointers resolve only in
 the promoting agent's own workspace, so they are cut from the text first
 (``fact_text``); an add left with no line that is not blank, a heading or a
@@ -78,6 +82,7 @@ import structlog
 
 from gateway.config import AgentConfig
 from gateway.promotion_write import PromotionWrite
+from gateway.secrets_guard import find_secrets, skip_reason
 from services.dreaming.model.values import DURABLE, MEMORY_FILES, PROPOSE, OpResult, Promotion
 from services.dreaming.records import journal
 from services.dreaming.records.jsonl import Record
@@ -101,7 +106,7 @@ PENDING: Final = "pending"  # kept on the host, retried by a later run
 DROPPED: Final = "dropped"  # a kept promotion whose op was reverted: never sent
 STEP: Final = "promotion"
 LANDED: Final = frozenset({"created", "merged", "updated"})  # the outcomes that wrote the fact to the vault
-_MISSED: Final = {"unchanged": "already in the shared vault", SKIPPED: "no fact (index pointers only)",
+_MISSED: Final = {"unchanged": "already in the shared vault", SKIPPED: "skipped (no fact, or a secret)",
                   DECLINED: "refused", PENDING: "kept on this host to retry (the KB was unavailable)",
                   DROPPED: "dropped (their op was reverted)"}
 
@@ -190,6 +195,15 @@ def fact_text(content: str) -> str:
     if not any(line.strip() and not _HEADING.match(line) for line in kept):
         return ""
     return "\n".join(kept).strip("\n")
+
+
+def _not_offered(text: str) -> str:
+    """Why the fact ``text`` (``fact_text``) is not offered to the vault, "" when it is: no fact, or a secret."""
+    if not text:
+        return ("the add carries no fact: it is only MEMORY.md index pointers (and headings), whose links resolve "
+                "only in this agent's workspace")
+    found = find_secrets(text)
+    return skip_reason(found) if found else ""
 
 
 def promotable(results: Sequence[OpResult]) -> list[OpResult]:
@@ -385,9 +399,8 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
     for r in adds:
         p = r.proposal
         text = fact_text(p.content)
-        if not text:
-            why = ("the add carries no fact: it is only MEMORY.md index pointers (and headings), whose links resolve "
-                   "only in this agent's workspace")
+        why = _not_offered(text)
+        if why:
             step.add(Promotion(r.op_id, p.id, SKIPPED, "", why), f"skipped: {why}")
             continue
         ask = Kept(kept.request_id(agent.id, r.op_id), run_id, r.op_id, p.id, p.topic, p.reason, text, at, "")
