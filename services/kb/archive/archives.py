@@ -425,6 +425,14 @@ class Archives:
         async with self._handles.use(state), state.lock:
             return await until_done(asyncio.get_running_loop().run_in_executor(self._executor, run))
 
+    async def exclusive(self, agent_id: str, work: Callable[[_State], _T]) -> _T:
+        """``work(state)`` in a worker thread with the agent's archive to itself: held open, its writer's lock
+        (no refresh, fold or update meanwhile) and its reader's (no search reads) held. ``work`` may close
+        the archive's connections (``ArchiveState.detach``): the next use opens them again."""
+        state = self._state(agent_id)
+        async with self._handles.use(state), state.lock, state.read_lock:
+            return await until_done(asyncio.get_running_loop().run_in_executor(self._executor, work, state))
+
     def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
         """Fire-and-forget append to kb_retrieval_log (queued, written in batches, each through a
         connection of its own: ``retrieval_log.Recorder``)."""

@@ -1,0 +1,64 @@
+"""A forget in an agent's archive (docs/concepts/archive.md "Forget").
+
+The archive indexes workspace files the KB does not write (dreaming rewrites them, with the marker
+in place of each match, before it calls the KB). Here, on the archive's writer, with the archive to
+itself (``Archives.exclusive``):
+
+1. **Dry run**: the sources whose indexed text holds the target, with counts and lines (``purge.places``).
+2. **Apply**: those sources and the files dreaming names as changed are reindexed from disk (with
+   ``secure_delete`` on, so the pages the old rows leave are zeroed); a source that is not a plain
+   file (a link) makes it a walk. What the index still holds afterwards is a file that still holds
+   the target on disk: reported as ``left``, never rewritten here. Then the archive's connections are
+   closed (the reader's snapshot must not keep the WAL) and its bytes purged (``purge.purge_bytes``).
+
+Running it again is harmless: a reindex of an unchanged file only refreshes its stat, and the purge of
+a clean file only rewrites it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from gateway.forgetting import Target
+from services.kb.archive.archive_state import ArchiveState
+from services.kb.archive.archives import EVENT_BATCH, Archives
+from services.kb.file_watch import plain_source
+from services.kb.index import indexer, purge
+
+STORE = "archive"
+
+
+def forget_in(state: ArchiveState, target: Target, changed: Iterable[str], apply: bool) -> purge.StoreForget:
+    """The archive's part of a forget (module docstring), in a worker thread under ``Archives.exclusive``."""
+    result = purge.StoreForget(STORE)
+    if not state.agent.kb_path.is_file():
+        return result  # no archive was ever built: nothing of it holds anything
+    if not apply:
+        reader = state.open_reader()
+        result.places = [] if reader is None else purge.places(reader, target)
+        return result
+    writer = state.open_writer()
+    result.places = purge.places(writer, target)
+    workspace = Path(state.agent.workspace)
+    due = sorted({*changed, *(p.where for p in result.places)})
+    plain = [rel for rel in due if plain_source(workspace, rel)]
+    settings = state.agent.knowledge.archive
+    was = int(str(writer.execute("PRAGMA secure_delete").fetchall()[0][0]))
+    writer.execute("PRAGMA secure_delete=ON").fetchall()
+    try:
+        for start in range(0, len(plain), EVENT_BATCH):
+            indexer.reindex_paths(writer, workspace, plain[start : start + EVENT_BATCH], settings)
+        if len(plain) < len(due):  # a link among them: the walk's confinement rules decide
+            indexer.refresh(writer, workspace, settings)
+        result.left = purge.places(writer, target)
+    finally:
+        writer.execute(f"PRAGMA secure_delete={was}").fetchall()
+    state.detach()()
+    result.purge = purge.purge_bytes(state.agent.kb_path)
+    return result
+
+
+async def forget(archives: Archives, agent_id: str, target: Target, changed: list[str], apply: bool) -> purge.StoreForget:
+    """``forget_in`` on ``agent_id``'s archive, which it has to itself meanwhile (``Archives.exclusive``)."""
+    return await archives.exclusive(agent_id, lambda state: forget_in(state, target, changed, apply))

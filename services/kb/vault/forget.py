@@ -1,0 +1,144 @@
+"""A forget in a shared vault (docs/concepts/vault.md "Forget").
+
+What a vault keeps of a note's text, and what happens to each on an apply:
+
+- **The notes**, live and retired (``stale__<name>``): each one holding the target is written again
+  with the marker in place of each match, through the store (compare-and-swap against the bytes read,
+  read again and retried on a conflict, never clobbered; the store reindexes it in the same call).
+  A note the vault will not read (a link out of the vault) or that kept changing is ``left``.
+- **Promotion records** (``kb_promotions`` / ``promotions``): the ``write`` a promotion reported keeps
+  the text it removed and added, its block and a folded twin; those fields are scrubbed the same way
+  (``scrub_write``). Their hashes then name text that is no longer anywhere: an undo of such a
+  promotion takes the scrubbed block out when it still stands verbatim, else leaves the note.
+- **The graph reports** (``reports/*.md``, SQLite backend): scrubbed like notes; a vault with
+  ``graph: true`` rebuilds them after the writes anyway.
+- **The index's bytes**: the backend's purge (``purge.purge_bytes``; ``VACUUM (FULL)`` for PostgreSQL).
+
+Note names are not changed: a name is a slug, and a text is matched across whitespace, not hyphens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from gateway.atomic import WriteConflict, write_atomic
+from gateway.errors import FailedPrecondition
+from gateway.forgetting import Target
+from services.kb.index.purge import Place, StoreForget, places, text_place
+from services.kb.vault import sqlite_rows
+from services.kb.vault.names import note_path
+from services.kb.vault.note_index import REPORTS_DIR
+from services.kb.vault.sqlite_store import SqliteVaultStore
+from services.kb.vault.store import VaultStore
+
+WRITE_TRIES: Final = 5
+WRITE_TEXT_FIELDS: Final = ("removed", "added", "block", "folded_twin")  # a PromotionWrite's text; the rest are names and hashes
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="surrogateescape")  # a byte that is no UTF-8 comes back as it was
+
+
+def _scrub_file(read: Callable[[], bytes | None], write: Callable[[bytes, bytes], None], where: str, kind: str,
+                target: Target, tombstone_id: str, apply: bool) -> tuple[Place | None, bool]:
+    """``(where the target was found, whether it is still there)`` for one file-like thing, rewritten
+    with the marker on ``apply`` (``write(new, expected)`` raising WriteConflict when it changed)."""
+    found: Place | None = None
+    for _ in range(WRITE_TRIES):
+        data = read()
+        if data is None:
+            return found, False
+        place = text_place(where, kind, _text(data), target)
+        if place is None:
+            return found, False
+        found = found or place
+        if not apply:
+            return found, False
+        new, _ = target.scrub(_text(data), tombstone_id)
+        try:
+            write(new.encode("utf-8", errors="surrogateescape"), data)
+        except WriteConflict:
+            continue
+        return found, False
+    return found, True
+
+
+def forget_notes(store: VaultStore, target: Target, tombstone_id: str, *, apply: bool) -> tuple[list[Place], list[Place]]:
+    """``(places, left)`` over every note of ``store``, live and retired (module docstring)."""
+    places: list[Place] = []
+    left: list[Place] = []
+    for name in store.names(include_retired=True):
+        rel = note_path(name)
+
+        def read(n: str = name) -> bytes | None:
+            return store.read(n)
+
+        def write(new: bytes, old: bytes, n: str = name) -> None:
+            store.write(n, new, expected=old)
+
+        try:
+            place, kept = _scrub_file(read, write, rel, "note", target, tombstone_id, apply)
+        except FailedPrecondition:  # a link out of the vault: not read, not the vault's to rewrite
+            left.append(Place(rel, "note", 0))
+            continue
+        if place is not None:
+            places.append(place)
+            if kept:
+                left.append(place)
+    return places, left
+
+
+def forget_reports(reports: Path, target: Target, tombstone_id: str, *, apply: bool) -> tuple[list[Place], list[Place]]:
+    """``(places, left)`` over the graph reports in the folder ``reports`` (SQLite backend)."""
+    places: list[Place] = []
+    left: list[Place] = []
+    for path in sorted(reports.glob("*.md")) if reports.is_dir() else []:
+        def read(p: Path = path) -> bytes | None:
+            with contextlib.suppress(FileNotFoundError):
+                return p.read_bytes()
+            return None
+
+        def write(new: bytes, old: bytes, p: Path = path) -> None:
+            write_atomic(p, new, expected=old)
+
+        place, kept = _scrub_file(read, write, f"{reports.name}/{path.name}", "report", target, tombstone_id, apply)
+        if place is not None:
+            places.append(place)
+            if kept:
+                left.append(place)
+    return places, left
+
+
+def scrub_write(raw: str, target: Target, tombstone_id: str) -> tuple[str, int]:
+    """A promotion record's ``write`` (JSON, ``PromotionWrite``'s fields) with its text fields scrubbed,
+    and how many matches were replaced; ``raw`` unchanged when none."""
+    write: dict[str, Any] = json.loads(raw)
+    total = 0
+    for field in WRITE_TEXT_FIELDS:
+        value = write.get(field)
+        if isinstance(value, str):
+            write[field], count = target.scrub(value, tombstone_id)
+            total += count
+    return (json.dumps(write) if total else raw), total
+
+
+def forget_sqlite(store: SqliteVaultStore, target: Target, tombstone_id: str, apply: bool) -> StoreForget:
+    """The SQLite vault's notes, promotion records and graph reports (module docstring); on ``apply``,
+    ``left`` also names the notes whose index rows still hold the target. The bytes are purged after."""
+    result = StoreForget(f"vault:{store.project}")
+    for found, left in (forget_notes(store, target, tombstone_id, apply=apply),
+                        forget_reports(store.directory / REPORTS_DIR, target, tombstone_id, apply=apply)):
+        result.places += found
+        result.left += left
+    count = sqlite_rows.forget_promotions(store.conn, lambda raw: scrub_write(raw, target, tombstone_id), apply)
+    if count:
+        result.places.append(Place("kb_promotions", "table", count))
+    if apply:
+        known = {p.where for p in result.left}
+        result.left += [p for p in places(store.conn, target, "note") if p.where not in known]
+    return result
+
