@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from forget_helpers import PLANTED, TOMBSTONE, residue, scrub_file
+from forget_support import PLANTED, TOMBSTONE, residue, scrub_file
 
 from gateway.config import build
 from gateway.errors import InvalidArgument

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from forget_helpers import PLANTED, TOMBSTONE, residue, runs
+from forget_support import PLANTED, TOMBSTONE, residue, runs
 
 from gateway.atomic import WriteConflict
 from gateway.config import build

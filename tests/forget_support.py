@@ -1,4 +1,4 @@
-"""Helpers of the forget tests (imported by name: the test dir is on sys.path): a planted text, and
+"""Helpers of the forget tests, unit and integration (``tests`` is on sys.path): a planted text, and
 where any 8-character run of it sits in a file's bytes."""
 
 from __future__ import annotations
