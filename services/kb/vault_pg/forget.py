@@ -15,6 +15,9 @@ from __future__ import annotations
 import time
 from typing import Final
 
+import psycopg
+
+from gateway.errors import FailedPrecondition
 from gateway.forgetting import Target
 from services.kb.index.purge import Place, Purge, StoreForget
 from services.kb.vault.forget import forget_notes, scrub_write
@@ -34,7 +37,14 @@ def forget_postgres(store: PostgresVaultStore, target: Target, tombstone_id: str
 
 
 def vacuum(store: PostgresVaultStore) -> Purge:
-    """``VACUUM (FULL)`` of ``TABLES`` (module docstring): their sizes before and after, and the time it took."""
+    """``VACUUM (FULL)`` of ``TABLES`` (module docstring): their sizes before and after, and the time it took.
+    FailedPrecondition saying what to run when the role may not."""
     started = time.perf_counter()
-    before, after = store.vacuum_full(TABLES)
+    try:
+        before, after = store.vacuum_full(TABLES)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise FailedPrecondition(
+            f"the shared vault of project {store.project!r} was scrubbed, but this role may not run VACUUM (FULL) "
+            f"on {', '.join(TABLES)}: the old row versions stay in the table files until the schema's owner runs it "
+            "(docs/concepts/vault.md \"Forget\")") from exc
     return Purge(bytes_before=before, bytes_after=after, seconds=time.perf_counter() - started)
