@@ -298,6 +298,8 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
         target = Target.parse(request.text, request.pattern)
         tombstone_id = check_tombstone_id(request.tombstone_id) if request.apply else ""
         changed = changed_sources(request.changed_paths)
+        if request.shared:
+            self._vaults.require(request.agent_id)  # refused before the archive's part runs
         stores = [await archive_forget.forget(self._archives, request.agent_id, target, changed, request.apply)]
         if request.shared:
             stores.append(await self._vaults.forget(request.agent_id, target, tombstone_id, request.apply))

@@ -29,8 +29,9 @@ FILES = {
 
 @pytest.fixture(scope="module")
 def fsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
-    home, ports, http_port = make_home(tmp_path_factory.mktemp("forget"), [{"id": "alfred"}, {"id": "bob"}])
-    for agent in ("alfred", "bob"):
+    agents = [{"id": "alfred"}, {"id": "bob"}, {"id": "hermit", "knowledge": {"shared": {"enabled": False}}}]
+    home, ports, http_port = make_home(tmp_path_factory.mktemp("forget"), agents)
+    for agent in ("alfred", "bob", "hermit"):
         (home / "agents" / agent / "workspace" / "memory").mkdir(parents=True)
     running = Suite(home, http_port, ports)
     try:
@@ -111,3 +112,4 @@ def test_who_may_forget_and_what_is_refused(fsuite: Suite, kb: kb_pb2_grpc.Knowl
     assert _code(lambda: forget("alfred", ADMIN_KEY, text="spare key", apply=True)) == bad  # no tombstone id
     assert _code(lambda: forget("alfred", ADMIN_KEY, text="spare key", apply=True, tombstone_id=TOMBSTONE,
                                 changed_paths=["../bob/workspace/MEMORY.md"])) == bad
+    assert _code(lambda: forget("hermit", ADMIN_KEY, text="spare key", shared=True)) == grpc.StatusCode.FAILED_PRECONDITION

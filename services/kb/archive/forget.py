@@ -17,6 +17,7 @@ a clean file only rewrites it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -25,12 +26,14 @@ from services.kb.archive.archive_state import ArchiveState
 from services.kb.archive.archives import EVENT_BATCH, Archives
 from services.kb.file_watch import plain_source
 from services.kb.index import indexer, purge
+from services.kb.resources.threads import until_done
 
 STORE = "archive"
 
 
 def forget_in(state: ArchiveState, target: Target, changed: Iterable[str], apply: bool) -> purge.StoreForget:
-    """The archive's part of a forget (module docstring), in a worker thread under ``Archives.exclusive``."""
+    """The archive's places and, on ``apply``, its reindex (module docstring), in a worker thread inside
+    ``Archives.exclusive``; the purge is ``forget``'s next step."""
     result = purge.StoreForget(STORE)
     if not state.agent.kb_path.is_file():
         return result  # no archive was ever built: nothing of it holds anything
@@ -54,11 +57,22 @@ def forget_in(state: ArchiveState, target: Target, changed: Iterable[str], apply
         result.left = purge.places(writer, target)
     finally:
         writer.execute(f"PRAGMA secure_delete={was}").fetchall()
-    state.detach()()
-    result.purge = purge.purge_bytes(state.agent.kb_path)
     return result
 
 
 async def forget(archives: Archives, agent_id: str, target: Target, changed: list[str], apply: bool) -> purge.StoreForget:
-    """``forget_in`` on ``agent_id``'s archive, which it has to itself meanwhile (``Archives.exclusive``)."""
-    return await archives.exclusive(agent_id, lambda state: forget_in(state, target, changed, apply))
+    """The archive's part of a forget (module docstring), with the archive to itself (``Archives.exclusive``).
+    Its connections are taken out on the event loop (no search is using them there) and closed, and the
+    file purged, in a worker thread."""
+    loop = asyncio.get_running_loop()
+    async with archives.exclusive(agent_id) as state:
+        result = await until_done(loop.run_in_executor(archives.executor, forget_in, state, target, changed, apply))
+        if apply and state.agent.kb_path.is_file():
+            close, path = state.detach(), state.agent.kb_path
+
+            def purge_file() -> purge.Purge:
+                close()
+                return purge.purge_bytes(path)
+
+            result.purge = await until_done(loop.run_in_executor(archives.executor, purge_file))
+    return result

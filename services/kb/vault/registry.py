@@ -303,11 +303,13 @@ class Vaults(SharedVaults[_Vault]):
             if v.lock is None:
                 v.lock = asyncio.Lock()
 
-            def purge() -> Purge:
-                v.detach()()
-                return purge_bytes(v.directory / note_index.INDEX_FILE)
-
             async with self._handles.use(v), v.lock:
+                close = v.detach()  # on the loop: no search is using the connections now
+
+                def purge() -> Purge:
+                    close()
+                    return purge_bytes(v.directory / note_index.INDEX_FILE)
+
                 result.purge = await until_done(asyncio.get_running_loop().run_in_executor(self._executor, purge))
         return result
 

@@ -82,6 +82,10 @@ class SharedVaults(ABC, Generic[V]):
             )
         return self._vaults[self._key(shared)]
 
+    def require(self, agent_id: str) -> None:
+        """FailedPrecondition when ``agent_id``'s shared KB is off (before a call that does more first)."""
+        self._vault(agent_id)
+
     def _recording(self, agent_id: str) -> SharedSettings | None:
         """The agent's shared settings when its retrievals are recorded (None: they are not)."""
         shared = self._settings.get(agent_id)
