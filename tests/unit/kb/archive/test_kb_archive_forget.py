@@ -137,3 +137,43 @@ def test_changed_paths_keep_the_sources_and_refuse_paths_outside_the_workspace()
     for bad in ("", "F-XYZ", "F-0123456789abc", "0123456789ab"):
         with pytest.raises(InvalidArgument, match="tombstone_id"):
             check_tombstone_id(bad)
+
+
+def test_a_forget_cut_off_before_its_purge_is_completed_by_the_same_forget_again(tmp_path: Path) -> None:
+    """The reindex committed, the KB gone before the purge (kill -9): the rows are new, the bytes old;
+    the same forget run again finds nothing to reindex and purges."""
+    archives, workspace = _archives(tmp_path)
+    kb = tmp_path / "agents" / "a" / "kb.sqlite"
+    target = Target.parse(PLANTED, None)
+
+    async def scenario() -> tuple[list[str], archive_forget.purge.StoreForget]:
+        await archives.refresh("a")
+        for rel in FILES:
+            scrub_file(workspace / rel, target)
+        async with archives.exclusive("a") as state:
+            archive_forget.forget_in(state, target, list(FILES), apply=True)  # its first step only
+        cut_off = residue([kb])
+        return cut_off, await archive_forget.forget(archives, "a", target, list(FILES), apply=True)
+
+    try:
+        cut_off, again = asyncio.run(scenario())
+    finally:
+        archives.close()
+    assert cut_off, "the reindex alone leaves the bytes"
+    assert (again.places, again.left) == ([], []) and again.purge is not None
+    assert residue([kb]) == []
+
+
+def test_a_pattern_finds_what_it_matches_and_reports_only_places(tmp_path: Path) -> None:
+    archives, _ = _archives(tmp_path)
+
+    async def scenario() -> archive_forget.purge.StoreForget:
+        await archives.refresh("a")
+        return await archive_forget.forget(archives, "a", Target.parse(None, r"AKIA[0-9A-Z]{16}"), [], apply=False)
+
+    try:
+        result = asyncio.run(scenario())
+    finally:
+        archives.close()
+    assert [(p.where, p.count) for p in result.places] == [(rel, 1) for rel in FILES]
+    assert "AKIA" not in repr(result)
