@@ -4,17 +4,23 @@ text left in the database's table files, while a plain update left its old row v
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
 from forget_support import PLANTED, TOMBSTONE, residue
 from pg_support import Cluster
 
+from gateway.config import build
+from gateway.config_model import VaultPostgresSettings
 from gateway.forgetting import Target, marker
+from services.kb.index.purge import StoreForget
 from services.kb.vault.store import PromotionRecord, VaultStore
 from services.kb.vault_pg.forget import forget_postgres, vacuum
+from services.kb.vault_pg.registry import PostgresVaults
 from services.kb.vault_pg.store import PostgresVaultStore
 
 
@@ -58,3 +64,28 @@ def test_a_postgres_vault_forget_scrubs_rows_and_vacuums_their_old_versions_away
     assert json.dumps(record.write).count(marker(TOMBSTONE)) == 2 and record.write["hash_after"] == "0" * 64
     assert [h.path for h in store.search("tamarind", 10).hits] == ["notes/garden.md"]
     assert store.search("Quabbleworth", 10).hits == []
+
+
+def test_the_postgres_vaults_forget_through_the_registry(tmp_path: Path, pg_dsn: str) -> None:
+    """The registry's call: one write decision for the rows, then the vacuum; a second apply finds nothing."""
+    text = "Marigold Vexworth owes the ledger 4471 crowns"
+    config = build({"agents": [{"id": "alfred"}]}, tmp_path)
+    executor = ThreadPoolExecutor(max_workers=2)
+    vaults = PostgresVaults(config.agents, executor, VaultPostgresSettings(dsn=pg_dsn), {})
+    target = Target.parse(text, None)
+
+    async def scenario() -> tuple[StoreForget, StoreForget, StoreForget, str]:
+        await vaults.create("alfred", "debts", f"# Debts\n\n{text}.\n", True, "admin")
+        dry = await vaults.forget("alfred", target, "", False)
+        applied = await vaults.forget("alfred", target, TOMBSTONE, True)
+        again = await vaults.forget("alfred", target, TOMBSTONE, True)
+        return dry, applied, again, (await vaults.get("alfred", "debts")).content
+
+    try:
+        dry, applied, again, content = asyncio.run(scenario())
+    finally:
+        vaults.close()
+        executor.shutdown()
+    assert [(p.where, p.count, p.lines) for p in dry.places] == [("notes/debts.md", 1, (3,))] and dry.purge is None
+    assert applied.store == "vault:global" and applied.purge is not None and applied.left == []
+    assert again.places == [] and content == f"# Debts\n\n{marker(TOMBSTONE)}.\n"
