@@ -30,8 +30,8 @@ from gateway.errors import FailedPrecondition
 from gateway.forgetting import Target
 from services.kb.index.purge import Place, StoreForget, places, text_place
 from services.kb.vault import sqlite_rows
-from services.kb.vault.names import note_path
-from services.kb.vault.note_index import REPORTS_DIR
+from services.kb.vault.names import name_from_path, note_path
+from services.kb.vault.note_index import REPORTS_DIR, reindex_notes
 from services.kb.vault.sqlite_store import SqliteVaultStore
 from services.kb.vault.store import VaultStore
 
@@ -127,17 +127,24 @@ def scrub_write(raw: str, target: Target, tombstone_id: str) -> tuple[str, int]:
 
 
 def forget_sqlite(store: SqliteVaultStore, target: Target, tombstone_id: str, apply: bool) -> StoreForget:
-    """The SQLite vault's notes, promotion records and graph reports (module docstring); on ``apply``,
-    ``left`` also names the notes whose index rows still hold the target. The bytes are purged after."""
+    """The SQLite vault's notes, promotion records and graph reports (module docstring), and the notes
+    only its index still holds (changed or removed by hand since), which an apply reindexes; ``left``
+    also names the notes whose index rows still hold the target afterwards. The bytes are purged after."""
     result = StoreForget(f"vault:{store.project}")
+    indexed = places(store.conn, target, "note")  # before the notes' writes reindex them
     for found, left in (forget_notes(store, target, tombstone_id, apply=apply),
                         forget_reports(store.directory / REPORTS_DIR, target, tombstone_id, apply=apply)):
         result.places += found
         result.left += left
+    seen = {p.where for p in result.places}
+    result.places += [p for p in indexed if p.where not in seen]  # only the index holds it: a note gone by hand
     count = sqlite_rows.forget_promotions(store.conn, lambda raw: scrub_write(raw, target, tombstone_id), apply)
     if count:
         result.places.append(Place("kb_promotions", "table", count))
-    if apply:
+    if apply:  # the index agrees with the files again (a note changed or removed by hand since it was indexed)
+        stale = [name for name in (name_from_path(p.where) for p in places(store.conn, target, "note")) if name]
+        if stale:
+            reindex_notes(store.conn, store.directory, stale)
         known = {p.where for p in result.left}
         result.left += [p for p in places(store.conn, target, "note") if p.where not in known]
     return result

@@ -110,3 +110,11 @@ def test_a_promotion_write_keeps_its_names_and_hashes_and_loses_the_text() -> No
 @pytest.mark.parametrize("text", [PLANTED])
 def test_runs_cover_the_text_in_both_cases(text: str) -> None:
     assert text[:8].encode() in runs(text) and text[-8:].lower().encode() in runs(text)
+
+
+def test_index_rows_of_a_note_removed_by_hand_are_reindexed_away(vault_dir: Path, vstore: SqliteVaultStore) -> None:
+    vstore.write("gone", f"# Gone\n\n{PLANTED}\n".encode(), expected=None)
+    (vault_dir / "notes" / "gone.md").unlink()  # by hand: the index still holds its rows
+    result = vault_forget.forget_sqlite(vstore, Target.parse(PLANTED, None), TOMBSTONE, apply=True)
+    assert ([(p.where, p.count) for p in result.places], result.left) == ([("notes/gone.md", 1)], [])
+    assert vstore.search("Quabbleworth", 10).hits == []
