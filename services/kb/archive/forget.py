@@ -47,7 +47,7 @@ def forget_in(state: ArchiveState, target: Target, changed: Iterable[str], apply
     due = sorted({*changed, *(p.where for p in result.places)})
     plain = [rel for rel in due if plain_source(workspace, rel)]
     settings = state.agent.knowledge.archive
-    was = int(str(writer.execute("PRAGMA secure_delete").fetchall()[0][0]))
+    was = ("OFF", "ON", "FAST")[int(str(writer.execute("PRAGMA secure_delete").fetchall()[0][0]))]
     writer.execute("PRAGMA secure_delete=ON").fetchall()
     try:
         for start in range(0, len(plain), EVENT_BATCH):
