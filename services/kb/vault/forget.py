@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -67,23 +67,21 @@ def _scrub_file(read: Callable[[], bytes | None], write: Callable[[bytes, bytes]
     return found, True
 
 
-def forget_notes(store: VaultStore, target: Target, tombstone_id: str, *, apply: bool) -> tuple[list[Place], list[Place]]:
-    """``(places, left)`` over every note of ``store``, live and retired (module docstring)."""
+Reader = Callable[[], bytes | None]  # a note's or a report's bytes; None when it is gone
+Writer = Callable[[bytes, bytes], None]  # (new, expected): WriteConflict when it changed
+
+
+def _scrub_all(items: Iterable[tuple[str, Reader, Writer]], kind: str, target: Target, tombstone_id: str,
+               apply: bool) -> tuple[list[Place], list[Place]]:
+    """``(places, left)`` over ``items`` (where, read, write), each through ``_scrub_file``; one the store
+    will not read (FailedPrecondition: a link out of the vault) is ``left`` with no count."""
     places: list[Place] = []
     left: list[Place] = []
-    for name in store.names(include_retired=True):
-        rel = note_path(name)
-
-        def read(n: str = name) -> bytes | None:
-            return store.read(n)
-
-        def write(new: bytes, old: bytes, n: str = name) -> None:
-            store.write(n, new, expected=old)
-
+    for where, read, write in items:
         try:
-            place, kept = _scrub_file(read, write, rel, "note", target, tombstone_id, apply)
-        except FailedPrecondition:  # a link out of the vault: not read, not the vault's to rewrite
-            left.append(Place(rel, "note", 0))
+            place, kept = _scrub_file(read, write, where, kind, target, tombstone_id, apply)
+        except FailedPrecondition:  # not read, and not the vault's to rewrite
+            left.append(Place(where, kind, 0))
             continue
         if place is not None:
             places.append(place)
@@ -92,25 +90,27 @@ def forget_notes(store: VaultStore, target: Target, tombstone_id: str, *, apply:
     return places, left
 
 
+def forget_notes(store: VaultStore, target: Target, tombstone_id: str, *, apply: bool) -> tuple[list[Place], list[Place]]:
+    """``(places, left)`` over every note of ``store``, live and retired (module docstring)."""
+    def note(name: str) -> tuple[str, Reader, Writer]:
+        return note_path(name), lambda: store.read(name), lambda new, old: store.write(name, new, expected=old)
+
+    return _scrub_all((note(name) for name in store.names(include_retired=True)), "note", target, tombstone_id, apply)
+
+
 def forget_reports(reports: Path, target: Target, tombstone_id: str, *, apply: bool) -> tuple[list[Place], list[Place]]:
     """``(places, left)`` over the graph reports in the folder ``reports`` (SQLite backend)."""
-    places: list[Place] = []
-    left: list[Place] = []
-    for path in sorted(reports.glob("*.md")) if reports.is_dir() else []:
-        def read(p: Path = path) -> bytes | None:
-            with contextlib.suppress(FileNotFoundError):
-                return p.read_bytes()
-            return None
+    def read(path: Path) -> bytes | None:
+        with contextlib.suppress(FileNotFoundError):
+            return path.read_bytes()
+        return None
 
-        def write(new: bytes, old: bytes, p: Path = path) -> None:
-            write_atomic(p, new, expected=old)
+    def report(path: Path) -> tuple[str, Reader, Writer]:
+        return (f"{reports.name}/{path.name}", lambda: read(path),
+                lambda new, old: write_atomic(path, new, expected=old))
 
-        place, kept = _scrub_file(read, write, f"{reports.name}/{path.name}", "report", target, tombstone_id, apply)
-        if place is not None:
-            places.append(place)
-            if kept:
-                left.append(place)
-    return places, left
+    files = sorted(reports.glob("*.md")) if reports.is_dir() else []
+    return _scrub_all((report(path) for path in files), "report", target, tombstone_id, apply)
 
 
 def scrub_write(raw: str, target: Target, tombstone_id: str) -> tuple[str, int]:
