@@ -67,11 +67,11 @@ def _scrub_file(read: Callable[[], bytes | None], write: Callable[[bytes, bytes]
     return found, True
 
 
-Reader = Callable[[], bytes | None]  # a note's or a report's bytes; None when it is gone
-Writer = Callable[[bytes, bytes], None]  # (new, expected): WriteConflict when it changed
+Read = Callable[[], bytes | None]  # a note's or a report's bytes; None when it is gone
+Rewrite = Callable[[bytes, bytes], None]  # (new, expected): WriteConflict when it changed
 
 
-def _scrub_all(items: Iterable[tuple[str, Reader, Writer]], kind: str, target: Target, tombstone_id: str,
+def _scrub_all(items: Iterable[tuple[str, Read, Rewrite]], kind: str, target: Target, tombstone_id: str,
                apply: bool) -> tuple[list[Place], list[Place]]:
     """``(places, left)`` over ``items`` (where, read, write), each through ``_scrub_file``; one the store
     will not read (FailedPrecondition: a link out of the vault) is ``left`` with no count."""
@@ -92,7 +92,7 @@ def _scrub_all(items: Iterable[tuple[str, Reader, Writer]], kind: str, target: T
 
 def forget_notes(store: VaultStore, target: Target, tombstone_id: str, *, apply: bool) -> tuple[list[Place], list[Place]]:
     """``(places, left)`` over every note of ``store``, live and retired (module docstring)."""
-    def note(name: str) -> tuple[str, Reader, Writer]:
+    def note(name: str) -> tuple[str, Read, Rewrite]:
         return note_path(name), lambda: store.read(name), lambda new, old: store.write(name, new, expected=old)
 
     return _scrub_all((note(name) for name in store.names(include_retired=True)), "note", target, tombstone_id, apply)
@@ -105,7 +105,7 @@ def forget_reports(reports: Path, target: Target, tombstone_id: str, *, apply: b
             return path.read_bytes()
         return None
 
-    def report(path: Path) -> tuple[str, Reader, Writer]:
+    def report(path: Path) -> tuple[str, Read, Rewrite]:
         return (f"{reports.name}/{path.name}", lambda: read(path),
                 lambda new, old: write_atomic(path, new, expected=old))
 
