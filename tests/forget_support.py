@@ -22,13 +22,16 @@ def runs(text: str, size: int = RUN) -> set[bytes]:
 
 
 def residue(paths: list[Path], text: str = PLANTED) -> list[str]:
-    """``"<file>: <run>"`` for each run of ``text`` found in the bytes of ``paths`` (and their -wal, -shm)."""
+    """``"<file>: <run>"`` for each run of ``text`` found in the bytes of ``paths`` (each must exist) and of
+    their -wal and -shm files (where there are)."""
     hits = []
     for path in paths:
         for each in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
             try:
                 data = each.read_bytes()
             except FileNotFoundError:
+                if each == path:
+                    raise
                 continue
             lowered = data.lower()
             hits += [f"{each.name}: {run!r}" for run in sorted(runs(text)) if run in data or run in lowered]
