@@ -29,11 +29,12 @@ from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
 from services.kb.archive.archives import Archives
 from services.kb.archive import forget as archive_forget
-from services.kb.archive.arguments import changed_sources, check_corpus, check_query, check_sources, check_tombstone_id
+from services.kb.archive.arguments import (
+    TOMBSTONE_ID, changed_sources, check_corpus, check_query, check_sources, check_tombstone_id)
 from services.kb.archive.recall_probe import MAX_PROBES
 from services.kb.archive.retrieval_log import Retrieved
 from services.kb.index.hits import SearchHit, shown_score
-from services.kb.index.purge import Place, StoreForget
+from services.kb.index.purge import Place, StoreForget, shown
 from services.kb.index.lifecycle_rows import MAX_HASHES, MAX_UPDATES, EntryRow, Lifecycle, Update, check_hashes
 from services.kb.metrics import observe_search
 from services.kb.vault.gc import GcReport, note_ref
@@ -300,10 +301,12 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
         changed = changed_sources(request.changed_paths)
         if request.shared:
             self._vaults.require(request.agent_id)  # refused before the archive's part runs
-        stores = [await archive_forget.forget(self._archives, request.agent_id, target, changed, request.apply)]
+        stores = [await archive_forget.forget(self._archives, request.agent_id, target, tombstone_id, changed,
+                                             request.apply)]
         if request.shared:
             stores.append(await self._vaults.forget(request.agent_id, target, tombstone_id, request.apply))
-        return pb.ForgetTextResponse(stores=[_forgotten(s) for s in stores])
+        shown_id = tombstone_id or (request.tombstone_id if TOMBSTONE_ID.fullmatch(request.tombstone_id) else "F-…")
+        return pb.ForgetTextResponse(stores=[_forgotten(s, target, shown_id) for s in stores])
 
     @unary
     async def CollectVault(self, request: kb_pb2.CollectVaultRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CollectVaultResponse:  # noqa: N802
@@ -326,12 +329,15 @@ def _collected(r: GcReport) -> kb_pb2.CollectVaultResponse:
     )
 
 
-def _places(places: list[Place]) -> list[kb_pb2.ForgetPlace]:
-    return [pb.ForgetPlace(place=p.where, kind=p.kind, count=p.count, lines=list(p.lines)) for p in places]
+def _places(places: list[Place], target: Target, tombstone_id: str) -> list[kb_pb2.ForgetPlace]:
+    """The places as the reply shows them: a path that holds the text itself shown scrubbed (``purge.shown``)."""
+    return [pb.ForgetPlace(place=p.where, kind=p.kind, count=p.count, lines=list(p.lines))
+            for p in (shown(place, target, tombstone_id) for place in places)]
 
 
-def _forgotten(s: StoreForget) -> kb_pb2.ForgetStore:
+def _forgotten(s: StoreForget, target: Target, tombstone_id: str) -> kb_pb2.ForgetStore:
     purge = s.purge
-    return pb.ForgetStore(store=s.store, places=_places(s.places), left=_places(s.left), purged=purge is not None,
+    return pb.ForgetStore(store=s.store, places=_places(s.places, target, tombstone_id),
+                          left=_places(s.left, target, tombstone_id), purged=purge is not None,
                           bytes_before=purge.bytes_before if purge else 0, bytes_after=purge.bytes_after if purge else 0,
                           purge_seconds=purge.seconds if purge else 0.0)

@@ -114,3 +114,19 @@ def test_who_may_forget_and_what_is_refused(fsuite: Suite, kb: kb_pb2_grpc.Knowl
     assert _code(lambda: forget("alfred", ADMIN_KEY, text="spare key", apply=True, tombstone_id=TOMBSTONE,
                                 changed_paths=["../bob/workspace/MEMORY.md"])) == bad
     assert _code(lambda: forget("hermit", ADMIN_KEY, text="spare key", shared=True)) == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_a_name_that_holds_the_text_is_answered_scrubbed_and_left(fsuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    """A forget rewrites contents, not names: a note named with the text is ``left``, and no reply shows the name."""
+    text = "Ottoline Brasswick"
+    kb.CreateSharedNote(pb.CreateSharedNoteRequest(agent_id="alfred", name=f"{text} contacts", confirm=True,
+                                                   content=f"# Contacts\n\n{text} moved to Leeds.\n"),
+                        metadata=ADMIN, timeout=30)
+    for apply in (False, True):
+        reply = kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", text=text, shared=True, apply=apply,
+                                                   tombstone_id=TOMBSTONE), metadata=ADMIN, timeout=120)
+        assert "brasswick" not in str(reply).lower()
+        vault = reply.stores[1]
+        assert [(p.place, p.kind) for p in vault.left] == [(f"notes/[forgotten {TOMBSTONE}] contacts.md", "name")]
+    assert [(p.place, p.kind, p.count) for p in vault.places] == [
+        (f"notes/[forgotten {TOMBSTONE}] contacts.md", "note", 1), (f"notes/[forgotten {TOMBSTONE}] contacts.md", "name", 1)]

@@ -21,6 +21,8 @@ import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 
+import apsw
+
 from gateway.forgetting import Target
 from services.kb.archive.archive_state import ArchiveState
 from services.kb.archive.archives import EVENT_BATCH, Archives
@@ -31,7 +33,8 @@ from services.kb.resources.threads import until_done
 STORE = "archive"
 
 
-def forget_in(state: ArchiveState, target: Target, changed: Iterable[str], apply: bool) -> purge.StoreForget:
+def forget_in(state: ArchiveState, target: Target, tombstone_id: str, changed: Iterable[str],
+              apply: bool) -> purge.StoreForget:
     """The archive's places and, on ``apply``, its reindex (module docstring), in a worker thread inside
     ``Archives.exclusive``; the purge is ``forget``'s next step."""
     result = purge.StoreForget(STORE)
@@ -39,12 +42,14 @@ def forget_in(state: ArchiveState, target: Target, changed: Iterable[str], apply
         return result  # no archive was ever built: nothing of it holds anything
     if not apply:
         reader = state.open_reader()
-        result.places = [] if reader is None else purge.places(reader, target)
+        if reader is not None:
+            result.places = purge.places(reader, target) + purge.named(_sources(reader), target)
         return result
     writer = state.open_writer()
     result.places = purge.places(writer, target)
+    names = purge.named(_sources(writer), target)
     workspace = Path(state.agent.workspace)
-    due = sorted({*changed, *(p.where for p in result.places)})
+    due = sorted({*changed, *(p.where for p in result.places), *(p.where for p in names)})  # a renamed one: pruned
     plain = [rel for rel in due if plain_source(workspace, rel)]
     settings = state.agent.knowledge.archive
     was = ("OFF", "ON", "FAST")[int(str(writer.execute("PRAGMA secure_delete").fetchall()[0][0]))]
@@ -55,18 +60,27 @@ def forget_in(state: ArchiveState, target: Target, changed: Iterable[str], apply
         if len(plain) < len(due):  # a link among them: the walk's confinement rules decide
             indexer.refresh(writer, workspace, settings)
         result.left = purge.places(writer, target)
+        purge.scrub_old_paths(writer, target, tombstone_id)
     finally:
         writer.execute(f"PRAGMA secure_delete={was}").fetchall()
+    result.places += names
+    result.left += purge.named(_sources(writer), target)  # renaming a workspace file is dreaming's
     return result
 
 
-async def forget(archives: Archives, agent_id: str, target: Target, changed: list[str], apply: bool) -> purge.StoreForget:
+def _sources(conn: apsw.Connection) -> list[str]:
+    return [str(path) for (path,) in conn.execute("SELECT path FROM kb_sources ORDER BY path")]
+
+
+async def forget(archives: Archives, agent_id: str, target: Target, tombstone_id: str, changed: list[str],
+                 apply: bool) -> purge.StoreForget:
     """The archive's part of a forget (module docstring), with the archive to itself (``Archives.exclusive``).
     Its connections are taken out on the event loop (no search is using them there) and closed, and the
     file purged, in a worker thread."""
     loop = asyncio.get_running_loop()
     async with archives.exclusive(agent_id) as state:
-        result = await until_done(loop.run_in_executor(archives.executor, forget_in, state, target, changed, apply))
+        result = await until_done(loop.run_in_executor(archives.executor, forget_in, state, target, tombstone_id, changed,
+                                                          apply))
         if apply and state.agent.kb_path.is_file():
             close, path = state.detach(), state.agent.kb_path
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
@@ -100,6 +101,44 @@ def places(conn: apsw.Connection, target: Target, kind: str = "source") -> list[
             found.setdefault(str(path), set()).add((line, column))  # the overlap's copy lands on the same spot
     return [Place(path, kind, len(spots), tuple(sorted({line for line, _ in spots})))
             for path, spots in sorted(found.items())]
+
+
+def named(paths: Iterable[str], target: Target) -> list[Place]:
+    """The paths in ``paths`` whose own name holds ``target`` (kind ``name``): a forget rewrites
+    contents, not names, so these stay and are answered (their ``where`` shown scrubbed, ``shown``)."""
+    found = []
+    for path in paths:
+        count = sum(1 for _ in target.finditer(path))
+        if count:
+            found.append(Place(path, "name", count))
+    return found
+
+
+def shown(place: Place, target: Target, tombstone_id: str) -> Place:
+    """``place`` as a reply may show it: its ``where`` with the marker in place of any match (a path
+    or a note's name may hold the text itself)."""
+    return replace(place, where=target.scrub(place.where, tombstone_id)[0])
+
+
+def scrub_old_paths(conn: apsw.Connection, target: Target, tombstone_id: str) -> int:
+    """The paths an index keeps of files it no longer indexes (``kb_paths``: a lifecycle row's first path;
+    ``kb_retrieval_log``) that hold ``target``, scrubbed in one transaction on the writer ``conn``; how
+    many rows. Their rows stay (ids, hashes, times). A current source's path is left: it would be added
+    again by its next reindex (``named`` answers it); once the file is renamed, the same forget again
+    scrubs its old path here."""
+    changed = 0
+    with conn:
+        current = {str(path) for (path,) in conn.execute("SELECT path FROM kb_sources")}
+        for table in ("kb_paths", "kb_retrieval_log"):
+            for row_id, path in conn.execute(f"SELECT id, path FROM {table}").fetchall():
+                new, count = target.scrub(str(path), tombstone_id)
+                if not count or str(path) in current:
+                    continue
+                if table == "kb_paths" and conn.execute("SELECT 1 FROM kb_paths WHERE path = ?", (new,)).fetchone():
+                    new = f"{new}#{row_id}"  # the path is unique: two old names that scrub alike stay two rows
+                conn.execute(f"UPDATE {table} SET path = ? WHERE id = ?", (new, row_id))
+                changed += 1
+    return changed
 
 
 def text_place(where: str, kind: str, text: str, target: Target) -> Place | None:

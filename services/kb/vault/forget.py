@@ -14,7 +14,7 @@ What a vault keeps of a note's text, and what happens to each on an apply:
   ``graph: true`` rebuilds them after the writes anyway.
 - **The index's bytes**: the backend's purge (``purge.purge_bytes``; ``VACUUM (FULL)`` for PostgreSQL).
 
-Note names are not changed: a name is a slug, and a text is matched across whitespace, not hyphens.
+Note names are not changed: a note whose name holds the target is answered in ``places`` and ``left`` (kind ``name``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Final
 from gateway.atomic import WriteConflict, write_atomic
 from gateway.errors import FailedPrecondition
 from gateway.forgetting import Target
-from services.kb.index.purge import Place, StoreForget, places, text_place
+from services.kb.index.purge import Place, StoreForget, named, places, scrub_old_paths, text_place
 from services.kb.vault import sqlite_rows
 from services.kb.vault.names import name_from_path, note_path
 from services.kb.vault.note_index import REPORTS_DIR, reindex_notes
@@ -138,6 +138,7 @@ def forget_sqlite(store: SqliteVaultStore, target: Target, tombstone_id: str, ap
         result.left += left
     seen = {p.where for p in result.places}
     result.places += [p for p in indexed if p.where not in seen]  # only the index holds it: a note gone by hand
+    note_names(store, target, result)
     count = sqlite_rows.forget_promotions(store.conn, lambda raw: scrub_write(raw, target, tombstone_id), apply)
     if count:
         result.places.append(Place("kb_promotions", "table", count))
@@ -145,7 +146,14 @@ def forget_sqlite(store: SqliteVaultStore, target: Target, tombstone_id: str, ap
         stale = [name for name in (name_from_path(p.where) for p in places(store.conn, target, "note")) if name]
         if stale:
             reindex_notes(store.conn, store.directory, stale)
+        scrub_old_paths(store.conn, target, tombstone_id)
         known = {p.where for p in result.left}
         result.left += [p for p in places(store.conn, target, "note") if p.where not in known]
     return result
 
+
+def note_names(store: VaultStore, target: Target, result: StoreForget) -> None:
+    """Notes whose own name holds ``target``: a place, and ``left`` (a forget does not rename notes)."""
+    found = named([note_path(name) for name in store.names(include_retired=True)], target)
+    result.places += found
+    result.left += found

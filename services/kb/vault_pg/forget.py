@@ -20,7 +20,7 @@ import psycopg
 from gateway.errors import FailedPrecondition
 from gateway.forgetting import Target
 from services.kb.index.purge import Place, Purge, StoreForget
-from services.kb.vault.forget import forget_notes, scrub_write
+from services.kb.vault.forget import forget_notes, note_names, scrub_write
 from services.kb.vault_pg.store import PostgresVaultStore
 
 TABLES: Final = ("notes", "promotions")  # the rest (retrieval log, lifecycle, GC days) holds names, hashes and times
@@ -30,6 +30,7 @@ def forget_postgres(store: PostgresVaultStore, target: Target, tombstone_id: str
     """The vault's notes and promotion records (``vault.forget``), inside one write decision."""
     result = StoreForget(f"vault:{store.project}")
     result.places, result.left = forget_notes(store, target, tombstone_id, apply=apply)
+    note_names(store, target, result)
     count = store.forget_promotions(lambda raw: scrub_write(raw, target, tombstone_id), apply)
     if count:
         result.places.append(Place("promotions", "table", count))

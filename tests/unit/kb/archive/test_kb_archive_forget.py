@@ -55,7 +55,7 @@ def test_an_applied_forget_leaves_no_byte_of_the_text_and_keeps_every_other_fact
             assert scrub_file(workspace / rel, target) == 1
         await archives.refresh("a", list(FILES))  # what any refresh does: rows deleted, bytes left
         assert residue([kb]), "a plain reindex leaves the text in the file: the check below could not fail"
-        result = await archive_forget.forget(archives, "a", target, list(FILES), apply=True)
+        result = await archive_forget.forget(archives, "a", target, TOMBSTONE, list(FILES), apply=True)
         assert await _hits(archives, "Quabbleworth") == []
         assert await _hits(archives, "AKIAZX7QPLMNB4RTYUWE") == []
         for word in OTHER_FACTS:
@@ -78,7 +78,7 @@ def test_a_dry_run_reports_sources_counts_and_lines_and_changes_nothing(tmp_path
 
     async def scenario() -> tuple[archive_forget.purge.StoreForget, list[str]]:
         await archives.refresh("a")
-        result = await archive_forget.forget(archives, "a", Target.parse(PLANTED, None), [], apply=False)
+        result = await archive_forget.forget(archives, "a", Target.parse(PLANTED, None), "", [], apply=False)
         return result, await _hits(archives, "Quabbleworth")
 
     try:
@@ -106,7 +106,7 @@ def test_an_apply_reindexes_what_the_index_holds_and_names_files_that_still_hold
         await archives.refresh("a")
         scrub_file(workspace / "MEMORY.md", target)
         scrub_file(workspace / "memory/2026-11-02.md", target)
-        return await archive_forget.forget(archives, "a", target, [], apply=True)
+        return await archive_forget.forget(archives, "a", target, TOMBSTONE, [], apply=True)
 
     try:
         result = asyncio.run(scenario())
@@ -120,7 +120,7 @@ def test_an_archive_never_built_has_nothing_to_forget(tmp_path: Path) -> None:
     config = build({"agents": [{"id": "a"}]}, tmp_path)
     archives = Archives(config.agents)
     try:
-        result = asyncio.run(archive_forget.forget(archives, "a", Target.parse(PLANTED, None), [], apply=True))
+        result = asyncio.run(archive_forget.forget(archives, "a", Target.parse(PLANTED, None), TOMBSTONE, [], apply=True))
     finally:
         archives.close()
     assert (result.places, result.left, result.purge) == ([], [], None)
@@ -151,9 +151,9 @@ def test_a_forget_cut_off_before_its_purge_is_completed_by_the_same_forget_again
         for rel in FILES:
             scrub_file(workspace / rel, target)
         async with archives.exclusive("a") as state:
-            archive_forget.forget_in(state, target, list(FILES), apply=True)  # its first step only
+            archive_forget.forget_in(state, target, TOMBSTONE, list(FILES), apply=True)  # its first step only
         cut_off = residue([kb])
-        return cut_off, await archive_forget.forget(archives, "a", target, list(FILES), apply=True)
+        return cut_off, await archive_forget.forget(archives, "a", target, TOMBSTONE, list(FILES), apply=True)
 
     try:
         cut_off, again = asyncio.run(scenario())
@@ -169,7 +169,7 @@ def test_a_pattern_finds_what_it_matches_and_reports_only_places(tmp_path: Path)
 
     async def scenario() -> archive_forget.purge.StoreForget:
         await archives.refresh("a")
-        return await archive_forget.forget(archives, "a", Target.parse(None, r"AKIA[0-9A-Z]{16}"), [], apply=False)
+        return await archive_forget.forget(archives, "a", Target.parse(None, r"AKIA[0-9A-Z]{16}"), "", [], apply=False)
 
     try:
         result = asyncio.run(scenario())
@@ -177,3 +177,31 @@ def test_a_pattern_finds_what_it_matches_and_reports_only_places(tmp_path: Path)
         archives.close()
     assert [(p.where, p.count) for p in result.places] == [(rel, 1) for rel in FILES]
     assert "AKIA" not in repr(result)
+
+
+def test_a_file_named_with_the_text_is_left_until_renamed_then_its_old_path_is_scrubbed(tmp_path: Path) -> None:
+    """A source's own path is answered (kind ``name``) and left; once the file is renamed, the same forget
+    scrubs the old path the index keeps (a lifecycle row's first path, the retrieval log)."""
+    archives, workspace = _archives(tmp_path)
+    kb = tmp_path / "agents" / "a" / "kb.sqlite"
+    named = workspace / "memory" / "Brasswick ledger.md"
+    named.write_text("# Keys\n\nThe shed key hangs by the door.\n", encoding="utf-8")
+    target = Target.parse("Brasswick ledger", None)
+
+    async def scenario() -> tuple[archive_forget.purge.StoreForget, archive_forget.purge.StoreForget]:
+        await archives.refresh("a")
+        hits, _ = await archives.search("a", "shed key", 10, False)
+        record_retrievals(kb, hits.hits, "search")
+        await archives.fold("a")  # its first path now in kb_paths
+        record_retrievals(kb, hits.hits, "get")  # and one row not folded yet
+        first = await archive_forget.forget(archives, "a", target, TOMBSTONE, [], apply=True)
+        named.rename(workspace / "memory" / "keys.md")  # the rename is dreaming's, or the operator's
+        return first, await archive_forget.forget(archives, "a", target, TOMBSTONE, ["memory/keys.md"], apply=True)
+
+    try:
+        first, second = asyncio.run(scenario())
+    finally:
+        archives.close()
+    assert [(p.where, p.kind) for p in first.left] == [("memory/Brasswick ledger.md", "name")]
+    assert second.left == []
+    assert residue([kb], "Brasswick") == []
