@@ -43,10 +43,10 @@ def forget_in(state: ArchiveState, target: Target, tombstone_id: str, changed: I
     if not apply:
         reader = state.open_reader()
         if reader is not None:
-            result.places = purge.places(reader, target) + purge.named(_sources(reader), target)
+            result.places = purge.index_places(reader, target) + purge.named(_sources(reader), target)
         return result
     writer = state.open_writer()
-    result.places = purge.places(writer, target)
+    result.places = purge.index_places(writer, target)
     names = purge.named(_sources(writer), target)
     workspace = Path(state.agent.workspace)
     due = sorted({*changed, *(p.where for p in result.places), *(p.where for p in names)})  # a renamed one: pruned
@@ -59,7 +59,7 @@ def forget_in(state: ArchiveState, target: Target, tombstone_id: str, changed: I
             indexer.reindex_paths(writer, workspace, plain[start : start + EVENT_BATCH], settings)
         if len(plain) < len(due):  # a link among them: the walk's confinement rules decide
             indexer.refresh(writer, workspace, settings)
-        result.left = purge.places(writer, target)
+        result.left = purge.index_places(writer, target)
         purge.scrub_old_paths(writer, target, tombstone_id)
     finally:
         writer.execute(f"PRAGMA secure_delete={was}").fetchall()

@@ -2,7 +2,7 @@
 
 An index (an agent's ``kb.sqlite`` or a vault's) holds the text of its sources in one place:
 ``kb_chunk_rows.text``, read whole through the ``kb_chunks`` view; the two FTS5 tables hold its words.
-``places`` finds the target there, per source, with the source's line numbers (a match in the overlap
+``index_places`` finds the target there, per source, with the source's line numbers (a match in the overlap
 two chunks share is counted once).
 
 Deleting rows does not remove bytes: SQLite leaves a deleted row's bytes in free pages and in the WAL,
@@ -42,9 +42,9 @@ _CHUNKS_SQL: Final = (
 
 @dataclass(frozen=True)
 class Place:
-    """One place a target was found: ``where`` (a workspace-relative path, a note's name, a table),
-    ``kind`` (``source``, ``note``, ``report`` or ``table``), how many matches, and their line
-    numbers (1-based, for files; empty for a table)."""
+    """One place a target was found: ``where`` (a workspace- or vault-relative path, or a table),
+    ``kind`` (``source``, ``note``, ``report``, ``table``, or ``name``: the path itself holds it), how
+    many matches, and their line numbers (1-based, in a file's text; empty otherwise)."""
 
     where: str
     kind: str
@@ -84,7 +84,7 @@ def file_bytes(path: Path) -> int:
     return total
 
 
-def places(conn: apsw.Connection, target: Target, kind: str = "source") -> list[Place]:
+def index_places(conn: apsw.Connection, target: Target, kind: str = "source") -> list[Place]:
     """Every source of the index on ``conn`` whose chunks hold ``target``, in path order, with the
     lines of its matches. Reads every chunk (tens of megabytes for a large archive): a regular
     expression, not the FTS index, decides, so a text is found whatever the tokenizer."""
@@ -166,10 +166,9 @@ def _checkpoint(conn: apsw.Connection, path: Path) -> None:
 
 
 def purge_bytes(path: Path, *, busy_timeout_ms: int = PURGE_BUSY_TIMEOUT_MS) -> Purge:
-    """Make the bytes of deleted rows leave the database ``path`` and its WAL (module docstring).
-    Nothing when there is no file. Raises Aborted when
-    another connection holds an old snapshot past ``busy_timeout_ms`` (the purge can be run again),
-    and what SQLite raises."""
+    """Make the bytes of deleted rows leave the database ``path`` and its WAL (module docstring); nothing
+    when there is no file. Raises Aborted when another connection holds an old snapshot past
+    ``busy_timeout_ms`` (the purge can be run again), and what SQLite raises."""
     report = Purge(bytes_before=file_bytes(path))
     if not path.is_file():
         return report

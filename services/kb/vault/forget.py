@@ -28,7 +28,7 @@ from typing import Any, Final
 from gateway.atomic import WriteConflict, write_atomic
 from gateway.errors import FailedPrecondition
 from gateway.forgetting import Target
-from services.kb.index.purge import Place, StoreForget, named, places, scrub_old_paths, text_place
+from services.kb.index.purge import Place, StoreForget, index_places, named, scrub_old_paths, text_place
 from services.kb.vault import sqlite_rows
 from services.kb.vault.names import name_from_path, note_path
 from services.kb.vault.note_index import REPORTS_DIR, reindex_notes
@@ -131,7 +131,7 @@ def forget_sqlite(store: SqliteVaultStore, target: Target, tombstone_id: str, ap
     only its index still holds (changed or removed by hand since), which an apply reindexes; ``left``
     also names the notes whose index rows still hold the target afterwards. The bytes are purged after."""
     result = StoreForget(f"vault:{store.project}")
-    indexed = places(store.conn, target, "note")  # before the notes' writes reindex them
+    indexed = index_places(store.conn, target, "note")  # before the notes' writes reindex them
     for found, left in (forget_notes(store, target, tombstone_id, apply=apply),
                         forget_reports(store.directory / REPORTS_DIR, target, tombstone_id, apply=apply)):
         result.places += found
@@ -143,12 +143,12 @@ def forget_sqlite(store: SqliteVaultStore, target: Target, tombstone_id: str, ap
     if count:
         result.places.append(Place("kb_promotions", "table", count))
     if apply:  # the index agrees with the files again (a note changed or removed by hand since it was indexed)
-        stale = [name for name in (name_from_path(p.where) for p in places(store.conn, target, "note")) if name]
+        stale = [name for name in (name_from_path(p.where) for p in index_places(store.conn, target, "note")) if name]
         if stale:
             reindex_notes(store.conn, store.directory, stale)
         scrub_old_paths(store.conn, target, tombstone_id)
         known = {p.where for p in result.left}
-        result.left += [p for p in places(store.conn, target, "note") if p.where not in known]
+        result.left += [p for p in index_places(store.conn, target, "note") if p.where not in known]
     return result
 
 
