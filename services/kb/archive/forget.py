@@ -4,12 +4,15 @@ The archive indexes workspace files the KB does not write (dreaming rewrites the
 in place of each match, before it calls the KB). Here, on the archive's writer, with the archive to
 itself (``Archives.exclusive``):
 
-1. **Dry run**: the sources whose indexed text holds the target, with counts and lines (``purge.places``).
+1. **Dry run**: the sources whose indexed text holds the target, with counts and lines
+   (``purge.index_places``), and those whose own path holds it (``purge.named``).
 2. **Apply**: those sources and the files dreaming names as changed are reindexed from disk (with
    ``secure_delete`` on, so the pages the old rows leave are zeroed); a source that is not a plain
    file (a link) makes it a walk. What the index still holds afterwards is a file that still holds
-   the target on disk: reported as ``left``, never rewritten here. Then the archive's connections are
-   closed (the reader's snapshot must not keep the WAL) and its bytes purged (``purge.purge_bytes``).
+   the target on disk, or a path that does: reported as ``left``, never rewritten or renamed here.
+   Old paths the index keeps of files gone (``kb_paths``, the retrieval log) are scrubbed
+   (``purge.scrub_old_paths``). Then the archive's connections are closed (the reader's snapshot
+   must not keep the WAL) and its bytes purged (``purge.purge_bytes``).
 
 Running it again is harmless: a reindex of an unchanged file only refreshes its stat, and the purge of
 a clean file only rewrites it.
