@@ -11,14 +11,18 @@ import os
 from pathlib import Path
 
 import pytest
+from dreaming_helpers import agent_with_memory, dream
+from dreaming_kills import Crash, Steps, crash_points, injected
 
 from gateway import atomic
-from services.dreaming.apply.applier import plan
-from services.dreaming.apply.commit import commit
+from services.dreaming.apply import intent
+from services.dreaming.apply.applier import Plan, plan
+from services.dreaming.apply.commit import PRUNED, commit
 from services.dreaming.apply.files import BACKUPS, read_text
+from services.dreaming.main import settle_workspace
 from services.dreaming.model.budgets import Budgets
 from services.dreaming.model.edit import sha256
-from services.dreaming.model.values import Proposal
+from services.dreaming.model.values import EPISODIC, Proposal
 from services.dreaming.records import journal
 from services.dreaming.records.journal import SETTLED_BY, plan_revert
 
@@ -27,10 +31,6 @@ MEMORY = "# Memory\n\n## Work\n- Project Kestrel ships in March\n- Ticket 41 is 
     f"+ filler line {i:02d}\n" for i in range(40)
 )
 AT = "2026-12-01T03:00:00Z"
-
-
-class Crash(BaseException):
-    """The process dies here."""
 
 
 def proposals() -> list[tuple[str, Proposal]]:
@@ -127,3 +127,192 @@ def test_a_file_that_cannot_be_read_keeps_its_edits(ws: Path) -> None:
     journal.append(ws, [edit("run2/1", "USER.md", "", "new\n")])
     assert journal.settle(ws, lambda rel: None, AT) == []
     assert journal.settle(ws, reader(ws), AT) == ["run2/1"]  # readable: USER.md is missing, as before the edit
+
+
+# A kill at every step of a commit of MEMORY.md, USER.md and an episodic note (dreaming_kills), then
+# what the next start (or the recovery a run begins with) does: each file its old state or its new.
+
+USER = "# People\n\n## Contacts\n- old phone number 555\n" + "".join(f"+ contact line {i:02d}\n" for i in range(20))
+PRUNED_BEFORE = "# Pruned\n- an older block"  # no final newline: the commit puts one first
+LOG = "memory/log.md"
+FILES = ("MEMORY.md", "USER.md", PRUNED, LOG)
+REMOVED = {"run/1": ("MEMORY.md", "- Ticket 41 is closed\n"), "run/2": ("MEMORY.md", "- Project Kestrel ships in March\n"),
+           "run/4": ("USER.md", "- old phone number 555\n")}
+STEPS = [
+    "journal archive,edit,intent", f"write {PRUNED}", "write .dreaming/backups/MEMORY.md.run", "write MEMORY.md", "journal intentDone",
+    "journal archive,edit,intent", f"write {PRUNED}", "write .dreaming/backups/USER.md.run", "write USER.md", "journal intentDone",
+    "journal edit", f"write {LOG}",
+]
+Snapshot = dict[str, str | None]  # file → its text, None when it does not exist
+
+
+def the_plan() -> Plan:
+    return plan({"MEMORY.md": MEMORY, "USER.md": USER}, [
+        ("run/1", Proposal(op="remove", file="MEMORY.md", target="- Ticket 41 is closed", reason="obsolete")),
+        ("run/2", Proposal(op="replace", file="MEMORY.md", target="March", content="April", reason="moved")),
+        ("run/3", Proposal(op="add", file="MEMORY.md", content="- Kestrel has a new lead", reason="said so")),
+        ("run/4", Proposal(op="remove", file="USER.md", target="- old phone number 555", reason="changed")),
+        ("run/5", Proposal(op="add", tier=EPISODIC, topic="log", content="- 2026-11-30 beta shipped", reason="log")),
+    ], BUDGETS)
+
+
+def fresh(ws: Path) -> Path:
+    (ws / "memory" / "archive").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text(MEMORY)
+    (ws / "USER.md").write_text(USER)
+    (ws / PRUNED).write_text(PRUNED_BEFORE)
+    return ws
+
+
+def snapshot(ws: Path) -> Snapshot:
+    return {name: (ws / name).read_text() if (ws / name).exists() else None for name in FILES}
+
+
+def killed_at(ws: Path, monkeypatch: pytest.MonkeyPatch, point: tuple[int, str]) -> None:
+    with injected(monkeypatch, ws, Steps(point)), pytest.raises(Crash):
+        commit(ws, the_plan(), "run", AT)
+
+
+@pytest.fixture(scope="module")
+def stages(tmp_path_factory: pytest.TempPathFactory) -> list[Snapshot]:
+    """The files before the commit, once MEMORY.md is committed, once USER.md is, and after it all."""
+    out = []
+    for n, point in enumerate([(0, "before"), (4, "after"), (9, "after")]):
+        ws = fresh(tmp_path_factory.mktemp(f"stage{n}"))
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            killed_at(ws, monkeypatch, point)
+        out.append(snapshot(ws))
+    ws = fresh(tmp_path_factory.mktemp("post"))
+    assert commit(ws, the_plan(), "run", AT).aborted == {}
+    return [*out, snapshot(ws)]
+
+
+def start(ws: Path) -> None:
+    """Dreaming's next start (its journal under its run lock)."""
+    settle_workspace(ws, "2026-12-01T04:00:00Z")
+
+
+def check(ws: Path, stages: list[Snapshot]) -> int:
+    """The property: the files are as before the commit, or as after it up to a whole file; each
+    removed block is in its memory file or in pruned.md, never both, never neither; no intent is
+    open; the journal's open edits of a file are exactly its ops when it holds their work and none
+    when it does not; and a revert takes every file the commit wrote back. Returns the stage."""
+    now = snapshot(ws)
+    assert now in stages, now
+    pruned = now[PRUNED] or ""
+    for op, (name, line) in REMOVED.items():
+        archived = f"run run op {op[4:]} (" in pruned
+        assert archived != (line in (now[name] or "")), (op, now)
+        assert pruned.count(f"run run op {op[4:]} (") <= 1
+    records = journal.read(ws)
+    assert intent.open_intents(records) == []
+    undone = {(r["run"], r["op"]) for r in records if r["kind"] in ("revert", "restore")}
+    opened = [r for r in records if r["kind"] == "edit" and (r["run"], r["op"]) not in undone]
+    pre, post = stages[0], stages[-1]
+    for name in ("MEMORY.md", "USER.md", LOG):
+        mine = [r for r in opened if r["file"] == name]
+        if now[name] == pre[name]:
+            assert mine == [], name
+        else:
+            assert now[name] == post[name] and mine and mine[-1]["hashAfter"] == sha256(now[name] or ""), name
+    if now != pre:
+        read = lambda rel: (ws / rel).read_text() if (ws / rel).exists() else ""  # noqa: E731 - a reader for plan_revert
+        undo = plan_revert(records, "run", None, read)
+        assert {name: text for name, text in undo.texts.items()} == {name: pre[name] or "" for name in undo.texts}
+        assert set(undo.texts) == {name for name in ("MEMORY.md", "USER.md", LOG) if now[name] != pre[name]}
+    return stages.index(now)
+
+
+def test_the_steps_are_the_intent_the_archive_the_backup_the_file_and_the_close_per_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = fresh(tmp_path)
+    with injected(monkeypatch, ws, Steps()) as steps:
+        commit(ws, the_plan(), "run", AT)
+    assert steps.seen == STEPS
+
+
+def test_a_kill_at_every_step_of_a_commit_leaves_each_file_old_or_new_and_pruned_md_agrees(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stages: list[Snapshot]) -> None:
+    outcomes = {}
+    for n, point in enumerate(crash_points(len(STEPS), STEPS)):
+        ws = fresh(tmp_path / f"k{n}")
+        killed_at(ws, monkeypatch, point)
+        if n % 2 and point[0] < STEPS.index("journal edit"):  # what a run (or revert, or migration) does first
+            intent.recover(ws, "2026-12-01T04:00:00Z")
+        else:
+            start(ws)
+        outcomes[(point[0], point[1])] = stage = check(ws, stages)
+        start(ws)  # once: a second start changes nothing
+        assert check(ws, stages) == stage
+    # each memory file's compare-and-swap is its commit point: new from just after it, old up to it
+    assert {outcomes[(i, how)] for i in range(3) for how in ("before", "after", "torn") if (i, how) in outcomes} | {
+        outcomes[(3, "before")]} == {0}
+    assert outcomes[(3, "after")] == outcomes[(4, "torn")] == outcomes[(8, "before")] == 1
+    assert outcomes[(8, "after")] == outcomes[(11, "before")] == 2 and outcomes[(11, "after")] == 3
+
+
+def test_a_kill_during_the_recovery_of_a_commit_is_finished_by_the_next_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stages: list[Snapshot]) -> None:
+    tried = 0
+    for n, point in enumerate(crash_points(len(STEPS), STEPS)):
+        probe = fresh(tmp_path / f"p{n}")
+        killed_at(probe, monkeypatch, point)
+        with injected(monkeypatch, probe, Steps()) as recovery:
+            start(probe)
+        for m, again in enumerate(crash_points(len(recovery.seen), recovery.seen)):
+            ws = fresh(tmp_path / f"r{n}-{m}")
+            killed_at(ws, monkeypatch, point)
+            with injected(monkeypatch, ws, Steps(again)), pytest.raises(Crash):
+                start(ws)
+            start(ws)
+            check(ws, stages)
+            tried += 1
+    assert tried > 20  # the recoveries that write (pruned.md back, the restores, the close) were each killed
+
+
+def test_blocks_of_a_commit_cut_short_come_off_pruned_md_written_since_and_leave_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = fresh(tmp_path)
+    killed_at(ws, monkeypatch, (STEPS.index("write MEMORY.md"), "before"))
+    (ws / PRUNED).write_text((ws / PRUNED).read_text() + "- the agent wrote this\n")  # before dreaming started again
+    start(ws)
+    assert (ws / PRUNED).read_text() == PRUNED_BEFORE + "- the agent wrote this\n"
+    assert (ws / "MEMORY.md").read_text() == MEMORY
+    assert sorted(r["op"] for r in journal.read(ws) if r["kind"] == "restore") == ["run/1", "run/2", "run/3"]
+
+
+def test_a_memory_file_changed_just_before_its_write_takes_its_blocks_back_off_pruned_md_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.dreaming.apply import commit as commit_module
+
+    ws = fresh(tmp_path)
+    real_backup = commit_module.backup
+
+    def agent_writes_first(workspace: Path, name: str, text: str, run_id: str) -> None:
+        if name == "MEMORY.md":  # the agent saves MEMORY.md between the read and the write
+            (ws / "MEMORY.md").write_text(MEMORY + "- the agent wrote this\n")
+        real_backup(workspace, name, text, run_id)
+
+    monkeypatch.setattr(commit_module, "backup", agent_writes_first)
+    done = commit(ws, the_plan(), "run", AT)
+    assert done.aborted["MEMORY.md"] == ("MEMORY.md changed on disk just before the write (compare-and-swap); "
+                                         "nothing written to MEMORY.md")
+    assert [r.status for r in done.results] == ["skipped", "skipped", "skipped", "applied", "applied"]
+    memory_blocks = "run run op 1 (" not in (ws / PRUNED).read_text() and "run run op 2 (" not in (ws / PRUNED).read_text()
+    assert memory_blocks and "run run op 4 (" in (ws / PRUNED).read_text()  # USER.md's commit went on
+    assert "- Ticket 41 is closed" in (ws / "MEMORY.md").read_text()
+    assert intent.open_intents(journal.read(ws)) == []
+    assert sorted(r["op"] for r in journal.read(ws) if r["kind"] == "restore") == ["run/1", "run/2", "run/3"]
+
+
+def test_a_run_finishes_a_commit_left_open_before_it_reads_memory_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = agent_with_memory(tmp_path / "home", MEMORY)
+    ws = agent.workspace
+    (ws / "USER.md").write_text(USER)
+    (ws / "memory" / "archive").mkdir(parents=True)
+    (ws / PRUNED).write_text(PRUNED_BEFORE)
+    killed_at(ws, monkeypatch, (STEPS.index("journal intentDone"), "before"))
+    report = dream(agent, "propose", run_id="run2")
+    assert report.notes[0] == ("The commit of MEMORY.md by run run (ops from run/1), cut short by a killed process: rolled "
+                               "forward (its changes stand in MEMORY.md; the blocks it removed are in pruned.md).")
+    assert intent.open_intents(journal.read(ws)) == []
