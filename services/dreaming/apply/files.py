@@ -1,5 +1,5 @@
 """The workspace files dreaming reads and writes, and how: confined to the workspace by real path
-(never through a link), read only as UTF-8, appended and restored by compare-and-swap, backed up
+(never through a link), read only as UTF-8, appended by compare-and-swap, backed up
 before a change (``.dreaming/backups/``, the newest ``BACKUPS_KEPT`` per file)."""
 
 from __future__ import annotations
@@ -93,12 +93,3 @@ def backup(workspace: Path, name: str, text: str, run_id: str) -> None:
     for old in kept[:-BACKUPS_KEPT]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(folder / old)
-
-
-def restore(workspace: Path, name: str, pre_image: str, written: str) -> bool:
-    """Put ``pre_image`` back (the recall check failed) if the file still holds what the run wrote."""
-    try:
-        write_atomic(confined(workspace, name), pre_image.encode("utf-8"), expected=written.encode("utf-8"))
-    except (WriteConflict, Unsafe):
-        return False
-    return True

@@ -55,6 +55,8 @@ FORWARD = "forward"
 BACK = "back"
 RELOCATION = "relocation"
 COMMIT = "commit"
+PUT_BACK = "putBack"  # the recall check putting a file's pre-image back, with a line in each file keeping a copy
+PUT_BACK_BY = "recall check"
 RECOVERED_BY = "recovery: the relocation was cut short before its source was written"
 COMMIT_RECOVERED_BY = "recovery: the applier's commit was cut short before its memory file was written"
 _PIECES = ("edit", ARCHIVE)  # the records of a write that follow its intent
@@ -150,9 +152,10 @@ def begin(workspace: Path, intent: Intent, records: Sequence[journal.Record], at
     journal.append(workspace, [intent.record(at), *records], capped=False)
 
 
-def finish(workspace: Path, intent: Intent, at: str) -> None:
-    """Close ``intent``: its source is written, its write is made. Raises OSError."""
-    journal.append(workspace, [done_record(intent, FORWARD, at)])
+def finish(workspace: Path, intent: Intent, at: str, records: Sequence[journal.Record] = ()) -> None:
+    """Close ``intent``: its source is written, its write is made; ``records`` go first, in the same
+    append (a put-back's ``restore`` records). Raises OSError."""
+    journal.append(workspace, [*records, done_record(intent, FORWARD, at)])
 
 
 def roll_back(workspace: Path, intent: Intent, records: Sequence[journal.Record], at: str, by: str,
@@ -272,10 +275,13 @@ def recover(workspace: Path, at: str) -> list[Recovered]:
         except (Unsafe, OSError):
             continue
         if _decide(text, intent, edits) == FORWARD:
-            finish(workspace, intent, at)
+            restores = [journal.undo_record("restore", intent.run, op, at, by=PUT_BACK_BY)
+                        for op in intent.ops if (intent.run, op) not in undone] if intent.write == PUT_BACK else []
+            finish(workspace, intent, at, restores)
             seen.outcome = FORWARD
             continue
-        mine = frozenset(op for op in intent.ops if (intent.run, op) in undone)
+        # a put-back rolled back leaves its file as the run wrote it: its ops stand, nothing to restore
+        mine = frozenset(intent.ops if intent.write == PUT_BACK else (op for op in intent.ops if (intent.run, op) in undone))
         by = COMMIT_RECOVERED_BY if intent.write == COMMIT else RECOVERED_BY
         seen.left = roll_back(workspace, intent, edits, at, by, mine, written=len(edits) == intent.records)
         seen.outcome = BACK
@@ -299,6 +305,11 @@ def _note(r: Recovered) -> str:
                 BACK: f"rolled back ({r.source} keeps what it would have removed)",
                 "": f"left open ({r.source} could not be read)"}
         head = f"The commit of {r.source} by run {r.run} (ops from {r.intent})"
+    elif r.write == PUT_BACK:
+        said = {FORWARD: f"rolled forward ({r.source} is as before the run; its ops are undone)",
+                BACK: f"rolled back ({r.source} keeps what the run wrote; its ops stand)",
+                "": f"left open ({r.source} could not be read)"}
+        head = f"The recall check's put-back of {r.source} by run {r.run}"
     else:
         said = {FORWARD: "rolled forward (its moves were made)", BACK: "rolled back (its entries are in their source)",
                 "": "left open (its source could not be read)"}

@@ -19,6 +19,7 @@ from services.dreaming.apply import intent
 from services.dreaming.apply.applier import Plan, plan
 from services.dreaming.apply.commit import PRUNED, commit
 from services.dreaming.apply.files import BACKUPS, read_text
+from services.dreaming.apply.restore import Written, put_back
 from services.dreaming.main import settle_workspace
 from services.dreaming.model.budgets import Budgets
 from services.dreaming.model.edit import sha256
@@ -316,3 +317,40 @@ def test_a_run_finishes_a_commit_left_open_before_it_reads_memory_and_says_so(tm
     assert report.notes[0] == ("The commit of MEMORY.md by run run (ops from run/1), cut short by a killed process: rolled "
                                "forward (its changes stand in MEMORY.md; the blocks it removed are in pruned.md).")
     assert intent.open_intents(journal.read(ws)) == []
+
+
+def test_a_kill_while_the_recall_check_puts_memory_back_leaves_pruned_md_saying_exactly_what_is_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stages: list[Snapshot]) -> None:
+    """The recall check of the commit could not find a removed entry: MEMORY.md and USER.md get
+    their pre-images back, and pruned.md keeps the blocks with a line saying they are back. Killed
+    at each step of that, the next start (or the recovery a run begins with) leaves each file as the
+    commit wrote it (its ops open, no line) or put back (its ops undone, the line in pruned.md)."""
+    pre, post = stages[0], stages[-1]
+    written = [Written(name, str(pre[name]), str(post[name]), ops, (PRUNED,))
+               for name, ops in (("MEMORY.md", ("run/1", "run/2", "run/3")), ("USER.md", ("run/4",)))]
+    why = {"MEMORY.md": "an entry was not found", "USER.md": "an entry was not found"}
+    count = fresh(tmp_path / "count")
+    commit(count, the_plan(), "run", AT)
+    with injected(monkeypatch, count, Steps()) as counted:
+        put_back(count, "run", AT, written, why)
+    assert counted.seen == [step for name in ("MEMORY.md", "USER.md") for step in (
+        "journal archive,intent", f"write {PRUNED}", f"write {name}", "journal intentDone,restore")]
+    for n, point in enumerate(crash_points(len(counted.seen), counted.seen)):
+        ws = fresh(tmp_path / f"k{n}")
+        commit(ws, the_plan(), "run", AT)
+        with injected(monkeypatch, ws, Steps(point)), pytest.raises(Crash):
+            put_back(ws, "run", AT, written, why)
+        if n % 2:
+            intent.recover(ws, "2026-12-01T04:00:00Z")
+        else:
+            start(ws)
+        records = journal.read(ws)
+        assert intent.open_intents(records) == []
+        undone = {r["op"] for r in records if r["kind"] == "restore"}
+        pruned = (ws / PRUNED).read_text()
+        for w in written:
+            back = (ws / w.file).read_text() == w.before
+            assert back or (ws / w.file).read_text() == w.after, (point, w.file)
+            assert set(w.ops) <= undone if back else not set(w.ops) & undone, (point, w.file)
+            assert pruned.count(f"{w.file} was restored after the recall check") == back, (point, w.file)
+        assert all(f"run run op {op[4:]} (" in pruned for op in REMOVED)  # the blocks stay archived either way

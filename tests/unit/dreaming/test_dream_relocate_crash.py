@@ -256,7 +256,8 @@ def test_a_kill_while_the_recall_check_puts_the_source_back_leaves_a_journal_tha
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, images: tuple[Snapshot, Snapshot]) -> None:
     """The recall check of a pass that could not find a moved entry puts MEMORY.md back (its
     destinations keep their copies, with a line saying so): killed at each step of that, the next
-    start leaves MEMORY.md as the pass left it with its moves open, or put back with them undone."""
+    start (or the recovery a run begins with) leaves MEMORY.md as the pass left it with its moves
+    open and no line, or put back with them undone and the line in each destination."""
     _, post = images
     after = str(post["MEMORY.md"])
     written = [Written("MEMORY.md", TEXT, after, tuple(OPS), (COMPLETED, "memory/log.md"))]
@@ -264,17 +265,24 @@ def test_a_kill_while_the_recall_check_puts_the_source_back_leaves_a_journal_tha
     relocate(count, "MEMORY.md", TEXT, MOVES, "run", AT)
     with injected(monkeypatch, count, Steps()) as counted:
         put_back(count, "run", AT, written, {"MEMORY.md": "an entry was not found"})
-    assert counted.seen == ["write MEMORY.md", "journal restore", f"write {COMPLETED}", "write memory/log.md"]
+    assert counted.seen == ["journal archive,intent", f"write {COMPLETED}", "write memory/log.md", "write MEMORY.md",
+                            "journal intentDone,restore"]
     for n, point in enumerate(crash_points(len(counted.seen), counted.seen)):
         ws = fresh(tmp_path / f"k{n}")
         relocate(ws, "MEMORY.md", TEXT, MOVES, "run", AT)
         with injected(monkeypatch, ws, Steps(point)), pytest.raises(Crash):
             put_back(ws, "run", AT, written, {"MEMORY.md": "an entry was not found"})
-        start(ws)
+        if n % 2:
+            relocation_intent.recover(ws, "2026-12-01T04:00:00Z")
+        else:
+            start(ws)
         memory = (ws / "MEMORY.md").read_text()
         assert memory in (TEXT, after)
         opened = sorted({r["op"] for r in open_edits(ws)})
         assert opened == ([] if memory == TEXT else OPS), (point, opened)
+        assert relocation_intent.open_intents(journal.read(ws)) == []
+        for name in (COMPLETED, "memory/log.md"):  # the line saying the entries are back: there exactly when they are
+            assert (ws / name).read_text().count("was restored after the recall check") == (memory == TEXT), (point, name)
         read = lambda rel: (ws / rel).read_text()  # noqa: E731 - a reader for plan_revert
         if memory == after:
             assert journal.plan_revert(journal.read(ws), "run", None, read).texts["MEMORY.md"] == TEXT
