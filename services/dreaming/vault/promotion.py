@@ -52,7 +52,10 @@ run and op, so reverting the original run or op takes it out of the vault; one
 still unreachable stays, and so do the rest. A promotion the KB refuses on a
 retry for another reason is ``declined`` and leaves the queue. The queue holds at
 most ``kept.MAX_KEPT`` promotions: a newer one past the cap is ``declined``
-(saying so), logged and noted in the run's audit.
+(saying so), logged and noted in the run's audit. A run's own promotions are
+kept before they are asked (``_keep_ahead``) and leave the queue once their
+writes are journaled, so a process killed between the KB's write and the
+journal's leaves them for the next run's retry, which journals the KB's answer.
 
 **Nothing promoted.** When no promotion of a run landed (created, merged or
 updated), ``not_promoted`` says why in plain words, audited as the run record's
@@ -342,6 +345,9 @@ def _settle_kept(agent: AgentConfig, at: str, left: list[Kept], landed: list[tup
     return notes
 
 
+ASKED = "asked; its answer is not journaled yet (a process killed before it was: the next run gets the KB's answer back)"
+
+
 def _keep(agent: AgentConfig, at: str, step: Step, waiting: list[tuple[int, Kept]]) -> None:
     """Keep ``waiting`` (their index in ``step``, reported ``pending``); one refused (the cap, a write that
     failed) is ``declined`` instead, logged and noted."""
@@ -382,15 +388,18 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
     if adds and STEP not in step.steps:
         step.steps.append(STEP)
     waiting: list[tuple[int, Kept]] = []
+    facts = {r.op_id: fact_text(r.proposal.content) for r in adds}
+    asks = {r.op_id: Kept(kept.request_id(agent.id, r.op_id), run_id, r.op_id, r.proposal.id, r.proposal.topic,
+                          r.proposal.reason, facts[r.op_id], at, ASKED) for r in adds if facts[r.op_id]}
+    ahead = _keep_ahead(agent, list(asks.values()) if not (step.cancelled or unreachable) else [])
     for r in adds:
         p = r.proposal
-        text = fact_text(p.content)
-        if not text:
+        if r.op_id not in asks:
             why = ("the add carries no fact: it is only MEMORY.md index pointers (and headings), whose links resolve "
                    "only in this agent's workspace")
             step.add(Promotion(r.op_id, p.id, SKIPPED, "", why), f"skipped: {why}")
             continue
-        ask = Kept(kept.request_id(agent.id, r.op_id), run_id, r.op_id, p.id, p.topic, p.reason, text, at, "")
+        ask = replace(asks[r.op_id], error="")
         if step.cancelled or unreachable:
             why = "the run was cancelled before it was asked" if step.cancelled else f"not asked: the KB is unavailable ({unreachable})"
             waiting.append((len(step.promotions), replace(ask, error=why)))
@@ -398,7 +407,7 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
                      f"pending: {why}; kept on this host, a later run retries it")
             continue
         try:
-            reply = await promoter.promote(agent.id, p.topic, p.reason, text, run_id, ask.request_id)
+            reply = await promoter.promote(agent.id, p.topic, p.reason, ask.fact, run_id, ask.request_id)
         except asyncio.CancelledError:
             step.cancelled = True
             why = "the run was cancelled while the KB was asked (it may have landed: the retry gets the KB's answer)"
@@ -416,13 +425,47 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
             step.add(Promotion(r.op_id, p.id, DECLINED, "", why), f"declined: {why}")
             continue
         step.add(_from_reply(r.op_id, p.id, reply), reply.message)
-    _keep(agent, at, step, waiting)
+    _keep(agent, at, step, [(i, k) for i, k in waiting if k.request_id not in ahead])
     for promotion in step.promotions:
         (log.warning if promotion.outcome in (DECLINED, PENDING) else log.info)(
             "dream_promotion", agent=agent.id, run=run_id, op=promotion.op_id, outcome=promotion.outcome,
             note=promotion.note or None, reason=promotion.reason, retry_of=promotion.retry_of or None)
-    step.notes += _journaled(agent, run_id, at, step.promotions[first:])
+    not_journaled = _journaled(agent, run_id, at, step.promotions[first:])
+    step.notes += not_journaled
+    if not not_journaled:  # journaled: the answered ones kept ahead leave the queue; the waiting ones say why
+        step.notes += _settle_ahead(agent, ahead, [k for _, k in waiting])
     return step
+
+
+def _keep_ahead(agent: AgentConfig, asks: Sequence[Kept]) -> set[str]:
+    """Keep ``asks`` before they are asked (module docstring "Kept and retried"), so a process killed
+    after the KB wrote and before the journal did leaves them kept: the next run's retry gets the KB's
+    answer back and journals it under this run. The request ids kept; none when the file cannot be
+    written or for those past the cap (they are kept afterwards only if they wait, as without this)."""
+    if not asks:
+        return set()
+    try:
+        refused = {k.request_id for k in kept.add(agent.workspace, asks)}
+    except OSError as exc:
+        log.warning("dream_promotions_not_kept_ahead", agent=agent.id, error=str(exc))
+        return set()
+    return {k.request_id for k in asks} - refused
+
+
+def _settle_ahead(agent: AgentConfig, ahead: set[str], waiting: Sequence[Kept]) -> list[str]:
+    """The queue once the run's promotions are journaled: those kept ahead that were answered leave it,
+    the waiting ones stay with their reason; a note of the run when it cannot be rewritten."""
+    if not ahead:
+        return []
+    why = {k.request_id: k for k in waiting}
+    try:
+        kept.write(agent.workspace, [why.get(k.request_id, k) for k in kept.read(agent.workspace)
+                                     if k.request_id not in ahead or k.request_id in why])
+    except OSError as exc:
+        log.error("dream_promotions_kept_not_written", agent=agent.id, error=str(exc))
+        return [f"The kept promotions could not be rewritten ({exc}); the next run asks this run's again, and the KB "
+                "answers each request once."]
+    return []
 
 
 def write_record(run_id: str, promotion: Promotion, at: str) -> Record:
