@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.atomic import WriteConflict, write_atomic
-from services.dreaming.apply.applier import Plan
 from services.dreaming.apply import intent
+from services.dreaming.apply.applier import Plan
 from services.dreaming.apply.files import Unsafe, append_text, backup, confined, read_text
 from services.dreaming.model.edit import CONTEXT_CHARS, Edit, sha256
 from services.dreaming.model.values import OpResult
@@ -100,10 +100,20 @@ def _abort(out: CommitOutcome, plan: Plan, name: str, reason: str) -> None:
     ]
 
 
-def _commit_file(workspace: Path, plan: Plan, name: str, run_id: str, now: str, out: CommitOutcome) -> None:
-    edits = [e for e in plan.edits if e.file == name]
-    original, new = plan.originals[name], plan.texts[name]
-    blocks = [e for e in edits if e.removed]
+@dataclass(frozen=True)
+class _Read:
+    """A memory file read again just before its commit: its path and bytes (None: it does not exist),
+    and pruned.md's path and text (None: it does not exist, or the commit archives nothing)."""
+
+    path: Path
+    raw: bytes | None
+    archive: Path
+    kept: str | None
+
+
+def _read_again(workspace: Path, plan: Plan, name: str, archives: bool, out: CommitOutcome) -> _Read | None:
+    """``name`` and pruned.md as they are now; None, the file aborted, when it changed since the plan
+    began from it or either cannot be read or written."""
     try:
         path = confined(workspace, name)
         raw: bytes | None = path.read_bytes()
@@ -111,20 +121,31 @@ def _commit_file(workspace: Path, plan: Plan, name: str, run_id: str, now: str, 
         raw = None  # not written yet: the write creates it (and fails if someone else did meanwhile)
     except Unsafe as exc:
         _abort(out, plan, name, str(exc))
-        return
+        return None
     try:
         current = "" if raw is None else raw.decode("utf-8")
         archive = confined(workspace, PRUNED)
-        kept = read_text(workspace, PRUNED) if blocks and archive.exists() else None
+        kept = read_text(workspace, PRUNED) if archives and archive.exists() else None
     except UnicodeDecodeError as exc:
         _abort(out, plan, name, f"{name} is not valid UTF-8 (byte {exc.start}); dreaming does not rewrite it (fix it on disk)")
-        return
+        return None
     except (Unsafe, OSError) as exc:
         _abort(out, plan, name, f"{PRUNED} cannot take the removed blocks ({exc}); nothing written to {name}")
-        return
-    if current != original:
+        return None
+    if current != plan.originals[name]:
         _abort(out, plan, name, f"{name} changed on disk during the run (compare-and-swap); nothing written to it")
+        return None
+    return _Read(path, raw, archive, kept)
+
+
+def _commit_file(workspace: Path, plan: Plan, name: str, run_id: str, now: str, out: CommitOutcome) -> None:
+    edits = [e for e in plan.edits if e.file == name]
+    original, new = plan.originals[name], plan.texts[name]
+    blocks = [e for e in edits if e.removed]
+    now_read = _read_again(workspace, plan, name, bool(blocks), out)
+    if now_read is None:
         return
+    path, raw, archive, kept = now_read.path, now_read.raw, now_read.archive, now_read.kept
     pieces = [intent.Piece(e.op_id, pruned_block(e, run_id, now[:10]), e.reason, e.heading_path) for e in blocks]
     inserted, copies = intent.appended(PRUNED, kept or "", pieces, run_id, now, kind=intent.ARCHIVE)
     records = [journal.edit_record(run_id, e, now) for e in edits]
@@ -168,13 +189,17 @@ def _append_episodic(workspace: Path, rel: str, block: str, result: OpResult, ru
             before=before[-CONTEXT_CHARS:], after="", hash_before=sha256(before), hash_after=sha256(after),
             reason=result.proposal.reason, at_start=len(before) <= CONTEXT_CHARS, at_end=False,
         )
-        records.append(journal.edit_record(run_id, edit, now))
-        journal.append(workspace, records[-1:])
+        record = journal.edit_record(run_id, edit, now)
+        journal.append(workspace, [record])
+        records.append(record)
 
     records: list[journal.Record] = []
     try:
         append_text(confined(workspace, rel), block, before_rename=journaled)
     except (Unsafe, WriteConflict, OSError) as exc:
+        if records:  # journaled, then the rename failed: the journal says so at once
+            with contextlib.suppress(OSError):  # else journal.settle says so at the next start
+                journal.append(workspace, [journal.undo_record("restore", run_id, result.op_id, now, by=f"the write failed ({exc})")])
         return OpResult(result.op_id, result.proposal, "skipped", f"not written: {exc}", file=rel)
     out.records += records
     return result

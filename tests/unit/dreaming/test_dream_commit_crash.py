@@ -1,8 +1,14 @@
-"""A commit cut short by a crash: the journal still says what the file holds.
+"""A commit cut short by a crash: each file is as before it or as after it, pruned.md agrees, and
+the journal still says what the files hold.
 
-The crash is a BaseException raised by a patched step of ``write_atomic`` (the rename, or
-the folder's fsync just after it), which nothing in the commit catches: what is on disk then
-is what a kill -9 at that point leaves. ``journal.settle`` is what dreaming's next start runs.
+The crash is a BaseException, which nothing in the commit catches: what is on disk then is what a
+kill -9 at that point leaves. The first tests raise it at a patched step of ``write_atomic`` (the
+rename, or the folder's fsync just after it) and call ``journal.settle``; the later ones kill a
+commit of MEMORY.md, USER.md and an episodic note at every step (``dreaming_kills``: just before a
+file write or journal append, just after it, or in the middle of the append), then what dreaming's
+next start (``main.settle_workspace``) or the recovery a run begins with does; then the recovery
+killed at each of its own steps, pruned.md or MEMORY.md changed by someone else, and the recall
+check's put-back killed at each of its steps.
 """
 
 from __future__ import annotations
@@ -354,3 +360,23 @@ def test_a_kill_while_the_recall_check_puts_memory_back_leaves_pruned_md_saying_
             assert set(w.ops) <= undone if back else not set(w.ops) & undone, (point, w.file)
             assert pruned.count(f"{w.file} was restored after the recall check") == back, (point, w.file)
         assert all(f"run run op {op[4:]} (" in pruned for op in REMOVED)  # the blocks stay archived either way
+
+
+def test_an_episodic_append_whose_rename_fails_after_its_record_is_marked_undone_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = fresh(tmp_path)
+    (ws / LOG).write_text("# Log\n")
+    real = os.replace
+
+    def failing(src: object, dst: object) -> None:
+        if str(dst).endswith(LOG):
+            raise OSError(28, "No space left on device")
+        real(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", failing)
+    done = commit(ws, the_plan(), "run", AT)
+    monkeypatch.undo()
+    assert [(r.op_id, r.status) for r in done.results][-1] == ("run/5", "skipped") and (ws / LOG).read_text() == "# Log\n"
+    mine = [r for r in journal.read(ws) if r.get("op") == "run/5"]
+    assert [(r["kind"], r.get("by", "")) for r in mine] == [("edit", ""), ("restore", "the write failed ([Errno 28] No space left on device)")]
+    assert journal.settle(ws, reader(ws), AT) == []  # nothing left for the next start
