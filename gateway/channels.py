@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import grpc
 
-from gateway.grpc_server import MAX_MESSAGE_BYTES
-
+# The largest message either side of any call sends or takes, the servers' (gateway.grpc_server) too.
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_DEADLINE_S = 10.0
 HEALTH_DEADLINE_S = 1.0
 # A dreaming run (RunNow, AcceptProposals) waits for its reviewer (reviewerTimeoutSeconds,

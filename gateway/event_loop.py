@@ -6,36 +6,45 @@ file API; uvloop does that work in C. grpc.aio runs on it unchanged: its
 completion queue poller wakes the loop through a file descriptor, which any
 loop with ``add_reader`` serves. uvloop comes with ``uvicorn[standard]`` and
 is pinned in pyproject.toml; where it cannot be imported (a platform without
-a wheel) every process runs on the standard loop.
+a wheel) every process runs on the standard loop. It is imported when a loop
+is made on it, so dreaming, which runs on asyncio's own, never loads it
+(docs/operations.md "Memory at rest").
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable, Coroutine
+from types import ModuleType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-try:
-    import uvloop
-except ImportError:  # pragma: no cover - every supported platform has a wheel
-    uvloop = None  # type: ignore[assignment]
+
+def _uvloop() -> ModuleType | None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - every supported platform has a wheel
+        return None
+    return uvloop
 
 
 def loop_name() -> str:
     """``"uvloop"`` or ``"asyncio"``: what ``run`` and the shim's uvicorn run on."""
-    return "uvloop" if uvloop is not None else "asyncio"
+    return "uvloop" if _uvloop() is not None else "asyncio"
 
 
 def running_loop_name() -> str:
     """``"uvloop"`` or ``"asyncio"``: the loop this coroutine runs on (the ``listening`` log line says it)."""
     loop = asyncio.get_running_loop()
+    uvloop = sys.modules.get("uvloop")  # not imported: this loop is not one of its
     return "uvloop" if uvloop is not None and isinstance(loop, uvloop.Loop) else "asyncio"
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """The factory of the loop ``run`` uses; None means asyncio's default."""
+    uvloop = _uvloop()
     return uvloop.new_event_loop if uvloop is not None else None
 
 

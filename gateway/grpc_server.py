@@ -24,6 +24,7 @@ import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from gateway.channels import MAX_MESSAGE_BYTES
 from gateway.config_model import SOCKET_PATH_MAX, socket_fits
 from gateway.dependencies import DEPENDENCIES, DEPENDENCIES_SERVICE, REASON_METADATA
 from gateway.event_loop import running_loop_name
@@ -33,7 +34,6 @@ from gateway.ports import BindError, listen_problem
 from gateway.resources import NAMES, RESOURCES_SERVICE, SHORTAGES, open_files_limit
 from gateway import ready_pipe, reflection
 
-MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 STOP_GRACE_SECONDS = 5.0
 
 SERVER_OPTIONS = [

@@ -14,7 +14,8 @@ overflow) log it and try again a tick later instead of dying.
 On Linux a watch is an inotify instance (``gateway.inotify``) whose descriptor the
 event loop reads: nothing runs between events, and a batch is what arrives within
 ``debounce_ms`` of its first event. Elsewhere watchfiles does the watching, with its
-thread checking for events every ``step_ms``.
+thread checking for events every ``step_ms``; it is imported only there, so a process on Linux
+never loads it (docs/operations.md "Memory at rest").
 
 ``batches`` holds the first part and ``keep_watching`` the second. Stopping is by the
 ``stop`` event; cancelling the task instead is also clean, because the generator is
@@ -25,17 +26,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
-from watchfiles import Change, awatch
 
 from gateway import inotify
 
 __all__ = ["Batch", "Change", "WatchTiming", "batches", "keep_watching", "wait_or_stop"]
 
 log = structlog.get_logger()
+
+
+class Change(enum.IntEnum):
+    """What happened to a path: watchfiles' ``Change``, with its values, without importing watchfiles."""
+
+    added = 1
+    modified = 2
+    deleted = 3
+
 
 Batch = set[tuple[Change, str]]  # (what happened, absolute path); empty when a tick passed quietly
 FALLBACK_TICK_MS = 1000  # the longest quiet tick where watchfiles watches (a nudge waits for it)
@@ -73,10 +83,7 @@ async def batches(
     inotify, ticks come at least every ``FALLBACK_TICK_MS`` and a nudge waits for the next one.
     """
     if not inotify.available():
-        tick_ms = min(timing.tick_ms, FALLBACK_TICK_MS)
-        stream = awatch(*paths, watch_filter=None, debounce=timing.debounce_ms, step=timing.step_ms, stop_event=stop,
-                        rust_timeout=tick_ms, yield_on_timeout=True, ignore_permission_denied=True,
-                        recursive=recursive)  # fmt: skip
+        stream = _watchfiles_batches(paths, stop, timing, recursive)
         async with contextlib.aclosing(stream):
             yield stream
         return
@@ -89,6 +96,18 @@ async def batches(
             yield batched
     finally:
         notify.close()
+
+
+async def _watchfiles_batches(paths: Sequence[str], stop: asyncio.Event, timing: WatchTiming,
+                              recursive: bool) -> AsyncGenerator[Batch, None]:  # fmt: skip
+    from watchfiles import awatch  # only where there is no inotify: see the module
+
+    stream = awatch(*paths, watch_filter=None, debounce=timing.debounce_ms, step=timing.step_ms, stop_event=stop,
+                    rust_timeout=min(timing.tick_ms, FALLBACK_TICK_MS), yield_on_timeout=True,
+                    ignore_permission_denied=True, recursive=recursive)  # fmt: skip
+    async with contextlib.aclosing(stream):
+        async for changes in stream:
+            yield {(Change(int(change)), path) for change, path in changes}
 
 
 def _change(event: inotify.Event) -> Change:

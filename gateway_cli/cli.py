@@ -15,6 +15,7 @@ from gateway_cli import (
     admin_cli,
     backup_cli,
     config_cli,
+    doctor_cli,
     dream_cli,
     health_cli,
     init_cli,
@@ -49,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     compose.add_argument("--home", help="gateway home")
 
     dream_cli.add_parser(sub)
+    doctor_cli.add_parser(sub)
     migrate_cli.add_parser(sub)
 
     mcp = sub.add_parser("mcp", help="serve the memory tools (memory_search, memory_get, memory_shared_*) over stdio (MCP) for one agent")
@@ -153,6 +155,8 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         return migrate_cli.run(args, home)
     if args.command == "dream":
         return dream_cli.run(args, home, _config(home, dict(os.environ)))
+    if args.command == "doctor":
+        return doctor_cli.run(args, _config(home, dict(os.environ)))
     if args.command == "reviewer":
         return stand_in.run(args.file)
     if args.command == "config":

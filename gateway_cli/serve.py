@@ -65,7 +65,7 @@ def serve(name: str, home: Path, port: int | None, instance: str | None = None, 
     (``gateway.http_workers``), and names itself so."""
     from gateway import ready_pipe, unused_extras
 
-    unused_extras.refuse()
+    unused_extras.refuse(name)
     ready_pipe.expect(ready_fd)
 
     from gateway import http_workers

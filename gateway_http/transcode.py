@@ -142,17 +142,22 @@ _FLAT_TYPES = (FD.CPPTYPE_STRING, FD.CPPTYPE_BOOL, FD.CPPTYPE_INT32, FD.CPPTYPE_
 
 @functools.cache
 def flat_plan(message_descriptor: descriptor.Descriptor) -> tuple[tuple[str, object], ...] | None:
-    """``(json name, default)`` of each field without presence, for a message of plain scalars only.
+    """``(json name, default)`` of each field without presence, for a message of plain scalars and
+    repeated strings only (a repeated field's default is ``()``: orjson writes ``[]``).
 
-    None when any field is repeated, a message, bytes, an enum, 64-bit or
-    floating (protojson renders those in ways of their own): such a message
-    takes ``json_format``'s general path.
+    None when any field is a message, bytes, an enum, 64-bit or floating, or
+    repeated but a string (protojson renders those in ways of their own): such
+    a message takes ``json_format``'s general path.
     """
-    plan = []
+    plan: list[tuple[str, object]] = []
     for field in message_descriptor.fields:
-        if field.is_repeated or field.cpp_type not in _FLAT_TYPES or field.type == FD.TYPE_BYTES:
+        if field.cpp_type not in _FLAT_TYPES or field.type == FD.TYPE_BYTES:
             return None
-        if not field.has_presence:
+        if field.is_repeated and field.cpp_type != FD.CPPTYPE_STRING:
+            return None
+        if field.is_repeated:
+            plan.append((field.json_name, ()))
+        elif not field.has_presence:
             plan.append((field.json_name, field.default_value))
     return tuple(plan)
 
@@ -171,7 +176,7 @@ def render(message: Message) -> bytes:
     if plan is None:
         data = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
         return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    data = {field.json_name: value for field, value in message.ListFields()}
+    data = {field.json_name: list(value) if field.is_repeated else value for field, value in message.ListFields()}
     for name, default in plan:
         data.setdefault(name, default)
     return orjson.dumps(data)

@@ -27,7 +27,7 @@ from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior_
 from gateway.v1 import options_pb2 as gateway_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16gateway/v1/files.proto\x12\ngateway.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x18gateway/v1/options.proto\"4\n\x0eGetFileRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\"D\n\x0fGetFileResponse\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x0e\n\x06sha256\x18\x03 \x01(\t\"\x8e\x01\n\x0ePutFileRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x1a\n\x07\x63ontent\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02H\x00\x88\x01\x01\x12\x1c\n\x0f\x65xpected_sha256\x18\x04 \x01(\tH\x01\x88\x01\x01\x42\n\n\x08_contentB\x12\n\x10_expected_sha256\"D\n\x0fPutFileResponse\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0e\n\x06sha256\x18\x03 \x01(\t2\x91\x02\n\x0eWorkspaceFiles\x12v\n\x07GetFile\x12\x1a.gateway.v1.GetFileRequest\x1a\x1b.gateway.v1.GetFileResponse\"2\x82\xd3\xe4\x93\x02,\x12*/api/v1/agents/{agent_id}/files/{filename}\x12y\n\x07PutFile\x12\x1a.gateway.v1.PutFileRequest\x1a\x1b.gateway.v1.PutFileResponse\"5\x82\xd3\xe4\x93\x02/\x1a*/api/v1/agents/{agent_id}/files/{filename}:\x01*\x1a\x0c\x8a\xb5\x18\x08\x66ile_apib\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16gateway/v1/files.proto\x12\ngateway.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x18gateway/v1/options.proto\"4\n\x0eGetFileRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\"D\n\x0fGetFileResponse\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x0e\n\x06sha256\x18\x03 \x01(\t\"\x8e\x01\n\x0ePutFileRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x1a\n\x07\x63ontent\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02H\x00\x88\x01\x01\x12\x1c\n\x0f\x65xpected_sha256\x18\x04 \x01(\tH\x01\x88\x01\x01\x42\n\n\x08_contentB\x12\n\x10_expected_sha256\"V\n\x0fPutFileResponse\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x10\n\x08warnings\x18\x04 \x03(\t2\x91\x02\n\x0eWorkspaceFiles\x12v\n\x07GetFile\x12\x1a.gateway.v1.GetFileRequest\x1a\x1b.gateway.v1.GetFileResponse\"2\x82\xd3\xe4\x93\x02,\x12*/api/v1/agents/{agent_id}/files/{filename}\x12y\n\x07PutFile\x12\x1a.gateway.v1.PutFileRequest\x1a\x1b.gateway.v1.PutFileResponse\"5\x82\xd3\xe4\x93\x02/\x1a*/api/v1/agents/{agent_id}/files/{filename}:\x01*\x1a\x0c\x8a\xb5\x18\x08\x66ile_apib\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -49,7 +49,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PUTFILEREQUEST']._serialized_start=252
   _globals['_PUTFILEREQUEST']._serialized_end=394
   _globals['_PUTFILERESPONSE']._serialized_start=396
-  _globals['_PUTFILERESPONSE']._serialized_end=464
-  _globals['_WORKSPACEFILES']._serialized_start=467
-  _globals['_WORKSPACEFILES']._serialized_end=740
+  _globals['_PUTFILERESPONSE']._serialized_end=482
+  _globals['_WORKSPACEFILES']._serialized_start=485
+  _globals['_WORKSPACEFILES']._serialized_end=758
 # @@protoc_insertion_point(module_scope)

@@ -521,6 +521,60 @@ class GetResponse(_message.Message):
     truncated: bool
     def __init__(self, path: _Optional[str] = ..., text: _Optional[str] = ..., from_line: _Optional[int] = ..., to_line: _Optional[int] = ..., total_lines: _Optional[int] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
+class ForgetTextRequest(_message.Message):
+    __slots__ = ("agent_id", "text", "pattern", "shared", "apply", "tombstone_id", "changed_paths")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
+    APPLY_FIELD_NUMBER: _ClassVar[int]
+    TOMBSTONE_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_PATHS_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    text: str
+    pattern: str
+    shared: bool
+    apply: bool
+    tombstone_id: str
+    changed_paths: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent_id: _Optional[str] = ..., text: _Optional[str] = ..., pattern: _Optional[str] = ..., shared: _Optional[bool] = ..., apply: _Optional[bool] = ..., tombstone_id: _Optional[str] = ..., changed_paths: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ForgetPlace(_message.Message):
+    __slots__ = ("place", "kind", "count", "lines")
+    PLACE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    place: str
+    kind: str
+    count: int
+    lines: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, place: _Optional[str] = ..., kind: _Optional[str] = ..., count: _Optional[int] = ..., lines: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ForgetStore(_message.Message):
+    __slots__ = ("store", "places", "left", "purged", "bytes_before", "bytes_after", "purge_seconds")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    PLACES_FIELD_NUMBER: _ClassVar[int]
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    PURGED_FIELD_NUMBER: _ClassVar[int]
+    BYTES_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_AFTER_FIELD_NUMBER: _ClassVar[int]
+    PURGE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    places: _containers.RepeatedCompositeFieldContainer[ForgetPlace]
+    left: _containers.RepeatedCompositeFieldContainer[ForgetPlace]
+    purged: bool
+    bytes_before: int
+    bytes_after: int
+    purge_seconds: float
+    def __init__(self, store: _Optional[str] = ..., places: _Optional[_Iterable[_Union[ForgetPlace, _Mapping]]] = ..., left: _Optional[_Iterable[_Union[ForgetPlace, _Mapping]]] = ..., purged: _Optional[bool] = ..., bytes_before: _Optional[int] = ..., bytes_after: _Optional[int] = ..., purge_seconds: _Optional[float] = ...) -> None: ...
+
+class ForgetTextResponse(_message.Message):
+    __slots__ = ("stores",)
+    STORES_FIELD_NUMBER: _ClassVar[int]
+    stores: _containers.RepeatedCompositeFieldContainer[ForgetStore]
+    def __init__(self, stores: _Optional[_Iterable[_Union[ForgetStore, _Mapping]]] = ...) -> None: ...
+
 class FoldRetrievalsRequest(_message.Message):
     __slots__ = ("agent_id",)
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]

@@ -129,6 +129,11 @@ class KnowledgeStub:
                 request_serializer=gateway_dot_v1_dot_kb__pb2.UndoPromotionRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_kb__pb2.UndoPromotionResponse.FromString,
                 _registered_method=True)
+        self.ForgetText = channel.unary_unary(
+                '/gateway.v1.Knowledge/ForgetText',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.ForgetTextRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.ForgetTextResponse.FromString,
+                _registered_method=True)
 
 
 class KnowledgeServicer:
@@ -326,6 +331,22 @@ class KnowledgeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ForgetText(self, request, context):
+        """The KB's part of a forget (dreaming calls it after it rewrote the
+        workspace's files): where the text or pattern sits in the agent's archive
+        and, with shared, in its vault (notes live and retired, promotion records,
+        graph reports), per place a path or table, a count and line numbers, never
+        the text. With apply: the changed files and every source still holding it
+        are reindexed, vault notes are rewritten with the marker of tombstone_id
+        (compare-and-swap, retried), and the bytes leave the databases (SQLite:
+        secure_delete, FTS5 optimize, WAL checkpoint, VACUUM). Needs write access;
+        shared needs a key whose scope is "*". INVALID_ARGUMENT for a bad target,
+        path or tombstone id. Internal: no REST route (dreaming's Forget has it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KnowledgeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -423,6 +444,11 @@ def add_KnowledgeServicer_to_server(servicer, server):
                     servicer.UndoPromotion,
                     request_deserializer=gateway_dot_v1_dot_kb__pb2.UndoPromotionRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_kb__pb2.UndoPromotionResponse.SerializeToString,
+            ),
+            'ForgetText': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForgetText,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.ForgetTextRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.ForgetTextResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -938,6 +964,33 @@ class Knowledge:
             '/gateway.v1.Knowledge/UndoPromotion',
             gateway_dot_v1_dot_kb__pb2.UndoPromotionRequest.SerializeToString,
             gateway_dot_v1_dot_kb__pb2.UndoPromotionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForgetText(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/ForgetText',
+            gateway_dot_v1_dot_kb__pb2.ForgetTextRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.ForgetTextResponse.FromString,
             options,
             channel_credentials,
             insecure,

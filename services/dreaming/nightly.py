@@ -139,7 +139,7 @@ async def run(
     first = passes.ops + 1
     numbered = {id(p): f"{run_id}/{first + i}" for i, p in enumerate(proposals)}
     planned = applier.plan(texts, [(numbered[id(p)], p) for p in chosen], budgets, began=began)  # (7)
-    left_out = [OpResult(numbered[id(p)], p, "skipped", why, file=p.file) for p, why in left]
+    left_out = [OpResult(numbered[id(p)], applier.withheld(p), "skipped", why, file=p.file) for p, why in left]
     summary = outcome.reply.summary if outcome else ""
     report = replace(base, reason=outcome.reason if outcome is not None and not outcome.ok else quiet, summary=summary,
                      reviewer=outcome, notes=(*intent.notes(recovered), *passes.notes))

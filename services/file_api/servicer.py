@@ -1,4 +1,9 @@
-"""gRPC servicer of gateway.v1.WorkspaceFiles: parse, authorize, call files.py."""
+"""gRPC servicer of gateway.v1.WorkspaceFiles: parse, authorize, call files.py.
+
+A PUT whose content holds a secret (``gateway.secrets_guard``) is written all the same (the user's
+own file) and answered with one ``warnings`` line per finding; each is logged (``put_holds_secret``:
+the key's label, the file, the line and the detector, never the value). docs/concepts/secrets.md.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,8 @@ from gateway.config import AgentConfig
 from gateway.errors import InvalidArgument
 from gateway.live_config import LiveConfig
 from gateway.put_record import record_put
-from gateway.rpc import authorize_call, unary
+from gateway.rpc import authorize_call, caller_label, unary
+from gateway.secrets_guard import find_secrets
 from gateway.v1 import files_pb2, files_pb2_grpc
 from services.file_api import files
 from services.file_api.names import check_filename
@@ -21,6 +27,24 @@ from services.file_api.read_cache import MIB, ReadCache
 log = structlog.get_logger()
 
 SAVED_MESSAGE = "File saved. CLAUDE.md will auto-reload."
+SECRET_WARNING = ("{where}: this file now holds a secret; keep secrets in a secret store, not in memory "
+                  "(`gateway doctor secrets {agent}` lists where they sit)")
+
+
+def secret_warnings(agent_id: str, name: str, text: str, key: str | None) -> list[str]:
+    """The ``warnings`` of a PUT of ``text`` to ``name``: one line per secret found, each logged with
+    the caller's key label ``key``; the value is in neither. A scanner that fails is logged and warns
+    of nothing: the file is written by then, and the answer must say so."""
+    try:
+        found_all = find_secrets(text)
+    except Exception as exc:  # noqa: BLE001 - advisory only: the write it follows succeeded
+        log.error("put_secret_scan_failed", agent=agent_id, file=name, error=f"{type(exc).__name__}: {exc}")
+        return []
+    out = []
+    for found in found_all:
+        log.warning("put_holds_secret", agent=agent_id, file=name, key=key, line=found.line, detector=found.detector)
+        out.append(SECRET_WARNING.format(where=found.says(), agent=agent_id))
+    return out
 
 
 def _reply(name: str, text: str) -> files_pb2.GetFileResponse:
@@ -61,6 +85,13 @@ class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
             except OSError as exc:  # the file is written all the same; lineage will say "unknown"
                 log.warning("put_not_recorded", agent=agent.id, file=name, error=str(exc))
 
-        # fsync blocks; keep it off the event loop so reads are not held up.
-        await asyncio.to_thread(files.write_file, agent.workspace, name, data, expected_sha256=expected, before_rename=record)
-        return files_pb2.PutFileResponse(filename=name, message=SAVED_MESSAGE, sha256=files.sha256_hex(data))
+        key = caller_label()
+
+        def write() -> list[str]:  # the secret guard runs once the file is written: it warns, never refuses
+            files.write_file(agent.workspace, name, data, expected_sha256=expected, before_rename=record)
+            return secret_warnings(agent.id, name, request.content, key)
+
+        # fsync blocks, and so does the scan; keep them off the event loop so reads are not held up.
+        warnings = await asyncio.to_thread(write)
+        return files_pb2.PutFileResponse(filename=name, message=SAVED_MESSAGE, sha256=files.sha256_hex(data),
+                                         warnings=warnings)

@@ -1,5 +1,9 @@
 """gRPC servicer of gateway.v1.Knowledge: parse, authorize, call the archives.
 
+A shared note's content (or a promoted fact) that holds a secret is refused
+(``gateway.secrets_guard``: INVALID_ARGUMENT naming each detector and line, never the value;
+docs/concepts/secrets.md), scanned off the event loop.
+
 A shared-note write that wrote nothing, and a name clash, are worded for the
 caller here (``rest_hints``: the REST route and the ``confirm`` field); the
 vault's own messages name no transport.
@@ -20,17 +24,22 @@ from typing import Any, Protocol
 import grpc
 import structlog
 
-from gateway.auth import Authenticator
+from gateway.auth import Authenticator, Caller
 from gateway import promotion_write
-from gateway.errors import InvalidArgument
+from gateway.errors import InvalidArgument, PermissionDenied
+from gateway.forgetting import Target
 from gateway.rpc import authorize_call, caller_label, unary
+from gateway.secrets_guard import refuse_secrets
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
 from services.kb.archive.archives import Archives
-from services.kb.archive.arguments import check_corpus, check_query, check_sources
+from services.kb.archive import forget as archive_forget
+from services.kb.archive.arguments import (
+    TOMBSTONE_ID, changed_sources, check_corpus, check_query, check_sources, check_tombstone_id)
 from services.kb.archive.recall_probe import MAX_PROBES
 from services.kb.archive.retrieval_log import Retrieved
 from services.kb.index.hits import SearchHit, shown_score
+from services.kb.index.purge import Place, StoreForget, shown
 from services.kb.index.lifecycle_rows import MAX_HASHES, MAX_UPDATES, EntryRow, Lifecycle, Update, check_hashes
 from services.kb.metrics import observe_search
 from services.kb.vault.gc import GcReport, note_ref
@@ -106,8 +115,8 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
         self._vaults = vaults
         self._auth = auth
 
-    def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool = False) -> None:
-        authorize_call(self._auth(), context, agent_id, agent_exists=self._archives.agent(agent_id) is not None, write=write)
+    def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool = False) -> Caller:
+        return authorize_call(self._auth(), context, agent_id, agent_exists=self._archives.agent(agent_id) is not None, write=write)
 
     @unary
     async def Refresh(self, request: kb_pb2.RefreshRequest, context: grpc.aio.ServicerContext) -> kb_pb2.RefreshResponse:  # noqa: N802
@@ -215,6 +224,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def CreateSharedNote(self, request: kb_pb2.CreateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CreateSharedNoteResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
+        await asyncio.to_thread(refuse_secrets, request.content, "content")
         try:
             r = await self._vaults.create(request.agent_id, request.name, request.content, request.confirm, caller_label() or "")
         except NoteExists as exc:
@@ -237,6 +247,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def UpdateSharedNote(self, request: kb_pb2.UpdateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.UpdateSharedNoteResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
+        await asyncio.to_thread(refuse_secrets, request.content, "content")
         try:
             r = await self._vaults.update(request.agent_id, request.name, request.content, request.confirm, caller_label() or "")
         except NoteMissing as exc:
@@ -262,6 +273,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def PromoteFact(self, request: kb_pb2.PromoteFactRequest, context: grpc.aio.ServicerContext) -> kb_pb2.PromoteFactResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
+        await asyncio.to_thread(refuse_secrets, request.content, "content")
         r = await self._vaults.promote(request.agent_id, request.topic, request.reason, request.content, request.run_id,
                                       caller_label() or "", request.request_id)
         return pb.PromoteFactResponse(
@@ -288,6 +300,23 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
         return pb.SharedNoteMoved(from_name=r.retired_name, to_name=r.name)
 
     @unary
+    async def ForgetText(self, request: kb_pb2.ForgetTextRequest, context: grpc.aio.ServicerContext) -> kb_pb2.ForgetTextResponse:  # noqa: N802
+        caller = self._check(context, request.agent_id, write=True)
+        if request.shared and caller.key is not None and caller.key.agents is not None:
+            raise PermissionDenied("forgetting in the shared vault needs a key whose scope is \"*\"")
+        target = Target.parse(request.text, request.pattern)
+        tombstone_id = check_tombstone_id(request.tombstone_id) if request.apply else ""
+        changed = changed_sources(request.changed_paths)
+        if request.shared:
+            self._vaults.require(request.agent_id)  # refused before the archive's part runs
+        stores = [await archive_forget.forget(self._archives, request.agent_id, target, tombstone_id, changed,
+                                             request.apply)]
+        if request.shared:
+            stores.append(await self._vaults.forget(request.agent_id, target, tombstone_id, request.apply))
+        shown_id = tombstone_id or (request.tombstone_id if TOMBSTONE_ID.fullmatch(request.tombstone_id) else "F-…")
+        return pb.ForgetTextResponse(stores=[_forgotten(s, target, shown_id) for s in stores])
+
+    @unary
     async def CollectVault(self, request: kb_pb2.CollectVaultRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CollectVaultResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
         return _collected(await self._vaults.collect(request.agent_id))
@@ -306,3 +335,17 @@ def _collected(r: GcReport) -> kb_pb2.CollectVaultResponse:
         max_retirements_per_run=r.max_retirements, folded=r.folded, retired=list(r.retired), restored=list(r.restored),
         kept=list(r.kept), waiting=r.waiting, skipped=list(r.skipped), skipped_count=r.skipped_count, message=r.message,
     )
+
+
+def _places(places: list[Place], target: Target, tombstone_id: str) -> list[kb_pb2.ForgetPlace]:
+    """The places as the reply shows them: a path that holds the text itself shown scrubbed (``purge.shown``)."""
+    return [pb.ForgetPlace(place=p.where, kind=p.kind, count=p.count, lines=list(p.lines))
+            for p in (shown(place, target, tombstone_id) for place in places)]
+
+
+def _forgotten(s: StoreForget, target: Target, tombstone_id: str) -> kb_pb2.ForgetStore:
+    purge = s.purge
+    return pb.ForgetStore(store=s.store, places=_places(s.places, target, tombstone_id),
+                          left=_places(s.left, target, tombstone_id), purged=purge is not None,
+                          bytes_before=purge.bytes_before if purge else 0, bytes_after=purge.bytes_after if purge else 0,
+                          purge_seconds=purge.seconds if purge else 0.0)

@@ -43,7 +43,7 @@ class VaultViews:
     """ListSharedNotes and GetVaultGraph; the class that mixes it in gives ``_vaults`` and ``_check``."""
 
     _vaults: SharedVaults[Any]
-    _check: Callable[..., None]  # (context, agent_id, *, write=False): raises when the caller may not
+    _check: Callable[..., object]  # (context, agent_id, *, write=False): the caller; raises when it may not
 
     @unary
     async def ListSharedNotes(self, request: kb_pb2.ListSharedNotesRequest, context: grpc.aio.ServicerContext) -> kb_pb2.ListSharedNotesResponse:  # noqa: N802

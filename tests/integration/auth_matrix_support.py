@@ -61,6 +61,7 @@ ACCESS: dict[str, str] = {
     "gateway.v1.Knowledge.ProbeRecall": READ,
     "gateway.v1.Knowledge.ListArchiveEntries": READ,
     "gateway.v1.Knowledge.UpdateEntryLifecycle": WRITE,
+    "gateway.v1.Knowledge.ForgetText": WRITE,
     "gateway.v1.Knowledge.GetIndexStatus": READ,
     "gateway.v1.Knowledge.CreateSharedNote": WRITE,
     "gateway.v1.Knowledge.GetSharedNote": READ,
@@ -209,6 +210,7 @@ REQUESTS: dict[str, Builder] = {
     "gateway.v1.Knowledge.ProbeRecall": lambda p, a, r: {},
     "gateway.v1.Knowledge.ListArchiveEntries": lambda p, a, r: {},
     "gateway.v1.Knowledge.UpdateEntryLifecycle": lambda p, a, r: {},
+    "gateway.v1.Knowledge.ForgetText": lambda p, a, r: {"text": "matrix forget words"},  # a dry run
     "gateway.v1.Knowledge.GetIndexStatus": lambda p, a, r: {},
     "gateway.v1.Knowledge.CreateSharedNote": lambda p, a, r: {"name": p.unique("matrix-new"), "content": NOTE, "confirm": True},
     "gateway.v1.Knowledge.GetSharedNote": lambda p, a, r: {"name": _note_or_absent(p, a, r)},

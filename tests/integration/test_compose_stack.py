@@ -132,7 +132,8 @@ def test_compose_stack_serves_rest_composes_and_dreams(monkeypatch: pytest.Monke
             put = client.put(url, json={"content": soul}, headers={"X-Api-Key": key, "Content-Type": "application/json"})
             assert put.status_code == 200, put.text
             sha256 = hashlib.sha256(soul.encode()).hexdigest()
-            assert put.json() == {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload.", "sha256": sha256}
+            assert put.json() == {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload.", "sha256": sha256,
+                                  "warnings": []}
             got = client.get(url, headers={"Authorization": f"Bearer {key}"})
             assert (got.status_code, got.json()) == (200, {"filename": "SOUL.md", "content": soul, "sha256": sha256})
 

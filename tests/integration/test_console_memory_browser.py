@@ -1,6 +1,7 @@
 """The console's Memory page in headless Chromium against the real suite (docs/how-to/console.md,
 "An agent's Memory page"): reading and saving a file with the file API's compare-and-swap, a write
-made with curl between opening and saving reported and not overwritten, a read-only key reading
+made with curl between opening and saving reported and not overwritten, a save holding a secret
+written with the file API's warning shown, a read-only key reading
 without an editor, "where did this go?" naming where a dream moved an entry out of MEMORY.md and
 why (a scripted reviewer's run), and hostile memory text rendered inert. Each test keeps a
 screenshot of its page in ``build/test-artifacts/console/`` (conftest ``shots``)."""
@@ -16,6 +17,7 @@ import httpx
 import pytest
 from browser_support import MISSING, Tab, assert_inert, available
 from dreaming_support import RUN_TIMEOUT_S, dreaming, remove, reviewer, start_suite, write_reply
+from secret_samples import AWS_KEY, SECRETS
 from suite_support import ADMIN_KEY, READER_KEY, Suite, workspace
 
 pytestmark = pytest.mark.integration
@@ -82,6 +84,15 @@ def test_the_memory_page_reads_and_saves_and_keeps_the_new_hash(tab: Tab, shots:
     puts = [u for u in tab.requests if u.endswith("/files/USER.md")]
     assert len(puts) == 3  # the open's GET and the two PUTs: no read before a save
     tab.screenshot(shots, "memory-saved")
+
+
+def test_a_save_holding_a_secret_is_written_and_says_so(tab: Tab, console_suite: Suite) -> None:
+    open_memory(tab, "alfred", ADMIN_KEY)
+    status = save_user(tab, f"# User\n\n{SECRETS['AWS Access Key']}\n")
+    assert status.startswith("File saved") and "line 3: AWS Access Key: this file now holds a secret" in status
+    assert AWS_KEY not in status
+    assert tab.page.get_attribute(f"{USER} .file-status", "class") == "error file-status"
+    assert AWS_KEY in (workspace(console_suite, "alfred") / "USER.md").read_text()
 
 
 def test_a_write_made_with_curl_after_opening_is_reported_not_overwritten(tab: Tab, shots: Path, console_suite: Suite) -> None:

@@ -67,7 +67,7 @@ TOOLS = {"memory_search", "memory_get", "memory_shared_create", "memory_shared_g
 SOUL = "# Soul\n\nAlfred is warm, helpful, and precise."
 SOUL_SHA256 = hashlib.sha256(SOUL.encode()).hexdigest()
 SOUL_ANSWERS = [  # the PUT and the GET of SOUL.md, as the pages show them
-    {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload.", "sha256": SOUL_SHA256},
+    {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload.", "sha256": SOUL_SHA256, "warnings": []},
     {"filename": "SOUL.md", "content": SOUL, "sha256": SOUL_SHA256},
 ]
 
@@ -216,7 +216,8 @@ def readme_claude_md_changed(tour: Tour, block: str) -> None:
 @example("memory:search?query=deploy%20key", "README.md")
 def readme_search_memory(tour: Tour, block: str) -> None:
     saved, found = json_values(tour.sh(block, tour.demo))
-    assert saved == {"filename": "MEMORY.md", "message": "File saved. CLAUDE.md will auto-reload.", "sha256": saved["sha256"]}
+    assert saved == {"filename": "MEMORY.md", "message": "File saved. CLAUDE.md will auto-reload.", "sha256": saved["sha256"],
+                     "warnings": []}
     assert any("The deploy key is in vault A." in hit["snippet"] for hit in found["hits"]), found
 
 

@@ -62,7 +62,8 @@ def test_spec_curl_examples_verbatim(suite: Suite) -> None:
         capture_output=True, check=True, timeout=30,
     ).stdout
     sha256 = hashlib.sha256(SOUL.encode()).hexdigest()
-    assert json.loads(put_out) == {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload.", "sha256": sha256}
+    assert json.loads(put_out) == {"filename": "SOUL.md", "message": "File saved. CLAUDE.md will auto-reload.", "sha256": sha256,
+                                   "warnings": []}
     get_out = subprocess.run(
         ["curl", "-s", "-H", "X-Api-Key: my-secret-key-123", f"{base}/api/v1/agents/alfred/files/SOUL.md"],
         capture_output=True, check=True, timeout=30,

@@ -16,13 +16,14 @@ function filePath(agentId, name) {
 
 // Save `text` unless the file changed since `loaded` was read: the PUT carries the sha256 the file
 // had then, and the file API writes nothing and answers 409 when it has another now (its
-// compare-and-swap, docs/concepts/apis.md). `loaded` then keeps what was written and its hash.
+// compare-and-swap, docs/concepts/apis.md). `loaded` then keeps what was written and its hash, and
+// the answer's `warnings` (a secret the text now holds, docs/concepts/secrets.md) are shown with it.
 async function save(agentId, name, loaded, text) {
   try {
     const reply = await call("PUT", filePath(agentId, name), { body: { content: text, expectedSha256: loaded.sha256 ?? "" } });
     loaded.content = text;
     loaded.sha256 = reply.sha256;
-    return { conflict: false, message: reply.message || "saved" };
+    return { conflict: false, message: reply.message || "saved", warnings: reply.warnings || [] };
   } catch (err) {
     if (!(err instanceof ApiError) || err.status !== 409) {
       throw err;
@@ -57,6 +58,9 @@ function fileSection(agentId, name, file, writable) {
         status.textContent = `Not saved: ${name} changed since you opened it. Its text now is shown below; copy your edit and reload.`;
         section.querySelector("pre.conflict")?.remove();
         section.append(el("pre", { className: "file-text conflict" }, result.content));
+      } else if (result.warnings.length) {
+        status.className = "error file-status";
+        status.textContent = [result.message, ...result.warnings].join(" ");
       } else {
         status.textContent = result.message;
       }

@@ -37,6 +37,12 @@ them (backups, the pruned archive, compare-and-swap, the journal) is
    ``<episodicArchiveDir>/<topic>.md``, appended; they never touch MEMORY.md
    and count against nothing above. ``commit.py`` confines the path.
 
+First of all, **the secret guard** (docs/concepts/secrets.md): an add or a
+replace whose new text holds a secret (``gateway.secrets_guard``) is skipped,
+its reason ``secret: <detector>`` with the lines; the op as recorded
+(``Plan.withheld``) has that text, and its anchor and reason when they hold
+one, replaced by a ``WITHHELD`` line, so the audit never keeps the value.
+
 Before the guards, an op **already in effect** is skipped (``already_done``):
 an add whose text is in the file, a replace whose anchor is gone and whose new
 text is there, a remove whose anchor is gone. ``Plan.done`` names those ops:
@@ -47,8 +53,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from gateway.secrets_guard import find_secrets, skip_reason
 from services.dreaming.apply import sections
 from services.dreaming.model.budgets import Budgets, over_budget
 from services.dreaming.model.edit import CONTEXT_CHARS, Edit, sha256
@@ -69,6 +76,7 @@ class Plan:
     appends: list[tuple[str, str, OpResult]] = field(default_factory=list)  # (workspace path, text, result)
     results: list[OpResult] = field(default_factory=list)
     done: set[str] = field(default_factory=set)  # op ids skipped as already in effect (``already_done``)
+    withheld: set[str] = field(default_factory=set)  # op ids skipped by the secret guard, recorded without their text
 
     def changed(self) -> list[str]:
         """Durable files whose text differs from the original, in MEMORY.md, USER.md order."""
@@ -83,6 +91,29 @@ class _Skip(Exception):
 
 class _Done(_Skip):
     """The op is already in effect: skipped, and not a pending proposal."""
+
+
+class _Withheld(_Skip):
+    """The op's new text holds a secret: skipped, recorded without it, and never a pending proposal."""
+
+
+WITHHELD = "[withheld by the secret guard: {}]"
+
+
+def _secret_free(p: Proposal) -> None:
+    """Raise _Withheld when the text ``p`` would write holds a secret (module docstring)."""
+    found = find_secrets(p.content) if p.op in ("add", "replace") else []
+    if found:
+        raise _Withheld(skip_reason(found))
+
+
+def withheld(p: Proposal) -> Proposal:
+    """``p`` as the audit may keep it: its new text, and its anchor and reason when they hold a
+    secret, replaced by a ``WITHHELD`` line naming the detectors."""
+    def cut(text: str) -> str:
+        found = find_secrets(text)
+        return WITHHELD.format(", ".join(dict.fromkeys(f.detector for f in found))) if found else text
+    return replace(p, content=cut(p.content), target=cut(p.target), reason=cut(p.reason))
 
 
 def _normalized(text: str) -> str:
@@ -270,6 +301,7 @@ def plan(texts: Mapping[str, str], proposals: Sequence[tuple[str, Proposal]], bu
     result = Plan(originals={n: f.original for n, f in files.items()}, texts={})
     for op_id, p in proposals:
         try:
+            _secret_free(p)
             if p.tier == EPISODIC:
                 if not budgets.write_routing:
                     raise _Skip("episodic ops need gateway.memory.writeRouting; it is off")
@@ -287,9 +319,12 @@ def plan(texts: Mapping[str, str], proposals: Sequence[tuple[str, Proposal]], bu
                 raise _Skip(f"{p.file!r} is not a memory file (MEMORY.md or USER.md)")
             edit, op_result = _durable(op_id, p, files[p.file])
         except _Skip as skip:
-            result.results.append(OpResult(op_id, p, "skipped", skip.reason, file=p.file))
+            result.results.append(OpResult(op_id, withheld(p) if isinstance(skip, _Withheld) else p, "skipped",
+                                            skip.reason, file=p.file))
             if isinstance(skip, _Done):
                 result.done.add(op_id)
+            if isinstance(skip, _Withheld):
+                result.withheld.add(op_id)
             continue
         result.edits.append(edit)
         result.results.append(op_result)

@@ -9,8 +9,8 @@ For each memory file the plan changed (MEMORY.md, then USER.md):
 2. The journal gets, in one fsynced append, the commit's write-ahead intent
    (``intent.py``: the file and ``pruned.md`` with the SHA-256 of each before
    and after), the file's ``edit`` records, and one ``archive`` record per
-   block that goes to ``pruned.md`` (with its context there, so a roll-back can
-   find it again). Nothing is written before the journal says what will be.
+   block that goes to ``pruned.md`` (its text and offset there, so a roll-back
+   can take it back off). Nothing is written before the journal says what will be.
 3. Every block the ops take out of the file (a remove's text, a replace's old
    text) is appended to ``memory/archive/pruned.md`` under a heading naming the
    file, the section it stood in, the date, the run and the op, so it stays

@@ -6,7 +6,7 @@ destination, the source's backup, then the source; the applier's commit of a mem
 compare-and-swap is the commit point. Before the first file is written, one journal append
 (fsynced, never trimmed) holds an ``intent`` record, then every record of the write: the ``edit``
 records (a revert undoes them) and the ``archive`` records, one per block the commit appends to
-``pruned.md`` (a copy kept as it was, which a revert leaves alone; same fields as an edit). The
+``pruned.md`` (a copy kept as it was, which a revert leaves alone; an edit's fields, no context). The
 intent says which write it is (``write``: ``relocation`` or ``commit``) and names the source and
 each destination with the SHA-256 of its text before and after, and how many chars each destination
 gets. Once the source is written, an ``intentDone`` record (``outcome`` forward) closes it. A write
@@ -123,7 +123,10 @@ def appended(target: str, text: str, pieces: Sequence[Piece], run_id: str, at: s
              kind: str = "edit") -> tuple[str, list[journal.Record]]:
     """What appending ``pieces`` to ``target``, whose text is ``text``, adds (a newline first when
     it lacked one) and one journal record (``kind``) per piece, each with its context as it was when
-    it went in: at the end (later pieces and appends follow it)."""
+    it went in: at the end (later pieces and appends follow it). An ``archive`` record keeps no
+    context: its piece names its run and op, so it is found by itself, and a context would keep a
+    cut piece of the archived text before it, which a forget does not look for there
+    (docs/concepts/forget.md)."""
     lead = "\n" if text and not text.endswith("\n") else ""
     inserted = lead + "".join(piece.text for piece in pieces)
     after = text + inserted
@@ -133,9 +136,9 @@ def appended(target: str, text: str, pieces: Sequence[Piece], run_id: str, at: s
         piece_text = (lead + piece.text) if i == 0 else piece.text
         edit = Edit(
             op_id=piece.op_id, file=target, kind="append", offset=offset, removed="", inserted=piece_text,
-            before=after[max(0, offset - CONTEXT_CHARS) : offset], after="", hash_before=sha256(text),
+            before=after[max(0, offset - CONTEXT_CHARS) : offset] if kind == "edit" else "", after="", hash_before=sha256(text),
             hash_after=sha256(after), reason=piece.reason, heading_path=piece.heading_path,
-            at_start=offset <= CONTEXT_CHARS, at_end=False,
+            at_start=offset <= CONTEXT_CHARS and kind == "edit", at_end=False,
         )
         records.append({**journal.edit_record(run_id, edit, at), "kind": kind})
         offset += len(piece_text)

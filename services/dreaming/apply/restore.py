@@ -97,7 +97,11 @@ def _blamed(missing: Sequence[recall.Missing], written: Sequence[Written], how: 
     """File → why, for each written file ``missing`` puts back (the first entry it lost)."""
     out: dict[str, str] = {}
     for m in missing:
-        why = f"{how.name} could not find a {how.noun} by Search ({m.query!r}): {m.entry[:120]!r}"
+        # The entry on one line, cut with "…", and not its query: a forget finds the text, or its cut
+        # start, in that form, never in a query's picked words (docs/concepts/forget.md).
+        flat = " ".join(m.entry.split())
+        shown = flat if len(flat) <= 120 else flat[:119] + "…"
+        why = f'{how.name} could not find a {how.noun} by Search: "{shown}"'
         for w in written:
             if how.together or m.op_id in w.ops:
                 out.setdefault(w.file, why)

@@ -194,9 +194,13 @@ def in_propose_mode(ledger: Ledger, proposal: Proposal, done: str) -> str:
 
 def proposed(result: Plan, ledger: Ledger) -> list[OpResult]:
     """A run in propose mode: each op of ``result`` as a proposal, with what the applier would say
-    now; one that a run already applied, or that is already in effect, is ``skipped`` and says why."""
+    now; one that a run already applied, or that is already in effect, is ``skipped`` and says why,
+    and so is one the secret guard withheld (``applier.Plan.withheld``)."""
     out = []
     for r in result.results:
+        if r.op_id in result.withheld:  # the secret guard: never proposed, its text is not recorded
+            out.append(r)
+            continue
         why_not = in_propose_mode(ledger, r.proposal, r.reason if r.op_id in result.done else "")
         if why_not:
             out.append(replace(r, status="skipped", reason=why_not, chars_removed=0, chars_inserted=0))

@@ -92,7 +92,9 @@ async def run_passes(agent: AgentConfig, index: Index, run_id: str, at: str, tex
     if agent.dreaming.auto_route_out and over_budget(compacted, budget):
         out.steps.append("route-out")
         first = len(compacted_moves) + gc.ops + 1
-        routed_moves = _number(run_id, first, route_out(compacted, budget, agent.memory.episodic_archive_dir))
+        held: list[str] = []  # blocks holding a secret stay (docs/concepts/secrets.md): the run's notes say so
+        routed_moves = _number(run_id, first, route_out(compacted, budget, agent.memory.episodic_archive_dir, held))
+        out.notes += [f"The route-out left a block in MEMORY.md: {why}; it is never copied into another file" for why in held]
     out.ops = len(compacted_moves) + gc.ops + len(routed_moves)
     if routed_moves and mode == PROPOSE:
         out.results += [as_op(op, m, "proposed", _WOULD) for op, m in routed_moves]

@@ -42,8 +42,10 @@ the section of a date heading, or of a time or log heading that holds a date.
    its own first words are not read, though it still counts under such a heading.
    An entry with an indented fenced block right under it stays (fenced code never moves alone).
 
-Nothing in a pinned section moves (``apply/sections.py``). Headings stay, but for a dated section's,
-which moves with its section: a heading whose entries all moved stays behind, empty (a line), so
+Nothing in a pinned section moves (``apply/sections.py``), nor a block that holds a secret
+(``gateway.secrets_guard``, docs/concepts/secrets.md): it stays where it is, for a forget to remove,
+never copied into another file (``held`` collects why, for the run's report; also logged).
+Headings stay, but for a dated section's, which moves with its section: a heading whose entries all moved stays behind, empty (a line), so
 the sections around it keep their shape. Spans and blank lines follow ``blocks.py`` (the blank
 lines after a block, or after a run of moved blocks that touch, go with it when it opens its
 block or they end the file), so the text left and the moves' texts together are the original,
@@ -74,10 +76,15 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import structlog
+
+from gateway.secrets_guard import Finding, find_secrets, skip_reason
 from services.dreaming.apply import sections
 from services.dreaming.apply.applier import episodic_path
 from services.dreaming.passes import blocks
 from services.dreaming.passes.moves import ROUTE, Move
+
+log = structlog.get_logger()
 
 _MONTH_NUMBERS = {name: number for number, names in enumerate(
     [("jan", "january"), ("feb", "february"), ("mar", "march"), ("apr", "april"), ("may",), ("jun", "june"),
@@ -269,19 +276,48 @@ def _entries(lay: blocks.Layout, covered: list[tuple[int, int]]) -> list[_Block]
     return found
 
 
-def route_out(text: str, budget: int, episodic_dir: str) -> list[Move]:
+def _secret_lines(text: str) -> list[tuple[int, int, Finding]]:
+    """Each finding of the secret guard in ``text`` with the span of its line."""
+    found = find_secrets(text)
+    if not found:
+        return []
+    starts = [0, *(m.end() for m in re.finditer("\n", text))]
+    ends = [*starts[1:], len(text)]
+    return [(starts[f.line - 1], ends[f.line - 1], f) for f in found]
+
+
+def _held(block: _Block, secrets: list[tuple[int, int, Finding]]) -> str:
+    """Why ``block`` stays where it is (a line of ``secrets`` overlaps it: module docstring), "" when it may
+    move; logged as ``dream_route_out_held`` with the detectors and MEMORY.md's lines, never the value."""
+    hits = [f for start, end, f in secrets if start < block.end and block.start < end]
+    if not hits:
+        return ""
+    why = skip_reason(hits)
+    log.warning("dream_route_out_held", reason=why)
+    return why
+
+
+def route_out(text: str, budget: int, episodic_dir: str, held: list[str] | None = None) -> list[Move]:
     """The moves (kind ``ROUTE``) that bring ``text`` within ``budget`` characters, oldest
     episodic blocks first (module docstring); ``[]`` when ``budget`` is 0 or less or the text fits.
-    Deterministic; on the text they leave, the route-out moves nothing."""
+    Deterministic; on the text they leave, the route-out moves nothing. ``held``, when given, gets
+    why each block it passed over because it holds a secret stays (``secret: <detector> (line N)``)."""
     if budget <= 0 or len(text) <= budget:
         return []
     lay = blocks.layout(text)
     dated, covered = _dated_sections(lay)
     left = len(text)
     chosen = []
-    for block in sorted([*dated, *_entries(lay, covered)], key=_Block.key):
+    candidates = sorted([*dated, *_entries(lay, covered)], key=_Block.key)
+    secrets = _secret_lines(text) if candidates else []
+    for block in candidates:
         if left <= budget:
             break
+        why = _held(block, secrets) if secrets else ""
+        if why:
+            if held is not None:
+                held.append(why)
+            continue
         chosen.append(Move(
             kind=ROUTE, start=block.start, end=block.end, text=text[block.start : block.end],
             target=episodic_path(episodic_dir, topic(block.chain, block.date)),

@@ -36,6 +36,7 @@ REASONS: tuple[tuple[str, str], ...] = (
     ("an episodic op must be", "bad_episodic_op"),
     ("not moved", "not_moved"),
     ("not written", "not_written"),
+    ("secret: ", "secret"),  # gateway.secrets_guard.skip_reason: the secret guard
 )
 REASON_CODES = ("none", "restored", "other", *dict.fromkeys(code for _, code in REASONS))
 

@@ -9,6 +9,10 @@ replace or remove, never an episodic add, never a move of the deterministic
 passes. In ``propose`` mode nothing is promoted (a note says how many adds
 stayed local); with the shared KB off nothing is said.
 
+**Never a secret** (docs/concepts/secrets.md): an add whose text holds one is ``skipped``, its
+reason ``secret: <detector>`` (``gateway.secrets_guard``), never sent nor kept on the host. The
+applier already skips such an add; this guard also holds for a fact written before it.
+
 **Only a real fact is promoted.** MEMORY.md index pointers resolve only in
 the promoting agent's own workspace, so they are cut from the text first
 (``fact_text``); an add left with no line that is not blank, a heading or a
@@ -53,7 +57,7 @@ still unreachable stays, and so do the rest. A promotion the KB refuses on a
 retry for another reason is ``declined`` and leaves the queue. The queue holds at
 most ``kept.MAX_KEPT`` promotions: a newer one past the cap is ``declined``
 (saying so), logged and noted in the run's audit. A run's own promotions are
-kept before they are asked (``_keep_ahead``) and leave the queue once their
+kept before they are asked (``kept.keep_ahead``) and leave the queue once their
 writes are journaled, so a process killed between the KB's write and the
 journal's leaves them for the next run's retry, which journals the KB's answer.
 
@@ -81,6 +85,7 @@ import structlog
 
 from gateway.config import AgentConfig
 from gateway.promotion_write import PromotionWrite
+from gateway.secrets_guard import find_secrets, skip_reason
 from services.dreaming.model.values import DURABLE, MEMORY_FILES, PROPOSE, OpResult, Promotion
 from services.dreaming.records import journal
 from services.dreaming.records.jsonl import Record
@@ -104,7 +109,7 @@ PENDING: Final = "pending"  # kept on the host, retried by a later run
 DROPPED: Final = "dropped"  # a kept promotion whose op was reverted: never sent
 STEP: Final = "promotion"
 LANDED: Final = frozenset({"created", "merged", "updated"})  # the outcomes that wrote the fact to the vault
-_MISSED: Final = {"unchanged": "already in the shared vault", SKIPPED: "no fact (index pointers only)",
+_MISSED: Final = {"unchanged": "already in the shared vault", SKIPPED: "skipped (no fact, or a secret)",
                   DECLINED: "refused", PENDING: "kept on this host to retry (the KB was unavailable)",
                   DROPPED: "dropped (their op was reverted)"}
 
@@ -193,6 +198,15 @@ def fact_text(content: str) -> str:
     if not any(line.strip() and not _HEADING.match(line) for line in kept):
         return ""
     return "\n".join(kept).strip("\n")
+
+
+def _not_offered(text: str) -> str:
+    """Why the fact ``text`` (``fact_text``) is not offered to the vault, "" when it is: no fact, or a secret."""
+    if not text:
+        return ("the add carries no fact: it is only MEMORY.md index pointers (and headings), whose links resolve "
+                "only in this agent's workspace")
+    found = find_secrets(text)
+    return skip_reason(found) if found else ""
 
 
 def promotable(results: Sequence[OpResult]) -> list[OpResult]:
@@ -345,9 +359,6 @@ def _settle_kept(agent: AgentConfig, at: str, left: list[Kept], landed: list[tup
     return notes
 
 
-ASKED = "asked; its answer is not journaled yet (a process killed before it was: the next run gets the KB's answer back)"
-
-
 def _keep(agent: AgentConfig, at: str, step: Step, waiting: list[tuple[int, Kept]]) -> None:
     """Keep ``waiting`` (their index in ``step``, reported ``pending``); one refused (the cap, a write that
     failed) is ``declined`` instead, logged and noted."""
@@ -389,14 +400,14 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
         step.steps.append(STEP)
     waiting: list[tuple[int, Kept]] = []
     facts = {r.op_id: fact_text(r.proposal.content) for r in adds}
+    not_offered = {op: _not_offered(text) for op, text in facts.items()}
     asks = {r.op_id: Kept(kept.request_id(agent.id, r.op_id), run_id, r.op_id, r.proposal.id, r.proposal.topic,
-                          r.proposal.reason, facts[r.op_id], at, ASKED) for r in adds if facts[r.op_id]}
-    ahead = _keep_ahead(agent, list(asks.values()) if not (step.cancelled or unreachable) else [])
+                          r.proposal.reason, facts[r.op_id], at, kept.ASKED) for r in adds if not not_offered[r.op_id]}
+    ahead = kept.keep_ahead(agent.id, agent.workspace, list(asks.values()) if not (step.cancelled or unreachable) else [])
     for r in adds:
         p = r.proposal
-        if r.op_id not in asks:
-            why = ("the add carries no fact: it is only MEMORY.md index pointers (and headings), whose links resolve "
-                   "only in this agent's workspace")
+        why = not_offered[r.op_id]
+        if why:
             step.add(Promotion(r.op_id, p.id, SKIPPED, "", why), f"skipped: {why}")
             continue
         ask = replace(asks[r.op_id], error="")
@@ -433,39 +444,8 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
     not_journaled = _journaled(agent, run_id, at, step.promotions[first:])
     step.notes += not_journaled
     if not not_journaled:  # journaled: the answered ones kept ahead leave the queue; the waiting ones say why
-        step.notes += _settle_ahead(agent, ahead, [k for _, k in waiting])
+        step.notes += kept.settle_ahead(agent.id, agent.workspace, ahead, [k for _, k in waiting])
     return step
-
-
-def _keep_ahead(agent: AgentConfig, asks: Sequence[Kept]) -> set[str]:
-    """Keep ``asks`` before they are asked (module docstring "Kept and retried"), so a process killed
-    after the KB wrote and before the journal did leaves them kept: the next run's retry gets the KB's
-    answer back and journals it under this run. The request ids kept; none when the file cannot be
-    written or for those past the cap (they are kept afterwards only if they wait, as without this)."""
-    if not asks:
-        return set()
-    try:
-        refused = {k.request_id for k in kept.add(agent.workspace, asks)}
-    except OSError as exc:
-        log.warning("dream_promotions_not_kept_ahead", agent=agent.id, error=str(exc))
-        return set()
-    return {k.request_id for k in asks} - refused
-
-
-def _settle_ahead(agent: AgentConfig, ahead: set[str], waiting: Sequence[Kept]) -> list[str]:
-    """The queue once the run's promotions are journaled: those kept ahead that were answered leave it,
-    the waiting ones stay with their reason; a note of the run when it cannot be rewritten."""
-    if not ahead:
-        return []
-    why = {k.request_id: k for k in waiting}
-    try:
-        kept.write(agent.workspace, [why.get(k.request_id, k) for k in kept.read(agent.workspace)
-                                     if k.request_id not in ahead or k.request_id in why])
-    except OSError as exc:
-        log.error("dream_promotions_kept_not_written", agent=agent.id, error=str(exc))
-        return [f"The kept promotions could not be rewritten ({exc}); the next run asks this run's again, and the KB "
-                "answers each request once."]
-    return []
 
 
 def write_record(run_id: str, promotion: Promotion, at: str) -> Record:

@@ -41,9 +41,10 @@ Open archives are bounded (``services.kb.resources.handles``): every use of a wr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -424,6 +425,15 @@ class Archives:
 
         async with self._handles.use(state), state.lock:
             return await until_done(asyncio.get_running_loop().run_in_executor(self._executor, run))
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, agent_id: str) -> AsyncIterator[_State]:
+        """The agent's archive to itself for the block: held open, its writer's lock (no refresh, fold or
+        update meanwhile) and its reader's (no search reads) held. The block may close its connections
+        (``ArchiveState.detach``, on the loop): the next use opens them again."""
+        state = self._state(agent_id)
+        async with self._handles.use(state), state.lock, state.read_lock:
+            yield state
 
     def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
         """Fire-and-forget append to kb_retrieval_log (queued, written in batches, each through a

@@ -42,7 +42,7 @@ The log is bounded even where no fold comes (dreaming off for the agent, a vault
 runs): after a batch, when the rows not yet folded reach ``FOLD_AT_ROWS`` (10,000), the
 ``Recorder`` folds them at once through the batch's connection. A fold only adds counts and keeps
 the latest time, so folding early or late leaves the same lifecycle rows, and the staleness GC
-decides the same (docs/concepts/archive.md "Recall"). A fold that finds the database locked is
+decides the same (docs/concepts/archive.md, its Recall entries). A fold that finds the database locked is
 tried again after a later batch.
 """
 

@@ -13,29 +13,16 @@ nor exhaust the stack. A ``\\uD83D\\uDE00`` pair of escapes, as JSON writes it,
 is one character, and a lone surrogate becomes U+FFFD: a title must stay
 writable as UTF-8 (libyaml refuses such escapes, so a header holding one is
 read by the pure-Python loader).
+
+PyYAML and the profile's loaders are in ``frontmatter_yaml``, imported at the first header read:
+a KB whose notes carry no frontmatter never loads them (docs/operations.md "Memory at rest").
 """
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
-import yaml
-
 Value = None | bool | int | float | str | list["Value"] | dict[str, "Value"]
 
 MAX_DEPTH = 32
-_SURROGATE_ESCAPE = re.compile(r"\\(?:u|U0000)[dD][89a-fA-F]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_CORE_SCHEMA = {  # YAML 1.2 core: tag → (pattern, the characters a match may start with)
-    "tag:yaml.org,2002:null": (r"~|null|Null|NULL|", "~nN"),
-    "tag:yaml.org,2002:bool": (r"true|True|TRUE|false|False|FALSE", "tTfF"),
-    "tag:yaml.org,2002:int": (r"[-+]?(?:0|[1-9][0-9]*)", "-+0123456789"),
-    "tag:yaml.org,2002:float": (
-        r"[-+]?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)",
-        "-+.0123456789",
-    ),
-}
 
 
 class FrontmatterError(ValueError):
@@ -46,96 +33,20 @@ class FrontmatterError(ValueError):
         self.line = line
 
 
-class _Constructor(yaml.constructor.SafeConstructor):  # type: ignore[misc]  # PyYAML ships no type stubs: its classes are Any here
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        result: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be text", key_node.start_mark)
-            if key_node.value in result:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key_node.value!r}", key_node.start_mark)
-            result[key_node.value] = self.construct_object(value_node, deep=True)
-        return result
-
-    def construct_yaml_str(self, node: yaml.ScalarNode) -> str:
-        text: str = super().construct_yaml_str(node)
-        if _SURROGATE.search(text):  # pairs joined, lone ones replaced
-            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return text
-
-
-_Constructor.add_constructor("tag:yaml.org,2002:str", _Constructor.construct_yaml_str)
-_Constructor.add_constructor("tag:yaml.org,2002:map", _Constructor.construct_mapping)
-
-
-class _Resolver(yaml.resolver.BaseResolver):  # type: ignore[misc]  # PyYAML ships no type stubs: its classes are Any here
-    yaml_implicit_resolvers: dict[str | None, list[tuple[str, re.Pattern[str]]]] = {}
-
-
-for _tag, (_pattern, _first) in _CORE_SCHEMA.items():
-    _Resolver.add_implicit_resolver(_tag, re.compile(f"(?:{_pattern})$"), list(_first) + ([""] if "~" in _first else []))
-
-
-# Ignored: PyYAML ships no type stubs, so its classes are Any here.
-class _PyLoader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer, _Constructor, _Resolver):  # type: ignore[misc]
-    def __init__(self, stream: str) -> None:
-        yaml.reader.Reader.__init__(self, stream)
-        yaml.scanner.Scanner.__init__(self)
-        yaml.parser.Parser.__init__(self)
-        yaml.composer.Composer.__init__(self)
-        _Constructor.__init__(self)
-        _Resolver.__init__(self)
-
-
-if yaml.__with_libyaml__:
-    class _CLoader(yaml.cyaml.CParser, _Constructor, _Resolver):  # type: ignore[misc]
-        def __init__(self, stream: str) -> None:
-            yaml.cyaml.CParser.__init__(self, stream)
-            _Constructor.__init__(self)
-            _Resolver.__init__(self)
-
-    _FAST: type[_PyLoader] | type[_CLoader] = _CLoader
-else:
-    _FAST = _PyLoader
-
-
 def load_frontmatter(text: str, first_line: int = 1) -> dict[str, Value]:
     """``text`` (the lines between the ``---`` delimiters) as a mapping; ``{}`` when empty.
 
     ``first_line`` is the note's line number of the first line, for messages.
     Raises FrontmatterError (and nothing else) when the text is not a mapping in the profile.
     """
-    loader_class = _PyLoader if _SURROGATE_ESCAPE.search(text) else _FAST
-    last = first_line + text.count("\n")
+    from services.kb.index.frontmatter_yaml import Refused, parse  # PyYAML: see the module
+
     try:
-        _check_events(loader_class(text))
-        value = loader_class(text).get_single_data()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = min(first_line + mark.line, last) if mark is not None else first_line
-        raise FrontmatterError(line, ", ".join(part for part in (exc.context, exc.problem) if part)) from None
-    except (yaml.YAMLError, ValueError) as exc:  # a reader error, or an escape past U+10FFFF
-        raise FrontmatterError(first_line, str(exc).split("\n", 1)[0]) from None
+        value = parse(text, first_line, MAX_DEPTH)
+    except Refused as exc:
+        raise FrontmatterError(exc.line, exc.message) from None
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise FrontmatterError(first_line, "frontmatter must be a mapping of keys to values")
     return value
-
-
-def _check_events(loader: Any) -> None:
-    """Refuse anchors, aliases, tags and deep nesting while only events exist (nothing built yet)."""
-    depth = 0
-    try:
-        while (event := loader.get_event()) is not None and not isinstance(event, yaml.StreamEndEvent):
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) or getattr(event, "tag", None):
-                raise yaml.MarkedYAMLError(None, None, "anchors, aliases and tags are not supported", event.start_mark)
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise yaml.MarkedYAMLError(None, None, f"nesting deeper than {MAX_DEPTH} levels", event.start_mark)
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-    finally:
-        loader.dispose()

@@ -34,10 +34,12 @@ import structlog
 
 from gateway.config import AgentConfig, SharedSettings
 from gateway.errors import NotFound
+from gateway.forgetting import Target
 from services.kb.archive import retrieval_log
 from services.kb.file_watch import index_matches_file, plain_source
 from services.kb.index import schema
 from services.kb.index.index_files import close_connections, idle_or_closed, release_caches
+from services.kb.index.purge import Purge, StoreForget, purge_bytes
 from services.kb.index.search import SearchResult, tune_reader
 from services.kb.resources.handles import OpenHandles, default_cap
 from services.kb.resources.threads import until_done
@@ -47,6 +49,7 @@ from services.kb.graph.rebuilds import Rebuilds
 from services.kb.vault.names import NOTES_DIR, live_name
 from services.kb.vault import listing, note_index, notes, sqlite_rows
 from services.kb.vault.registry_base import SharedVaults, utc_now
+from services.kb.vault.forget import forget_sqlite
 from services.kb.vault.sqlite_store import SqliteVaultStore
 from services.kb.vault.store import Authors
 
@@ -290,6 +293,25 @@ class Vaults(SharedVaults[_Vault]):
         if again or not v.walked:
             note_index.refresh_vault(store.conn, store.directory)
             v.walked = True
+
+    async def forget(self, agent_id: str, target: Target, tombstone_id: str, apply: bool) -> StoreForget:
+        """The vault's part of a forget (``vault.forget``): notes, promotion records and graph reports as
+        one write decision, then (on ``apply``) the index's bytes purged with its connections closed."""
+        v = self._vault(agent_id)
+        result = await self._write(v, lambda store: forget_sqlite(store, target, tombstone_id, apply))
+        if apply:
+            if v.lock is None:
+                v.lock = asyncio.Lock()
+
+            async with self._handles.use(v), v.lock:
+                close = v.detach()  # on the loop: no search is using the connections now
+
+                def purge() -> Purge:
+                    close()
+                    return purge_bytes(v.directory / note_index.INDEX_FILE)
+
+                result.purge = await until_done(asyncio.get_running_loop().run_in_executor(self._executor, purge))
+        return result
 
     def roots(self) -> dict[str, Path]:
         """Real notes folder → vault dir, for the file watch."""

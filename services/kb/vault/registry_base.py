@@ -18,9 +18,11 @@ import structlog
 
 from gateway.config import AgentConfig, SharedSettings, VaultGcSettings
 from gateway.errors import FailedPrecondition
+from gateway.forgetting import Target
 from gateway.promotion_write import PromotionWrite
 from services.kb.archive import retrieval_log
 from services.kb.graph.model import GraphReport
+from services.kb.index.purge import StoreForget
 from services.kb.index.search import SearchResult
 from services.kb.vault import gc, listing, notes, promotion, promotion_record, retirement, unpromote
 from services.kb.vault.store import Authors, VaultStore, Writer
@@ -79,6 +81,10 @@ class SharedVaults(ABC, Generic[V]):
                 f"shared KB disabled for agent {agent_id!r} (gateway.knowledge.shared.enabled is false)"
             )
         return self._vaults[self._key(shared)]
+
+    def require(self, agent_id: str) -> None:
+        """FailedPrecondition when ``agent_id``'s shared KB is off (before a call that does more first)."""
+        self._vault(agent_id)
 
     def _recording(self, agent_id: str) -> SharedSettings | None:
         """The agent's shared settings when its retrievals are recorded (None: they are not)."""
@@ -224,6 +230,11 @@ class SharedVaults(ABC, Generic[V]):
     @abstractmethod
     def record(self, agent_id: str, hits: Iterable[retrieval_log.Retrieved], kind: str) -> None:
         """Fire-and-forget: queue ``hits`` (vault notes retrieved by ``agent_id``) for the vault's log."""
+
+    @abstractmethod
+    async def forget(self, agent_id: str, target: Target, tombstone_id: str, apply: bool) -> StoreForget:
+        """The vault's part of a forget (``vault.forget``): where ``target`` is, and on ``apply`` every
+        note, record and index byte of it replaced by the marker of ``tombstone_id`` or purged."""
 
     @abstractmethod
     def roots(self) -> dict[str, Path]:

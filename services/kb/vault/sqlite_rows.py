@@ -15,7 +15,7 @@ index adds a table without a schema-version change, which would drop and rebuild
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 import json
@@ -215,3 +215,24 @@ def promotion_undone(conn: apsw.Connection, request_id: str, outcome: str, at: f
         conn.execute(PROMOTIONS_DDL)
         conn.execute("UPDATE kb_promotions SET undone_at = ?, undo_outcome = ? WHERE request_id = ?",
                      (at, outcome, request_id))
+
+
+def forget_promotions(conn: apsw.Connection, scrub: Callable[[str], tuple[str, int]], apply: bool) -> int:
+    """The matches in the ``write`` of every promotion record (``scrub``: a write's JSON → the scrubbed
+    JSON and the matches it replaced, ``vault.forget.scrub_write``), the records rewritten on ``apply``
+    in one transaction."""
+    try:
+        rows = conn.execute("SELECT request_id, write FROM kb_promotions WHERE write IS NOT NULL").fetchall()
+    except apsw.SQLError:  # no promotion recorded yet: the table is made by the first
+        return 0
+    total = 0
+    changed = []
+    for request_id, raw in rows:
+        new, count = scrub(str(raw))
+        if count:
+            total += count
+            changed.append((new, request_id))
+    if apply and changed:
+        with conn:
+            conn.executemany("UPDATE kb_promotions SET write = ? WHERE request_id = ?", changed)
+    return total

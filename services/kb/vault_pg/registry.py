@@ -34,10 +34,12 @@ from gateway.config import AgentConfig, SharedSettings
 from gateway.config_model import VaultPostgresSettings
 from gateway.dependencies import Dependency
 from gateway.errors import GatewayError, Unavailable
+from gateway.forgetting import Target
 from services.kb.archive.retrieval_log import Retrieved
 from services.kb.graph.build import MAX_NOTE_BYTES, build_reports_from_notes, compile_notes
 from services.kb.graph.model import GraphReport
 from services.kb.graph.rebuilds import Rebuilds
+from services.kb.index.purge import StoreForget
 from services.kb.index.search import SearchResult
 from services.kb.vault import listing, notes
 from services.kb.vault.names import live_name
@@ -45,6 +47,7 @@ from services.kb.vault.note_index import REPORTS_DIR
 from services.kb.vault.registry_base import SharedVaults, utc_now
 from services.kb.vault.store import Authors
 from services.kb.vault_pg import pool
+from services.kb.vault_pg.forget import forget_postgres, vacuum
 from services.kb.vault_pg.store import PostgresVaultStore
 
 log = structlog.get_logger()
@@ -145,6 +148,15 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
         if reports is not None:
             self._reports.soon(v.project, f"{v.project} (postgres)", lambda: build_reports_from_notes(
                 v.contents(MAX_NOTE_BYTES + 1), reports, self._clock()))
+
+    async def forget(self, agent_id: str, target: Target, tombstone_id: str, apply: bool) -> StoreForget:
+        """The vault's part of a forget (``vault.forget``): notes and promotion records as one write decision,
+        then (on ``apply``) ``VACUUM (FULL)`` of the tables that held them (``vault_pg.forget.vacuum``)."""
+        store = self._vault(agent_id)
+        result = await self._write(store, lambda s: forget_postgres(s, target, tombstone_id, apply))
+        if apply:
+            result.purge = await self._run(store, vacuum, store)
+        return result
 
     # --- reads ---------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ Every function runs in the caller's transaction; times are epoch seconds in and 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from psycopg.types.json import Jsonb
@@ -167,3 +167,18 @@ def record_promotion(conn: Conn, project: str, record: PromotionRecord) -> bool:
 def promotion_undone(conn: Conn, project: str, request_id: str, outcome: str, at: float) -> None:
     conn.execute("UPDATE promotions SET undone_at = to_timestamp(%s), undo_outcome = %s "
                  "WHERE project = %s AND request_id = %s", (at, outcome, project, request_id))
+
+
+def forget_promotions(conn: Conn, project: str, scrub: Callable[[str], tuple[str, int]], apply: bool) -> int:
+    """The matches in the ``write`` of ``project``'s promotion records (``sqlite_rows.forget_promotions``),
+    the records rewritten on ``apply`` (in the caller's transaction)."""
+    rows = conn.execute("SELECT request_id, write::text FROM promotions WHERE project = %s AND write IS NOT NULL",
+                        (project,)).fetchall()
+    total = 0
+    for request_id, raw in rows:
+        new, count = scrub(str(raw))
+        total += count
+        if count and apply:
+            conn.execute("UPDATE promotions SET write = %s::jsonb WHERE project = %s AND request_id = %s",
+                         (new, project, request_id))
+    return total

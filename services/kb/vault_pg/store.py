@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final
 
 import psycopg
+from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
@@ -356,6 +357,31 @@ class PostgresVaultStore:
     def record_promotion(self, record: PromotionRecord) -> bool:
         with self._tx() as conn:
             return pg_rows.record_promotion(conn, self._project, record)
+
+    def forget_promotions(self, scrub: Callable[[str], tuple[str, int]], apply: bool) -> int:
+        """``rows.forget_promotions`` over this vault's promotion records."""
+        with self._tx() as conn:
+            return pg_rows.forget_promotions(conn, self._project, scrub, apply)
+
+    def vacuum_full(self, tables: Sequence[str]) -> tuple[int, int]:
+        """``VACUUM (FULL)`` of ``tables`` (of the vault's schema) on a connection outside any transaction,
+        without the statement timeout (it rewrites every row of every vault); their bytes on disk (with
+        indexes and TOAST) before and after. Needs the tables' owner (or MAINTAIN, PostgreSQL 17)."""
+        names = sql.SQL(", ").join(sql.Identifier(t) for t in tables)
+        size = sql.SQL(" + ").join(sql.SQL("pg_total_relation_size({})").format(sql.Literal(t)) for t in tables)
+        with self._conn() as conn:
+            before = int(conn.execute(sql.SQL("SELECT {}").format(size)).fetchone()[0])  # type: ignore[index]
+            timeout = str(conn.execute("SHOW statement_timeout").fetchone()[0])  # type: ignore[index]
+            conn.commit()
+            conn.autocommit = True
+            try:
+                conn.execute("SET statement_timeout = 0")
+                conn.execute(sql.SQL("VACUUM (FULL) {}").format(names))
+                after = int(conn.execute(sql.SQL("SELECT {}").format(size)).fetchone()[0])  # type: ignore[index]
+            finally:
+                conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout,))
+                conn.autocommit = False
+        return before, after
 
     def promotion_undone(self, request_id: str, outcome: str, at: float) -> None:
         with self._tx() as conn:

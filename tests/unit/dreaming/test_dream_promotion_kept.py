@@ -238,7 +238,7 @@ def test_a_process_killed_after_the_kb_wrote_and_before_the_journal_did_lands_th
         step(agent, kb, "r1", FERRY, KILN)
     monkeypatch.undo()
     assert sorted(kb.store.names(include_retired=False)) == ["ferry", "kiln"]  # the KB wrote both
-    assert [(k.op_id, k.error) for k in kept.read(agent.workspace)] == [("r1/1", promotion.ASKED), ("r1/2", promotion.ASKED)]
+    assert [(k.op_id, k.error) for k in kept.read(agent.workspace)] == [("r1/1", kept.ASKED), ("r1/2", kept.ASKED)]
     second = step(agent, kb, "r2")
     assert [(p.op_id, p.outcome, p.retry_of) for p in second.promotions] == [("r1/1", "created", "r1"), ("r1/2", "created", "r1")]
     assert kept.read(agent.workspace) == [] and kb.text("ferry").count("pier 4") == 1

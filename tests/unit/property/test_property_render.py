@@ -26,6 +26,8 @@ def protojson(message: Message) -> bytes:
 
 
 def value_of(field: descriptor.FieldDescriptor) -> st.SearchStrategy[object]:
+    if field.is_repeated:  # only strings: flat_plan
+        return st.lists(TEXT, max_size=3)
     if field.cpp_type == FD.CPPTYPE_STRING:
         return st.one_of(st.just(""), TEXT)
     if field.cpp_type == FD.CPPTYPE_BOOL:
@@ -40,7 +42,11 @@ def flat_messages(draw: st.DrawFn) -> Message:
     cls = draw(st.sampled_from(FLAT))
     message = cls()
     for field in cls.DESCRIPTOR.fields:
-        if draw(st.booleans()):  # left unset half the time: a field with presence is then absent
+        if not draw(st.booleans()):  # left unset half the time: a field with presence is then absent
+            continue
+        if field.is_repeated:
+            getattr(message, field.name).extend(draw(value_of(field)))
+        else:
             setattr(message, field.name, draw(value_of(field)))
     return message
 

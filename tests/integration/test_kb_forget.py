@@ -1,0 +1,132 @@
+"""ForgetText through the real KB process: a text planted in an agent's memory files and in a shared
+note is reported without the text, then (once the files were rewritten, as dreaming does) forgotten:
+no search finds it, no 8-character run of it is left in the archive's or the vault's bytes, and every
+fact planted beside it is still found. Who may forget: write access to the agent, and a key whose scope
+is ``*`` for the vault."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from forget_support import PLANTED, TOMBSTONE, residue, scrub_file
+from suite_support import ADMIN_KEY, BOB_WRITER_KEY, READER_KEY, Suite, make_home
+
+from gateway.forgetting import Target
+from gateway.v1 import kb_pb2, kb_pb2_grpc
+
+pytestmark = pytest.mark.integration
+
+pb = kb_pb2
+ADMIN = (("x-api-key", ADMIN_KEY),)
+FILES = {
+    "MEMORY.md": f"# Memory\n\n- The quokka lives on Rottnest Island.\n- {PLANTED}.\n",
+    "memory/2026-11-02.md": f"# Day\n\nThe nightly backup runs at 03:00.\n\n{PLANTED}\n",
+}
+
+
+@pytest.fixture(scope="module")
+def fsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
+    agents = [{"id": "alfred"}, {"id": "bob"}, {"id": "hermit", "knowledge": {"shared": {"enabled": False}}}]
+    home, ports, http_port = make_home(tmp_path_factory.mktemp("forget"), agents)
+    for agent in ("alfred", "bob", "hermit"):
+        (home / "agents" / agent / "workspace" / "memory").mkdir(parents=True)
+    running = Suite(home, http_port, ports)
+    try:
+        running.start("kb")
+        yield running
+    finally:
+        running.stop_all()
+
+
+@pytest.fixture
+def kb(fsuite: Suite) -> Iterator[kb_pb2_grpc.KnowledgeStub]:
+    with grpc.insecure_channel(fsuite.address("kb")) as channel:
+        yield kb_pb2_grpc.KnowledgeStub(channel)
+
+
+def _paths(kb: kb_pb2_grpc.KnowledgeStub, query: str, corpus: str) -> list[str]:
+    found = kb.Search(pb.SearchRequest(agent_id="alfred", query=query, corpus=corpus, limit=10, refresh=True),
+                      metadata=ADMIN, timeout=30)
+    return sorted(h.path for h in found.hits)
+
+
+def _code(call) -> grpc.StatusCode:  # type: ignore[no-untyped-def]
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    return info.value.code()
+
+
+def test_forget_reports_then_removes_the_text_from_the_archive_and_the_vault(fsuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    workspace = fsuite.home / "agents" / "alfred" / "workspace"
+    for rel, text in FILES.items():
+        (workspace / rel).write_text(text, encoding="utf-8")
+    kb.CreateSharedNote(pb.CreateSharedNoteRequest(agent_id="alfred", name="park-notes", confirm=True,
+                                                   content=f"# Park notes\n\nA bench by the pond.\n\n{PLANTED}\n"),
+                        metadata=ADMIN, timeout=30)
+    kb.CreateSharedNote(pb.CreateSharedNoteRequest(agent_id="alfred", name="garden", confirm=True,
+                                                   content="# Garden\n\nThe tamarind tree fruits in March.\n"),
+                        metadata=ADMIN, timeout=30)
+    assert _paths(kb, "Quabbleworth", "all") == ["MEMORY.md", "memory/2026-11-02.md", "notes/park-notes.md"]
+
+    dry = kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", text=PLANTED, shared=True), metadata=ADMIN, timeout=60)
+    assert PLANTED.lower() not in str(dry).lower()
+    assert [(s.store, [(p.place, p.count, list(p.lines)) for p in s.places], s.purged) for s in dry.stores] == [
+        ("archive", [("MEMORY.md", 1, [4]), ("memory/2026-11-02.md", 1, [5])], False),
+        ("vault:global", [("notes/park-notes.md", 1, [5])], False),
+    ]
+
+    target = Target.parse(PLANTED, None)
+    for rel in FILES:  # dreaming's part: the workspace's files, rewritten with the marker
+        scrub_file(workspace / rel, target)
+    applied = kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", text=PLANTED, shared=True, apply=True,
+                                                 tombstone_id=TOMBSTONE, changed_paths=[*FILES, "SOUL.md"]),
+                            metadata=ADMIN, timeout=120)
+    assert [(s.store, s.purged, list(s.left)) for s in applied.stores] == [("archive", True, []), ("vault:global", True, [])]
+    assert [p.place for p in applied.stores[1].places] == ["notes/park-notes.md"]
+
+    assert _paths(kb, "Quabbleworth", "all") == []
+    assert _paths(kb, "AKIAZX7QPLMNB4RTYUWE", "all") == []
+    assert _paths(kb, "quokka", "memory") == ["MEMORY.md"]
+    assert _paths(kb, "backup", "memory") == ["memory/2026-11-02.md"]
+    assert _paths(kb, "tamarind", "shared") == ["notes/garden.md"]
+    vault = fsuite.home / "shared" / "kb" / "global"
+    files: list[Path] = [fsuite.home / "agents" / "alfred" / "kb.sqlite", *sorted(vault.rglob("*.md")), vault / "kb.sqlite",
+                         fsuite.log_path("kb")]  # the KB's own log never held it
+    assert residue(files) == []
+
+
+def test_who_may_forget_and_what_is_refused(fsuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    def forget(agent: str, key: str, **fields: object) -> None:
+        kb.ForgetText(pb.ForgetTextRequest(agent_id=agent, **fields), metadata=(("x-api-key", key),), timeout=60)
+
+    denied = grpc.StatusCode.PERMISSION_DENIED
+    assert _code(lambda: forget("alfred", READER_KEY, text="spare key")) == denied  # read access only
+    assert _code(lambda: forget("alfred", BOB_WRITER_KEY, text="spare key")) == denied  # another agent's key
+    assert _code(lambda: forget("bob", BOB_WRITER_KEY, text="spare key", shared=True)) == denied  # the vault: scope "*"
+    forget("bob", BOB_WRITER_KEY, text="spare key")  # its own agent's archive: allowed
+    bad = grpc.StatusCode.INVALID_ARGUMENT
+    assert _code(lambda: forget("alfred", ADMIN_KEY, text="spare key", pattern="x+")) == bad
+    assert _code(lambda: forget("alfred", ADMIN_KEY, pattern="a*")) == bad  # matches the empty string
+    assert _code(lambda: forget("alfred", ADMIN_KEY, text="spare key", apply=True)) == bad  # no tombstone id
+    assert _code(lambda: forget("alfred", ADMIN_KEY, text="spare key", apply=True, tombstone_id=TOMBSTONE,
+                                changed_paths=["../bob/workspace/MEMORY.md"])) == bad
+    assert _code(lambda: forget("hermit", ADMIN_KEY, text="spare key", shared=True)) == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_a_name_that_holds_the_text_is_answered_scrubbed_and_left(fsuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    """A forget rewrites contents, not names: a note named with the text is ``left``, and no reply shows the name."""
+    text = "Ottoline Brasswick"
+    kb.CreateSharedNote(pb.CreateSharedNoteRequest(agent_id="alfred", name=f"{text} contacts", confirm=True,
+                                                   content=f"# Contacts\n\n{text} moved to Leeds.\n"),
+                        metadata=ADMIN, timeout=30)
+    for apply in (False, True):
+        reply = kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", text=text, shared=True, apply=apply,
+                                                   tombstone_id=TOMBSTONE), metadata=ADMIN, timeout=120)
+        assert "brasswick" not in str(reply).lower()
+        vault = reply.stores[1]
+        assert [(p.place, p.kind) for p in vault.left] == [(f"notes/[forgotten {TOMBSTONE}] contacts.md", "name")]
+    assert [(p.place, p.kind, p.count) for p in vault.places] == [
+        (f"notes/[forgotten {TOMBSTONE}] contacts.md", "note", 1), (f"notes/[forgotten {TOMBSTONE}] contacts.md", "name", 1)]
