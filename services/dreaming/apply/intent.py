@@ -1,17 +1,19 @@
 """A multi-file write's write-ahead intent: a kill at any step leaves it made or not made, never half.
 
-Two writes of a run change several files: a relocation (``passes/relocate.py``) writes each
-destination, the source's backup, then the source; the applier's commit of a memory file
-(``commit.py``) writes ``pruned.md``, the backup, then the memory file. In both, the source's
-compare-and-swap is the commit point. Before the first file is written, one journal append
-(fsynced, never trimmed) holds an ``intent`` record, then every record of the write: the ``edit``
-records (a revert undoes them) and the ``archive`` records, one per block the commit appends to
-``pruned.md`` (a copy kept as it was, which a revert leaves alone; an edit's fields, no context). The
-intent says which write it is (``write``: ``relocation`` or ``commit``) and names the source and
-each destination with the SHA-256 of its text before and after, and how many chars each destination
-gets. Once the source is written, an ``intentDone`` record (``outcome`` forward) closes it. A write
-that stops before its commit point (the source changed meanwhile, a write failed) rolls back at
-once (``roll_back``).
+Three writes of a run change several files, each with one source whose compare-and-swap is the
+commit point: a relocation (``passes/relocate.py``) writes each destination, the source's backup,
+then the source; the applier's commit of a memory file (``commit.py``) writes ``pruned.md``, the
+backup, then the memory file; the recall check's put-back (``restore.py``) writes a line saying
+the entries are back in each file that keeps a copy, then the file's pre-image. Before the first
+file is written, one journal append (fsynced, never trimmed) holds an ``intent`` record, then
+every record of the write: the ``edit`` records (a revert undoes them) and the ``archive``
+records, one per piece appended to an archive (a block in ``pruned.md``, a put-back's line: kept
+as it was, which a revert leaves alone; an edit's fields, no context). The intent says which write
+it is (``write``: ``relocation``, ``commit`` or ``putBack``) and names the source and each
+destination with the SHA-256 of its text before and after, and how many chars each destination
+gets. Once the source is written, an ``intentDone`` record (``outcome`` forward) closes it, after
+a put-back's ``restore`` records in the same append. A write that stops before its commit point
+(the source changed meanwhile, a write failed) rolls back at once (``roll_back``).
 
 ``recover`` finishes every intent the journal holds without its ``intentDone`` (a process was
 killed in between); it runs at dreaming's start and at the start of each run, each revert and each
@@ -24,10 +26,12 @@ killed in between); it runs at dreaming's start and at the start of each run, ea
   journal (its append was cut, so no file was written after it): each destination that holds its
   post-image gets its pre-image back (it is removed when the write created it), and one
   changed since loses only the write's pieces, found by their context (``journal.undo``).
-  Then a ``restore`` record per op, so a revert has nothing left to undo.
+  Then a ``restore`` record per op, so a revert has nothing left to undo (none for a put-back:
+  its file still holds what the run wrote, its ops stand). A put-back rolled forward gets its
+  ``restore`` records then.
 - A source someone else changed since (neither image): back when every piece the write took out of
-  it still stands in it (for a commit that took nothing out: when not all it added stands in it),
-  else forward, so an entry is never taken out of both places.
+  it still stands in it (for a commit that took nothing out: when not all it added stands in it;
+  for a put-back, always), else forward, so an entry is never taken out of both places.
 
 Recovery is itself made of such steps (compare-and-swap writes, then one append), so a kill during
 it leaves what the next recovery finishes. A destination changed since in a way that hides the

@@ -19,12 +19,12 @@ revert (``gateway dream revert AGENT RUN[/OP]``) undoes ops from these records:
   changes nothing the second time. Ops the recall check already undid
   (``restore`` records) count as undone.
 
-**After a crash.** A commit journals a memory file's edits under a write-ahead
-intent before it writes any file (``apply/intent.py`` finishes one a kill left
-open), an episodic append journals its edit just before its rename
-(``apply/commit.py``), and the recall check restores a file before it journals
-the ``restore``: a process killed in between leaves edits in the journal that
-are not in their file, which is then still exactly as before them (its SHA-256
+**After a crash.** The applier's commit of a memory file, a pass's moves and
+the recall check's put-back are journaled under a write-ahead intent before any
+file is written (``apply/intent.py`` finishes one a kill left open). An episodic
+append journals its edit just before its rename (``apply/commit.py``), and so
+did a commit of an older version: a process killed in between leaves edits in
+the journal that are not in their file, which is then still exactly as before them (its SHA-256
 is the first edit's ``hashBefore``). ``settle``, run when dreaming starts,
 finds such edits and appends a ``restore`` record for each (by ``SETTLED_BY``),
 so the journal matches the files again and a revert has nothing to undo there.
