@@ -95,3 +95,30 @@ def crash_points(count: int, names: list[str]) -> list[tuple[int, str]]:
         if names[i].startswith("journal"):
             out.append((i, "torn"))
     return out
+
+
+def killed_twice(monkeypatch: pytest.MonkeyPatch, fresh: Callable[[str], Path], write: Callable[[Path], Any],
+                 start: Callable[[Path], Any], check: Callable[[Path], Any]) -> int:
+    """``write`` killed at each of its steps, then ``start`` (the recovery) killed at each of its own
+    steps, then ``start`` again and ``check``, each on a ``fresh(name)`` workspace. Returns how many
+    pairs of kills were tried."""
+    counting = fresh("count")
+    with injected(monkeypatch, counting, Steps()) as counted:
+        write(counting)
+    tried = 0
+    for n, point in enumerate(crash_points(len(counted.seen), counted.seen)):
+        probe = fresh(f"p{n}")
+        with injected(monkeypatch, probe, Steps(point)), pytest.raises(Crash):
+            write(probe)
+        with injected(monkeypatch, probe, Steps()) as recovery:
+            start(probe)
+        for m, again in enumerate(crash_points(len(recovery.seen), recovery.seen)):
+            ws = fresh(f"r{n}-{m}")
+            with injected(monkeypatch, ws, Steps(point)), pytest.raises(Crash):
+                write(ws)
+            with injected(monkeypatch, ws, Steps(again)), pytest.raises(Crash):
+                start(ws)
+            start(ws)
+            check(ws)
+            tried += 1
+    return tried

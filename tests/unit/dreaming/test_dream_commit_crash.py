@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from dreaming_helpers import agent_with_memory, dream
-from dreaming_kills import Crash, Steps, crash_points, injected
+from dreaming_kills import Crash, Steps, crash_points, injected, killed_twice
 
 from gateway import atomic
 from services.dreaming.apply import intent
@@ -260,20 +260,8 @@ def test_a_kill_at_every_step_of_a_commit_leaves_each_file_old_or_new_and_pruned
 
 def test_a_kill_during_the_recovery_of_a_commit_is_finished_by_the_next_start(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stages: list[Snapshot]) -> None:
-    tried = 0
-    for n, point in enumerate(crash_points(len(STEPS), STEPS)):
-        probe = fresh(tmp_path / f"p{n}")
-        killed_at(probe, monkeypatch, point)
-        with injected(monkeypatch, probe, Steps()) as recovery:
-            start(probe)
-        for m, again in enumerate(crash_points(len(recovery.seen), recovery.seen)):
-            ws = fresh(tmp_path / f"r{n}-{m}")
-            killed_at(ws, monkeypatch, point)
-            with injected(monkeypatch, ws, Steps(again)), pytest.raises(Crash):
-                start(ws)
-            start(ws)
-            check(ws, stages)
-            tried += 1
+    tried = killed_twice(monkeypatch, lambda name: fresh(tmp_path / name), lambda ws: commit(ws, the_plan(), "run", AT),
+                         start, lambda ws: check(ws, stages))
     assert tried > 20  # the recoveries that write (pruned.md back, the restores, the close) were each killed
 
 

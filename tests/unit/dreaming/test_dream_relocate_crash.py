@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from dreaming_helpers import agent_with_memory, dream
-from dreaming_kills import Crash, Steps, crash_points, injected
+from dreaming_kills import Crash, Steps, crash_points, injected, killed_twice
 
 from services.dreaming.apply import files
 from services.dreaming.apply import intent as relocation_intent
@@ -151,24 +151,8 @@ def test_a_kill_at_every_step_leaves_the_old_state_or_the_new_and_the_next_start
 def test_a_kill_during_the_recovery_is_finished_by_the_next_start(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, images: tuple[Snapshot, Snapshot]) -> None:
     pre, post = images
-    with injected(monkeypatch, fresh(tmp_path / "count"), Steps()) as counted:
-        relocate(tmp_path / "count", "MEMORY.md", TEXT, MOVES, "run", AT)
-    tried = 0
-    for n, point in enumerate(crash_points(len(counted.seen), counted.seen)):
-        probe = fresh(tmp_path / f"p{n}")
-        with injected(monkeypatch, probe, Steps(point)), pytest.raises(Crash):
-            relocate(probe, "MEMORY.md", TEXT, MOVES, "run", AT)
-        with injected(monkeypatch, probe, Steps()) as recovery:
-            start(probe)
-        for m, again in enumerate(crash_points(len(recovery.seen), recovery.seen)):
-            ws = fresh(tmp_path / f"r{n}-{m}")
-            with injected(monkeypatch, ws, Steps(point)), pytest.raises(Crash):
-                relocate(ws, "MEMORY.md", TEXT, MOVES, "run", AT)
-            with injected(monkeypatch, ws, Steps(again)), pytest.raises(Crash):
-                start(ws)
-            start(ws)
-            check(ws, pre, post)
-            tried += 1
+    tried = killed_twice(monkeypatch, lambda name: fresh(tmp_path / name), lambda ws: relocate(ws, "MEMORY.md", TEXT, MOVES, "run", AT),
+                         start, lambda ws: check(ws, pre, post))
     assert tried > 20  # the recoveries that write (a destination back, the close) were each killed
 
 
