@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gateway.config import AgentConfig
 from gateway.atomic import WriteConflict, write_atomic
+from gateway.config import AgentConfig
 from services.dreaming.apply import intent, recall
 from services.dreaming.apply.commit import PRUNED, CommitOutcome
 from services.dreaming.apply.files import Unsafe, confined, read_text
@@ -132,7 +132,7 @@ def _put_back(workspace: Path, run_id: str, at: str, w: Written) -> bool:
     compare-and-swap (the commit point), then a ``restore`` record per op with the close. False,
     and the lines taken back off, when the file (or a copy) changed since."""
     line = f"\n(Run {run_id}: {w.file} was restored after the recall check; {', '.join(w.ops)} are undone, so the entries above are back in it.)\n"
-    copies: dict[str, tuple[str | None, str, list[journal.Record]]] = {}  # copy → (its text, None: missing; line; record)
+    copies: dict[str, tuple[str | None, str, list[journal.Record]]] = {}  # copy → (its text or None: missing, added, records)
     for copy in w.copies:
         with contextlib.suppress(Unsafe, OSError):  # a copy that cannot be read gets no line (as a failed append did not)
             text = read_text(workspace, copy) if confined(workspace, copy).exists() else None

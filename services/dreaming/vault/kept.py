@@ -32,6 +32,7 @@ from gateway.atomic import WriteConflict, write_atomic
 PENDING: Final = ".dreaming/promotions.pending.json"
 MAX_KEPT: Final = 1000
 VERSION: Final = 1
+ASKED: Final = "asked; its answer is not journaled yet (a process killed before it was: the next run gets the KB's answer back)"
 
 log = structlog.get_logger()
 
@@ -124,9 +125,6 @@ def add(workspace: Path, new: Sequence[Kept]) -> list[Kept]:
     if fresh[:room]:
         write(workspace, [*kept, *fresh[:room]])
     return fresh[room:]
-
-
-ASKED: Final = "asked; its answer is not journaled yet (a process killed before it was: the next run gets the KB's answer back)"
 
 
 def keep_ahead(agent_id: str, workspace: Path, asks: Sequence[Kept]) -> set[str]:
