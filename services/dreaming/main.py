@@ -17,10 +17,10 @@ from gateway.live_config import LiveConfig
 from gateway.temp_sweep import Folder, sweep_at_start
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
 from services.dreaming import nightly
+from services.dreaming.apply import intent
 from services.dreaming.apply.files import Unsafe, read_text
 from services.dreaming.dreamer import MAX_CONCURRENT_RUNS, Dreamer
 from services.dreaming.model.values import ReviewerOutcome, iso
-from services.dreaming.passes import relocation_intent
 from services.dreaming.peer_client import KbIndex, WatcherActivity
 from services.dreaming.records import journal, jsonl
 from services.dreaming.review.orphans import kill_orphans, owner_marker
@@ -60,20 +60,20 @@ def settle_journals(config: Config, store: StateStore) -> None:
             log.warning("dream_journal_healed", agent=agent.id, torn_lines=torn,
                         why="a process was killed while it appended to the journal")
         if recovered:
-            log.warning("dream_relocation_recovered", agent=agent.id, **relocation_intent.summary(recovered),
-                        why="a process was killed in the middle of a relocation")
+            log.warning("dream_relocation_recovered", agent=agent.id, **intent.summary(recovered),
+                        why="a process was killed in the middle of a relocation or of the applier's commit")
         if settled:
             log.warning("dream_journal_settled", agent=agent.id, ops=settled, why=journal.SETTLED_BY)
 
 
-def settle_workspace(workspace: Path, at: str) -> tuple[int, list[relocation_intent.Recovered], list[str]]:
+def settle_workspace(workspace: Path, at: str) -> tuple[int, list[intent.Recovered], list[str]]:
     """What a start does to one workspace's journal, the caller holding the agent's run lock: drop
-    the torn lines a killed append left (jsonl.heal), finish the relocations a killed process left
-    open (relocation_intent.recover), then mark undone the journaled edits a killed process never
+    the torn lines a killed append left (jsonl.heal), finish the relocations and commits a killed process left
+    open (intent.recover), then mark undone the journaled edits a killed process never
     wrote (journal.settle). Returns the lines dropped, the intents finished and the ops settled.
     Raises OSError."""
     torn = jsonl.heal(workspace / journal.JOURNAL)
-    recovered = relocation_intent.recover(workspace, at)
+    recovered = intent.recover(workspace, at)
     settled = journal.settle(workspace, lambda rel: _text_or_none(workspace, rel), at)
     return torn, recovered, settled
 

@@ -29,11 +29,11 @@ from datetime import datetime
 from pathlib import Path
 
 from gateway.atomic import write_atomic
+from services.dreaming.apply import intent
 from services.dreaming.apply.files import Unsafe, read_text
 from services.dreaming.model.budgets import over_budget
 from services.dreaming.model.edit import sha256
 from services.dreaming.model.values import MEMORY_FILE, FileChange, OpResult, RunReport, new_run_id
-from services.dreaming.passes import relocation_intent
 from services.dreaming.passes.compactor import compact
 from services.dreaming.passes.deterministic import as_op
 from services.dreaming.passes.moves import Move, take
@@ -159,7 +159,7 @@ def apply(workspace: Path, plan: Plan, now: datetime, progress: Callable[[str], 
     with nothing lost."""
     run_id = new_run_id(now)
     at = now.isoformat(timespec="seconds").replace("+00:00", "Z")
-    for line in relocation_intent.notes(relocation_intent.recover(workspace, at)):  # a migration or run a kill cut short
+    for line in intent.notes(intent.recover(workspace, at)):  # a migration or run a kill cut short
         progress(line)
     results: list[OpResult] = []
     number = 0

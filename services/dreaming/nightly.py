@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from gateway.config import AgentConfig
-from services.dreaming.apply import applier, commit, files, restore, selection
+from services.dreaming.apply import applier, commit, files, intent, restore, selection
 from services.dreaming.apply.files import Unsafe
 from services.dreaming.history import pending
 from services.dreaming.model.archive import Index
@@ -61,7 +61,7 @@ from services.dreaming.model.values import (
     iso,
     new_run_id,
 )
-from services.dreaming.passes import deterministic, relocation_intent
+from services.dreaming.passes import deterministic
 from services.dreaming.records import audit
 from services.dreaming.review import ask, transcripts
 from services.dreaming.review.ask import Review
@@ -101,7 +101,7 @@ async def run(
     run_id, at, ws = run_id or new_run_id(started), iso(started), agent.workspace
     base = RunReport(run_id=run_id, agent_id=agent.id, mode=mode, trigger=trigger, status=FAILED, started_at=at)
     try:
-        recovered = relocation_intent.recover(ws, at)  # a relocation a killed process left open is finished first
+        recovered = intent.recover(ws, at)  # a relocation or commit a killed process left open is finished first
         texts = {name: files.read_text(ws, name) for name in MEMORY_FILES}  # (2)
     except (Unsafe, OSError) as exc:
         return _finish(agent, replace(base, reason=str(exc)), deps)
@@ -142,7 +142,7 @@ async def run(
     left_out = [OpResult(numbered[id(p)], applier.withheld(p), "skipped", why, file=p.file) for p, why in left]
     summary = outcome.reply.summary if outcome else ""
     report = replace(base, reason=outcome.reason if outcome is not None and not outcome.ok else quiet, summary=summary,
-                     reviewer=outcome, notes=(*relocation_intent.notes(recovered), *passes.notes))
+                     reviewer=outcome, notes=(*intent.notes(recovered), *passes.notes))
     if mode == PROPOSE:
         results = passes.results + pending.proposed(planned, ledger) + left_out
         report = replace(report, status="proposed" if results else "nothing")

@@ -8,9 +8,10 @@ as soon as the run's backup of MEMORY.md appears, which is just before MEMORY.md
 Once dreaming is SERVING again: no temp file is left in the folders it writes to; MEMORY.md is
 the pre-image or the post-image of the run (the post-image when the run was acknowledged);
 the journal matches the file (the post-image has exactly the run's edits, not undone, the
-last one ending at the file's hash; the pre-image has none left: edits journaled for a rename
-that never came are settled at the start); and ``gateway dream revert`` takes a post-image back
-to the pre-image.
+last one ending at the file's hash; the pre-image has none left: a commit a kill cut short is
+rolled back or forward at the start); pruned.md holds the removed blocks of exactly the runs whose
+post-image MEMORY.md held, never those of a run it does not (a block in both files); and
+``gateway dream revert`` takes a post-image back to the pre-image.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -50,6 +52,17 @@ PROPOSALS = [
     add("- The canary branch was retired in June."),
     add("- Releases are tagged by the on-call engineer."),
 ]
+
+
+PRUNED_RUN = re.compile(r" · run (\S+) op \d+ \(")  # a block's heading in pruned.md names its run
+PUT_BACK = re.compile(r"\(Run (\S+): MEMORY\.md was restored after the recall check")
+
+
+def archived_runs(ws: Path) -> set[str]:
+    """The runs whose removed blocks stand in pruned.md (not those the recall check put back)."""
+    path = ws / "memory" / "archive" / "pruned.md"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    return set(PRUNED_RUN.findall(text)) - set(PUT_BACK.findall(text))
 
 
 def sha(text: str) -> str:
@@ -106,6 +119,8 @@ def test_kill_9_mid_apply_leaves_the_pre_or_post_image_and_a_journal_that_matche
         done = revert_by_cli(suite, report.run_id)
         assert done.returncode == 0, done.stderr
         assert (ws / "MEMORY.md").read_text(encoding="utf-8") == PRE
+        committed = {report.run_id}  # the runs whose post-image MEMORY.md held (a revert leaves pruned.md as it is)
+        assert archived_runs(ws) == committed
         for round_ in range(ROUNDS):
             for name in ("running", "release"):
                 (gate / name).unlink(missing_ok=True)
@@ -139,6 +154,7 @@ def test_kill_9_mid_apply_leaves_the_pre_or_post_image_and_a_journal_that_matche
             memory = (ws / "MEMORY.md").read_text(encoding="utf-8")
             edits = open_edits(ws)
             if memory == post:
+                committed |= set(edits)
                 matches = len(edits) == 1 and sha(post) == next(iter(edits.values()))[-1]["hashAfter"]
                 if not matches:
                     tally.torn += 1  # the journal does not say what the file holds: revert cannot undo it
@@ -161,6 +177,9 @@ def test_kill_9_mid_apply_leaves_the_pre_or_post_image_and_a_journal_that_matche
                     break
             else:
                 tally.torn += 1
+                break
+            if archived_runs(ws) != committed:
+                tally.torn += 1  # a removed block in pruned.md and MEMORY.md both, or in neither
                 break
     finally:
         suite.stop_all()

@@ -30,7 +30,7 @@ from test_crash_dreaming import open_edits, sha
 
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
 from services.dreaming.migration import Settings, make_plan
-from services.dreaming.passes import relocation_intent
+from services.dreaming.apply import intent as relocation_intent
 from services.dreaming.passes.moves import take
 
 pytestmark = pytest.mark.integration

@@ -1,12 +1,14 @@
 """The workspace files dreaming reads and writes, and how: confined to the workspace by real path
-(never through a link), read only as UTF-8, appended and restored by compare-and-swap, backed up
+(never through a link), read only as UTF-8, appended by compare-and-swap, backed up
 before a change (``.dreaming/backups/``, the newest ``BACKUPS_KEPT`` per file)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from gateway.atomic import WriteConflict, write_atomic
@@ -55,11 +57,14 @@ def read_text(workspace: Path, rel: str) -> str:
         raise Unsafe(f"{rel} is not valid UTF-8 (byte {exc.start}); dreaming does not rewrite it (fix it on disk)") from None
 
 
-def append_text(path: Path, block: str) -> tuple[str, str]:
+def append_text(path: Path, block: str, before_rename: Callable[[str, str], None] | None = None) -> tuple[str, str]:
     """Append ``block`` to ``path`` by CAS (retrying on a concurrent writer).
 
     Returns ``(text before, what was appended)`` (a newline is added first when
-    the file did not end with one). Raises WriteConflict after APPEND_ATTEMPTS."""
+    the file did not end with one). ``before_rename(text before, what is appended)`` runs
+    under the folder lock once the compare-and-swap passed, just before the rename
+    (``write_atomic``): an exception from it aborts the append. Raises WriteConflict after
+    APPEND_ATTEMPTS."""
     for _ in range(APPEND_ATTEMPTS):
         try:
             current: bytes | None = path.read_bytes()
@@ -67,8 +72,9 @@ def append_text(path: Path, block: str) -> tuple[str, str]:
             current = None
         before = (current or b"").decode("utf-8", errors="replace")  # for the journal's context only
         inserted = ("\n" if current and not current.endswith(b"\n") else "") + block
+        hook = None if before_rename is None else functools.partial(before_rename, before, inserted)
         try:  # the file's own bytes are kept as they are, readable or not
-            write_atomic(path, (current or b"") + inserted.encode("utf-8"), expected=current)
+            write_atomic(path, (current or b"") + inserted.encode("utf-8"), expected=current, before_rename=hook)
         except WriteConflict:
             continue
         return before, inserted
@@ -87,12 +93,3 @@ def backup(workspace: Path, name: str, text: str, run_id: str) -> None:
     for old in kept[:-BACKUPS_KEPT]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(folder / old)
-
-
-def restore(workspace: Path, name: str, pre_image: str, written: str) -> bool:
-    """Put ``pre_image`` back (the recall check failed) if the file still holds what the run wrote."""
-    try:
-        write_atomic(confined(workspace, name), pre_image.encode("utf-8"), expected=written.encode("utf-8"))
-    except (WriteConflict, Unsafe):
-        return False
-    return True

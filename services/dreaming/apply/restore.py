@@ -5,9 +5,11 @@ staleness GC's moves) asks the KB whether every entry it took out is still found
 When one is not, when the KB cannot answer, or when the run is cancelled before the answer, each
 file the step wrote that ``Check`` blames gets its pre-image back, if it still holds what the step
 wrote (compare-and-swap: a file changed since is kept, and the note says where its text is). For
-each file put back, the journal gets a ``restore`` record per op (so a revert never undoes them
-again, and ``journal.settle`` finds a crash between the two), and each file that keeps a copy of
-what it lost (``pruned.md``, a destination) gets a line saying the entries are back.
+each file put back, each file that keeps a copy of what it lost (``pruned.md``, a destination) gets
+a line saying the entries are back, and the journal a ``restore`` record per op (so a revert never
+undoes them again). Like a commit, a put-back is a multi-file write under a write-ahead intent
+(``intent.py``): a kill at any step leaves the file put back with its lines and its ``restore``
+records, or the file as the step wrote it with no line and its ops standing.
 
 A cancellation is not raised here: the files are put back first and ``Verdict.cancelled`` says
 so; the caller audits what it must and raises ``CancelledError`` itself.
@@ -16,19 +18,22 @@ so; the caller audits what it must and raises ``CancelledError`` itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from gateway.atomic import WriteConflict, write_atomic
 from gateway.config import AgentConfig
-from services.dreaming.apply import recall
+from services.dreaming.apply import intent, recall
 from services.dreaming.apply.commit import PRUNED, CommitOutcome
-from services.dreaming.apply.files import append_text, confined, restore
+from services.dreaming.apply.files import Unsafe, confined, read_text
 from services.dreaming.model.archive import Index
+from services.dreaming.model.edit import sha256
 from services.dreaming.model.values import OpResult
 from services.dreaming.records import journal
 
-RESTORED_BY = "recall check"
+RESTORED_BY = intent.PUT_BACK_BY
 
 
 @dataclass(frozen=True)
@@ -105,23 +110,50 @@ def _blamed(missing: Sequence[recall.Missing], written: Sequence[Written], how: 
 
 def put_back(workspace: Path, run_id: str, at: str, written: Sequence[Written], why: Mapping[str, str]) -> Verdict:
     """Restore each written file ``why`` names (file → reason) that still holds what was written.
-    Synchronous: it also runs while the run is cancelled."""
+    Synchronous: it also runs while the run is cancelled. Raises OSError when the journal cannot be
+    written."""
     verdict = Verdict(lost=bool(why))
     for w in written:
         reason = why.get(w.file)
         if reason is None:
             continue
-        if not restore(workspace, w.file, w.before, w.after):
+        if not _put_back(workspace, run_id, at, w):
             verdict.notes.append(f"{w.file}: {reason}, but it changed since the run wrote it, so it was kept; "
                                  f"what it lost is in {', '.join(w.copies)}.")
             continue
         verdict.notes.append(f"{w.file} restored to its pre-image: {reason}.")
         verdict.undone.update(dict.fromkeys(w.ops, reason))
-        journal.append(workspace, [journal.undo_record("restore", run_id, op, at, by=RESTORED_BY) for op in w.ops])
-        for copy in w.copies:
-            append_text(confined(workspace, copy), f"\n(Run {run_id}: {w.file} was restored after the recall check; "
-                                                   f"{', '.join(w.ops)} are undone, so the entries above are back in it.)\n")
     return verdict
+
+
+def _put_back(workspace: Path, run_id: str, at: str, w: Written) -> bool:
+    """Put ``w``'s pre-image back under a write-ahead intent (``intent.py``, a ``putBack``): the
+    journal first, then a line in each copy saying the entries are back, then the file by
+    compare-and-swap (the commit point), then a ``restore`` record per op with the close. False,
+    and the lines taken back off, when the file (or a copy) changed since."""
+    line = f"\n(Run {run_id}: {w.file} was restored after the recall check; {', '.join(w.ops)} are undone, so the entries above are back in it.)\n"
+    copies: dict[str, tuple[str | None, str, list[journal.Record]]] = {}  # copy → (its text or None: missing, added, records)
+    for copy in w.copies:
+        with contextlib.suppress(Unsafe, OSError):  # a copy that cannot be read gets no line (as a failed append did not)
+            text = read_text(workspace, copy) if confined(workspace, copy).exists() else None
+            copies[copy] = (text, *intent.appended(copy, text or "", [intent.Piece(w.ops[0] if w.ops else w.file, line, RESTORED_BY)],
+                                                   run_id, at, kind=intent.ARCHIVE))
+    records = [r for _, _, mine in copies.values() for r in mine]
+    ahead = intent.Intent(run_id, f"{w.ops[0] if w.ops else w.file}/put-back", w.ops, len(records), (
+        intent.Image(w.file, sha256(w.after), sha256(w.before)),
+        *(intent.Image(c, sha256(t or ""), sha256((t or "") + added), len(added), t is None) for c, (t, added, _) in copies.items()),
+    ), intent.PUT_BACK)
+    intent.begin(workspace, ahead, records, at)
+    try:
+        for copy, (text, added, _) in copies.items():
+            write_atomic(confined(workspace, copy), ((text or "") + added).encode("utf-8"),
+                         expected=None if text is None else text.encode("utf-8"))
+        write_atomic(confined(workspace, w.file), w.before.encode("utf-8"), expected=w.after.encode("utf-8"))  # the commit point
+    except (WriteConflict, Unsafe, OSError):
+        intent.roll_back(workspace, ahead, records, at, RESTORED_BY, frozenset(w.ops))
+        return False
+    intent.finish(workspace, ahead, at, [journal.undo_record("restore", run_id, op, at, by=RESTORED_BY) for op in w.ops])
+    return True
 
 
 async def check_commit(agent: AgentConfig, index: Index, run_id: str, at: str, done: CommitOutcome) -> Verdict:

@@ -20,9 +20,9 @@ import structlog
 from gateway.atomic import WriteConflict, write_atomic
 from gateway.config import AgentConfig
 from gateway.errors import FailedPrecondition, NotFound
+from services.dreaming.apply import intent
 from services.dreaming.apply.files import Unsafe, backup, confined, read_text
 from services.dreaming.model.values import MEMORY_FILES, FileChange, VaultUndo, iso, new_run_id
-from services.dreaming.passes import relocation_intent
 from services.dreaming.records import audit, journal
 from services.dreaming.vault import undo as vault_undo
 from services.dreaming.vault.promotion import Promoter
@@ -58,7 +58,7 @@ async def revert_run(agent: AgentConfig, promoter: Promoter | None, run_id: str,
 def _revert_files(agent: AgentConfig, run_id: str, op_id: str | None, revert_id: str, at: str) -> tuple[RevertResult, list[str]]:
     """The local part of a revert: ``(result, every op it covers: undone now or before)``."""
     ws = agent.workspace
-    relocation_intent.recover(ws, at)  # a relocation a killed process left open: made or undone before a revert reads it
+    intent.recover(ws, at)  # a relocation or commit a killed process left open: made or undone before a revert reads it
     records = journal.read(ws)
     edits = [r for r in records if r.get("kind") == "edit" and r.get("run") == run_id]
     if not edits:

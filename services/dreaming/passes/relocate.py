@@ -5,7 +5,7 @@ For a source file (MEMORY.md) and the moves planned from its text:
 1. The source and every destination are read again; if the source changed since the text the
    moves were planned from, nothing is written (the run records why).
 2. The journal gets, in one fsynced append, the relocation's write-ahead intent
-   (``relocation_intent``: every file with the SHA-256 of its text before and after) and, per move
+   (``apply/intent.py``: every file with the SHA-256 of its text before and after) and, per move
    (one op id each), an ``append`` record for its piece of the destination and a ``move`` record
    for the span taken out of the source (with its offset and context in the text as it was when
    that span went, in order; the hashes of a pass's records are of the files before and after the
@@ -17,7 +17,7 @@ For a source file (MEMORY.md) and the moves planned from its text:
 4. The source's pre-image goes to the backups; the source is replaced by compare-and-swap with the
    moved spans taken out. This is the commit point: an ``intentDone`` record closes the intent.
    A conflict or a failed write before it rolls the destinations back at once; a kill anywhere is
-   finished forward or back by ``relocation_intent.recover`` at the next start or run.
+   finished forward or back by ``intent.recover`` at the next start or run.
 
 So ``gateway dream revert`` undoes a pass like any other run, and one op alone too: its entry goes
 back where it stood and its piece comes off the destination, together or not at all.
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.atomic import WriteConflict, write_atomic
+from services.dreaming.apply import intent
 from services.dreaming.apply.files import Unsafe, backup, confined, read_text
 from services.dreaming.model.edit import CONTEXT_CHARS, Edit, sha256
-from services.dreaming.passes import relocation_intent
 from services.dreaming.passes.moves import Move, archive_pieces, take
 from services.dreaming.records import journal
 
@@ -86,9 +86,9 @@ class _Destination:
     inserted: str
     records: list[journal.Record]
 
-    def image(self, name: str) -> relocation_intent.Image:
+    def image(self, name: str) -> intent.Image:
         before = self.before or ""
-        return relocation_intent.Image(name, sha256(before), sha256(before + self.inserted), len(self.inserted), self.before is None)
+        return intent.Image(name, sha256(before), sha256(before + self.inserted), len(self.inserted), self.before is None)
 
 
 def _destination(workspace: Path, target: str, pieces: Sequence[tuple[Move, str]], op_of: dict[int, str], source: str,
@@ -96,24 +96,8 @@ def _destination(workspace: Path, target: str, pieces: Sequence[tuple[Move, str]
     """Read ``target`` and plan its append and its ``append`` records. Raises Unsafe or OSError."""
     path = confined(workspace, target)
     before = read_text(workspace, target) if path.exists() else None
-    text = before or ""
-    lead = "\n" if text and not text.endswith("\n") else ""
-    inserted = lead + "".join(piece for _, piece in pieces)
-    after = text + inserted
-    target_before, target_after = sha256(text), sha256(after)  # the destination before and after the pass
-    records = []
-    offset = len(text)
-    for i, (move, piece) in enumerate(pieces):
-        piece_text = (lead + piece) if i == 0 else piece
-        edit = Edit(
-            op_id=op_of[id(move)], file=target, kind="append", offset=offset, removed="", inserted=piece_text,
-            # as each piece was when it went in: at the end (later pieces and appends follow it)
-            before=after[max(0, offset - CONTEXT_CHARS) : offset], after="",
-            hash_before=target_before, hash_after=target_after, reason=f"from {source}: {move.reason}",
-            heading_path=move.heading_path, at_start=offset <= CONTEXT_CHARS, at_end=False,
-        )
-        records.append(journal.edit_record(run_id, edit, at))
-        offset += len(piece_text)
+    inserted, records = intent.appended(target, before or "", [
+        intent.Piece(op_of[id(move)], piece, f"from {source}: {move.reason}", move.heading_path) for move, piece in pieces], run_id, at)
     return _Destination(path, before, inserted, records)
 
 
@@ -143,12 +127,12 @@ def relocate(workspace: Path, source: str, planned_from: str, numbered: Sequence
         return out
     new = take(planned_from, [move for _, move in numbered])
     records = [r for d in dests.values() for r in d.records] + _removals(planned_from, numbered, source, at, run_id, new)
-    intent = relocation_intent.Intent(
+    ahead = intent.Intent(
         run_id, numbered[0][0], tuple(op for op, _ in numbered), len(records),
-        (relocation_intent.Image(source, sha256(planned_from), sha256(new)), *(d.image(t) for t, d in dests.items())),
+        (intent.Image(source, sha256(planned_from), sha256(new)), *(d.image(t) for t, d in dests.items())),
     )
     try:
-        relocation_intent.begin(workspace, intent, records, at)
+        intent.begin(workspace, ahead, records, at)
     except OSError as exc:
         out.aborted = f"the journal could not be written ({exc}); nothing was moved"
         return out
@@ -162,10 +146,10 @@ def relocate(workspace: Path, source: str, planned_from: str, numbered: Sequence
         write_atomic(path, new.encode("utf-8"), expected=planned_from.encode("utf-8"))
     except (WriteConflict, OSError) as exc:
         why = f"{writing} changed on disk just before the write (compare-and-swap)" if isinstance(exc, WriteConflict) else str(exc)
-        relocation_intent.roll_back(workspace, intent, records, at, f"{why}: rolled back")
+        intent.roll_back(workspace, ahead, records, at, f"{why}: rolled back")
         out.aborted = f"{why}; nothing was moved"
         return out
-    relocation_intent.finish(workspace, intent, at)
+    intent.finish(workspace, ahead, at)
     out.after = new
     out.ops = list(numbered)
     out.records = records

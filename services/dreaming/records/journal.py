@@ -19,10 +19,12 @@ revert (``gateway dream revert AGENT RUN[/OP]``) undoes ops from these records:
   changes nothing the second time. Ops the recall check already undid
   (``restore`` records) count as undone.
 
-**After a crash.** A commit journals a memory file's edits just before its
-rename (``apply/commit.py``), and the recall check restores a file before it journals
-the ``restore``: a process killed in between leaves edits in the journal that
-are not in their file, which is then still exactly as before them (its SHA-256
+**After a crash.** The applier's commit of a memory file, a pass's moves and
+the recall check's put-back are journaled under a write-ahead intent before any
+file is written (``apply/intent.py`` finishes one a kill left open). An episodic
+append journals its edit just before its rename (``apply/commit.py``), and so
+did a commit of an older version: a process killed in between leaves edits in
+the journal that are not in their file, which is then still exactly as before them (its SHA-256
 is the first edit's ``hashBefore``). ``settle``, run when dreaming starts,
 finds such edits and appends a ``restore`` record for each (by ``SETTLED_BY``),
 so the journal matches the files again and a revert has nothing to undo there.
@@ -34,8 +36,8 @@ keep their copies, so a move is settled when its source is in that state.
 records: what the KB wrote, exactly), and a revert undoes those of the ops it
 covers through the KB once the files are done (``vault.undo``), marking each
 undone one with an ``unpromote`` record. Only ``edit``, ``revert`` and
-``restore`` records matter here; a relocation's ``intent`` and ``intentDone``
-records are read by ``passes/relocation_intent.py``.
+``restore`` records matter here; the ``intent``, ``intentDone`` and ``archive``
+records of a relocation or a commit are read by ``apply/intent.py``.
 
 The journal is capped (``MAX_BYTES``): past it, the oldest records are dropped
 (whole lines) down to ``KEEP_BYTES``, and runs that old can no longer be reverted

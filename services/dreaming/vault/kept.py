@@ -32,6 +32,7 @@ from gateway.atomic import WriteConflict, write_atomic
 PENDING: Final = ".dreaming/promotions.pending.json"
 MAX_KEPT: Final = 1000
 VERSION: Final = 1
+ASKED: Final = "asked; its answer is not journaled yet (a process killed before it was: the next run gets the KB's answer back)"
 
 log = structlog.get_logger()
 
@@ -124,3 +125,33 @@ def add(workspace: Path, new: Sequence[Kept]) -> list[Kept]:
     if fresh[:room]:
         write(workspace, [*kept, *fresh[:room]])
     return fresh[room:]
+
+
+def keep_ahead(agent_id: str, workspace: Path, asks: Sequence[Kept]) -> set[str]:
+    """Keep a run's ``asks`` before they are asked (docs/concepts/promotion.md "Kept and retried"), so
+    a process killed after the KB wrote and before the journal did leaves them kept: the next run's
+    retry gets the KB's answer back and journals it under their run. The request ids kept; none when
+    the file cannot be written (logged), nor those past the cap (kept later only if they wait)."""
+    if not asks:
+        return set()
+    try:
+        refused = {k.request_id for k in add(workspace, asks)}
+    except OSError as exc:
+        log.warning("dream_promotions_not_kept_ahead", agent=agent_id, error=str(exc))
+        return set()
+    return {k.request_id for k in asks} - refused
+
+
+def settle_ahead(agent_id: str, workspace: Path, ahead: set[str], waiting: Sequence[Kept]) -> list[str]:
+    """The queue once the run's promotions are journaled: those kept ahead that were answered leave it,
+    the ``waiting`` ones stay with their reason; a note of the run when it cannot be rewritten."""
+    if not ahead:
+        return []
+    why = {k.request_id: k for k in waiting}
+    try:
+        write(workspace, [why.get(k.request_id, k) for k in read(workspace) if k.request_id not in ahead or k.request_id in why])
+    except OSError as exc:
+        log.error("dream_promotions_kept_not_written", agent=agent_id, error=str(exc))
+        return [f"The kept promotions could not be rewritten ({exc}); the next run asks this run's again, and the KB "
+                "answers each request once."]
+    return []

@@ -56,7 +56,10 @@ run and op, so reverting the original run or op takes it out of the vault; one
 still unreachable stays, and so do the rest. A promotion the KB refuses on a
 retry for another reason is ``declined`` and leaves the queue. The queue holds at
 most ``kept.MAX_KEPT`` promotions: a newer one past the cap is ``declined``
-(saying so), logged and noted in the run's audit.
+(saying so), logged and noted in the run's audit. A run's own promotions are
+kept before they are asked (``kept.keep_ahead``) and leave the queue once their
+writes are journaled, so a process killed between the KB's write and the
+journal's leaves them for the next run's retry, which journals the KB's answer.
 
 **Nothing promoted.** When no promotion of a run landed (created, merged or
 updated), ``not_promoted`` says why in plain words, audited as the run record's
@@ -396,14 +399,18 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
     if adds and STEP not in step.steps:
         step.steps.append(STEP)
     waiting: list[tuple[int, Kept]] = []
+    facts = {r.op_id: fact_text(r.proposal.content) for r in adds}
+    not_offered = {op: _not_offered(text) for op, text in facts.items()}
+    asks = {r.op_id: Kept(kept.request_id(agent.id, r.op_id), run_id, r.op_id, r.proposal.id, r.proposal.topic,
+                          r.proposal.reason, facts[r.op_id], at, kept.ASKED) for r in adds if not not_offered[r.op_id]}
+    ahead = kept.keep_ahead(agent.id, agent.workspace, list(asks.values()) if not (step.cancelled or unreachable) else [])
     for r in adds:
         p = r.proposal
-        text = fact_text(p.content)
-        why = _not_offered(text)
+        why = not_offered[r.op_id]
         if why:
             step.add(Promotion(r.op_id, p.id, SKIPPED, "", why), f"skipped: {why}")
             continue
-        ask = Kept(kept.request_id(agent.id, r.op_id), run_id, r.op_id, p.id, p.topic, p.reason, text, at, "")
+        ask = replace(asks[r.op_id], error="")
         if step.cancelled or unreachable:
             why = "the run was cancelled before it was asked" if step.cancelled else f"not asked: the KB is unavailable ({unreachable})"
             waiting.append((len(step.promotions), replace(ask, error=why)))
@@ -411,7 +418,7 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
                      f"pending: {why}; kept on this host, a later run retries it")
             continue
         try:
-            reply = await promoter.promote(agent.id, p.topic, p.reason, text, run_id, ask.request_id)
+            reply = await promoter.promote(agent.id, p.topic, p.reason, ask.fact, run_id, ask.request_id)
         except asyncio.CancelledError:
             step.cancelled = True
             why = "the run was cancelled while the KB was asked (it may have landed: the retry gets the KB's answer)"
@@ -429,12 +436,15 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
             step.add(Promotion(r.op_id, p.id, DECLINED, "", why), f"declined: {why}")
             continue
         step.add(_from_reply(r.op_id, p.id, reply), reply.message)
-    _keep(agent, at, step, waiting)
+    _keep(agent, at, step, [(i, k) for i, k in waiting if k.request_id not in ahead])
     for promotion in step.promotions:
         (log.warning if promotion.outcome in (DECLINED, PENDING) else log.info)(
             "dream_promotion", agent=agent.id, run=run_id, op=promotion.op_id, outcome=promotion.outcome,
             note=promotion.note or None, reason=promotion.reason, retry_of=promotion.retry_of or None)
-    step.notes += _journaled(agent, run_id, at, step.promotions[first:])
+    not_journaled = _journaled(agent, run_id, at, step.promotions[first:])
+    step.notes += not_journaled
+    if not not_journaled:  # journaled: the answered ones kept ahead leave the queue; the waiting ones say why
+        step.notes += kept.settle_ahead(agent.id, agent.workspace, ahead, [k for _, k in waiting])
     return step
 
 

@@ -39,6 +39,11 @@ def read(ws: Path, rel: str) -> str:
     return (ws / rel).read_text()
 
 
+def edits(ws: Path) -> list[journal.Record]:
+    """The journal's edit records (not the intents around them, nor the archive's copies)."""
+    return [r for r in journal.read(ws) if r["kind"] == "edit"]
+
+
 def test_commit_archives_first_backs_up_writes_and_journals(ws: Path) -> None:
     p = plan({"MEMORY.md": MEMORY}, ops(remove("- Ticket 41 is closed"), Proposal(op="replace", file="MEMORY.md", target="March", content="April ($1)", reason="moved")), BUDGETS)
     done = commit(ws, p, "run1", "2026-12-01T03:00:00Z")
@@ -49,9 +54,11 @@ def test_commit_archives_first_backs_up_writes_and_journals(ws: Path) -> None:
     assert "## Removed from MEMORY.md › Memory › Work · 2026-12-01 · run run1 op 1 (remove)" in pruned
     assert "- Ticket 41 is closed\n" in pruned and "March" in pruned  # the old side of the replace too
     assert read(ws, f"{BACKUPS}/MEMORY.md.run1") == MEMORY
-    records = journal.read(ws)
+    records = edits(ws)
     assert [(r["op"], r["opKind"]) for r in records] == [("run1/1", "remove"), ("run1/2", "replace")]
     assert records[0]["removed"] == "- Ticket 41 is closed\n"
+    # the write-ahead intent and every record before any file is written, then the close
+    assert [r["kind"] for r in journal.read(ws)] == ["intent", "edit", "edit", "archive", "archive", "intentDone"]
 
 
 def test_a_replace_of_part_of_a_line_archives_the_whole_line_as_it_was(ws: Path) -> None:
@@ -63,23 +70,23 @@ def test_a_replace_of_part_of_a_line_archives_the_whole_line_as_it_was(ws: Path)
     assert "run run1 op 2 (remove)\n\n- Ticket 41 is closed\n" in pruned
     # The recall check looks for the same text: the old fact in its own words.
     assert [b.text for b in done.pruned] == ["- Project Kestrel ships in March\n", "- Ticket 41 is closed\n"]
-    assert journal.read(ws)[0]["removed"] == "March"  # the journal keeps the exact splice (reverts need it)
+    assert edits(ws)[0]["removed"] == "March"  # the journal keeps the exact splice (reverts need it)
 
 
-def test_all_blocks_of_a_file_are_archived_in_one_append_in_op_order(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_all_blocks_of_a_file_are_archived_in_one_write_in_op_order(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from services.dreaming.apply import commit as commit_module
 
-    appends: list[str] = []
-    real = commit_module.append_text
+    writes: list[Path] = []
+    real = commit_module.write_atomic
 
-    def counting(path: Path, block: str) -> tuple[str, str]:
-        appends.append(block)
-        return real(path, block)
+    def counting(path: Path, data: bytes, **kwargs: object) -> None:
+        writes.append(path)
+        real(path, data, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(commit_module, "append_text", counting)
+    monkeypatch.setattr(commit_module, "write_atomic", counting)
     p = plan({"MEMORY.md": MEMORY}, ops(*(remove(f"+ filler line {i:02d}") for i in range(5))), BUDGETS)
     commit(ws, p, "run1", "2026-12-01T03:00:00Z")
-    assert len(appends) == 1
+    assert [path.relative_to(ws).as_posix() for path in writes] == [PRUNED, "MEMORY.md"]
     pruned = read(ws, PRUNED)
     assert [pruned.index(f"+ filler line {i:02d}") for i in range(5)] == sorted(pruned.index(f"+ filler line {i:02d}") for i in range(5))
     assert pruned.count("## Removed from MEMORY.md") == 5
@@ -101,7 +108,7 @@ def test_a_memory_file_that_does_not_exist_yet_is_created(tmp_path: Path) -> Non
     done = commit(tmp_path, p, "run1", "2026-12-01T03:00:00Z")
     assert done.aborted == {} and done.results[0].status == "applied"
     assert read(tmp_path, "USER.md") == "- Name: Ada\n"
-    assert [r["op"] for r in journal.read(tmp_path)] == ["run1/1"]
+    assert [r["op"] for r in edits(tmp_path)] == ["run1/1"]
 
 
 def test_a_memory_file_created_by_someone_else_during_the_run_aborts_it(tmp_path: Path) -> None:

@@ -65,7 +65,8 @@ def test_a_run_cancelled_during_the_recall_check_restores_and_is_audited(tmp_pat
     assert (ws / "MEMORY.md").read_text() == MEMORY  # nothing removed goes unchecked
     assert (ws / "USER.md").read_text() == "- Ada.\n"  # an add removes nothing: it stays
     journal = records(ws / ".dreaming" / "journal.jsonl")
-    assert [(r["kind"], r["op"]) for r in journal] == [("edit", "r1/1"), ("edit", "r1/2"), ("restore", "r1/1")]
+    assert [(r["kind"], r["op"]) for r in journal if r["kind"] in ("edit", "restore")] == [
+        ("edit", "r1/1"), ("edit", "r1/2"), ("restore", "r1/1")]
     audit = records(ws / ".dreaming" / "audit.jsonl")
     run = audit[0]
     assert (run["kind"], run["run"], run["status"]) == ("run", "r1", "interrupted")

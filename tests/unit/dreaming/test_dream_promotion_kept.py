@@ -215,6 +215,45 @@ def test_a_lost_answer_is_retried_and_the_kb_gives_its_first_answer_back(tmp_pat
     assert undone.outcome == "undone" and kb.store.read("ferry") is None
 
 
+class Crash(BaseException):
+    """The process dies here."""
+
+
+def test_a_process_killed_after_the_kb_wrote_and_before_the_journal_did_lands_the_promotion_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each promotion is kept before it is asked: a kill between the KB's write and the journal's
+    leaves it kept, so the next run gets the KB's answer back and journals it under the first run
+    (a revert can take it out of the vault), and the vault holds it once."""
+    agent, kb = agent_in(tmp_path / "home"), Kb(tmp_path / "vault")
+    real = journal.append
+
+    def dies_at_the_promotion_records(workspace: Path, records: Any, **kwargs: Any) -> None:
+        records = list(records)
+        if any(r.get("kind") == promotion.PROMOTION for r in records):
+            raise Crash
+        real(workspace, records, **kwargs)
+
+    monkeypatch.setattr(journal, "append", dies_at_the_promotion_records)
+    with pytest.raises(Crash):
+        step(agent, kb, "r1", FERRY, KILN)
+    monkeypatch.undo()
+    assert sorted(kb.store.names(include_retired=False)) == ["ferry", "kiln"]  # the KB wrote both
+    assert [(k.op_id, k.error) for k in kept.read(agent.workspace)] == [("r1/1", kept.ASKED), ("r1/2", kept.ASKED)]
+    second = step(agent, kb, "r2")
+    assert [(p.op_id, p.outcome, p.retry_of) for p in second.promotions] == [("r1/1", "created", "r1"), ("r1/2", "created", "r1")]
+    assert kept.read(agent.workspace) == [] and kb.text("ferry").count("pier 4") == 1
+    writes = vault_undo.pending(journal.read(agent.workspace), "r1", ["r1/1", "r1/2"])
+    assert sorted(op for op, _ in writes) == ["r1/1", "r1/2"]
+    assert {u.outcome for u in asyncio.run(vault_undo.undo_all(kb, "alfred", "r1", writes))} == {"undone"}
+
+
+def test_a_run_that_is_not_killed_leaves_nothing_kept_ahead(tmp_path: Path) -> None:
+    agent, kb = agent_in(tmp_path / "home"), Kb(tmp_path / "vault")
+    first = step(agent, kb, "r1", FERRY, KILN)
+    assert [p.outcome for p in first.promotions] == ["created", "created"] and kept.read(agent.workspace) == []
+    assert sorted(op for op, _ in vault_undo.pending(journal.read(agent.workspace), "r1", ["r1/1", "r1/2"])) == ["r1/1", "r1/2"]
+
+
 def test_a_kept_promotion_whose_op_was_reverted_is_dropped_unsent(tmp_path: Path) -> None:
     agent, kb = agent_in(tmp_path / "home"), Kb(tmp_path / "vault")
     kept.add(agent.workspace, [one("r1", 1, "reverted"), one("r1", 2, "restored"), one("r1", 3, "kept")])

@@ -1,9 +1,8 @@
 """A relocation killed at every step, then what dreaming's next start does: the old state or the new.
 
-The kill is a BaseException raised at a step (as in test_dream_commit_crash.py), which nothing in
-the relocation catches, so what is on disk then is what a kill -9 at that point leaves. The steps
-are every file write (a rename or link into place, a removal) and every journal append; the kill
-comes just before a step, just after it, or, for an append, in its middle (a torn last line).
+The kills are ``dreaming_kills``'s: the steps are every file write (a rename or link into place, a
+removal) and every journal append; the kill comes just before a step, just after it, or, for an
+append, in its middle (a torn last line).
 The start is ``main.settle_workspace`` (what dreaming runs before it serves), or only the
 recovery a run begins with. The recovery is then killed at each of its own steps too, and the next
 start must still finish it. Then: files someone else changed between the kill and the start, a
@@ -14,34 +13,26 @@ the source killed at each of its steps.
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dreaming_helpers import agent_with_memory, dream
+from dreaming_kills import Crash, Steps, crash_points, injected, killed_twice
 
 from services.dreaming.apply import files
+from services.dreaming.apply import intent as relocation_intent
 from services.dreaming.apply.restore import Written, put_back
-from gateway.atomic import is_temp_name
 from services.dreaming.main import settle_workspace
 from services.dreaming.model.edit import sha256
-from services.dreaming.passes import relocation_intent
 from services.dreaming.passes.moves import COMPACT, COMPLETED, ROUTE, Move
 from services.dreaming.passes.relocate import relocate
-from services.dreaming.records import journal, jsonl
+from services.dreaming.records import journal
 
 TEXT = "# Memory\n\n## Tasks\n- [x] ship the beta\n- keep the docs fresh\n- [x] rotate the keys\n\n## Log\n- 2026-11-30 met Ada\n"
 LOG = "# Log\n- older entry"  # no final newline: the append puts one first
 AT = "2026-12-01T03:00:00Z"
 FILES = ("MEMORY.md", COMPLETED, "memory/log.md")
-
-
-class Crash(BaseException):
-    """The process dies here."""
 
 
 def move(kind: str, line: str, target: str, path: tuple[str, ...]) -> Move:
@@ -79,78 +70,6 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> tuple[Snapshot, Snapshot
     pre = snapshot(ws)
     assert relocate(ws, "MEMORY.md", TEXT, MOVES, "run", AT).aborted == ""
     return pre, snapshot(ws)
-
-
-@dataclass
-class Steps:
-    """The steps seen so far, and the one to die at: ``(index, "before" | "after" | "torn")``."""
-
-    die_at: tuple[int, str] | None = None
-    seen: list[str] = field(default_factory=list)
-
-    def step(self, name: str, do: Callable[[], Any], tear: Callable[[], None] | None = None) -> Any:
-        index = len(self.seen)
-        self.seen.append(name)
-        if self.die_at == (index, "before"):
-            raise Crash
-        result = do()
-        if self.die_at == (index, "torn") and tear is not None:
-            tear()
-        if self.die_at is not None and self.die_at[0] == index:
-            raise Crash
-        return result
-
-
-@contextmanager
-def injected(monkeypatch: pytest.MonkeyPatch, ws: Path, steps: Steps) -> Iterator[Steps]:
-    """Every rename or link into place, every removal and every journal append of ``ws`` is a step."""
-    real_replace, real_link, real_unlink, real_append = os.replace, os.link, os.unlink, jsonl.append
-
-    def name(path: Any) -> str:
-        return os.path.relpath(os.fsdecode(path), ws)
-
-    def replace(src: Any, dst: Any) -> None:
-        steps.step(f"write {name(dst)}", lambda: real_replace(src, dst))
-
-    def link(src: Any, dst: Any) -> None:
-        steps.step(f"write {name(dst)}", lambda: real_link(src, dst))
-
-    def unlink(path: Any, *args: Any, **kwargs: Any) -> None:
-        if is_temp_name(os.path.basename(os.fspath(path))):  # a temp file's clean-up is no step of its own
-            real_unlink(path, *args, **kwargs)
-            return
-        steps.step(f"remove {name(path)}", lambda: real_unlink(path, *args, **kwargs))
-
-    def append(path: Path, records: Any, **kwargs: Any) -> None:
-        records = list(records)
-        if not records:  # writes nothing
-            real_append(path, records, **kwargs)
-            return
-        size = path.stat().st_size if path.exists() else 0
-
-        def tear() -> None:  # the kernel ended the write early: half of it is there
-            os.truncate(path, size + (path.stat().st_size - size) // 2)
-
-        kinds = ",".join(sorted({str(r.get("kind")) for r in records}))
-        steps.step(f"journal {kinds}", lambda: real_append(path, records, **kwargs), tear)
-
-    monkeypatch.setattr(os, "replace", replace)
-    monkeypatch.setattr(os, "link", link)
-    monkeypatch.setattr(os, "unlink", unlink)
-    monkeypatch.setattr(jsonl, "append", append)
-    try:
-        yield steps
-    finally:
-        monkeypatch.undo()
-
-
-def crash_points(count: int, names: list[str]) -> list[tuple[int, str]]:
-    out = []
-    for i in range(count):
-        out += [(i, "before"), (i, "after")]
-        if names[i].startswith("journal"):
-            out.append((i, "torn"))
-    return out
 
 
 def start(ws: Path, at: str = "2026-12-01T04:00:00Z") -> None:
@@ -232,24 +151,8 @@ def test_a_kill_at_every_step_leaves_the_old_state_or_the_new_and_the_next_start
 def test_a_kill_during_the_recovery_is_finished_by_the_next_start(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, images: tuple[Snapshot, Snapshot]) -> None:
     pre, post = images
-    with injected(monkeypatch, fresh(tmp_path / "count"), Steps()) as counted:
-        relocate(tmp_path / "count", "MEMORY.md", TEXT, MOVES, "run", AT)
-    tried = 0
-    for n, point in enumerate(crash_points(len(counted.seen), counted.seen)):
-        probe = fresh(tmp_path / f"p{n}")
-        with injected(monkeypatch, probe, Steps(point)), pytest.raises(Crash):
-            relocate(probe, "MEMORY.md", TEXT, MOVES, "run", AT)
-        with injected(monkeypatch, probe, Steps()) as recovery:
-            start(probe)
-        for m, again in enumerate(crash_points(len(recovery.seen), recovery.seen)):
-            ws = fresh(tmp_path / f"r{n}-{m}")
-            with injected(monkeypatch, ws, Steps(point)), pytest.raises(Crash):
-                relocate(ws, "MEMORY.md", TEXT, MOVES, "run", AT)
-            with injected(monkeypatch, ws, Steps(again)), pytest.raises(Crash):
-                start(ws)
-            start(ws)
-            check(ws, pre, post)
-            tried += 1
+    tried = killed_twice(monkeypatch, lambda name: fresh(tmp_path / name), lambda ws: relocate(ws, "MEMORY.md", TEXT, MOVES, "run", AT),
+                         start, lambda ws: check(ws, pre, post))
     assert tried > 20  # the recoveries that write (a destination back, the close) were each killed
 
 
@@ -337,7 +240,8 @@ def test_a_kill_while_the_recall_check_puts_the_source_back_leaves_a_journal_tha
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, images: tuple[Snapshot, Snapshot]) -> None:
     """The recall check of a pass that could not find a moved entry puts MEMORY.md back (its
     destinations keep their copies, with a line saying so): killed at each step of that, the next
-    start leaves MEMORY.md as the pass left it with its moves open, or put back with them undone."""
+    start (or the recovery a run begins with) leaves MEMORY.md as the pass left it with its moves
+    open and no line, or put back with them undone and the line in each destination."""
     _, post = images
     after = str(post["MEMORY.md"])
     written = [Written("MEMORY.md", TEXT, after, tuple(OPS), (COMPLETED, "memory/log.md"))]
@@ -345,17 +249,24 @@ def test_a_kill_while_the_recall_check_puts_the_source_back_leaves_a_journal_tha
     relocate(count, "MEMORY.md", TEXT, MOVES, "run", AT)
     with injected(monkeypatch, count, Steps()) as counted:
         put_back(count, "run", AT, written, {"MEMORY.md": "an entry was not found"})
-    assert counted.seen == ["write MEMORY.md", "journal restore", f"write {COMPLETED}", "write memory/log.md"]
+    assert counted.seen == ["journal archive,intent", f"write {COMPLETED}", "write memory/log.md", "write MEMORY.md",
+                            "journal intentDone,restore"]
     for n, point in enumerate(crash_points(len(counted.seen), counted.seen)):
         ws = fresh(tmp_path / f"k{n}")
         relocate(ws, "MEMORY.md", TEXT, MOVES, "run", AT)
         with injected(monkeypatch, ws, Steps(point)), pytest.raises(Crash):
             put_back(ws, "run", AT, written, {"MEMORY.md": "an entry was not found"})
-        start(ws)
+        if n % 2:
+            relocation_intent.recover(ws, "2026-12-01T04:00:00Z")
+        else:
+            start(ws)
         memory = (ws / "MEMORY.md").read_text()
         assert memory in (TEXT, after)
         opened = sorted({r["op"] for r in open_edits(ws)})
         assert opened == ([] if memory == TEXT else OPS), (point, opened)
+        assert relocation_intent.open_intents(journal.read(ws)) == []
+        for name in (COMPLETED, "memory/log.md"):  # the line saying the entries are back: there exactly when they are
+            assert (ws / name).read_text().count("was restored after the recall check") == (memory == TEXT), (point, name)
         read = lambda rel: (ws / rel).read_text()  # noqa: E731 - a reader for plan_revert
         if memory == after:
             assert journal.plan_revert(journal.read(ws), "run", None, read).texts["MEMORY.md"] == TEXT

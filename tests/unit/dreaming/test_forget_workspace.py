@@ -59,9 +59,11 @@ def test_the_scan_finds_every_place_dreaming_keeps_the_fact_and_changes_nothing(
     by_path = {p.path: p for p in report.places}
     for rel in ("MEMORY.md", "memory/people.md", "memory/archive/pruned.md", ".dreaming/audit.jsonl"):
         assert list(by_path[rel].lines) == lines_with(planted.workspace / rel, FACT), rel
-    # The journal's first record holds only the fact's tail, in the 48-character context of the next line's edit.
+    # The journal's first edit holds only the fact's tail, in the 48-character context of the next line's edit.
     journal = by_path[".dreaming/journal.jsonl"]
-    assert 1 in journal.lines and 1 not in lines_with(planted.workspace / ".dreaming/journal.jsonl", FACT)
+    lines = (planted.workspace / ".dreaming/journal.jsonl").read_text().splitlines()
+    first = next(n for n, line in enumerate(lines, 1) if '"kind":"edit"' in line)
+    assert first in journal.lines and first not in lines_with(planted.workspace / ".dreaming/journal.jsonl", FACT)
     # DREAMS.md shortens the long line mid-fact ("…"): the cut start is a place too.
     dreams = planted.workspace / ".dreaming/DREAMS.md"
     cut = next(n for n, line in enumerate(dreams.read_text().splitlines(), 1) if "its lobby, until: Dana" in line)
