@@ -25,7 +25,9 @@ import structlog
 
 from gateway.config import AgentConfig, Config
 from gateway.errors import Aborted, NotFound, Unavailable
+from gateway.forgetting import Target, Tombstones
 from services.dreaming import nightly
+from services.dreaming.forget import run as forget_run
 from services.dreaming.history import explain, pending, reject, runs
 from services.dreaming.history.digest import AuditDigests
 from services.dreaming.history.health import Health, OpCounts, health_of
@@ -217,6 +219,29 @@ class Dreamer:
     async def _revert_locked(self, agent: AgentConfig, lock: RunLock, run_id: str, op_id: str | None) -> RevertResult:
         try:
             return await revert_run(agent, self._deps.promoter, run_id, op_id, self._deps.now())
+        finally:
+            lock.release()
+
+    async def forget(self, agent: AgentConfig, target: Target, *, shared: bool, apply: bool, by: str) -> forget_run.Forgotten:
+        """A forget (``forget.run``) under the agent's run lock, so no run journals the text meanwhile.
+        Raises Aborted when a run is in progress, Unavailable when the KB could not do its part (the
+        message says what was done: running the same forget again finishes it), FailedPrecondition for
+        a shared forget of an agent whose shared KB is off."""
+        forgetter = self._deps.forgetter
+        if forgetter is None:
+            raise Unavailable("this dreaming process has no KB to forget in")
+        lock = await self._locked(agent)
+        try:
+            with self._tracked(agent.id) as on_step:
+                on_step("forget")
+                return await forget_run.forget(agent, target, forgetter, Tombstones(agent.home), shared=shared,
+                                               apply=apply, by=by, now=lambda: iso(self._deps.now()))
+        except forget_run.KbUnavailable as exc:
+            done = exc.report
+            raise Unavailable(
+                f"the KB could not do its part of forget {done.tombstone_id} ({exc}); the agent's files were "
+                f"scrubbed ({done.changed} rewritten) and the tombstone recorded: run the same forget again to finish"
+            ) from None
         finally:
             lock.release()
 
