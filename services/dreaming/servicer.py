@@ -213,11 +213,14 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
         self._snapshot = snapshot
 
     def _agent(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> AgentConfig:
+        return self._agent_and_caller(context, agent_id, write=write)[0]
+
+    def _agent_and_caller(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> tuple[AgentConfig, Caller]:
         config, auth = self._snapshot()
         agent = config.agent(agent_id)
-        authorize_call(auth, context, agent_id, agent_exists=agent is not None, write=write)
+        caller = authorize_call(auth, context, agent_id, agent_exists=agent is not None, write=write)
         assert agent is not None
-        return agent
+        return agent, caller
 
     def _agents(self, context: grpc.aio.ServicerContext, agent_ids: list[str], *, write: bool) -> tuple[list[AgentConfig], dict[str, str]]:
         """The configured agents of ``agent_ids`` (each once, in order) and, by id, why each other
@@ -291,10 +294,7 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
 
     @unary
     async def Forget(self, request: dreaming_pb2.ForgetRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.ForgetReport:  # noqa: N802
-        config, auth = self._snapshot()
-        agent = config.agent(request.agent_id)
-        caller = authorize_call(auth, context, request.agent_id, agent_exists=agent is not None, write=True)
-        assert agent is not None
+        agent, caller = self._agent_and_caller(context, request.agent_id, write=True)
         if request.shared and not _every_agent(caller):
             raise PermissionDenied(SHARED_NEEDS_STAR)
         target = Target.parse(request.text, request.pattern)
@@ -302,25 +302,22 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
                                             by=caller.label)
         return forget_pb(report)
 
-    def _tombstones(self, context: grpc.aio.ServicerContext, agent_id: str) -> tuple[AgentConfig, Tombstones, list[Tombstone], bool]:
+    def _tombstones(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> tuple[AgentConfig, Tombstones, list[Tombstone], bool]:
         """The agent, its home's tombstones, the ones the caller may see (the agent's; the shared ones
         for a caller whose scope is "*"), and whether it may see the shared ones."""
-        config, auth = self._snapshot()
-        agent = config.agent(agent_id)
-        caller = authorize_call(auth, context, agent_id, agent_exists=agent is not None, write=True)
-        assert agent is not None
+        agent, caller = self._agent_and_caller(context, agent_id, write=write)
         star = _every_agent(caller)
         store = Tombstones(agent.home)
         return agent, store, [t for t in store.all() if t.scope == agent.id or star and t.scope == SHARED_SCOPE], star
 
     @unary
     async def ListTombstones(self, request: dreaming_pb2.ListTombstonesRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.TombstoneList:  # noqa: N802
-        agent, _, rows, _ = self._tombstones(context, request.agent_id)
+        agent, _, rows, _ = self._tombstones(context, request.agent_id, write=True)
         return tombstones_pb(agent.id, rows)
 
     @unary
     async def LiftTombstone(self, request: dreaming_pb2.LiftTombstoneRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.TombstoneList:  # noqa: N802
-        agent, store, rows, star = self._tombstones(context, request.agent_id)
+        agent, store, rows, star = self._tombstones(context, request.agent_id, write=True)
         wanted = request.tombstone_id
         if not wanted:
             raise InvalidArgument("tombstone_id (tombstoneId) is required: the tombstone to lift (F-…)")
