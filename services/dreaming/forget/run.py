@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Protocol
 
 from gateway.config import AgentConfig
@@ -142,8 +142,8 @@ async def forget(agent: AgentConfig, target: Target, kb: KbForgetter, tombstones
     report = Forgotten(agent.id, True, shared, tombstone_id, places + kb_part.places, kb_part.purges)
     scope = SHARED_SCOPE if shared else agent.id
     made = await asyncio.to_thread(tombstones.add, tombstone_id, texts, scope=scope, at=now(), by=by,
-                                   places=report.changed) if report.matches or target.text is not None else []
-    report = Forgotten(report.agent_id, True, shared, tombstone_id, report.places, report.purges, len(made))
+                                   places=report.changed) if texts else []
+    report = replace(report, tombstones=len(made))
     stores: dict[str, int] = {}
     for p in report.places:
         stores[p.store] = stores.get(p.store, 0) + p.changed
