@@ -1,6 +1,7 @@
 """Forget on purpose, end to end (docs/concepts/forget.md), through the real processes: a personal fact
 told in a session transcript goes through MEMORY.md, the shared vault (a promotion), the journal,
-backups, DREAMS.md, the audit, pruned.md and both indexes; an AWS-style key and a private-key block
+backups, DREAMS.md, the audit, pruned.md, stale.md (the staleness GC moves a superseded note) and
+both indexes; an AWS-style key and a private-key block
 are PUT into MEMORY.md (accepted, with a warning) and a dream removes the key line again. Then
 ``POST …/memory:forget`` (apply, shared) for each, and every file under the home, read as bytes
 (SQLite files, WALs, backups, the processes' logs), holds neither the text nor any 8-character run
@@ -43,6 +44,9 @@ STAYS = "- The greenhouse thermostat holds nineteen degrees."
 AWS_LINE = SECRETS["AWS Access Key"]
 KEY_BODY = PRIVATE_KEY_BLOCK.splitlines()[1]  # the key's own material (its header names only its kind)
 TOPIC = "household-notes"
+STALE = "memory/archive/stale.md"
+NOTES = f"# Notes\n\n- #42: {FACT}, as the school list said.\n- The piano tuner visits in May.\n"
+DECISIONS = "# Decisions\n\n- #43: replaces #42 — the school list moved to the binder\n"
 ID = re.compile(r"^F-[0-9a-f]{12}$")
 
 
@@ -52,7 +56,8 @@ def fsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     reply = tmp / "reply.json"  # outside the home: the test's own file
     agents = [{"id": "alfred", "dreaming": dreaming(reviewer("reply.py", reply))}, {"id": "bob"}]
     filler = "".join(f"- House rule number {n}: shoes stay by the door.\n" for n in range(12))  # under the loss cap
-    files = {"alfred": {"MEMORY.md": f"# Memory\n\n{STAYS}\n{filler}"}, "bob": {"MEMORY.md": "# Memory\n\n- Bob waters the ferns.\n"}}
+    notes = {"memory/notes.md": NOTES, "memory/decisions.md": DECISIONS}  # the staleness GC moves #42 to stale.md
+    files = {"alfred": {"MEMORY.md": f"# Memory\n\n{STAYS}\n{filler}", **notes}, "bob": {"MEMORY.md": "# Memory\n\n- Bob waters the ferns.\n"}}
     running = start_suite(tmp, agents, services=("file_api", "kb", "dreaming", "http"), files=files)
     try:
         yield running
@@ -96,6 +101,8 @@ def test_a_fact_and_two_secrets_leave_every_byte_of_the_home_but_the_transcript(
     reply_with(fsuite, add(FACT_LINE, reason="health", topic=TOPIC), add(BESIDE, reason="chores", topic=TOPIC))
     first = run_ok(fsuite, "alfred")
     assert first["status"] == "applied" and "promotion" in first["steps"], first
+    assert [o["status"] for o in first["ops"] if o["op"] == "stale"] == ["applied"], first
+    assert FACT in read(fsuite, "alfred", STALE) and FACT not in read(fsuite, "alfred", "memory/notes.md")
     note = fsuite.home / "shared" / "kb" / "global" / "notes" / f"{TOPIC}.md"
     assert FACT in note.read_text() and BESIDE in note.read_text()
 
@@ -118,7 +125,7 @@ def test_a_fact_and_two_secrets_leave_every_byte_of_the_home_but_the_transcript(
     assert not dry.json().get("applied") and not dry.json().get("tombstoneId")
     assert not [r for r in runs(FACT) if r in dry.content or r in dry.content.lower()]  # the report never holds it
     where = {(p["store"], p["path"]) for p in dry.json()["places"]}
-    assert {("workspace", PRUNED), ("workspace", ".dreaming/journal.jsonl"), ("transcripts", "s1.jsonl"),
+    assert {("workspace", PRUNED), ("workspace", STALE), ("workspace", ".dreaming/journal.jsonl"), ("transcripts", "s1.jsonl"),
             ("vault:global", f"notes/{TOPIC}.md")} <= where, where
     assert any(store == "workspace" and path.startswith(".dreaming/backups/") for store, path in where)
     assert any(store == "archive" for store, _ in where)
@@ -142,6 +149,8 @@ def test_a_fact_and_two_secrets_leave_every_byte_of_the_home_but_the_transcript(
         assert search(fsuite, query) == [], query
     assert search(fsuite, "greenhouse thermostat nineteen", "memory") == ["MEMORY.md"]
     assert search(fsuite, "recycling van glass", "memory") == ["MEMORY.md"]
+    assert search(fsuite, "piano tuner", "memory") == ["memory/notes.md"]
+    assert "the school list said" in read(fsuite, "alfred", STALE)  # the rest of the stale entry stays
     assert search(fsuite, "recycling van glass", "shared") == [f"notes/{TOPIC}.md"]
     assert BESIDE in note.read_text() and f"[forgotten {ids[0]}]" in note.read_text()
 
