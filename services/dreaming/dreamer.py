@@ -98,6 +98,7 @@ class Dreamer:
         self._activity = activity
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_RUNS)
         self._reverts: set[asyncio.Future[RevertResult]] = set()  # running reverts (shielded from their callers)
+        self._forgets: set[asyncio.Future[forget_run.Forgotten]] = set()  # running forgets (shielded alike)
         self._running: dict[str, str] = {}  # agent id -> the step its run in progress is at
         self._digests = digests if digests is not None else AuditDigests()
         self.scheduler: Scheduler | None = None
@@ -226,11 +227,19 @@ class Dreamer:
         """A forget (``forget.run``) under the agent's run lock, so no run journals the text meanwhile.
         Raises Aborted when a run is in progress, Unavailable when the KB could not do its part (the
         message says what was done: running the same forget again finishes it), FailedPrecondition for
-        a shared forget of an agent whose shared KB is off."""
+        a shared forget of an agent whose shared KB is off. Once begun, it runs to its end (the KB's
+        part, the tombstone, the record) even if its caller goes away."""
         forgetter = self._deps.forgetter
         if forgetter is None:
             raise Unavailable("this dreaming process has no KB to forget in")
         lock = await self._locked(agent)
+        task = asyncio.ensure_future(self._forget_locked(agent, lock, forgetter, target, shared, apply, by))
+        self._forgets.add(task)
+        task.add_done_callback(self._forgets.discard)
+        return await asyncio.shield(task)
+
+    async def _forget_locked(self, agent: AgentConfig, lock: RunLock, forgetter: forget_run.KbForgetter, target: Target,
+                             shared: bool, apply: bool, by: str) -> forget_run.Forgotten:
         try:
             with self._tracked(agent.id) as on_step:
                 on_step("forget")

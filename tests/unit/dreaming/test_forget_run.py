@@ -37,9 +37,14 @@ class FakeKb:
     answer: KbForget = field(default_factory=KbForget)
     error: Exception | None = None
     calls: list[dict[str, object]] = field(default_factory=list)
+    held: asyncio.Event | None = None  # set: the call waits for it (``entered`` says it is waiting)
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def forget_text(self, agent_id: str, target: Target, *, shared: bool, apply: bool, tombstone_id: str,
                           changed_paths: Sequence[str]) -> KbForget:
+        if self.held is not None:
+            self.entered.set()
+            await self.held.wait()
         self.calls.append({"agent": agent_id, "shared": shared, "apply": apply, "id": tombstone_id,
                            "changed": list(changed_paths), "memory": self.memory.read_text()})
         if self.error is not None:
@@ -150,3 +155,28 @@ def test_kb_places_left_after_an_apply_say_so_and_a_shared_tombstone_is_scoped_s
     assert [t.scope for t in Tombstones(tmp_path).all()] == [SHARED_SCOPE]
     assert json.dumps(audit.read_records(p.workspace)[-1]).count("notes/x.md") == 1
     assert re.search(r"notes/x\.md \[note\]: 1 \(line 3\)", forget_text(report))
+
+
+def test_a_forget_whose_caller_goes_away_runs_to_its_end(tmp_path: Path) -> None:
+    p = plant(tmp_path)
+
+    async def scenario() -> None:
+        kb = FakeKb(p.workspace / "MEMORY.md", held=asyncio.Event())
+        dreamer = forgetting(p, kb)
+        caller = asyncio.ensure_future(dreamer.forget(p.agent, TARGET, shared=False, apply=True, by="ops-key"))
+        await kb.entered.wait()  # the files are scrubbed; the KB's part is under way
+        caller.cancel()
+        assert kb.held is not None
+        kb.held.set()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        [shielded] = dreamer._forgets  # the forget itself goes on: the tombstone, the record, the lock released
+        await shielded
+        assert kb.calls and not dreamer._forgets
+
+    asyncio.run(scenario())
+    [tomb] = Tombstones(tmp_path).all()
+    assert audit.read_records(p.workspace)[-1]["id"] == tomb.id
+    again = asyncio.run(forgetting(p, FakeKb(p.workspace / "MEMORY.md")).forget(p.agent, TARGET, shared=False, apply=True,
+                                                                               by="ops-key"))
+    assert again.changed == 0  # the lock was released, and nothing was left to do
