@@ -88,7 +88,7 @@ def test_forget_reports_then_removes_the_text_from_the_archive_and_the_vault(fsu
     assert [p.place for p in applied.stores[1].places] == ["notes/park-notes.md"]
 
     assert _paths(kb, "Quabbleworth", "all") == []
-    assert _paths(kb, "AKIAZX7QPLMNB4RTYUWE", "all") == []
+    assert _paths(kb, "ZX7QPLMNB4RTYUWE", "all") == []
     assert _paths(kb, "quokka", "memory") == ["MEMORY.md"]
     assert _paths(kb, "backup", "memory") == ["memory/2026-11-02.md"]
     assert _paths(kb, "tamarind", "shared") == ["notes/garden.md"]
@@ -130,3 +130,4 @@ def test_a_name_that_holds_the_text_is_answered_scrubbed_and_left(fsuite: Suite,
         assert [(p.place, p.kind) for p in vault.left] == [(f"notes/[forgotten {TOMBSTONE}] contacts.md", "name")]
     assert [(p.place, p.kind, p.count) for p in vault.places] == [
         (f"notes/[forgotten {TOMBSTONE}] contacts.md", "note", 1), (f"notes/[forgotten {TOMBSTONE}] contacts.md", "name", 1)]
+
