@@ -198,7 +198,7 @@ class KbIndex:
             places += [ReportPlace(store.store, p.place, p.kind, p.count, tuple(p.lines)[:MAX_LINES], left=left_of(p.kind))
                        for p in store.left if not any((q.place, q.kind) == (p.place, p.kind) for q in store.places)]
         purges = [KbPurge(s.store, s.bytes_before, s.bytes_after, s.purge_seconds) for s in r.stores if s.purged]
-        return KbForget(tuple(places), tuple(purges))
+        return KbForget(tuple(places), tuple(purges), tuple(r.matched))
 
     async def close(self) -> None:
         await self._channel.close()

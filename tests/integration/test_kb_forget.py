@@ -131,3 +131,18 @@ def test_a_name_that_holds_the_text_is_answered_scrubbed_and_left(fsuite: Suite,
     assert [(p.place, p.kind, p.count) for p in vault.places] == [
         (f"notes/[forgotten {TOMBSTONE}] contacts.md", "note", 1), (f"notes/[forgotten {TOMBSTONE}] contacts.md", "name", 1)]
 
+
+def test_a_pattern_applied_names_the_strings_it_matched_in_the_vault_for_the_tombstones(
+        fsuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    kb.CreateSharedNote(pb.CreateSharedNoteRequest(agent_id="alfred", name="badges", confirm=True,
+                                                   content="# Badges\n\n- door badge 4471-K\n- gate badge 9902-Q\n- door badge 4471-K\n"),
+                        metadata=ADMIN, timeout=30)
+    pattern = r"badge [0-9]{4}-[A-Z]"
+    dry = kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", pattern=pattern, shared=True), metadata=ADMIN, timeout=60)
+    assert list(dry.matched) == []  # a dry run names places only
+    done = kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", pattern=pattern, shared=True, apply=True,
+                                              tombstone_id=TOMBSTONE), metadata=ADMIN, timeout=120)
+    assert list(done.matched) == ["badge 4471-K", "badge 9902-Q"]
+    text = kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", text="gate badge", shared=True, apply=True,
+                                              tombstone_id=TOMBSTONE), metadata=ADMIN, timeout=120)
+    assert list(text.matched) == []  # a text is its own tombstone

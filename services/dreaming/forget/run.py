@@ -10,7 +10,8 @@ Order, and why:
    scrubs the vault (``shared``) and purges the databases' bytes. It comes after the files: an index
    rebuilt from a file that still held the text would hold it again.
 4. On an apply, the tombstone (``Tombstones.add``): the text, or for a pattern the distinct strings
-   it matched in the agent's files before step 2 (never reported), scoped to the agent or ``*``.
+   it matched in the agent's files before step 2 and in the shared vault's notes (the KB's answer
+   names them for this; never reported), scoped to the agent or ``*``.
 5. The forget's line in ``audit.jsonl``: its id, the key's name, the places per store.
 
 When the KB cannot answer (step 3), steps 4 and 5 still run for what was done (the tombstone keeps
@@ -59,10 +60,12 @@ class KbPurge:
 
 @dataclass(frozen=True)
 class KbForget:
-    """The KB's answer to ``ForgetText``: its places (``changed`` and ``left`` set for an apply) and purges."""
+    """The KB's answer to ``ForgetText``: its places (``changed`` and ``left`` set for an apply), purges, and
+    for a pattern's apply the strings it matched in the shared vault's notes (for the tombstones only)."""
 
     places: tuple[ReportPlace, ...] = ()
     purges: tuple[KbPurge, ...] = ()
+    matched: tuple[str, ...] = ()
 
 
 class KbForgetter(Protocol):
@@ -141,6 +144,7 @@ async def forget(agent: AgentConfig, target: Target, kb: KbForgetter, tombstones
         error = exc
     report = Forgotten(agent.id, True, shared, tombstone_id, places + kb_part.places, kb_part.purges)
     scope = SHARED_SCOPE if shared else agent.id
+    texts += [t for t in kb_part.matched if target.pattern is not None and t not in texts]
     made = await asyncio.to_thread(tombstones.add, tombstone_id, texts, scope=scope, at=now(), by=by,
                                    places=report.changed) if texts else []
     report = replace(report, tombstones=len(made))

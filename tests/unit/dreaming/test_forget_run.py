@@ -124,6 +124,14 @@ def test_a_pattern_tombstones_each_distinct_string_it_matched(tmp_path: Path) ->
     assert store.matches("the gate code 8812-z again", "alfred") and not store.matches("code 9999-Z", "alfred")
 
 
+def test_a_shared_pattern_tombstones_what_it_matched_in_the_vault_too(tmp_path: Path) -> None:
+    p = plant(tmp_path)
+    kb = FakeKb(p.workspace / "MEMORY.md", answer=KbForget(matched=("code 5050-V",)))  # only in a vault note
+    report = run(forgetting(p, kb, shared=True), p, Target.parse(None, r"code [0-9]{4}-[A-Z]"), shared=True)
+    assert report.tombstones == 1 and Tombstones(tmp_path).matches("the code 5050-V", "bob")
+    assert "5050" not in forget_text(report)
+
+
 def test_a_kb_that_cannot_answer_leaves_the_files_scrubbed_the_tombstone_and_the_record(tmp_path: Path) -> None:
     p = plant(tmp_path)
     kb = FakeKb(p.workspace / "MEMORY.md", error=PeerUnavailable("kb: UNAVAILABLE: down", "UNAVAILABLE"))
