@@ -16,6 +16,10 @@ HEALTH_DEADLINE_S = 1.0
 # A dreaming run (RunNow, AcceptProposals) waits for its reviewer (reviewerTimeoutSeconds,
 # 120 s by default), the KB's refresh and a free place among the runs.
 DREAM_RUN_DEADLINE_S = 3600.0
+# A forget (Forget, and the KB's ForgetText it calls) rewrites, reindexes and VACUUMs the agent's
+# archive and, shared, the vault: minutes for a large one. The caller's deadline is the longer.
+KB_FORGET_DEADLINE_S = 600.0
+FORGET_DEADLINE_S = KB_FORGET_DEADLINE_S + 60.0
 
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

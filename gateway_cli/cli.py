@@ -17,6 +17,7 @@ from gateway_cli import (
     config_cli,
     doctor_cli,
     dream_cli,
+    forget_cli,
     health_cli,
     init_cli,
     log_options,
@@ -50,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     compose.add_argument("--home", help="gateway home")
 
     dream_cli.add_parser(sub)
+    forget_cli.add_parser(sub)
     doctor_cli.add_parser(sub)
     migrate_cli.add_parser(sub)
 
@@ -155,6 +157,8 @@ def _run(args: argparse.Namespace, home: Path) -> int:
         return migrate_cli.run(args, home)
     if args.command == "dream":
         return dream_cli.run(args, home, _config(home, dict(os.environ)))
+    if args.command == "forget":
+        return forget_cli.run(args, home, _config(home, dict(os.environ)))
     if args.command == "doctor":
         return doctor_cli.run(args, _config(home, dict(os.environ)))
     if args.command == "reviewer":

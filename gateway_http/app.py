@@ -29,7 +29,7 @@ import grpc
 import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S, HEALTH_DEADLINE_S, aio_channel
+from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S, FORGET_DEADLINE_S, HEALTH_DEADLINE_S, aio_channel
 from gateway.files_limits import MAX_BODY_BYTES
 from gateway.metrics import exposition
 from gateway.dependencies import DEPENDENCIES_SERVICE, REASON_METADATA
@@ -55,6 +55,7 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 LONG_DEADLINES: dict[str, float] = {
     "/gateway.v1.Dreaming/RunNow": DREAM_RUN_DEADLINE_S,
     "/gateway.v1.Dreaming/AcceptProposals": DREAM_RUN_DEADLINE_S,
+    "/gateway.v1.Dreaming/Forget": FORGET_DEADLINE_S,
 }
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gateway.forgetting import Target
 
-PLANTED = "Zephyrine Quabbleworth keeps her spare key under the blue heron statue, code AKIAZX7QPLMNB4RTYUWE"
+PLANTED = "Zephyrine Quabbleworth keeps her spare key under the blue heron statue, code ZX7QPLMNB4RTYUWE"  # no secret a detector flags: shared notes refuse those
 TOMBSTONE = "F-0123456789ab"
 RUN = 8
 

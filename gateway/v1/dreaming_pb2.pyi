@@ -455,3 +455,111 @@ class EntryExplanation(_message.Message):
     entries: _containers.RepeatedCompositeFieldContainer[ExplainedEntry]
     text: str
     def __init__(self, agent_id: _Optional[str] = ..., query: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[ExplainedEntry, _Mapping]]] = ..., text: _Optional[str] = ...) -> None: ...
+
+class ForgetRequest(_message.Message):
+    __slots__ = ("agent_id", "text", "pattern", "shared", "apply")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
+    APPLY_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    text: str
+    pattern: str
+    shared: bool
+    apply: bool
+    def __init__(self, agent_id: _Optional[str] = ..., text: _Optional[str] = ..., pattern: _Optional[str] = ..., shared: _Optional[bool] = ..., apply: _Optional[bool] = ...) -> None: ...
+
+class ForgetReportPlace(_message.Message):
+    __slots__ = ("store", "path", "kind", "count", "lines", "changed", "left")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    path: str
+    kind: str
+    count: int
+    lines: _containers.RepeatedScalarFieldContainer[int]
+    changed: bool
+    left: str
+    def __init__(self, store: _Optional[str] = ..., path: _Optional[str] = ..., kind: _Optional[str] = ..., count: _Optional[int] = ..., lines: _Optional[_Iterable[int]] = ..., changed: _Optional[bool] = ..., left: _Optional[str] = ...) -> None: ...
+
+class ForgetPurge(_message.Message):
+    __slots__ = ("store", "bytes_before", "bytes_after", "seconds")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_AFTER_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    bytes_before: int
+    bytes_after: int
+    seconds: float
+    def __init__(self, store: _Optional[str] = ..., bytes_before: _Optional[int] = ..., bytes_after: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
+
+class ForgetReport(_message.Message):
+    __slots__ = ("agent_id", "applied", "shared", "tombstone_id", "places", "purges", "changed", "matches", "tombstones", "text")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
+    TOMBSTONE_ID_FIELD_NUMBER: _ClassVar[int]
+    PLACES_FIELD_NUMBER: _ClassVar[int]
+    PURGES_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    MATCHES_FIELD_NUMBER: _ClassVar[int]
+    TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    applied: bool
+    shared: bool
+    tombstone_id: str
+    places: _containers.RepeatedCompositeFieldContainer[ForgetReportPlace]
+    purges: _containers.RepeatedCompositeFieldContainer[ForgetPurge]
+    changed: int
+    matches: int
+    tombstones: int
+    text: str
+    def __init__(self, agent_id: _Optional[str] = ..., applied: _Optional[bool] = ..., shared: _Optional[bool] = ..., tombstone_id: _Optional[str] = ..., places: _Optional[_Iterable[_Union[ForgetReportPlace, _Mapping]]] = ..., purges: _Optional[_Iterable[_Union[ForgetPurge, _Mapping]]] = ..., changed: _Optional[int] = ..., matches: _Optional[int] = ..., tombstones: _Optional[int] = ..., text: _Optional[str] = ...) -> None: ...
+
+class ListTombstonesRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class LiftTombstoneRequest(_message.Message):
+    __slots__ = ("agent_id", "tombstone_id")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TOMBSTONE_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    tombstone_id: str
+    def __init__(self, agent_id: _Optional[str] = ..., tombstone_id: _Optional[str] = ...) -> None: ...
+
+class TombstoneInfo(_message.Message):
+    __slots__ = ("tombstone_id", "scope", "words", "at", "by", "places")
+    TOMBSTONE_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    WORDS_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    PLACES_FIELD_NUMBER: _ClassVar[int]
+    tombstone_id: str
+    scope: str
+    words: int
+    at: str
+    by: str
+    places: int
+    def __init__(self, tombstone_id: _Optional[str] = ..., scope: _Optional[str] = ..., words: _Optional[int] = ..., at: _Optional[str] = ..., by: _Optional[str] = ..., places: _Optional[int] = ...) -> None: ...
+
+class TombstoneList(_message.Message):
+    __slots__ = ("agent_id", "tombstones", "text")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    tombstones: _containers.RepeatedCompositeFieldContainer[TombstoneInfo]
+    text: str
+    def __init__(self, agent_id: _Optional[str] = ..., tombstones: _Optional[_Iterable[_Union[TombstoneInfo, _Mapping]]] = ..., text: _Optional[str] = ...) -> None: ...

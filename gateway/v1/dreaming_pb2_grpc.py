@@ -74,6 +74,21 @@ class DreamingStub:
                 request_serializer=gateway_dot_v1_dot_dreaming__pb2.ExplainEntryRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_dreaming__pb2.EntryExplanation.FromString,
                 _registered_method=True)
+        self.Forget = channel.unary_unary(
+                '/gateway.v1.Dreaming/Forget',
+                request_serializer=gateway_dot_v1_dot_dreaming__pb2.ForgetRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_dreaming__pb2.ForgetReport.FromString,
+                _registered_method=True)
+        self.ListTombstones = channel.unary_unary(
+                '/gateway.v1.Dreaming/ListTombstones',
+                request_serializer=gateway_dot_v1_dot_dreaming__pb2.ListTombstonesRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_dreaming__pb2.TombstoneList.FromString,
+                _registered_method=True)
+        self.LiftTombstone = channel.unary_unary(
+                '/gateway.v1.Dreaming/LiftTombstone',
+                request_serializer=gateway_dot_v1_dot_dreaming__pb2.LiftTombstoneRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_dreaming__pb2.TombstoneList.FromString,
+                _registered_method=True)
 
 
 class DreamingServicer:
@@ -161,6 +176,41 @@ class DreamingServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Forget(self, request, context):
+        """Forget on purpose (docs/concepts/forget.md): a text (its words in order,
+        any case, any whitespace) or a pattern (a Python regular expression) in
+        every place the agent's files, its archive index and (shared) the shared
+        vault keep it. Without apply, a dry run: the report only. With apply,
+        every place is replaced by the marker "[forgotten <tombstone id>]", the KB
+        reindexes and purges the bytes, a tombstone keeps the text from coming
+        back, and the audit records who, when and how many places. The report
+        never holds the text: per place a store, a path, a count and line numbers.
+        Transcripts are listed, never rewritten. Needs write access; shared needs
+        a key whose scope is "*". ABORTED when a run of the agent is in progress;
+        UNAVAILABLE when the KB could not answer (the same forget run again
+        finishes it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTombstones(self, request, context):
+        """The tombstones of the agent, and the shared ones ("*") for a key whose
+        scope is "*". Needs write access (a key that may forget).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LiftTombstone(self, request, context):
+        """Lift a tombstone (and its .N siblings): the text may come back. Needs
+        write access; a shared tombstone needs a key whose scope is "*". NOT_FOUND
+        for an id that is not one of the agent's (or, for such a key, shared).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DreamingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -203,6 +253,21 @@ def add_DreamingServicer_to_server(servicer, server):
                     servicer.ExplainEntry,
                     request_deserializer=gateway_dot_v1_dot_dreaming__pb2.ExplainEntryRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_dreaming__pb2.EntryExplanation.SerializeToString,
+            ),
+            'Forget': grpc.unary_unary_rpc_method_handler(
+                    servicer.Forget,
+                    request_deserializer=gateway_dot_v1_dot_dreaming__pb2.ForgetRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_dreaming__pb2.ForgetReport.SerializeToString,
+            ),
+            'ListTombstones': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTombstones,
+                    request_deserializer=gateway_dot_v1_dot_dreaming__pb2.ListTombstonesRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_dreaming__pb2.TombstoneList.SerializeToString,
+            ),
+            'LiftTombstone': grpc.unary_unary_rpc_method_handler(
+                    servicer.LiftTombstone,
+                    request_deserializer=gateway_dot_v1_dot_dreaming__pb2.LiftTombstoneRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_dreaming__pb2.TombstoneList.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -421,6 +486,87 @@ class Dreaming:
             '/gateway.v1.Dreaming/ExplainEntry',
             gateway_dot_v1_dot_dreaming__pb2.ExplainEntryRequest.SerializeToString,
             gateway_dot_v1_dot_dreaming__pb2.EntryExplanation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Forget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Dreaming/Forget',
+            gateway_dot_v1_dot_dreaming__pb2.ForgetRequest.SerializeToString,
+            gateway_dot_v1_dot_dreaming__pb2.ForgetReport.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTombstones(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Dreaming/ListTombstones',
+            gateway_dot_v1_dot_dreaming__pb2.ListTombstonesRequest.SerializeToString,
+            gateway_dot_v1_dot_dreaming__pb2.TombstoneList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LiftTombstone(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Dreaming/LiftTombstone',
+            gateway_dot_v1_dot_dreaming__pb2.LiftTombstoneRequest.SerializeToString,
+            gateway_dot_v1_dot_dreaming__pb2.TombstoneList.FromString,
             options,
             channel_credentials,
             insecure,

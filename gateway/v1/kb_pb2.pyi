@@ -570,10 +570,12 @@ class ForgetStore(_message.Message):
     def __init__(self, store: _Optional[str] = ..., places: _Optional[_Iterable[_Union[ForgetPlace, _Mapping]]] = ..., left: _Optional[_Iterable[_Union[ForgetPlace, _Mapping]]] = ..., purged: _Optional[bool] = ..., bytes_before: _Optional[int] = ..., bytes_after: _Optional[int] = ..., purge_seconds: _Optional[float] = ...) -> None: ...
 
 class ForgetTextResponse(_message.Message):
-    __slots__ = ("stores",)
+    __slots__ = ("stores", "matched")
     STORES_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_FIELD_NUMBER: _ClassVar[int]
     stores: _containers.RepeatedCompositeFieldContainer[ForgetStore]
-    def __init__(self, stores: _Optional[_Iterable[_Union[ForgetStore, _Mapping]]] = ...) -> None: ...
+    matched: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, stores: _Optional[_Iterable[_Union[ForgetStore, _Mapping]]] = ..., matched: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FoldRetrievalsRequest(_message.Message):
     __slots__ = ("agent_id",)

@@ -336,8 +336,10 @@ class KnowledgeServicer:
         workspace's files): where the text or pattern sits in the agent's archive
         and, with shared, in its vault (notes live and retired, promotion records,
         graph reports), per place a path or table, a count and line numbers, never
-        the text. With apply: the changed files and every source still holding it
-        are reindexed, vault notes are rewritten with the marker of tombstone_id
+        the text (but for a pattern with apply, the strings it matched in the
+        vault's notes, for dreaming's tombstones: ForgetTextResponse.matched).
+        With apply: the changed files and every source still holding it are
+        reindexed, vault notes are rewritten with the marker of tombstone_id
         (compare-and-swap, retried), and the bytes leave the databases (SQLite:
         secure_delete, FTS5 optimize, WAL checkpoint, VACUUM). Needs write access;
         shared needs a key whose scope is "*". INVALID_ARGUMENT for a bad target,

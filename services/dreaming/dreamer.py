@@ -25,7 +25,9 @@ import structlog
 
 from gateway.config import AgentConfig, Config
 from gateway.errors import Aborted, NotFound, Unavailable
+from gateway.forgetting import Target, Tombstones
 from services.dreaming import nightly
+from services.dreaming.forget import run as forget_run
 from services.dreaming.history import explain, pending, reject, runs
 from services.dreaming.history.digest import AuditDigests
 from services.dreaming.history.health import Health, OpCounts, health_of
@@ -96,6 +98,7 @@ class Dreamer:
         self._activity = activity
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_RUNS)
         self._reverts: set[asyncio.Future[RevertResult]] = set()  # running reverts (shielded from their callers)
+        self._forgets: set[asyncio.Future[forget_run.Forgotten]] = set()  # running forgets (shielded alike)
         self._running: dict[str, str] = {}  # agent id -> the step its run in progress is at
         self._digests = digests if digests is not None else AuditDigests()
         self.scheduler: Scheduler | None = None
@@ -217,6 +220,37 @@ class Dreamer:
     async def _revert_locked(self, agent: AgentConfig, lock: RunLock, run_id: str, op_id: str | None) -> RevertResult:
         try:
             return await revert_run(agent, self._deps.promoter, run_id, op_id, self._deps.now())
+        finally:
+            lock.release()
+
+    async def forget(self, agent: AgentConfig, target: Target, *, shared: bool, apply: bool, by: str) -> forget_run.Forgotten:
+        """A forget (``forget.run``) under the agent's run lock, so no run journals the text meanwhile.
+        Raises Aborted when a run is in progress, Unavailable when the KB could not do its part (the
+        message says what was done: running the same forget again finishes it), FailedPrecondition for
+        a shared forget of an agent whose shared KB is off. Once begun, it runs to its end (the KB's
+        part, the tombstone, the record) even if its caller goes away."""
+        forgetter = self._deps.forgetter
+        if forgetter is None:
+            raise Unavailable("this dreaming process has no KB to forget in")
+        lock = await self._locked(agent)
+        task = asyncio.ensure_future(self._forget_locked(agent, lock, forgetter, target, shared, apply, by))
+        self._forgets.add(task)
+        task.add_done_callback(self._forgets.discard)
+        return await asyncio.shield(task)
+
+    async def _forget_locked(self, agent: AgentConfig, lock: RunLock, forgetter: forget_run.KbForgetter, target: Target,
+                             shared: bool, apply: bool, by: str) -> forget_run.Forgotten:
+        try:
+            with self._tracked(agent.id) as on_step:
+                on_step("forget")
+                return await forget_run.forget(agent, target, forgetter, Tombstones(agent.home), shared=shared,
+                                               apply=apply, by=by, now=lambda: iso(self._deps.now()))
+        except forget_run.KbUnavailable as exc:
+            done = exc.report
+            raise Unavailable(
+                f"the KB could not do its part of forget {done.tombstone_id} ({exc}); the agent's files were "
+                f"scrubbed ({done.changed} rewritten) and the tombstone recorded: run the same forget again to finish"
+            ) from None
         finally:
             lock.release()
 

@@ -108,7 +108,8 @@ async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[st
 
     store = StateStore(config.home)
     await asyncio.to_thread(settle_journals, config, store)
-    deps = nightly.Deps(index=index, review=review, now=lambda: datetime.now(UTC), vault=index, promoter=index)
+    deps = nightly.Deps(index=index, review=review, now=lambda: datetime.now(UTC), vault=index, promoter=index,
+                        forgetter=index)
     dreamer = Dreamer(lambda: live.current, store, deps, activity)
     scheduler = Scheduler(lambda: {a.id: a.dreaming for a in live.current.agents}, dreamer, store, SystemClock(),
                           max_concurrent=MAX_CONCURRENT_RUNS)

@@ -45,6 +45,7 @@ from services.dreaming.apply import applier, commit, files, intent, restore, sel
 from services.dreaming.apply.files import Unsafe
 from services.dreaming.history import pending
 from services.dreaming.model.archive import Index
+from services.dreaming.forget.run import KbForgetter
 from services.dreaming.model.budgets import budgets_of, over_budget
 from services.dreaming.model.values import (
     FAILED,
@@ -74,13 +75,15 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Deps:
     """What a run needs from outside: the KB (recall; ``promoter``: shared promotion, none: never
-    promoted; ``vault``: the shared vault's GC, none to skip it), the reviewer, and the time."""
+    promoted; ``vault``: the shared vault's GC, none to skip it; ``forgetter``: a forget's part in the
+    KB), the reviewer, and the time."""
 
     index: Index
     review: Review
     now: Callable[[], datetime]
     promoter: promotion.Promoter | None = None
     vault: gc.Vault | None = None
+    forgetter: KbForgetter | None = None  # the KB's part of a forget (none: a forget is refused)
 
 
 async def run(

@@ -4,7 +4,7 @@
   check; ``FoldRetrievals``, ``ListArchiveEntries`` and ``UpdateEntryLifecycle`` for
   the staleness GC and ``explain``; ``PromoteFact``, for shared promotion, and
   ``UndoPromotion``, when a revert takes a promotion out again; ``CollectVault``,
-  the shared vault's GC. The dreaming process never opens a
+  the shared vault's GC; ``ForgetText``, a forget's part in the archive and the vault. The dreaming process never opens a
   ``kb.sqlite``, and none of its reads counts as a retrieval.
 - The watcher: ``GetActivity``, for the quiet window.
 """
@@ -16,10 +16,14 @@ from collections.abc import Sequence
 import grpc
 
 from gateway.auth import INTERNAL_TOKEN_HEADER
+from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument, NotFound, PermissionDenied
+from gateway.forgetting import Target
 from gateway import promotion_write
 from gateway.promotion_write import PromotionWrite
-from gateway.channels import aio_channel
+from gateway.channels import KB_FORGET_DEADLINE_S, aio_channel
 from gateway.v1 import kb_pb2, kb_pb2_grpc, watcher_pb2, watcher_pb2_grpc
+from services.dreaming.forget.places import MAX_LINES
+from services.dreaming.forget.run import KbForget, KbPurge, ReportPlace, left_of
 from services.dreaming.model.archive import Hit, IndexedEntry, IndexedSource, LifecycleUpdate, Listing
 from services.dreaming.schedule.quiet import Activity
 from services.dreaming.vault.promotion import PromotionReply, UndoReply
@@ -171,8 +175,41 @@ class KbIndex:
             raise _unavailable("kb", err) from None
         return UndoReply(outcome=r.outcome, note=r.note, reason=r.reason, deleted=r.deleted)
 
+    async def forget_text(self, agent_id: str, target: Target, *, shared: bool, apply: bool, tombstone_id: str,
+                          changed_paths: Sequence[str]) -> KbForget:
+        """``ForgetText``: the KB's part of a forget (``forget.run``). A refusal of the request is raised
+        as the GatewayError of its code; any other failure as PeerUnavailable."""
+        request = kb_pb2.ForgetTextRequest(agent_id=agent_id, text=target.text or "", pattern=target.pattern or "",
+                                           shared=shared, apply=apply, tombstone_id=tombstone_id,
+                                           changed_paths=list(changed_paths))
+        try:
+            r = await self._stub.ForgetText(request, timeout=KB_FORGET_DEADLINE_S, metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            refused = _REFUSALS.get(err.code())
+            if refused is not None:
+                raise refused(f"kb: {err.details() or err.code().name}") from None
+            raise _unavailable("kb", err) from None
+        places: list[ReportPlace] = []
+        for store in r.stores:
+            left = {(p.place, p.kind) for p in store.left}
+            places += [ReportPlace(store.store, p.place, p.kind, p.count, tuple(p.lines)[:MAX_LINES],
+                                   changed=apply and (p.place, p.kind) not in left,
+                                   left=left_of(p.kind) if (p.place, p.kind) in left else "") for p in store.places]
+            places += [ReportPlace(store.store, p.place, p.kind, p.count, tuple(p.lines)[:MAX_LINES], left=left_of(p.kind))
+                       for p in store.left if not any((q.place, q.kind) == (p.place, p.kind) for q in store.places)]
+        purges = [KbPurge(s.store, s.bytes_before, s.bytes_after, s.purge_seconds) for s in r.stores if s.purged]
+        return KbForget(tuple(places), tuple(purges), tuple(r.matched))
+
     async def close(self) -> None:
         await self._channel.close()
+
+
+_REFUSALS: dict[grpc.StatusCode, type[GatewayError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
+}
 
 
 def _indexed(path: str, start: int, end: int, importance: int, provenance: str, life: kb_pb2.EntryLifecycle) -> IndexedEntry:

@@ -8,12 +8,15 @@ from datetime import UTC, datetime
 
 import grpc
 
-from gateway.auth import Authenticator
+from gateway.auth import Authenticator, Caller
 from gateway.config import AgentConfig, Config
-from gateway.errors import InvalidArgument, NotFound
+from gateway.errors import InvalidArgument, NotFound, PermissionDenied
+from gateway.forgetting import SHARED_SCOPE, Target, Tombstone, Tombstones
 from gateway.rpc import authorize_call, caller_label, caller_of, unary
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
 from services.dreaming.dreamer import Dreamer, Status
+from services.dreaming.forget.report import forget_text, tombstones_text
+from services.dreaming.forget.run import Forgotten
 from services.dreaming.history.explain import Explained, render
 from services.dreaming.history import runs
 from services.dreaming.history.reject import Rejection
@@ -178,17 +181,46 @@ def explanation_pb(agent_id: str, query: str, found: list[Explained]) -> dreamin
     return pb.EntryExplanation(agent_id=agent_id, query=query, entries=entries, text=render(agent_id, query, found))
 
 
+TOMBSTONE_ID = re.compile(r"^F-[0-9a-f]{12}$")
+SHARED_NEEDS_STAR = 'the shared vault\'s tombstones and forgets need a key whose scope is "*"'
+
+
+def forget_pb(report: Forgotten) -> dreaming_pb2.ForgetReport:
+    return pb.ForgetReport(
+        agent_id=report.agent_id, applied=report.applied, shared=report.shared, tombstone_id=report.tombstone_id,
+        places=[pb.ForgetReportPlace(store=p.store, path=p.path, kind=p.kind, count=p.count, lines=list(p.lines),
+                                     changed=p.changed, left=p.left) for p in report.places],
+        purges=[pb.ForgetPurge(store=p.store, bytes_before=p.bytes_before, bytes_after=p.bytes_after, seconds=p.seconds)
+                for p in report.purges],
+        changed=report.changed, matches=report.matches, tombstones=report.tombstones, text=forget_text(report),
+    )
+
+
+def tombstones_pb(agent_id: str, rows: list[Tombstone], *, lifted: bool = False) -> dreaming_pb2.TombstoneList:
+    return pb.TombstoneList(agent_id=agent_id, text=tombstones_text(agent_id, rows, lifted=lifted), tombstones=[
+        pb.TombstoneInfo(tombstone_id=t.id, scope=t.scope, words=t.words, at=t.at, by=t.by, places=t.places) for t in rows
+    ])
+
+
+def _every_agent(caller: Caller) -> bool:
+    """Whether the caller's scope is "*" (an internal caller's is)."""
+    return caller.key is None or caller.key.agents is None
+
+
 class Dreaming(dreaming_pb2_grpc.DreamingServicer):
     def __init__(self, dreamer: Dreamer, snapshot: Callable[[], tuple[Config, Authenticator]]) -> None:
         self._dreamer = dreamer
         self._snapshot = snapshot
 
     def _agent(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> AgentConfig:
+        return self._agent_and_caller(context, agent_id, write=write)[0]
+
+    def _agent_and_caller(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> tuple[AgentConfig, Caller]:
         config, auth = self._snapshot()
         agent = config.agent(agent_id)
-        authorize_call(auth, context, agent_id, agent_exists=agent is not None, write=write)
+        caller = authorize_call(auth, context, agent_id, agent_exists=agent is not None, write=write)
         assert agent is not None
-        return agent
+        return agent, caller
 
     def _agents(self, context: grpc.aio.ServicerContext, agent_ids: list[str], *, write: bool) -> tuple[list[AgentConfig], dict[str, str]]:
         """The configured agents of ``agent_ids`` (each once, in order) and, by id, why each other
@@ -259,3 +291,42 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
             raise InvalidArgument("query is required: words of the entry to explain")
         found = await self._dreamer.explain(agent, query, request.limit)
         return explanation_pb(agent.id, query, found)
+
+    @unary
+    async def Forget(self, request: dreaming_pb2.ForgetRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.ForgetReport:  # noqa: N802
+        agent, caller = self._agent_and_caller(context, request.agent_id, write=True)
+        if request.shared and not _every_agent(caller):
+            raise PermissionDenied(SHARED_NEEDS_STAR)
+        target = Target.parse(request.text, request.pattern)
+        report = await self._dreamer.forget(agent, target, shared=request.shared, apply=request.apply,
+                                            by=caller.label)
+        return forget_pb(report)
+
+    def _tombstones(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> tuple[AgentConfig, Tombstones, list[Tombstone], bool]:
+        """The agent, its home's tombstones, the ones the caller may see (the agent's; the shared ones
+        for a caller whose scope is "*"), and whether it may see the shared ones."""
+        agent, caller = self._agent_and_caller(context, agent_id, write=write)
+        star = _every_agent(caller)
+        store = Tombstones(agent.home)
+        return agent, store, [t for t in store.all() if t.scope == agent.id or star and t.scope == SHARED_SCOPE], star
+
+    @unary
+    async def ListTombstones(self, request: dreaming_pb2.ListTombstonesRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.TombstoneList:  # noqa: N802
+        agent, _, rows, _ = self._tombstones(context, request.agent_id, write=True)
+        return tombstones_pb(agent.id, rows)
+
+    @unary
+    async def LiftTombstone(self, request: dreaming_pb2.LiftTombstoneRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.TombstoneList:  # noqa: N802
+        agent, store, rows, star = self._tombstones(context, request.agent_id, write=True)
+        wanted = request.tombstone_id
+        if not wanted:
+            raise InvalidArgument("tombstone_id (tombstoneId) is required: the tombstone to lift (F-…)")
+        if not TOMBSTONE_ID.fullmatch(wanted):
+            raise InvalidArgument(f"tombstone_id: {_shown(wanted)} is not a tombstone id (F- and 12 hex digits)")
+        if not any(t.id == wanted for t in rows):
+            if not star and any(t.id == wanted and t.scope == SHARED_SCOPE for t in store.all()):
+                raise PermissionDenied(SHARED_NEEDS_STAR)
+            raise NotFound(f"no tombstone {wanted!r} of agent {agent.id!r}")
+        lifted = [t for t in rows if t.id == wanted or t.id.startswith(wanted + ".")]
+        store.lift(wanted)
+        return tombstones_pb(agent.id, lifted, lifted=True)

@@ -314,7 +314,8 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
         if request.shared:
             stores.append(await self._vaults.forget(request.agent_id, target, tombstone_id, request.apply))
         shown_id = tombstone_id or (request.tombstone_id if TOMBSTONE_ID.fullmatch(request.tombstone_id) else "F-…")
-        return pb.ForgetTextResponse(stores=[_forgotten(s, target, shown_id) for s in stores])
+        matched = sorted(set().union(*(s.matched for s in stores))) if request.apply else []  # a pattern's, to tombstone
+        return pb.ForgetTextResponse(stores=[_forgotten(s, target, shown_id) for s in stores], matched=matched)
 
     @unary
     async def CollectVault(self, request: kb_pb2.CollectVaultRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CollectVaultResponse:  # noqa: N802

@@ -52,6 +52,9 @@ ACCESS: dict[str, str] = {
     "gateway.v1.Dreaming.RejectProposals": WRITE,
     "gateway.v1.Dreaming.RevertDream": WRITE,
     "gateway.v1.Dreaming.ExplainEntry": READ,
+    "gateway.v1.Dreaming.Forget": WRITE,  # a dry run too: its report says where an agent keeps a text
+    "gateway.v1.Dreaming.ListTombstones": WRITE,  # a key that may forget sees the tombstones
+    "gateway.v1.Dreaming.LiftTombstone": WRITE,
     "gateway.v1.WorkspaceFiles.GetFile": READ,
     "gateway.v1.WorkspaceFiles.PutFile": WRITE,
     "gateway.v1.Knowledge.Refresh": READ,  # re-indexing derives the index from the files: no write to them
@@ -95,6 +98,7 @@ UNKNOWN_ANSWERED = frozenset({"gateway.v1.Dreaming.GetDreamSummaries"})
 NOTE = "# Matrix note\n\n- first line of the note\n- second line of the note\n"
 ABSENT_RUN = "20260101T000000Z-abcd"  # well-formed ids of nothing: a denied case never reaches the lookup
 ABSENT_PROPOSAL = "p-000000000000"
+ABSENT_TOMBSTONE = "F-000000000000"
 
 
 def all_methods() -> Iterator[tuple[descriptor.MethodDescriptor, Any]]:
@@ -172,6 +176,13 @@ class Prep:
         assert [op.status for op in report.ops] == ["proposed"], report
         return report.ops[0].proposal_id
 
+    def tombstone(self, agent: str) -> str:
+        """The id of a tombstone of the agent (a forget of a text it does not hold)."""
+        reply = self.dreaming.Forget(dreaming_pb2.ForgetRequest(agent_id=agent, text=self.unique("matrix forgotten words"),
+                                                                apply=True), metadata=self.metadata, timeout=120)
+        assert reply.tombstones == 1, reply
+        return str(reply.tombstone_id)
+
     def pending_directive(self, agent: str) -> None:
         """A busy session with a directive pending, so that WatchDirectives answers at once when allowed."""
         session_id = self.session(agent, busy=True)
@@ -201,6 +212,9 @@ REQUESTS: dict[str, Builder] = {
     "gateway.v1.Dreaming.RejectProposals": lambda p, a, r: {"ids": [p.proposal(a) if r else ABSENT_PROPOSAL]},
     "gateway.v1.Dreaming.RevertDream": lambda p, a, r: {"run_id": p.applied_run(a) if r else ABSENT_RUN},
     "gateway.v1.Dreaming.ExplainEntry": lambda p, a, r: {"query": "matrix"},
+    "gateway.v1.Dreaming.Forget": lambda p, a, r: {"text": "matrix forget words"},  # a dry run
+    "gateway.v1.Dreaming.ListTombstones": lambda p, a, r: {},
+    "gateway.v1.Dreaming.LiftTombstone": lambda p, a, r: {"tombstone_id": p.tombstone(a) if r else ABSENT_TOMBSTONE},
     "gateway.v1.WorkspaceFiles.GetFile": lambda p, a, r: {"filename": "SOUL.md"},
     "gateway.v1.WorkspaceFiles.PutFile": lambda p, a, r: {"filename": "USER.md", "content": f"- {p.unique('matrix put')}\n"},
     "gateway.v1.Knowledge.Refresh": lambda p, a, r: {},

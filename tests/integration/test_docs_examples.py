@@ -249,6 +249,14 @@ def dream_with_the_stand_in_then_accept(tour: Tour, block: str) -> None:
     assert out.rstrip().endswith("- Jan prefers email over phone."), out
 
 
+@example("memory:forget", "README.md")
+def readme_forget(tour: Tour, block: str) -> None:
+    out = tour.sh(block, tour.demo)
+    assert out.startswith("alfred: forgot in the agent's files and archive:") and "  workspace: MEMORY.md: 1" in out, out
+    assert out.rstrip().endswith("1") and "deploy key" not in out, out
+    assert "deploy key" not in memory(tour.demo) and "[forgotten F-" in memory(tour.demo)
+
+
 # --- getting started, on var/gateway ------------------------------------------------------------
 
 

@@ -94,7 +94,7 @@ def test_forget_reports_then_removes_the_text_from_the_archive_and_the_vault(fsu
     assert [p.place for p in applied.stores[1].places] == ["notes/park-notes.md"]
 
     assert _paths(kb, "Quabbleworth", "all") == []
-    assert _paths(kb, "AKIAZX7QPLMNB4RTYUWE", "all") == []
+    assert _paths(kb, "ZX7QPLMNB4RTYUWE", "all") == []
     assert _paths(kb, "quokka", "memory") == ["MEMORY.md"]
     assert _paths(kb, "backup", "memory") == ["memory/2026-11-02.md"]
     assert _paths(kb, "tamarind", "shared") == ["notes/garden.md"]
@@ -136,3 +136,19 @@ def test_a_name_that_holds_the_text_is_answered_scrubbed_and_left(fsuite: Suite,
         assert [(p.place, p.kind) for p in vault.left] == [(f"notes/[forgotten {TOMBSTONE}] contacts.md", "name")]
     assert [(p.place, p.kind, p.count) for p in vault.places] == [
         (f"notes/[forgotten {TOMBSTONE}] contacts.md", "note", 1), (f"notes/[forgotten {TOMBSTONE}] contacts.md", "name", 1)]
+
+
+def test_a_pattern_applied_names_the_strings_it_matched_in_the_vault_for_the_tombstones(
+        fsuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    kb.CreateSharedNote(pb.CreateSharedNoteRequest(agent_id="alfred", name="badges", confirm=True,
+                                                   content="# Badges\n\n- door badge 4471-K\n- gate badge 9902-Q\n- door badge 4471-K\n"),
+                        metadata=ADMIN, timeout=30)
+    pattern = r"badge [0-9]{4}-[A-Z]"
+    dry = kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", pattern=pattern, shared=True), metadata=ADMIN, timeout=60)
+    assert list(dry.matched) == []  # a dry run names places only
+    done = kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", pattern=pattern, shared=True, apply=True,
+                                              tombstone_id=TOMBSTONE), metadata=ADMIN, timeout=120)
+    assert list(done.matched) == ["badge 4471-K", "badge 9902-Q"]
+    text = kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", text="gate badge", shared=True, apply=True,
+                                              tombstone_id=TOMBSTONE), metadata=ADMIN, timeout=120)
+    assert list(text.matched) == []  # a text is its own tombstone

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S
+from gateway.channels import DEFAULT_DEADLINE_S, DREAM_RUN_DEADLINE_S, FORGET_DEADLINE_S, KB_FORGET_DEADLINE_S
 from gateway.files_limits import MAX_BODY_BYTES, MAX_CONTENT_BYTES
 from gateway.v1 import files_pb2
 from gateway_http.app import LONG_DEADLINES, deadline
@@ -54,7 +54,7 @@ def proto_text_routes() -> set[tuple[str, str, str, str, str]]:
 
 def test_every_annotated_rpc_has_a_route_and_a_backend() -> None:
     expected = proto_text_routes()
-    assert len(expected) == 30  # 2 files, 7 watcher, 14 KB, 7 dreaming: a parser that finds nothing fails here
+    assert len(expected) == 33  # 2 files, 7 watcher, 14 KB, 10 dreaming: a parser that finds nothing fails here
     routed = {(r.method.full_name, r.http_method, r.template, r.body, r.backend) for r in all_routes()}
     assert routed == expected
 
@@ -71,6 +71,9 @@ def test_a_dreaming_run_gets_the_deadline_of_a_run_and_other_calls_the_default()
     assert deadline(route("RunNow")) == deadline(route("AcceptProposals")) == DREAM_RUN_DEADLINE_S
     assert deadline(route("RevertDream")) == deadline(route("GetDreamStatus")) == DEFAULT_DEADLINE_S
     assert deadline(route("PutFile")) == DEFAULT_DEADLINE_S
+    # A forget waits for the KB's reindex and VACUUM, longer than the KB's own deadline for it.
+    assert deadline(route("Forget")) == FORGET_DEADLINE_S > KB_FORGET_DEADLINE_S
+    assert deadline(route("ListTombstones")) == DEFAULT_DEADLINE_S
     assert set(LONG_DEADLINES) <= {r.grpc_path for r in all_routes()}  # no typo in the table
 
 

@@ -20,6 +20,8 @@ found in the UTF-8 text around them, and they are written back unchanged.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -124,21 +126,67 @@ def _apply_one(f: File, target: Target, tombstone_id: str, write: Write) -> Plac
 
 def apply(workspace: Path, target: Target, tombstone_id: str, *, by: str, at: str, episodic_dir: str = "memory",
           state_dir: Path | None = None, transcripts_dir: Path | None = None,
-          write: Write = _write_atomic) -> WorkspaceReport:
+          write: Write = _write_atomic, record: bool = True) -> WorkspaceReport:
     """Replace every place of the target with ``marker(tombstone_id)`` (module docstring), then
-    audit the forget (``by``: the key's name; ``at``: ISO 8601). Raises OSError when a file cannot
-    be read or written (the files done so far stay done; running it again finishes the rest)."""
+    audit the forget (``by``: the key's name; ``at``: ISO 8601), unless ``record`` is false (the
+    caller audits it with the other stores' places: ``record_forget``). Raises OSError when a file
+    cannot be read or written (the files done so far stay done; running it again finishes the rest)."""
     places = []
     for f in files(workspace, episodic_dir=episodic_dir, state_dir=state_dir, transcripts_dir=transcripts_dir):
         place = _apply_one(f, target, tombstone_id, write)
         if place is not None:
             places.append(place)
     report = WorkspaceReport(tuple(places))
-    audit.append_records(workspace, [{
-        "kind": "forget", "id": tombstone_id, "by": by, "at": at, "places": report.changed, "matches": report.matches,
-        "left": [{"store": p.store, "path": p.path, "count": p.count, "why": p.left} for p in report.left],
-    }])
+    if record:
+        record_forget(workspace, tombstone_id, by=by, at=at, places=report.changed, matches=report.matches,
+                      left=report.left)
     return report
+
+
+def record_forget(workspace: Path, tombstone_id: str, *, by: str, at: str, places: int, matches: int,
+                  left: Iterable[Place], extra: Mapping[str, object] | None = None) -> None:
+    """Append the forget's own line to ``audit.jsonl`` (module docstring): never the text; ``extra``
+    adds fields (the places per store, whether it was shared)."""
+    audit.append_records(workspace, [{
+        "kind": "forget", "id": tombstone_id, "by": by, "at": at, "places": places, "matches": matches,
+        "left": [{"store": p.store, "path": p.path, "count": p.count, "why": p.left} for p in left], **(extra or {}),
+    }])
+
+
+def _strings(name: str, text: str) -> Iterator[str]:
+    """The texts of one file as its writer stored them: a JSON file's (or line's) string values
+    decoded, with the raw text as well (a line that is not JSON); plain text as it is."""
+    yield text
+    if not (_is_json(name) or _is_json_lines(name)):
+        return
+    for line in text.splitlines() if _is_json_lines(name) else [text]:
+        try:
+            stack = [json.loads(line)]
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        while stack:
+            value = stack.pop()
+            if isinstance(value, str):
+                yield value
+            elif isinstance(value, dict):
+                stack += value.values()
+            elif isinstance(value, list):
+                stack += value
+
+
+def matched_texts(agent: AgentConfig, target: Target) -> set[str]:
+    """The distinct strings the target matches in ``agent``'s files (as ``scan_agent`` searches
+    them), for a pattern's tombstones. Never reported: the caller hashes them. Raises OSError."""
+    found: set[str] = set()
+    for f in files(agent.workspace, episodic_dir=agent.memory.episodic_archive_dir, state_dir=agent.agent_dir,
+                   transcripts_dir=agent.transcripts_dir):
+        try:
+            text = f.path.read_bytes().decode("utf-8", "replace")
+        except FileNotFoundError:
+            continue
+        for each in _strings(f.path.name, text):
+            found.update(m.group(0) for m in target.finditer(each))
+    return found
 
 
 def scan_agent(agent: AgentConfig, target: Target) -> WorkspaceReport:
@@ -148,7 +196,7 @@ def scan_agent(agent: AgentConfig, target: Target) -> WorkspaceReport:
 
 
 def apply_agent(agent: AgentConfig, target: Target, tombstone_id: str, *, by: str, at: str,
-                write: Write = _write_atomic) -> WorkspaceReport:
+                write: Write = _write_atomic, record: bool = True) -> WorkspaceReport:
     """``apply`` over ``agent``'s files (as ``scan_agent``). The caller holds the agent's run lock."""
     return apply(agent.workspace, target, tombstone_id, by=by, at=at, episodic_dir=agent.memory.episodic_archive_dir,
-                 state_dir=agent.agent_dir, transcripts_dir=agent.transcripts_dir, write=write)
+                 state_dir=agent.agent_dir, transcripts_dir=agent.transcripts_dir, write=write, record=record)

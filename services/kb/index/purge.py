@@ -65,12 +65,14 @@ class Purge:
 class StoreForget:
     """One store's part of a forget (``store``: ``archive`` or ``vault:<project>``): where the target
     was found (``places``), where it is still found after an apply (``left``: files the KB does not
-    rewrite), and the byte purge (None on a dry run)."""
+    rewrite), and the byte purge (None on a dry run). ``matched``: for a pattern, the distinct strings
+    it matched in the vault's notes, for the caller's tombstones (never shown in a reply to a user)."""
 
     store: str
     places: list[Place] = field(default_factory=list)
     left: list[Place] = field(default_factory=list)
     purge: Purge | None = None
+    matched: set[str] = field(default_factory=set)
 
 
 def file_bytes(path: Path) -> int:

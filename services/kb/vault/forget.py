@@ -44,9 +44,10 @@ def _text(data: bytes) -> str:
 
 
 def _scrub_file(read: Callable[[], bytes | None], write: Callable[[bytes, bytes], None], where: str, kind: str,
-                target: Target, tombstone_id: str, apply: bool) -> tuple[Place | None, bool]:
+                target: Target, tombstone_id: str, apply: bool, matched: set[str] | None = None) -> tuple[Place | None, bool]:
     """``(where the target was found, whether it is still there)`` for one file-like thing, rewritten
-    with the marker on ``apply`` (``write(new, expected)`` raising WriteConflict when it changed)."""
+    with the marker on ``apply`` (``write(new, expected)`` raising WriteConflict when it changed); the
+    strings a pattern matched are added to ``matched`` when given."""
     found: Place | None = None
     for _ in range(WRITE_TRIES):
         data = read()
@@ -56,6 +57,8 @@ def _scrub_file(read: Callable[[], bytes | None], write: Callable[[bytes, bytes]
         if place is None:
             return found, False
         found = found or place
+        if matched is not None and target.pattern is not None:
+            matched.update(m.group(0) for m in target.finditer(_text(data)))
         if not apply:
             return found, False
         new, _ = target.scrub(_text(data), tombstone_id)
@@ -72,14 +75,14 @@ Rewrite = Callable[[bytes, bytes], None]  # (new, expected): WriteConflict when 
 
 
 def _scrub_all(items: Iterable[tuple[str, Read, Rewrite]], kind: str, target: Target, tombstone_id: str,
-               apply: bool) -> tuple[list[Place], list[Place]]:
+               apply: bool, matched: set[str] | None = None) -> tuple[list[Place], list[Place]]:
     """``(places, left)`` over ``items`` (where, read, write), each through ``_scrub_file``; one the store
     will not read (FailedPrecondition: a link out of the vault) is ``left`` with no count."""
     places: list[Place] = []
     left: list[Place] = []
     for where, read, write in items:
         try:
-            place, kept = _scrub_file(read, write, where, kind, target, tombstone_id, apply)
+            place, kept = _scrub_file(read, write, where, kind, target, tombstone_id, apply, matched)
         except FailedPrecondition:  # not read, and not the vault's to rewrite
             left.append(Place(where, kind, 0))
             continue
@@ -90,12 +93,15 @@ def _scrub_all(items: Iterable[tuple[str, Read, Rewrite]], kind: str, target: Ta
     return places, left
 
 
-def forget_notes(store: VaultStore, target: Target, tombstone_id: str, *, apply: bool) -> tuple[list[Place], list[Place]]:
-    """``(places, left)`` over every note of ``store``, live and retired (module docstring)."""
+def forget_notes(store: VaultStore, target: Target, tombstone_id: str, *, apply: bool,
+                 matched: set[str] | None = None) -> tuple[list[Place], list[Place]]:
+    """``(places, left)`` over every note of ``store``, live and retired (module docstring); a pattern's
+    matched strings go to ``matched`` when given (``StoreForget.matched``)."""
     def note(name: str) -> tuple[str, Read, Rewrite]:
         return note_path(name), lambda: store.read(name), lambda new, old: store.write(name, new, expected=old)
 
-    return _scrub_all((note(name) for name in store.names(include_retired=True)), "note", target, tombstone_id, apply)
+    return _scrub_all((note(name) for name in store.names(include_retired=True)), "note", target, tombstone_id, apply,
+                      matched)
 
 
 def forget_reports(reports: Path, target: Target, tombstone_id: str, *, apply: bool) -> tuple[list[Place], list[Place]]:
@@ -132,7 +138,7 @@ def forget_sqlite(store: SqliteVaultStore, target: Target, tombstone_id: str, ap
     also names the notes whose index rows still hold the target afterwards. The bytes are purged after."""
     result = StoreForget(f"vault:{store.project}")
     indexed = index_places(store.conn, target, "note")  # before the notes' writes reindex them
-    for found, left in (forget_notes(store, target, tombstone_id, apply=apply),
+    for found, left in (forget_notes(store, target, tombstone_id, apply=apply, matched=result.matched),
                         forget_reports(store.directory / REPORTS_DIR, target, tombstone_id, apply=apply)):
         result.places += found
         result.left += left

@@ -29,7 +29,7 @@ TABLES: Final = ("notes", "promotions")  # the rest (retrieval log, lifecycle, G
 def forget_postgres(store: PostgresVaultStore, target: Target, tombstone_id: str, apply: bool) -> StoreForget:
     """The vault's notes and promotion records (``vault.forget``), inside one write decision."""
     result = StoreForget(f"vault:{store.project}")
-    result.places, result.left = forget_notes(store, target, tombstone_id, apply=apply)
+    result.places, result.left = forget_notes(store, target, tombstone_id, apply=apply, matched=result.matched)
     note_names(store, target, result)
     count = store.forget_promotions(lambda raw: scrub_write(raw, target, tombstone_id), apply)
     if count:

@@ -1,0 +1,164 @@
+"""One forget from end to end (docs/concepts/forget.md): the workspace, then the KB, then the tombstone
+and the record. The caller (``Dreamer.forget``) holds the agent's run lock, so no dream runs between
+the steps and journals the text again.
+
+Order, and why:
+
+1. A tombstone id is drawn (``Tombstones.new_id``): the marker of every place of this forget.
+2. The workspace is scrubbed (or, for a dry run, scanned): ``workspace.apply_agent``.
+3. The KB's part (``Knowledge.ForgetText``) gets the files step 2 rewrote, so it reindexes them,
+   scrubs the vault (``shared``) and purges the databases' bytes. It comes after the files: an index
+   rebuilt from a file that still held the text would hold it again.
+4. On an apply, the tombstone (``Tombstones.add``): the text, or for a pattern the distinct strings
+   it matched in the agent's files before step 2 and in the shared vault's notes (the KB's answer
+   names them for this; never reported), scoped to the agent or ``*``.
+5. The forget's line in ``audit.jsonl``: its id, the key's name, the places per store.
+
+When the KB cannot answer (step 3), steps 4 and 5 still run for what was done (the tombstone keeps
+the text out meanwhile), and ``KbUnavailable`` says so: running the same forget again finishes it,
+since a scrubbed file holds no match.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Final, Protocol
+
+from gateway.config import AgentConfig
+from gateway.errors import FailedPrecondition, GatewayError
+from gateway.forgetting import SHARED_SCOPE, Target, Tombstones
+from services.dreaming.forget.places import Place
+from services.dreaming.forget.workspace import NAME_HOLDS_IT, apply_agent, matched_texts, record_forget, scan_agent
+
+KB_LEFT: Final = "still found there after the KB's apply: run the same forget again"
+
+
+@dataclass(frozen=True)
+class ReportPlace:
+    """One place of the report: a workspace ``Place`` or a KB one (``kind``: file for the workspace's)."""
+
+    store: str
+    path: str
+    kind: str
+    count: int
+    lines: tuple[int, ...]
+    changed: bool = False
+    left: str = ""
+
+
+@dataclass(frozen=True)
+class KbPurge:
+    """A database's bytes before and after an apply's purge."""
+
+    store: str
+    bytes_before: int
+    bytes_after: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class KbForget:
+    """The KB's answer to ``ForgetText``: its places (``changed`` and ``left`` set for an apply), purges, and
+    for a pattern's apply the strings it matched in the shared vault's notes (for the tombstones only)."""
+
+    places: tuple[ReportPlace, ...] = ()
+    purges: tuple[KbPurge, ...] = ()
+    matched: tuple[str, ...] = ()
+
+
+class KbForgetter(Protocol):
+    """The KB's part of a forget (``peer_client.KbIndex.forget_text``). Raises PeerUnavailable."""
+
+    async def forget_text(self, agent_id: str, target: Target, *, shared: bool, apply: bool, tombstone_id: str,
+                          changed_paths: Sequence[str]) -> KbForget: ...
+
+
+class KbUnavailable(Exception):
+    """The KB could not do its part; ``report`` is what was done (the workspace, the tombstone)."""
+
+    def __init__(self, message: str, report: Forgotten) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What one forget found (a dry run) or did (an apply): never the text."""
+
+    agent_id: str
+    applied: bool
+    shared: bool
+    tombstone_id: str  # "" for a dry run
+    places: tuple[ReportPlace, ...]
+    purges: tuple[KbPurge, ...] = ()
+    tombstones: int = 0
+
+    @property
+    def changed(self) -> int:
+        """Places (files, notes, tables) rewritten."""
+        return sum(1 for p in self.places if p.changed)
+
+    @property
+    def matches(self) -> int:
+        return sum(p.count for p in self.places)
+
+    @property
+    def left(self) -> tuple[ReportPlace, ...]:
+        return tuple(p for p in self.places if p.left)
+
+
+def _from_workspace(p: Place) -> ReportPlace:
+    return ReportPlace(p.store, p.path, "file", p.count, p.lines, p.changed, p.left)
+
+
+def left_of(kind: str) -> str:
+    """Why a KB place is still there after an apply."""
+    return NAME_HOLDS_IT if kind == "name" else KB_LEFT
+
+
+async def forget(agent: AgentConfig, target: Target, kb: KbForgetter, tombstones: Tombstones, *, shared: bool,
+                 apply: bool, by: str, now: Callable[[], str]) -> Forgotten:
+    """One forget (module docstring). ``by``: the key's name; ``now()``: ISO 8601, UTC. Raises
+    KbUnavailable (with what was done), OSError when a file cannot be read or written, and the KB's
+    errors as GatewayError (raised after the record); FailedPrecondition, before anything, for a
+    shared forget of an agent whose shared KB is off."""
+    if shared and not agent.knowledge.shared.enabled:  # refused before any file is touched
+        raise FailedPrecondition(f"shared KB disabled for agent {agent.id!r} (gateway.knowledge.shared.enabled is false)")
+    if not apply:
+        found = await asyncio.to_thread(scan_agent, agent, target)
+        kb_part = await kb.forget_text(agent.id, target, shared=shared, apply=False, tombstone_id="", changed_paths=())
+        return Forgotten(agent.id, False, shared, "", tuple(map(_from_workspace, found.places)) + kb_part.places)
+    tombstone_id = tombstones.new_id()
+    texts = [target.text] if target.text is not None else sorted(await asyncio.to_thread(matched_texts, agent, target))
+    done = await asyncio.to_thread(apply_agent, agent, target, tombstone_id, by=by, at=now(), record=False)
+    places = tuple(map(_from_workspace, done.places))
+    changed = [p.path for p in done.places if p.changed and p.store == "workspace"]
+    error: Exception | None = None
+    kb_part = KbForget()
+    try:
+        kb_part = await kb.forget_text(agent.id, target, shared=shared, apply=True, tombstone_id=tombstone_id,
+                                       changed_paths=changed)
+    except Exception as exc:  # noqa: BLE001 - what was done is recorded below, then this is raised again
+        error = exc
+    report = Forgotten(agent.id, True, shared, tombstone_id, places + kb_part.places, kb_part.purges)
+    scope = SHARED_SCOPE if shared else agent.id
+    texts += [t for t in kb_part.matched if target.pattern is not None and t not in texts]
+    made = await asyncio.to_thread(tombstones.add, tombstone_id, texts, scope=scope, at=now(), by=by,
+                                   places=report.changed) if texts else []
+    report = replace(report, tombstones=len(made))
+    stores: dict[str, int] = {}
+    for p in report.places:
+        stores[p.store] = stores.get(p.store, 0) + p.changed
+    extra: dict[str, object] = {"shared": shared, "stores": stores, "tombstones": len(made)}
+    if error is not None:
+        extra["kb"] = f"not done: {error}"
+    await asyncio.to_thread(record_forget, agent.workspace, tombstone_id, by=by, at=now(), places=report.changed,
+                            matches=report.matches, left=[Place(p.store, p.path, p.count, p.lines, p.changed, p.left)
+                                                          for p in report.left], extra=extra)
+    if isinstance(error, GatewayError):
+        raise error
+    if error is not None:
+        raise KbUnavailable(str(error), report) from None
+    return report

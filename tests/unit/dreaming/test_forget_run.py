@@ -1,0 +1,190 @@
+"""A whole forget through ``Dreamer.forget`` (``forget.run``) over a workspace real runs wrote, with the
+KB's part a fake (the seam): the order of the steps, what the KB is told, the tombstone, the record,
+and what a KB that cannot answer leaves."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from dreaming_stage import NoWatcher
+from forget_stage import BESIDE, FACT, TARGET, Planted, leftovers, plant, snapshot
+
+from gateway.config import build
+from gateway.config_migrations import CURRENT_VERSION
+from gateway.errors import FailedPrecondition, Unavailable
+from gateway.forgetting import SHARED_SCOPE, Target, Tombstones, marker
+from services.dreaming import nightly
+from services.dreaming.dreamer import Dreamer
+from services.dreaming.forget.places import TRANSCRIPTS
+from services.dreaming.forget.report import PURGE_ADVICE, forget_text
+from services.dreaming.forget.run import KB_LEFT, Forgotten, KbForget, KbPurge, ReportPlace
+from services.dreaming.peer_client import PeerUnavailable
+from services.dreaming.records import audit
+from services.dreaming.schedule.state import StateStore
+
+
+@dataclass
+class FakeKb:
+    """The KB's ForgetText: records each call and what MEMORY.md held then; answers ``answer`` or raises ``error``."""
+
+    memory: Path
+    answer: KbForget = field(default_factory=KbForget)
+    error: Exception | None = None
+    calls: list[dict[str, object]] = field(default_factory=list)
+    held: asyncio.Event | None = None  # set: the call waits for it (``entered`` says it is waiting)
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def forget_text(self, agent_id: str, target: Target, *, shared: bool, apply: bool, tombstone_id: str,
+                          changed_paths: Sequence[str]) -> KbForget:
+        if self.held is not None:
+            self.entered.set()
+            await self.held.wait()
+        self.calls.append({"agent": agent_id, "shared": shared, "apply": apply, "id": tombstone_id,
+                           "changed": list(changed_paths), "memory": self.memory.read_text()})
+        if self.error is not None:
+            raise self.error
+        return self.answer
+
+
+def forgetting(p: Planted, kb: FakeKb, *, shared: bool = False) -> Dreamer:
+    """A Dreamer of the planted home whose KB is ``kb``; ``shared``: the agent's shared KB on (``p.agent`` too)."""
+    entry = {"id": "alfred", "knowledge": {"archive": {"enabled": False}, "shared": {"enabled": shared}}}
+    config = build({"configVersion": CURRENT_VERSION, "agents": [entry]}, p.agent.home)
+    p.agent = config.agents[0]
+    deps = nightly.Deps(index=p.stage, review=p.stage.review, now=lambda: p.stage.now, forgetter=kb)
+    return Dreamer(lambda: config, StateStore(p.agent.home), deps, NoWatcher())
+
+
+def run(dreamer: Dreamer, p: Planted, target: Target = TARGET, *, apply: bool = True, shared: bool = False) -> Forgotten:
+    return asyncio.run(dreamer.forget(p.agent, target, shared=shared, apply=apply, by="ops-key"))
+
+
+ARCHIVE = KbForget((ReportPlace("archive", "kb_chunks", "table", 2, ()),))
+ARCHIVE_DONE = KbForget((ReportPlace("archive", "kb_chunks", "table", 2, (), changed=True),), (KbPurge("archive", 9000, 4000, 0.1),))
+
+
+def test_a_dry_run_changes_nothing_and_reports_every_store_without_the_text(tmp_path: Path) -> None:
+    p = plant(tmp_path)
+    kb = FakeKb(p.workspace / "MEMORY.md", answer=ARCHIVE)
+    before = snapshot(tmp_path)
+    report = run(forgetting(p, kb), p, apply=False)
+    assert snapshot(tmp_path) == before
+    assert kb.calls == [{"agent": "alfred", "shared": False, "apply": False, "id": "", "changed": [],
+                         "memory": kb.calls[0]["memory"]}]
+    assert report.tombstone_id == "" and not report.applied and report.changed == 0
+    assert {"MEMORY.md", "kb_chunks", "s1.jsonl"} <= {pl.path for pl in report.places}
+    assert not Tombstones(tmp_path).all()
+    assert FACT[:8] not in forget_text(report)
+
+
+def test_an_apply_scrubs_the_files_before_the_kb_then_tombstones_and_records_it(tmp_path: Path) -> None:
+    p = plant(tmp_path)
+    kb = FakeKb(p.workspace / "MEMORY.md", answer=ARCHIVE_DONE)
+    report = run(forgetting(p, kb), p)
+    [call] = kb.calls
+    assert call["apply"] is True and call["id"] == report.tombstone_id
+    assert FACT not in str(call["memory"]) and marker(report.tombstone_id) in str(call["memory"])  # files first
+    assert "MEMORY.md" in call["changed"] and "dreaming.json" not in call["changed"]  # the workspace's paths only
+    assert leftovers(tmp_path) == ["agents/alfred/sessions/s1.jsonl"]  # the runtime's transcript: listed, kept
+    [transcript] = [pl for pl in report.places if pl.store == TRANSCRIPTS]
+    assert transcript.left and not transcript.changed
+    [tomb] = Tombstones(tmp_path).all()
+    assert (tomb.id, tomb.scope, tomb.by, tomb.places) == (report.tombstone_id, "alfred", "ops-key", report.changed)
+    assert Tombstones(tmp_path).matches(f"again: {FACT.upper()}", "alfred") == [tomb]
+    last = audit.read_records(p.workspace)[-1]
+    assert (last["kind"], last["id"], last["by"], last["places"]) == ("forget", report.tombstone_id, "ops-key", report.changed)
+    assert last["stores"]["archive"] == 1 and last["stores"]["workspace"] >= 5 and last["shared"] is False
+    text = forget_text(report)
+    assert PURGE_ADVICE in text and "9000 -> 4000" in text and FACT[:8] not in text
+    assert BESIDE in (p.transcripts / "s1.jsonl").read_text()
+
+
+def test_the_same_forget_again_finds_nothing_more_to_do(tmp_path: Path) -> None:
+    p = plant(tmp_path)
+    dreamer = forgetting(p, FakeKb(p.workspace / "MEMORY.md"))
+    run(dreamer, p)
+    again = run(dreamer, p)
+    assert again.changed == 0 and {pl.store for pl in again.places} == {TRANSCRIPTS}
+    assert again.tombstones == 0 and len(Tombstones(tmp_path).all()) == 1  # the same words are tombstoned once
+
+
+def test_a_pattern_tombstones_each_distinct_string_it_matched(tmp_path: Path) -> None:
+    p = plant(tmp_path)
+    (p.workspace / "memory" / "codes.md").write_text("- door code 1234-Q\n- gate code 8812-Z\n- door code 1234-Q\n")
+    report = run(forgetting(p, FakeKb(p.workspace / "MEMORY.md")), p, Target.parse(None, r"code [0-9]{4}-[A-Z]"))
+    assert report.tombstones == 2
+    store = Tombstones(tmp_path)
+    assert {t.id for t in store.all()} == {report.tombstone_id, report.tombstone_id + ".2"}
+    assert store.matches("the gate code 8812-z again", "alfred") and not store.matches("code 9999-Z", "alfred")
+
+
+def test_a_shared_pattern_tombstones_what_it_matched_in_the_vault_too(tmp_path: Path) -> None:
+    p = plant(tmp_path)
+    kb = FakeKb(p.workspace / "MEMORY.md", answer=KbForget(matched=("code 5050-V",)))  # only in a vault note
+    report = run(forgetting(p, kb, shared=True), p, Target.parse(None, r"code [0-9]{4}-[A-Z]"), shared=True)
+    assert report.tombstones == 1 and Tombstones(tmp_path).matches("the code 5050-V", "bob")
+    assert "5050" not in forget_text(report)
+
+
+def test_a_kb_that_cannot_answer_leaves_the_files_scrubbed_the_tombstone_and_the_record(tmp_path: Path) -> None:
+    p = plant(tmp_path)
+    kb = FakeKb(p.workspace / "MEMORY.md", error=PeerUnavailable("kb: UNAVAILABLE: down", "UNAVAILABLE"))
+    with pytest.raises(Unavailable, match="run the same forget again") as caught:
+        run(forgetting(p, kb), p)
+    [tomb] = Tombstones(tmp_path).all()
+    assert tomb.id in caught.value.message and FACT[:8] not in caught.value.message
+    last = audit.read_records(p.workspace)[-1]
+    assert last["id"] == tomb.id and str(last["kb"]).startswith("not done: kb: UNAVAILABLE")
+    assert leftovers(tmp_path) == ["agents/alfred/sessions/s1.jsonl"]
+    kb.error = None
+    assert run(forgetting(p, kb), p).changed == 0  # run again: the KB's part now; the files hold nothing more
+
+
+def test_a_shared_forget_of_an_agent_without_a_vault_is_refused_before_any_file(tmp_path: Path) -> None:
+    p = plant(tmp_path)  # its shared KB is off
+    kb = FakeKb(p.workspace / "MEMORY.md")
+    before = snapshot(tmp_path)
+    with pytest.raises(FailedPrecondition, match="shared KB disabled"):
+        run(forgetting(p, kb), p, shared=True)
+    assert snapshot(tmp_path) == before and kb.calls == []
+
+
+def test_kb_places_left_after_an_apply_say_so_and_a_shared_tombstone_is_scoped_star(tmp_path: Path) -> None:
+    p = plant(tmp_path)
+    kb = FakeKb(p.workspace / "MEMORY.md", answer=KbForget((ReportPlace("vault:global", "notes/x.md", "note", 1, (3,), left=KB_LEFT),)))
+    report = run(forgetting(p, kb, shared=True), p, shared=True)  # the fake KB stands for the vault
+    assert [pl.left for pl in report.places if pl.store == "vault:global"] == [KB_LEFT]
+    assert [t.scope for t in Tombstones(tmp_path).all()] == [SHARED_SCOPE]
+    assert json.dumps(audit.read_records(p.workspace)[-1]).count("notes/x.md") == 1
+    assert re.search(r"notes/x\.md \[note\]: 1 \(line 3\)", forget_text(report))
+
+
+def test_a_forget_whose_caller_goes_away_runs_to_its_end(tmp_path: Path) -> None:
+    p = plant(tmp_path)
+
+    async def scenario() -> None:
+        kb = FakeKb(p.workspace / "MEMORY.md", held=asyncio.Event())
+        dreamer = forgetting(p, kb)
+        caller = asyncio.ensure_future(dreamer.forget(p.agent, TARGET, shared=False, apply=True, by="ops-key"))
+        await kb.entered.wait()  # the files are scrubbed; the KB's part is under way
+        caller.cancel()
+        assert kb.held is not None
+        kb.held.set()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        [shielded] = dreamer._forgets  # the forget itself goes on: the tombstone, the record, the lock released
+        await shielded
+        assert kb.calls and not dreamer._forgets
+
+    asyncio.run(scenario())
+    [tomb] = Tombstones(tmp_path).all()
+    assert audit.read_records(p.workspace)[-1]["id"] == tomb.id
+    again = asyncio.run(forgetting(p, FakeKb(p.workspace / "MEMORY.md")).forget(p.agent, TARGET, shared=False, apply=True,
+                                                                               by="ops-key"))
+    assert again.changed == 0  # the lock was released, and nothing was left to do
