@@ -43,7 +43,7 @@ def add(content: str, **extra: str) -> Proposal:
 def test_the_applier_skips_an_add_a_replace_and_an_episodic_add_of_forgotten_text(tmp_path: Path) -> None:
     tid = forget(tmp_path)
     ops = [
-        ("r/1", add(f"- Remember: dana WHITLOCK'S locker\ncode is 4471 (ask her).")),
+        ("r/1", add("- Remember: dana WHITLOCK'S locker\ncode is 4471 (ask her).")),
         ("r/2", Proposal(op="replace", file="MEMORY.md", target="- The ferry leaves at noon.",
                          content=f"- The ferry leaves at noon. {FORGOTTEN}.")),
         ("r/3", Proposal(op="add", tier=EPISODIC, topic="lockers", content=f"- {FORGOTTEN}")),
