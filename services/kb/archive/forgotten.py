@@ -18,17 +18,10 @@ import structlog
 
 from gateway.config import AgentConfig
 from gateway.forget_guard import any_forgotten, find_forgotten
-from gateway.metrics import REGISTRY, Counter
 from services.kb.index.indexer_parse import read_source
+from services.kb.metrics import FORGOTTEN_INDEXED
 
 log = structlog.get_logger()
-
-FORGOTTEN_INDEXED = Counter(
-    "gateway_knowledge_forgotten_text_indexed_total",
-    "Sources the KB (re)indexed that bring back text a forget took out (an agent's own write of it).",
-    registry=REGISTRY,
-)
-
 
 def flag_indexed(agent: AgentConfig, paths: Sequence[str]) -> list[tuple[str, list[str]]]:
     """Check the sources ``paths`` (workspace-relative) a refresh of ``agent`` just (re)indexed: each

@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 from gateway.config import build
 from gateway.forgetting import Tombstones
 from services.kb.archive.archives import Archives
-from services.kb.archive.forgotten import FORGOTTEN_INDEXED
+from services.kb.metrics import FORGOTTEN_INDEXED
 
 TEXT = "Dana Whitlock's locker code is 4471"
 
