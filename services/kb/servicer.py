@@ -84,6 +84,19 @@ def _record(store: Recording, agent_id: str, hits: Sequence[Retrieved], kind: st
         log.warning("kb_retrieval_log_failed", kind=kind, error=f"{type(exc).__name__}: {exc}")
 
 
+async def _refuse(archives: Archives, agent_id: str, content: str) -> None:
+    """Refuse ``content`` for the shared vault when it holds a secret or forgotten text (module
+    docstring); off the event loop. The agent exists (the call's check ran)."""
+    agent = archives.agent(agent_id)
+    assert agent is not None
+
+    def scan() -> None:
+        refuse_secrets(content, "content")
+        refuse_forgotten(agent.home, content, "content", agent_id)
+
+    await asyncio.to_thread(scan)
+
+
 def _report(r) -> kb_pb2.RefreshReport:  # type: ignore[no-untyped-def]
     return pb.RefreshReport(indexed=r.indexed, skipped=r.skipped, pruned=r.pruned, errors=list(r.errors),
                             seconds=r.seconds, rebuilt=r.rebuilt)
@@ -120,18 +133,6 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
 
     def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool = False) -> Caller:
         return authorize_call(self._auth(), context, agent_id, agent_exists=self._archives.agent(agent_id) is not None, write=write)
-
-    async def _refuse(self, agent_id: str, content: str) -> None:
-        """Refuse ``content`` for the shared vault when it holds a secret or forgotten text (module
-        docstring); off the event loop. The agent exists (``_check`` ran)."""
-        agent = self._archives.agent(agent_id)
-        assert agent is not None
-
-        def scan() -> None:
-            refuse_secrets(content, "content")
-            refuse_forgotten(agent.home, content, "content", agent_id)
-
-        await asyncio.to_thread(scan)
 
     @unary
     async def Refresh(self, request: kb_pb2.RefreshRequest, context: grpc.aio.ServicerContext) -> kb_pb2.RefreshResponse:  # noqa: N802
@@ -239,7 +240,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def CreateSharedNote(self, request: kb_pb2.CreateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CreateSharedNoteResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
-        await self._refuse(request.agent_id, request.content)
+        await _refuse(self._archives, request.agent_id, request.content)
         try:
             r = await self._vaults.create(request.agent_id, request.name, request.content, request.confirm, caller_label() or "")
         except NoteExists as exc:
@@ -262,7 +263,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def UpdateSharedNote(self, request: kb_pb2.UpdateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.UpdateSharedNoteResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
-        await self._refuse(request.agent_id, request.content)
+        await _refuse(self._archives, request.agent_id, request.content)
         try:
             r = await self._vaults.update(request.agent_id, request.name, request.content, request.confirm, caller_label() or "")
         except NoteMissing as exc:
@@ -288,7 +289,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def PromoteFact(self, request: kb_pb2.PromoteFactRequest, context: grpc.aio.ServicerContext) -> kb_pb2.PromoteFactResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
-        await self._refuse(request.agent_id, request.content)
+        await _refuse(self._archives, request.agent_id, request.content)
         r = await self._vaults.promote(request.agent_id, request.topic, request.reason, request.content, request.run_id,
                                       caller_label() or "", request.request_id)
         return pb.PromoteFactResponse(
