@@ -16,6 +16,7 @@ from test_dream_promotion import FakeKb, agent_in
 from gateway.forget_guard import checker
 from gateway.forgetting import SHARED_SCOPE, Tombstones, marker
 from services.dreaming.apply.applier import plan
+from services.dreaming.migration import Settings, make_plan
 from services.dreaming.model.budgets import Budgets
 from services.dreaming.model.values import EPISODIC, PROPOSE, OpResult, Proposal
 from services.dreaming.passes.routeout import route_out
@@ -158,3 +159,11 @@ def test_promotion_never_sends_forgotten_text_nor_a_marker(tmp_path: Path, conte
     kb = FakeKb()
     step = asyncio.run(promote_applied(agent, kb, "r1", AT, [OpResult("r1/1", add(content), "applied", file="MEMORY.md")]))
     assert kb.calls == [] and step.promotions[0].reason.startswith("forgotten: F-0a1b2c3d4e5f")
+
+
+def test_migrate_memory_leaves_a_block_of_forgotten_text_where_it_is(tmp_path: Path) -> None:
+    forget(tmp_path)
+    text = "# Memory\n\n" + dated(1) + dated(2, f" {FORGOTTEN}.") + dated(3) + "\n## Facts\n\n- Jan prefers email.\n"
+    held = make_plan(text, Settings(budget=1, forgotten=checker(tmp_path, "alfred")))
+    assert [m.text.strip() for m in held.routed] == [dated(1).strip(), dated(3).strip()]
+    assert FORGOTTEN in held.after
