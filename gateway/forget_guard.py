@@ -70,6 +70,16 @@ def skip_reason(ids: Iterable[str], marker: bool = False) -> str:
     return said + " (its marker: the text was scrubbed by that forget)" if marker else said
 
 
+def why_forgotten(text: str, forgotten: Check, already: str = "") -> str:
+    """Why ``text``, about to be written in place of ``already``, is skipped: it brings back forgotten
+    text (``forgotten``: a ``checker``), or holds a forget's marker ``already`` does not; "" when neither."""
+    ids = forgotten(text)
+    if ids:
+        return skip_reason(ids)
+    marked = new_markers(text, already)
+    return skip_reason(marked, marker=True) if marked else ""
+
+
 def refuse_forgotten(home: Path, text: str, field: str, scope: str) -> None:
     """Raise FailedPrecondition naming the forgets when ``text`` (the request's ``field``) brings
     back forgotten text; never the text. FAILED_PRECONDITION, not INVALID_ARGUMENT: the same text is

@@ -51,8 +51,8 @@ def secret_warnings(agent_id: str, name: str, text: str, key: str | None) -> lis
     return out
 
 
-FORGOTTEN_WARNING = ("this file now holds text forgotten on purpose ({forget}); dreaming will not copy it, "
-                     "search will not return it, and `gateway forget {agent}` again takes it out")
+FORGOTTEN_WARNING = ("this file now holds text forgotten on purpose ({forget}); dreaming will not copy it and "
+                     "search will not return it; the same `gateway forget {agent}` run again takes it out")
 
 
 def forgotten_warnings(agent: AgentConfig, name: str, text: str, key: str | None) -> list[str]:

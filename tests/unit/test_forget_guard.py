@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import FailedPrecondition
-from gateway.forget_guard import any_forgotten, find_forgotten, new_markers, refuse_forgotten, skip_reason
+from gateway.forget_guard import (
+    any_forgotten, checker, find_forgotten, new_markers, refuse_forgotten, skip_reason, why_forgotten)
 from gateway.forgetting import Tombstones, marker
 
 TEXT = "Dana Whitlock's locker code is 4471"
@@ -39,3 +40,12 @@ def test_the_refusal_names_the_forget_and_never_the_text(tmp_path: Path) -> None
         refuse_forgotten(tmp_path, f"# Lockers\n- {TEXT.upper()}\n", "content", "alfred")
     assert "content holds text that was forgotten on purpose (F-0c)" in refused.value.message
     assert "4471" not in refused.value.message and "whitlock" not in refused.value.message.lower()
+
+
+def test_why_forgotten_names_the_text_first_then_a_new_marker(tmp_path: Path) -> None:
+    Tombstones(tmp_path).add("F-0d", [TEXT], scope="alfred", at="t", by="k", places=1)
+    check = checker(tmp_path, "alfred")
+    assert why_forgotten(f"{TEXT} {marker('F-0e')}", check) == "forgotten: F-0d"
+    assert why_forgotten(f"x {marker('F-0e')}", check).startswith("forgotten: F-0e (its marker")
+    assert why_forgotten(f"x {marker('F-0e')}", check, already=f"y {marker('F-0e')}") == ""
+    assert why_forgotten("Dana's locker is on deck 2", check) == ""

@@ -122,12 +122,9 @@ def _not_forgotten(p: Proposal, forgotten: Check) -> None:
     marker its anchor does not hold (module docstring)."""
     if p.op not in ("add", "replace"):
         return
-    ids = forgotten(p.content)
-    if ids:
-        raise _Withheld(forget_guard.skip_reason(ids))
-    ids = forget_guard.new_markers(p.content, p.target if p.op == "replace" else "")
-    if ids:
-        raise _Withheld(forget_guard.skip_reason(ids, marker=True))
+    why = forget_guard.why_forgotten(p.content, forgotten, p.target if p.op == "replace" else "")
+    if why:
+        raise _Withheld(why)
 
 
 def withheld(p: Proposal, forgotten: Check = nothing_forgotten) -> Proposal:

@@ -214,18 +214,7 @@ def _not_offered(text: str, forgotten: Check) -> str:
         return ("the add carries no fact: it is only MEMORY.md index pointers (and headings), whose links resolve "
                 "only in this agent's workspace")
     found = find_secrets(text)
-    if found:
-        return skip_reason(found)
-    return _forgotten(text, forgotten)
-
-
-def _forgotten(text: str, forgotten: Check) -> str:
-    """``forgotten: F-…`` when ``text`` brings back forgotten text or holds a forget's marker, else ""."""
-    ids = forgotten(text)
-    if ids:
-        return forget_guard.skip_reason(ids)
-    marked = forget_guard.new_markers(text)
-    return forget_guard.skip_reason(marked, marker=True) if marked else ""
+    return skip_reason(found) if found else forget_guard.why_forgotten(text, forgotten)
 
 
 def promotable(results: Sequence[OpResult]) -> list[OpResult]:
@@ -315,7 +304,7 @@ async def retry_kept(agent: AgentConfig, promoter: Promoter, at: str, step: Step
             else:
                 step.add(dropped, f"dropped: {dropped.reason}")
             continue
-        why = _forgotten(k.fact, forgotten)
+        why = forget_guard.why_forgotten(k.fact, forgotten)
         if why:  # a forget since it was kept: it leaves the queue unsent
             step.add(Promotion(k.op_id, k.proposal_id, SKIPPED, "", why, retry_of=k.run_id), f"skipped: {why}")
             continue
