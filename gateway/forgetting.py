@@ -19,6 +19,15 @@ recognised, with its punctuation and line breaks changed or not, while the file 
 word of it. The salt is the home's own (``forget/salt``, 32 random bytes, mode 0600), so a digest
 cannot be looked up in a table made elsewhere. Tombstones live in ``forget/tombstones.json`` under the
 home, written atomically; a tombstone's ``scope`` is one agent's id, or ``*`` for the shared vault.
+
+**Checking is cheap.** ``matches`` reads the file only when its stat (inode, size, mtime, ctime) changed
+since the last read in this process, so a check of a text against unchanged tombstones costs a ``stat``
+and the text's own words. Each tombstone also keeps ``lead``: the first 4 hex digits of a salted hash
+of its first word (16 bits: it tells a guess of that word from 1 in 65,536 others, which the salt
+beside it and the full digest already allow for the whole text). ``matches`` hashes each distinct word
+of the text once and hashes a window only where a tombstone's lead matches its first word, so a check
+costs about one hash per distinct word whatever the number of tombstones (docs/concepts/forget.md
+"Where tombstones are checked"). A tombstone written without a lead is checked at every window.
 """
 
 from __future__ import annotations
@@ -26,8 +35,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 import secrets
+import threading
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -48,6 +59,7 @@ ID_PREFIX: Final = "F-"
 _ID_HEX: Final = 12
 _WORD = re.compile(r"\w+")
 _WRITE_TRIES: Final = 5
+LEAD_HEX: Final = 4
 
 
 def words(text: str) -> list[str]:
@@ -128,10 +140,36 @@ class Tombstone:
     at: str  # ISO 8601, UTC
     by: str  # the key's name
     places: int  # how many places the forget changed
+    lead: str = ""  # ``_lead`` of its first word (module docstring); "" in a tombstone written without one
 
 
 def _digest(salt: bytes, normalized: Iterable[str]) -> str:
     return hashlib.sha256(salt + " ".join(normalized).encode()).hexdigest()
+
+
+def _lead(salt: bytes, word: str) -> str:
+    """The first ``LEAD_HEX`` hex digits of a salted hash of one normalized word (kept apart from
+    ``_digest``'s by its separator: no window's digest is a lead's)."""
+    return hashlib.sha256(salt + b"\x00" + word.encode()).hexdigest()[:LEAD_HEX]
+
+
+StatKey = tuple[int, int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """The tombstones file as last read, indexed for ``matches``: per scope, per lead, the tombstones'
+    (length, digest) pairs; ``unled`` those with no lead."""
+
+    key: StatKey | None
+    salt: bytes | None
+    led: dict[str, dict[str, dict[tuple[int, str], Tombstone]]]  # scope → lead → (words, digest) → tombstone
+    unled: dict[str, dict[int, dict[str, Tombstone]]]  # scope → words → digest → tombstone
+
+
+_EMPTY: Final = _Snapshot(None, None, {}, {})
+_snapshots: dict[Path, _Snapshot] = {}
+_snapshots_lock = threading.Lock()
 
 
 class Tombstones:
@@ -190,7 +228,7 @@ class Tombstones:
                 if (digest, scope) in known:
                     continue
                 made.append(Tombstone(tombstone_id if n == 0 else f"{tombstone_id}.{n + 1}", digest,
-                                      len(normalized), scope, at, by, places))
+                                      len(normalized), scope, at, by, places, _lead(salt, normalized[0])))
             if not made:
                 return []
             try:
@@ -214,22 +252,68 @@ class Tombstones:
             return gone[0]
         raise WriteConflict(f"{self._file} kept changing while a tombstone was lifted")
 
+    def _snapshot(self) -> _Snapshot:
+        """The file as last read by this process, read again when its stat changed (module docstring)."""
+        try:
+            st = os.stat(self._file)
+        except FileNotFoundError:
+            return _EMPTY
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        cached = _snapshots.get(self._file)
+        if cached is not None and cached.key == key:
+            return cached
+        with _snapshots_lock:  # one reader re-reads; the others wait for its snapshot
+            cached = _snapshots.get(self._file)
+            if cached is not None and cached.key == key:
+                return cached
+            _, rows = self._read()
+            led: dict[str, dict[str, dict[tuple[int, str], Tombstone]]] = {}
+            unled: dict[str, dict[int, dict[str, Tombstone]]] = {}
+            for t in rows:
+                if t.lead:
+                    led.setdefault(t.scope, {}).setdefault(t.lead, {}).setdefault((t.words, t.digest), t)
+                else:
+                    unled.setdefault(t.scope, {}).setdefault(t.words, {}).setdefault(t.digest, t)
+            snapshot = _Snapshot(key, self._salt(create=False), led, unled)
+            _snapshots[self._file] = snapshot
+            return snapshot
+
+    def apply_to(self, scope: str) -> bool:
+        """Whether any tombstone applies to agent ``scope`` (its own or a shared one): a ``stat`` when
+        the file is unchanged, so a caller can skip reading what it would check."""
+        snap = self._snapshot()
+        return snap.salt is not None and any(s in snap.led or s in snap.unled for s in (scope, SHARED_SCOPE))
+
     def matches(self, text: str, scope: str) -> list[Tombstone]:
         """The tombstones whose words occur, in order, in ``text``: those of agent ``scope`` and the
-        shared ones (for ``scope`` ``*``: the shared ones only)."""
-        _, rows = self._read()
-        rows = [t for t in rows if t.scope in (scope, SHARED_SCOPE)]
-        salt = self._salt(create=False)
-        if not rows or salt is None:
+        shared ones (for ``scope`` ``*``: the shared ones only), in the order found. Costs a ``stat``
+        when no tombstone applies (module docstring "Checking is cheap")."""
+        snap = self._snapshot()
+        scopes = dict.fromkeys((scope, SHARED_SCOPE))
+        led = [snap.led[s] for s in scopes if s in snap.led]
+        unled = [snap.unled[s] for s in scopes if s in snap.unled]
+        salt = snap.salt
+        if (not led and not unled) or salt is None:
             return []
         normalized = words(text)
-        found: list[Tombstone] = []
-        by_length: dict[int, dict[str, Tombstone]] = {}
-        for t in rows:
-            by_length.setdefault(t.words, {})[t.digest] = t
-        for length, digests in by_length.items():
-            for start in range(len(normalized) - length + 1):
-                hit = digests.get(_digest(salt, normalized[start : start + length]))
-                if hit is not None and hit not in found:
-                    found.append(hit)
-        return found
+        found: dict[str, Tombstone] = {}
+
+        def window(start: int, length: int) -> str | None:
+            return _digest(salt, normalized[start : start + length]) if start + length <= len(normalized) else None
+
+        leads: dict[str, str] = {}
+        for start, word in enumerate(normalized):
+            if led:
+                lead = leads.get(word)
+                if lead is None:
+                    lead = leads[word] = _lead(salt, word)
+                for by_lead in led:
+                    for (length, digest), t in by_lead.get(lead, {}).items():
+                        if t.id not in found and window(start, length) == digest:
+                            found[t.id] = t
+            for by_length in unled:
+                for length, digests in by_length.items():
+                    hit = digests.get(window(start, length) or "")
+                    if hit is not None:
+                        found.setdefault(hit.id, hit)
+        return list(found.values())

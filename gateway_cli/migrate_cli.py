@@ -39,6 +39,7 @@ def _agent_of(config: Config | None, workspace: Path):  # type: ignore[no-untype
 
 
 def run(args: argparse.Namespace, home: Path) -> int:
+    from gateway.forget_guard import checker
     from services.dreaming import migration
 
     workspace = Path(args.workspace).expanduser().resolve()
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace, home: Path) -> int:
     settings = migration.Settings()
     if agent is not None:
         settings = migration.Settings(agent.memory.memory_budget_chars, agent.memory.episodic_archive_dir,
-                                      agent.dreaming.auto_route_out)
+                                      agent.dreaming.auto_route_out, checker(agent.home, agent.id))
     who = f"agent {agent.id}" if agent is not None else "no configured agent (default settings)"
     try:
         with migration.agent_lock(home, agent.id if agent is not None else None):

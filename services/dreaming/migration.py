@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 
 from gateway.atomic import write_atomic
+from gateway.forget_guard import Check, nothing_forgotten
 from services.dreaming.apply import intent
 from services.dreaming.apply.files import Unsafe, read_text
 from services.dreaming.model.budgets import over_budget
@@ -52,6 +53,7 @@ class Settings:
     budget: int = 8000
     episodic_dir: str = "memory"
     route_out: bool = True
+    forgotten: Check = nothing_forgotten  # the agent's tombstones: a block that holds forgotten text stays
 
 
 @dataclass
@@ -72,7 +74,7 @@ def make_plan(text: str, settings: Settings) -> Plan:
     """What the migration would move from MEMORY.md ``text`` (deterministic)."""
     compacted = compact(text)
     middle = take(text, compacted)
-    routed = route_out(middle, settings.budget, settings.episodic_dir) if settings.route_out and over_budget(middle, settings.budget) else []
+    routed = route_out(middle, settings.budget, settings.episodic_dir, forgotten=settings.forgotten) if settings.route_out and over_budget(middle, settings.budget) else []
     return Plan(sha256(text), text, compacted, routed, take(middle, routed), settings.budget)
 
 

@@ -41,6 +41,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from gateway.config import AgentConfig
+from gateway.forget_guard import checker
 from services.dreaming.apply import applier, commit, files, intent, restore, selection
 from services.dreaming.apply.files import Unsafe
 from services.dreaming.history import pending
@@ -141,8 +142,9 @@ async def run(
     on_step("applier")
     first = passes.ops + 1
     numbered = {id(p): f"{run_id}/{first + i}" for i, p in enumerate(proposals)}
-    planned = applier.plan(texts, [(numbered[id(p)], p) for p in chosen], budgets, began=began)  # (7)
-    left_out = [OpResult(numbered[id(p)], applier.withheld(p), "skipped", why, file=p.file) for p, why in left]
+    forgotten = checker(agent.home, agent.id)  # the tombstones (docs/concepts/forget.md)
+    planned = applier.plan(texts, [(numbered[id(p)], p) for p in chosen], budgets, began=began, forgotten=forgotten)  # (7)
+    left_out = [OpResult(numbered[id(p)], applier.withheld(p, forgotten), "skipped", why, file=p.file) for p, why in left]
     summary = outcome.reply.summary if outcome else ""
     report = replace(base, reason=outcome.reason if outcome is not None and not outcome.ok else quiet, summary=summary,
                      reviewer=outcome, notes=(*intent.notes(recovered), *passes.notes))

@@ -3,6 +3,9 @@
 A PUT whose content holds a secret (``gateway.secrets_guard``) is written all the same (the user's
 own file) and answered with one ``warnings`` line per finding; each is logged (``put_holds_secret``:
 the key's label, the file, the line and the detector, never the value). docs/concepts/secrets.md.
+So is a PUT that brings back text a forget took out (``gateway.forget_guard``): written, with one
+warning per forget naming its id, each logged (``put_holds_forgotten_text``: the key's label, the
+file, the forget's id, never the text). docs/concepts/forget.md "Where tombstones are checked".
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import structlog
 
 from gateway.config import AgentConfig
 from gateway.errors import InvalidArgument
+from gateway.forget_guard import find_forgotten
 from gateway.live_config import LiveConfig
 from gateway.put_record import record_put
 from gateway.rpc import authorize_call, caller_label, unary
@@ -45,6 +49,24 @@ def secret_warnings(agent_id: str, name: str, text: str, key: str | None) -> lis
         log.warning("put_holds_secret", agent=agent_id, file=name, key=key, line=found.line, detector=found.detector)
         out.append(SECRET_WARNING.format(where=found.says(), agent=agent_id))
     return out
+
+
+FORGOTTEN_WARNING = ("this file now holds text forgotten on purpose ({forget}); dreaming will not copy it and "
+                     "search will not return it; the same `gateway forget {agent}` run again takes it out")
+
+
+def forgotten_warnings(agent: AgentConfig, name: str, text: str, key: str | None) -> list[str]:
+    """The ``warnings`` of a PUT of ``text`` to ``name`` for forgotten text: one line per forget whose
+    text it brings back, each logged with the caller's key label ``key``; the text is in neither. A
+    check that fails is logged and warns of nothing (the file is written by then)."""
+    try:
+        ids = find_forgotten(agent.home, text, agent.id)
+    except Exception as exc:  # noqa: BLE001 - advisory only: the write it follows succeeded
+        log.error("put_forgotten_check_failed", agent=agent.id, file=name, error=f"{type(exc).__name__}: {exc}")
+        return []
+    for forget in ids:
+        log.warning("put_holds_forgotten_text", agent=agent.id, file=name, key=key, tombstone=forget)
+    return [FORGOTTEN_WARNING.format(forget=forget, agent=agent.id) for forget in ids]
 
 
 def _reply(name: str, text: str) -> files_pb2.GetFileResponse:
@@ -87,9 +109,10 @@ class WorkspaceFiles(files_pb2_grpc.WorkspaceFilesServicer):
 
         key = caller_label()
 
-        def write() -> list[str]:  # the secret guard runs once the file is written: it warns, never refuses
+        def write() -> list[str]:  # the guards run once the file is written: they warn, never refuse
             files.write_file(agent.workspace, name, data, expected_sha256=expected, before_rename=record)
-            return secret_warnings(agent.id, name, request.content, key)
+            return [*secret_warnings(agent.id, name, request.content, key),
+                    *forgotten_warnings(agent, name, request.content, key)]
 
         # fsync blocks, and so does the scan; keep them off the event loop so reads are not held up.
         warnings = await asyncio.to_thread(write)

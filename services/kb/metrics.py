@@ -33,6 +33,12 @@ SEARCH_SECONDS = Histogram(
     children=[(corpus,) for corpus in CORPORA],
 )
 
+FORGOTTEN_INDEXED = Counter(
+    "gateway_knowledge_forgotten_text_indexed_total",
+    "Sources the KB (re)indexed that bring back text a forget took out (an agent's own write of it).",
+    registry=REGISTRY,
+)
+
 
 def observe_refresh(mode: str, seconds: float | None) -> None:
     """One refresh in ``mode`` (``targeted``/``walk``) that took ``seconds``; ``failed`` has no time."""

@@ -2,7 +2,9 @@
 
 A shared note's content (or a promoted fact) that holds a secret is refused
 (``gateway.secrets_guard``: INVALID_ARGUMENT naming each detector and line, never the value;
-docs/concepts/secrets.md), scanned off the event loop.
+docs/concepts/secrets.md), scanned off the event loop; so is one that brings back text a forget of
+the agent (or a shared one) took out (``gateway.forget_guard``: FAILED_PRECONDITION naming the
+forget's id, never the text; docs/concepts/forget.md "Where tombstones are checked").
 
 A shared-note write that wrote nothing, and a name clash, are worded for the
 caller here (``rest_hints``: the REST route and the ``confirm`` field); the
@@ -27,6 +29,7 @@ import structlog
 from gateway.auth import Authenticator, Caller
 from gateway import promotion_write
 from gateway.errors import InvalidArgument, PermissionDenied
+from gateway.forget_guard import refuse_forgotten
 from gateway.forgetting import Target
 from gateway.rpc import authorize_call, caller_label, unary
 from gateway.secrets_guard import refuse_secrets
@@ -79,6 +82,19 @@ def _record(store: Recording, agent_id: str, hits: Sequence[Retrieved], kind: st
         store.record(agent_id, hits, kind)
     except Exception as exc:  # noqa: BLE001 - fire-and-forget: never an error of the read
         log.warning("kb_retrieval_log_failed", kind=kind, error=f"{type(exc).__name__}: {exc}")
+
+
+async def _refuse(archives: Archives, agent_id: str, content: str) -> None:
+    """Refuse ``content`` for the shared vault when it holds a secret or forgotten text (module
+    docstring); off the event loop. The agent exists (the call's check ran)."""
+    agent = archives.agent(agent_id)
+    assert agent is not None
+
+    def scan() -> None:
+        refuse_secrets(content, "content")
+        refuse_forgotten(agent.home, content, "content", agent_id)
+
+    await asyncio.to_thread(scan)
 
 
 def _report(r) -> kb_pb2.RefreshReport:  # type: ignore[no-untyped-def]
@@ -224,7 +240,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def CreateSharedNote(self, request: kb_pb2.CreateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CreateSharedNoteResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
-        await asyncio.to_thread(refuse_secrets, request.content, "content")
+        await _refuse(self._archives, request.agent_id, request.content)
         try:
             r = await self._vaults.create(request.agent_id, request.name, request.content, request.confirm, caller_label() or "")
         except NoteExists as exc:
@@ -247,7 +263,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def UpdateSharedNote(self, request: kb_pb2.UpdateSharedNoteRequest, context: grpc.aio.ServicerContext) -> kb_pb2.UpdateSharedNoteResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
-        await asyncio.to_thread(refuse_secrets, request.content, "content")
+        await _refuse(self._archives, request.agent_id, request.content)
         try:
             r = await self._vaults.update(request.agent_id, request.name, request.content, request.confirm, caller_label() or "")
         except NoteMissing as exc:
@@ -273,7 +289,7 @@ class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
     @unary
     async def PromoteFact(self, request: kb_pb2.PromoteFactRequest, context: grpc.aio.ServicerContext) -> kb_pb2.PromoteFactResponse:  # noqa: N802
         self._check(context, request.agent_id, write=True)
-        await asyncio.to_thread(refuse_secrets, request.content, "content")
+        await _refuse(self._archives, request.agent_id, request.content)
         r = await self._vaults.promote(request.agent_id, request.topic, request.reason, request.content, request.run_id,
                                       caller_label() or "", request.request_id)
         return pb.PromoteFactResponse(

@@ -83,3 +83,52 @@ def test_the_salt_is_the_homes_own(tmp_path: Path) -> None:
 
 def test_the_marker_names_the_tombstone() -> None:
     assert marker("F-12ab") == "[forgotten F-12ab]"
+
+
+def test_a_check_rereads_the_file_only_when_it_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stones = Tombstones(tmp_path)
+    stones.add("F-0004", ["Alice's phone is 555-0142"], scope="alfred", at="t", by="k", places=1)
+    reads: list[int] = []
+    real = Tombstones._read
+
+    def counting(self: Tombstones) -> object:
+        reads.append(1)
+        return real(self)
+
+    monkeypatch.setattr(Tombstones, "_read", counting)
+    for _ in range(3):
+        assert [t.id for t in Tombstones(tmp_path).matches("alice's phone is 555-0142", "alfred")] == ["F-0004"]
+    assert len(reads) == 1  # the first check read it; the others cost a stat
+    stones.add("F-0005", ["Bob's phone is 555-0199"], scope="alfred", at="t", by="k", places=1)
+    reads.clear()
+    assert [t.id for t in Tombstones(tmp_path).matches("bob's phone is 555-0199", "alfred")] == ["F-0005"]
+    assert len(reads) == 1  # the changed file, read again once
+
+
+def test_a_tombstone_holds_a_lead_of_its_first_word_and_one_without_a_lead_still_matches(tmp_path: Path) -> None:
+    stones = Tombstones(tmp_path)
+    (made,) = stones.add("F-0006", ["Alice's phone is 555-0142"], scope="alfred", at="t", by="k", places=1)
+    assert len(made.lead) == 4 and int(made.lead, 16) >= 0
+    path = tmp_path / "forget" / "tombstones.json"
+    rows = json.loads(path.read_text())
+    del rows[0]["lead"]  # as written before leads existed
+    path.write_text(json.dumps(rows))
+    found = stones.matches("so: ALICE'S phone is 555 0142!", "alfred")
+    assert [(t.id, t.lead) for t in found] == [("F-0006", "")]
+
+
+def test_apply_to_says_whether_any_tombstone_applies(tmp_path: Path) -> None:
+    stones = Tombstones(tmp_path)
+    assert not stones.apply_to("alfred")
+    stones.add("F-0007", ["Alice's phone is 555-0142"], scope="bob", at="t", by="k", places=1)
+    assert stones.apply_to("bob") and not stones.apply_to("alfred")
+    stones.add("F-0008", [SECRET], scope=SHARED_SCOPE, at="t", by="k", places=1)
+    assert stones.apply_to("alfred")
+
+
+def test_many_tombstones_of_many_lengths_are_each_found(tmp_path: Path) -> None:
+    stones = Tombstones(tmp_path)
+    texts = [" ".join(f"w{n}x{k}" for k in range(1 + n % 17)) for n in range(300)]
+    stones.add("F-0009", texts, scope="alfred", at="t", by="k", places=1)
+    body = "\n".join(f"- noise {texts[n].upper()} noise" for n in (0, 150, 299))
+    assert sorted(t.id for t in stones.matches(body, "alfred")) == ["F-0009", "F-0009.151", "F-0009.300"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from secret_samples import AWS_KEY, SECRETS
 from structlog.testing import capture_logs
@@ -28,3 +30,19 @@ def test_a_scanner_that_fails_warns_of_nothing_and_is_logged(monkeypatch: pytest
     with capture_logs() as logs:
         assert servicer.secret_warnings("alfred", "USER.md", SECRETS["AWS Access Key"], "admin") == []
     assert [(e["event"], e["error"]) for e in logs] == [("put_secret_scan_failed", "RuntimeError: the scanner broke")]
+
+
+def test_a_put_of_forgotten_text_is_one_warning_and_log_line_per_forget_without_the_text(tmp_path: Path) -> None:
+    from gateway.config import build
+    from gateway.forgetting import Tombstones
+
+    agent = build({"agents": [{"id": "alfred"}]}, tmp_path).agents[0]
+    text = "# Memory\n- Dana Whitlock's locker code is 4471\n"
+    assert servicer.forgotten_warnings(agent, "MEMORY.md", text, "admin") == []
+    Tombstones(tmp_path).add("F-0a1b", ["Dana Whitlock's locker code is 4471"], scope="alfred", at="t", by="k", places=1)
+    with capture_logs() as logs:
+        warnings = servicer.forgotten_warnings(agent, "MEMORY.md", text, "admin")
+    assert len(warnings) == 1 and "(F-0a1b)" in warnings[0] and "4471" not in warnings[0]
+    assert [(e["event"], e["file"], e["key"], e["tombstone"]) for e in logs] == [
+        ("put_holds_forgotten_text", "MEMORY.md", "admin", "F-0a1b")]
+    assert "4471" not in repr(logs)

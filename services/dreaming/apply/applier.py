@@ -42,6 +42,12 @@ replace whose new text holds a secret (``gateway.secrets_guard``) is skipped,
 its reason ``secret: <detector>`` with the lines; the op as recorded
 (``Plan.withheld``) has that text, and its anchor and reason when they hold
 one, replaced by a ``WITHHELD`` line, so the audit never keeps the value.
+Then **the tombstones** (docs/concepts/forget.md "Where tombstones are checked"):
+an add or a replace whose new text brings back forgotten text (``forgotten``,
+``gateway.forget_guard``) is skipped, its reason ``forgotten: F-…``, and
+recorded with that text replaced by the forget's marker; one whose new text
+holds a forget's marker that its anchor does not (a proposal a forget
+scrubbed) is skipped too. Neither is ever a pending proposal.
 
 Before the guards, an op **already in effect** is skipped (``already_done``):
 an add whose text is in the file, a replace whose anchor is gone and whose new
@@ -55,6 +61,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from gateway import forget_guard
+from gateway.forget_guard import Check, nothing_forgotten
+from gateway.forgetting import marker
 from gateway.secrets_guard import find_secrets, skip_reason
 from services.dreaming.apply import sections
 from services.dreaming.model.budgets import Budgets, over_budget
@@ -76,7 +85,7 @@ class Plan:
     appends: list[tuple[str, str, OpResult]] = field(default_factory=list)  # (workspace path, text, result)
     results: list[OpResult] = field(default_factory=list)
     done: set[str] = field(default_factory=set)  # op ids skipped as already in effect (``already_done``)
-    withheld: set[str] = field(default_factory=set)  # op ids skipped by the secret guard, recorded without their text
+    withheld: set[str] = field(default_factory=set)  # op ids skipped by the secret guard or a tombstone, recorded without their text
 
     def changed(self) -> list[str]:
         """Durable files whose text differs from the original, in MEMORY.md, USER.md order."""
@@ -94,7 +103,8 @@ class _Done(_Skip):
 
 
 class _Withheld(_Skip):
-    """The op's new text holds a secret: skipped, recorded without it, and never a pending proposal."""
+    """The op's new text holds a secret or forgotten text (or a forget's marker): skipped, recorded
+    without it, and never a pending proposal."""
 
 
 WITHHELD = "[withheld by the secret guard: {}]"
@@ -107,12 +117,26 @@ def _secret_free(p: Proposal) -> None:
         raise _Withheld(skip_reason(found))
 
 
-def withheld(p: Proposal) -> Proposal:
-    """``p`` as the audit may keep it: its new text, and its anchor and reason when they hold a
-    secret, replaced by a ``WITHHELD`` line naming the detectors."""
+def _not_forgotten(p: Proposal, forgotten: Check) -> None:
+    """Raise _Withheld when the text ``p`` would write brings back forgotten text, or a forget's
+    marker its anchor does not hold (module docstring)."""
+    if p.op not in ("add", "replace"):
+        return
+    why = forget_guard.why_forgotten(p.content, forgotten, p.target if p.op == "replace" else "")
+    if why:
+        raise _Withheld(why)
+
+
+def withheld(p: Proposal, forgotten: Check = nothing_forgotten) -> Proposal:
+    """``p`` as the audit may keep it: its new text, and its anchor and reason, replaced by a
+    ``WITHHELD`` line naming the detectors when they hold a secret, and by the forgets' markers when
+    they bring back forgotten text (``forgotten``)."""
     def cut(text: str) -> str:
         found = find_secrets(text)
-        return WITHHELD.format(", ".join(dict.fromkeys(f.detector for f in found))) if found else text
+        if found:
+            return WITHHELD.format(", ".join(dict.fromkeys(f.detector for f in found)))
+        ids = forgotten(text) if text else []
+        return " ".join(marker(i) for i in ids) if ids else text
     return replace(p, content=cut(p.content), target=cut(p.target), reason=cut(p.reason))
 
 
@@ -291,17 +315,19 @@ def episodic_path(episodic_dir: str, topic: str) -> str:
 
 
 def plan(texts: Mapping[str, str], proposals: Sequence[tuple[str, Proposal]], budgets: Budgets,
-         began: Mapping[str, str] | None = None) -> Plan:
+         began: Mapping[str, str] | None = None, forgotten: Check = nothing_forgotten) -> Plan:
     """Apply ``proposals`` (``(op_id, proposal)`` in order) to ``texts`` (file → current content,
     "" for a missing file). ``began``: the files as the run began, before the deterministic passes
-    (the bounded-loss base; default ``texts``). Never raises for a bad proposal: each is applied or
-    skipped with a reason."""
+    (the bounded-loss base; default ``texts``). ``forgotten``: the agent's tombstone check
+    (``gateway.forget_guard.checker``; none by default). Never raises for a bad proposal: each is
+    applied or skipped with a reason."""
     files = {name: _File(name, texts.get(name, ""), budgets.of(name), None if began is None else began.get(name, ""))
              for name in MEMORY_FILES}
     result = Plan(originals={n: f.original for n, f in files.items()}, texts={})
     for op_id, p in proposals:
         try:
             _secret_free(p)
+            _not_forgotten(p, forgotten)
             if p.tier == EPISODIC:
                 if not budgets.write_routing:
                     raise _Skip("episodic ops need gateway.memory.writeRouting; it is off")
@@ -319,8 +345,8 @@ def plan(texts: Mapping[str, str], proposals: Sequence[tuple[str, Proposal]], bu
                 raise _Skip(f"{p.file!r} is not a memory file (MEMORY.md or USER.md)")
             edit, op_result = _durable(op_id, p, files[p.file])
         except _Skip as skip:
-            result.results.append(OpResult(op_id, withheld(p) if isinstance(skip, _Withheld) else p, "skipped",
-                                            skip.reason, file=p.file))
+            result.results.append(OpResult(op_id, withheld(p, forgotten) if isinstance(skip, _Withheld) else p,
+                                            "skipped", skip.reason, file=p.file))
             if isinstance(skip, _Done):
                 result.done.add(op_id)
             if isinstance(skip, _Withheld):

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.config import AgentConfig
+from gateway.forget_guard import checker
 from services.dreaming.apply import recall
 from services.dreaming.apply.restore import Check, Written, verify
 from services.dreaming.model.archive import Index
@@ -92,8 +93,9 @@ async def run_passes(agent: AgentConfig, index: Index, run_id: str, at: str, tex
     if agent.dreaming.auto_route_out and over_budget(compacted, budget):
         out.steps.append("route-out")
         first = len(compacted_moves) + gc.ops + 1
-        held: list[str] = []  # blocks holding a secret stay (docs/concepts/secrets.md): the run's notes say so
-        routed_moves = _number(run_id, first, route_out(compacted, budget, agent.memory.episodic_archive_dir, held))
+        held: list[str] = []  # blocks holding a secret or forgotten text stay (docs/concepts/secrets.md, forget.md)
+        routed_moves = _number(run_id, first, route_out(compacted, budget, agent.memory.episodic_archive_dir, held,
+                                                        checker(agent.home, agent.id)))
         out.notes += [f"The route-out left a block in MEMORY.md: {why}; it is never copied into another file" for why in held]
     out.ops = len(compacted_moves) + gc.ops + len(routed_moves)
     if routed_moves and mode == PROPOSE:

@@ -43,7 +43,8 @@ the section of a date heading, or of a time or log heading that holds a date.
    An entry with an indented fenced block right under it stays (fenced code never moves alone).
 
 Nothing in a pinned section moves (``apply/sections.py``), nor a block that holds a secret
-(``gateway.secrets_guard``, docs/concepts/secrets.md): it stays where it is, for a forget to remove,
+(``gateway.secrets_guard``, docs/concepts/secrets.md), nor one that brings back forgotten text
+(``forgotten``: the tombstones, docs/concepts/forget.md): it stays where it is, for a forget to remove,
 never copied into another file (``held`` collects why, for the run's report; also logged).
 Headings stay, but for a dated section's, which moves with its section: a heading whose entries all moved stays behind, empty (a line), so
 the sections around it keep their shape. Spans and blank lines follow ``blocks.py`` (the blank
@@ -78,6 +79,8 @@ from dataclasses import dataclass
 
 import structlog
 
+from gateway import forget_guard
+from gateway.forget_guard import Check, nothing_forgotten
 from gateway.secrets_guard import Finding, find_secrets, skip_reason
 from services.dreaming.apply import sections
 from services.dreaming.apply.applier import episodic_path
@@ -297,11 +300,24 @@ def _held(block: _Block, secrets: list[tuple[int, int, Finding]]) -> str:
     return why
 
 
-def route_out(text: str, budget: int, episodic_dir: str, held: list[str] | None = None) -> list[Move]:
+def _forgotten_in(block: _Block, text: str, forgotten: Check) -> str:
+    """Why ``block`` of ``text`` stays because it brings back forgotten text (``forgotten: F-…``), ""
+    when it does not; logged as ``dream_route_out_held`` with the forgets' ids, never the text."""
+    ids = forgotten(text[block.start : block.end])
+    if not ids:
+        return ""
+    why = forget_guard.skip_reason(ids)
+    log.warning("dream_route_out_held", reason=why)
+    return why
+
+
+def route_out(text: str, budget: int, episodic_dir: str, held: list[str] | None = None,
+              forgotten: Check = nothing_forgotten) -> list[Move]:
     """The moves (kind ``ROUTE``) that bring ``text`` within ``budget`` characters, oldest
     episodic blocks first (module docstring); ``[]`` when ``budget`` is 0 or less or the text fits.
     Deterministic; on the text they leave, the route-out moves nothing. ``held``, when given, gets
-    why each block it passed over because it holds a secret stays (``secret: <detector> (line N)``)."""
+    why each block it passed over because it holds a secret (``secret: <detector> (line N)``) or
+    forgotten text (``forgotten: F-…``; ``forgotten``: the agent's tombstone check) stays."""
     if budget <= 0 or len(text) <= budget:
         return []
     lay = blocks.layout(text)
@@ -310,10 +326,12 @@ def route_out(text: str, budget: int, episodic_dir: str, held: list[str] | None 
     chosen = []
     candidates = sorted([*dated, *_entries(lay, covered)], key=_Block.key)
     secrets = _secret_lines(text) if candidates else []
+    any_forgotten = bool(candidates) and bool(forgotten(text))  # one check of the whole text, then per block
     for block in candidates:
         if left <= budget:
             break
         why = _held(block, secrets) if secrets else ""
+        why = why or (_forgotten_in(block, text, forgotten) if any_forgotten else "")
         if why:
             if held is not None:
                 held.append(why)

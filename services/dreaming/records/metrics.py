@@ -37,6 +37,7 @@ REASONS: tuple[tuple[str, str], ...] = (
     ("not moved", "not_moved"),
     ("not written", "not_written"),
     ("secret: ", "secret"),  # gateway.secrets_guard.skip_reason: the secret guard
+    ("forgotten: ", "forgotten"),  # gateway.forget_guard.skip_reason: a tombstone, or a forget's marker
 )
 REASON_CODES = ("none", "restored", "other", *dict.fromkeys(code for _, code in REASONS))
 

@@ -13,6 +13,11 @@ stayed local); with the shared KB off nothing is said.
 reason ``secret: <detector>`` (``gateway.secrets_guard``), never sent nor kept on the host. The
 applier already skips such an add; this guard also holds for a fact written before it.
 
+**Never forgotten text** (docs/concepts/forget.md "Where tombstones are checked"): an add, or a
+kept promotion, whose fact brings back text a forget of this agent (or a shared one) took out, or
+holds a forget's marker, is ``skipped`` with the reason ``forgotten: F-…``, never sent; a kept one
+leaves the queue.
+
 **Only a real fact is promoted.** MEMORY.md index pointers resolve only in
 the promoting agent's own workspace, so they are cut from the text first
 (``fact_text``); an add left with no line that is not blank, a heading or a
@@ -83,7 +88,9 @@ from typing import Final, Protocol
 
 import structlog
 
+from gateway import forget_guard
 from gateway.config import AgentConfig
+from gateway.forget_guard import Check
 from gateway.promotion_write import PromotionWrite
 from gateway.secrets_guard import find_secrets, skip_reason
 from services.dreaming.model.values import DURABLE, MEMORY_FILES, PROPOSE, OpResult, Promotion
@@ -109,7 +116,7 @@ PENDING: Final = "pending"  # kept on the host, retried by a later run
 DROPPED: Final = "dropped"  # a kept promotion whose op was reverted: never sent
 STEP: Final = "promotion"
 LANDED: Final = frozenset({"created", "merged", "updated"})  # the outcomes that wrote the fact to the vault
-_MISSED: Final = {"unchanged": "already in the shared vault", SKIPPED: "skipped (no fact, or a secret)",
+_MISSED: Final = {"unchanged": "already in the shared vault", SKIPPED: "skipped (no fact, a secret or forgotten text)",
                   DECLINED: "refused", PENDING: "kept on this host to retry (the KB was unavailable)",
                   DROPPED: "dropped (their op was reverted)"}
 
@@ -200,13 +207,14 @@ def fact_text(content: str) -> str:
     return "\n".join(kept).strip("\n")
 
 
-def _not_offered(text: str) -> str:
-    """Why the fact ``text`` (``fact_text``) is not offered to the vault, "" when it is: no fact, or a secret."""
+def _not_offered(text: str, forgotten: Check) -> str:
+    """Why the fact ``text`` (``fact_text``) is not offered to the vault, "" when it is: no fact, a secret,
+    or forgotten text (``forgotten``: the agent's tombstone check) or a forget's marker."""
     if not text:
         return ("the add carries no fact: it is only MEMORY.md index pointers (and headings), whose links resolve "
                 "only in this agent's workspace")
     found = find_secrets(text)
-    return skip_reason(found) if found else ""
+    return skip_reason(found) if found else forget_guard.why_forgotten(text, forgotten)
 
 
 def promotable(results: Sequence[OpResult]) -> list[OpResult]:
@@ -272,6 +280,7 @@ async def retry_kept(agent: AgentConfig, promoter: Promoter, at: str, step: Step
     if not queue:
         return ""
     step.steps.append(STEP)
+    forgotten = forget_guard.checker(agent.home, agent.id)
     records = journal.read(ws)
     undone = {(r.get("run"), r.get("op")) for r in records if r.get("kind") in ("revert", "restore")}
     journaled = {(r.get("run"), r.get("op")) for r in records if r.get("kind") == PROMOTION}
@@ -294,6 +303,10 @@ async def retry_kept(agent: AgentConfig, promoter: Promoter, at: str, step: Step
                 left.append(k)
             else:
                 step.add(dropped, f"dropped: {dropped.reason}")
+            continue
+        why = forget_guard.why_forgotten(k.fact, forgotten)
+        if why:  # a forget since it was kept: it leaves the queue unsent
+            step.add(Promotion(k.op_id, k.proposal_id, SKIPPED, "", why, retry_of=k.run_id), f"skipped: {why}")
             continue
         try:
             reply = await promoter.promote(agent.id, k.topic, k.reason, k.fact, k.run_id, k.request_id)
@@ -399,8 +412,9 @@ async def promote_applied(agent: AgentConfig, promoter: Promoter | None, run_id:
     if adds and STEP not in step.steps:
         step.steps.append(STEP)
     waiting: list[tuple[int, Kept]] = []
+    forgotten = forget_guard.checker(agent.home, agent.id)
     facts = {r.op_id: fact_text(r.proposal.content) for r in adds}
-    not_offered = {op: _not_offered(text) for op, text in facts.items()}
+    not_offered = {op: _not_offered(text, forgotten) for op, text in facts.items()}
     asks = {r.op_id: Kept(kept.request_id(agent.id, r.op_id), run_id, r.op_id, r.proposal.id, r.proposal.topic,
                           r.proposal.reason, facts[r.op_id], at, kept.ASKED) for r in adds if not not_offered[r.op_id]}
     ahead = kept.keep_ahead(agent.id, agent.workspace, list(asks.values()) if not (step.cancelled or unreachable) else [])

@@ -62,6 +62,7 @@ from services.kb.archive.refresh_once import refresh_once
 from services.kb.file_watch import index_matches_file, plain_source
 from services.kb.index import excerpt, indexer, lifecycle_rows, meta
 from services.kb.index.search import SearchResult, search
+from services.kb.archive.forgotten import hides
 from services.kb.metrics import observe_refresh
 from services.kb.resources.handles import OpenHandles, default_cap
 from services.kb.resources.threads import until_done
@@ -346,7 +347,7 @@ class Archives:
             reader = state.open_reader()  # here: one got before an await may have been renewed since
             if reader is None:
                 return SearchResult([], 0, False), refreshed
-            result = search(reader, state.agent.workspace, query, limit, check_stale=False)
+            result = search(reader, state.agent.workspace, query, limit, check_stale=False, hide=hides(state.agent))
         if state.dirty and not refreshed:
             self._index_soon(state)  # stale at start (or after a failed run): index without being asked
         return replace(result, stale=self.stale(state)), refreshed

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from services.kb.archive.archive_state import ArchiveState
+from services.kb.archive.forgotten import flag_indexed
 from services.kb.file_watch import plain_source
 from services.kb.index import indexer, meta
 
 
 def refresh_once(state: ArchiveState, paths: list[str] | None = None) -> tuple[indexer.RefreshReport, bool]:
-    """Run one refresh: targeted at ``paths`` when they are all plain sources, else a walk.
+    """Run one refresh: targeted at ``paths`` when they are all plain sources, else a walk; the
+    sources it (re)indexed that bring back forgotten text are flagged (``forgotten.flag_indexed``).
     Returns the report and whether it was targeted."""
+    report, targeted = _refresh(state, paths)
+    flag_indexed(state.agent, report.paths)
+    return report, targeted
+
+
+def _refresh(state: ArchiveState, paths: list[str] | None) -> tuple[indexer.RefreshReport, bool]:
     agent = state.agent
     if not agent.knowledge.archive.enabled:
         return indexer.RefreshReport(generation=0, indexed=0, skipped=0, pruned=0, errors=[], seconds=0.0, rebuilt=False), False

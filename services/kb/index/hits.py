@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
@@ -85,12 +86,15 @@ def make_hits(
     ranked: list[tuple[float, int]],
     rows: dict[int, ChunkRow],
     known: dict[int, list[Entry]],
+    hide: Callable[[str], bool] | None = None,
 ) -> list[SearchHit]:
     """``ranked`` (score, chunk id), best first, as hits for a query of ``words``; ``rows``
     holds each chunk's details. ``known`` (the caller's memo for this index generation,
     chunk id → entries) supplies entries; ``entries_of`` (one statement) reads the rest,
-    which are added to it (at most ``MEMO_CHUNKS``, the oldest dropped first)."""
-    shown = [(score, rowid, rows[rowid]) for score, rowid in ranked if rowid in rows]
+    which are added to it (at most ``MEMO_CHUNKS``, the oldest dropped first). A chunk whose
+    text ``hide`` is true for is left out (the KB's tombstones: ``archive/forgotten.py``)."""
+    shown = [(score, rowid, rows[rowid]) for score, rowid in ranked
+             if rowid in rows and not (hide is not None and hide(rows[rowid].text))]
     if not shown:
         return []
     entries = {rowid: known[rowid] for _, rowid, _ in shown if rowid in known}

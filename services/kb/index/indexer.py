@@ -112,7 +112,8 @@ BULK_FILES: Final = 64  # from this many sources to read, a refresh takes the bu
 
 @dataclass
 class RefreshReport:
-    """What one refresh did. ``errors`` holds "path: reason" lines (paths workspace-relative)."""
+    """What one refresh did. ``errors`` holds "path: reason" lines (paths workspace-relative);
+    ``paths`` the sources it (re)indexed, workspace-relative."""
 
     generation: int
     indexed: int = 0
@@ -121,6 +122,7 @@ class RefreshReport:
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     rebuilt: bool = False
+    paths: list[str] = field(default_factory=list)
 
 
 def refresh(
@@ -278,6 +280,7 @@ def _refresh_in_transaction(
         report.indexed += bulk.indexed
         report.skipped += bulk.skipped
         report.errors.extend(bulk.errors)
+        report.paths.extend(bulk.paths)
     for rel, st, old in to_read if len(to_read) < BULK_FILES else ():
         try:
             data = read_source(os.path.join(workspace, rel))
@@ -295,6 +298,7 @@ def _refresh_in_transaction(
             continue
         _index_source(conn, rel, data, digest, st, old, pending, now, settings, classify)
         report.indexed += 1
+        report.paths.append(rel)
     for rel, source_id in gone if scan.listed_root else ():
         if rel in scan.excluded:
             report.errors.append(f"{rel}: symlink leaves the workspace (dropped)")
@@ -396,6 +400,7 @@ def _reindex_one(
         return
     _index_source(conn, rel, data, digest, st, old, pending, now, settings, classify)
     report.indexed += 1
+    report.paths.append(rel)
 
 
 def _absent(workspace: Path, rel: str) -> bool:

@@ -78,6 +78,7 @@ class BulkResult(NamedTuple):
     indexed: int
     skipped: int
     errors: list[str]
+    paths: list[str]  # the sources indexed
 
 
 def index_bulk(
@@ -188,9 +189,10 @@ class _Writer:
         self.indexed = self.skipped = 0
         self.errors: list[str] = []
         self.fresh: list[tuple[bytes, str, int]] = []  # (digests, path, mtime_ns) of the sources indexed
+        self.paths: list[str] = []  # every source indexed
 
     def result(self) -> BulkResult:
-        return BulkResult(self.indexed, self.skipped, self.errors)
+        return BulkResult(self.indexed, self.skipped, self.errors, self.paths)
 
     def write_lifecycle(self, runs: list[str] | None = None) -> None:
         """Write the lifecycle rows of the sources written since the last call, all at once
@@ -264,6 +266,7 @@ class _Writer:
                 )  # fmt: skip
                 self.next_chunk += len(outcome.chunks)
                 self.indexed += 1
+                self.paths.append(rel)
         for source_id in replaced:
             delete_rows(conn, source_id)
         conn.executemany("UPDATE kb_sources SET size = ?, mtime_ns = ?, checked_ns = ? WHERE id = ?", rehashed)

@@ -56,7 +56,7 @@ import heapq
 import json
 import threading
 import weakref
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -117,13 +117,15 @@ def search(
     check_stale: bool = True,
     profile: SourceProfile = ARCHIVE_PROFILE,
     exclude_paths: Collection[str] = (),
+    hide: Callable[[str], bool] | None = None,
 ) -> SearchResult:
     """Ranked hits for ``query`` (any string; rules in ``query`` and this module's docstring).
 
     ``conn`` may be read-only. ``check_stale=False`` skips the stat walk and
     reports ``stale=False`` (for callers that track freshness themselves).
-    Hits from the sources in ``exclude_paths`` are dropped before the limit.
-    Never raises for user input.
+    Hits from the sources in ``exclude_paths`` are dropped before the limit;
+    a hit whose chunk text ``hide`` is true for is dropped after it (so fewer
+    than ``limit`` may be returned). Never raises for user input.
     """
     wanted = clamp_limit(limit)
     conn.execute("BEGIN")  # one snapshot: the generation and every row read below agree
@@ -131,7 +133,7 @@ def search(
         meta = {str(k): str(v) for k, v in conn.execute(_META_SQL)}
         gen = int(meta.get("generation", 0))
         plan = build_plan(query, meta.get("tokenizer") or "unicode61", word_chars(meta.get("chunking")))
-        hits = [] if plan.empty else _run(conn, plan, wanted, exclude_paths, _memo(conn, gen))
+        hits = [] if plan.empty else _run(conn, plan, wanted, exclude_paths, _memo(conn, gen), hide)
     finally:
         conn.execute("COMMIT")
     stale = is_stale(conn, workspace, profile) if check_stale else False
@@ -253,7 +255,8 @@ def _best(limit: int, ranked: list[tuple[float, int]]) -> list[tuple[float, int]
     return heapq.nsmallest(limit, ranked, key=lambda item: (-item[0], item[1]))
 
 
-def _run(conn: apsw.Connection, plan: QueryPlan, limit: int, exclude_paths: Collection[str], memo: _Memo) -> list[SearchHit]:
+def _run(conn: apsw.Connection, plan: QueryPlan, limit: int, exclude_paths: Collection[str], memo: _Memo,
+         hide: Callable[[str], bool] | None = None) -> list[SearchHit]:
     """AND first; the OR fallback only when fewer than ``limit`` chunks match every term.
 
     Every group (an FTS table's terms, or one substring) adds its score to the
@@ -281,13 +284,14 @@ def _run(conn: apsw.Connection, plan: QueryPlan, limit: int, exclude_paths: Coll
             ranked += [(row[2] + 0.0, row[0]) for row in partial]  # + 0.0 as in _top (-0.0 becomes 0.0)
             rows += partial
         if len(rows) >= limit or len(terms) == 1 or not excluded:
-            return make_hits(conn, plan.words, _best(limit, ranked), {row[0]: ChunkRow(*row[3:]) for row in rows}, memo.entries)
+            return make_hits(conn, plan.words, _best(limit, ranked), {row[0]: ChunkRow(*row[3:]) for row in rows}, memo.entries,
+                             hide)
     pools = [_match(conn, table, " AND ".join(terms)) for table, terms in tables]
     pools += [_like(conn, term.text, term.cjk_only) for term in plan.substrings]
     smallest = min(pools, key=len)
     every = [rowid for rowid in smallest if all(rowid in pool for pool in pools)]
     if sum(1 for rowid in every if smallest[rowid][3] not in excluded) >= limit:
-        return _top(conn, plan, limit, every, pools, pools, excluded, memo)
+        return _top(conn, plan, limit, every, pools, pools, excluded, memo, hide)
     # OR fallback: each multi-term table's OR pool; a chunk in its AND pool keeps the AND score.
     scored: list[dict[int, _Cand]] = []
     for (table, terms), pool in zip(tables, pools, strict=False):
@@ -298,7 +302,7 @@ def _run(conn: apsw.Connection, plan: QueryPlan, limit: int, exclude_paths: Coll
     union: dict[int, None] = {}
     for pool in scored:
         union.update(dict.fromkeys(pool))
-    return _top(conn, plan, limit, union, scored, pools, excluded, memo)
+    return _top(conn, plan, limit, union, scored, pools, excluded, memo, hide)
 
 
 def _or_terms(conn: apsw.Connection, table: str, terms: tuple[str, ...], limit: int, memo: _Memo) -> tuple[str, ...]:
@@ -332,6 +336,7 @@ def _top(
     required: list[dict[int, _Cand]],
     excluded: Collection[int],
     memo: _Memo,
+    hide: Callable[[str], bool] | None = None,
 ) -> list[SearchHit]:
     """Rank ``ids`` by the module docstring's score (``x`` summed over ``scored``) and make hits of the best."""
     ranked: list[tuple[float, int]] = []
@@ -349,7 +354,7 @@ def _top(
         matched_all = all(rowid in pool for pool in required)
         ranked.append((relevance + (1.0 if matched_all else 0.0), rowid))
     best = _best(limit, ranked)
-    return make_hits(conn, plan.words, best, chunk_rows(conn, [rowid for _, rowid in best]) if best else {}, memo.entries)
+    return make_hits(conn, plan.words, best, chunk_rows(conn, [rowid for _, rowid in best]) if best else {}, memo.entries, hide)
 
 
 def _source_ids(conn: apsw.Connection, paths: Collection[str]) -> tuple[int, ...]:

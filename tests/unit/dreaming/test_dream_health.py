@@ -118,7 +118,7 @@ def agent_with(home: Path, shared: dict[str, Any]) -> AgentConfig:
      "none of its 2 candidate(s) landed: 2 already in the shared vault"),
     ({}, "auto", _applied(TEA, FERRY), [Promotion("r1/1", "p1", "skipped", "", "pointers"),
                                         Promotion("r1/2", "p2", "declined", "ferry", "the note-size cap refuses it")],
-     "none of its 2 candidate(s) landed: 1 skipped (no fact, or a secret), 1 refused "
+     "none of its 2 candidate(s) landed: 1 skipped (no fact, a secret or forgotten text), 1 refused "
      "(the first refusal: the note-size cap refuses it)"),
     ({}, "auto", _applied(TEA, FERRY), [Promotion("r1/1", "p1", "unchanged", "tea", ""),
                                         Promotion("r1/2", "p2", "merged", "ferry", "")], ""),
