@@ -6,8 +6,11 @@ A forget names its target as a **text** or a **pattern** (``Target.parse``):
 - A text matches wherever its words occur in order, whatever the case and whatever whitespace
   (line breaks included) separates them: ``"Alice's  phone"`` finds ``alice's\\nPHONE``. Punctuation
   inside the text must match as written.
-- A pattern is a Python regular expression, searched as given (``re.MULTILINE``); one that can match the
-  empty string is refused, since it would mark every position of every file.
+- A pattern is a regular expression in Python's syntax, searched as given (multi-line) by the ``regex``
+  package, which can stop a search: one that can match the empty string is refused, since it would
+  mark every position of every file, and so is one whose search of any one text takes longer than
+  ``MATCH_TIMEOUT_S`` (nested repeats such as ``(a+)+b`` take exponential time on some texts: without
+  the limit, any key that may forget could hold an agent's run lock, or a KB thread, for hours).
 
 Every match is replaced by ``marker(tombstone_id)``, ``[forgotten F-…]``.
 
@@ -40,13 +43,17 @@ import re
 import secrets
 import threading
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Final
+from types import ModuleType
+from typing import TYPE_CHECKING, Final
 
 from gateway.atomic import WriteConflict, write_atomic
 from gateway.errors import InvalidArgument, NotFound
+
+if TYPE_CHECKING:
+    import regex
 
 MAX_TEXT_CHARS: Final = 4096
 MAX_PATTERN_CHARS: Final = 512
@@ -59,7 +66,16 @@ ID_PREFIX: Final = "F-"
 _ID_HEX: Final = 12
 _WORD = re.compile(r"\w+")
 _WRITE_TRIES: Final = 5
+MATCH_TIMEOUT_S: Final = 2.0  # one search or rewrite of one text: a pattern past it is refused
 LEAD_HEX: Final = 4
+
+
+def _engine() -> ModuleType:
+    """The ``regex`` package, imported at the first target (the services check tombstones from their
+    start, and most never compile a target: their import budget leaves it out)."""
+    import regex
+
+    return regex
 
 
 def words(text: str) -> list[str]:
@@ -95,38 +111,64 @@ class Target:
         assert pattern is not None
         if len(pattern) > MAX_PATTERN_CHARS:
             raise InvalidArgument(f"pattern is {len(pattern)} characters; at most {MAX_PATTERN_CHARS}")
+        engine = _engine()
         try:
-            compiled = re.compile(pattern, re.MULTILINE)
-        except re.error as exc:
+            compiled = engine.compile(pattern, engine.MULTILINE)
+        except engine.error as exc:
             raise InvalidArgument(f"pattern is not a valid regular expression: {exc}") from None
-        if compiled.search("") is not None:
+        if compiled.search("", timeout=MATCH_TIMEOUT_S) is not None:
             raise InvalidArgument("pattern matches the empty string: it would mark every position of every file")
         return cls(pattern=pattern)
 
-    def regex(self) -> re.Pattern[str]:
+    def compiled(self) -> regex.Pattern[str]:
         """The compiled search (module docstring)."""
+        engine = _engine()
         if self.pattern is not None:
-            return re.compile(self.pattern, re.MULTILINE)
+            compiled: regex.Pattern[str] = engine.compile(self.pattern, engine.MULTILINE)
+            return compiled
         assert self.text is not None
         parts = self.text.split()
-        return re.compile(r"\s+".join(re.escape(p) for p in parts), re.IGNORECASE)
+        literal: regex.Pattern[str] = engine.compile(r"\s+".join(engine.escape(p) for p in parts), engine.IGNORECASE)
+        return literal
 
-    def finditer(self, text: str) -> Iterator[re.Match[str]]:
-        """The non-empty matches in ``text``, left to right, not overlapping."""
-        return (m for m in self.regex().finditer(text) if m.end() > m.start())
+    def _too_slow(self, text: str) -> InvalidArgument:
+        return InvalidArgument(
+            f"pattern took longer than {MATCH_TIMEOUT_S:g} s over one text of {len(text)} characters; "
+            "a pattern with nested repeats can take exponential time: simplify it (files already rewritten "
+            "by this forget keep their marker)")
+
+    def finditer(self, text: str) -> list[regex.Match[str]]:
+        """The non-empty matches in ``text``, left to right, not overlapping. InvalidArgument when the
+        search takes longer than ``MATCH_TIMEOUT_S`` (module docstring)."""
+        try:
+            found = self.compiled().finditer(text, concurrent=True, timeout=MATCH_TIMEOUT_S)
+            return [m for m in found if m.end() > m.start()]
+        except TimeoutError:
+            raise self._too_slow(text) from None
+
+    def replace(self, text: str, replacement: str) -> str:
+        """``text`` with every match replaced by ``replacement`` (InvalidArgument as ``finditer``)."""
+        try:
+            return str(self.compiled().sub(lambda _: replacement, text, concurrent=True, timeout=MATCH_TIMEOUT_S))
+        except TimeoutError:
+            raise self._too_slow(text) from None
 
     def scrub(self, text: str, tombstone_id: str) -> tuple[str, int]:
-        """``text`` with every match replaced by the marker, and how many were replaced."""
+        """``text`` with every match replaced by the marker, and how many were replaced
+        (InvalidArgument as ``finditer``)."""
         count = 0
 
-        def one(match: re.Match[str]) -> str:
+        def one(match: regex.Match[str]) -> str:
             nonlocal count
             if match.end() == match.start():
-                return match.group(0)
+                return str(match.group(0))
             count += 1
             return marker(tombstone_id)
 
-        return self.regex().sub(one, text), count
+        try:
+            return self.compiled().sub(one, text, concurrent=True, timeout=MATCH_TIMEOUT_S), count
+        except TimeoutError:
+            raise self._too_slow(text) from None
 
 
 @dataclass(frozen=True)

@@ -132,3 +132,13 @@ def test_many_tombstones_of_many_lengths_are_each_found(tmp_path: Path) -> None:
     stones.add("F-0009", texts, scope="alfred", at="t", by="k", places=1)
     body = "\n".join(f"- noise {texts[n].upper()} noise" for n in (0, 150, 299))
     assert sorted(t.id for t in stones.matches(body, "alfred")) == ["F-0009", "F-0009.151", "F-0009.300"]
+
+
+def test_a_pattern_that_takes_too_long_is_refused_not_left_running() -> None:
+    target = Target.parse(None, r"(a+)+b")  # nested repeats: exponential on a run of a's with no b
+    assert [m.group(0) for m in target.finditer("xaab")] == ["aab"]
+    slow = "a" * 2000 + "c"
+    with pytest.raises(InvalidArgument, match="took longer than 2 s"):
+        target.finditer(slow)
+    with pytest.raises(InvalidArgument, match="simplify it"):
+        target.scrub(slow, "F-1")

@@ -82,7 +82,7 @@ def _place(f: File, target: Target, done: Scrubbed, *, changed: bool, left: str 
     """The report of one file; a path that itself holds the target is shown with it cut out."""
     rel, why = f.rel, left or f.left
     if any(True for _ in target.finditer(f.rel)):
-        rel, why = target.regex().sub(NAME_WITHHELD, f.rel), why or NAME_HOLDS_IT
+        rel, why = target.replace(f.rel, NAME_WITHHELD), why or NAME_HOLDS_IT
     return Place(f.store, rel, done.count, done.lines[:MAX_LINES], changed=changed, left=why)
 
 

@@ -91,12 +91,9 @@ def index_places(conn: apsw.Connection, target: Target, kind: str = "source") ->
     lines of its matches. Reads every chunk (tens of megabytes for a large archive): a regular
     expression, not the FTS index, decides, so a text is found whatever the tokenizer."""
     found: dict[str, set[tuple[int, int]]] = {}
-    regex = target.regex()
     for path, start_line, text in conn.execute(_CHUNKS_SQL):
         body = str(text)
-        for match in regex.finditer(body):
-            if match.end() == match.start():
-                continue
+        for match in target.finditer(body):  # non-empty matches, under the search's time limit
             before = body[: match.start()]
             line = int(start_line) + before.count("\n")
             column = match.start() - (before.rfind("\n") + 1)
