@@ -23,7 +23,8 @@ from gateway.promotion_write import PromotionWrite
 from gateway.channels import KB_FORGET_DEADLINE_S, aio_channel
 from gateway.v1 import kb_pb2, kb_pb2_grpc, watcher_pb2, watcher_pb2_grpc
 from services.dreaming.forget.places import MAX_LINES
-from services.dreaming.forget.run import KbForget, KbPurge, ReportPlace, left_of
+from services.dreaming.forget.places import Place
+from services.dreaming.forget.run import KbForget, KbPurge, left_of
 from services.dreaming.model.archive import Hit, IndexedEntry, IndexedSource, LifecycleUpdate, Listing
 from services.dreaming.schedule.quiet import Activity
 from services.dreaming.vault.promotion import PromotionReply, UndoReply
@@ -189,13 +190,13 @@ class KbIndex:
             if refused is not None:
                 raise refused(f"kb: {err.details() or err.code().name}") from None
             raise _unavailable("kb", err) from None
-        places: list[ReportPlace] = []
+        places: list[Place] = []
         for store in r.stores:
             left = {(p.place, p.kind) for p in store.left}
-            places += [ReportPlace(store.store, p.place, p.kind, p.count, tuple(p.lines)[:MAX_LINES],
-                                   changed=apply and (p.place, p.kind) not in left,
-                                   left=left_of(p.kind) if (p.place, p.kind) in left else "") for p in store.places]
-            places += [ReportPlace(store.store, p.place, p.kind, p.count, tuple(p.lines)[:MAX_LINES], left=left_of(p.kind))
+            places += [Place(store.store, p.place, p.count, tuple(p.lines)[:MAX_LINES],
+                             changed=apply and (p.place, p.kind) not in left,
+                             left=left_of(p.kind) if (p.place, p.kind) in left else "", kind=p.kind) for p in store.places]
+            places += [Place(store.store, p.place, p.count, tuple(p.lines)[:MAX_LINES], left=left_of(p.kind), kind=p.kind)
                        for p in store.left if not any((q.place, q.kind) == (p.place, p.kind) for q in store.places)]
         purges = [KbPurge(s.store, s.bytes_before, s.bytes_after, s.purge_seconds) for s in r.stores if s.purged]
         return KbForget(tuple(places), tuple(purges), tuple(r.matched))

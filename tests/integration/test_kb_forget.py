@@ -6,14 +6,13 @@ is ``*`` for the vault."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 from forget_support import PLANTED, TOMBSTONE, residue, scrub_file
-from suite_support import ADMIN_KEY, BOB_WRITER_KEY, READER_KEY, Suite, make_home
+from suite_support import ADMIN_KEY, BOB_WRITER_KEY, READER_KEY, Suite, make_home, wait_until
 
 from gateway.forgetting import Target
 from gateway.v1 import kb_pb2, kb_pb2_grpc
@@ -72,10 +71,7 @@ def test_forget_reports_then_removes_the_text_from_the_archive_and_the_vault(fsu
     notes = fsuite.home / "shared" / "kb" / "global" / "notes"
     (notes / "park-notes.md").write_text(f"# Park notes\n\nA bench by the pond.\n\n{PLANTED}\n", encoding="utf-8")
     expected = ["MEMORY.md", "memory/2026-11-02.md", "notes/park-notes.md"]
-    deadline = time.monotonic() + 30
-    while _paths(kb, "Quabbleworth", "all") != expected and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _paths(kb, "Quabbleworth", "all") == expected
+    wait_until(lambda: _paths(kb, "Quabbleworth", "all") == expected, 30, "the note written on disk to be indexed")
 
     dry = kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", text=PLANTED, shared=True), metadata=ADMIN, timeout=60)
     assert PLANTED.lower() not in str(dry).lower()

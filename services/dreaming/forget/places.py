@@ -64,6 +64,7 @@ class Place:
     lines: tuple[int, ...]
     changed: bool = False
     left: str = ""
+    kind: str = "file"  # a workspace file; the KB's places name theirs (source, note, table, name…)
 
 
 @dataclass(frozen=True)

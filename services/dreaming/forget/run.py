@@ -36,19 +36,6 @@ KB_LEFT: Final = "still found there after the KB's apply: run the same forget ag
 
 
 @dataclass(frozen=True)
-class ReportPlace:
-    """One place of the report: a workspace ``Place`` or a KB one (``kind``: file for the workspace's)."""
-
-    store: str
-    path: str
-    kind: str
-    count: int
-    lines: tuple[int, ...]
-    changed: bool = False
-    left: str = ""
-
-
-@dataclass(frozen=True)
 class KbPurge:
     """A database's bytes before and after an apply's purge."""
 
@@ -63,7 +50,7 @@ class KbForget:
     """The KB's answer to ``ForgetText``: its places (``changed`` and ``left`` set for an apply), purges, and
     for a pattern's apply the strings it matched in the shared vault's notes (for the tombstones only)."""
 
-    places: tuple[ReportPlace, ...] = ()
+    places: tuple[Place, ...] = ()
     purges: tuple[KbPurge, ...] = ()
     matched: tuple[str, ...] = ()
 
@@ -91,7 +78,7 @@ class Forgotten:
     applied: bool
     shared: bool
     tombstone_id: str  # "" for a dry run
-    places: tuple[ReportPlace, ...]
+    places: tuple[Place, ...]
     purges: tuple[KbPurge, ...] = ()
     tombstones: int = 0
 
@@ -105,12 +92,8 @@ class Forgotten:
         return sum(p.count for p in self.places)
 
     @property
-    def left(self) -> tuple[ReportPlace, ...]:
+    def left(self) -> tuple[Place, ...]:
         return tuple(p for p in self.places if p.left)
-
-
-def _from_workspace(p: Place) -> ReportPlace:
-    return ReportPlace(p.store, p.path, "file", p.count, p.lines, p.changed, p.left)
 
 
 def left_of(kind: str) -> str:
@@ -129,11 +112,11 @@ async def forget(agent: AgentConfig, target: Target, kb: KbForgetter, tombstones
     if not apply:
         found = await asyncio.to_thread(scan_agent, agent, target)
         kb_part = await kb.forget_text(agent.id, target, shared=shared, apply=False, tombstone_id="", changed_paths=())
-        return Forgotten(agent.id, False, shared, "", tuple(map(_from_workspace, found.places)) + kb_part.places)
+        return Forgotten(agent.id, False, shared, "", found.places + kb_part.places)
     tombstone_id = tombstones.new_id()
     texts = [target.text] if target.text is not None else sorted(await asyncio.to_thread(matched_texts, agent, target))
     done = await asyncio.to_thread(apply_agent, agent, target, tombstone_id, by=by, at=now(), record=False)
-    places = tuple(map(_from_workspace, done.places))
+    places = done.places
     changed = [p.path for p in done.places if p.changed and p.store == "workspace"]
     error: Exception | None = None
     kb_part = KbForget()
@@ -155,8 +138,7 @@ async def forget(agent: AgentConfig, target: Target, kb: KbForgetter, tombstones
     if error is not None:
         extra["kb"] = f"not done: {error}"
     await asyncio.to_thread(record_forget, agent.workspace, tombstone_id, by=by, at=now(), places=report.changed,
-                            matches=report.matches, left=[Place(p.store, p.path, p.count, p.lines, p.changed, p.left)
-                                                          for p in report.left], extra=extra)
+                            matches=report.matches, left=report.left, extra=extra)
     if isinstance(error, GatewayError):
         raise error
     if error is not None:

@@ -23,7 +23,8 @@ from services.dreaming import nightly
 from services.dreaming.dreamer import Dreamer
 from services.dreaming.forget.places import TRANSCRIPTS
 from services.dreaming.forget.report import PURGE_ADVICE, forget_text
-from services.dreaming.forget.run import KB_LEFT, Forgotten, KbForget, KbPurge, ReportPlace
+from services.dreaming.forget.places import Place
+from services.dreaming.forget.run import KB_LEFT, Forgotten, KbForget, KbPurge
 from services.dreaming.peer_client import PeerUnavailable
 from services.dreaming.records import audit
 from services.dreaming.schedule.state import StateStore
@@ -65,8 +66,8 @@ def run(dreamer: Dreamer, p: Planted, target: Target = TARGET, *, apply: bool = 
     return asyncio.run(dreamer.forget(p.agent, target, shared=shared, apply=apply, by="ops-key"))
 
 
-ARCHIVE = KbForget((ReportPlace("archive", "kb_chunks", "table", 2, ()),))
-ARCHIVE_DONE = KbForget((ReportPlace("archive", "kb_chunks", "table", 2, (), changed=True),), (KbPurge("archive", 9000, 4000, 0.1),))
+ARCHIVE = KbForget((Place("archive", "kb_chunks", 2, (), kind="table"),))
+ARCHIVE_DONE = KbForget((Place("archive", "kb_chunks", 2, (), changed=True, kind="table"),), (KbPurge("archive", 9000, 4000, 0.1),))
 
 
 def test_a_dry_run_changes_nothing_and_reports_every_store_without_the_text(tmp_path: Path) -> None:
@@ -157,7 +158,7 @@ def test_a_shared_forget_of_an_agent_without_a_vault_is_refused_before_any_file(
 
 def test_kb_places_left_after_an_apply_say_so_and_a_shared_tombstone_is_scoped_star(tmp_path: Path) -> None:
     p = plant(tmp_path)
-    kb = FakeKb(p.workspace / "MEMORY.md", answer=KbForget((ReportPlace("vault:global", "notes/x.md", "note", 1, (3,), left=KB_LEFT),)))
+    kb = FakeKb(p.workspace / "MEMORY.md", answer=KbForget((Place("vault:global", "notes/x.md", 1, (3,), left=KB_LEFT, kind="note"),)))
     report = run(forgetting(p, kb, shared=True), p, shared=True)  # the fake KB stands for the vault
     assert [pl.left for pl in report.places if pl.store == "vault:global"] == [KB_LEFT]
     assert [t.scope for t in Tombstones(tmp_path).all()] == [SHARED_SCOPE]
