@@ -107,6 +107,7 @@ def test_preview_then_forget_after_asking_then_lift(tab: Tab, shots: Path, admin
     assert not tab.page.is_visible("#forget-confirm")
     assert FACT in admin_http.get("/api/v1/agents/alfred/files/MEMORY.md").json()["content"]
     tab.page.click("#forget-apply")
+    tab.screenshot(shots, "forget-asked")
     tab.page.click("#forget-yes")
     assert status(tab, "forgetting…").startswith("Forgotten. The marker is [forgotten F-")
     tombstone = str(tab.page.text_content("#forget-tombstone"))
@@ -131,6 +132,7 @@ def test_preview_then_forget_after_asking_then_lift(tab: Tab, shots: Path, admin
     assert "may then be written back" in tab.page.inner_text(f"{row} .lift-question")
     tab.page.click(f"{row} button.lift-no")  # Cancel: the row is as it was
     assert tab.page.query_selector(f"{row} .lift-question") is None
+    assert [t["tombstoneId"] for t in admin_http.get("/api/v1/agents/alfred/tombstones").json()["tombstones"]] == [tombstone]
     tab.page.click(f"{row} button.lift")
     tab.page.click(f"{row} button.lift-yes")
     tab.until("() => document.getElementById('tombstones-status').textContent.startsWith('Lifted')")
@@ -157,7 +159,15 @@ def test_refusals_show_the_suites_words_and_a_stale_preview_cannot_be_applied(ta
     said = preview(tab, "x*", pattern=True)
     assert said.startswith("Not accepted: ") and "empty" in said, said
     assert tab.page.is_disabled("#forget-apply")
-    assert preview(tab, "Bob waters the ferns").startswith("Nothing was changed")
+    tab.page.set_checked("#forget-pattern", False)
+    tab.page.set_checked("#forget-shared", False)
+    tab.page.fill("#forget-text", "Bob waters the ferns")
+    tab.page.press("#forget-text", "Enter")  # a preview from the keyboard: the form's submit, kept off the address
+    assert status(tab, "previewing…").startswith("Nothing was changed")
+    assert "#/agents/bob/memory" in tab.page.url and "ferns" not in tab.page.url
+    tab.page.click("#forget-apply")  # the field's blur changes nothing: the preview still holds
+    assert "replaces the text in" in tab.page.inner_text("#forget-confirm")
+    tab.page.click("#forget-no")
     assert tab.page.is_enabled("#forget-apply")
     tab.page.fill("#forget-text", "Bob waters the ferns daily")  # the preview no longer says what would be forgotten
     assert tab.page.is_disabled("#forget-apply")

@@ -41,9 +41,8 @@ class ForgetBox {
       event.preventDefault(); // a form's own submit would put the text in the address
       this.runPreview();
     });
-    for (const field of [this.input, this.pattern.box, this.shared.box]) {
-      for (const kind of ["input", "change"]) field.addEventListener(kind, () => this.changed());
-    }
+    this.input.addEventListener("input", () => this.changed());
+    for (const box of [this.pattern.box, this.shared.box]) box.addEventListener("change", () => this.changed());
     this.apply.addEventListener("click", () => this.ask());
   }
 
@@ -57,12 +56,15 @@ class ForgetBox {
     return { ...what, shared: this.shared.box.checked, apply };
   }
 
-  // Any change after a preview makes it stale: Forget waits for a new one.
+  // A change after a preview makes it stale: its report and status go, and Forget waits for a new one.
   changed() {
+    if (this.previewed && JSON.stringify(this.body(false)) === JSON.stringify(this.previewed.body)) return;
     this.previewed = null;
     this.apply.disabled = true;
     this.confirm.hidden = true;
     clear(this.confirm);
+    clear(this.report);
+    this.say("");
   }
 
   busy(on) {
@@ -75,8 +77,8 @@ class ForgetBox {
   }
 
   async runPreview() {
+    this.previewed = null;
     this.changed();
-    clear(this.report);
     const body = this.body(false);
     this.say("previewing…");
     this.busy(true);

@@ -23,7 +23,8 @@ function placeItem(place, applied) {
   const kind = place.kind && place.kind !== "file" ? ` [${place.kind}]` : "";
   let outcome = null;
   if (place.changed) outcome = el("span", { className: "forget-rewritten" }, " rewritten");
-  else if (place.left) outcome = el("span", { className: "error" }, ` left: ${place.left}`);
+  else if (place.left && applied) outcome = el("span", { className: "error" }, ` left: ${place.left}`);
+  else if (place.left) outcome = el("span", { className: "muted" }, ` will be left: ${place.left}`);
   else if (applied) outcome = el("span", { className: "muted" }, " not rewritten");
   const item = el("li", { className: "forget-place" }, el("code", {}, place.path || ""), kind,
     `: ${plural(place.count || 0, "match", "matches")}${linesText(place)}`, outcome);
