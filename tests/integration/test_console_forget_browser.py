@@ -5,7 +5,8 @@ names each place with its lines and lists the transcript, and never shows the fa
 second ask that names the number of places (Cancel first changes nothing), then the fact is gone from
 the file over REST and from the page (the field emptied, MEMORY.md shown again with the marker), never
 was in an address, storage or the page's log, and its tombstone is listed; Lift, asked twice, takes it
-off the list. A read-only key is told it cannot forget; a key scoped to one agent is told the shared
+off the list. With "shared vault too" and a key whose scope is every agent, a shared note holding a
+fact is previewed and scrubbed, and the shared tombstone is listed and lifted. A read-only key is told it cannot forget; a key scoped to one agent is told the shared
 vault needs another; a pattern the suite refuses shows the suite's message; a preview made stale by an
 edit cannot be applied."""
 
@@ -31,6 +32,7 @@ WORDS = ("Ottoline", "Fairweather", "glovebox")  # any of them on the page or in
 HOSTILE_NOTE = 'memory/notes <img src=x onerror="window.__pwned=1">.md'
 MEMORY = "# Memory\n\n- the ferry leaves at noon\n"
 TOMBSTONE = re.compile(r"^F-[0-9a-f]{12}$")
+SHARED_FACT = "Wilhelmina Throssel lends her rowing boat on Sundays"
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +176,26 @@ def test_refusals_show_the_suites_words_and_a_stale_preview_cannot_be_applied(ta
     assert "Bob waters the ferns" in admin_http.get("/api/v1/agents/bob/files/MEMORY.md").json()["content"]
     assert admin_http.get("/api/v1/agents/bob/tombstones").json()["tombstones"] == []
     tab.screenshot(shots, "forget-refused")
+
+
+def test_a_forget_in_the_shared_vault_too_and_its_shared_tombstone(tab: Tab, shots: Path, admin_http: httpx.Client) -> None:
+    made = admin_http.post("/api/v1/agents/alfred/shared/notes", json={"name": "boats", "content": f"# Boats\n\n- {SHARED_FACT}\n", "confirm": True})
+    assert made.status_code == 200 and made.json()["created"], made.text
+    open_memory(tab, "alfred", ADMIN_KEY)
+    assert preview(tab, SHARED_FACT, shared=True).startswith("Nothing was changed")
+    assert "notes/boats.md [note]: 1 match (line 3)" in tab.page.inner_text("#forget-report .forget-store[data-store='vault:global']")
+    tab.page.click("#forget-apply")
+    assert "of alfred's memory and the shared vault" in tab.page.inner_text("#forget-confirm")
+    tab.page.click("#forget-yes")
+    assert status(tab, "forgetting…").startswith("Forgotten.")
+    tombstone = str(tab.page.text_content("#forget-tombstone"))
+    note = admin_http.get("/api/v1/agents/alfred/shared/notes/boats").json()["content"]
+    assert SHARED_FACT not in note and f"[forgotten {tombstone}]" in note, note
+    row = f"#tombstones-rows tr[data-tombstone='{tombstone}']"
+    tab.until("row => document.querySelector(row) !== null", row)
+    assert "* (the shared vault, every agent)" in tab.page.inner_text(row)
+    tab.screenshot(shots, "forget-shared")
+    tab.page.click(f"{row} button.lift")
+    tab.page.click(f"{row} button.lift-yes")
+    tab.until("() => document.getElementById('tombstones-status').textContent.startsWith('Lifted')")
+    assert tombstone not in [t["tombstoneId"] for t in admin_http.get("/api/v1/agents/alfred/tombstones").json().get("tombstones", [])]

@@ -75,7 +75,7 @@ export function reportView(report) {
   }
   const purges = report.purges || [];
   if (purges.length) {
-    view.append(el("ul", { className: "places", id: "forget-purges" }, purges.map((p) => el("li", {},
+    view.append(el("h4", {}, "databases"), el("ul", { className: "places", id: "forget-purges" }, purges.map((p) => el("li", {},
       `${p.store}: bytes purged (${chars(p.bytesBefore)} → ${chars(p.bytesAfter)} bytes, ${Number(p.seconds || 0).toFixed(2)} s)`))));
   }
   return view;
