@@ -1,5 +1,6 @@
 """The web console's API and files on the real suite: GET /api/v1/agents (ListAgents) over REST and
-gRPC with each kind of key, and /ui/ over a real socket (headers, raw traversal paths)."""
+gRPC with each kind of key, the forget calls of the Memory page with the fields it reads, and /ui/
+over a real socket (headers, raw traversal paths)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,32 @@ def test_grpc_list_agents_with_the_internal_token_and_with_a_key(suite: Suite) -
         with pytest.raises(grpc.RpcError) as refused:
             stub.ListAgents(watcher_pb2.ListAgentsRequest(), timeout=10, metadata=(("x-api-key", "nope"),))
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_the_forget_calls_answer_what_the_memory_page_reads(http: httpx.Client) -> None:
+    """docs/how-to/console.md "Forget a text": the dry run's places (store, path, count, lines),
+    the tombstones list, and a message in each refusal the page shows."""
+    fact = "Ptolemy Granthorpe parks the blue van behind the chapel"
+    put = http.put("/api/v1/agents/bob/files/MEMORY.md", headers={"X-Api-Key": ADMIN_KEY}, json={"content": f"# Memory\n\n- {fact}\n"})
+    assert put.status_code == 200, put.text
+    dry = http.post("/api/v1/agents/bob/memory:forget", headers={"X-Api-Key": BOB_WRITER_KEY}, json={"text": fact}, timeout=60)
+    assert dry.status_code == 200, dry.text
+    report = dry.json()
+    assert not report.get("applied") and not report.get("tombstoneId") and int(report["matches"]) >= 1, report
+    memory = [p for p in report["places"] if (p["store"], p["path"]) == ("workspace", "MEMORY.md")]
+    assert [(int(p["count"]), [int(n) for n in p["lines"]]) for p in memory] == [(1, [3])], report
+    assert "Granthorpe" not in dry.text  # the page shows the report whole: it never holds the text
+    listed = http.get("/api/v1/agents/bob/tombstones", headers={"X-Api-Key": BOB_WRITER_KEY})
+    assert listed.status_code == 200 and listed.json().get("tombstones", []) == [], listed.text
+    refusals = [
+        http.get("/api/v1/agents/alfred/tombstones", headers={"X-Api-Key": READER_KEY}),
+        http.post("/api/v1/agents/alfred/memory:forget", headers={"X-Api-Key": READER_KEY}, json={"text": fact}),
+        http.post("/api/v1/agents/bob/memory:forget", headers={"X-Api-Key": BOB_WRITER_KEY}, json={"text": fact, "shared": True}),
+    ]
+    assert [(r.status_code, bool(r.json().get("message"))) for r in refusals] == [(403, True)] * 3, [r.text for r in refusals]
+    bad = http.post("/api/v1/agents/bob/memory:forget", headers={"X-Api-Key": BOB_WRITER_KEY}, json={"pattern": "x*"})
+    assert bad.status_code == 400 and "empty string" in bad.json()["message"], bad.text
+    assert fact in http.get("/api/v1/agents/bob/files/MEMORY.md", headers={"X-Api-Key": ADMIN_KEY}).json()["content"]
 
 
 def raw_get(suite: Suite, target: str) -> tuple[int, bytes]:

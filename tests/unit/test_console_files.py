@@ -101,6 +101,19 @@ def test_the_shipped_files_use_no_html_parsing_of_data() -> None:
     assert "style=" not in (CONSOLE_DIR / "index.html").read_text()
 
 
+def test_the_shipped_files_keep_nothing_in_the_browser_and_log_nothing() -> None:
+    """What the page shows and what is typed into it (a text to forget, docs/how-to/console.md
+    "Forget a text") is never kept by the browser: the key alone goes to sessionStorage, nothing
+    to localStorage, IndexedDB or a cookie, and nothing to the browser's console."""
+    stored = []
+    for path in CONSOLE_DIR.rglob("*.js"):
+        text = path.read_text()
+        for sink in ("localStorage", "indexedDB", "document.cookie", "console.", "caches."):
+            assert sink not in text, f"{path.name} uses {sink}"
+        stored += [path.name for _ in range(text.count("sessionStorage."))]
+    assert stored == ["api.js"] * 3  # the key's get, set and remove
+
+
 def test_every_console_file_is_package_data() -> None:
     """An installed wheel serves the same page: pyproject's package data names every file served."""
     pyproject = tomllib.loads((CONSOLE_DIR.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))

@@ -1,11 +1,12 @@
 // An agent's Memory page: its identity files (edit and save with a write key), a search over its
-// archive, and where an entry that left MEMORY.md went. File text, snippets and paths are rendered
-// as text only.
+// archive, where an entry that left MEMORY.md went, and Forget… (forget.js). File text, snippets
+// and paths are rendered as text only.
 
 import { agentPath, ApiError, call } from "./api.js";
 import { pageLinks } from "./agents.js";
 import { append, clear, el } from "./dom.js";
 import { explainForm } from "./explain.js";
+import { forgetSection } from "./forget.js";
 import { queryForm } from "./query_form.js";
 
 export const FILES = ["MEMORY.md", "USER.md", "SOUL.md", "IDENTITY.md", "AGENTS.md", "HEARTBEAT.md"];
@@ -41,7 +42,7 @@ function fileSection(agentId, name, file, writable) {
   section.dataset.file = name;
   if (!writable) {
     section.append(el("pre", { className: "file-text" }, content || "(empty)"), status);
-    return section;
+    return { section, status, dirty: () => false };
   }
   const area = el("textarea", { className: "file-text" });
   area.value = content;
@@ -72,7 +73,39 @@ function fileSection(agentId, name, file, writable) {
     }
   });
   section.append(area, el("div", {}, button), status);
-  return section;
+  return { section, status, dirty: () => area.value !== loaded.content };
+}
+
+async function loadFile(agentId, name, writable) {
+  try {
+    return fileSection(agentId, name, await call("GET", filePath(agentId, name)), writable);
+  } catch (err) {
+    const status = el("p", { className: "error" }, err.message);
+    return { section: el("section", { className: "file" }, el("h3", {}, name), status), status, dirty: () => false };
+  }
+}
+
+// After a forget: each identity file it rewrote is read again (an unsaved edit is kept, and said to
+// be behind), and the search and "where did this go?" boxes are emptied: they may show the text.
+async function forgotten(root, agentId, writable, shown, report) {
+  for (const id of ["search", "explain"]) {
+    root.querySelector(`#${id}-query`).value = "";
+    root.querySelector(`#${id}-status`).textContent = "";
+  }
+  clear(root.querySelector("#search-hits"));
+  clear(root.querySelector("#explain-entries"));
+  const names = new Set((report.places || []).filter((p) => p.store === "workspace" && p.changed).map((p) => p.path));
+  await Promise.all(FILES.filter((name) => names.has(name)).map(async (name) => {
+    const old = shown.get(name);
+    if (old.dirty()) {
+      old.status.className = "error file-status";
+      old.status.textContent = `The forget rewrote ${name}: your unsaved edit is kept here, and Save will say the file changed. Copy your edit and reload.`;
+      return;
+    }
+    const fresh = await loadFile(agentId, name, writable);
+    old.section.replaceWith(fresh.section);
+    shown.set(name, fresh);
+  }));
 }
 
 function hitItem(hit) {
@@ -102,12 +135,8 @@ export async function showMemory(root, agentId, writable) {
   append(root, [el("h2", {}, "Memory of ", el("span", { className: "agent-name" }, agentId)),
     pageLinks(agentId, "memory"),
     writable ? null : el("p", { className: "read-only" }, "read only: this key cannot write to this agent")]);
-  const files = await Promise.all(FILES.map(async (name) => {
-    try {
-      return fileSection(agentId, name, await call("GET", filePath(agentId, name)), writable);
-    } catch (err) {
-      return el("section", { className: "file" }, el("h3", {}, name), el("p", { className: "error" }, err.message));
-    }
-  }));
-  root.append(searchForm(agentId), explainForm(agentId), ...files);
+  const files = await Promise.all(FILES.map((name) => loadFile(agentId, name, writable)));
+  const shown = new Map(FILES.map((name, i) => [name, files[i]]));
+  const forget = forgetSection(agentId, writable, (report) => forgotten(root, agentId, writable, shown, report));
+  root.append(searchForm(agentId), explainForm(agentId), forget, ...files.map((f) => f.section));
 }
