@@ -19,9 +19,10 @@ from harness.report import say
 from kb_shared_vault import VaultGen, prefill
 from suite_up import FleetHome, write_fleet_home
 
-# Invented words only, so that no 8-character run of it occurs in the generated corpora by chance
-# (the home is grepped for every such run before planting and after the forget).
-TEXT = "Ottoline Brindlemoor-Quabbleworth: lockercode QX7PLMNB4RTYWE, vaultword Zephyrinax"
+# Invented words, so that hardly any 8-character run of it occurs in the generated corpora by chance: the
+# home is grepped for every run before planting, and those found then (if any) are left out of the check
+# after the forget.
+TEXT = "Ottoqyne Brzwindlemoor-Quabbleworth: lokqercode QX7PLMNB4RTYWE, vaqultword Zephyxrinax"
 RUN = 8
 PROJECT = "global"
 NOTES_PER_AGENT = 2  # memory/notes-0.md and notes-1.md (about 1.2 KB each), beside MEMORY.md and pruned.md
@@ -60,6 +61,11 @@ class Home:
     notes: int
     vault_bytes: int
     seconds: dict[str, float] = field(default_factory=dict)
+    natural: set[str] = field(default_factory=set)  # runs of the text the generated corpora hold before planting
+
+    @property
+    def checked_runs(self) -> list[str]:
+        return [run for run in runs() if run.lower() not in self.natural]
 
     @property
     def home(self) -> Path:
@@ -106,9 +112,7 @@ def build(home: Path, agents: int, notes: int, share: float, seed: int) -> Home:
     info = prefill(VaultGen(seed), vault_dir / "notes", notes)
     names = sorted(p.name for p in (vault_dir / "notes").glob("*.md"))
     seconds["vault"] = time.perf_counter() - t0
-    present = grep_runs([home])
-    if present:
-        raise RuntimeError(f"the generated home already holds runs of the text: {present[:5]}; pick another text")
+    natural = present_runs([home])
     planted_agents = [fleet.agents[i] for i in planted_indexes(agents, share, 2)]
     for agent in planted_agents:
         _plant_agent(fleet.workspaces[agent], agent)
@@ -137,7 +141,7 @@ def build(home: Path, agents: int, notes: int, share: float, seed: int) -> Home:
     say(f"vault: {info.notes:,} notes ({info.bytes / 1e6:.1f} MB), indexed in-process in {seconds['vault index']:.1f} s "
         f"({report.indexed:,} indexed, {len(report.errors)} errors); text planted in {len(planted_agents)} agents and "
         f"{len(planted_notes)} notes")  # fmt: skip
-    return Home(fleet, vault_dir, planted_agents, planted_notes, control_notes, info.notes, info.bytes, seconds)
+    return Home(fleet, vault_dir, planted_agents, planted_notes, control_notes, info.notes, info.bytes, seconds, natural)
 
 
 # --------------------------------------------------------------------------- the disk
@@ -207,14 +211,25 @@ def grep(paths: list[Path], *, fixed: str | None = None, patterns: Path | None =
     return sorted(done.stdout.splitlines()), seconds
 
 
-def grep_runs(paths: list[Path]) -> list[str]:
-    """The files under ``paths`` holding any 8-character run of the text, in any case, bytes included."""
+def grep_runs(paths: list[Path], chosen: list[str], *, only: bool = False) -> list[str]:
+    """The files under ``paths`` holding any of the runs ``chosen``, in any case, bytes included (``only``:
+    the runs found, lowercased, instead)."""
     handle, name = tempfile.mkstemp(prefix="forget-bench-runs-", suffix=".txt")  # outside the home
     listing = Path(name)
     try:
-        os.write(handle, ("\n".join(runs()) + "\n").encode())
+        os.write(handle, ("\n".join(chosen) + "\n").encode())
         os.close(handle)
-        found, _ = grep(paths, patterns=listing)
+        if not only:
+            return grep(paths, patterns=listing)[0]
+        done = subprocess.run(["grep", "-r", "-o", "-h", "-i", "-F", "-a", "-f", str(listing), "--", *map(str, paths)],
+                              capture_output=True, text=True, check=False)
+        if done.returncode > 1:
+            raise RuntimeError(f"grep failed ({done.returncode}): {done.stderr.strip()}")
+        return sorted({line.lower() for line in done.stdout.splitlines()})
     finally:
         listing.unlink()
-    return found
+
+
+def present_runs(paths: list[Path]) -> set[str]:
+    """The runs of the text found under ``paths`` (lowercased)."""
+    return set(grep_runs(paths, runs(), only=True))
