@@ -3,7 +3,7 @@ forget (bench/forget.py's docstring, "Floor").
 
 - **Files**: each file known to hold the text is read, the text replaced by a marker (``str.replace``,
   exact case) and written back through a temp file, ``fsync`` and ``rename``.
-- **Databases**: with apsw on the copy, ``secure_delete`` on; in one transaction, for every chunk
+- **Databases**: with apsw on the copy, ``synchronous=NORMAL`` (the KB's setting) and ``secure_delete`` on; in one transaction, for every chunk
   whose text holds the text (``instr``), its FTS5 rows deleted, its text replaced (SQL ``replace``)
   and its FTS5 rows inserted again; then FTS5 ``optimize``, a TRUNCATE checkpoint, ``VACUUM`` and a
   TRUNCATE checkpoint: the purge's own steps, without the reindex, the regular-expression scan of
@@ -83,6 +83,7 @@ def purge_database(path: Path, text: str) -> int:
     conn = apsw.Connection(os.fspath(path))
     try:
         conn.setbusytimeout(10_000)
+        conn.execute("PRAGMA synchronous=NORMAL").fetchall()  # as the KB's connections: WAL commits synced by the checkpoint
         conn.execute("PRAGMA secure_delete=ON").fetchall()
         fts = _fts_tables(conn)  # kb_chunks_fts holds every chunk, kb_chunks_cjk those with has_cjk
         with conn:
