@@ -2,7 +2,7 @@
 
 Run:  ``.venv/bin/python bench/forget.py [--agents 1000] [--notes 10000] [--share 0.01] [--seed 5]
 [--quick] [--keep-home] [--write-docs]``
-(``--quick`` = 50 agents and 500 notes, about 30 s; the full run takes about 5 minutes on 2 cores.)
+(``--quick`` = 50 agents and 500 notes, about 15 s; the full run takes about 2 minutes on 2 cores.)
 
 Method
 ------
