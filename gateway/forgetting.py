@@ -36,6 +36,7 @@ costs about one hash per distinct word whatever the number of tombstones (docs/c
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -121,7 +122,13 @@ class Target:
         return cls(pattern=pattern)
 
     def compiled(self) -> regex.Pattern[str]:
-        """The compiled search (module docstring)."""
+        """The compiled search (module docstring), built once per target: a forget searches every note and
+        chunk of a vault (tens of thousands of texts), and escaping the text again for each cost more than
+        the searches themselves (docs/benchmarks/forget.md)."""
+        return self._compiled
+
+    @functools.cached_property
+    def _compiled(self) -> regex.Pattern[str]:
         engine = _engine()
         if self.pattern is not None:
             compiled: regex.Pattern[str] = engine.compile(self.pattern, engine.MULTILINE)

@@ -29,6 +29,27 @@ def test_a_pattern_is_searched_as_given_and_every_match_counts() -> None:
     assert [m.group(0) for m in target.finditer(f"x {SECRET} y")] == [SECRET]
 
 
+def test_a_target_is_compiled_once_however_many_texts_it_searches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forget searches every note and chunk of a vault: building the search again for each (escaping the
+    text) once cost more than the searches (docs/benchmarks/forget.md)."""
+    import gateway.forgetting as forgetting
+
+    engine = forgetting._engine()
+    built: list[str] = []
+
+    def counting() -> object:
+        built.append("engine")
+        return engine
+
+    monkeypatch.setattr(forgetting, "_engine", counting)
+    for target in (Target(text="Alice's phone is 555-0142"), Target(pattern=r"AKIA[0-9A-Z]{16}")):
+        built.clear()
+        for n in range(50):
+            target.finditer(f"note {n}: nothing here")
+            target.scrub(f"note {n}: alice's phone is 555-0142, AKIAIOSFODNN7EXAMPLE", "F-1")
+        assert built == ["engine"]
+
+
 @pytest.mark.parametrize(("text", "pattern", "says"), [
     (None, None, "exactly one"),
     ("alice", "alice", "exactly one"),
