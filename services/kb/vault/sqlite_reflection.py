@@ -45,8 +45,8 @@ def claim(conn: apsw.Connection, run_id: str, now: float, expires_at: float) -> 
     conn.execute("BEGIN IMMEDIATE")
     try:
         _ensure(conn)
-        holder, until = conn.execute("SELECT claim_run, claim_expires FROM kb_reflection WHERE id = 1").fetchone()
-        if holder and holder != run_id and float(until) > now:
+        holder, until = conn.execute("SELECT claim_run, claim_expires FROM kb_reflection WHERE id = 1").fetchone() or ("", 0)
+        if holder and holder != run_id and float(str(until)) > now:
             conn.execute("ROLLBACK")
             return str(holder)
         plan_sql = "" if holder == run_id else ", plan = '{}'"
@@ -107,15 +107,15 @@ def audit(conn: apsw.Connection, limit: int, run_id: str = "") -> list[Reflectio
                             "ORDER BY id DESC LIMIT ?", args).fetchall()
     except apsw.SQLError:  # no record yet
         return []
-    return [ReflectionAudit(str(k), str(r), float(at), json.loads(str(rec))) for k, r, at, rec in rows]
+    return [ReflectionAudit(str(k), str(r), float(str(at)), json.loads(str(rec))) for k, r, at, rec in rows]
 
 
 def journal(conn: apsw.Connection, merge: MergeJournal) -> None:
     with conn:
         _ensure(conn)
-        seq = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM kb_reflection_merges").fetchone()[0]
+        seq = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM kb_reflection_merges").fetchone() or (1,)
         conn.execute("INSERT OR REPLACE INTO kb_reflection_merges VALUES (?, ?, ?, ?, ?)",
-                     (merge.merge_id, seq, merge.run_id, merge.at, json.dumps(merge.entry)))
+                     (merge.merge_id, seq[0], merge.run_id, merge.at, json.dumps(merge.entry)))
 
 
 def drop(conn: apsw.Connection, merge_id: str) -> None:
@@ -130,4 +130,4 @@ def merges(conn: apsw.Connection, run_id: str) -> list[MergeJournal]:
                             "ORDER BY seq", (run_id,)).fetchall()
     except apsw.SQLError:  # no merge yet
         return []
-    return [MergeJournal(str(m), str(r), float(at), json.loads(str(e))) for m, r, at, e in rows]
+    return [MergeJournal(str(m), str(r), float(str(at)), json.loads(str(e))) for m, r, at, e in rows]
