@@ -264,11 +264,11 @@ def clusters(store: VaultStore, notes: dict[str, PlanNote], max_bytes: int) -> l
     return found
 
 
-def plan(store: VaultStore, run_id: str, now: float, max_clusters: int = 0, max_bytes: int = 0,
-         claim_s: int = 0) -> Plan:
+def plan(store: VaultStore, run_id: str, now: float, max_clusters: int = 0, max_cluster_bytes: int = 0,
+         claim_seconds: int = 0) -> Plan:
     """Claim the vault's reflection for ``run_id`` and plan it (module docstring). ``now``: epoch s."""
     project = store.project
-    busy = store.claim_reflection(run_id, now, now + (claim_s or DEFAULT_CLAIM_S))
+    busy = store.claim_reflection(run_id, now, now + (claim_seconds or DEFAULT_CLAIM_S))
     if busy:
         return Plan(project, busy_with=busy)
     contents = {name: data for name in store.names(include_retired=True) if (data := store.read(name)) is not None}
@@ -279,7 +279,7 @@ def plan(store: VaultStore, run_id: str, now: float, max_clusters: int = 0, max_
         store.set_reflection_plan(run_id, {})
         return Plan(project, rev, state.watermark, unchanged=True, notes=len(notes))
     reviewed = set(state.reviewed)
-    every = clusters(store, notes, max_bytes or DEFAULT_CLUSTER_BYTES)
+    every = clusters(store, notes, max_cluster_bytes or DEFAULT_CLUSTER_BYTES)
     todo = [c for c in every if c.signature not in reviewed]
     cap = max_clusters or DEFAULT_CLUSTERS
     planned = todo[:cap]
