@@ -12,7 +12,7 @@ by the first call that writes it; a read of a table not made yet finds nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import apsw
@@ -131,3 +131,27 @@ def merges(conn: apsw.Connection, run_id: str) -> list[MergeJournal]:
     except apsw.SQLError:  # no merge yet
         return []
     return [MergeJournal(str(m), str(r), float(str(at)), json.loads(str(e))) for m, r, at, e in rows]
+
+
+def forget(conn: apsw.Connection, scrub: Callable[[str], tuple[str, int]], apply: bool) -> int:
+    """The matches in the journal's entries and the audit's records (``scrub``: a JSON document → the
+    scrubbed document and the matches it replaced, ``vault.forget.scrub_json``), rewritten on ``apply``
+    in one transaction."""
+    total = 0
+    changed: list[tuple[str, str, str, object]] = []
+    for table, column, key in (("kb_reflection_merges", "entry", "merge_id"), ("kb_reflection_audit", "record", "id")):
+        try:
+            rows = conn.execute(f"SELECT {key}, {column} FROM {table}").fetchall()
+        except apsw.SQLError:  # not made yet
+            continue
+        for row_id, raw in rows:
+            new, count = scrub(str(raw))
+            if count:
+                total += count
+                changed.append((table, column, new, row_id))
+    if apply and changed:
+        with conn:
+            for table, column, new, row_id in changed:
+                key = "merge_id" if table == "kb_reflection_merges" else "id"
+                conn.execute(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (new, row_id))
+    return total

@@ -9,7 +9,7 @@ Every function runs in the caller's transaction; times are epoch seconds in and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from psycopg.types.json import Jsonb
 
@@ -91,3 +91,18 @@ def merges(conn: Conn, project: str, run_id: str) -> list[MergeJournal]:
         "SELECT merge_id, run_id, extract(epoch FROM at), entry FROM reflection_merges "
         "WHERE project = %s AND run_id = %s ORDER BY seq", (project, run_id)).fetchall()
     return [MergeJournal(str(m), str(r), float(at), dict(e)) for m, r, at, e in rows]
+
+
+def forget(conn: Conn, project: str, scrub: Callable[[str], tuple[str, int]], apply: bool) -> int:
+    """The matches in ``project``'s journal entries and audit records (``sqlite_reflection.forget``), the
+    rows rewritten on ``apply`` (in the caller's transaction)."""
+    total = 0
+    for table, column, key in (("reflection_merges", "entry", "merge_id"), ("reflection_audit", "record", "id")):
+        rows = conn.execute(f"SELECT {key}, {column}::text FROM {table} WHERE project = %s", (project,)).fetchall()
+        for row_id, raw in rows:
+            new, count = scrub(str(raw))
+            total += count
+            if count and apply:
+                conn.execute(f"UPDATE {table} SET {column} = %s::jsonb WHERE project = %s AND {key} = %s",
+                             (new, project, row_id))
+    return total

@@ -365,6 +365,11 @@ class PostgresVaultStore:
         with self._tx() as conn:
             return pg_rows.forget_promotions(conn, self._project, scrub, apply)
 
+    def forget_reflection(self, scrub: Callable[[str], tuple[str, int]], apply: bool) -> int:
+        """``reflection.forget`` over this vault's reflection journal and audit."""
+        with self._tx() as conn:
+            return pg_reflection.forget(conn, self._project, scrub, apply)
+
     def vacuum_full(self, tables: Sequence[str]) -> tuple[int, int]:
         """``VACUUM (FULL)`` of ``tables`` (of the vault's schema) on a connection outside any transaction,
         without the statement timeout (it rewrites every row of every vault); their bytes on disk (with

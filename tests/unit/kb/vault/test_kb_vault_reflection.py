@@ -5,6 +5,7 @@ reflection"). Times are given; note ages are set through the store (``keep_time`
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -12,13 +13,17 @@ from typing import Any
 import pytest
 
 from gateway.errors import FailedPrecondition, InvalidArgument, NotFound
+from gateway.forgetting import Target
 from services.kb.index.search import SearchResult
+from services.kb.vault.forget import forget_sqlite
 from services.kb.vault.names import PRUNED_ARCHIVE, note_path
 from services.kb.vault.reflection import merge as merging
 from services.kb.vault.reflection import runs
 from services.kb.vault.reflection.plan import Plan, plan
 from services.kb.vault.retirement import read_marker, retire, strip_marker
+from services.kb.vault.sqlite_store import SqliteVaultStore
 from services.kb.vault.store import VaultStore
+from services.kb.vault_pg.forget import forget_postgres
 
 OpenStore = Callable[..., VaultStore]
 NOW = datetime(2026, 12, 7, 3, 0, tzinfo=UTC)
@@ -341,3 +346,24 @@ def test_malformed_requests_are_invalid_arguments() -> None:
             merging.check(good.__class__(**{**good.__dict__, **bad}))
     with pytest.raises(InvalidArgument, match="mode"):
         runs.check(runs.RunRecord("R-1", "sometimes", "manual", "ok"))
+
+
+def test_a_forget_scrubs_the_journal_the_audit_and_the_archive_and_revert_still_puts_back(store: VaultStore) -> None:
+    p, a, b = backup_vault(store)
+    r = merge(store, p, ["staging backups", "nightly dumps"], "staging backups", MERGED)
+    runs.record(store, runs.RunRecord("R-1", "propose", "manual", "ok", proposals=[
+        {"cluster_id": p.clusters[0].id, "name": "x", "content": "Retention: backups kept fourteen days", "state": "pending"}]),
+        T + 1)
+    target = Target.parse("quillfeather", None)
+    if isinstance(store, SqliteVaultStore):
+        found, table = forget_sqlite(store, target, "F-0123456789ab", True), "kb_reflection"
+    else:
+        with store.writing():
+            found, table = forget_postgres(store, target, "F-0123456789ab", True), "reflection"  # type: ignore[arg-type]
+    assert (table, "table", 5) in [(p.where, p.kind, p.count) for p in found.places]
+    journal = json.dumps([m.entry for m in store.merges("R-1")]) + json.dumps([a.record for a in store.reflection_audit(10)])
+    assert "quillfeather" not in journal and "[forgotten F-0123456789ab]" in journal
+    assert b"quillfeather" not in (store.read(PRUNED_ARCHIVE) or b"")
+    reverted = runs.revert(store, "R-1", False, T + 2)
+    assert reverted.left == () and set(reverted.restored) == {"nightly dumps", "staging backups"}
+    assert store.read("nightly dumps") == b.replace(b"quillfeather", b"[forgotten F-0123456789ab]") and r.merge_id
