@@ -50,8 +50,7 @@ from services.kb.vault.note_index import merge_hits
 from services.kb.vault.notes import NoteExists, NoteMissing
 from services.kb.vault.registry_base import SharedVaults
 from services.kb.vault.unpromote import check_write
-from services.kb.reflection_servicer import VaultReflection
-from services.kb.vault_servicer import VaultViews
+from services.kb.vault_servicer import VaultReflection, VaultViews
 
 pb = kb_pb2
 log = structlog.get_logger()
