@@ -5,9 +5,10 @@ Pure domain code over the vault's store, run as one write decision of the vault.
 malformed request (InvalidArgument) before anything is read. ``merge`` then, in order:
 
 1. **The claim**: the run must hold the vault's claim (FailedPrecondition otherwise), and the cluster
-   must be one of its plan; ``replaces`` must be notes of that cluster, and ``name`` a note of
-   ``replaces`` or a free name. Anything else is refused: a reviewer's answer never reaches beyond the
-   cluster it was shown.
+   must be one of its plan, or one a recorded run proposed a merge of (an accept, made by a later run);
+   ``replaces`` must be notes of that cluster (of that proposal), and ``name`` a note of ``replaces`` or
+   a free name. Anything else is refused: a reviewer's answer never reaches beyond the cluster it was
+   shown.
 2. **Compare-and-swap**: every note of ``replaces`` must still hold the bytes whose SHA-256 the plan
    gave; otherwise the outcome is ``changed`` and the cluster is left alone.
 3. **Contradictions**: the frontmatter claims of the replaced notes and the merged note must not
@@ -42,6 +43,7 @@ from services.kb.vault.names import PRUNED_ARCHIVE, is_reserved, note_path, reti
 from services.kb.vault.notes import MAX_NOTE_BYTES
 from services.kb.vault.reflection.lines import dropped_lines
 from services.kb.vault.reflection.plan import sha256
+from services.kb.vault.reflection.runs import AUDIT_SCAN
 from services.kb.vault.retirement import add_marker, marker_line
 from services.kb.vault.store import MergeJournal, VaultStore, Writer
 
@@ -131,10 +133,10 @@ def _scope(store: VaultStore, r: MergeRequest) -> str:
         held = f"run {state.claim_run!r} holds it" if state.claim_run else "no run holds it"
         raise FailedPrecondition(f"run {r.run_id!r} does not hold the vault's reflection claim ({held}); plan again")
     planned = state.plan.get(r.cluster_id)
-    if planned is None:
-        return f"cluster {r.cluster_id} is not in run {r.run_id}'s plan"
-    listed = planned.get("notes")
-    members = {str(n) for n in listed} if isinstance(listed, list) else set()
+    listed = planned.get("notes") if planned is not None else None
+    members = {str(n) for n in listed} if isinstance(listed, list) else _proposed(store, r.cluster_id)
+    if members is None:
+        return f"cluster {r.cluster_id} is neither in run {r.run_id}'s plan nor a proposal of a recorded run"
     outside = [n for n in r.replaces if n not in members]
     if outside:
         return f"replaces names notes outside cluster {r.cluster_id}: " + ", ".join(repr(n) for n in outside[:5])
@@ -143,6 +145,19 @@ def _scope(store: VaultStore, r: MergeRequest) -> str:
     if is_reserved(r.name):
         return f"{r.name!r} is reserved"
     return ""
+
+
+def _proposed(store: VaultStore, cluster_id: str) -> set[str] | None:
+    """The notes the recorded runs' proposals for ``cluster_id`` replace (an accept, in a later run);
+    None when no run proposed a merge of that cluster."""
+    found: set[str] | None = None
+    for audit in store.reflection_audit(AUDIT_SCAN):
+        proposals = audit.record.get("proposals") if audit.kind == "run" else None
+        for proposal in proposals if isinstance(proposals, list) else ():
+            if isinstance(proposal, dict) and proposal.get("cluster_id") == cluster_id:
+                replaces = proposal.get("replaces")
+                found = (found or set()) | ({str(n) for n in replaces} if isinstance(replaces, list) else set())
+    return found
 
 
 def _read(store: VaultStore, r: MergeRequest) -> dict[str, bytes] | str:

@@ -367,3 +367,27 @@ def test_a_forget_scrubs_the_journal_the_audit_and_the_archive_and_revert_still_
     reverted = runs.revert(store, "R-1", False, T + 2)
     assert reverted.left == () and set(reverted.restored) == {"nightly dumps", "staging backups"}
     assert store.read("nightly dumps") == b.replace(b"quillfeather", b"[forgotten F-0123456789ab]") and r.merge_id
+
+
+def test_a_merge_proposed_by_one_run_is_accepted_by_a_later_one(store: VaultStore) -> None:
+    p, a, b = backup_vault(store)
+    cluster = p.clusters[0]
+    shas = {n.name: n.sha256 for n in cluster.notes}
+    proposed = merge(store, p, ["staging backups", "nightly dumps"], "staging backups", MERGED, dry_run=True)
+    assert proposed.outcome == "merged" and store.read("nightly dumps") == b
+    runs.record(store, runs.RunRecord("R-1", "propose", "schedule", "ok", clusters=[
+        {"cluster_id": cluster.id, "notes": sorted(shas), "outcome": "proposed"}], proposals=[
+        {"cluster_id": cluster.id, "name": "staging backups", "content": MERGED,
+         "replaces": ["staging backups", "nightly dumps"], "expected_sha256": shas, "state": "pending"}]), T)
+    decide = plan(store, "R-2", T + 10, max_clusters=1)
+    assert decide.unchanged and decide.clusters == ()  # nothing to plan: the proposal is what is decided
+    accept = merging.check(merging.MergeRequest("R-2", cluster.id, "staging backups", MERGED,
+                                                ("staging backups", "nightly dumps"), shas))
+    beyond = merging.check(merging.MergeRequest("R-2", cluster.id, "staging backups", MERGED,
+                                                ("staging backups", "kiln"), {**shas, "kiln": "0" * 64}))
+    assert "outside cluster" in merging.merge(store, beyond, NOW, no_screen).reason
+    other = merging.check(merging.MergeRequest("R-2", "C-0123456789ab", "x", MERGED, ("kiln",), {"kiln": "0" * 64}))
+    assert "neither in run R-2's plan nor a proposal" in merging.merge(store, other, NOW, no_screen).reason
+    done = merging.merge(store, accept, NOW, no_screen)
+    assert done.outcome == "merged" and done.retired == ("nightly dumps",) and store.read("staging backups") == MERGED.encode()
+    assert [m.merge_id for m in store.merges("R-2")] == [done.merge_id]
