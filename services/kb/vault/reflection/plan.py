@@ -14,9 +14,10 @@ Pure domain code over the vault's store (``store.VaultStore``), run as one write
    rarest leading topic words) recalled over the vault, a candidate joining it when it clears
    promotion's **merge bar** (``promotion``: half the seed words, at least 3, carrying 60% of their
    weight).
-5. **Clusters**: the connected components of two notes or more. Each is cut to its oldest notes that fit
-   ``max_cluster_bytes`` (a component whose two oldest notes do not fit together is not planned), gets
-   its id (``C-`` and 12 hex digits of the hash of its sorted names), its signature (the hash of its
+5. **Clusters**: the connected components of two notes or more. One whose notes hold more than
+   ``max_cluster_bytes`` is cut, oldest notes first, into consecutive windows that each fit (a note over
+   it alone is in none; a window of one note is not a cluster), each window a cluster of its own, so a
+   large component is reviewed a window at a time over the weeks. Each cluster gets its id (``C-`` and 12 hex digits of the hash of its sorted names), its signature (the hash of its
    notes' names and SHA-256s) and its contradiction (``graph.build.contradictions`` over the notes'
    frontmatter claims). A cluster whose signature a run reviewed and left is not planned again while its
    notes are unchanged. Ordered by size (largest first), then age (the oldest last change first), then
@@ -211,16 +212,21 @@ def _contradiction(notes: Iterable[PlanNote]) -> str:
         + ", ".join(sorted({repr(claim.note) for claim in c.claims})) for c in found)
 
 
-def _cut(members: list[PlanNote], max_bytes: int) -> tuple[list[PlanNote], bool]:
-    """The oldest notes that fit ``max_bytes`` (ties by name); whether some were left out."""
-    kept, size = [], 0
+def _windows(members: list[PlanNote], max_bytes: int) -> list[list[PlanNote]]:
+    """``members`` oldest first (ties by name) in consecutive windows that each fit ``max_bytes``; a note
+    over it alone is in none, and a window of one note is dropped (step 5)."""
+    windows: list[list[PlanNote]] = [[]]
+    size = 0
     for note in sorted(members, key=lambda n: (n.updated_at, n.name)):
         length = len(note.content.encode("utf-8"))
+        if length > max_bytes:
+            continue
         if size + length > max_bytes:
-            break
-        kept.append(note)
+            windows.append([])
+            size = 0
+        windows[-1].append(note)
         size += length
-    return kept, len(kept) < len(members)
+    return [w for w in windows if len(w) >= 2]
 
 
 def _notes(store: VaultStore, contents: dict[str, bytes]) -> dict[str, PlanNote]:
@@ -254,12 +260,10 @@ def clusters(store: VaultStore, notes: dict[str, PlanNote], max_bytes: int) -> l
     for root, group in members.items():
         if len(group) < 2:
             continue
-        kept, cut = _cut(group, max_bytes)
-        if len(kept) < 2:
-            continue
         joined = "+".join(k for k in ("links", "similar") if k in kinds.get(root, set()))
-        found.append(Cluster(cluster_id(n.name for n in kept), tuple(kept), joined, _contradiction(kept), cut,
-                             signature(kept), len(group)))
+        for kept in _windows(group, max_bytes):
+            found.append(Cluster(cluster_id(n.name for n in kept), tuple(kept), joined, _contradiction(kept),
+                                 len(kept) < len(group), signature(kept), len(group)))
     found.sort(key=lambda c: (-c.size, min(n.updated_at for n in c.notes), c.id))
     return found
 

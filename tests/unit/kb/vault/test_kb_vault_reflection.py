@@ -125,15 +125,18 @@ def test_clusters_are_ordered_by_size_then_age_and_capped(store: VaultStore) -> 
     assert by_names(p2) == [["a1", "a2", "a3"], ["old1", "old2"]] and p2.remaining == 1
 
 
-def test_a_cluster_over_the_byte_cap_is_cut_to_its_oldest_notes(store: VaultStore) -> None:
-    put(store, "hub", "hub [[s1]] [[s2]] [[s3]]\n" + "x" * 60, age_days=9)
-    put(store, "s1", "s1 " + "y" * 80 + "\n", age_days=8)
-    put(store, "s2", "s2 " + "z" * 80 + "\n", age_days=7)
-    put(store, "s3", "s3 " + "w" * 80 + "\n", age_days=6)
+def test_a_component_over_the_byte_cap_is_cut_into_windows_of_its_oldest_notes(store: VaultStore) -> None:
+    put(store, "hub", "hub [[s1]] [[s2]] [[s3]] [[s4]] [[s5]]\n" + "x" * 45, age_days=9)
+    for i, age in ((1, 8), (2, 7), (3, 6), (4, 5), (5, 4)):
+        put(store, f"s{i}", f"s{i} " + "y" * 80 + "\n", age_days=age)
     p = planned(store, max_cluster_bytes=260)
-    assert by_names(p) == [["hub", "s1", "s2"]] and p.clusters[0].cut
+    assert by_names(p) == [["hub", "s1", "s2"], ["s3", "s4", "s5"]] and all(c.cut for c in p.clusters)
     assert [n.name for n in p.clusters[0].notes] == ["hub", "s1", "s2"]  # oldest first
-    assert planned(store, "R-1", max_cluster_bytes=100).clusters == ()  # two oldest do not fit together
+    runs.record(store, runs.RunRecord("R-1", "auto", "manual", "ok", clusters=[
+        {"cluster_id": p.clusters[0].id, "notes": ["hub", "s1", "s2"], "outcome": "left"}], remaining=1), T)
+    assert by_names(plan(store, "R-2", T + 1, max_cluster_bytes=260)) == [["s3", "s4", "s5"]]  # the next window
+    small = plan(store, "R-2", T + 2, max_cluster_bytes=100)
+    assert small.busy_with == "" and not small.unchanged and small.clusters == ()  # no two notes fit together
 
 
 def test_contradicting_claims_mark_the_cluster(store: VaultStore) -> None:
