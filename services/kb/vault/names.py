@@ -44,6 +44,7 @@ MAX_NAME_BYTES: Final = 200
 RETIRED_PREFIX: Final = "stale__"
 RESERVED_PREFIX: Final = "pruned__"
 PRUNED_ARCHIVE: Final = "pruned__archive"
+PRUNED_UNTRUSTED: Final = "pruned__untrusted"  # the archive of lines from untrusted notes (provenance: untrusted)
 NOTES_DIR: Final = "notes"
 NOTE_SUFFIX: Final = ".md"
 

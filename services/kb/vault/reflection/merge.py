@@ -14,7 +14,8 @@ malformed request (InvalidArgument) before anything is read. ``merge`` then, in 
 3. **Contradictions**: the frontmatter claims of the replaced notes and the merged note must not
    contradict (``graph.build.contradictions``); those are for a person (the contradictions report).
 4. **The screen**: the merged content passes the secret guard and the tombstone check, as a shared
-   note's create does (the caller's ``screen``).
+   note's create does (the caller's ``screen``). **Trust**: when a replaced note is untrusted
+   (``provenance: untrusted``, as the index reads it) the merged note must be too.
 5. **Twins**: a replaced note whose ``stale__`` twin exists cannot be retired; refused.
 6. **Bounded**: the distinct lines of fact of the replaced notes the merged note drops (``lines``) may be
    at most ``max_drop_share`` of them.
@@ -22,9 +23,11 @@ malformed request (InvalidArgument) before anything is read. ``merge`` then, in 
 8. **Journal** the merge first (every note's bytes before and after), so a merge cut short is still
    reverted exactly; then **archive** the dropped lines in the pruned archive (``names.PRUNED_ARCHIVE``)
    and **probe** each with a vault search: one not found among the first hits undoes the archive and
-   the journal and refuses the merge. Then the merged note is written (compare-and-swap) and every other
-   replaced note is moved to ``stale__<name>`` with a retirement marker (compare-and-swap against the
-   planned bytes). A write that finds a note changed undoes what landed: ``changed``.
+   the journal and refuses the merge. A line only untrusted notes held goes to the untrusted archive
+   (``names.PRUNED_UNTRUSTED``, whose frontmatter says ``provenance: untrusted``), so it keeps its
+   trust. Then the merged note is written (compare-and-swap) and every other replaced note is moved
+   to ``stale__<name>`` with a retirement marker (compare-and-swap against the planned bytes). A write
+   that finds a note changed undoes what landed: ``changed``.
 """
 
 from __future__ import annotations
@@ -39,9 +42,13 @@ from gateway.atomic import WriteConflict
 from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument
 from services.kb.graph.build import contradictions
 from services.kb.graph.parse import parse_note
-from services.kb.vault.names import PRUNED_ARCHIVE, is_reserved, note_path, retired_name, validate_name
+from services.kb.index.chunking import split_lines
+from services.kb.index.entries import parse_frontmatter
+from services.kb.vault.names import (
+    PRUNED_ARCHIVE, PRUNED_UNTRUSTED, is_reserved, note_path, retired_name, validate_name)
+from services.kb.vault.note_index import classify_note
 from services.kb.vault.notes import MAX_NOTE_BYTES
-from services.kb.vault.reflection.lines import dropped_lines
+from services.kb.vault.reflection.lines import dropped_lines, fact_lines
 from services.kb.vault.reflection.plan import sha256
 from services.kb.vault.reflection.runs import AUDIT_SCAN
 from services.kb.vault.retirement import add_marker, marker_line
@@ -186,6 +193,16 @@ def _contradiction(texts: dict[str, str], merged: str, name: str) -> str:
     return "; ".join(f"claim {c.claim_id!r} ({' and '.join(c.diverges)} differ)" for c in found[:3])
 
 
+def untrusted(name: str, content: str) -> bool:
+    """Whether the index takes note ``name`` of ``content`` for untrusted (its frontmatter says so, or
+    cannot be read)."""
+    provenance = parse_frontmatter(split_lines(content.removeprefix("\ufeff"))).provenance
+    return classify_note(note_path(name), provenance) == "untrusted"
+
+
+UNTRUSTED_HEAD: Final = "---\nprovenance: untrusted\n---\n"
+
+
 def probe_words(line: str) -> str:
     """The query a dropped line is probed with: its first distinct words (letters and digits)."""
     words = list(dict.fromkeys(w.casefold() for w in _WORDS.findall(line)))
@@ -205,23 +222,39 @@ def _archive_block(r: MergeRequest, merge_id: str, lines: tuple[str, ...], now: 
     return head + "\n" + "\n".join(lines) + "\n"
 
 
-def _archive(store: VaultStore, block: str) -> bytes | None:
-    """Append ``block`` to the pruned archive (compare-and-swap); its bytes before (None: created)."""
-    old = store.read(PRUNED_ARCHIVE)
-    text = "" if old is None else old.decode("utf-8", errors="replace")
+def _archive(store: VaultStore, archive: str, block: str) -> bytes | None:
+    """Append ``block`` to pruned archive ``archive`` (compare-and-swap; the untrusted one starts with
+    its frontmatter); its bytes before (None: created)."""
+    old = store.read(archive)
+    text = ("" if archive == PRUNED_ARCHIVE else UNTRUSTED_HEAD) if old is None else old.decode("utf-8", errors="replace")
     head = text.rstrip("\n")
-    store.write(PRUNED_ARCHIVE, ((head + "\n\n" if head else "") + block).encode("utf-8"), expected=old)
+    joined = head + ("\n" if head.endswith("---") else "\n\n") if head else ""
+    store.write(archive, (joined + block).encode("utf-8"), expected=old)
     return old
 
 
-def _unarchive(store: VaultStore, old: bytes | None) -> None:
-    current = store.read(PRUNED_ARCHIVE)
+def _unarchive(store: VaultStore, archive: str, old: bytes | None) -> None:
+    current = store.read(archive)
     if current is None:
         return
     if old is None:
-        store.delete(PRUNED_ARCHIVE, expected=current)
+        store.delete(archive, expected=current)
     else:
-        store.write(PRUNED_ARCHIVE, old, expected=current)
+        store.write(archive, old, expected=current)
+
+
+def _by_archive(texts: dict[str, str], dropped: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The dropped lines by the archive they go to: the untrusted one when only untrusted notes hold them."""
+    trusted: set[str] = set()
+    for name, text in texts.items():
+        if not untrusted(name, text):
+            trusted.update(fact_lines(name, text))
+    lines = {name: fact_lines(name, text) for name, text in texts.items()}
+    out: dict[str, list[str]] = {}
+    for raw in dropped:
+        form = next((f for table in lines.values() for f, r in table.items() if r == raw), raw)
+        out.setdefault(PRUNED_ARCHIVE if form in trusted else PRUNED_UNTRUSTED, []).append(raw)
+    return {archive: tuple(found) for archive, found in out.items()}
 
 
 def merge(store: VaultStore, request: MergeRequest, now: datetime, screen: Screen) -> MergeResult:
@@ -242,6 +275,10 @@ def merge(store: VaultStore, request: MergeRequest, now: datetime, screen: Scree
     screened = screen(r.content)
     if screened:
         return _refused(screened)
+    distrusted = [n for n, t in texts.items() if untrusted(n, t)]
+    if distrusted and not untrusted(r.name, r.content):
+        return _refused(f"{distrusted[0]!r} is untrusted (provenance: untrusted) and the merged note is not; "
+                        "a merge never raises a note's trust")
     retire = [n for n in r.replaces if n != r.name]
     twins = [n for n in retire if store.exists(retired_name(n))]
     if twins:
@@ -254,11 +291,11 @@ def merge(store: VaultStore, request: MergeRequest, now: datetime, screen: Scree
     if r.dry_run:
         return MergeResult(MERGED, "every guard passed (dry run: nothing written)", tuple(retire),
                            len(drop.dropped), drop.distinct)
-    return _apply(store, r, before, retire, drop.dropped, now, counts)
+    return _apply(store, r, before, retire, _by_archive(texts, drop.dropped), now, counts)
 
 
-def _apply(store: VaultStore, r: MergeRequest, before: dict[str, bytes], retire: list[str], dropped: tuple[str, ...],
-           now: datetime, counts: dict[str, int]) -> MergeResult:
+def _apply(store: VaultStore, r: MergeRequest, before: dict[str, bytes], retire: list[str],
+           dropped: dict[str, tuple[str, ...]], now: datetime, counts: dict[str, int]) -> MergeResult:
     merge_id = "M-" + sha256(f"{r.run_id}\n{r.cluster_id}\n{r.name}\n{r.content}".encode())[:12]
     marker = marker_line(now, f"vault reflection: merged into {r.name} (run {r.run_id}, {merge_id})")
     merged = r.content.encode("utf-8")
@@ -270,19 +307,21 @@ def _apply(store: VaultStore, r: MergeRequest, before: dict[str, bytes], retire:
         notes[retired_name(name)] = {"before": None, "after": add_marker(before[name], marker).decode("utf-8")}
     at = now.timestamp()
     entry: dict[str, object] = {"cluster_id": r.cluster_id, "name": r.name, "reason": r.reason[:500],
-                                "retired": retire, "notes": notes, "pruned": list(dropped)}
+                                "retired": retire, "notes": notes,
+                                "pruned": [line for lines in dropped.values() for line in lines]}
     store.journal_merge(MergeJournal(merge_id, r.run_id, at, entry))
     undo: list[Callable[[], None]] = []
     try:
-        if dropped:
-            old = _archive(store, _archive_block(r, merge_id, dropped, now))
-            undo.append(lambda: _unarchive(store, old))
-            missing = [line for line in dropped if not found_by_search(store, line)]
-            if missing:
-                _undo(undo)
-                store.drop_merge(merge_id)
-                return _refused(f"recall probe: vault search does not find {len(missing)} of the {len(dropped)} "
-                                "dropped lines in the pruned archive; nothing was merged", counts)
+        for archive, lines in dropped.items():
+            old = _archive(store, archive, _archive_block(r, merge_id, lines, now))
+            undo.append(_unarchiver(store, archive, old))
+        missing = [line for archive, lines in dropped.items() for line in lines
+                   if not found_by_search(store, line, archive)]
+        if missing:
+            _undo(undo)
+            store.drop_merge(merge_id)
+            return _refused(f"recall probe: vault search does not find {len(missing)} of the {counts['pruned_lines']} "
+                            "dropped lines in the pruned archive; nothing was merged", counts)
         store.write(r.name, merged, expected=prior)
         undo.append(lambda: _put_back(store, r.name, merged, prior))
         for name in retire:
@@ -295,6 +334,10 @@ def _apply(store: VaultStore, r: MergeRequest, before: dict[str, bytes], retire:
         return MergeResult(CHANGED, f"a note changed while the merge was written ({exc}); nothing was merged")
     store.record_author(r.name, Writer(AUTHOR, "internal", r.run_id, at), created=prior is None)
     return MergeResult(MERGED, "", tuple(retire), counts["pruned_lines"], counts["distinct_lines"], merge_id)
+
+
+def _unarchiver(store: VaultStore, archive: str, old: bytes | None) -> Callable[[], None]:
+    return lambda: _unarchive(store, archive, old)
 
 
 def _mover(store: VaultStore, source: str, target: str, data: bytes, expected: bytes) -> Callable[[], None]:

@@ -16,7 +16,7 @@ from gateway.errors import FailedPrecondition, InvalidArgument, NotFound
 from gateway.forgetting import Target
 from services.kb.index.search import SearchResult
 from services.kb.vault.forget import forget_sqlite
-from services.kb.vault.names import PRUNED_ARCHIVE, note_path
+from services.kb.vault.names import PRUNED_ARCHIVE, PRUNED_UNTRUSTED, note_path
 from services.kb.vault.reflection import merge as merging
 from services.kb.vault.reflection import runs
 from services.kb.vault.reflection.plan import Plan, plan
@@ -394,3 +394,24 @@ def test_a_merge_proposed_by_one_run_is_accepted_by_a_later_one(store: VaultStor
     done = merging.merge(store, accept, NOW, no_screen)
     assert done.outcome == "merged" and done.retired == ("nightly dumps",) and store.read("staging backups") == MERGED.encode()
     assert [m.merge_id for m in store.merges("R-2")] == [done.merge_id]
+
+
+UNTRUSTED_B = "---\nprovenance: untrusted\n---\n" + BACKUP_B
+
+
+def test_a_merge_never_raises_trust_and_untrusted_lines_keep_theirs_in_the_archive(store: VaultStore) -> None:
+    for name, text in UNRELATED.items():
+        put(store, name, text)
+    put(store, "staging backups", BACKUP_A, age_days=20)
+    put(store, "nightly dumps", UNTRUSTED_B, age_days=15)
+    p = planned(store)
+    assert by_names(p) == [["nightly dumps", "staging backups"]]
+    trusted = merge(store, p, ["staging backups", "nightly dumps"], "staging backups", MERGED)
+    assert trusted.outcome == "refused" and "'nightly dumps' is untrusted" in trusted.reason
+    marked = "---\nprovenance: untrusted\n---\n" + MERGED
+    done = merge(store, p, ["staging backups", "nightly dumps"], "staging backups", marked)
+    assert done.outcome == "merged" and done.pruned_lines == 2 and store.read(PRUNED_ARCHIVE) is None
+    archive = (store.read(PRUNED_UNTRUSTED) or b"").decode()
+    assert archive.startswith("---\nprovenance: untrusted\n---\n<!-- pruned: ") and "Retention: backups kept" in archive
+    hits = store.search("Retention quillfeather", 20).hits
+    assert [h.provenance for h in hits if h.path == note_path(PRUNED_UNTRUSTED)] == ["untrusted"]
