@@ -12,15 +12,19 @@ from typing import Any
 
 import pytest
 
+from gateway.config import VaultGcSettings
 from gateway.errors import FailedPrecondition, InvalidArgument, NotFound
 from gateway.forgetting import Target
 from services.kb.index.search import SearchResult
+from services.kb.vault import listing, notes
 from services.kb.vault.forget import forget_sqlite
+from services.kb.vault.gc import plan as gc_plan
 from services.kb.vault.names import PRUNED_ARCHIVE, PRUNED_UNTRUSTED, note_path
 from services.kb.vault.reflection import merge as merging
 from services.kb.vault.reflection import runs
 from services.kb.vault.reflection.plan import Plan, plan
 from services.kb.vault.retirement import read_marker, retire, strip_marker
+from services.kb.vault.similar import find_similar
 from services.kb.vault.sqlite_store import SqliteVaultStore
 from services.kb.vault.store import VaultStore
 from services.kb.vault_pg.forget import forget_postgres
@@ -415,3 +419,19 @@ def test_a_merge_never_raises_trust_and_untrusted_lines_keep_theirs_in_the_archi
     assert archive.startswith("---\nprovenance: untrusted\n---\n<!-- pruned: ") and "Retention: backups kept" in archive
     hits = store.search("Retention quillfeather", 20).hits
     assert [h.provenance for h in hits if h.path == note_path(PRUNED_UNTRUSTED)] == ["untrusted"]
+
+
+def test_the_pruned_archive_is_read_and_searched_but_never_written_listed_collected_or_a_candidate(
+        store: VaultStore) -> None:
+    put(store, "kiln", UNRELATED["kiln"])
+    store.write(PRUNED_ARCHIVE, b"<!-- pruned: x -->\nThe pottery kiln fires at 1200 degrees on Thursdays.\n", expected=None)
+    store.keep_time(PRUNED_ARCHIVE, T - 1_000 * 86_400)
+    for write in (lambda: notes.create(store, "pruned__x", "text\n", confirm=True),
+                  lambda: notes.update(store, PRUNED_ARCHIVE, "text\n", confirm=True)):
+        with pytest.raises(InvalidArgument, match="pruned"):
+            write()
+    assert notes.get(store, PRUNED_ARCHIVE).content.endswith("on Thursdays.\n")
+    assert listing.names(store, include_retired=True) == ["kiln"]
+    due = gc_plan(store.ages().live, set(), {}, VaultGcSettings(True, 1, 50), T)
+    assert [d.name for d in due.retire] == ["kiln"] and due.skipped == ()  # the archive, 1,000 days idle, is not due
+    assert [r.name for r in find_similar(store, UNRELATED["kiln"], exclude={"kiln"})] == []
