@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+import structlog
 
 from gateway.auth import Authenticator
 from gateway.errors import FailedPrecondition, InvalidArgument, PermissionDenied
@@ -37,6 +38,7 @@ from services.kb.vault.reflection import runs
 from services.kb.vault.registry_base import SharedVaults
 
 pb = kb_pb2
+log = structlog.get_logger()
 
 
 def _writer(w: Writer | None) -> kb_pb2.NoteWrite | None:
@@ -172,6 +174,8 @@ class VaultReflection:
         claim = _bounded(request.claim_seconds, "claim_seconds", MAX_CLAIM_S)
         p = await self._vaults.reflect(project, lambda store, now: planning.plan(
             store, run_id, now.timestamp(), most, size, claim))
+        log.info("kb_vault_reflection_planned", vault=project, run=run_id, busy_with=p.busy_with or None,
+                 unchanged=p.unchanged, clusters=len(p.clusters), remaining=p.remaining, notes=p.notes)
         return pb.VaultReflectionPlan(project=p.project, revision=p.revision, watermark=p.watermark,
                                       unchanged=p.unchanged, busy=bool(p.busy_with), busy_with=p.busy_with,
                                       clusters=[_cluster(c) for c in p.clusters], remaining=p.remaining, notes=p.notes)
@@ -185,6 +189,9 @@ class VaultReflection:
             dict(request.expected_sha256), request.max_drop_share, request.reason, request.dry_run))
         screen = self._screen(project)
         r = await self._vaults.reflect(project, lambda store, now: merging.merge(store, checked, now, screen))
+        log.info("kb_vault_reflection_merge", vault=project, run=checked.run_id, cluster=checked.cluster_id,
+                 outcome=r.outcome, dry_run=checked.dry_run, merge=r.merge_id or None, retired=len(r.retired),
+                 pruned=r.pruned_lines, reason=r.reason or None)
         return pb.MergeVaultNotesResponse(outcome=_OUTCOMES[r.outcome], reason=r.reason, retired=list(r.retired),
                                           pruned_lines=r.pruned_lines, distinct_lines=r.distinct_lines,
                                           merge_id=r.merge_id)
@@ -197,6 +204,8 @@ class VaultReflection:
             run_id, request.mode, request.trigger, request.status, request.reason, request.started_at,
             request.remaining, [_result(c) for c in request.clusters], [_proposal(p) for p in request.proposals]))
         kept = await self._vaults.reflect(project, lambda store, now: runs.record(store, run, now.timestamp()))
+        log.info("kb_vault_reflection_recorded", vault=project, run=run_id, status=run.status, mode=run.mode,
+                 clusters=len(run.clusters), remaining=run.remaining)
         return _run(kept)
 
     @unary
@@ -216,4 +225,5 @@ class VaultReflection:
         run_id = merging.check_run_id(request.run_id) if request.run_id else ""
         r = await self._vaults.reflect(project, lambda store, now: runs.revert(store, run_id, request.last,
                                                                                  now.timestamp()))
+        log.info("kb_vault_reflection_reverted", vault=project, run=r.run_id, restored=len(r.restored), left=len(r.left))
         return pb.RevertVaultReflectionResponse(run_id=r.run_id, restored=list(r.restored), left=list(r.left))
