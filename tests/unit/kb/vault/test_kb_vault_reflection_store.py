@@ -4,9 +4,12 @@ against every backend (docs/concepts/vault.md "Weekly reflection")."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from services.kb.vault.note_index import open_vault_index
+from services.kb.vault.sqlite_store import SqliteVaultStore
 from services.kb.vault.store import MergeJournal, ReflectionAudit, ReflectionState, VaultStore
 
 OpenStore = Callable[..., VaultStore]
@@ -77,3 +80,18 @@ def test_the_journal_keeps_merges_in_order_per_run(vault_store: VaultStore) -> N
     assert vault_store.merges("R-1")[0].entry == entry
     vault_store.drop_merge("M-2")
     assert [m.merge_id for m in vault_store.merges("R-1")] == ["M-1"]
+
+
+def test_two_connections_to_one_sqlite_vault_share_the_claim(tmp_path: Path) -> None:
+    """Two KB processes on one vault: the claim is taken in one BEGIN IMMEDIATE transaction of the index."""
+    directory = tmp_path / "global"
+    first, second = open_vault_index(directory), open_vault_index(directory)
+    try:
+        a, b = SqliteVaultStore(directory, first), SqliteVaultStore(directory, second)
+        assert a.claim_reflection("R-1", now=0.0, expires_at=100.0) == ""
+        assert b.claim_reflection("R-2", now=1.0, expires_at=100.0) == "R-1"
+        b.finish_reflection(ReflectionAudit("run", "R-1", 2.0, {}), "rev", [])
+        assert a.reflection_state().claim_run == "" and a.claim_reflection("R-2", now=3.0, expires_at=100.0) == ""
+    finally:
+        first.close()
+        second.close()
