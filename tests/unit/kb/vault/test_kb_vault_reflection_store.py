@@ -3,7 +3,9 @@ against every backend (docs/concepts/vault.md "Weekly reflection")."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from services.kb.vault.note_index import open_vault_index
 from services.kb.vault.sqlite_store import SqliteVaultStore
 from services.kb.vault.store import MergeJournal, ReflectionAudit, ReflectionState, VaultStore
+from services.kb.vault_pg.store import PostgresVaultStore
 
 OpenStore = Callable[..., VaultStore]
 
@@ -95,3 +98,29 @@ def test_two_connections_to_one_sqlite_vault_share_the_claim(tmp_path: Path) -> 
     finally:
         first.close()
         second.close()
+
+
+def test_of_runs_claiming_at_once_exactly_one_holds_the_claim(open_store: OpenStore) -> None:
+    store = open_store()
+    store.write("seed", b"a note\n", expected=None)
+    if isinstance(store, SqliteVaultStore):
+        conns = [open_vault_index(store.directory) for _ in range(4)]
+        stores: list[VaultStore] = [SqliteVaultStore(store.directory, c) for c in conns]
+    else:
+        assert isinstance(store, PostgresVaultStore)
+        conns, stores = [], [PostgresVaultStore(store.pool, store.project) for _ in range(4)]
+    barrier = threading.Barrier(len(stores))
+
+    def claim(i: int) -> str:
+        barrier.wait()
+        return stores[i].claim_reflection(f"R-{i}", now=10.0, expires_at=100.0)
+
+    try:
+        with ThreadPoolExecutor(len(stores)) as pool:
+            answers = list(pool.map(claim, range(len(stores))))
+    finally:
+        for conn in conns:
+            conn.close()
+    winners = [i for i, busy in enumerate(answers) if busy == ""]
+    assert len(winners) == 1 and all(busy == f"R-{winners[0]}" for busy in answers if busy)
+    assert store.reflection_state().claim_run == f"R-{winners[0]}"
