@@ -1,6 +1,7 @@
 from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from gateway.v1 import options_pb2 as _options_pb2
+from gateway.v1 import kb_pb2 as _kb_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -8,6 +9,26 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ReflectVaultRequest(_message.Message):
+    __slots__ = ("project", "mode")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    mode: str
+    def __init__(self, project: _Optional[str] = ..., mode: _Optional[str] = ...) -> None: ...
+
+class DecideVaultMergesRequest(_message.Message):
+    __slots__ = ("project", "run_id", "accept", "reject")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_FIELD_NUMBER: _ClassVar[int]
+    REJECT_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    run_id: str
+    accept: _containers.RepeatedScalarFieldContainer[str]
+    reject: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, project: _Optional[str] = ..., run_id: _Optional[str] = ..., accept: _Optional[_Iterable[str]] = ..., reject: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RunNowRequest(_message.Message):
     __slots__ = ("agent_id", "mode")

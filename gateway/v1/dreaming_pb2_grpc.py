@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from gateway.v1 import dreaming_pb2 as gateway_dot_v1_dot_dreaming__pb2
+from gateway.v1 import kb_pb2 as gateway_dot_v1_dot_kb__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -88,6 +89,26 @@ class DreamingStub:
                 '/gateway.v1.Dreaming/LiftTombstone',
                 request_serializer=gateway_dot_v1_dot_dreaming__pb2.LiftTombstoneRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_dreaming__pb2.TombstoneList.FromString,
+                _registered_method=True)
+        self.ReflectVault = channel.unary_unary(
+                '/gateway.v1.Dreaming/ReflectVault',
+                request_serializer=gateway_dot_v1_dot_dreaming__pb2.ReflectVaultRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.VaultReflectionRun.FromString,
+                _registered_method=True)
+        self.GetVaultReflections = channel.unary_unary(
+                '/gateway.v1.Dreaming/GetVaultReflections',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.ListVaultReflectionsRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.ListVaultReflectionsResponse.FromString,
+                _registered_method=True)
+        self.DecideVaultMerges = channel.unary_unary(
+                '/gateway.v1.Dreaming/DecideVaultMerges',
+                request_serializer=gateway_dot_v1_dot_dreaming__pb2.DecideVaultMergesRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.VaultReflectionRun.FromString,
+                _registered_method=True)
+        self.UndoVaultReflection = channel.unary_unary(
+                '/gateway.v1.Dreaming/UndoVaultReflection',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.RevertVaultReflectionRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.RevertVaultReflectionResponse.FromString,
                 _registered_method=True)
 
 
@@ -211,6 +232,46 @@ class DreamingServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReflectVault(self, request, context):
+        """--- the shared vault's weekly reflection (docs/concepts/vault.md "Weekly reflection") ---
+        Every call here is about one vault (a project), not an agent: it needs a
+        key whose scope is "*" (write access for all but the list).
+
+        Run the vault's reflection now (what the weekly schedule runs): plan it in
+        the KB, one reviewer call per cluster, then merge (auto) or record
+        proposals (propose). A vault unchanged since the last run is a noop that
+        calls no reviewer. ABORTED when a run of the vault is in progress (here or
+        on another host); FAILED_PRECONDITION when the project has no vault or its
+        shared KB is off.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetVaultReflections(self, request, context):
+        """The vault's reflection runs, newest first, with their proposals.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DecideVaultMerges(self, request, context):
+        """Accept or reject pending proposals of a propose-mode run: each accepted
+        one is merged with every guard checked again (a note changed since makes
+        it stale, nothing written). NOT_FOUND for an unknown run or cluster id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UndoVaultReflection(self, request, context):
+        """Undo one run's merges (run_id) or the last run's that merged anything
+        (last): the notes and their names put back exactly.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DreamingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -268,6 +329,26 @@ def add_DreamingServicer_to_server(servicer, server):
                     servicer.LiftTombstone,
                     request_deserializer=gateway_dot_v1_dot_dreaming__pb2.LiftTombstoneRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_dreaming__pb2.TombstoneList.SerializeToString,
+            ),
+            'ReflectVault': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReflectVault,
+                    request_deserializer=gateway_dot_v1_dot_dreaming__pb2.ReflectVaultRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.VaultReflectionRun.SerializeToString,
+            ),
+            'GetVaultReflections': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetVaultReflections,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.ListVaultReflectionsRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.ListVaultReflectionsResponse.SerializeToString,
+            ),
+            'DecideVaultMerges': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecideVaultMerges,
+                    request_deserializer=gateway_dot_v1_dot_dreaming__pb2.DecideVaultMergesRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.VaultReflectionRun.SerializeToString,
+            ),
+            'UndoVaultReflection': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndoVaultReflection,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.RevertVaultReflectionRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.RevertVaultReflectionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -567,6 +648,114 @@ class Dreaming:
             '/gateway.v1.Dreaming/LiftTombstone',
             gateway_dot_v1_dot_dreaming__pb2.LiftTombstoneRequest.SerializeToString,
             gateway_dot_v1_dot_dreaming__pb2.TombstoneList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReflectVault(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Dreaming/ReflectVault',
+            gateway_dot_v1_dot_dreaming__pb2.ReflectVaultRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.VaultReflectionRun.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetVaultReflections(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Dreaming/GetVaultReflections',
+            gateway_dot_v1_dot_kb__pb2.ListVaultReflectionsRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.ListVaultReflectionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DecideVaultMerges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Dreaming/DecideVaultMerges',
+            gateway_dot_v1_dot_dreaming__pb2.DecideVaultMergesRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.VaultReflectionRun.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndoVaultReflection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Dreaming/UndoVaultReflection',
+            gateway_dot_v1_dot_kb__pb2.RevertVaultReflectionRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.RevertVaultReflectionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -16,10 +16,21 @@ class VaultGcOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     VAULT_GC_OUTCOME_RAN: _ClassVar[VaultGcOutcome]
     VAULT_GC_OUTCOME_ALREADY_RAN: _ClassVar[VaultGcOutcome]
     VAULT_GC_OUTCOME_DISABLED: _ClassVar[VaultGcOutcome]
+
+class MergeOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MERGE_OUTCOME_UNSPECIFIED: _ClassVar[MergeOutcome]
+    MERGE_OUTCOME_MERGED: _ClassVar[MergeOutcome]
+    MERGE_OUTCOME_REFUSED: _ClassVar[MergeOutcome]
+    MERGE_OUTCOME_CHANGED: _ClassVar[MergeOutcome]
 VAULT_GC_OUTCOME_UNSPECIFIED: VaultGcOutcome
 VAULT_GC_OUTCOME_RAN: VaultGcOutcome
 VAULT_GC_OUTCOME_ALREADY_RAN: VaultGcOutcome
 VAULT_GC_OUTCOME_DISABLED: VaultGcOutcome
+MERGE_OUTCOME_UNSPECIFIED: MergeOutcome
+MERGE_OUTCOME_MERGED: MergeOutcome
+MERGE_OUTCOME_REFUSED: MergeOutcome
+MERGE_OUTCOME_CHANGED: MergeOutcome
 
 class ListSharedNotesRequest(_message.Message):
     __slots__ = ("agent_id", "page_size", "page_token", "include_retired")
@@ -742,3 +753,239 @@ class UpdateEntryLifecycleResponse(_message.Message):
     updated: int
     missing: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, updated: _Optional[int] = ..., missing: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PlanVaultReflectionRequest(_message.Message):
+    __slots__ = ("project", "run_id", "max_clusters", "max_cluster_bytes", "claim_seconds")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CLUSTER_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    run_id: str
+    max_clusters: int
+    max_cluster_bytes: int
+    claim_seconds: int
+    def __init__(self, project: _Optional[str] = ..., run_id: _Optional[str] = ..., max_clusters: _Optional[int] = ..., max_cluster_bytes: _Optional[int] = ..., claim_seconds: _Optional[int] = ...) -> None: ...
+
+class ClusterNote(_message.Message):
+    __slots__ = ("name", "content", "sha256", "updated_at")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    content: str
+    sha256: str
+    updated_at: float
+    def __init__(self, name: _Optional[str] = ..., content: _Optional[str] = ..., sha256: _Optional[str] = ..., updated_at: _Optional[float] = ...) -> None: ...
+
+class VaultCluster(_message.Message):
+    __slots__ = ("id", "notes", "joined_by", "contradiction", "cut")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    JOINED_BY_FIELD_NUMBER: _ClassVar[int]
+    CONTRADICTION_FIELD_NUMBER: _ClassVar[int]
+    CUT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    notes: _containers.RepeatedCompositeFieldContainer[ClusterNote]
+    joined_by: str
+    contradiction: str
+    cut: bool
+    def __init__(self, id: _Optional[str] = ..., notes: _Optional[_Iterable[_Union[ClusterNote, _Mapping]]] = ..., joined_by: _Optional[str] = ..., contradiction: _Optional[str] = ..., cut: _Optional[bool] = ...) -> None: ...
+
+class VaultReflectionPlan(_message.Message):
+    __slots__ = ("project", "revision", "watermark", "unchanged", "busy", "busy_with", "clusters", "remaining", "notes")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
+    BUSY_FIELD_NUMBER: _ClassVar[int]
+    BUSY_WITH_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    revision: str
+    watermark: str
+    unchanged: bool
+    busy: bool
+    busy_with: str
+    clusters: _containers.RepeatedCompositeFieldContainer[VaultCluster]
+    remaining: int
+    notes: int
+    def __init__(self, project: _Optional[str] = ..., revision: _Optional[str] = ..., watermark: _Optional[str] = ..., unchanged: _Optional[bool] = ..., busy: _Optional[bool] = ..., busy_with: _Optional[str] = ..., clusters: _Optional[_Iterable[_Union[VaultCluster, _Mapping]]] = ..., remaining: _Optional[int] = ..., notes: _Optional[int] = ...) -> None: ...
+
+class MergeVaultNotesRequest(_message.Message):
+    __slots__ = ("project", "run_id", "cluster_id", "name", "content", "replaces", "expected_sha256", "max_drop_share", "reason", "dry_run")
+    class ExpectedSha256Entry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    REPLACES_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_SHA256_FIELD_NUMBER: _ClassVar[int]
+    MAX_DROP_SHARE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    run_id: str
+    cluster_id: str
+    name: str
+    content: str
+    replaces: _containers.RepeatedScalarFieldContainer[str]
+    expected_sha256: _containers.ScalarMap[str, str]
+    max_drop_share: float
+    reason: str
+    dry_run: bool
+    def __init__(self, project: _Optional[str] = ..., run_id: _Optional[str] = ..., cluster_id: _Optional[str] = ..., name: _Optional[str] = ..., content: _Optional[str] = ..., replaces: _Optional[_Iterable[str]] = ..., expected_sha256: _Optional[_Mapping[str, str]] = ..., max_drop_share: _Optional[float] = ..., reason: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class MergeVaultNotesResponse(_message.Message):
+    __slots__ = ("outcome", "reason", "retired", "pruned_lines", "distinct_lines", "merge_id")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_FIELD_NUMBER: _ClassVar[int]
+    PRUNED_LINES_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_LINES_FIELD_NUMBER: _ClassVar[int]
+    MERGE_ID_FIELD_NUMBER: _ClassVar[int]
+    outcome: MergeOutcome
+    reason: str
+    retired: _containers.RepeatedScalarFieldContainer[str]
+    pruned_lines: int
+    distinct_lines: int
+    merge_id: str
+    def __init__(self, outcome: _Optional[_Union[MergeOutcome, str]] = ..., reason: _Optional[str] = ..., retired: _Optional[_Iterable[str]] = ..., pruned_lines: _Optional[int] = ..., distinct_lines: _Optional[int] = ..., merge_id: _Optional[str] = ...) -> None: ...
+
+class VaultMergeProposal(_message.Message):
+    __slots__ = ("cluster_id", "name", "content", "replaces", "expected_sha256", "reason", "state")
+    class ExpectedSha256Entry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    REPLACES_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_SHA256_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    name: str
+    content: str
+    replaces: _containers.RepeatedScalarFieldContainer[str]
+    expected_sha256: _containers.ScalarMap[str, str]
+    reason: str
+    state: str
+    def __init__(self, cluster_id: _Optional[str] = ..., name: _Optional[str] = ..., content: _Optional[str] = ..., replaces: _Optional[_Iterable[str]] = ..., expected_sha256: _Optional[_Mapping[str, str]] = ..., reason: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+
+class VaultClusterResult(_message.Message):
+    __slots__ = ("cluster_id", "notes", "outcome", "reason", "merge_id")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MERGE_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    outcome: str
+    reason: str
+    merge_id: str
+    def __init__(self, cluster_id: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ..., outcome: _Optional[str] = ..., reason: _Optional[str] = ..., merge_id: _Optional[str] = ...) -> None: ...
+
+class RecordVaultReflectionRequest(_message.Message):
+    __slots__ = ("project", "run_id", "mode", "trigger", "clusters", "proposals", "status", "reason", "started_at", "remaining")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    PROPOSALS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    run_id: str
+    mode: str
+    trigger: str
+    clusters: _containers.RepeatedCompositeFieldContainer[VaultClusterResult]
+    proposals: _containers.RepeatedCompositeFieldContainer[VaultMergeProposal]
+    status: str
+    reason: str
+    started_at: float
+    remaining: int
+    def __init__(self, project: _Optional[str] = ..., run_id: _Optional[str] = ..., mode: _Optional[str] = ..., trigger: _Optional[str] = ..., clusters: _Optional[_Iterable[_Union[VaultClusterResult, _Mapping]]] = ..., proposals: _Optional[_Iterable[_Union[VaultMergeProposal, _Mapping]]] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., started_at: _Optional[float] = ..., remaining: _Optional[int] = ...) -> None: ...
+
+class VaultReflectionRun(_message.Message):
+    __slots__ = ("project", "run_id", "mode", "trigger", "status", "reason", "started_at", "finished_at", "clusters", "proposals", "remaining", "revision", "reverted_at")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    PROPOSALS_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    REVERTED_AT_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    run_id: str
+    mode: str
+    trigger: str
+    status: str
+    reason: str
+    started_at: float
+    finished_at: float
+    clusters: _containers.RepeatedCompositeFieldContainer[VaultClusterResult]
+    proposals: _containers.RepeatedCompositeFieldContainer[VaultMergeProposal]
+    remaining: int
+    revision: str
+    reverted_at: float
+    def __init__(self, project: _Optional[str] = ..., run_id: _Optional[str] = ..., mode: _Optional[str] = ..., trigger: _Optional[str] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., clusters: _Optional[_Iterable[_Union[VaultClusterResult, _Mapping]]] = ..., proposals: _Optional[_Iterable[_Union[VaultMergeProposal, _Mapping]]] = ..., remaining: _Optional[int] = ..., revision: _Optional[str] = ..., reverted_at: _Optional[float] = ...) -> None: ...
+
+class ListVaultReflectionsRequest(_message.Message):
+    __slots__ = ("project", "limit")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    limit: int
+    def __init__(self, project: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListVaultReflectionsResponse(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[VaultReflectionRun]
+    def __init__(self, runs: _Optional[_Iterable[_Union[VaultReflectionRun, _Mapping]]] = ...) -> None: ...
+
+class RevertVaultReflectionRequest(_message.Message):
+    __slots__ = ("project", "run_id", "last")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    run_id: str
+    last: bool
+    def __init__(self, project: _Optional[str] = ..., run_id: _Optional[str] = ..., last: _Optional[bool] = ...) -> None: ...
+
+class RevertVaultReflectionResponse(_message.Message):
+    __slots__ = ("run_id", "restored", "left")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_FIELD_NUMBER: _ClassVar[int]
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    restored: _containers.RepeatedScalarFieldContainer[str]
+    left: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, run_id: _Optional[str] = ..., restored: _Optional[_Iterable[str]] = ..., left: _Optional[_Iterable[str]] = ...) -> None: ...

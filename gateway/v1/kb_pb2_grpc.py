@@ -134,6 +134,31 @@ class KnowledgeStub:
                 request_serializer=gateway_dot_v1_dot_kb__pb2.ForgetTextRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_kb__pb2.ForgetTextResponse.FromString,
                 _registered_method=True)
+        self.PlanVaultReflection = channel.unary_unary(
+                '/gateway.v1.Knowledge/PlanVaultReflection',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.PlanVaultReflectionRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.VaultReflectionPlan.FromString,
+                _registered_method=True)
+        self.MergeVaultNotes = channel.unary_unary(
+                '/gateway.v1.Knowledge/MergeVaultNotes',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.MergeVaultNotesRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.MergeVaultNotesResponse.FromString,
+                _registered_method=True)
+        self.RecordVaultReflection = channel.unary_unary(
+                '/gateway.v1.Knowledge/RecordVaultReflection',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.RecordVaultReflectionRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.VaultReflectionRun.FromString,
+                _registered_method=True)
+        self.ListVaultReflections = channel.unary_unary(
+                '/gateway.v1.Knowledge/ListVaultReflections',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.ListVaultReflectionsRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.ListVaultReflectionsResponse.FromString,
+                _registered_method=True)
+        self.RevertVaultReflection = channel.unary_unary(
+                '/gateway.v1.Knowledge/RevertVaultReflection',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.RevertVaultReflectionRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.RevertVaultReflectionResponse.FromString,
+                _registered_method=True)
 
 
 class KnowledgeServicer:
@@ -349,6 +374,72 @@ class KnowledgeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PlanVaultReflection(self, request, context):
+        """--- the vault's weekly reflection (docs/concepts/vault.md "Weekly reflection") ---
+        Dreaming owns the schedule and the reviewer; the KB owns the notes, so every
+        step that reads or changes the vault is here. All four are internal (no
+        REST route: dreaming's ReflectVault and RevertVaultReflection have them)
+        and take the vault's project directly, not an agent.
+
+        Claim a run of the vault's reflection and plan it: the vault's revision now
+        and at the end of the last recorded run (the watermark), and, unless the
+        two are equal (unchanged: nothing to do, no cluster built), the clusters
+        to review: connected components of the wikilink graph plus near-duplicate
+        pairs the vault's similarity finds over the merge bar, retired notes and
+        the pruned archive excluded, ordered by size then age (oldest first),
+        capped at max_clusters (remaining says how many wait for the next run).
+        Each cluster carries its notes' full content and SHA-256 for
+        compare-and-swap. A cluster whose notes' frontmatter claims contradict is
+        marked (contradiction) and must be left for a person. The claim is the
+        run lock across hosts: while another unexpired claim is held the answer is
+        busy with no clusters. FAILED_PRECONDITION when the project has no vault.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MergeVaultNotes(self, request, context):
+        """Check, and unless dry_run apply, one merge of a claimed run: the merged
+        note written under name (created, or a note of the cluster replaced), every
+        other note of replaces retired to stale__<name>, each after
+        compare-and-swap against expected_sha256. Guards, each a REFUSED outcome
+        with its reason, never an error: a note changed since the plan (outcome
+        CHANGED, the cluster left alone); contradicting frontmatter claims; more
+        of the cluster's distinct lines dropped than max_drop_share; a dropped
+        line of fact that, once written to the vault's pruned archive, vault
+        search does not find (recall probe). Applied merges are journaled under
+        the run for RevertVaultReflection.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordVaultReflection(self, request, context):
+        """End a claimed run: its record (counts, outcomes, proposals in propose
+        mode) appended to the vault's audit, the watermark set to the vault's
+        revision now (the run's own writes included), and the claim released.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListVaultReflections(self, request, context):
+        """The vault's recorded reflection runs, newest first, with their proposals.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevertVaultReflection(self, request, context):
+        """Undo every merge of one run (or the last run that merged anything): each
+        merged note put back as it was before the run (deleted when the run created
+        it) and each retired note restored under its name, exactly; a note changed
+        since the run is left, with the reason. Recorded in the vault's audit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KnowledgeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -451,6 +542,31 @@ def add_KnowledgeServicer_to_server(servicer, server):
                     servicer.ForgetText,
                     request_deserializer=gateway_dot_v1_dot_kb__pb2.ForgetTextRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_kb__pb2.ForgetTextResponse.SerializeToString,
+            ),
+            'PlanVaultReflection': grpc.unary_unary_rpc_method_handler(
+                    servicer.PlanVaultReflection,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.PlanVaultReflectionRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.VaultReflectionPlan.SerializeToString,
+            ),
+            'MergeVaultNotes': grpc.unary_unary_rpc_method_handler(
+                    servicer.MergeVaultNotes,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.MergeVaultNotesRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.MergeVaultNotesResponse.SerializeToString,
+            ),
+            'RecordVaultReflection': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordVaultReflection,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.RecordVaultReflectionRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.VaultReflectionRun.SerializeToString,
+            ),
+            'ListVaultReflections': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListVaultReflections,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.ListVaultReflectionsRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.ListVaultReflectionsResponse.SerializeToString,
+            ),
+            'RevertVaultReflection': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevertVaultReflection,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.RevertVaultReflectionRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.RevertVaultReflectionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -993,6 +1109,141 @@ class Knowledge:
             '/gateway.v1.Knowledge/ForgetText',
             gateway_dot_v1_dot_kb__pb2.ForgetTextRequest.SerializeToString,
             gateway_dot_v1_dot_kb__pb2.ForgetTextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PlanVaultReflection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/PlanVaultReflection',
+            gateway_dot_v1_dot_kb__pb2.PlanVaultReflectionRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.VaultReflectionPlan.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MergeVaultNotes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/MergeVaultNotes',
+            gateway_dot_v1_dot_kb__pb2.MergeVaultNotesRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.MergeVaultNotesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordVaultReflection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/RecordVaultReflection',
+            gateway_dot_v1_dot_kb__pb2.RecordVaultReflectionRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.VaultReflectionRun.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListVaultReflections(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/ListVaultReflections',
+            gateway_dot_v1_dot_kb__pb2.ListVaultReflectionsRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.ListVaultReflectionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevertVaultReflection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/RevertVaultReflection',
+            gateway_dot_v1_dot_kb__pb2.RevertVaultReflectionRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.RevertVaultReflectionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -50,7 +50,7 @@ from services.kb.vault.note_index import merge_hits
 from services.kb.vault.notes import NoteExists, NoteMissing
 from services.kb.vault.registry_base import SharedVaults
 from services.kb.vault.unpromote import check_write
-from services.kb.vault_servicer import VaultViews
+from services.kb.vault_servicer import VaultReflection, VaultViews
 
 pb = kb_pb2
 log = structlog.get_logger()
@@ -122,8 +122,9 @@ def _entry(e: EntryRow) -> kb_pb2.ArchiveEntry:
                            provenance=e.provenance, lifecycle=_life(e.life))
 
 
-class Knowledge(VaultViews, kb_pb2_grpc.KnowledgeServicer):
-    """gateway.v1.Knowledge; the vault's read views (ListSharedNotes, GetVaultGraph) are ``VaultViews``."""
+class Knowledge(VaultViews, VaultReflection, kb_pb2_grpc.KnowledgeServicer):
+    """gateway.v1.Knowledge; the vault's read views (ListSharedNotes, GetVaultGraph) are ``VaultViews``,
+    its weekly reflection's five internal calls ``VaultReflection``."""
 
     def __init__(self, archives: Archives, vaults: SharedVaults[Any], auth: Callable[[], Authenticator]) -> None:
         """``auth`` gives the authenticator in force (it changes when config.json is reloaded)."""

@@ -77,6 +77,11 @@ ACCESS: dict[str, str] = {
     "gateway.v1.Knowledge.CollectVault": WRITE,
     "gateway.v1.Knowledge.PromoteFact": WRITE,
     "gateway.v1.Knowledge.UndoPromotion": WRITE,
+    "gateway.v1.Knowledge.PlanVaultReflection": WRITE,
+    "gateway.v1.Knowledge.MergeVaultNotes": WRITE,
+    "gateway.v1.Knowledge.RecordVaultReflection": WRITE,
+    "gateway.v1.Knowledge.ListVaultReflections": READ,
+    "gateway.v1.Knowledge.RevertVaultReflection": WRITE,
     "gateway.v1.Sessions.RegisterSession": WRITE,
     "gateway.v1.Sessions.ReportState": WRITE,
     "gateway.v1.Sessions.EndSession": WRITE,
@@ -94,6 +99,13 @@ SCOPE_FILTERED = frozenset({"gateway.v1.Sessions.ListAgents"})
 # call (an agent just removed must not fail the others): for a key whose scope covers every id,
 # the unknown agent is allowed. An id outside a scoped key's scope still fails the call (403).
 UNKNOWN_ANSWERED = frozenset({"gateway.v1.Dreaming.GetDreamSummaries"})
+# RPCs only the suite's own services may call (the vault's weekly reflection steps, which name a
+# project, not an agent): every API key is refused (403) whatever its scope; the internal token is allowed.
+INTERNAL_ONLY = frozenset({
+    "gateway.v1.Knowledge.PlanVaultReflection", "gateway.v1.Knowledge.MergeVaultNotes",
+    "gateway.v1.Knowledge.RecordVaultReflection", "gateway.v1.Knowledge.ListVaultReflections",
+    "gateway.v1.Knowledge.RevertVaultReflection",
+})
 
 NOTE = "# Matrix note\n\n- first line of the note\n- second line of the note\n"
 ABSENT_RUN = "20260101T000000Z-abcd"  # well-formed ids of nothing: a denied case never reaches the lookup
@@ -238,6 +250,17 @@ REQUESTS: dict[str, Builder] = {
     "gateway.v1.Knowledge.PromoteFact": lambda p, a, r: {"topic": p.unique("matrix-topic"), "content": "- the matrix promoted this fact"},
     "gateway.v1.Knowledge.UndoPromotion": lambda p, a, r: {"write": kb_pb2.PromotionWrite(  # a note that is not there: gone
         note=p.unique("matrix-unpromoted"), project="global", kind="created", added="- x\n", block="- x\n", hash_after="0" * 64)},
+    # the reflection's steps on the vault of project global: a claim that lapses at once, a merge its run
+    # does not hold the claim for (FAILED_PRECONDITION), a no-op run recorded, the list, no run to revert
+    "gateway.v1.Knowledge.PlanVaultReflection": lambda p, a, r: {"project": "global", "run_id": p.unique("R-matrix"),
+                                                                 "claim_seconds": 1, "max_clusters": 1},
+    "gateway.v1.Knowledge.MergeVaultNotes": lambda p, a, r: {
+        "project": "global", "run_id": "R-matrix-absent", "cluster_id": "C-000000000000", "name": "matrix-merged",
+        "content": NOTE, "replaces": ["matrix-merged"], "expected_sha256": {"matrix-merged": "0" * 64}, "dry_run": True},
+    "gateway.v1.Knowledge.RecordVaultReflection": lambda p, a, r: {"project": "global", "run_id": p.unique("R-matrix"),
+                                                                   "mode": "auto", "trigger": "manual", "status": "noop"},
+    "gateway.v1.Knowledge.ListVaultReflections": lambda p, a, r: {"project": "global"},
+    "gateway.v1.Knowledge.RevertVaultReflection": lambda p, a, r: {"project": "global", "run_id": "R-matrix-absent"},
     "gateway.v1.Sessions.RegisterSession": lambda p, a, r: {"session_id": p.unique("matrix-new-session"), "state": watcher_pb2.SESSION_STATE_IDLE},
     "gateway.v1.Sessions.ReportState": lambda p, a, r: {"session_id": p.session(a) if r else "matrix-absent", "state": watcher_pb2.SESSION_STATE_BUSY},
     "gateway.v1.Sessions.EndSession": lambda p, a, r: {"session_id": p.session(a) if r else "matrix-absent"},

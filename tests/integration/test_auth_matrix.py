@@ -55,7 +55,8 @@ import anyio
 import grpc
 import httpx
 import pytest
-from auth_matrix_support import ACCESS, READ, SCOPE_FILTERED, UNKNOWN_ANSWERED, Prep, all_methods, request_fields
+from auth_matrix_support import (
+    ACCESS, INTERNAL_ONLY, READ, SCOPE_FILTERED, UNKNOWN_ANSWERED, Prep, all_methods, request_fields)
 from dreaming_support import dreaming, reviewer
 from google.protobuf import json_format, message_factory
 from hardening_report import record
@@ -129,6 +130,8 @@ def table(rows: list[Outcome]) -> str:
 
 
 def _expected(column: Column, full_name: str) -> str:
+    if full_name in INTERNAL_ONLY and column.key is not None and column.key != "wrong":
+        return "403"
     if full_name in SCOPE_FILTERED and column.key is not None and column.key != "wrong":
         return "allowed"
     if full_name in UNKNOWN_ANSWERED and column.name == "unknown agent, * key":

@@ -209,6 +209,11 @@ def _resolve(target: str, names: set[str], folded: dict[str, list[str]]) -> str 
     return None
 
 
+def contradictions(parsed: list[ParsedNote]) -> list[Contradiction]:
+    """The contradictions among ``parsed`` (module docstring), as the contradictions report finds them."""
+    return _contradictions(parsed)
+
+
 def _contradictions(parsed: list[ParsedNote]) -> list[Contradiction]:
     by_id: dict[str, list[Claim]] = {}
     for note in parsed:

@@ -10,6 +10,10 @@ What a vault keeps of a note's text, and what happens to each on an apply:
   the text it removed and added, its block and a folded twin; those fields are scrubbed the same way
   (``scrub_write``). Their hashes then name text that is no longer anywhere: an undo of such a
   promotion takes the scrubbed block out when it still stands verbatim, else leaves the note.
+- **The weekly reflection's journal and audit** (``kb_reflection_merges`` and ``kb_reflection_audit`` /
+  ``reflection_merges`` and ``reflection_audit``): every text in a merge's entry (the notes' bytes
+  before and after, the lines pruned) and in a run's record (proposals' content, reasons) is scrubbed
+  the same way (``scrub_json``); a revert then puts back the scrubbed bytes.
 - **The graph reports** (``reports/*.md``, SQLite backend): scrubbed like notes; a vault with
   ``graph: true`` rebuilds them after the writes anyway.
 - **The index's bytes**: the backend's purge (``purge.purge_bytes``; ``VACUUM (FULL)`` for PostgreSQL).
@@ -29,7 +33,7 @@ from gateway.atomic import WriteConflict, write_atomic
 from gateway.errors import FailedPrecondition
 from gateway.forgetting import Target
 from services.kb.index.purge import Place, StoreForget, index_places, named, scrub_old_paths, text_place
-from services.kb.vault import sqlite_rows
+from services.kb.vault import sqlite_reflection, sqlite_rows
 from services.kb.vault.names import name_from_path, note_path
 from services.kb.vault.note_index import REPORTS_DIR, reindex_notes
 from services.kb.vault.sqlite_store import SqliteVaultStore
@@ -132,6 +136,27 @@ def scrub_write(raw: str, target: Target, tombstone_id: str) -> tuple[str, int]:
     return (json.dumps(write) if total else raw), total
 
 
+def scrub_json(raw: str, target: Target, tombstone_id: str) -> tuple[str, int]:
+    """A JSON document (a merge's journal entry, a run's record) with every string value scrubbed, and
+    how many matches were replaced; ``raw`` unchanged when none. Keys (note names) are kept."""
+    total = 0
+
+    def walk(value: Any) -> Any:
+        nonlocal total
+        if isinstance(value, str):
+            new, count = target.scrub(value, tombstone_id)
+            total += count
+            return new
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    scrubbed = walk(json.loads(raw))
+    return (json.dumps(scrubbed) if total else raw), total
+
+
 def forget_sqlite(store: SqliteVaultStore, target: Target, tombstone_id: str, apply: bool) -> StoreForget:
     """The SQLite vault's notes, promotion records and graph reports (module docstring), and the notes
     only its index still holds (changed or removed by hand since), which an apply reindexes; ``left``
@@ -148,6 +173,9 @@ def forget_sqlite(store: SqliteVaultStore, target: Target, tombstone_id: str, ap
     count = sqlite_rows.forget_promotions(store.conn, lambda raw: scrub_write(raw, target, tombstone_id), apply)
     if count:
         result.places.append(Place("kb_promotions", "table", count))
+    count = sqlite_reflection.forget(store.conn, lambda raw: scrub_json(raw, target, tombstone_id), apply)
+    if count:
+        result.places.append(Place("kb_reflection", "table", count))
     if apply:  # the index agrees with the files again (a note changed or removed by hand since it was indexed)
         stale = [name for name in (name_from_path(p.where) for p in index_places(store.conn, target, "note")) if name]
         if stale:

@@ -50,7 +50,7 @@ from gateway.config import VaultGcSettings
 from gateway.errors import GatewayError
 from services.kb.index.entries import entry_hash
 from services.kb.vault import retirement
-from services.kb.vault.names import note_path, retired_name, validate_name
+from services.kb.vault.names import is_reserved, note_path, retired_name, validate_name
 from services.kb.vault.store import NoteState, VaultStore
 
 DAY_S: Final = 86_400
@@ -131,6 +131,8 @@ def plan(
     due: list[Due] = []
     skipped: list[str] = []
     for name, mtime in live.items():
+        if is_reserved(name):  # the pruned archive: the reflection's, never idle
+            continue
         st = states.get(name, NoteState())
         idle = now_s - max(mtime, st.last_retrieved or mtime)
         if idle <= limit or name in restore:

@@ -1,7 +1,7 @@
 """The notes of a vault as a list a person reads (docs/concepts/vault.md "Shared vault", Listing the notes).
 
 Pure domain code over the vault's store: every note whose name is a valid note name (``names``;
-others cannot be read by name, so they are not listed), sorted by name in code point order,
+others cannot be read by name, so they are not listed) but the vault's pruned archive (``names.PRUNED_ARCHIVE``), sorted by name in code point order,
 paged by the last name of the previous page. Each note on the page is read once, its first
 ``HEAD_BYTES`` only: its title (the frontmatter ``title``, else the first ``# `` heading),
 its provenance as the index gives it (``note_index.classify_note``) and, for a retired note,
@@ -18,7 +18,7 @@ from gateway.errors import GatewayError
 from services.kb.graph.parse import parse_note
 from services.kb.index.chunking import split_lines
 from services.kb.index.entries import parse_frontmatter
-from services.kb.vault.names import is_retired, note_path, validate_name
+from services.kb.vault.names import is_reserved, is_retired, note_path, validate_name
 from services.kb.vault.note_index import classify_note
 from services.kb.vault.retirement import read_marker
 from services.kb.vault.store import VaultStore
@@ -54,7 +54,7 @@ def names(store: VaultStore, *, include_retired: bool) -> list[str]:
 
 def _listable(name: str) -> bool:
     try:
-        return validate_name(name, allow_retired=True) == name
+        return validate_name(name, allow_retired=True) == name and not is_reserved(name)
     except GatewayError:
         return False
 

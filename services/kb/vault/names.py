@@ -42,6 +42,9 @@ from gateway.errors import InvalidArgument
 MAX_NAME_CHARS: Final = 120
 MAX_NAME_BYTES: Final = 200
 RETIRED_PREFIX: Final = "stale__"
+RESERVED_PREFIX: Final = "pruned__"
+PRUNED_ARCHIVE: Final = "pruned__archive"
+PRUNED_UNTRUSTED: Final = "pruned__untrusted"  # the archive of lines from untrusted notes (provenance: untrusted)
 NOTES_DIR: Final = "notes"
 NOTE_SUFFIX: Final = ".md"
 
@@ -72,7 +75,15 @@ def validate_name(raw: str, *, allow_retired: bool = False) -> str:
         raise InvalidArgument("a shared note name must not start with '.'")
     if name.startswith(RETIRED_PREFIX) and not allow_retired:
         raise InvalidArgument(f"names starting with {RETIRED_PREFIX!r} are reserved for retired notes")
+    if name.startswith(RESERVED_PREFIX) and not allow_retired:
+        raise InvalidArgument(f"names starting with {RESERVED_PREFIX!r} are reserved for the vault's pruned archive")
     return name
+
+
+def is_reserved(name: str) -> bool:
+    """Whether ``name`` is the vault's own (the pruned archive, retired or not): never a note to list,
+    cluster, merge or retire."""
+    return live_name(name).startswith(RESERVED_PREFIX)
 
 
 def is_retired(name: str) -> bool:

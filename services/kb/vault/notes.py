@@ -60,7 +60,7 @@ import structlog
 
 from gateway.atomic import WriteConflict
 from gateway.errors import AlreadyExists, InvalidArgument, NotFound
-from services.kb.vault.names import is_retired, live_name, retired_name, validate_name
+from services.kb.vault.names import is_reserved, is_retired, live_name, retired_name, validate_name
 from services.kb.vault.retirement import fold
 from services.kb.vault.similar import RelatedNote, find_similar
 from services.kb.vault.store import VaultStore
@@ -243,6 +243,9 @@ def update(store: VaultStore, name: str, content: str, *, confirm: bool = False)
         raise InvalidArgument(
             f"{name!r} is a retired note and read-only; create or update {live_name(name)!r} to bring it back"
         )
+    if is_reserved(name):
+        raise InvalidArgument(f"{name!r} is the vault's pruned archive: the weekly reflection appends to it, "
+                              "nothing else writes it")
     check_size(content)
     for attempt in range(1, UPDATE_ATTEMPTS + 1):
         old_bytes = store.read(name)

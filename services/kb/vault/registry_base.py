@@ -49,6 +49,7 @@ class SharedVaults(ABC, Generic[V]):
         uses any more stays open until shutdown; its graph reports follow the agents that use it."""
         agents = list(agents)
         self._settings = {a.id: a.knowledge.shared for a in agents}
+        self._homes = {a.id: a.home for a in agents}
         self._records = {a.id: a.dreaming.staleness.record_retrievals for a in agents}
         graphs: dict[Hashable, tuple[SharedSettings, bool]] = {}
         for shared in self._settings.values():
@@ -81,6 +82,27 @@ class SharedVaults(ABC, Generic[V]):
                 f"shared KB disabled for agent {agent_id!r} (gateway.knowledge.shared.enabled is false)"
             )
         return self._vaults[self._key(shared)]
+
+    def _by_project(self, project: str) -> V:
+        """The vault of ``project`` (the weekly reflection's calls name it, not an agent); FailedPrecondition
+        when no agent has its shared KB on with that project."""
+        for shared in self._settings.values():
+            if shared.enabled and shared.project == project:
+                return self._vaults[self._key(shared)]
+        raise FailedPrecondition(f"no shared vault of project {project!r}: no agent has gateway.knowledge.shared "
+                                 "enabled with that project")
+
+    def sharers(self, project: str) -> list[tuple[str, Path]]:
+        """``(agent id, home)`` of every agent whose shared KB is on with ``project``, by id."""
+        return sorted((agent_id, self._homes[agent_id]) for agent_id, shared in self._settings.items()
+                      if shared.enabled and shared.project == project)
+
+    async def reflect(self, project: str, op: Callable[[VaultStore, datetime], T]) -> T:
+        """``op(store, now)`` as one write decision on ``project``'s vault (the weekly reflection's steps,
+        ``vault.reflection``); FailedPrecondition when there is no such vault."""
+        v = self._by_project(project)
+        now = self._clock()
+        return await self._write(v, lambda store: op(store, now))
 
     def require(self, agent_id: str) -> None:
         """FailedPrecondition when ``agent_id``'s shared KB is off (before a call that does more first)."""

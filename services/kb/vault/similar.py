@@ -16,7 +16,7 @@ docs/architecture.md "Limits and defaults": a near-duplicate check on the leadin
 2. **Recall.** One OR-match FTS5 query of the seed stems as quoted prefix terms
    (``"backup"* OR "nightly"* …``) over the vault index, ranked by bm25; the
    first ``CANDIDATE_POOL`` (10) distinct notes it finds are candidates. Retired
-   ``stale__*`` notes and the names in ``exclude`` are never candidates.
+   ``stale__*`` notes, the vault's pruned archive and the names in ``exclude`` are never candidates.
 3. **Bar.** A candidate's score is the share of seed stems found among the
    stems of its *full* note file (not only the chunk that matched). It is
    related when it holds at least ``SIMILARITY_THRESHOLD`` (40%) of the seed,
@@ -43,7 +43,7 @@ from services.kb.index.chunking import split_lines
 from services.kb.index.entries import normalise, parse_frontmatter
 from services.kb.index.hits import make_snippet
 from gateway.errors import GatewayError
-from services.kb.vault.names import RETIRED_PREFIX
+from services.kb.vault.names import RETIRED_PREFIX, is_reserved
 from services.kb.vault.store import VaultStore
 
 SEED_TERM_BUDGET: Final = 12
@@ -142,7 +142,7 @@ def _candidates(store: VaultStore, seed: list[str], exclude: set[str]) -> list[t
     """(name, matching chunk text) of the first CANDIDATE_POOL notes the OR-match recalls."""
     found: dict[str, str] = {}
     for name, text in store.recall(seed, _RECALL_ROWS):
-        if name.startswith(RETIRED_PREFIX) or name in exclude or name in found:
+        if name.startswith(RETIRED_PREFIX) or is_reserved(name) or name in exclude or name in found:
             continue
         found[name] = text
         if len(found) >= CANDIDATE_POOL:

@@ -28,9 +28,10 @@ from gateway.config import ArchiveSettings
 from gateway.errors import FailedPrecondition
 from services.kb.archive.retrieval_log import Retrieved
 from services.kb.index.search import SearchResult
-from services.kb.vault import note_index, sqlite_rows
+from services.kb.vault import note_index, sqlite_reflection, sqlite_rows
 from services.kb.vault.names import NOTE_SUFFIX, NOTES_DIR, is_retired, live_name, name_from_path
-from services.kb.vault.store import Ages, Authors, Claim, NoteStat, NoteState, PromotionRecord, Writer
+from services.kb.vault.store import (
+    Ages, Authors, Claim, MergeJournal, NoteStat, NoteState, PromotionRecord, ReflectionAudit, ReflectionState, Writer)
 
 RECALL_SQL: Final = (
     "SELECT s.path, c.text FROM kb_chunks_fts f JOIN kb_chunks c ON c.id = f.rowid "
@@ -248,3 +249,31 @@ class SqliteVaultStore:
 
     def finish_day(self, summary: str) -> None:
         sqlite_rows.finish_day(self.conn, summary)
+
+    # --- the weekly reflection (``sqlite_reflection``) --------------------------------------
+    def claim_reflection(self, run_id: str, now: float, expires_at: float) -> str:
+        return sqlite_reflection.claim(self.conn, run_id, now, expires_at)
+
+    def reflection_state(self) -> ReflectionState:
+        return sqlite_reflection.state(self.conn)
+
+    def set_reflection_plan(self, run_id: str, plan: dict[str, dict[str, object]]) -> None:
+        sqlite_reflection.set_plan(self.conn, run_id, plan)
+
+    def finish_reflection(self, run: ReflectionAudit, watermark: str | None, reviewed: Sequence[str]) -> None:
+        sqlite_reflection.finish(self.conn, run, watermark, reviewed)
+
+    def add_reflection_audit(self, record: ReflectionAudit) -> None:
+        sqlite_reflection.add_audit(self.conn, record)
+
+    def reflection_audit(self, limit: int, run_id: str = "") -> list[ReflectionAudit]:
+        return sqlite_reflection.audit(self.conn, limit, run_id)
+
+    def journal_merge(self, merge: MergeJournal) -> None:
+        sqlite_reflection.journal(self.conn, merge)
+
+    def drop_merge(self, merge_id: str) -> None:
+        sqlite_reflection.drop(self.conn, merge_id)
+
+    def merges(self, run_id: str) -> list[MergeJournal]:
+        return sqlite_reflection.merges(self.conn, run_id)

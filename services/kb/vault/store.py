@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from gateway.errors import CommandError
@@ -101,6 +101,43 @@ class PromotionRecord:
     at: float = 0.0
     undone_at: float | None = None
     undo_outcome: str = ""
+
+
+@dataclass(frozen=True)
+class ReflectionState:
+    """The weekly reflection's row of the vault (docs/concepts/vault.md "Weekly reflection"): the run
+    holding the claim ("" when none) and until when (epoch s), the clusters it planned (id → the
+    cluster's notes and its signature, ``{"notes": [...], "sig": "..."}``), the watermark (the
+    revision at the end of the last run that set it; "" before the first) and the signatures of the
+    clusters reviewed and left since (not planned again while their notes are unchanged)."""
+
+    claim_run: str = ""
+    claim_expires: float = 0.0
+    plan: dict[str, dict[str, object]] = field(default_factory=dict)
+    watermark: str = ""
+    reviewed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReflectionAudit:
+    """One record of the vault's reflection audit: a run (``kind`` "run") or a revert ("revert") of
+    run ``run_id``, when (epoch s), and what it recorded (JSON-ready)."""
+
+    kind: str
+    run_id: str
+    at: float
+    record: dict[str, object]
+
+
+@dataclass(frozen=True)
+class MergeJournal:
+    """One applied merge of a reflection run, with what undoes it (``entry``: the merged note's name,
+    whether it was created, every touched note's bytes before and after as text; JSON-ready)."""
+
+    merge_id: str
+    run_id: str
+    at: float
+    entry: dict[str, object]
 
 
 class VaultStore(Protocol):
@@ -223,6 +260,46 @@ class VaultStore(Protocol):
 
     def finish_day(self, summary: str) -> None:
         """Keep the summary of the day's GC run (``claim_day`` answers it for the rest of the day)."""
+        ...
+
+    # --- the weekly reflection (docs/concepts/vault.md "Weekly reflection") ----------------------
+    def claim_reflection(self, run_id: str, now: float, expires_at: float) -> str:
+        """In one transaction: the run holding an unexpired claim (at ``now``) other than ``run_id``, and
+        nothing changed; else "" and the claim is ``run_id``'s until ``expires_at`` (its plan cleared
+        unless ``run_id`` held it already)."""
+        ...
+
+    def reflection_state(self) -> ReflectionState:
+        """The vault's reflection row (a default one before the first claim)."""
+        ...
+
+    def set_reflection_plan(self, run_id: str, plan: dict[str, dict[str, object]]) -> None:
+        """Keep ``plan`` as the clusters of ``run_id``'s claim; nothing when another run holds it."""
+        ...
+
+    def finish_reflection(self, run: ReflectionAudit, watermark: str | None, reviewed: Sequence[str]) -> None:
+        """In one transaction: ``run`` appended to the audit, the watermark set (None: kept), the reviewed
+        signatures replaced by ``reviewed``, and the claim released when ``run.run_id`` holds it."""
+        ...
+
+    def add_reflection_audit(self, record: ReflectionAudit) -> None:
+        """Append ``record`` to the vault's reflection audit."""
+        ...
+
+    def reflection_audit(self, limit: int, run_id: str = "") -> list[ReflectionAudit]:
+        """The audit's records, newest first, at most ``limit`` (only ``run_id``'s when given)."""
+        ...
+
+    def journal_merge(self, merge: MergeJournal) -> None:
+        """Keep ``merge`` in the run's journal (replacing one of the same id)."""
+        ...
+
+    def drop_merge(self, merge_id: str) -> None:
+        """Take merge ``merge_id`` out of the journal (it was undone before it finished)."""
+        ...
+
+    def merges(self, run_id: str) -> list[MergeJournal]:
+        """The journal of ``run_id``, in the order the merges were applied."""
         ...
 
 

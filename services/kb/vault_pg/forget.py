@@ -1,4 +1,5 @@
-"""A forget in a PostgreSQL vault (docs/concepts/vault.md "Forget"): the notes and promotion records as
+"""A forget in a PostgreSQL vault (docs/concepts/vault.md "Forget"): the notes, promotion records and the
+weekly reflection's journal and audit as
 the SQLite vault does them (``vault.forget``), then the bytes.
 
 A row PostgreSQL updates is a new row version; the old one stays in the table's pages (and its TOAST
@@ -20,10 +21,10 @@ import psycopg
 from gateway.errors import FailedPrecondition
 from gateway.forgetting import Target
 from services.kb.index.purge import Place, Purge, StoreForget
-from services.kb.vault.forget import forget_notes, note_names, scrub_write
+from services.kb.vault.forget import forget_notes, note_names, scrub_json, scrub_write
 from services.kb.vault_pg.store import PostgresVaultStore
 
-TABLES: Final = ("notes", "promotions")  # the rest (retrieval log, lifecycle, GC days) holds names, hashes and times
+TABLES: Final = ("notes", "promotions", "reflection_merges", "reflection_audit")  # the rest (retrieval log, lifecycle, GC days) holds names, hashes and times
 
 
 def forget_postgres(store: PostgresVaultStore, target: Target, tombstone_id: str, apply: bool) -> StoreForget:
@@ -34,6 +35,9 @@ def forget_postgres(store: PostgresVaultStore, target: Target, tombstone_id: str
     count = store.forget_promotions(lambda raw: scrub_write(raw, target, tombstone_id), apply)
     if count:
         result.places.append(Place("promotions", "table", count))
+    count = store.forget_reflection(lambda raw: scrub_json(raw, target, tombstone_id), apply)
+    if count:
+        result.places.append(Place("reflection", "table", count))
     return result
 
 

@@ -41,8 +41,10 @@ from services.kb.index.provenance import classify
 from services.kb.index.query import has_unsegmented
 from services.kb.index.search import SearchResult, clamp_limit
 from services.kb.vault.names import RETIRED_PREFIX, is_retired, live_name, note_path
-from services.kb.vault.store import Ages, Authors, Claim, NoteStat, NoteState, PromotionRecord, Writer
+from services.kb.vault.store import (
+    Ages, Authors, Claim, MergeJournal, NoteStat, NoteState, PromotionRecord, ReflectionAudit, ReflectionState, Writer)
 from services.kb.vault_pg import fts
+from services.kb.vault_pg import reflection as pg_reflection
 from services.kb.vault_pg import rows as pg_rows
 from services.kb.vault_pg.pool import Conn, connection, reachable
 from services.kb.vault_pg.schema import lock_vault
@@ -363,6 +365,11 @@ class PostgresVaultStore:
         with self._tx() as conn:
             return pg_rows.forget_promotions(conn, self._project, scrub, apply)
 
+    def forget_reflection(self, scrub: Callable[[str], tuple[str, int]], apply: bool) -> int:
+        """``reflection.forget`` over this vault's reflection journal and audit."""
+        with self._tx() as conn:
+            return pg_reflection.forget(conn, self._project, scrub, apply)
+
     def vacuum_full(self, tables: Sequence[str]) -> tuple[int, int]:
         """``VACUUM (FULL)`` of ``tables`` (of the vault's schema) on a connection outside any transaction,
         without the statement timeout (it rewrites every row of every vault); their bytes on disk (with
@@ -416,3 +423,40 @@ class PostgresVaultStore:
         with self._tx() as conn:
             pg_rows.finish_day(conn, self._project, summary)
 
+
+    # --- the weekly reflection (``reflection``) ---------------------------------------------
+    def claim_reflection(self, run_id: str, now: float, expires_at: float) -> str:
+        with self._tx() as conn:
+            return pg_reflection.claim(conn, self._project, run_id, now, expires_at)
+
+    def reflection_state(self) -> ReflectionState:
+        with self._conn() as conn:
+            return pg_reflection.state(conn, self._project)
+
+    def set_reflection_plan(self, run_id: str, plan: dict[str, dict[str, object]]) -> None:
+        with self._tx() as conn:
+            pg_reflection.set_plan(conn, self._project, run_id, plan)
+
+    def finish_reflection(self, run: ReflectionAudit, watermark: str | None, reviewed: Sequence[str]) -> None:
+        with self._tx() as conn:
+            pg_reflection.finish(conn, self._project, run, watermark, reviewed)
+
+    def add_reflection_audit(self, record: ReflectionAudit) -> None:
+        with self._tx() as conn:
+            pg_reflection.add_audit(conn, self._project, record)
+
+    def reflection_audit(self, limit: int, run_id: str = "") -> list[ReflectionAudit]:
+        with self._conn() as conn:
+            return pg_reflection.audit(conn, self._project, limit, run_id)
+
+    def journal_merge(self, merge: MergeJournal) -> None:
+        with self._tx() as conn:
+            pg_reflection.journal(conn, self._project, merge)
+
+    def drop_merge(self, merge_id: str) -> None:
+        with self._tx() as conn:
+            pg_reflection.drop(conn, self._project, merge_id)
+
+    def merges(self, run_id: str) -> list[MergeJournal]:
+        with self._conn() as conn:
+            return pg_reflection.merges(conn, self._project, run_id)

@@ -9,9 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from gateway.config import build
 from gateway.config_model import VaultPostgresSettings
+from gateway.errors import FailedPrecondition
 from services.kb.vault.gc import NoteRef
+from services.kb.vault.reflection import merge as merging
+from services.kb.vault.reflection import runs
+from services.kb.vault.reflection.plan import plan
 from services.kb.vault_pg.registry import PostgresVaults
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -47,3 +53,35 @@ def test_the_postgres_vaults_answer_as_the_sqlite_ones(tmp_path: Path, pg_dsn: s
         vaults.close()
         executor.shutdown()
     assert vaults.roots() == {} and not (tmp_path / "shared").exists()
+
+
+def test_the_weekly_reflection_runs_on_the_postgres_vaults_by_project(tmp_path: Path, pg_dsn: str) -> None:
+    config = build({"agents": [{"id": "carol", "knowledge": {"shared": {"project": "reflecting"}}}]}, tmp_path)
+    executor = ThreadPoolExecutor(max_workers=4)
+    vaults = PostgresVaults(config.agents, executor, VaultPostgresSettings(dsn=pg_dsn), {}, clock=lambda: NOW)
+
+    async def scenario() -> None:
+        await vaults.create("carol", "kiln", "The kiln fires at noon.\n", False, "admin")
+        await vaults.create("carol", "glaze", "Celadon glaze needs the [[kiln]].\n", False, "admin")
+        assert vaults.sharers("reflecting") == [("carol", tmp_path)]
+        with pytest.raises(FailedPrecondition):
+            await vaults.reflect("elsewhere", lambda store, now: None)
+        planned = await vaults.reflect("reflecting", lambda store, now: plan(store, "R-pg", now.timestamp()))
+        [cluster] = planned.clusters
+        request = merging.check(merging.MergeRequest(
+            "R-pg", cluster.id, "kiln", "The kiln fires at noon.\nCeladon glaze needs it.\n", ("kiln", "glaze"),
+            {n.name: n.sha256 for n in cluster.notes}))
+        done = await vaults.reflect("reflecting", lambda store, now: merging.merge(store, request, now, lambda c: ""))
+        assert done.outcome == "merged" and done.retired == ("glaze",)
+        assert (await vaults.get("carol", "stale__glaze")).retired
+        await vaults.reflect("reflecting", lambda store, now: runs.record(
+            store, runs.RunRecord("R-pg", "auto", "manual", "ok"), now.timestamp()))
+        reverted = await vaults.reflect("reflecting", lambda store, now: runs.revert(store, "", True, now.timestamp()))
+        assert reverted.restored == ("glaze", "kiln") and (await vaults.get("carol", "glaze")).content == (
+            "Celadon glaze needs the [[kiln]].\n")
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        vaults.close()
+        executor.shutdown()

@@ -1,0 +1,293 @@
+"""The plan of a weekly reflection run: the claim, the revision against the watermark, and the clusters
+(docs/concepts/vault.md "Weekly reflection", Clusters and The watermark and the claim).
+
+Pure domain code over the vault's store (``store.VaultStore``), run as one write decision of the vault.
+
+1. **Claim** (``claim_reflection``): the run lock across hosts and processes. While another run's claim
+   has not expired the answer is ``busy`` and nothing else happens.
+2. **Revision**: SHA-256 over every note kept (retired ones and the pruned archive included), name and
+   bytes, in name order. Equal to the watermark: ``unchanged``, no cluster is built.
+3. **Notes**: the live notes whose name is a valid note name, that are UTF-8, and that the GC could move
+   (``ages``: on SQLite a symbolic link is not one); never a retired note or the pruned archive.
+4. **Edges**: a ``[[wikilink]]`` between two such notes (``graph.parse.extract_links``; an exact name,
+   else a unique case-insensitive match), and a near-duplicate pair: a note's seed (``similar``: its
+   rarest leading topic words) recalled over the vault, a candidate joining it when it clears
+   promotion's **merge bar** (``promotion``: half the seed words, at least 3, carrying 60% of their
+   weight).
+5. **Clusters**: the connected components of two notes or more. One whose notes hold more than
+   ``max_cluster_bytes`` is cut, oldest notes first, into consecutive windows that each fit (a note over
+   it alone is in none; a window of one note is not a cluster), each window a cluster of its own, so a
+   large component is reviewed a window at a time over the weeks. Each cluster gets its id (``C-`` and 12 hex digits of the hash of its sorted names), its signature (the hash of its
+   notes' names and SHA-256s) and its contradiction (``graph.build.contradictions`` over the notes'
+   frontmatter claims). A cluster whose signature a run reviewed and left is not planned again while its
+   notes are unchanged. Ordered by size (largest first), then age (the oldest last change first), then
+   id; the first ``max_clusters`` are planned and kept with the claim (``set_reflection_plan``), so a merge
+   names only notes of its cluster; ``remaining`` counts the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from gateway.errors import GatewayError
+from services.kb.graph.build import contradictions
+from services.kb.graph.parse import extract_links, parse_note
+from services.kb.vault.names import is_reserved, is_retired, validate_name
+from services.kb.vault.promotion import MERGE_CONTAINMENT, MERGE_MIN_TERMS, MERGE_WEIGHT, required_terms
+from services.kb.vault.similar import CANDIDATE_POOL, LEADING_TERMS, SEED_TERM_BUDGET, body_text, seed_terms, stems
+from services.kb.vault.store import VaultStore
+
+DEFAULT_CLUSTERS: Final = 20
+DEFAULT_CLUSTER_BYTES: Final = 60_000
+DEFAULT_CLAIM_S: Final = 3_600
+MAX_REVIEWED: Final = 5_000  # signatures of reviewed clusters kept (the newest)
+_RECALL_ROWS: Final = 200
+
+
+@dataclass(frozen=True)
+class PlanNote:
+    name: str
+    content: str
+    sha256: str
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Cluster:
+    id: str
+    notes: tuple[PlanNote, ...]
+    joined_by: str
+    contradiction: str
+    cut: bool
+    signature: str
+    size: int  # notes in the whole component (before the cut)
+
+
+@dataclass(frozen=True)
+class Plan:
+    project: str
+    revision: str = ""
+    watermark: str = ""
+    unchanged: bool = False
+    busy_with: str = ""
+    clusters: tuple[Cluster, ...] = ()
+    remaining: int = 0
+    notes: int = 0
+    reviewed_skipped: int = field(default=0, compare=False)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def revision(store: VaultStore, contents: dict[str, bytes] | None = None) -> str:
+    """The vault's revision (step 2); ``contents``: the notes read already, by name."""
+    digest = hashlib.sha256()
+    for name in store.names(include_retired=True):
+        data = contents[name] if contents is not None and name in contents else store.read(name)
+        if data is None:
+            continue
+        encoded = name.encode("utf-8")
+        digest.update(len(encoded).to_bytes(4, "big") + encoded + len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()
+
+
+def cluster_id(names: Iterable[str]) -> str:
+    return "C-" + sha256("\n".join(sorted(names)).encode("utf-8"))[:12]
+
+
+def signature(notes: Iterable[PlanNote]) -> str:
+    return sha256("\n".join(f"{n.name}\t{n.sha256}" for n in sorted(notes, key=lambda n: n.name)).encode("utf-8"))
+
+
+def _valid(name: str) -> bool:
+    try:
+        return validate_name(name) == name
+    except GatewayError:
+        return False
+
+
+class _Union:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        root = self.parent.setdefault(x, x)
+        while root != self.parent[root]:
+            root = self.parent[root]
+        while x != root:
+            self.parent[x], x = root, self.parent[x]
+        return root
+
+    def join(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+class _Weights:
+    """Seed words' counts in the vault, asked once each (``similar.choose_seed``, ``promotion.seed_weights``)."""
+
+    def __init__(self, store: VaultStore) -> None:
+        self._store = store
+        self._counts: dict[str, int] = {}
+        self._known = True
+        self.chunks = store.chunk_count()
+
+    def counts(self, terms: list[str]) -> dict[str, int] | None:
+        missing = [t for t in terms if t not in self._counts]
+        if missing and self._known:
+            found = self._store.term_counts(missing)
+            if found is None:
+                self._known = False
+            else:
+                self._counts.update(found)
+        return {t: self._counts.get(t, 0) for t in terms} if self._known else None
+
+    def seed(self, content: str) -> list[str]:
+        leading = seed_terms(content, LEADING_TERMS)
+        if len(leading) <= SEED_TERM_BUDGET:
+            return leading
+        counts = self.counts(leading)
+        if counts is None:
+            return leading[:SEED_TERM_BUDGET]
+        rank = {term: i for i, term in enumerate(leading)}
+        return sorted(sorted(leading, key=lambda t: (counts[t], rank[t]))[:SEED_TERM_BUDGET], key=rank.__getitem__)
+
+    def weights(self, seed: list[str]) -> dict[str, float]:
+        counts = self.counts(seed)
+        if counts is None or self.chunks is None:
+            return dict.fromkeys(seed, 1.0)
+        return {t: math.log1p(self.chunks / (1 + counts[t])) for t in seed}
+
+
+def _similar_pairs(store: VaultStore, notes: dict[str, PlanNote]) -> list[tuple[str, str]]:
+    """The near-duplicate pairs over the merge bar (step 4)."""
+    weights = _Weights(store)
+    held_by = {name: stems(body_text(n.content)) for name, n in notes.items()}
+    pairs: list[tuple[str, str]] = []
+    for name, note in notes.items():
+        seed = weights.seed(note.content)
+        need = required_terms(len(seed), MERGE_CONTAINMENT, MERGE_MIN_TERMS)
+        if need is None:
+            continue
+        weight = weights.weights(seed)
+        total = sum(weight.values())
+        seen: set[str] = set()
+        for other, _ in store.recall(seed, _RECALL_ROWS):
+            if other == name or other in seen or other not in notes:
+                continue
+            seen.add(other)
+            held = [t for t in seed if t in held_by[other]]
+            share = sum(weight[t] for t in held) / total if total > 0 else 0.0
+            if len(held) >= need and share >= MERGE_WEIGHT - 1e-9:
+                pairs.append((name, other))
+            if len(seen) >= CANDIDATE_POOL:
+                break
+    return pairs
+
+
+def _link_pairs(notes: dict[str, PlanNote]) -> list[tuple[str, str]]:
+    folded: dict[str, list[str]] = {}
+    for name in notes:
+        folded.setdefault(name.casefold(), []).append(name)
+    pairs = []
+    for name, note in notes.items():
+        for target in extract_links(note.content):
+            same = folded.get(target.casefold(), [])
+            resolved = target if target in notes else same[0] if len(same) == 1 else None
+            if resolved is not None and resolved != name:
+                pairs.append((name, resolved))
+    return pairs
+
+
+def _contradiction(notes: Iterable[PlanNote]) -> str:
+    found = contradictions([parse_note(n.name, n.content) for n in notes])
+    return "; ".join(
+        f"claim {c.claim_id!r}: {' and '.join(c.diverges)} differ between "
+        + ", ".join(sorted({repr(claim.note) for claim in c.claims})) for c in found)
+
+
+def _windows(members: list[PlanNote], max_bytes: int) -> list[list[PlanNote]]:
+    """``members`` oldest first (ties by name) in consecutive windows that each fit ``max_bytes``; a note
+    over it alone is in none, and a window of one note is dropped (step 5)."""
+    windows: list[list[PlanNote]] = [[]]
+    size = 0
+    for note in sorted(members, key=lambda n: (n.updated_at, n.name)):
+        length = len(note.content.encode("utf-8"))
+        if length > max_bytes:
+            continue
+        if size + length > max_bytes:
+            windows.append([])
+            size = 0
+        windows[-1].append(note)
+        size += length
+    return [w for w in windows if len(w) >= 2]
+
+
+def _notes(store: VaultStore, contents: dict[str, bytes]) -> dict[str, PlanNote]:
+    live = store.ages().live
+    found: dict[str, PlanNote] = {}
+    for name, data in contents.items():
+        if is_retired(name) or is_reserved(name) or name not in live or not _valid(name):
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        found[name] = PlanNote(name, text, sha256(data), live[name])
+    return found
+
+
+def clusters(store: VaultStore, notes: dict[str, PlanNote], max_bytes: int) -> list[Cluster]:
+    """Every cluster of ``notes`` (steps 4 and 5, before the reviewed ones and the cap), in plan order."""
+    union = _Union()
+    links, similar = _link_pairs(notes), _similar_pairs(store, notes)
+    for a, b in (*links, *similar):
+        union.join(a, b)
+    kinds: dict[str, set[str]] = {}
+    for kind, pairs in (("links", links), ("similar", similar)):
+        for a, _ in pairs:
+            kinds.setdefault(union.find(a), set()).add(kind)
+    members: dict[str, list[PlanNote]] = {}
+    for name in notes:
+        members.setdefault(union.find(name), []).append(notes[name])
+    found: list[Cluster] = []
+    for root, group in members.items():
+        if len(group) < 2:
+            continue
+        joined = "+".join(k for k in ("links", "similar") if k in kinds.get(root, set()))
+        for kept in _windows(group, max_bytes):
+            found.append(Cluster(cluster_id(n.name for n in kept), tuple(kept), joined, _contradiction(kept),
+                                 len(kept) < len(group), signature(kept), len(group)))
+    found.sort(key=lambda c: (-c.size, min(n.updated_at for n in c.notes), c.id))
+    return found
+
+
+def plan(store: VaultStore, run_id: str, now: float, max_clusters: int = 0, max_cluster_bytes: int = 0,
+         claim_seconds: int = 0) -> Plan:
+    """Claim the vault's reflection for ``run_id`` and plan it (module docstring). ``now``: epoch s."""
+    project = store.project
+    busy = store.claim_reflection(run_id, now, now + (claim_seconds or DEFAULT_CLAIM_S))
+    if busy:
+        return Plan(project, busy_with=busy)
+    contents = {name: data for name in store.names(include_retired=True) if (data := store.read(name)) is not None}
+    rev = revision(store, contents)
+    state = store.reflection_state()
+    notes = _notes(store, contents)
+    if rev == state.watermark:
+        store.set_reflection_plan(run_id, {})
+        return Plan(project, rev, state.watermark, unchanged=True, notes=len(notes))
+    reviewed = set(state.reviewed)
+    every = clusters(store, notes, max_cluster_bytes or DEFAULT_CLUSTER_BYTES)
+    todo = [c for c in every if c.signature not in reviewed]
+    cap = max_clusters or DEFAULT_CLUSTERS
+    planned = todo[:cap]
+    store.set_reflection_plan(run_id, {
+        c.id: {"notes": [n.name for n in c.notes], "sig": c.signature} for c in planned})
+    return Plan(project, rev, state.watermark, clusters=tuple(planned), remaining=len(todo) - len(planned),
+                notes=len(notes), reviewed_skipped=len(every) - len(todo))
