@@ -42,7 +42,7 @@ def test_the_week_of_an_instant_is_the_latest_slot_at_or_before_it() -> None:
     assert next_slot(at("2026-12-06T04:00:00"), SUNDAY_4, "team", 0) == (SUNDAY + timedelta(days=7), at("2026-12-13T04:00:00"))
     assert next_slot(at("2026-12-02T10:00:00"), SUNDAY_4, "team", 0) == (SUNDAY, at("2026-12-06T04:00:00"))
     with pytest.raises(ValueError, match="aware"):
-        week_of(datetime(2026, 12, 6), SUNDAY_4, "team", 0)  # noqa: DTZ001 - the naive instant refused
+        week_of(datetime(2026, 12, 6), SUNDAY_4, "team", 0)
 
 
 def test_a_zone_and_weekday_and_the_vaults_stagger_move_the_slot() -> None:
@@ -97,7 +97,7 @@ def ticks(scheduler: WeeklyScheduler, clock: Clock, *moments: datetime) -> list[
         for moment in moments:
             clock.now_at = moment
             out.append(scheduler.tick(moment))
-            task = scheduler._task  # noqa: SLF001 - the run started by this tick, awaited for the test
+            task = scheduler._task
             if task is not None:
                 await task
         return out
