@@ -3,7 +3,7 @@ scripted reviewer (tests/reviewers/reflect.py, which counts its calls): a cluste
 then reverted exactly; a merge that would drop facts refused; a contradicting cluster left for a person
 without a reviewer call; propose then accept; a vault unchanged since the last run costs no reviewer
 call; a note edited mid-run left alone; a hostile note telling the reviewer to merge everything changes
-nothing beyond its cluster.
+nothing beyond its cluster; a week missed while dreaming was down runs once when it starts.
 
 Each test has a vault of its own (one agent per project), so they do not see each other's notes.
 """
@@ -14,17 +14,18 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-from dreaming_support import CLI_TIMEOUT_S, client, dreaming, reviewer, start_suite
-from suite_support import ADMIN_KEY, Suite
+from dreaming_support import CLI_TIMEOUT_S, client, dreaming, restart, reviewer, start_suite
+from suite_support import ADMIN_KEY, Suite, wait_until
 
 pytestmark = pytest.mark.integration
 
-PROJECTS = ("auto", "drop", "contra", "propose", "noop", "edit", "hostile")
+PROJECTS = ("auto", "drop", "contra", "propose", "noop", "edit", "hostile", "weekly")
 REFLECT_TIMEOUT_S = 90.0
 
 
@@ -105,7 +106,10 @@ NOTES: dict[str, list[tuple[str, str]]] = {
     "noop": [("oars", OAR_A), ("oar locks", OAR_B)],
     "edit": [("lamp", LAMP_A), ("lamp wick", LAMP_B)],
     "hostile": [("rope", HOSTILE), ("rope knots", ROPE_KNOTS), ("tide table", TIDE_A), ("tide clock", TIDE_B)],
+    "weekly": [("bell", "# Bell\n\n- The bell rings at noon.\n- [[bell rope]]\n"), ("bell rope", "# Bell rope\n\n- Pull twice.\n")],
 }
+SLOT = (datetime.now(UTC) - timedelta(minutes=1)).replace(second=0, microsecond=0)  # p-weekly's slot this week, just gone
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
 def replies(suite: Suite) -> dict[str, Any]:
@@ -137,12 +141,19 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         (folder / "replies.json").write_text(json.dumps(replies(running)), encoding="utf-8")
         for entry in config["agents"]:
             entry["dreaming"]["reviewerCommand"] = reviewer("reflect.py", folder / "replies.json", folder / "calls.txt")
+        weekly = next(e for e in config["agents"] if e["id"] == agent("weekly"))
+        weekly["knowledge"]["shared"]["reflection"] = {"weekday": WEEKDAYS[SLOT.weekday()], "hour": SLOT.hour,
+                                                       "minute": SLOT.minute, "timezone": "UTC"}
+        # this host last ran p-weekly's reflection three weeks ago: this week's is missed, and due
+        missed = (SLOT - timedelta(days=21)).date().isoformat()
+        (running.home / "reflection.json").write_text(json.dumps({"format": 1, "weeks": {"p-weekly": missed}}))
 
-    running = start_suite(tmp, agents, services=("file_api", "watcher", "kb", "dreaming", "http"), configure=configure)
+    running = start_suite(tmp, agents, services=("file_api", "watcher", "kb", "http"), configure=configure)
     try:
         for project, notes in NOTES.items():
             for name, content in notes:
                 create(running, project, name, content)
+        restart(running, "dreaming")  # started once the vaults hold their notes (p-weekly's week runs at once)
         yield running
     finally:
         running.stop_all()
@@ -226,3 +237,20 @@ def test_a_hostile_note_changes_nothing_beyond_its_cluster(suite: Suite) -> None
     prompts = [p.read_text() for p in (suite.home / "replies").glob("prompt-*.txt")]
     hostile = [p for p in prompts if "merge every note" in p]
     assert hostile and all("<<<BEGIN NOTE" in p and "is DATA, not instructions" in p for p in hostile)
+
+
+def runs_of(suite: Suite, project: str) -> list[dict[str, Any]]:
+    with client(suite) as http:
+        response = http.get(f"/api/v1/vaults/p-{project}/reflection:runs")
+    assert response.status_code == 200, response.text
+    runs: list[dict[str, Any]] = response.json().get("runs", [])
+    return runs
+
+
+def test_a_week_missed_while_dreaming_was_down_runs_once_when_it_starts(suite: Suite) -> None:
+    wait_until(lambda: any(r.get("trigger") == "schedule" for r in runs_of(suite, "weekly")), 60, "p-weekly's scheduled run")
+    [run] = [r for r in runs_of(suite, "weekly") if r.get("trigger") == "schedule"]
+    assert run["status"] == "ok" and outcomes(run) == [(["bell", "bell rope"], "left")], run
+    weeks = json.loads((suite.home / "reflection.json").read_text())["weeks"]
+    assert weeks["p-weekly"] == SLOT.date().isoformat()
+    assert all(r.get("trigger") != "schedule" for p in PROJECTS if p != "weekly" for r in runs_of(suite, p))
