@@ -94,13 +94,13 @@ def observe_outcome(outcome: str) -> None:
 REFLECTION_STATUSES = ("ok", "noop", "busy", "failed")
 # Why a merge was refused: the KB's guard, read from the opening words of its reason (REFUSAL_WORDS).
 REFLECTION_GUARDS = ("changed", "contradiction", "drop_share", "recall", "secret", "other")
-REFUSAL_WORDS: tuple[tuple[str, str], ...] = (
+REFUSAL_WORDS: tuple[tuple[str, str], ...] = (  # first match wins: a recall refusal names the dropped line it missed
     ("contradict", "contradiction"),
-    ("drop", "drop_share"),
-    ("share", "drop_share"),
     ("recall", "recall"),
     ("probe", "recall"),
     ("secret", "secret"),
+    ("drop", "drop_share"),
+    ("share", "drop_share"),
     ("changed", "changed"),
 )
 REFLECTION_RUNS = Counter(

@@ -138,12 +138,17 @@ async def _cluster(vault: Vault, peer: VaultPeer, ask: Ask, tally: _Tally, clust
 
 async def _record(peer: VaultPeer, vault: Vault, run_id: str, mode: str, trigger: str, tally: _Tally, status: str,
                   reason: str, started_at: float, remaining: int = 0) -> kb_pb2.VaultReflectionRun:
-    run = await peer.record_reflection(kb_pb2.RecordVaultReflectionRequest(
-        project=vault.project, run_id=run_id, mode=mode, trigger=trigger, clusters=tally.results,
-        proposals=tally.proposals, status=status, reason=reason, started_at=started_at, remaining=remaining,
-    ))
-    observe_reflection(status, merged=tally.count(MERGED), proposed=tally.count(PROPOSED), refused=tuple(tally.refused),
-                       calls_ok=tally.calls_ok, calls_failed=tally.calls_failed)
+    """``RecordVaultReflection``, and the run counted in the metrics (``failed`` when it could not be recorded)."""
+    recorded = "failed"
+    try:
+        run = await peer.record_reflection(kb_pb2.RecordVaultReflectionRequest(
+            project=vault.project, run_id=run_id, mode=mode, trigger=trigger, clusters=tally.results,
+            proposals=tally.proposals, status=status, reason=reason, started_at=started_at, remaining=remaining,
+        ))
+        recorded = status
+    finally:
+        observe_reflection(recorded, merged=tally.count(MERGED), proposed=tally.count(PROPOSED),
+                           refused=tuple(tally.refused), calls_ok=tally.calls_ok, calls_failed=tally.calls_failed)
     return run
 
 

@@ -11,7 +11,9 @@ import pytest
 from reflect_fakes import FakeKb, ScriptedReviewer, sha, vault
 
 from gateway.errors import Aborted, NotFound
+from gateway.metrics import REGISTRY
 from gateway.v1 import kb_pb2
+from services.dreaming.records.metrics import refusal_guard
 from services.dreaming.reflect import run as reflect_run
 
 NOTES = {
@@ -181,3 +183,37 @@ def test_decide_names_an_unknown_run_or_cluster() -> None:
     with pytest.raises(NotFound, match="no proposal for cluster 'C-000000000000'"):
         decide(kb, target, ["C-000000000000"], [], "R-20261206T050000Z-abc124")
     assert json.dumps([r.status for r in kb.records]) == '["ok"]'
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_a_run_counts_its_status_merges_refusals_and_reviewer_calls() -> None:
+    runs_ok, merges = sample("gateway_vault_reflection_runs_total", status="ok"), sample("gateway_vault_reflection_merges_total", result="merged")
+    changed = sample("gateway_vault_reflection_refusals_total", guard="changed")
+    calls = sample("gateway_vault_reflection_reviewer_calls_total", result="ok")
+    kb = FakeKb(dict(NOTES), [PAIR, OTHER], edit_before_merge={"billing": "# edited\n"})
+    reflect(kb, ScriptedReviewer({"deploy steps": merge_reply(), "api keys": merge_reply("api keys", OTHER)}))
+    assert sample("gateway_vault_reflection_runs_total", status="ok") == runs_ok + 1
+    assert sample("gateway_vault_reflection_merges_total", result="merged") == merges + 1
+    assert sample("gateway_vault_reflection_refusals_total", guard="changed") == changed + 1
+    assert sample("gateway_vault_reflection_reviewer_calls_total", result="ok") == calls + 2
+    noops, busy = sample("gateway_vault_reflection_runs_total", status="noop"), sample("gateway_vault_reflection_runs_total", status="busy")
+    reflect(FakeKb(dict(NOTES), [PAIR], unchanged=True), ScriptedReviewer())
+    with pytest.raises(Aborted):
+        reflect(FakeKb(dict(NOTES), [PAIR], busy_with="R-x"), ScriptedReviewer())
+    assert sample("gateway_vault_reflection_runs_total", status="noop") == noops + 1
+    assert sample("gateway_vault_reflection_runs_total", status="busy") == busy + 1
+
+
+@pytest.mark.parametrize(("reason", "guard"), [
+    ("contradicting claims: port", "contradiction"),
+    ("bounded: the merge drops 3 of 4 distinct lines", "drop_share"),
+    ("recall probe: the dropped line 'x' was not found by vault search", "recall"),
+    ("secret: an API key on line 2", "secret"),
+    ("something new", "other"),
+])
+def test_a_refusals_guard_label_is_read_from_its_reason(reason: str, guard: str) -> None:
+    assert refusal_guard(reason) == guard
+    assert refusal_guard(reason, changed=True) == "changed"
