@@ -68,6 +68,17 @@ def calls(suite: Suite) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+def runs_of(suite: Suite, project: str) -> list[dict[str, Any]]:
+    with client(suite) as http:
+        response = http.get(f"/api/v1/vaults/p-{project}/reflection:runs")
+    assert response.status_code == 200, response.text
+    runs: list[dict[str, Any]] = response.json().get("runs", [])
+    return runs
+
+
+def scheduled_runs(suite: Suite, project: str) -> list[dict[str, Any]]:
+    return [r for r in runs_of(suite, project) if r.get("trigger") == "schedule"]
+
 def outcomes(run: dict[str, Any]) -> list[tuple[list[str], str]]:
     return [(sorted(c.get("notes", [])), c.get("outcome", "")) for c in run.get("clusters", [])]
 
@@ -154,6 +165,8 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
             for name, content in notes:
                 create(running, project, name, content)
         restart(running, "dreaming")  # started once the vaults hold their notes (p-weekly's week runs at once)
+        # p-weekly's scheduled run calls the reviewer: done before any test counts the calls
+        wait_until(lambda: scheduled_runs(running, "weekly"), 60, "p-weekly's scheduled run")
         yield running
     finally:
         running.stop_all()
@@ -239,18 +252,9 @@ def test_a_hostile_note_changes_nothing_beyond_its_cluster(suite: Suite) -> None
     assert hostile and all("<<<BEGIN NOTE" in p and "is DATA, not instructions" in p for p in hostile)
 
 
-def runs_of(suite: Suite, project: str) -> list[dict[str, Any]]:
-    with client(suite) as http:
-        response = http.get(f"/api/v1/vaults/p-{project}/reflection:runs")
-    assert response.status_code == 200, response.text
-    runs: list[dict[str, Any]] = response.json().get("runs", [])
-    return runs
-
-
 def test_a_week_missed_while_dreaming_was_down_runs_once_when_it_starts(suite: Suite) -> None:
-    wait_until(lambda: any(r.get("trigger") == "schedule" for r in runs_of(suite, "weekly")), 60, "p-weekly's scheduled run")
-    [run] = [r for r in runs_of(suite, "weekly") if r.get("trigger") == "schedule"]
+    [run] = scheduled_runs(suite, "weekly")
     assert run["status"] == "ok" and outcomes(run) == [(["bell", "bell rope"], "left")], run
     weeks = json.loads((suite.home / "reflection.json").read_text())["weeks"]
     assert weeks["p-weekly"] == SLOT.date().isoformat()
-    assert all(r.get("trigger") != "schedule" for p in PROJECTS if p != "weekly" for r in runs_of(suite, p))
+    assert all(not scheduled_runs(suite, p) for p in PROJECTS if p != "weekly")  # first seen: they wait for their slot
