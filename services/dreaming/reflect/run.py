@@ -18,6 +18,7 @@ The KB is a seam (``VaultPeer``, over gRPC in ``peer_client``); so is the review
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -37,6 +38,7 @@ MERGED, PROPOSED, LEFT, REFUSED, CHANGED = "merged", "proposed", "left", "refuse
 PENDING, ACCEPTED, REJECTED, STALE = "pending", "accepted", "rejected", "stale"
 DECIDES = "decided proposals of run "  # the opening of a decide run's reason, then the run id
 _DECIDES = re.compile(re.escape(DECIDES) + r"(\S+)")
+FAILURE_RECORD_S = 5.0  # how long a stopped run waits to record itself
 MAX_CLUSTER_BYTES = 60_000  # notes' content per cluster shown to the reviewer (the KB's default)
 
 Ask = Callable[[Vault, str], Awaitable[CommandOutcome]]
@@ -174,10 +176,9 @@ async def reflect(vault: Vault, peer: VaultPeer, ask: Ask, *, mode: str, trigger
     try:
         for cluster in plan.clusters:
             await _cluster(vault, peer, ask, tally, cluster, run_id=run_id, propose=mode == PROPOSE)
-    except Exception as exc:
-        with contextlib.suppress(Exception):  # the KB may be the trouble: then its claim expires on its own
-            await _record(peer, vault, run_id, mode, trigger, tally, "failed", f"the run stopped: {_why(exc)}"[:300],
-                          started_at, plan.remaining + len(plan.clusters) - len(tally.results))
+    except (Exception, asyncio.CancelledError) as exc:
+        await _record_failure(_record(peer, vault, run_id, mode, trigger, tally, "failed", f"the run stopped: {_why(exc)}"[:300],
+                                      started_at, plan.remaining + len(plan.clusters) - len(tally.results)))
         raise
     return await _record(peer, vault, run_id, mode, trigger, tally, "ok", "", started_at, plan.remaining)
 
@@ -246,16 +247,24 @@ async def decide(vault: Vault, peer: VaultPeer, *, target: str, accept: Sequence
             if cluster_id not in not_pending:
                 tally.add(cluster_id, list(p.replaces), LEFT, "rejected")
                 tally.proposals.append(_decided(p, REJECTED))
-    except Exception as exc:
-        with contextlib.suppress(Exception):
-            await _record(peer, vault, run_id, "auto", MANUAL, tally, "failed", f"{DECIDES}{target}: stopped: {_why(exc)}"[:300],
-                          started_at)
+    except (Exception, asyncio.CancelledError) as exc:
+        await _record_failure(_record(peer, vault, run_id, "auto", MANUAL, tally, "failed",
+                                      f"{DECIDES}{target}: stopped: {_why(exc)}"[:300], started_at))
         raise
     return await _record(peer, vault, run_id, "auto", MANUAL, tally, "ok", f"{DECIDES}{target}", started_at)
 
 
-def _why(exc: Exception) -> str:
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled (the dreaming service stopped, or the caller went away)"
     return getattr(exc, "message", None) or str(exc) or type(exc).__name__
+
+
+async def _record_failure(record: Awaitable[kb_pb2.VaultReflectionRun]) -> None:
+    """Record a run that stopped, so that its claim is released at once, within ``FAILURE_RECORD_S``;
+    when the KB is the trouble (or does not answer in time) the claim expires on its own."""
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        await asyncio.wait_for(record, FAILURE_RECORD_S)
 
 
 def _decided(p: kb_pb2.VaultMergeProposal, state: str) -> kb_pb2.VaultMergeProposal:

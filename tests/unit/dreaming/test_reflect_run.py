@@ -217,3 +217,25 @@ def test_a_run_counts_its_status_merges_refusals_and_reviewer_calls() -> None:
 def test_a_refusals_guard_label_is_read_from_its_reason(reason: str, guard: str) -> None:
     assert refusal_guard(reason) == guard
     assert refusal_guard(reason, changed=True) == "changed"
+
+
+def test_a_run_cancelled_midway_records_itself_failed_so_the_claim_is_released() -> None:
+    kb = FakeKb(dict(NOTES), [PAIR])
+    asked = asyncio.Event()
+
+    async def hang(_vault: object, _prompt: str) -> object:
+        asked.set()
+        await asyncio.Event().wait()  # a reviewer that never answers
+        raise AssertionError("unreachable")
+
+    async def go() -> None:
+        task = asyncio.create_task(reflect_run.reflect(vault(), kb, hang, mode="auto", trigger="schedule",  # type: ignore[arg-type]
+                                                       run_id="R-20261206T040000Z-abc123", started_at=1.0))
+        await asked.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    [record] = kb.records
+    assert record.status == "failed" and "cancelled" in record.reason and kb.claim == ""
