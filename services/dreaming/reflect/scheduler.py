@@ -168,7 +168,8 @@ class WeeklyScheduler:
             log.warning("reflection_not_scheduled", project=project, reason=text)
 
     async def _attempt(self, vault: Vault, week: date) -> None:
-        retrying = self._retry.pop(vault.project, None) is not None
+        retry = self._retry.pop(vault.project, None)
+        retrying = retry is not None and retry[0] == week  # this week claimed already, by its failed attempt
         if not retrying and not await asyncio.to_thread(self._state.claim, vault.project, week):
             return
         log.info("reflection_run_started", project=vault.project, week=week.isoformat())

@@ -154,3 +154,15 @@ def test_an_unreadable_state_file_is_taken_as_empty(tmp_path: Path) -> None:
     assert WeekState(tmp_path).weeks() == {}
     assert WeekState(tmp_path).claim("team", SUNDAY) and not WeekState(tmp_path).claim("team", SUNDAY)
     assert (tmp_path / STATE_FILE).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_retry_left_from_last_week_does_not_let_the_new_week_run_twice(tmp_path: Path) -> None:
+    WeekState(tmp_path).claim("team", SUNDAY - timedelta(days=7))
+    runner = Runner(RuntimeError("kb: UNAVAILABLE"))
+    late = at("2026-12-12T23:00:00")  # the week's last hours: its retry falls in the next week
+    scheduler, clock = loop(tmp_path, late, {"team": vault()}, runner)
+    ticks(scheduler, clock, late)
+    runner.error = None
+    next_week = at("2026-12-13T04:00:00")
+    ticks(scheduler, clock, next_week, next_week + RETRY, next_week + 2 * RETRY)
+    assert runner.ran == ["team", "team"] and WeekState(tmp_path).weeks()["team"] == date(2026, 12, 13)
