@@ -14,6 +14,7 @@ Rules (the arithmetic is in ``weekly``; compare the nightly ``schedule.scheduler
   after ``RETRY`` while the week lasts, by this process. Across hosts, the KB's claim of the vault
   is the run lock: a run that finds it held is skipped (the other host runs it), and a second host
   catching up on the same week finds the vault unchanged since the first's run: a noop, no reviewer.
+  A vault the KB does not have yet (no note was ever written to it) is skipped for the week.
 - At most one vault's run at a time here (reviewers cost money and CPU); the stop event cancels it.
 """
 
@@ -28,7 +29,7 @@ from pathlib import Path
 import structlog
 
 from gateway.atomic import write_atomic
-from gateway.errors import Aborted
+from gateway.errors import Aborted, FailedPrecondition
 from services.dreaming.reflect.vaults import Vault
 from services.dreaming.reflect.weekly import next_slot, week_of
 from services.dreaming.schedule.scheduler import REPLAN_EVERY, Clock
@@ -177,6 +178,8 @@ class WeeklyScheduler:
             await self._runner(vault)
         except Aborted as exc:  # another host (or a manual run) holds the vault: it runs the week
             log.info("reflection_busy", project=vault.project, week=week.isoformat(), reason=exc.message)
+        except FailedPrecondition as exc:  # no vault yet (no note ever written): nothing to reflect on this week
+            log.info("reflection_no_vault", project=vault.project, week=week.isoformat(), reason=exc.message)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the KB unreachable, a bug: tried again while the week lasts

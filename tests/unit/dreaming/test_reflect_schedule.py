@@ -14,7 +14,7 @@ import pytest
 from reflect_fakes import vault
 
 from gateway.config import VaultReflectionSettings
-from gateway.errors import Aborted
+from gateway.errors import Aborted, FailedPrecondition
 from services.dreaming.reflect.scheduler import RETRY, STATE_FILE, WeeklyScheduler, WeekState
 from services.dreaming.reflect.vaults import Vault
 from services.dreaming.reflect.weekly import next_slot, slot, stagger_key, week_of
@@ -135,18 +135,20 @@ def test_a_disabled_vault_is_not_scheduled(tmp_path: Path) -> None:
     assert runner.ran == []
 
 
-def test_a_failed_run_is_tried_again_after_the_retry_delay_and_a_busy_one_is_not(tmp_path: Path) -> None:
+def test_a_failed_run_is_tried_again_after_the_retry_delay_and_a_busy_or_vaultless_one_is_not(tmp_path: Path) -> None:
     WeekState(tmp_path).claim("team", SUNDAY - timedelta(days=7))
     runner = Runner(RuntimeError("kb: UNAVAILABLE"))
     start = at("2026-12-06T04:00:00")
     scheduler, clock = loop(tmp_path, start, {"team": vault()}, runner)
     ticks(scheduler, clock, start, start + RETRY - timedelta(seconds=1), start + RETRY)
     assert runner.ran == ["team", "team"]
-    busy = Runner(Aborted("a reflection of vault 'team' is in progress"))
-    WeekState(tmp_path).claim("other", SUNDAY - timedelta(days=7))
-    scheduler, clock = loop(tmp_path, start, {"other": vault("other")}, busy)
-    ticks(scheduler, clock, start, start + RETRY, start + 2 * RETRY)
-    assert busy.ran == ["other"]
+    for project, error in (("other", Aborted("a reflection of vault 'other' is in progress")),
+                           ("empty", FailedPrecondition("kb: project 'empty' has no vault"))):
+        skipped = Runner(error)
+        WeekState(tmp_path).claim(project, SUNDAY - timedelta(days=7))
+        scheduler, clock = loop(tmp_path, start, {project: vault(project)}, skipped)
+        ticks(scheduler, clock, start, start + RETRY, start + 2 * RETRY)
+        assert skipped.ran == [project]
 
 
 def test_an_unreadable_state_file_is_taken_as_empty(tmp_path: Path) -> None:
