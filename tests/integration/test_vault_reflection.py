@@ -38,8 +38,12 @@ def note_file(suite: Suite, project: str, name: str) -> Path:
 
 
 def notes_on_disk(suite: Suite, project: str) -> dict[str, bytes]:
+    """The bytes of the project's own notes (those NOTES made) and of every retired note, by name: the
+    vault's reserved notes (its pruned archive, where a merge may write the lines it dropped) left out."""
     folder = note_file(suite, project, "x").parent
-    return {p.stem: p.read_bytes() for p in sorted(folder.glob("*.md"))}
+    ours = {name for name, _ in NOTES[project]}
+    return {p.stem: p.read_bytes() for p in sorted(folder.glob("*.md"))
+            if p.stem in ours or p.stem.startswith("stale__") and p.stem.removeprefix("stale__") in ours}
 
 
 def create(suite: Suite, project: str, name: str, content: str) -> None:
