@@ -27,6 +27,8 @@ from gateway.config_model import (  # the typed settings, re-exported: importers
     DreamingSettings as DreamingSettings,
     ArchiveSettings as ArchiveSettings,
     VaultGcSettings as VaultGcSettings,
+    VaultReflectionSettings as VaultReflectionSettings,
+    WEEKDAYS as WEEKDAYS,
     VaultPostgresSettings as VaultPostgresSettings,
     SharedSettings as SharedSettings,
     KnowledgeSettings as KnowledgeSettings,
@@ -289,8 +291,22 @@ def _knowledge(raw: Raw, home: Path) -> KnowledgeSettings:
             ),
             backend=sh["backend"],
             postgres=_vault_postgres(sh["postgres"], home),
+            reflection=_reflection(sh["reflection"], sh["mode"]),
         ),
         max_open_archives=raw.get("maxOpenArchives", 0),
+    )
+
+
+def _reflection(raw: Raw, shared_mode: str) -> VaultReflectionSettings:
+    return VaultReflectionSettings(
+        enabled=raw["enabled"],
+        weekday=WEEKDAYS.index(raw["weekday"]),
+        hour=raw["hour"],
+        minute=raw["minute"],
+        timezone=raw["timezone"],
+        max_clusters_per_run=raw["maxClustersPerRun"],
+        mode=raw.get("mode", shared_mode),
+        max_drop_share=float(raw["maxDropShare"]),
     )
 
 

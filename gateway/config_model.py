@@ -162,6 +162,25 @@ class VaultGcSettings:
     max_retirements_per_run: int
 
 
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
+@dataclass(frozen=True)
+class VaultReflectionSettings:
+    """``knowledge.shared.reflection``: the vault's weekly reflection (docs/concepts/vault.md "Weekly reflection").
+    ``mode`` is already resolved (the block's own, else ``knowledge.shared.mode``); ``weekday`` is
+    0 (Monday) to 6 (Sunday)."""
+
+    enabled: bool = True
+    weekday: int = 6
+    hour: int = 4
+    minute: int = 0
+    timezone: str = "UTC"
+    max_clusters_per_run: int = 20
+    mode: str = "auto"
+    max_drop_share: float = 0.5
+
+
 @dataclass(frozen=True)
 class VaultPostgresSettings:
     """``knowledge.shared.postgres``: where the PostgreSQL vault is (exactly one of the three, when the
@@ -185,6 +204,7 @@ class SharedSettings:
     graph: bool
     gc: VaultGcSettings
     backend: str = "sqlite"
+    reflection: VaultReflectionSettings = VaultReflectionSettings()
     postgres: VaultPostgresSettings = VaultPostgresSettings()
 
     @property

@@ -1,4 +1,5 @@
-"""``gateway vault export``, ``import``, ``reports`` and ``migrate``: a project's shared vault to a folder and
+"""``gateway vault export``, ``import``, ``reports`` and ``migrate`` (and, in ``vault_reflect_cli``, the weekly
+reflection's ``reflect``, ``revert``, ``reflections``, ``accept`` and ``reject``): a project's shared vault to a folder and
 back (docs/how-to/move-vault.md; the work is ``services.kb.vault.export`` and ``import_notes``), its graph
 reports rendered on demand (docs/concepts/vault.md "Shared vault", graph layer), and the PostgreSQL schema brought up
 to date by its owner (docs/operations.md "A least-privilege role").
@@ -29,6 +30,7 @@ import apsw
 from gateway.config import load_config
 from gateway.config_model import SharedSettings, VaultPostgresSettings
 from gateway.errors import CommandError, NotFound, Unavailable
+from gateway_cli import vault_reflect_cli
 from services.kb.graph.build import MAX_NOTE_BYTES, build_reports, build_reports_from_notes
 from services.kb.graph.model import GraphReport
 from services.kb.index import schema
@@ -72,6 +74,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "home's gateway.knowledge.shared.postgres)")
     source.add_argument("--dsn-env", metavar="VAR", help="an environment variable holding that DSN")
     migrate.add_argument("--home", help="gateway home")
+    vault_reflect_cli.add_parsers(actions)
 
 
 def _shared(home: Path, project: str) -> SharedSettings:
@@ -192,6 +195,8 @@ def run(args: argparse.Namespace, home: Path, environ: Mapping[str, str]) -> int
     """``environ``: the process's environment (a ``postgres.dsnEnv`` is looked up in it)."""
     if args.action == "migrate":
         return _migrate(args, home, environ)
+    if args.action in vault_reflect_cli.ACTIONS:
+        return vault_reflect_cli.run(args, home)
     shared = _shared(home, args.project)
     if args.action == "reports":
         return _reports(shared, args.out, environ)

@@ -55,6 +55,10 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 LONG_DEADLINES: dict[str, float] = {
     "/gateway.v1.Dreaming/RunNow": DREAM_RUN_DEADLINE_S,
     "/gateway.v1.Dreaming/AcceptProposals": DREAM_RUN_DEADLINE_S,
+    # A vault's reflection asks the reviewer once per cluster; its accept and revert merge or restore notes.
+    "/gateway.v1.Dreaming/ReflectVault": DREAM_RUN_DEADLINE_S,
+    "/gateway.v1.Dreaming/DecideVaultMerges": DREAM_RUN_DEADLINE_S,
+    "/gateway.v1.Dreaming/UndoVaultReflection": DREAM_RUN_DEADLINE_S,
     "/gateway.v1.Dreaming/Forget": FORGET_DEADLINE_S,
 }
 

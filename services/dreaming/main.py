@@ -1,4 +1,4 @@
-"""Entry point of the dreaming process: the nightly scheduler and the Dreaming service."""
+"""Entry point of the dreaming process: the nightly scheduler, the vaults' weekly reflection and the Dreaming service."""
 
 from __future__ import annotations
 
@@ -24,7 +24,10 @@ from services.dreaming.model.values import ReviewerOutcome, iso
 from services.dreaming.peer_client import KbIndex, WatcherActivity
 from services.dreaming.records import journal, jsonl
 from services.dreaming.review.orphans import kill_orphans, owner_marker
-from services.dreaming.review.reviewer import reviewer_environment, run_reviewer
+from services.dreaming.reflect.scheduler import WeekState, WeeklyScheduler
+from services.dreaming.reflect.vaults import Vault, vaults
+from services.dreaming.reflection import Reflections
+from services.dreaming.review.reviewer import CommandOutcome, reviewer_environment, run_command, run_reviewer
 from services.dreaming.schedule.scheduler import Scheduler, SystemClock
 from services.dreaming.schedule.state import Busy, StateStore
 from services.dreaming.servicer import Dreaming
@@ -106,6 +109,15 @@ async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[st
         return await run_reviewer(agent.dreaming.reviewer_command, prompt, agent.dreaming.reviewer_timeout_seconds,
                                   cwd=folder, env=reviewer_env)
 
+    async def ask(vault: Vault, prompt: str) -> CommandOutcome:
+        # The vault's reviewer works in its first agent's own folder of the home, as that agent's does.
+        folder = config.home / "agents" / vault.first
+        folder.mkdir(parents=True, exist_ok=True)
+        return await run_command(vault.reviewer_command, prompt, vault.reviewer_timeout_seconds, cwd=folder,
+                                 env=reviewer_env)
+
+    reflections = Reflections(index, ask)
+    weekly = WeeklyScheduler(lambda: vaults(live.current), reflections.scheduled, WeekState(config.home), SystemClock())
     store = StateStore(config.home)
     await asyncio.to_thread(settle_journals, config, store)
     deps = nightly.Deps(index=index, review=review, now=lambda: datetime.now(UTC), vault=index, promoter=index,
@@ -115,16 +127,17 @@ async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[st
                           max_concurrent=MAX_CONCURRENT_RUNS)
     dreamer.scheduler = scheduler
     live.subscribe(lambda _config, _change: scheduler.replan())
+    live.subscribe(lambda _config, _change: weekly.replan())
 
     async def background(stop: asyncio.Event) -> None:
         try:
-            await asyncio.gather(scheduler.serve(stop), live.follow(stop))
+            await asyncio.gather(scheduler.serve(stop), weekly.serve(stop), live.follow(stop))
         finally:
             await index.close()
             await activity.close()
 
     def register(server: grpc.aio.Server) -> list[str]:
-        dreaming_pb2_grpc.add_DreamingServicer_to_server(Dreaming(dreamer, live.snapshot), server)
+        dreaming_pb2_grpc.add_DreamingServicer_to_server(Dreaming(dreamer, live.snapshot, reflections), server)
         return [dreaming_pb2.DESCRIPTOR.services_by_name["Dreaming"].full_name]
 
     await serve(

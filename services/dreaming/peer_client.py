@@ -4,7 +4,9 @@
   check; ``FoldRetrievals``, ``ListArchiveEntries`` and ``UpdateEntryLifecycle`` for
   the staleness GC and ``explain``; ``PromoteFact``, for shared promotion, and
   ``UndoPromotion``, when a revert takes a promotion out again; ``CollectVault``,
-  the shared vault's GC; ``ForgetText``, a forget's part in the archive and the vault. The dreaming process never opens a
+  the shared vault's GC; ``ForgetText``, a forget's part in the archive and the vault; the vault's weekly
+  reflection's ``PlanVaultReflection``, ``MergeVaultNotes``, ``RecordVaultReflection``,
+  ``ListVaultReflections`` and ``RevertVaultReflection`` (``reflect.run.VaultPeer``). The dreaming process never opens a
   ``kb.sqlite``, and none of its reads counts as a retrieval.
 - The watcher: ``GetActivity``, for the quiet window.
 """
@@ -12,11 +14,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 
 from gateway.auth import INTERNAL_TOKEN_HEADER
-from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument, NotFound, PermissionDenied
+from gateway.errors import Aborted, FailedPrecondition, GatewayError, InvalidArgument, NotFound, PermissionDenied
 from gateway.forgetting import Target
 from gateway import promotion_write
 from gateway.promotion_write import PromotionWrite
@@ -39,6 +42,7 @@ ACTIVITY_DEADLINE_S = 5.0
 ENTRIES_PAGE = 20_000  # entries per ListArchiveEntries page (whole sources; well under the message cap)
 UPDATE_BATCH = 5000
 COLLECT_DEADLINE_S = 120.0  # a vault GC: a fold, then up to maxRetirementsPerRun moves and reindexes
+REFLECT_DEADLINE_S = 120.0  # a plan builds the vault's clusters; a merge writes the pruned archive and probes recall
 PROBE_BATCH = 1000  # probes per ProbeRecall call (entries are small; well under the 8 MiB message cap)
 
 
@@ -200,6 +204,43 @@ class KbIndex:
                        for p in store.left if not any((q.place, q.kind) == (p.place, p.kind) for q in store.places)]
         purges = [KbPurge(s.store, s.bytes_before, s.bytes_after, s.purge_seconds) for s in r.stores if s.purged]
         return KbForget(tuple(places), tuple(purges), tuple(r.matched))
+
+    async def _reflection_call(self, method: str, request: object, deadline: float) -> Any:
+        """One of the KB's reflection calls: a refusal raised as the GatewayError of its code
+        (ABORTED too), any other failure as PeerUnavailable."""
+        try:
+            return await getattr(self._stub, method)(request, timeout=deadline, metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            refused = _REFUSALS.get(err.code()) or (Aborted if err.code() == grpc.StatusCode.ABORTED else None)
+            if refused is not None:
+                raise refused(f"kb: {err.details() or err.code().name}") from None
+            raise _unavailable("kb", err) from None
+
+    async def plan_reflection(self, request: kb_pb2.PlanVaultReflectionRequest) -> kb_pb2.VaultReflectionPlan:
+        """``PlanVaultReflection``: claim and plan a run of the vault's reflection."""
+        reply: kb_pb2.VaultReflectionPlan = await self._reflection_call("PlanVaultReflection", request, REFLECT_DEADLINE_S)
+        return reply
+
+    async def merge_notes(self, request: kb_pb2.MergeVaultNotesRequest) -> kb_pb2.MergeVaultNotesResponse:
+        """``MergeVaultNotes``: one merge of a claimed run, checked (and unless dry_run, applied)."""
+        reply: kb_pb2.MergeVaultNotesResponse = await self._reflection_call("MergeVaultNotes", request, REFLECT_DEADLINE_S)
+        return reply
+
+    async def record_reflection(self, request: kb_pb2.RecordVaultReflectionRequest) -> kb_pb2.VaultReflectionRun:
+        """``RecordVaultReflection``: end a claimed run with its record."""
+        reply: kb_pb2.VaultReflectionRun = await self._reflection_call("RecordVaultReflection", request, SEARCH_DEADLINE_S)
+        return reply
+
+    async def list_reflections(self, project: str, limit: int) -> kb_pb2.ListVaultReflectionsResponse:
+        """``ListVaultReflections``: the vault's runs, newest first."""
+        request = kb_pb2.ListVaultReflectionsRequest(project=project, limit=limit)
+        reply: kb_pb2.ListVaultReflectionsResponse = await self._reflection_call("ListVaultReflections", request, SEARCH_DEADLINE_S)
+        return reply
+
+    async def revert_reflection(self, request: kb_pb2.RevertVaultReflectionRequest) -> kb_pb2.RevertVaultReflectionResponse:
+        """``RevertVaultReflection``: undo one run's merges."""
+        reply: kb_pb2.RevertVaultReflectionResponse = await self._reflection_call("RevertVaultReflection", request, REFLECT_DEADLINE_S)
+        return reply
 
     async def close(self) -> None:
         await self._channel.close()

@@ -10,10 +10,10 @@ import grpc
 
 from gateway.auth import Authenticator, Caller
 from gateway.config import AgentConfig, Config
-from gateway.errors import InvalidArgument, NotFound, PermissionDenied
+from gateway.errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
 from gateway.forgetting import SHARED_SCOPE, Target, Tombstone, Tombstones
 from gateway.rpc import authorize_call, caller_label, caller_of, unary
-from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc
+from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc, kb_pb2
 from services.dreaming.dreamer import Dreamer, Status
 from services.dreaming.forget.report import forget_text, tombstones_text
 from services.dreaming.forget.run import Forgotten
@@ -22,6 +22,9 @@ from services.dreaming.history import runs
 from services.dreaming.history.reject import Rejection
 from services.dreaming.history.revert import RevertResult
 from services.dreaming.model.values import AUTO, PROPOSE, OpResult, RunReport
+from services.dreaming.reflect.vaults import Vault
+from services.dreaming.reflection import Reflections, vault_of
+from services.dreaming.reflection import check_mode as check_reflect_mode
 from services.dreaming.render import reject_text, report_text, revert_text, status_text
 
 pb = dreaming_pb2
@@ -207,10 +210,49 @@ def _every_agent(caller: Caller) -> bool:
     return caller.key is None or caller.key.agents is None
 
 
+VAULT_NEEDS_STAR = 'the vault\'s reflection needs a key whose scope is "*"'
+
+
 class Dreaming(dreaming_pb2_grpc.DreamingServicer):
-    def __init__(self, dreamer: Dreamer, snapshot: Callable[[], tuple[Config, Authenticator]]) -> None:
+    def __init__(self, dreamer: Dreamer, snapshot: Callable[[], tuple[Config, Authenticator]],
+                 reflections: Reflections | None = None) -> None:
         self._dreamer = dreamer
         self._snapshot = snapshot
+        self._reflections = reflections
+
+    def _vault(self, context: grpc.aio.ServicerContext, project: str, *, write: bool) -> tuple[Vault, Reflections]:
+        """The vault of ``project`` for a caller whose scope is "*" (write access for ``write``). Raises
+        Unauthenticated, PermissionDenied, InvalidArgument, FailedPrecondition."""
+        config, auth = self._snapshot()
+        caller = caller_of(auth, context)
+        if not _every_agent(caller):
+            raise PermissionDenied(VAULT_NEEDS_STAR)
+        if write and caller.key is not None and not caller.key.write:
+            raise PermissionDenied("this key has no write access: the vault's reflection changes the vault")
+        vault = vault_of(config, project)
+        if self._reflections is None:
+            raise Unavailable("the vault's reflection is not served by this process")
+        return vault, self._reflections
+
+    @unary
+    async def ReflectVault(self, request: dreaming_pb2.ReflectVaultRequest, context: grpc.aio.ServicerContext) -> kb_pb2.VaultReflectionRun:  # noqa: N802
+        vault, reflections = self._vault(context, request.project, write=True)
+        return await reflections.run(vault, check_reflect_mode(request.mode))
+
+    @unary
+    async def GetVaultReflections(self, request: kb_pb2.ListVaultReflectionsRequest, context: grpc.aio.ServicerContext) -> kb_pb2.ListVaultReflectionsResponse:  # noqa: N802
+        vault, reflections = self._vault(context, request.project, write=False)
+        return await reflections.runs(vault, request.limit)
+
+    @unary
+    async def DecideVaultMerges(self, request: dreaming_pb2.DecideVaultMergesRequest, context: grpc.aio.ServicerContext) -> kb_pb2.VaultReflectionRun:  # noqa: N802
+        vault, reflections = self._vault(context, request.project, write=True)
+        return await reflections.decide(vault, request.run_id, list(request.accept), list(request.reject))
+
+    @unary
+    async def UndoVaultReflection(self, request: kb_pb2.RevertVaultReflectionRequest, context: grpc.aio.ServicerContext) -> kb_pb2.RevertVaultReflectionResponse:  # noqa: N802
+        vault, reflections = self._vault(context, request.project, write=True)
+        return await reflections.undo(vault, request.run_id, request.last)
 
     def _agent(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool) -> AgentConfig:
         return self._agent_and_caller(context, agent_id, write=write)[0]

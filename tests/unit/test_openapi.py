@@ -68,7 +68,7 @@ def test_path_parameters_are_named_as_the_docs_name_them() -> None:
         in_path = set(re.findall(r"\{([^}]+)\}", path))
         assert in_path == {p["name"] for p in op["parameters"] if p["in"] == "path"}, path
         declared |= in_path
-    assert declared == {"agentId", "filename", "name", "sessionId", "tombstoneId"}
+    assert declared == {"agentId", "filename", "name", "project", "sessionId", "tombstoneId"}
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     text = "\n".join(page.read_text(encoding="utf-8") for page in pages)
     routes = re.findall(r"(?:/api/v1/|…/)[^\s`\"'|]*", text)

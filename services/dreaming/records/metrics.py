@@ -88,3 +88,59 @@ def observe_run(report: RunReport) -> None:
 def observe_outcome(outcome: str) -> None:
     """Count a run that never produced a report (the scheduler skipped the night, or the run raised)."""
     RUNS.child(outcome).inc()
+
+
+# The vault's weekly reflection (docs/concepts/vault.md "Weekly reflection"): one run per vault.
+REFLECTION_STATUSES = ("ok", "noop", "busy", "failed")
+# Why a merge was refused: the KB's guard, read from the opening words of its reason (REFUSAL_WORDS).
+REFLECTION_GUARDS = ("changed", "contradiction", "drop_share", "recall", "secret", "other")
+REFUSAL_WORDS: tuple[tuple[str, str], ...] = (  # first match wins: a recall refusal names the dropped line it missed
+    ("contradict", "contradiction"),
+    ("recall", "recall"),
+    ("probe", "recall"),
+    ("secret", "secret"),
+    ("drop", "drop_share"),
+    ("share", "drop_share"),
+    ("changed", "changed"),
+)
+REFLECTION_RUNS = Counter(
+    "gateway_vault_reflection_runs_total", "Vault reflection runs, by status.", ("status",), registry=REGISTRY,
+    children=[(status,) for status in REFLECTION_STATUSES],
+)
+REFLECTION_MERGES = Counter(
+    "gateway_vault_reflection_merges_total", "Merges of vault reflection runs, applied (merged) or proposed.",
+    ("result",), registry=REGISTRY, children=[("merged",), ("proposed",)],
+)
+REFLECTION_REFUSALS = Counter(
+    "gateway_vault_reflection_refusals_total", "Merges of vault reflection runs a guard refused, by guard.",
+    ("guard",), registry=REGISTRY, children=[(guard,) for guard in REFLECTION_GUARDS],
+)
+REFLECTION_REVIEWER_CALLS = Counter(
+    "gateway_vault_reflection_reviewer_calls_total",
+    "Reviewer calls of vault reflection runs (one per cluster), by whether a reply was read.",
+    ("result",), registry=REGISTRY, children=[("ok",), ("failed",)],
+)
+
+
+def refusal_guard(reason: str, *, changed: bool = False) -> str:
+    """The ``guard`` label of a refused merge (a note changed since the plan: ``changed``)."""
+    if changed:
+        return "changed"
+    low = reason.lower()
+    return next((code for words, code in REFUSAL_WORDS if words in low), "other")
+
+
+def observe_reflection(status: str, *, merged: int = 0, proposed: int = 0, refused: tuple[str, ...] = (),
+                       calls_ok: int = 0, calls_failed: int = 0) -> None:
+    """Count one finished reflection run: its status, merges, refusals (their guard labels) and reviewer calls."""
+    REFLECTION_RUNS.child(status if status in REFLECTION_STATUSES else "failed").inc()
+    if merged:
+        REFLECTION_MERGES.child("merged").inc(merged)
+    if proposed:
+        REFLECTION_MERGES.child("proposed").inc(proposed)
+    for guard in refused:
+        REFLECTION_REFUSALS.child(guard if guard in REFLECTION_GUARDS else "other").inc()
+    if calls_ok:
+        REFLECTION_REVIEWER_CALLS.child("ok").inc(calls_ok)
+    if calls_failed:
+        REFLECTION_REVIEWER_CALLS.child("failed").inc(calls_failed)

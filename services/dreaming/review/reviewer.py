@@ -38,6 +38,7 @@ import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -152,7 +153,19 @@ def _stderr_hint(tail: bytearray) -> str:
     return f": {text[-REASON_CAP:]}" if text else ""
 
 
-async def run_reviewer(
+@dataclass(frozen=True)
+class CommandOutcome:
+    """What the reviewer process did: its stdout when it exited 0 in time (``ok``), else the
+    one-line ``reason``; ``seconds`` it took and the bytes it wrote to stdout."""
+
+    ok: bool
+    stdout: str = ""
+    reason: str = ""
+    seconds: float = 0.0
+    nbytes: int = 0
+
+
+async def run_command(
     command: Sequence[str],
     prompt: str,
     timeout_s: float,
@@ -160,22 +173,15 @@ async def run_reviewer(
     max_stdout: int = 1 << 20,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
-) -> ReviewerOutcome:
-    """Run ``command`` with ``prompt`` on stdin for at most ``timeout_s`` seconds and parse its reply.
-
-    ``env`` is the child's whole environment (see ``reviewer_environment``);
-    None gives only a default PATH and LANG. A first element ``gateway`` is
-    this installation's command (``resolve_command``). ``cwd`` is its working folder
-    (None: ours). More than ``max_stdout`` bytes on stdout, or the timeout,
-    kill the whole process group. Never raises for what the reviewer does
-    (rules in the module docstring); ``ok`` is true only for a zero exit whose
-    output ``parse_reply`` accepts. Cancelling the call kills the group too.
-    """
+) -> CommandOutcome:
+    """Run ``command`` with ``prompt`` on stdin for at most ``timeout_s`` seconds: its stdout, or why
+    not. The process rules of the module docstring; never raises for what the reviewer does.
+    Cancelling the call kills the group too. ``run_reviewer`` reads the nightly reply from it; the
+    vault's reflection reads its own."""
     started = time.monotonic()
 
-    def outcome(ok: bool, reason: str = "", reply: ReviewerReply | None = None, nbytes: int = 0) -> ReviewerOutcome:
-        seconds = round(time.monotonic() - started, 3)
-        return ReviewerOutcome(reply or ReviewerReply(), ok, reason, seconds, nbytes)
+    def outcome(ok: bool, reason: str = "", stdout: str = "", nbytes: int = 0) -> CommandOutcome:
+        return CommandOutcome(ok, stdout, reason, round(time.monotonic() - started, 3), nbytes)
 
     if not command:
         return outcome(False, "the reviewer command is empty")
@@ -231,8 +237,33 @@ async def run_reviewer(
     if code != 0:
         status = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
         return outcome(False, status + _stderr_hint(err), nbytes=nbytes)
+    return outcome(True, stdout=out.decode("utf-8", errors="replace"), nbytes=nbytes)
+
+
+async def run_reviewer(
+    command: Sequence[str],
+    prompt: str,
+    timeout_s: float,
+    *,
+    max_stdout: int = 1 << 20,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ReviewerOutcome:
+    """Run ``command`` with ``prompt`` on stdin for at most ``timeout_s`` seconds and parse its reply.
+
+    ``env`` is the child's whole environment (see ``reviewer_environment``);
+    None gives only a default PATH and LANG. A first element ``gateway`` is
+    this installation's command (``resolve_command``). ``cwd`` is its working folder
+    (None: ours). More than ``max_stdout`` bytes on stdout, or the timeout,
+    kill the whole process group. Never raises for what the reviewer does
+    (rules in the module docstring); ``ok`` is true only for a zero exit whose
+    output ``parse_reply`` accepts. Cancelling the call kills the group too.
+    """
+    done = await run_command(command, prompt, timeout_s, max_stdout=max_stdout, cwd=cwd, env=env)
+    if not done.ok:
+        return ReviewerOutcome(ReviewerReply(), False, done.reason, done.seconds, done.nbytes)
     try:
-        reply = parse_reply(out.decode("utf-8", errors="replace"))
+        reply = parse_reply(done.stdout)
     except ReplyError as exc:
-        return outcome(False, str(exc), nbytes=nbytes)
-    return outcome(True, reply=reply, nbytes=nbytes)
+        return ReviewerOutcome(ReviewerReply(), False, str(exc), done.seconds, done.nbytes)
+    return ReviewerOutcome(reply, True, "", done.seconds, done.nbytes)

@@ -11,7 +11,7 @@ DREAMING = ROOT / "services" / "dreaming"
 PACKAGE = "services.dreaming"
 # Bottom up: a wing may import the wings before it in this list, never one after it, and never the
 # top floor (the modules directly in services/dreaming/).
-WINGS = ("model", "records", "schedule", "review", "apply", "passes", "vault", "history", "forget")
+WINGS = ("model", "records", "schedule", "review", "apply", "passes", "vault", "history", "forget", "reflect")
 # Production code outside the service; tests and benchmarks may reach into a wing.
 OUTSIDE = ("gateway", "gateway_cli", "gateway_http", "gateway_mcp", "services")
 
