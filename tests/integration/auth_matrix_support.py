@@ -55,6 +55,10 @@ ACCESS: dict[str, str] = {
     "gateway.v1.Dreaming.Forget": WRITE,  # a dry run too: its report says where an agent keeps a text
     "gateway.v1.Dreaming.ListTombstones": WRITE,  # a key that may forget sees the tombstones
     "gateway.v1.Dreaming.LiftTombstone": WRITE,
+    "gateway.v1.Dreaming.ReflectVault": WRITE,
+    "gateway.v1.Dreaming.GetVaultReflections": READ,
+    "gateway.v1.Dreaming.DecideVaultMerges": WRITE,
+    "gateway.v1.Dreaming.UndoVaultReflection": WRITE,
     "gateway.v1.WorkspaceFiles.GetFile": READ,
     "gateway.v1.WorkspaceFiles.PutFile": WRITE,
     "gateway.v1.Knowledge.Refresh": READ,  # re-indexing derives the index from the files: no write to them
@@ -105,6 +109,14 @@ INTERNAL_ONLY = frozenset({
     "gateway.v1.Knowledge.PlanVaultReflection", "gateway.v1.Knowledge.MergeVaultNotes",
     "gateway.v1.Knowledge.RecordVaultReflection", "gateway.v1.Knowledge.ListVaultReflections",
     "gateway.v1.Knowledge.RevertVaultReflection",
+})
+
+# RPCs about a whole vault (the weekly reflection's public calls, which name a project, not an agent):
+# only a key whose scope is "*" may make them (and a write key for all but the list); every scoped key is
+# refused (403) whatever agents it names.
+VAULT_WIDE = frozenset({
+    "gateway.v1.Dreaming.ReflectVault", "gateway.v1.Dreaming.GetVaultReflections",
+    "gateway.v1.Dreaming.DecideVaultMerges", "gateway.v1.Dreaming.UndoVaultReflection",
 })
 
 NOTE = "# Matrix note\n\n- first line of the note\n- second line of the note\n"
@@ -227,6 +239,13 @@ REQUESTS: dict[str, Builder] = {
     "gateway.v1.Dreaming.Forget": lambda p, a, r: {"text": "matrix forget words"},  # a dry run
     "gateway.v1.Dreaming.ListTombstones": lambda p, a, r: {},
     "gateway.v1.Dreaming.LiftTombstone": lambda p, a, r: {"tombstone_id": p.tombstone(a) if r else ABSENT_TOMBSTONE},
+    # the vault of project global: a propose-mode run (the matrix's reviewer), the list, a decision and a
+    # revert of a run that does not exist (NOT_FOUND: a 4xx for the body, not for the key)
+    "gateway.v1.Dreaming.ReflectVault": lambda p, a, r: {"project": "global", "mode": "propose"},
+    "gateway.v1.Dreaming.GetVaultReflections": lambda p, a, r: {"project": "global"},
+    "gateway.v1.Dreaming.DecideVaultMerges": lambda p, a, r: {"project": "global", "run_id": "R-matrix-absent",
+                                                              "reject": ["C-000000000000"]},
+    "gateway.v1.Dreaming.UndoVaultReflection": lambda p, a, r: {"project": "global", "run_id": "R-matrix-absent"},
     "gateway.v1.WorkspaceFiles.GetFile": lambda p, a, r: {"filename": "SOUL.md"},
     "gateway.v1.WorkspaceFiles.PutFile": lambda p, a, r: {"filename": "USER.md", "content": f"- {p.unique('matrix put')}\n"},
     "gateway.v1.Knowledge.Refresh": lambda p, a, r: {},

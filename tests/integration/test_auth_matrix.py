@@ -17,7 +17,9 @@ internal-only RPCs included) is called in each column:
 A list about no one agent (``SCOPE_FILTERED``: the console's ``ListAgents``) filters by the
 key's scope instead of refusing: every accepted key is allowed there. A call about many agents
 (``UNKNOWN_ANSWERED``: ``GetDreamSummaries``) names an unknown agent in its reply: the unknown
-agent with a ``*`` key is allowed there.
+agent with a ``*`` key is allowed there. A call about a whole vault (``VAULT_WIDE``: the weekly
+reflection's public calls, which name a project) is allowed only for the ``*`` key and refused (403)
+for every scoped key.
 
 each keyed column with ``X-Api-Key: K`` and with ``Authorization: Bearer K``.
 gRPC adds the internal token (allowed) and a wrong internal token (401); REST
@@ -56,7 +58,7 @@ import grpc
 import httpx
 import pytest
 from auth_matrix_support import (
-    ACCESS, INTERNAL_ONLY, READ, SCOPE_FILTERED, UNKNOWN_ANSWERED, Prep, all_methods, request_fields)
+    ACCESS, INTERNAL_ONLY, READ, SCOPE_FILTERED, UNKNOWN_ANSWERED, VAULT_WIDE, Prep, all_methods, request_fields)
 from dreaming_support import dreaming, reviewer
 from google.protobuf import json_format, message_factory
 from hardening_report import record
@@ -132,6 +134,8 @@ def table(rows: list[Outcome]) -> str:
 def _expected(column: Column, full_name: str) -> str:
     if full_name in INTERNAL_ONLY and column.key is not None and column.key != "wrong":
         return "403"
+    if full_name in VAULT_WIDE and column.key is not None and column.key != "wrong":
+        return "allowed" if column.key == "admin" else "403"
     if full_name in SCOPE_FILTERED and column.key is not None and column.key != "wrong":
         return "allowed"
     if full_name in UNKNOWN_ANSWERED and column.name == "unknown agent, * key":
