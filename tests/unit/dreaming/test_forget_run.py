@@ -224,3 +224,11 @@ def test_a_forget_sets_the_places_it_changed_on_every_tombstone_it_wrote(tmp_pat
     rows = Tombstones(tmp_path).all()
     assert [t.id for t in rows] == [report.tombstone_id, f"{report.tombstone_id}.2", f"{report.tombstone_id}.3"]
     assert {t.places for t in rows} == {report.changed} and report.changed >= 1 and report.tombstones == 3
+
+
+def test_a_name_left_in_the_archive_is_the_agents_to_rename_one_left_in_the_vault_is_to_run_again() -> None:
+    from services.dreaming.forget.run import left_of
+    from services.dreaming.forget.workspace import NAME_HOLDS_IT
+
+    assert left_of("name", "archive") == NAME_HOLDS_IT
+    assert left_of("name", "vault:global") == KB_LEFT and left_of("note", "vault:global") == KB_LEFT
