@@ -2,7 +2,7 @@
 
 A text is planted in many places of agent alfred's home: MEMORY.md, thirty large files under
 ``memory/`` (each indexed by the archive), pruned.md, ``.dreaming/`` records (DREAMS.md, audit lines,
-a backup) and twenty notes of the shared vault. ``Forget`` (apply, shared) is sent to dreaming, and
+a backup) and forty notes of the shared vault. ``Forget`` (apply, shared) is sent to dreaming, and
 one process is killed with SIGKILL at a point aimed by polling the files (``crash_support.until``):
 
 - dreaming, once MEMORY.md (the first file it rewrites) holds the marker;
@@ -15,6 +15,9 @@ one process is killed with SIGKILL at a point aimed by polling the files (``cras
 - dreaming, once every workspace file holds the marker, in a forget by pattern of the agent's files
   only: the run that finishes it finds no string to tombstone, so the tombstone written first must be
   there (docs/concepts/forget.md "If a forget is interrupted").
+
+A forget that answered before the kill landed (a busy machine can stall the test between the moment
+seen and the kill) is planted and aimed at again, up to ``ATTEMPTS`` times.
 
 Then, before anything else runs: every planted file is its old bytes or fully scrubbed (its text with
 each marker put back is the old bytes, and it holds no match): never torn or half-written; no
@@ -33,7 +36,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from crash_support import integrity_problems, kill9, until
+from crash_support import Tally, integrity_problems, kill9, until
 from dreaming_support import start_suite
 from forget_support import runs
 from suite_support import ADMIN_KEY, Suite, wait_until
@@ -46,8 +49,9 @@ pytestmark = pytest.mark.integration
 AUTH = (("x-api-key", ADMIN_KEY),)
 MARKER = re.compile(r"\[forgotten F-[0-9a-f]{12}\]")
 MEMORY_FILES = 30
-NOTES = 20
-AIM_LIMIT_S = 120.0  # the moment aimed at comes well before this; past it the round kills anyway
+NOTES = 40
+AIM_LIMIT_S = 120.0  # the moment aimed at comes well before this
+ATTEMPTS = 3
 
 
 def text_of(n: int) -> str:
@@ -84,7 +88,7 @@ def plant(home: Path, n: int, *, notes: bool) -> dict[Path, bytes]:
     vault = home / "shared" / "kb" / "global" / "notes"
     for v in range(NOTES if notes else 0):
         label = f"v{v:02d}"
-        files[vault / f"crypt-{v:02d}.md"] = f"# Crypt {v}\n\n{fact(label, n)}\n\n{filler(label, 200)}\n{text}\n"
+        files[vault / f"crypt-{v:02d}.md"] = f"# Crypt {v}\n\n{fact(label, n)}\n\n{filler(label, 500)}\n{text}\n"
     for path, content in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
@@ -132,6 +136,16 @@ def fsuite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
         yield running
     finally:
         running.stop_all()
+
+
+@pytest.fixture(scope="module")
+def tally() -> Iterator[Tally]:
+    """The rounds' figures, for the hardening table once the module is done (files old or scrubbed at the kill)."""
+    figures = Tally("kill -9: a whole forget")
+    yield figures
+    figures.record(f"dreaming or the KB killed at {figures.rounds} points of an applied forget over 35 workspace "
+                   "files and 40 vault notes (4 MB); each planted file old or scrubbed at the kill, never torn; the same "
+                   "forget again left no 8-character run of the text in the home")
 
 
 def search(suite: Suite, query: str, corpus: str) -> list[str]:
@@ -188,31 +202,48 @@ ROUNDS: dict[str, tuple[str, Aim, bool]] = {  # who is killed, when, and whether
 }
 
 
-@pytest.mark.timeout(900)  # a home of 3 MB indexed, forgotten twice, and searched, on a busy machine
+def cut_short(suite: Suite, planted: dict[Path, bytes], n: int, victim: str, aim: Aim,
+              request: dreaming_pb2.ForgetRequest) -> grpc.RpcError | None:
+    """Once the planted files are indexed, send the forget and kill ``victim`` at the moment ``aim`` says;
+    the forget's error (it was cut short), or None when it answered first."""
+    last_day, last_note = f"d{MEMORY_FILES - 1:02d}x{n}", f"v{NOTES - 1:02d}x{n}"
+    wait_until(lambda: search(suite, last_day, "memory") == [f"memory/2026-10-{MEMORY_FILES:02d}.md"], 240,
+               "the archive to index the planted files")
+    if any(p.parent.name == "notes" for p in planted):
+        wait_until(lambda: search(suite, last_note, "shared") == [f"notes/crypt-{NOTES - 1:02d}.md"], 240,
+                   "the vault to index the planted notes")
+    with grpc.insecure_channel(suite.address("dreaming")) as channel:
+        call = dreaming_pb2_grpc.DreamingStub(channel).Forget.future(request, metadata=AUTH, timeout=600)
+        assert until(lambda: aim(planted), AIM_LIMIT_S), "the moment aimed at never came"
+        kill9(suite, victim)
+        try:
+            call.result()
+        except grpc.RpcError as exc:
+            return exc
+    return None
+
+
+@pytest.mark.timeout(900)  # a home of 4 MB indexed, forgotten twice, and searched, on a busy machine
 @pytest.mark.parametrize("round_", list(ROUNDS))
-def test_a_forget_killed_mid_way_leaves_each_file_whole_and_the_same_forget_finishes_it(fsuite: Suite, round_: str) -> None:
+def test_a_forget_killed_mid_way_leaves_each_file_whole_and_the_same_forget_finishes_it(fsuite: Suite, tally: Tally,
+                                                                                         round_: str) -> None:
     victim, aim, by_pattern = ROUNDS[round_]
     home = fsuite.home
     n = list(ROUNDS).index(round_)
     text = text_of(n)
-    planted = plant(home, n, notes=not by_pattern)
-    last_day, last_note = f"d{MEMORY_FILES - 1:02d}x{n}", f"v{NOTES - 1:02d}x{n}"
-    wait_until(lambda: search(fsuite, last_day, "memory") == [f"memory/2026-10-{MEMORY_FILES:02d}.md"], 240,
-               "the archive to index the planted files")
-    if not by_pattern:
-        wait_until(lambda: search(fsuite, last_note, "shared") == [f"notes/crypt-{NOTES - 1:02d}.md"], 240,
-                   "the vault to index the planted notes")
-
-    with grpc.insecure_channel(fsuite.address("dreaming")) as channel:
-        call = dreaming_pb2_grpc.DreamingStub(channel).Forget.future(forget_request(text, by_pattern), metadata=AUTH, timeout=600)
-        aimed = until(lambda: aim(planted), AIM_LIMIT_S)
-        kill9(fsuite, victim)
-        with pytest.raises(grpc.RpcError) as cut:  # the forget did not answer: it was cut short
-            call.result()
-    assert aimed, f"{round_}: the moment aimed at never came"
-    assert cut.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), cut.value
+    cut: grpc.RpcError | None = None
+    for _ in range(ATTEMPTS):  # a forget that ended before the kill landed (a busy machine) is aimed at again
+        planted = plant(home, n, notes=not by_pattern)
+        cut = cut_short(fsuite, planted, n, victim, aim, forget_request(text, by_pattern))
+        if cut is not None:
+            break
+        fsuite.start(victim)
+    assert cut is not None, f"{round_}: in {ATTEMPTS} attempts, the forget always ended before the kill"
+    assert cut.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), cut
     states = {p: whole(old, planted_part(p), text) for p, old in planted.items()}
     torn = {str(p.relative_to(home)): s for p, s in states.items() if s not in ("old", "scrubbed")}
+    tally.kill(True, [])
+    tally.torn += len(torn)
     assert torn == {}, torn
     tally = {s: list(states.values()).count(s) for s in ("old", "scrubbed")}
     assert tally["scrubbed"] >= 1, tally  # the kill came after the first rewrite: a forget really was cut short
