@@ -45,7 +45,7 @@ import secrets
 import threading
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Final
@@ -286,6 +286,21 @@ class Tombstones:
                 continue
             return made
         raise WriteConflict(f"{self._file} kept changing while a tombstone was added")
+
+    def set_places(self, tombstone_id: str, places: int) -> int:
+        """Set ``places`` on the tombstones of one forget (``tombstone_id`` and its ``.N`` siblings), written
+        before the forget knew it; how many it set (0 when they were lifted meanwhile)."""
+        for _ in range(_WRITE_TRIES):
+            before, rows = self._read()
+            mine = [t for t in rows if t.id == tombstone_id or t.id.startswith(tombstone_id + ".")]
+            if all(t.places == places for t in mine):
+                return len(mine)
+            try:
+                self._write(before, [replace(t, places=places) if t in mine else t for t in rows])
+            except WriteConflict:
+                continue
+            return len(mine)
+        raise WriteConflict(f"{self._file} kept changing while a forget's places were set")
 
     def lift(self, tombstone_id: str) -> Tombstone:
         """Remove a tombstone (and its ``.N`` siblings); the first removed. NotFound when there is none."""

@@ -10,7 +10,10 @@ the detectors in ``DETECTORS``, the filters detect-secrets applies by default bu
 comment (``pragma: allowlist secret``: the text's author here is a model or an agent, not a reviewer
 who allowlisted a line) and the file-exists check (there is no file). Each line is scanned as
 detect-secrets scans an ad-hoc string (``scan_line``), so the keyword detector wants its value quoted
-(``api_key = "…"``): unquoted it would flag prose such as ``Secretary: Jane``. The high-entropy
+(``api_key = "…"``): unquoted it would flag prose such as ``Secretary: Jane``. Quoted, it flags any
+value, ``"api_key": "blue whale"`` too, so one filter is added to detect-secrets' own (through its
+filter settings, which call it with each potential secret and the plugin that found it): a keyword
+value that is plainly words (``plain_words``) is not a secret. The high-entropy
 detectors are left out: they flag commit hashes, SHA-256 sums and base64 images, and a real key
 with a shape of its own is caught by its detector. So are detectors whose patterns cost more than
 they catch (IBM Cloud, SoftLayer, Cloudant, Artifactory: keyword-bound patterns, slow to search).
@@ -76,6 +79,41 @@ _FILTERS_OFF: Final = (
     "detect_secrets.filters.allowlist.is_line_allowlisted",
     "detect_secrets.filters.common.is_invalid_file",
 )
+PLAIN_WORDS_FILTER: Final = "gateway.secrets_guard.plain_words"  # detect-secrets imports it by this path
+_EDGE_PUNCTUATION: Final = ".,;:!?()[]\"'"
+_VOWELS: Final = frozenset("aeiouy")
+MAX_NUMBER_DIGITS: Final = 4  # a row, a floor, a year; longer runs of digits are a PIN or an id
+MIN_VOWEL_CHECK: Final = 5  # an ASCII word this long with no vowel is not a word ("xkcdq")
+
+
+def _is_word(token: str) -> bool:
+    """A word as prose writes one: letters, with ``'`` or ``-`` only between them (``o'clock``, ``front-desk``),
+    all in one case after its first letter (``McKay`` is not, ``xKqP`` is not), and an ASCII word of
+    ``MIN_VOWEL_CHECK`` letters or more holds a vowel."""
+    letters = token.replace("'", "").replace("-", "")
+    if not letters.isalpha() or token[0] in "'-" or token[-1] in "'-":
+        return False
+    rest = letters[1:]
+    if rest != rest.lower() and rest != rest.upper():
+        return False
+    return not (letters.isascii() and len(letters) >= MIN_VOWEL_CHECK and not _VOWELS & set(letters.lower()))
+
+
+def plain_words(secret: str, plugin: object) -> bool:
+    """detect-secrets' filter (``PLAIN_WORDS_FILTER``): True (not a secret) for a value the keyword detector
+    found that is plainly words (docs/concepts/secrets.md "What is not a secret"): whitespace inside it,
+    every piece (its ``_EDGE_PUNCTUATION`` stripped) a word (``_is_word``) or a number of at most
+    ``MAX_NUMBER_DIGITS`` digits, and at least two words. Every other detector's findings are kept: a
+    private key's header is words too."""
+    if type(plugin).__name__ != "KeywordDetector":
+        return False
+    pieces = [p.strip(_EDGE_PUNCTUATION) for p in secret.split()]
+    pieces = [p for p in pieces if p]
+    if len(pieces) < 2:
+        return False
+    words = [p for p in pieces if _is_word(p)]
+    numbers = [p for p in pieces if p.isdigit() and p.isascii() and len(p) <= MAX_NUMBER_DIGITS]
+    return len(words) >= 2 and len(words) + len(numbers) == len(pieces)
 
 
 @dataclass(frozen=True, order=True)
@@ -97,13 +135,15 @@ class _Scanner:
         from detect_secrets.core.scan import scan_line
         from detect_secrets.plugins.keyword import KeywordDetector
         from detect_secrets.plugins.base import RegexBasedDetector
-        from detect_secrets.settings import get_plugins, get_settings
+        from detect_secrets.settings import get_filters, get_plugins, get_settings
 
         if warnings.showwarning is not shown:  # its logger module turns on logging.captureWarnings: put it back
             logging.captureWarnings(False)
         settings = get_settings()
         settings.configure_plugins([{"name": name} for name in DETECTORS])
         settings.disable_filters(*_FILTERS_OFF)
+        settings.filters[PLAIN_WORDS_FILTER] = {}
+        get_filters.cache_clear()
         patterns: list[re.Pattern[str]] = []
         for plugin in get_plugins():
             if isinstance(plugin, RegexBasedDetector):

@@ -47,4 +47,20 @@ NEAR_MISSES = {
     "a key word in prose": "- Secretary: Jane Doe keeps the password policy (12 characters) and the api key rota.",
     "an unquoted keyword value": "- api_key = set in the vault, never here",
     "a URL without a password": "- Docs at https://user@example.com/guide and postgres://db.example.com/app",
+    # a keyword's quoted value that is plainly words (docs/concepts/secrets.md "What is not a secret")
+    "a keyword value of two words, in JSON": '{"api_key": "blue whale", "owner": "ops"}',
+    "a keyword value that says where it is": '- password = "ask Marta at the front desk"',
+    "a keyword value with a row number": '- db_pass: "in the grey binder (row 3)."',
+    "a token that is prose": '- token: "the one from the meeting"',
+    "a secret keyword in another script": '- secret = "спроси у Марты"',
+}
+# Keyword values that stay secrets: random-looking, digits inside a word, a long number, a single word.
+KEYWORD_SECRETS = {
+    "punctuation and digits": 'password = "hunter2-' + 'Xk9!q7Lm"',
+    "a live key": 'api_key: "sk-live-' + 'a8Fq2ZpL0mWx"',
+    "two pieces with digits": 'password = "hunter2 ' + 'Xk9"',
+    "two runs of consonants": 'secret: "xkqpz ' + 'wmtrv"',
+    "a word and a PIN": '"db_pass": "plank ' + '482913"',
+    "one word": 'my_secret = "' + 'bluewhale"',
+    "mixed case inside a word": 'password = "blue ' + 'wHaLe"',
 }

@@ -199,8 +199,10 @@ class KbIndex:
             left = {(p.place, p.kind) for p in store.left}
             places += [Place(store.store, p.place, p.count, tuple(p.lines)[:MAX_LINES],
                              changed=apply and (p.place, p.kind) not in left,
-                             left=left_of(p.kind) if (p.place, p.kind) in left else "", kind=p.kind) for p in store.places]
-            places += [Place(store.store, p.place, p.count, tuple(p.lines)[:MAX_LINES], left=left_of(p.kind), kind=p.kind)
+                             left=left_of(p.kind, store.store) if (p.place, p.kind) in left else "", kind=p.kind)
+                       for p in store.places]
+            places += [Place(store.store, p.place, p.count, tuple(p.lines)[:MAX_LINES], left=left_of(p.kind, store.store),
+                             kind=p.kind)
                        for p in store.left if not any((q.place, q.kind) == (p.place, p.kind) for q in store.places)]
         purges = [KbPurge(s.store, s.bytes_before, s.bytes_after, s.purge_seconds) for s in r.stores if s.purged]
         return KbForget(tuple(places), tuple(purges), tuple(r.matched))

@@ -118,20 +118,32 @@ def test_who_may_forget_and_what_is_refused(fsuite: Suite, kb: kb_pb2_grpc.Knowl
     assert _code(lambda: forget("hermit", ADMIN_KEY, text="spare key", shared=True)) == grpc.StatusCode.FAILED_PRECONDITION
 
 
-def test_a_name_that_holds_the_text_is_answered_scrubbed_and_left(fsuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
-    """A forget rewrites contents, not names: a note named with the text is ``left``, and no reply shows the name."""
+def test_a_note_named_with_the_text_is_renamed_and_no_byte_of_its_name_is_left(
+        fsuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    """A note whose name holds the text is renamed (the name-safe marker in place of the text), its authors
+    and the links to it following; no reply shows the old name, and no byte of it is left in the vault."""
     text = "Ottoline Brasswick"
-    kb.CreateSharedNote(pb.CreateSharedNoteRequest(agent_id="alfred", name=f"{text} contacts", confirm=True,
-                                                   content=f"# Contacts\n\n{text} moved to Leeds.\n"),
-                        metadata=ADMIN, timeout=30)
+    new = f"forgotten {TOMBSTONE} contacts"
+    for name, content in ((f"{text} contacts", f"# Contacts\n\n{text} moved to Leeds.\n"),
+                          ("people", f"# People\n\n- [[{text} contacts|the card]]\n")):
+        kb.CreateSharedNote(pb.CreateSharedNoteRequest(agent_id="alfred", name=name, confirm=True, content=content),
+                            metadata=ADMIN, timeout=30)
     for apply in (False, True):
         reply = kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", text=text, shared=True, apply=apply,
                                                    tombstone_id=TOMBSTONE), metadata=ADMIN, timeout=120)
         assert "brasswick" not in str(reply).lower()
         vault = reply.stores[1]
-        assert [(p.place, p.kind) for p in vault.left] == [(f"notes/[forgotten {TOMBSTONE}] contacts.md", "name")]
-    assert [(p.place, p.kind, p.count) for p in vault.places] == [
-        (f"notes/[forgotten {TOMBSTONE}] contacts.md", "note", 1), (f"notes/[forgotten {TOMBSTONE}] contacts.md", "name", 1)]
+        assert list(vault.left) == []
+        assert [(p.place, p.kind) for p in vault.places if p.kind == "name"] == [
+            (f"notes/[forgotten {TOMBSTONE}] contacts.md", "name")]
+    got = kb.GetSharedNote(pb.GetSharedNoteRequest(agent_id="alfred", name=new), metadata=ADMIN, timeout=30)
+    assert got.content == f"# Contacts\n\n[forgotten {TOMBSTONE}] moved to Leeds.\n"
+    people = kb.GetSharedNote(pb.GetSharedNoteRequest(agent_id="alfred", name="people"), metadata=ADMIN, timeout=30)
+    assert people.content == f"# People\n\n- [[{new}|the card]]\n"
+    assert _code(lambda: kb.GetSharedNote(pb.GetSharedNoteRequest(agent_id="alfred", name=f"{text} contacts"),
+                                          metadata=ADMIN, timeout=30)) == grpc.StatusCode.NOT_FOUND
+    vault_dir = fsuite.home / "shared" / "kb" / "global"
+    assert residue([*sorted(vault_dir.rglob("*.md")), vault_dir / "kb.sqlite"], text) == []
 
 
 def test_a_pattern_applied_names_the_strings_it_matched_in_the_vault_for_the_tombstones(

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import grpc
 import httpx
 import pytest
-from secret_samples import AWS_KEY, PRIVATE_KEY_BLOCK, SECRETS
+from secret_samples import AWS_KEY, KEYWORD_SECRETS, PRIVATE_KEY_BLOCK, SECRETS
 from suite_support import ADMIN_KEY, Suite, make_home, wait_until, workspace
 
 from gateway.v1 import kb_pb2, kb_pb2_grpc
@@ -52,6 +52,16 @@ def test_a_shared_note_holding_a_secret_is_refused_naming_the_detector(gsuite: S
     updated = http.put(f"{NOTES}/deploys", json={"content": content, "confirm": True})
     assert updated.status_code == 400 and "line 3: AWS Access Key" in updated.json()["message"], updated.text
     assert http.get(f"{NOTES}/deploys").json()["content"] == "# Deploys\n- The deploy user is ci.\n"
+
+
+def test_a_shared_note_whose_keyword_values_are_plainly_words_is_written(gsuite: Suite, http: httpx.Client) -> None:
+    """The soak's note (docs/concepts/secrets.md "What is not a secret"): a generated example whose
+    ``api_key`` is two words is written; the same note with a real-looking value is still refused."""
+    example = '# Whale watch\n\n```json\n{"api_key": "blue whale", "password": "ask Marta at the desk"}\n```\n'
+    created = http.post(NOTES, json={"name": "whale-watch", "content": example, "confirm": True})
+    assert created.status_code == 200 and created.json()["created"] is True, created.text
+    refused = http.put(f"{NOTES}/whale-watch", json={"content": f"{example}{KEYWORD_SECRETS['a live key']}\n", "confirm": True})
+    assert refused.status_code == 400 and "(line 6: Secret Keyword)" in refused.json()["message"], refused.text
 
 
 def test_a_promoted_fact_holding_a_secret_is_refused(gsuite: Suite) -> None:

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from secret_samples import AWS_KEY, NEAR_MISSES, PRIVATE_KEY_BLOCK, SECRETS
+from secret_samples import AWS_KEY, KEYWORD_SECRETS, NEAR_MISSES, PRIVATE_KEY_BLOCK, SECRETS
 
 from gateway import secrets_guard
 from gateway.errors import InvalidArgument
@@ -29,6 +29,21 @@ def test_each_kind_of_secret_is_named_by_its_detector(detector: str) -> None:
 @pytest.mark.parametrize("kind", sorted(NEAR_MISSES))
 def test_near_misses_are_not_secrets(kind: str) -> None:
     assert find_secrets(f"# Memory\n\n{NEAR_MISSES[kind]}\n") == []
+
+
+@pytest.mark.parametrize("kind", sorted(KEYWORD_SECRETS))
+def test_a_keyword_value_that_is_not_plainly_words_is_still_a_secret(kind: str) -> None:
+    assert find_secrets(f"# Memory\n\n{KEYWORD_SECRETS[kind]}\n") == [Finding(3, "Secret Keyword")]
+
+
+def test_plain_words_keeps_every_other_detectors_findings() -> None:
+    """The filter judges the keyword detector's values only: a private key's header is plain words."""
+    from detect_secrets.plugins.keyword import KeywordDetector
+    from detect_secrets.plugins.private_key import PrivateKeyDetector
+
+    assert secrets_guard.plain_words("blue whale", KeywordDetector())
+    assert not secrets_guard.plain_words("BEGIN RSA PRIVATE KEY", PrivateKeyDetector())
+    assert find_secrets(PRIVATE_KEY_BLOCK) == [Finding(1, "Private Key")]
 
 
 def test_a_private_key_block_is_found_at_its_begin_line_and_the_lines_count_from_one() -> None:

@@ -5,18 +5,24 @@ the steps and journals the text again.
 Order, and why:
 
 1. A tombstone id is drawn (``Tombstones.new_id``): the marker of every place of this forget.
-2. The workspace is scrubbed (or, for a dry run, scanned): ``workspace.apply_agent``.
-3. The KB's part (``Knowledge.ForgetText``) gets the files step 2 rewrote, so it reindexes them,
+2. On an apply, the tombstone (``Tombstones.add``, with no places yet): the text, or for a pattern the
+   distinct strings it matches in the agent's files (never reported). Written before any file is
+   touched: a forget cut short after step 3 (a kill, the KB down) has scrubbed those strings out of
+   the files, and the same forget run again could not find them to tombstone them; meanwhile the
+   tombstone already keeps the text out of dreaming's writes and the KB's search.
+3. The workspace is scrubbed (or, for a dry run, scanned): ``workspace.apply_agent``.
+4. The KB's part (``Knowledge.ForgetText``) gets the files step 3 rewrote, so it reindexes them,
    scrubs the vault (``shared``) and purges the databases' bytes. It comes after the files: an index
    rebuilt from a file that still held the text would hold it again.
-4. On an apply, the tombstone (``Tombstones.add``): the text, or for a pattern the distinct strings
-   it matched in the agent's files before step 2 and in the shared vault's notes (the KB's answer
-   names them for this; never reported), scoped to the agent or ``*``.
-5. The forget's line in ``audit.jsonl``: its id, the key's name, the places per store.
+5. The tombstones of the strings a pattern matched only in the shared vault's notes (the KB's answer
+   names them), and the count of places changed set on all of this forget's tombstones.
+6. The forget's line in ``audit.jsonl``: its id, the key's name, the places per store.
 
-When the KB cannot answer (step 3), steps 4 and 5 still run for what was done (the tombstone keeps
-the text out meanwhile), and ``KbUnavailable`` says so: running the same forget again finishes it,
-since a scrubbed file holds no match.
+When the KB cannot answer (step 4), steps 5 and 6 still run for what was done, and ``KbUnavailable``
+says so: running the same forget again finishes it, since a scrubbed file holds no match. A process
+killed at any step leaves each file old or scrubbed (``workspace``: one atomic compare-and-swap per
+file), and the tombstone of step 2; the run that finishes the forget writes the record, under its
+own id (the markers of the run cut short keep theirs, the id of the tombstone of step 2).
 """
 
 from __future__ import annotations
@@ -96,9 +102,10 @@ class Forgotten:
         return tuple(p for p in self.places if p.left)
 
 
-def left_of(kind: str) -> str:
-    """Why a KB place is still there after an apply."""
-    return NAME_HOLDS_IT if kind == "name" else KB_LEFT
+def left_of(kind: str, store: str = "archive") -> str:
+    """Why a KB place is still there after an apply: a workspace file's name is the agent's to change; a
+    vault note's name is renamed by the KB, so one left there kept changing (run the forget again)."""
+    return NAME_HOLDS_IT if kind == "name" and store == "archive" else KB_LEFT
 
 
 async def forget(agent: AgentConfig, target: Target, kb: KbForgetter, tombstones: Tombstones, *, shared: bool,
@@ -114,7 +121,10 @@ async def forget(agent: AgentConfig, target: Target, kb: KbForgetter, tombstones
         kb_part = await kb.forget_text(agent.id, target, shared=shared, apply=False, tombstone_id="", changed_paths=())
         return Forgotten(agent.id, False, shared, "", found.places + kb_part.places)
     tombstone_id = tombstones.new_id()
+    scope = SHARED_SCOPE if shared else agent.id
     texts = [target.text] if target.text is not None else sorted(await asyncio.to_thread(matched_texts, agent, target))
+    made = await asyncio.to_thread(tombstones.add, tombstone_id, texts, scope=scope, at=now(), by=by,
+                                   places=0) if texts else []
     done = await asyncio.to_thread(apply_agent, agent, target, tombstone_id, by=by, at=now(), record=False)
     places = done.places
     changed = [p.path for p in done.places if p.changed and p.store == "workspace"]
@@ -126,10 +136,12 @@ async def forget(agent: AgentConfig, target: Target, kb: KbForgetter, tombstones
     except Exception as exc:  # noqa: BLE001 - what was done is recorded below, then this is raised again
         error = exc
     report = Forgotten(agent.id, True, shared, tombstone_id, places + kb_part.places, kb_part.purges)
-    scope = SHARED_SCOPE if shared else agent.id
-    texts += [t for t in kb_part.matched if target.pattern is not None and t not in texts]
-    made = await asyncio.to_thread(tombstones.add, tombstone_id, texts, scope=scope, at=now(), by=by,
-                                   places=report.changed) if texts else []
+    more = [t for t in kb_part.matched if target.pattern is not None and t not in texts]
+    if more:  # after the texts of step 2, so the ids .2, .3… already given stay theirs
+        made += await asyncio.to_thread(tombstones.add, tombstone_id, texts + more, scope=scope, at=now(), by=by,
+                                        places=0)
+    if made:
+        await asyncio.to_thread(tombstones.set_places, tombstone_id, report.changed)
     report = replace(report, tombstones=len(made))
     stores: dict[str, int] = {}
     for p in report.places:

@@ -18,7 +18,9 @@ What a vault keeps of a note's text, and what happens to each on an apply:
   ``graph: true`` rebuilds them after the writes anyway.
 - **The index's bytes**: the backend's purge (``purge.purge_bytes``; ``VACUUM (FULL)`` for PostgreSQL).
 
-Note names are not changed: a note whose name holds the target is answered in ``places`` and ``left`` (kind ``name``).
+- **Names**: a note whose name holds the target is renamed, its twin and every row keyed by its name
+  with it, and the links to it rewritten (``forget_names``); each is a place of kind ``name``, and
+  the rows renamed one place (``note names``, kind ``table``).
 """
 
 from __future__ import annotations
@@ -33,13 +35,14 @@ from gateway.atomic import WriteConflict, write_atomic
 from gateway.errors import FailedPrecondition
 from gateway.forgetting import Target
 from services.kb.index.purge import Place, StoreForget, index_places, named, scrub_old_paths, text_place
-from services.kb.vault import sqlite_reflection, sqlite_rows
+from services.kb.vault import forget_names, sqlite_reflection, sqlite_rows
 from services.kb.vault.names import name_from_path, note_path
 from services.kb.vault.note_index import REPORTS_DIR, reindex_notes
 from services.kb.vault.sqlite_store import SqliteVaultStore
 from services.kb.vault.store import VaultStore
 
 WRITE_TRIES: Final = 5
+NAME_ROWS: Final = "note names"  # the place of the rows keyed by a note name that a forget renamed
 WRITE_TEXT_FIELDS: Final = ("removed", "added", "block", "folded_twin")  # a PromotionWrite's text; the rest are names and hashes
 
 
@@ -48,9 +51,10 @@ def _text(data: bytes) -> str:
 
 
 def _scrub_file(read: Callable[[], bytes | None], write: Callable[[bytes, bytes], None], where: str, kind: str,
-                target: Target, tombstone_id: str, apply: bool, matched: set[str] | None = None) -> tuple[Place | None, bool]:
+                target: Target, scrub: Callable[[str], str], apply: bool,
+                matched: set[str] | None = None) -> tuple[Place | None, bool]:
     """``(where the target was found, whether it is still there)`` for one file-like thing, rewritten
-    with the marker on ``apply`` (``write(new, expected)`` raising WriteConflict when it changed); the
+    through ``scrub`` on ``apply`` (``write(new, expected)`` raising WriteConflict when it changed); the
     strings a pattern matched are added to ``matched`` when given."""
     found: Place | None = None
     for _ in range(WRITE_TRIES):
@@ -65,7 +69,7 @@ def _scrub_file(read: Callable[[], bytes | None], write: Callable[[bytes, bytes]
             matched.update(m.group(0) for m in target.finditer(_text(data)))
         if not apply:
             return found, False
-        new, _ = target.scrub(_text(data), tombstone_id)
+        new = scrub(_text(data))
         try:
             write(new.encode("utf-8", errors="surrogateescape"), data)
         except WriteConflict:
@@ -78,7 +82,7 @@ Read = Callable[[], bytes | None]  # a note's or a report's bytes; None when it 
 Rewrite = Callable[[bytes, bytes], None]  # (new, expected): WriteConflict when it changed
 
 
-def _scrub_all(items: Iterable[tuple[str, Read, Rewrite]], kind: str, target: Target, tombstone_id: str,
+def _scrub_all(items: Iterable[tuple[str, Read, Rewrite]], kind: str, target: Target, scrub: Callable[[str], str],
                apply: bool, matched: set[str] | None = None) -> tuple[list[Place], list[Place]]:
     """``(places, left)`` over ``items`` (where, read, write), each through ``_scrub_file``; one the store
     will not read (FailedPrecondition: a link out of the vault) is ``left`` with no count."""
@@ -86,7 +90,7 @@ def _scrub_all(items: Iterable[tuple[str, Read, Rewrite]], kind: str, target: Ta
     left: list[Place] = []
     for where, read, write in items:
         try:
-            place, kept = _scrub_file(read, write, where, kind, target, tombstone_id, apply, matched)
+            place, kept = _scrub_file(read, write, where, kind, target, scrub, apply, matched)
         except FailedPrecondition:  # not read, and not the vault's to rewrite
             left.append(Place(where, kind, 0))
             continue
@@ -100,12 +104,14 @@ def _scrub_all(items: Iterable[tuple[str, Read, Rewrite]], kind: str, target: Ta
 def forget_notes(store: VaultStore, target: Target, tombstone_id: str, *, apply: bool,
                  matched: set[str] | None = None) -> tuple[list[Place], list[Place]]:
     """``(places, left)`` over every note of ``store``, live and retired (module docstring); a pattern's
-    matched strings go to ``matched`` when given (``StoreForget.matched``)."""
+    matched strings go to ``matched`` when given (``StoreForget.matched``). A link to a note whose name
+    holds the target is rewritten to the name the note is given (``forget_names.scrub_links``)."""
     def note(name: str) -> tuple[str, Read, Rewrite]:
         return note_path(name), lambda: store.read(name), lambda new, old: store.write(name, new, expected=old)
 
-    return _scrub_all((note(name) for name in store.names(include_retired=True)), "note", target, tombstone_id, apply,
-                      matched)
+    names = store.names(include_retired=True)
+    scrub = forget_names.note_scrub(target, tombstone_id, forget_names.plan(names, target, tombstone_id))
+    return _scrub_all((note(name) for name in names), "note", target, scrub, apply, matched)
 
 
 def forget_reports(reports: Path, target: Target, tombstone_id: str, *, apply: bool) -> tuple[list[Place], list[Place]]:
@@ -120,17 +126,21 @@ def forget_reports(reports: Path, target: Target, tombstone_id: str, *, apply: b
                 lambda new, old: write_atomic(path, new, expected=old))
 
     files = sorted(reports.glob("*.md")) if reports.is_dir() else []
-    return _scrub_all((report(path) for path in files), "report", target, tombstone_id, apply)
+    return _scrub_all((report(path) for path in files), "report", target,
+                      lambda text: target.scrub(text, tombstone_id)[0], apply)
 
 
-def scrub_write(raw: str, target: Target, tombstone_id: str) -> tuple[str, int]:
+def scrub_write(raw: str, target: Target, tombstone_id: str, matched: set[str] | None = None) -> tuple[str, int]:
     """A promotion record's ``write`` (JSON, ``PromotionWrite``'s fields) with its text fields scrubbed,
-    and how many matches were replaced; ``raw`` unchanged when none."""
+    and how many matches were replaced; ``raw`` unchanged when none. A pattern's matched strings go to
+    ``matched`` when given."""
     write: dict[str, Any] = json.loads(raw)
     total = 0
     for field in WRITE_TEXT_FIELDS:
         value = write.get(field)
         if isinstance(value, str):
+            if matched is not None and target.pattern is not None:
+                matched.update(m.group(0) for m in target.finditer(value))
             write[field], count = target.scrub(value, tombstone_id)
             total += count
     return (json.dumps(write) if total else raw), total
@@ -169,8 +179,9 @@ def forget_sqlite(store: SqliteVaultStore, target: Target, tombstone_id: str, ap
         result.left += left
     seen = {p.where for p in result.places}
     result.places += [p for p in indexed if p.where not in seen]  # only the index holds it: a note gone by hand
-    note_names(store, target, result)
-    count = sqlite_rows.forget_promotions(store.conn, lambda raw: scrub_write(raw, target, tombstone_id), apply)
+    note_names(store, target, tombstone_id, apply, result)
+    count = sqlite_rows.forget_promotions(store.conn, lambda raw: scrub_write(raw, target, tombstone_id, result.matched),
+                                          apply)
     if count:
         result.places.append(Place("kb_promotions", "table", count))
     count = sqlite_reflection.forget(store.conn, lambda raw: scrub_json(raw, target, tombstone_id), apply)
@@ -186,8 +197,18 @@ def forget_sqlite(store: SqliteVaultStore, target: Target, tombstone_id: str, ap
     return result
 
 
-def note_names(store: VaultStore, target: Target, result: StoreForget) -> None:
-    """Notes whose own name holds ``target``: a place, and ``left`` (a forget does not rename notes)."""
-    found = named([note_path(name) for name in store.names(include_retired=True)], target)
+def note_names(store: VaultStore, target: Target, tombstone_id: str, apply: bool, result: StoreForget) -> None:
+    """Notes whose own name holds ``target`` (a place of kind ``name`` each), renamed on ``apply`` with
+    every row keyed by their names (``forget_names``, ``VaultStore.forget_names``); one that could not be
+    moved is ``left``. The rows renamed are one place (``note names``, kind ``table``)."""
+    names = store.names(include_retired=True)
+    found = named([note_path(name) for name in names], target)
+    if target.pattern is not None:  # a pattern's tombstones: what it matched in the names too
+        result.matched.update(m.group(0) for name in names for m in target.finditer(name))
+    rename = forget_names.renamer(forget_names.plan(names, target, tombstone_id or "F-scan"), target,
+                                  tombstone_id or "F-scan")
+    _, left, rows = store.forget_names(rename, apply)
     result.places += found
-    result.left += found
+    result.left += [p for p in found if name_from_path(p.where) in left]
+    if rows:
+        result.places.append(Place(NAME_ROWS, "table", rows))

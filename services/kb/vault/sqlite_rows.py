@@ -24,7 +24,7 @@ import apsw
 
 from services.kb.archive.retrieval_log import FOLD_AT_ROWS, KINDS, Retrieved, unfolded_rows
 from services.kb.index.meta import get_meta, set_meta
-from services.kb.vault.names import live_name, name_from_path
+from services.kb.vault.names import live_name, name_from_path, note_path
 from services.kb.vault.store import Authors, Claim, NoteState, PromotionRecord, Writer
 
 AUTHORS_DDL: Final = """
@@ -236,3 +236,36 @@ def forget_promotions(conn: apsw.Connection, scrub: Callable[[str], tuple[str, i
         with conn:
             conn.executemany("UPDATE kb_promotions SET write = ? WHERE request_id = ?", changed)
     return total
+
+
+def rename_rows(conn: apsw.Connection, rename: Callable[[str], str | None], apply: bool) -> int:
+    """The rows keyed by a note name that ``rename`` renames (``VaultStore.forget_names``): authors and
+    lifecycle by name, the retrieval log by path, promotion records by ``note`` and their write's ``note``;
+    rewritten on ``apply`` in one transaction (a row already under the new name is replaced); how many."""
+    def path_of(path: str) -> str | None:
+        name = name_from_path(path)
+        new = rename(name) if name is not None else None
+        return None if new is None else note_path(new)
+
+    def write_of(raw: str) -> str | None:
+        write = json.loads(raw)
+        new = rename(str(write.get("note", "")))
+        if new is None:
+            return None
+        write["note"] = new
+        return json.dumps(write)
+
+    columns = (("kb_note_authors", "name", rename), ("kb_note_lifecycle", "name", rename),
+               ("kb_retrieval_log", "path", path_of), ("kb_promotions", "note", rename), ("kb_promotions", "write", write_of))
+    changes: list[tuple[str, str, str, str]] = []
+    for table, column, new_of in columns:
+        try:
+            rows = conn.execute(f"SELECT DISTINCT {column} FROM {table} WHERE {column} IS NOT NULL").fetchall()
+        except apsw.SQLError:  # the table is made by its first write
+            continue
+        changes += [(table, column, str(old), new) for (old,) in rows if (new := new_of(str(old))) is not None]
+    if apply and changes:
+        with conn:
+            for table, column, old, new in changes:
+                conn.execute(f"UPDATE OR REPLACE {table} SET {column} = ? WHERE {column} = ?", (new, old))
+    return len(changes)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -33,6 +33,7 @@ from services.kb.vault.names import NOTE_SUFFIX, NOTES_DIR, is_retired, live_nam
 from services.kb.vault.store import (
     Ages, Authors, Claim, MergeJournal, NoteStat, NoteState, PromotionRecord, ReflectionAudit, ReflectionState, Writer)
 
+FORGET_MOVE_TRIES: Final = 5
 RECALL_SQL: Final = (
     "SELECT s.path, c.text FROM kb_chunks_fts f JOIN kb_chunks c ON c.id = f.rowid "
     "JOIN kb_sources s ON s.id = c.source_id WHERE kb_chunks_fts MATCH ? ORDER BY f.rank LIMIT ?"
@@ -129,6 +130,36 @@ class SqliteVaultStore:
             raise WriteConflict(f"shared note {source!r} changed while it was being moved; nothing was moved")
         self._file(source).unlink(missing_ok=True)
         self._reindex([source, target])
+
+    def forget_names(self, rename: Callable[[str], str | None], apply: bool) -> tuple[list[tuple[str, str]], list[str], int]:
+        moved: list[tuple[str, str]] = []
+        left: list[str] = []
+        for name in self.names(include_retired=True):
+            new = rename(name)
+            if new is None:
+                continue
+            done = self._move_forgotten(name, new) if apply else True
+            if done:
+                moved.append((name, new))
+            elif done is not None:
+                left.append(name)
+        return moved, left, sqlite_rows.rename_rows(self.conn, rename, apply)
+
+    def _move_forgotten(self, name: str, new: str) -> bool | None:
+        """Move note ``name`` to ``new`` (compare-and-swap, retried): True; False when it kept changing or
+        will not be read (a link out of the vault); None when it is gone."""
+        for _ in range(FORGET_MOVE_TRIES):
+            try:
+                data = self.read(name)
+                if data is None:
+                    return None
+                self.move(name, new, data, expected=data)
+            except FailedPrecondition:
+                return False
+            except WriteConflict:
+                continue
+            return True
+        return False
 
     def names(self, *, include_retired: bool) -> list[str]:
         found: list[str] = []

@@ -19,7 +19,7 @@ terms, ``search`` a user query the backend quotes).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Final, Protocol
@@ -224,6 +224,14 @@ class VaultStore(Protocol):
 
     def authors(self, names: Iterable[str]) -> dict[str, Authors]:
         """The records of live ``names`` that have one."""
+        ...
+
+    def forget_names(self, rename: Callable[[str], str | None], apply: bool) -> tuple[list[tuple[str, str]], list[str], int]:
+        """A forget of text in note names (``vault.forget_names``): every note, live or retired, that
+        ``rename`` gives a new name, moved to it on ``apply`` with its index rows and authors (never over
+        a note there); and every row keyed by a note name (lifecycle, retrieval log, the promotion records'
+        note and their write's) that ``rename`` renames, rewritten on ``apply``. ``(moved (old, new), left
+        (a note that kept changing or will not be read), rows renamed)``."""
         ...
 
     # --- promotion requests -----------------------------------------------------------------

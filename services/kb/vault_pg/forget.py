@@ -24,15 +24,15 @@ from services.kb.index.purge import Place, Purge, StoreForget
 from services.kb.vault.forget import forget_notes, note_names, scrub_json, scrub_write
 from services.kb.vault_pg.store import PostgresVaultStore
 
-TABLES: Final = ("notes", "promotions", "reflection_merges", "reflection_audit")  # the rest (retrieval log, lifecycle, GC days) holds names, hashes and times
+TABLES: Final = ("notes", "promotions", "note_lifecycle", "retrieval_log", "reflection_merges", "reflection_audit")  # the rest (GC days) holds dates and summaries
 
 
 def forget_postgres(store: PostgresVaultStore, target: Target, tombstone_id: str, apply: bool) -> StoreForget:
     """The vault's notes and promotion records (``vault.forget``), inside one write decision."""
     result = StoreForget(f"vault:{store.project}")
     result.places, result.left = forget_notes(store, target, tombstone_id, apply=apply, matched=result.matched)
-    note_names(store, target, result)
-    count = store.forget_promotions(lambda raw: scrub_write(raw, target, tombstone_id), apply)
+    note_names(store, target, tombstone_id, apply, result)
+    count = store.forget_promotions(lambda raw: scrub_write(raw, target, tombstone_id, result.matched), apply)
     if count:
         result.places.append(Place("promotions", "table", count))
     count = store.forget_reflection(lambda raw: scrub_json(raw, target, tombstone_id), apply)

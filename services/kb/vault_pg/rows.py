@@ -21,7 +21,7 @@ from typing import Final
 from psycopg.types.json import Jsonb
 
 from services.kb.archive.retrieval_log import KINDS, Retrieved
-from services.kb.vault.names import live_name, name_from_path
+from services.kb.vault.names import live_name, name_from_path, retired_name
 from services.kb.vault.store import Authors, Claim, NoteState, PromotionRecord, Writer
 from services.kb.vault_pg.pool import Conn
 
@@ -182,3 +182,35 @@ def forget_promotions(conn: Conn, project: str, scrub: Callable[[str], tuple[str
             conn.execute("UPDATE promotions SET write = %s::jsonb WHERE project = %s AND request_id = %s",
                          (new, project, request_id))
     return total
+
+
+def rename_rows(conn: Conn, project: str, rename: Callable[[str], str | None], apply: bool) -> tuple[list[tuple[str, str]], int]:
+    """A forget of text in note names in ``project`` (``VaultStore.forget_names``), in the caller's transaction:
+    each note whose (live) name ``rename`` renames, both its rows (live and retired) renamed on ``apply``
+    (their authors and versions kept), and the rows keyed by a name (lifecycle, retrieval log, the promotion
+    records' note and their write's); the notes moved (API names) and the other rows renamed."""
+    moved: list[tuple[str, str]] = []
+    for name, retired in conn.execute("SELECT name, retired FROM notes WHERE project = %s ORDER BY name, retired",
+                                      (project,)).fetchall():
+        new = rename(str(name))
+        if new is not None:
+            moved.append((retired_name(str(name)) if retired else str(name), retired_name(new) if retired else new))
+    changes: list[tuple[str, str, str, str]] = []
+    for table, column in (("note_lifecycle", "name"), ("retrieval_log", "name"), ("promotions", "note")):
+        rows = conn.execute(f"SELECT DISTINCT {column} FROM {table} WHERE project = %s AND {column} IS NOT NULL",
+                            (project,)).fetchall()
+        changes += [(table, column, str(old), new) for (old,) in rows if (new := rename(str(old))) is not None]
+    writes = [(str(old), new) for (old,) in conn.execute(
+        "SELECT DISTINCT write->>'note' FROM promotions WHERE project = %s AND write ? 'note'", (project,)).fetchall()
+        if (new := rename(str(old))) is not None]
+    if apply:
+        for old, new in sorted({(live_name(o), live_name(n)) for o, n in moved}):
+            conn.execute("UPDATE notes SET name = %s WHERE project = %s AND name = %s", (new, project, old))
+        for table, column, old, new in changes:
+            if table == "note_lifecycle":  # its key: a row already under the new name gives way
+                conn.execute("DELETE FROM note_lifecycle WHERE project = %s AND name = %s", (project, new))
+            conn.execute(f"UPDATE {table} SET {column} = %s WHERE project = %s AND {column} = %s", (new, project, old))
+        for old, new in writes:
+            conn.execute("UPDATE promotions SET write = jsonb_set(write, '{note}', to_jsonb(%s::text)) "
+                         "WHERE project = %s AND write->>'note' = %s", (new, project, old))
+    return moved, len(changes) + len(writes)

@@ -370,6 +370,12 @@ class PostgresVaultStore:
         with self._tx() as conn:
             return pg_reflection.forget(conn, self._project, scrub, apply)
 
+    def forget_names(self, rename: Callable[[str], str | None], apply: bool) -> tuple[list[tuple[str, str]], list[str], int]:
+        """``rows.rename_rows`` over this vault, in one transaction: no note is left, nor read again."""
+        with self._tx() as conn:
+            moved, rows = pg_rows.rename_rows(conn, self._project, rename, apply)
+        return moved, [], rows
+
     def vacuum_full(self, tables: Sequence[str]) -> tuple[int, int]:
         """``VACUUM (FULL)`` of ``tables`` (of the vault's schema) on a connection outside any transaction,
         without the statement timeout (it rewrites every row of every vault); their bytes on disk (with

@@ -189,3 +189,46 @@ def test_a_forget_whose_caller_goes_away_runs_to_its_end(tmp_path: Path) -> None
     again = asyncio.run(forgetting(p, FakeKb(p.workspace / "MEMORY.md")).forget(p.agent, TARGET, shared=False, apply=True,
                                                                                by="ops-key"))
     assert again.changed == 0  # the lock was released, and nothing was left to do
+
+
+class Killed(BaseException):
+    """The process dies here: no ``except Exception`` of the forget catches it, so nothing after it runs."""
+
+
+def test_a_pattern_forget_killed_after_the_files_keeps_its_tombstone_and_the_next_run_finishes(tmp_path: Path) -> None:
+    """The strings a pattern matched are tombstoned before any file is scrubbed: once the files are
+    scrubbed, the same forget again cannot find them to tombstone them."""
+    p = plant(tmp_path)
+    (p.workspace / "memory" / "codes.md").write_text("- door code 1234-Q\n- gate code 8812-Z\n")
+    pattern = Target.parse(None, r"code [0-9]{4}-[A-Z]")
+    kb = FakeKb(p.workspace / "MEMORY.md", error=Killed())
+    with pytest.raises(Killed):
+        run(forgetting(p, kb), p, pattern)
+    assert "1234" not in (p.workspace / "memory" / "codes.md").read_text()  # the files were done
+    store = Tombstones(tmp_path)
+    first = store.all()
+    assert len(first) == 2 and {t.places for t in first} == {0}  # written first; the count was never known
+    assert not [r for r in audit.read_records(p.workspace) if r.get("kind") == "forget"]  # no record: it died
+    kb.error = None
+    again = run(forgetting(p, kb), p, pattern)
+    assert again.changed == 0 and again.tombstones == 0 and store.all() == first
+    assert store.matches("the door code 1234-q again", "alfred") and store.matches("gate code 8812-Z", "alfred")
+    assert audit.read_records(p.workspace)[-1]["id"] == again.tombstone_id  # the run that finished it records it
+
+
+def test_a_forget_sets_the_places_it_changed_on_every_tombstone_it_wrote(tmp_path: Path) -> None:
+    p = plant(tmp_path)
+    (p.workspace / "memory" / "codes.md").write_text("- door code 1234-Q\n- gate code 8812-Z\n")
+    kb = FakeKb(p.workspace / "MEMORY.md", answer=KbForget(matched=("code 5050-V",)))
+    report = run(forgetting(p, kb, shared=True), p, Target.parse(None, r"code [0-9]{4}-[A-Z]"), shared=True)
+    rows = Tombstones(tmp_path).all()
+    assert [t.id for t in rows] == [report.tombstone_id, f"{report.tombstone_id}.2", f"{report.tombstone_id}.3"]
+    assert {t.places for t in rows} == {report.changed} and report.changed >= 1 and report.tombstones == 3
+
+
+def test_a_name_left_in_the_archive_is_the_agents_to_rename_one_left_in_the_vault_is_to_run_again() -> None:
+    from services.dreaming.forget.run import left_of
+    from services.dreaming.forget.workspace import NAME_HOLDS_IT
+
+    assert left_of("name", "archive") == NAME_HOLDS_IT
+    assert left_of("name", "vault:global") == KB_LEFT and left_of("note", "vault:global") == KB_LEFT
