@@ -3,7 +3,7 @@ suite with a scripted reviewer (tests/reviewers/reflect.py): a run in propose mo
 its proposal shown with the diff of each note it replaces, accepted from the page (the notes merged, as
 REST shows), then the accept's run reverted from the page (the notes back byte for byte); a key scoped to
 some agents sees why the reflection is not shown; a hostile note name in a cluster and a proposal stays
-text. Each test keeps a screenshot of its page in ``build/test-artifacts/console/`` (conftest ``shots``)."""
+text, and that proposal is rejected from the page. Each test keeps a screenshot of its page in ``build/test-artifacts/console/`` (conftest ``shots``)."""
 
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def test_a_key_scoped_to_some_agents_sees_why_the_reflection_is_not_shown(tab: T
     tab.screenshot(shots, "reflection-scoped-key")
 
 
-def test_a_hostile_note_name_in_a_cluster_and_a_proposal_is_text(tab: Tab, shots: Path, admin_http: httpx.Client,
+def test_a_hostile_note_name_in_a_cluster_and_a_proposal_is_text_and_the_proposal_rejected(tab: Tab, shots: Path, admin_http: httpx.Client,
         console_suite: Suite) -> None:
     before = on_disk(console_suite, "p-odd")
     reply = admin_http.post("/api/v1/vaults/p-odd/reflection:run", json={"mode": "propose"}, timeout=REFLECT_TIMEOUT_S)
@@ -190,6 +190,11 @@ def test_a_hostile_note_name_in_a_cluster_and_a_proposal_is_text(tab: Tab, shots
     assert HOSTILE_NAME in tab.page.inner_text("#reflection-confirm")
     tab.page.click("#reflection-no")
     assert tab.page.is_hidden("#reflection-confirm")
+    tab.page.click(f"{entry} li.proposal button.reject-one")  # writes no note: not asked again
+    said = settled(tab, REFLECT_TIMEOUT_S)
+    assert said.startswith(f"rejected {run['proposals'][0]['clusterId']}"), said
+    tab.until("sel => document.querySelector(sel + ' li.proposal')?.dataset.state === 'rejected'"
+              " && document.querySelector(sel + ' li.proposal button') === null", entry)
     assert_inert(tab)
     assert on_disk(console_suite, "p-odd") == before
     tab.screenshot(shots, "reflection-hostile")
