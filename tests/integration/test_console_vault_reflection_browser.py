@@ -186,6 +186,9 @@ def test_a_hostile_note_name_in_a_cluster_and_a_proposal_is_text_and_the_proposa
     assert names.count(HOSTILE_NAME) == 2  # the cluster's notes and the proposal's
     heads = tab.page.eval_on_selector_all(f"{entry} .diff-head", "hs => hs.map(h => h.textContent)")
     assert f"{HOSTILE_NAME} → anchor" in heads
+    tab.page.click(f"{entry} li.cluster q.note-name button.note-link >> nth=0")  # a name opens its note
+    tab.until("name => document.getElementById('vault-note-name')?.textContent === name"
+              " && document.getElementById('vault-note-text')?.textContent.includes('lantern hangs')", HOSTILE_NAME)
     tab.page.click(f"{entry} li.proposal button.accept-one")
     assert HOSTILE_NAME in tab.page.inner_text("#reflection-confirm")
     tab.page.click("#reflection-no")
@@ -194,7 +197,7 @@ def test_a_hostile_note_name_in_a_cluster_and_a_proposal_is_text_and_the_proposa
     said = settled(tab, REFLECT_TIMEOUT_S)
     assert said.startswith(f"rejected {run['proposals'][0]['clusterId']}"), said
     tab.until("sel => document.querySelector(sel + ' li.proposal')?.dataset.state === 'rejected'"
-              " && document.querySelector(sel + ' li.proposal button') === null", entry)
+              " && document.querySelector(sel + ' li.proposal .op-controls') === null", entry)
     assert_inert(tab)
     assert on_disk(console_suite, "p-odd") == before
     tab.screenshot(shots, "reflection-hostile")

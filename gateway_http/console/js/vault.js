@@ -104,7 +104,8 @@ class VaultPage {
   constructor(root, agentId, writable) {
     this.root = root;
     this.agentId = agentId;
-    this.reflection = reflectionSection(agentId, writable, () => Promise.all([this.listNotes(true), this.loadGraph()]));
+    this.reflection = reflectionSection(agentId, writable, () => Promise.all([this.listNotes(true), this.loadGraph()]),
+      (name) => this.noteLink(name));
     this.project = "";
     this.message = el("p", { id: "vault-message", className: "muted" });
     this.message.setAttribute("role", "status");

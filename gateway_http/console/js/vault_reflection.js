@@ -26,9 +26,6 @@ function button(text, props, onClick) {
   return node;
 }
 
-function names(list) {
-  return (list || []).flatMap((name, i) => [i ? ", " : null, el("q", { className: "note-name" }, name)]);
-}
 
 // "3 clusters seen: 1 merged, 2 left · 4 remaining", from the run's clusters.
 export function counts(run) {
@@ -41,10 +38,11 @@ export function counts(run) {
 }
 
 class Reflection {
-  constructor(agentId, writable, onWritten) {
+  constructor(agentId, writable, onWritten, noteLink) {
     this.agentId = agentId;
     this.writable = writable;
     this.onWritten = onWritten;
+    this.noteLink = noteLink;
     this.project = "";
     this.root = el("section", { id: "reflection" });
     this.message = el("p", { id: "reflection-message", className: "muted" });
@@ -54,6 +52,11 @@ class Reflection {
     this.mode = el("select", { id: "reflection-mode", title: "mode of the run" },
       el("option", { value: "propose" }, "propose"), el("option", { value: "auto" }, "auto"));
     this.contents = new Map(); // note name -> its content now, read once per listing
+  }
+
+  // Note names as links that open the note on the page (a name stays a text node inside them).
+  names(list) {
+    return (list || []).flatMap((name, i) => [i ? ", " : null, el("q", { className: "note-name" }, this.noteLink(name))]);
   }
 
   say(text, bad = false) {
@@ -174,7 +177,7 @@ class Reflection {
 
   clusterItem(cluster) {
     const node = el("li", { className: `op cluster outcome-${cluster.outcome}` },
-      el("div", { className: "op-head" }, el("code", {}, cluster.clusterId), " ", names(cluster.notes),
+      el("div", { className: "op-head" }, el("code", {}, cluster.clusterId), " ", this.names(cluster.notes),
         el("span", { className: `op-status status-${cluster.outcome}` }, ` · ${cluster.outcome}`)),
       cluster.reason ? el("div", { className: "muted cluster-reason" }, cluster.reason) : null,
       cluster.mergeId ? el("div", { className: "muted" }, "merge ", el("code", {}, cluster.mergeId)) : null);
@@ -194,7 +197,7 @@ class Reflection {
       button("Accept", { className: "accept-one" }, () => this.accept(run, p)), " ",
       button("Reject", { className: "reject-one" }, () => this.decide(run, p, "reject"))) : null;
     const node = el("li", { className: `op proposal state-${p.state}` },
-      el("div", { className: "op-head" }, "proposal ", el("code", {}, p.clusterId), ": merge ", names(p.replaces),
+      el("div", { className: "op-head" }, "proposal ", el("code", {}, p.clusterId), ": merge ", this.names(p.replaces),
         " into ", el("q", { className: "note-name merged-name" }, p.name),
         el("span", { className: `op-status status-${p.state}` }, ` · ${p.state}`)),
       p.reason ? el("div", { className: "muted" }, "reviewer: ", p.reason) : null,
@@ -231,7 +234,8 @@ class Reflection {
 }
 
 // The reflection section of the agent's vault page: `root` to place, `show(project)` to fill it;
-// `onWritten()` (a promise) after each write, to read the page's notes again.
-export function reflectionSection(agentId, writable, onWritten) {
-  return new Reflection(agentId, writable, onWritten);
+// `onWritten()` (a promise) after each write, to read the page's notes again; `noteLink(name)` a
+// button that opens the note.
+export function reflectionSection(agentId, writable, onWritten, noteLink) {
+  return new Reflection(agentId, writable, onWritten, noteLink);
 }
