@@ -1,7 +1,8 @@
 """The vault's weekly reflection on the console's Shared vault page, in headless Chromium against the real
 suite with a scripted reviewer (tests/reviewers/reflect.py): a run in propose mode started from the page,
 its proposal shown with the diff of each note it replaces, accepted from the page (the notes merged, as
-REST shows), then the accept's run reverted from the page (the notes back byte for byte); a key scoped to
+REST shows), then the accept's run reverted from the page (the notes back byte for byte); a proposal whose
+note was edited since is accepted from the page as stale, nothing merged; a key scoped to
 some agents sees why the reflection is not shown; a hostile note name in a cluster and a proposal stays
 text, and that proposal is rejected from the page. Each test keeps a screenshot of its page in ``build/test-artifacts/console/`` (conftest ``shots``)."""
 
@@ -32,7 +33,12 @@ HOSTILE_NAME = '<img src=x onerror="window.__pwned=1"> javascript:window.__pwned
 HOSTILE_BODY = "# Lantern\n\n- The lantern hangs by the door.\n- [[anchor]]\n"
 ANCHOR = "# Anchor\n\n- The anchor chain is 30 metres long.\n"
 ANCHOR_MERGED = "# Anchor\n\n- The lantern hangs by the door.\n- The anchor chain is 30 metres long.\n"
-VAULTS = {"p-sea": [("sails", SAILS), ("sail bags", SAIL_BAGS)], "p-odd": [(HOSTILE_NAME, HOSTILE_BODY), ("anchor", ANCHOR)]}
+OARS = "# Oars\n\n- Oars hang in the shed.\n- [[oar locks]]\n"
+OAR_LOCKS = "# Oar locks\n\n- Oar locks are in the red tin.\n"
+OARS_MERGED = "# Oars\n\n- Oars hang in the shed.\n- Oar locks are in the red tin.\n"
+VAULTS = {"p-sea": [("sails", SAILS), ("sail bags", SAIL_BAGS)], "p-odd": [(HOSTILE_NAME, HOSTILE_BODY), ("anchor", ANCHOR)],
+          "p-lake": [("oars", OARS), ("oar locks", OAR_LOCKS)]}
+AGENTS = (("alfred", "p-sea"), ("bob", "p-sea"), ("dora", "p-odd"), ("eve", "p-lake"))
 
 
 def merge(name: str, content: str, *replaces: str) -> dict[str, Any]:
@@ -44,14 +50,15 @@ def console_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     command = reviewer("reflect.py")  # its arguments are set by configure, once the home exists
     agents: list[dict[str, Any]] = [
         {"id": agent, "dreaming": dreaming(command), "knowledge": {"shared": {"project": project}}}
-        for agent, project in (("alfred", "p-sea"), ("bob", "p-sea"), ("dora", "p-odd"))
+        for agent, project in AGENTS
     ]
 
     def configure(config: dict[str, Any], running: Suite) -> None:
         folder = running.home / "replies"
         folder.mkdir(exist_ok=True)
         replies = {"sails": merge("sails", SAILS_MERGED, "sails", "sail bags"),
-                   "anchor": merge("anchor", ANCHOR_MERGED, HOSTILE_NAME, "anchor")}
+                   "anchor": merge("anchor", ANCHOR_MERGED, HOSTILE_NAME, "anchor"),
+                   "oars": merge("oars", OARS_MERGED, "oars", "oar locks")}
         (folder / "replies.json").write_text(json.dumps(replies), encoding="utf-8")
         for entry in config["agents"]:
             entry["dreaming"]["reviewerCommand"] = reviewer("reflect.py", folder / "replies.json", folder / "calls.txt")
@@ -59,7 +66,7 @@ def console_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     suite = start_suite(tmp_path_factory.mktemp("console-reflection"), agents, configure=configure)
     try:
         with httpx.Client(base_url=suite.base_url, timeout=30, headers={"X-Api-Key": ADMIN_KEY}) as admin:
-            for agent, project in (("alfred", "p-sea"), ("dora", "p-odd")):
+            for agent, project in (("alfred", "p-sea"), ("dora", "p-odd"), ("eve", "p-lake")):
                 for name, content in VAULTS[project]:
                     made = admin.post(NOTES.format(agent=agent), json={"name": name, "content": content, "confirm": True})
                     assert made.status_code == 200 and made.json()["created"], made.text
@@ -202,3 +209,30 @@ def test_a_hostile_note_name_in_a_cluster_and_a_proposal_is_text_and_the_proposa
     assert on_disk(console_suite, "p-odd") == before
     tab.screenshot(shots, "reflection-hostile")
 
+
+def test_a_proposal_whose_note_changed_since_is_accepted_as_stale_and_nothing_merges(tab: Tab, shots: Path, admin_http: httpx.Client,
+        console_suite: Suite) -> None:
+    reply = admin_http.post("/api/v1/vaults/p-lake/reflection:run", json={"mode": "propose"}, timeout=REFLECT_TIMEOUT_S)
+    assert reply.status_code == 200, reply.text
+    run = reply.json()
+    [proposal] = run["proposals"]
+    edited = OAR_LOCKS + "- Spare locks are in the drawer.\n"
+    put = admin_http.put(NOTES.format(agent="eve") + "/oar%20locks", json={"content": edited, "confirm": True})
+    assert put.status_code == 200, put.text
+    before = on_disk(console_suite, "p-lake")
+    open_vault(tab, "eve")
+    item = f"#reflection-runs article[data-run='{run['runId']}'] li.proposal[data-cluster='{proposal['clusterId']}']"
+    added = tab.page.eval_on_selector_all(f"{item} .diff .del", "rows => rows.map(r => r.textContent)")
+    assert "- - Spare locks are in the drawer." in added  # the diff is from the note as it is now
+    tab.page.click(f"{item} button.accept-one")
+    tab.page.click("#reflection-yes")
+    said = settled(tab, REFLECT_TIMEOUT_S)
+    assert said.startswith(f"accepted {proposal['clusterId']}") and "1 changed" in said, said
+    tab.until("sel => document.querySelector(sel)?.dataset.state === 'stale'", item)
+    decision = runs(admin_http, "p-lake")[0]
+    assert [c["outcome"] for c in decision["clusters"]] == ["changed"] and decision["clusters"][0]["reason"], decision
+    shown = tab.page.inner_text(f"#reflection-runs article[data-run='{decision['runId']}']")
+    assert "changed" in shown and decision["clusters"][0]["reason"] in shown
+    assert tab.page.query_selector(f"#reflection-runs article[data-run='{decision['runId']}'] button.revert-run") is None
+    assert on_disk(console_suite, "p-lake") == before
+    tab.screenshot(shots, "reflection-stale")
