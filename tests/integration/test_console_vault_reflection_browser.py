@@ -1,10 +1,11 @@
 """The vault's weekly reflection on the console's Shared vault page, in headless Chromium against the real
 suite with a scripted reviewer (tests/reviewers/reflect.py): a run in propose mode started from the page,
 its proposal shown with the diff of each note it replaces, accepted from the page (the notes merged, as
-REST shows), then the accept's run reverted from the page (the notes back byte for byte); a proposal whose
-note was edited since is accepted from the page as stale, nothing merged; a key scoped to
-some agents sees why the reflection is not shown; a hostile note name in a cluster and a proposal stays
-text, and that proposal is rejected from the page. Each test keeps a screenshot of its page in ``build/test-artifacts/console/`` (conftest ``shots``)."""
+REST shows), then the accept's run reverted from the page (the notes back byte for byte); a proposal
+whose note was edited since is accepted from the page as stale, nothing merged; a key scoped to some
+agents sees why the reflection is not shown; a hostile note name in a cluster and a proposal stays text,
+and that proposal is rejected from the page. Each test keeps a screenshot of its page in
+``build/test-artifacts/console/`` (conftest ``shots``)."""
 
 from __future__ import annotations
 
