@@ -8,16 +8,18 @@
 import { agentPath, ApiError, call } from "./api.js";
 import { clear, el } from "./dom.js";
 import { diffView } from "./dreams_diff.js";
+import { when } from "./format.js";
 
 const RUNS = 20;
 const OUTCOMES = ["merged", "proposed", "left", "refused", "changed"];
-export const SCOPE_NEEDED = "The weekly reflection works on the whole shared vault, which every agent of the project reads: "
+const SCOPE_NEEDED = "The weekly reflection works on the whole shared vault, which every agent of the project reads: "
   + "running it, listing its runs and deciding its proposals need a key whose scope is every agent (\"*\"). "
   + "This key is scoped to some agents only, so the reflection is not shown here; the notes above are.";
 
+// Unix epoch seconds (a double) as the console shows a time; "" for none.
 function at(seconds) {
   const s = Number(seconds || 0);
-  return s ? `${new Date(s * 1000).toISOString().slice(0, 16).replace("T", " ")} UTC` : "";
+  return s ? when(new Date(s * 1000).toISOString()) : "";
 }
 
 function button(text, props, onClick) {
@@ -26,8 +28,7 @@ function button(text, props, onClick) {
   return node;
 }
 
-
-// "3 clusters seen: 1 merged, 2 left · 4 remaining", from the run's clusters.
+// "3 clusters seen: 1 merged, 2 left · 4 remaining for the next run", from the run's clusters.
 export function counts(run) {
   const clusters = run.clusters || [];
   const by = OUTCOMES.map((o) => [o, clusters.filter((c) => c.outcome === o).length]).filter(([, n]) => n);
