@@ -81,14 +81,16 @@ class SharedNoteInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., created: _Optional[_Union[NoteWrite, _Mapping]] = ..., changed: _Optional[_Union[NoteWrite, _Mapping]] = ..., updated_at: _Optional[float] = ..., size_bytes: _Optional[int] = ..., retired: _Optional[bool] = ..., provenance: _Optional[str] = ..., retired_at: _Optional[float] = ..., retired_reason: _Optional[str] = ...) -> None: ...
 
 class ListSharedNotesResponse(_message.Message):
-    __slots__ = ("notes", "next_page_token", "total")
+    __slots__ = ("notes", "next_page_token", "total", "project")
     NOTES_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
     notes: _containers.RepeatedCompositeFieldContainer[SharedNoteInfo]
     next_page_token: str
     total: int
-    def __init__(self, notes: _Optional[_Iterable[_Union[SharedNoteInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+    project: str
+    def __init__(self, notes: _Optional[_Iterable[_Union[SharedNoteInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ..., project: _Optional[str] = ...) -> None: ...
 
 class GetVaultGraphRequest(_message.Message):
     __slots__ = ("agent_id",)

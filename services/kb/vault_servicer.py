@@ -71,7 +71,8 @@ class VaultViews:
         page, written = await self._vaults.list_notes(request.agent_id, request.page_size, request.page_token,
                                                       request.include_retired)
         return pb.ListSharedNotesResponse(notes=[_note(f, written.get(f.name)) for f in page.notes],
-                                          next_page_token=page.next_token, total=page.total)
+                                          next_page_token=page.next_token, total=page.total,
+                                          project=self._vaults.project_of(request.agent_id))
 
     @unary
     async def GetVaultGraph(self, request: kb_pb2.GetVaultGraphRequest, context: grpc.aio.ServicerContext) -> kb_pb2.VaultGraph:  # noqa: N802

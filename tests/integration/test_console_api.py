@@ -1,5 +1,6 @@
 """The web console's API and files on the real suite: GET /api/v1/agents (ListAgents) over REST and
-gRPC with each kind of key, the forget calls of the Memory page with the fields it reads, and /ui/
+gRPC with each kind of key, the forget calls of the Memory page with the fields it reads, the vault
+calls of the Shared vault page's reflection section, and /ui/
 over a real socket (headers, raw traversal paths)."""
 
 from __future__ import annotations
@@ -132,6 +133,22 @@ def test_the_console_is_served_with_its_security_headers(http: httpx.Client, sui
     assert head.status_code == 200 and head.content == b"" and head.headers["content-length"] == str(len(page.content))
 
 
+def test_the_vault_calls_answer_what_the_reflection_section_reads(http: httpx.Client) -> None:
+    """docs/how-to/console.md "Vault reflection": the notes' listing names the vault's project, the
+    runs list answers ``runs`` to a "*" key, and a scoped key's refusal is a 403 with a message (the
+    page explains it instead of the runs)."""
+    listed = http.get("/api/v1/agents/alfred/shared/notes", headers={"X-Api-Key": READER_KEY})
+    assert listed.status_code == 200 and listed.json()["project"] == "global", listed.text
+    runs = http.get("/api/v1/vaults/global/reflection:runs", headers={"X-Api-Key": ADMIN_KEY})
+    assert runs.status_code == 200 and runs.json().get("runs", []) == [], runs.text
+    refusals = [
+        http.get("/api/v1/vaults/global/reflection:runs", headers={"X-Api-Key": READER_KEY}),
+        http.post("/api/v1/vaults/global/reflection:run", headers={"X-Api-Key": BOB_WRITER_KEY}, json={"mode": "propose"}),
+        http.post("/api/v1/vaults/global/reflection:revert", headers={"X-Api-Key": BOB_WRITER_KEY}, json={"last": True}),
+    ]
+    assert [(r.status_code, bool(r.json().get("message"))) for r in refusals] == [(403, True)] * 3, [r.text for r in refusals]
+
+
 def test_a_dreaming_service_that_is_down_leaves_only_the_dream_fields_unknown(http: httpx.Client, suite: Suite) -> None:
     suite.stop("dreaming")  # the module's last test: nothing after it needs dreaming
 
@@ -145,3 +162,4 @@ def test_a_dreaming_service_that_is_down_leaves_only_the_dream_fields_unknown(ht
     for row in listed.values():
         assert row["dream"]["reason"].startswith("the dreaming service answered UNAVAILABLE"), row["dream"]
         assert [f["name"] for f in row["files"]] == ["MEMORY.md", "USER.md", "CLAUDE.md"]
+

@@ -1,11 +1,13 @@
 // An agent's Shared vault page: the vault's notes with who wrote them and their retirement, the
 // graph reports as lists that open the notes they name, and the link graph drawn as an SVG.
+// Below the notes, the vault's weekly reflection (vault_reflection.js).
 // Note names, titles, bodies and findings are untrusted: they only ever become text nodes.
 
 import { pageLinks } from "./agents.js";
 import { agentPath, call } from "./api.js";
 import { append, clear, el } from "./dom.js";
 import { when } from "./format.js";
+import { reflectionSection } from "./vault_reflection.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const SIZE = 640;
@@ -99,9 +101,12 @@ function label(p, name) {
 }
 
 class VaultPage {
-  constructor(root, agentId) {
+  constructor(root, agentId, writable) {
     this.root = root;
     this.agentId = agentId;
+    this.reflection = reflectionSection(agentId, writable, () => Promise.all([this.listNotes(true), this.loadGraph()]),
+      (name) => this.noteLink(name));
+    this.project = "";
     this.message = el("p", { id: "vault-message", className: "muted" });
     this.message.setAttribute("role", "status");
     this.retired = el("input", { type: "checkbox", id: "vault-retired" });
@@ -141,9 +146,9 @@ class VaultPage {
             .map((h) => el("th", {}, h)))),
           this.rows),
         this.more),
-      this.reports, this.graph,
+      this.reflection.root, this.reports, this.graph,
     ]);
-    await Promise.all([this.listNotes(true), this.loadGraph()]);
+    await Promise.all([this.listNotes(true).then(() => this.reflection.show(this.project)), this.loadGraph()]);
   }
 
   async listNotes(fresh) {
@@ -158,6 +163,7 @@ class VaultPage {
       this.rows.append(...(page.notes || []).map((note) => this.noteRow(note)));
       document.getElementById("vault-total").textContent = `(${Number(page.total || 0)})`;
       this.token = page.nextPageToken || "";
+      this.project = page.project || "";
       this.more.hidden = !this.token;
     } catch (err) {
       this.say(`cannot list the notes: ${err.message}`, true);
@@ -249,6 +255,6 @@ class VaultPage {
   }
 }
 
-export async function showVault(root, agentId) {
-  await new VaultPage(root, agentId).show();
+export async function showVault(root, agentId, writable) {
+  await new VaultPage(root, agentId, writable).show();
 }

@@ -83,6 +83,10 @@ class SharedVaults(ABC, Generic[V]):
             )
         return self._vaults[self._key(shared)]
 
+    def project_of(self, agent_id: str) -> str:
+        """The project of the agent's vault (FailedPrecondition when its shared KB is off)."""
+        return self._project(self._vault(agent_id))
+
     def _by_project(self, project: str) -> V:
         """The vault of ``project`` (the weekly reflection's calls name it, not an agent); FailedPrecondition
         when no agent has its shared KB on with that project."""
