@@ -32,7 +32,7 @@ from gateway.atomic import write_atomic
 from gateway.errors import Aborted, FailedPrecondition
 from services.dreaming.reflect.vaults import Vault
 from services.dreaming.reflect.weekly import next_slot, week_of
-from services.dreaming.schedule.scheduler import REPLAN_EVERY, Clock
+from services.dreaming.schedule.loop import REPLAN_EVERY, Clock, WakeLoop
 from services.dreaming.schedule.slots import InvalidTimezone
 
 log = structlog.get_logger()
@@ -67,56 +67,22 @@ class WeekState:
         return True
 
 
-class WeeklyScheduler:
+class WeeklyScheduler(WakeLoop):
     """Fires each vault's weekly reflection (module docstring). ``vaults`` is read at every re-plan."""
 
+    crashed_event = "reflection_plan_crashed"
+
     def __init__(self, vaults: Callable[[], Mapping[str, Vault]], runner: Runner, state: WeekState, clock: Clock) -> None:
+        super().__init__(clock)
         self._vaults = vaults
         self._runner = runner
         self._state = state
-        self._clock = clock
-        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._retry: dict[str, tuple[date, datetime]] = {}
         self._noted: dict[str, str] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def replan(self) -> None:
-        """Look again now (after a config change). Safe from any thread."""
-        loop = self._loop
-        try:
-            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        if loop is None or here is loop:
-            self._wake.set()
-        else:
-            loop.call_soon_threadsafe(self._wake.set)
-
-    async def serve(self, stop: asyncio.Event) -> None:
-        """Run until ``stop`` is set; then cancel a run in flight and return."""
-        self._loop = asyncio.get_running_loop()
-        stopper = asyncio.create_task(self._wake_on(stop))
-        try:
-            while not stop.is_set():
-                self._wake.clear()
-                now = self._clock.now()
-                try:
-                    deadline = self.tick(now)
-                except Exception:  # a planning bug must not end the loop
-                    log.exception("reflection_plan_crashed")
-                    deadline = now + REPLAN_EVERY
-                await self._clock.sleep_until(deadline, self._wake)
-        finally:
-            stopper.cancel()
-            tasks = [t for t in (stopper, self._task) if t is not None]
-            if self._task is not None:
-                self._task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _wake_on(self, stop: asyncio.Event) -> None:
-        await stop.wait()
-        self._wake.set()
+    def _in_flight(self) -> list[asyncio.Task[None]]:
+        return [self._task] if self._task is not None else []
 
     def due(self, now: datetime) -> tuple[list[tuple[Vault, date]], datetime]:
         """The vaults due now with their week, and when the next one is (at most ``REPLAN_EVERY`` away).
@@ -150,7 +116,7 @@ class WeeklyScheduler:
             deadline = min(deadline, upcoming)
         return out, deadline
 
-    def tick(self, now: datetime) -> datetime:
+    def _tick(self, now: datetime) -> datetime:
         """Start the first due vault's run (one at a time); the instant to look again."""
         due, deadline = self.due(now)
         if due and self._task is None:

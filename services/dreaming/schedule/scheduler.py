@@ -43,6 +43,7 @@ import structlog
 from gateway.config import DreamingSettings
 from services.dreaming.model.values import INTERRUPTED, SCHEDULE, RunReport, new_run_id
 from services.dreaming.records.metrics import observe_outcome
+from services.dreaming.schedule.loop import REPLAN_EVERY, Clock, WakeLoop
 from services.dreaming.schedule.slots import InvalidTimezone, next_slot, night_of, slot
 from services.dreaming.schedule.state import RUNNING, Busy, RunLock, RunSummary, StateStore
 
@@ -50,23 +51,9 @@ log = structlog.get_logger()
 
 CATCH_UP = timedelta(hours=6)  # how late a missed or retried night may still run
 RETRY_FLOOR = timedelta(minutes=5)  # never two attempts of one night closer than this
-REPLAN_EVERY = timedelta(minutes=10)  # the plan is refreshed at least this often
 T = TypeVar("T")
 
 Agents = Callable[[], Mapping[str, DreamingSettings]]
-
-
-class Clock(Protocol):
-    """Wall-clock time for the scheduler; tests inject a fake one."""
-
-    def now(self) -> datetime:
-        """The current instant, aware, in UTC."""
-        ...
-
-    async def sleep_until(self, deadline: datetime, wake: asyncio.Event) -> None:
-        """Return once ``now() >= deadline`` or ``wake`` is set, whichever comes first
-        (returning early is allowed: the scheduler re-plans on every return)."""
-        ...
 
 
 class SystemClock:
@@ -147,7 +134,7 @@ def schedulable(settings: DreamingSettings) -> bool:
     return settings.enabled and settings.max_changes_per_run > 0
 
 
-class Scheduler:
+class Scheduler(WakeLoop):
     """Fires each agent's nightly run; see the module docstring for the rules.
 
     ``agents`` is called at every re-plan and must return the current settings
@@ -155,56 +142,23 @@ class Scheduler:
     in ``store``; time comes from ``clock``.
     """
 
+    crashed_event = "dreaming_plan_crashed"
+
     def __init__(
         self, agents: Agents, runner: NightlyRunner, store: StateStore, clock: Clock, *, max_concurrent: int = 2
     ) -> None:
         if max_concurrent < 1:
             raise ValueError("max_concurrent must be at least 1")
+        super().__init__(clock)
         self._agents = agents
         self._runner = runner
         self._store = store
-        self._clock = clock
         self._sem = asyncio.Semaphore(max_concurrent)
-        self._wake = asyncio.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._retry: dict[str, tuple[date, datetime]] = {}  # agent -> (night, next attempt)
         self._done: dict[str, date] = {}  # latest night known claimed, per agent
         self._noted: dict[str, str] = {}  # agent -> the last note logged (not repeated at every re-plan)
         self._settings: Mapping[str, DreamingSettings] = {}
-
-    async def serve(self, stop: asyncio.Event) -> None:
-        """Run until ``stop`` is set; then cancel attempts in flight and return."""
-        self._loop = asyncio.get_running_loop()
-        stopper = asyncio.create_task(self._wake_on(stop))
-        try:
-            while not stop.is_set():
-                self._wake.clear()
-                now = self._clock.now()
-                try:
-                    deadline = self._tick(now)
-                except Exception:  # a bug in planning must not end the loop for every agent
-                    log.exception("dreaming_plan_crashed")
-                    deadline = now + REPLAN_EVERY
-                await self._clock.sleep_until(deadline, self._wake)
-        finally:
-            stopper.cancel()
-            tasks = list(self._tasks.values())
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(stopper, *tasks, return_exceptions=True)
-
-    def replan(self) -> None:
-        """Recompute the plan now (after a config change). Safe from any thread."""
-        loop = self._loop
-        try:
-            here = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        if loop is None or here is loop:
-            self._wake.set()
-        else:
-            loop.call_soon_threadsafe(self._wake.set)
 
     def next_run(self, agent_id: str) -> datetime | None:
         """When ``agent_id``'s next scheduled attempt is (UTC); None when it is not scheduled
@@ -230,9 +184,8 @@ class Scheduler:
         """The attempt tasks in flight (for shutdown and tests)."""
         return list(self._tasks.values())
 
-    async def _wake_on(self, stop: asyncio.Event) -> None:
-        await stop.wait()
-        self._wake.set()
+    def _in_flight(self) -> list[asyncio.Task[None]]:
+        return list(self._tasks.values())
 
     def _current_agents(self) -> Mapping[str, DreamingSettings]:
         try:

@@ -96,7 +96,7 @@ def ticks(scheduler: WeeklyScheduler, clock: Clock, *moments: datetime) -> list[
         out = []
         for moment in moments:
             clock.now_at = moment
-            out.append(scheduler.tick(moment))
+            out.append(scheduler._tick(moment))
             task = scheduler._task
             if task is not None:
                 await task
