@@ -11,7 +11,7 @@ import { diffView } from "./dreams_diff.js";
 import { when } from "./format.js";
 
 const RUNS = 20;
-const OUTCOMES = ["merged", "proposed", "left", "refused", "changed"];
+const OUTCOMES = ["merged", "proposed", "left", "refused", "changed", "unreviewed"];
 const SCOPE_NEEDED = "The weekly reflection works on the whole shared vault, which every agent of the project reads: "
   + "running it, listing its runs and deciding its proposals need a key whose scope is every agent (\"*\"). "
   + "This key is scoped to some agents only, so the reflection is not shown here; the notes above are.";

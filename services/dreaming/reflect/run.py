@@ -35,6 +35,7 @@ from services.dreaming.reflect.vaults import Vault
 from services.dreaming.review.reviewer import CommandOutcome
 
 MERGED, PROPOSED, LEFT, REFUSED, CHANGED = "merged", "proposed", "left", "refused", "changed"
+UNREVIEWED = "unreviewed"  # the reviewer failed: asked again at the next run, not left for good
 PENDING, ACCEPTED, REJECTED, STALE = "pending", "accepted", "rejected", "stale"
 DECIDES = "decided proposals of run "  # the opening of a decide run's reason, then the run id
 _DECIDES = re.compile(re.escape(DECIDES) + r"(\S+)")
@@ -106,7 +107,7 @@ async def _cluster(vault: Vault, peer: VaultPeer, ask: Ask, tally: _Tally, clust
     answer = await ask(vault, prompt)
     if not answer.ok:
         tally.calls_failed += 1
-        tally.add(cluster.id, names, LEFT, f"the reviewer failed: {answer.reason}"[:300])
+        tally.add(cluster.id, names, UNREVIEWED, f"the reviewer failed: {answer.reason}"[:300])
         return
     tally.calls_ok += 1
     decision = parse_decision(answer.stdout, names)

@@ -113,10 +113,10 @@ def test_the_kbs_refusal_of_a_request_refuses_the_cluster_not_the_run() -> None:
     assert "the KB refused the merge" in run.clusters[0].reason
 
 
-def test_a_failed_reviewer_leaves_the_cluster_with_its_reason() -> None:
+def test_a_failed_reviewer_leaves_the_cluster_unreviewed_with_its_reason() -> None:
     kb = FakeKb(dict(NOTES), [PAIR])
     run = reflect(kb, ScriptedReviewer(fail=True))
-    assert outcomes(run) == [(list(PAIR), "left")] and "the reviewer failed: timed out" in run.clusters[0].reason
+    assert outcomes(run) == [(list(PAIR), "unreviewed")] and "the reviewer failed: timed out" in run.clusters[0].reason
 
 
 def test_the_cap_is_passed_to_the_plan_and_the_rest_are_remaining() -> None:

@@ -6,8 +6,9 @@ Pure domain code over the vault's store, each a write decision of the vault (the
 - ``record`` ends a run: its record (counts, outcomes, proposals) appended to the vault's reflection
   audit, the claim released, the signatures of the clusters it left, refused or proposed kept as
   reviewed (not planned again while their notes are unchanged), and the watermark set to the vault's
-  revision now, its own writes included. A run that failed, or left clusters for the next run, keeps
-  the watermark as it was, so the next run is not a no-op. Recording a run twice keeps the first record.
+  revision now, its own writes included. A run that failed, left clusters for the next run, or has a
+  cluster ``unreviewed`` (its reviewer failed) keeps the watermark as it was, so the next run is not a
+  no-op; an unreviewed cluster is not kept as reviewed either. Recording a run twice keeps the first record.
 - ``runs`` lists the recorded runs, newest first, each with when it was reverted (the last revert).
 - ``revert`` undoes every merge of a run, newest first, from the journal: each note that still holds
   what the merge wrote gets its bytes from before the merge back (a created note deleted, a retired note
@@ -30,7 +31,7 @@ from services.kb.vault.store import MergeJournal, ReflectionAudit, VaultStore
 MODES: Final = ("auto", "propose")
 TRIGGERS: Final = ("schedule", "manual")
 STATUSES: Final = ("ok", "noop", "failed")
-OUTCOMES: Final = ("merged", "proposed", "left", "refused", "changed")
+OUTCOMES: Final = ("merged", "proposed", "left", "refused", "changed", "unreviewed")
 PROPOSAL_STATES: Final = ("pending", "accepted", "rejected", "stale")
 REVIEWED_OUTCOMES: Final = ("proposed", "left", "refused")
 DEFAULT_LIST: Final = 20
@@ -86,7 +87,8 @@ def record(store: VaultStore, run: RunRecord, now: float) -> dict[str, object]:
         if sig and c.get("outcome") in REVIEWED_OUTCOMES and sig not in reviewed:
             reviewed.append(sig)
     now_revision = revision(store)
-    sets = run.status != "failed" and run.remaining == 0
+    # a cluster the reviewer could not answer for is neither reviewed nor behind the watermark: the next run asks again
+    sets = run.status != "failed" and run.remaining == 0 and all(c.get("outcome") != "unreviewed" for c in run.clusters)
     kept_record: dict[str, object] = {
         "project": store.project, "run_id": run.run_id, "mode": run.mode, "trigger": run.trigger,
         "status": run.status, "reason": run.reason, "started_at": run.started_at, "finished_at": now,

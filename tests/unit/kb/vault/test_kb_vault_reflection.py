@@ -184,6 +184,17 @@ def test_a_failed_run_or_one_with_clusters_left_keeps_the_watermark(store: Vault
     assert not plan(store, "R-3", T + 3).unchanged
 
 
+def test_a_cluster_whose_reviewer_failed_is_asked_about_again_and_keeps_the_watermark(store: VaultStore) -> None:
+    put(store, "kiln", UNRELATED["kiln"])
+    put(store, "glaze", "Celadon glaze needs the [[kiln]].\n")
+    [cluster] = planned(store).clusters
+    runs.record(store, runs.RunRecord("R-1", "propose", "schedule", "ok", clusters=[
+        {"cluster_id": cluster.id, "notes": ["glaze", "kiln"], "outcome": "unreviewed",
+         "reason": "the reviewer failed: timed out"}]), T)
+    again = plan(store, "R-2", T + 1)
+    assert not again.unchanged and by_names(again) == [["glaze", "kiln"]]  # neither behind the watermark nor reviewed
+
+
 def test_the_claim_makes_a_second_run_busy_until_it_expires_or_is_recorded(store: VaultStore) -> None:
     put(store, "kiln", UNRELATED["kiln"])
     assert planned(store, "R-1", claim_seconds=60).busy_with == ""
