@@ -1,0 +1,66 @@
+"""``gateway.lean_import``: a package's submodules without its ``__init__``, whole again at the first
+name only the ``__init__`` gives (here on uvicorn, as the shim loads it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LEAN_THEN_WHOLE = """
+import sys
+from gateway.lean_import import is_lean, without_init
+uvicorn = without_init("uvicorn", {"Config": "uvicorn.config"})
+assert without_init("uvicorn") is uvicorn and is_lean(uvicorn)
+assert "uvicorn.config" not in sys.modules  # nothing imported until asked for
+from uvicorn.server import Server
+from uvicorn import Config  # a given name: from its submodule
+assert Config is sys.modules["uvicorn.config"].Config and uvicorn.server.Server is Server
+assert "click" not in sys.modules and "uvicorn.main" not in sys.modules and is_lean(uvicorn)
+try:
+    uvicorn.__version__
+except AttributeError:
+    pass
+else:
+    raise AssertionError("a dunder the __init__ sets was there before it ran")
+assert callable(uvicorn.run)  # a name only the __init__ gives: it runs now, once
+assert "click" in sys.modules and not is_lean(uvicorn) and uvicorn.__version__
+"""
+
+WHOLE_STAYS = """
+import sys
+import uvicorn
+from gateway.lean_import import is_lean, without_init
+assert without_init("uvicorn") is uvicorn and not is_lean(uvicorn)
+"""
+
+SHIM = """
+import sys
+from gateway import unused_extras
+unused_extras.refuse("http")
+import gateway_cli.serve, gateway_http.main
+import uvicorn.lifespan.on, uvicorn.protocols.http.httptools_impl
+from gateway.lean_import import is_lean
+assert is_lean(sys.modules["uvicorn"])
+loaded = sorted({"click", "multiprocessing", "uvicorn.main", "uvicorn.supervisors"} & set(sys.modules))
+assert loaded == [], loaded
+"""
+
+
+def _run(code: str) -> None:
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_lean_package_imports_only_the_submodules_asked_for_until_a_name_of_its_init() -> None:
+    _run(LEAN_THEN_WHOLE)
+
+
+def test_a_package_imported_whole_is_left_whole() -> None:
+    _run(WHOLE_STAYS)
+
+
+def test_the_shim_runs_uvicorn_without_its_command_line_or_supervisors() -> None:
+    _run(SHIM)
