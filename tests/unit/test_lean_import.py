@@ -64,3 +64,23 @@ def test_a_package_imported_whole_is_left_whole() -> None:
 
 def test_the_shim_runs_uvicorn_without_its_command_line_or_supervisors() -> None:
     _run(SHIM)
+
+
+SERVICE = """
+import sys
+from gateway import unused_extras
+unused_extras.refuse("file_api")
+import gateway_cli.serve, services.file_api.main
+from gateway.lean_import import is_lean
+from gateway.logs import configure
+configure("file_api").info("probe", n=1)  # the suite's logging, on structlog's core alone
+assert is_lean(sys.modules["structlog"])
+loaded = sorted({"structlog.stdlib", "structlog.testing", "structlog.threadlocal"} & set(sys.modules))
+assert loaded == [], loaded
+"""
+
+
+def test_a_service_logs_on_structlogs_core_without_its_stdlib_testing_or_threadlocal_modules() -> None:
+    done = subprocess.run([sys.executable, "-c", SERVICE], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "probe" in done.stdout  # the line was written
