@@ -3,7 +3,7 @@
 Each process has one registry of its own (``REGISTRY``), not prometheus_client's
 default one: every name it exposes starts with ``gateway_`` and nothing else
 (a test in-process can read exactly what a scrape would). A process serves it at
-``http://HOST:PORT/metrics`` on the port ``gateway.metrics`` gives it; the shim
+``http://HOST:PORT/metrics`` on the port ``gateway.metrics`` gives it (``gateway.metrics_port``); the shim
 also answers ``GET /metrics`` on its API port. Both choose the format as
 prometheus_client does, from the scraper's ``Accept`` header (``exposition``):
 OpenMetrics to a scraper that prefers it (Prometheus itself), else the plain
@@ -26,11 +26,11 @@ misses an observation made before it; applied one by one between the requests,
 they cost several times what they cost together (as for the per-request log
 lines).
 
-**Made when first needed.** prometheus_client (about 3 MiB a process) is not imported with this
-module: a metric is declared here (``Counter``, ``Histogram``, ``Gauge``: prometheus_client's
-arguments) and every declared metric, its preset children and the registered collectors are made
-(``gateway.metrics_made``) together, at the first observation, the first read, or when a metrics port
-opens. A process with metrics on makes them at its start, so every scrape shows the same series; a
+**Made when first needed.** prometheus_client is not imported with this module: a metric is
+declared here (``Counter``, ``Histogram``, ``Gauge``: prometheus_client's arguments) and every
+declared metric, its preset children and the registered collectors are made (``gateway.metrics_made``,
+which imports the library's core alone) together, at the first observation, the first read, or when
+a metrics port opens. A process with metrics on makes them at its start, so every scrape shows the same series; a
 service with metrics off makes them at its first observation, never at rest (docs/operations.md
 "Memory at rest").
 """
