@@ -8,8 +8,10 @@ puts the package in ``sys.modules`` as a module whose ``__init__`` has not run: 
 submodule (``prometheus_client.metrics``, ``uvicorn.server``) loads that submodule and what it
 imports, nothing more. ``names`` are taken from their submodules (``uvicorn.Config``, which
 uvicorn's own modules import by that name). Any other name the ``__init__`` defines (``from
-prometheus_client import start_http_server``, ``uvicorn.run``) runs the ``__init__`` then, once,
-and the package is whole again: code that expects the whole package still gets it, only later.
+prometheus_client import start_http_server``, ``uvicorn.run``, ``__version__``) runs the
+``__init__`` then, once, and the package is whole again: code that expects the whole package still
+gets it, only later. Other dunder names (what ``inspect`` or ``copy`` probe a module for) are
+answered as absent, without running it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ import threading
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
+
+
+INIT_DUNDERS = ("__all__", "__version__")  # dunder names a package's ``__init__`` sets, which run it
 
 
 def without_init(package: str, names: Mapping[str, str] | None = None) -> ModuleType:
@@ -44,7 +49,7 @@ def without_init(package: str, names: Mapping[str, str] | None = None) -> Module
 
     def whole(name: str) -> Any:
         """A name the package does not hold yet: a submodule's (imported alone), else the ``__init__``'s."""
-        if name.startswith("__"):
+        if name.startswith("__") and name not in INIT_DUNDERS:  # a probe (``__wrapped__``…): not the package's
             raise AttributeError(name)
         if name in submodules:  # ``from . import values`` in the library itself
             return importlib.import_module(f"{package}.{name}")

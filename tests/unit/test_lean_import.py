@@ -19,14 +19,15 @@ from uvicorn.server import Server
 from uvicorn import Config  # a given name: from its submodule
 assert Config is sys.modules["uvicorn.config"].Config and uvicorn.server.Server is Server
 assert "click" not in sys.modules and "uvicorn.main" not in sys.modules and is_lean(uvicorn)
-try:
-    uvicorn.__version__
-except AttributeError:
-    pass
-else:
-    raise AssertionError("a dunder the __init__ sets was there before it ran")
+assert not hasattr(uvicorn, "__wrapped__") and is_lean(uvicorn)  # a probe's dunder: no __init__ for it
 assert callable(uvicorn.run)  # a name only the __init__ gives: it runs now, once
-assert "click" in sys.modules and not is_lean(uvicorn) and uvicorn.__version__
+assert "click" in sys.modules and not is_lean(uvicorn)
+"""
+
+VERSION = """
+from gateway.lean_import import is_lean, without_init
+uvicorn = without_init("uvicorn")
+assert uvicorn.__version__ and not is_lean(uvicorn)  # set by the __init__: it runs for it
 """
 
 WHOLE_STAYS = """
@@ -56,6 +57,10 @@ def _run(code: str) -> None:
 
 def test_a_lean_package_imports_only_the_submodules_asked_for_until_a_name_of_its_init() -> None:
     _run(LEAN_THEN_WHOLE)
+
+
+def test_the_version_the_init_sets_runs_it() -> None:
+    _run(VERSION)
 
 
 def test_a_package_imported_whole_is_left_whole() -> None:
