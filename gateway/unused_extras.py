@@ -39,8 +39,8 @@ STRUCTLOG_NAMES = {
 def refuse(service: str | None = None) -> None:
     """Before anything imports structlog: make ``import`` of each ``UNUSED`` package raise ImportError
     in this process (a package already imported is left as it is), and structlog's package load
-    without its ``__init__``. With ``service`` ``"http"`` (the
-    shim), before uvicorn is imported: each ``SHIM_UNUSED`` package too, where inotify is available."""
+    without its ``__init__``. With ``service`` ``"http"`` (the shim), before uvicorn is imported:
+    each ``SHIM_UNUSED`` package too, where inotify is available."""
     names: tuple[str, ...] = UNUSED
     if service == "http":
         from gateway import inotify
