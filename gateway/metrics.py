@@ -312,8 +312,8 @@ def exposition(accept: str = "") -> tuple[bytes, str]:
     exposition and its content type, chosen exactly as the metrics ports choose them (the plain
     text format unless ``accept`` asks for OpenMetrics)."""
     made = REGISTRY.made()  # first: it loads prometheus_client's core alone (gateway.metrics_made)
-    from prometheus_client.exposition import choose_encoder
+    from gateway.metrics_made import encoder_for
 
-    encode, content_type = choose_encoder(accept)
+    encode, content_type = encoder_for(accept)
     return encode(made), content_type
 

@@ -11,6 +11,7 @@ the library's HTTP servers, its push-gateway client and what they import from th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 from gateway.lean_import import without_init
@@ -19,9 +20,11 @@ without_init("prometheus_client")  # a process that imported the whole package k
 
 from prometheus_client.metrics import disable_created_metrics  # noqa: E402  (after without_init)
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric  # noqa: E402
+from prometheus_client.openmetrics import exposition as openmetrics  # noqa: E402
 from prometheus_client.registry import CollectorRegistry  # noqa: E402
+from prometheus_client.utils import parse_version  # noqa: E402
 
-__all__ = ["GaugeMetricFamily", "kind", "make_registry"]
+__all__ = ["GaugeMetricFamily", "encoder_for", "kind", "make_registry"]
 
 disable_created_metrics()  # the *_created series double a scrape and say nothing an operator alerts on
 
@@ -49,3 +52,46 @@ def kind(name: str) -> Any:
 
     return getattr(made, name)
 
+
+
+def encoder_for(accept: str) -> tuple[Callable[[CollectorRegistry], bytes], str]:
+    """The encoder and content type prometheus_client chooses for a scraper's ``Accept`` header
+    (``prometheus_client.exposition.choose_encoder``). When its choice is OpenMetrics (Prometheus
+    asks for it first), the encoder is the library's ``openmetrics.exposition.generate_latest``,
+    chosen here as the library chooses it, so ``prometheus_client.exposition`` (the module of the
+    text format, with the library's HTTP servers and what they import: 2.2 MiB) is not loaded; any
+    other choice is the library's own. tests/unit/test_metrics_port.py holds the two to the same
+    answers."""
+    for accepted in (accept or "").split(","):
+        parts = accepted.split(";")
+        kind = parts[0].strip()
+        if kind == "application/openmetrics-text":
+            version, escaping = _parameter(parts, "version"), _escaping(parts)
+            if not version:
+                return partial(openmetrics.generate_latest, escaping=openmetrics.UNDERSCORES, version="1.0.0"), \
+                    openmetrics.CONTENT_TYPE_LATEST
+            if parse_version(version) >= (1, 0, 0):
+                return (partial(openmetrics.generate_latest, escaping=escaping, version=version),
+                        f"application/openmetrics-text; version={version}; charset=utf-8; escaping={escaping}")
+        elif kind == "text/plain":
+            version = _parameter(parts, "version")
+            if version and parse_version(version) >= (1, 0, 0):
+                break
+    from prometheus_client.exposition import choose_encoder
+
+    chosen: tuple[Callable[[CollectorRegistry], bytes], str] = choose_encoder(accept)
+    return chosen
+
+
+def _parameter(parts: list[str], name: str) -> str:
+    for part in parts:
+        key, equals, value = part.strip().partition("=")
+        if equals and key == name:
+            return value
+    return ""
+
+
+def _escaping(parts: list[str]) -> str:
+    value = _parameter(parts, "escaping")
+    known = (openmetrics.ALLOWUTF8, openmetrics.UNDERSCORES, openmetrics.DOTS, openmetrics.VALUES)
+    return value if value in known else str(openmetrics.UNDERSCORES)

@@ -3,32 +3,28 @@
 docs/operations.md "Memory at rest": no thread and no HTTP server library wait at rest for a scrape.
 The port is bound and listening when ``open_metrics`` returns (a port that cannot be bound stops the
 process in one line, as before the loop runs); ``MetricsPort.start`` accepts on the running loop. Each
-connection sends one request; its head is read here (the request line and the headers) and handed
-to prometheus_client's own WSGI app (``make_wsgi_app`` of ``gateway.metrics.REGISTRY``), which
-answers it as the library's servers do: the format from ``Accept`` (``gateway.metrics``), gzip when
-``Accept-Encoding`` asks for it, ``name[]`` to filter, ``OPTIONS`` and 405 for other methods. The
-answer is made in a worker thread (a scrape reads every collector) and the connection is closed
-after it, as HTTP/1.0 servers do. The app, and ``prometheus_client.exposition`` with it, is loaded at
-the first scrape (``gateway.metrics_made``).
+connection sends one request; its head is read here (the request line and the headers) and
+answered as prometheus_client's own WSGI app (``make_wsgi_app``) answers it (``run_app``; a test
+holds the two to the same answers): the format from ``Accept`` (``gateway.metrics``), gzip when
+``Accept-Encoding`` asks for it, ``name[]`` to filter, ``OPTIONS`` and 405 for other methods, the
+body made by the library's encoders. The answer is made in a worker thread (a scrape reads every
+collector) and the connection is closed after it, as HTTP/1.0 servers do. A scraper that asks for
+OpenMetrics (Prometheus) never loads ``prometheus_client.exposition``; one that asks for the text
+format loads it at its first scrape (``gateway.metrics_made.encoder_for``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-import threading
-from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 from gateway.ports import BindError, listen_problem
 
 HEAD_LIMIT_BYTES = 16 * 1024  # a request line and headers longer than this get a 400
 READ_TIMEOUT_S = 10.0  # a client that has not sent its whole head by then is dropped
 BACKLOG = 64
-
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
 
 class MetricsPort:
     """A bound, listening socket for ``/metrics``; ``address`` is ``host:port`` as bound."""
@@ -124,28 +120,42 @@ def request_environ(head: bytes) -> dict[str, Any] | None:
     return environ
 
 
-_app: list[WsgiApp] = []
-_app_lock = threading.Lock()
-
-
 def run_app(environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
-    """(status, headers, body) of prometheus_client's WSGI app for ``environ``."""
-    answer: dict[str, Any] = {}
+    """(status, headers, body) for one request, as prometheus_client's WSGI app (``make_wsgi_app``)
+    answers it: OPTIONS and 405 for other methods, an empty favicon, else the registry in the format
+    the ``Accept`` header asks for (``gateway.metrics_made.encoder_for``), only the ``name[]``
+    series when the query names some, gzipped when ``Accept-Encoding`` allows it. An ``Accept``
+    version that is no version number is a 400 (the library's app fails on it)."""
+    method = environ["REQUEST_METHOD"]
+    if method == "OPTIONS":
+        return "200 OK", [("Allow", "OPTIONS,GET")], b""
+    if method != "GET":
+        status = "405 Method Not Allowed"
+        return status, [("Allow", "OPTIONS,GET")], f"# HTTP {status}: {method}; use OPTIONS or GET\n".encode()
+    if environ["PATH_INFO"] == "/favicon.ico":
+        return "200 OK", [], b""
+    from gateway.metrics import REGISTRY
 
-    def start_response(status: str, headers: list[tuple[str, str]], exc_info: object = None) -> None:
-        answer["status"], answer["headers"] = status, headers
+    registry: Any = REGISTRY.made()  # first: it loads prometheus_client's core alone (gateway.metrics_made)
+    from gateway.metrics_made import encoder_for
 
-    body = b"".join(_wsgi_app()(environ, start_response))
-    return answer["status"], answer["headers"], body
+    accept = environ.get("HTTP_ACCEPT", "")
+    try:
+        encode, content_type = encoder_for(accept)
+    except TypeError:
+        return ("400 Bad Request", [("Content-Type", "text/plain; charset=utf-8")],
+                f"the Accept header's version is not a version number: {accept[:200]}\n".encode())
+    names = parse_qs(environ.get("QUERY_STRING", "")).get("name[]")
+    if names:
+        registry = registry.restricted_registry(names)
+    body, headers = encode(registry), [("Content-Type", content_type)]
+    if _gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", "")):
+        import gzip
+
+        body = gzip.compress(body)
+        headers.append(("Content-Encoding", "gzip"))
+    return "200 OK", headers, body
 
 
-def _wsgi_app() -> WsgiApp:
-    with _app_lock:
-        if not _app:
-            from gateway.metrics import REGISTRY
-
-            made = REGISTRY.made()  # first: it loads prometheus_client's core alone (gateway.metrics_made)
-            from prometheus_client.exposition import make_wsgi_app
-
-            _app.append(make_wsgi_app(made))
-        return _app[0]
+def _gzip_accepted(accept_encoding: str) -> bool:
+    return any(part.split(";")[0].strip().lower() == "gzip" for part in accept_encoding.split(","))

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from gateway.metrics import exposition, observe_rpc
-from gateway.metrics_port import MetricsPort, open_metrics, request_environ
+from gateway.metrics_port import MetricsPort, open_metrics, request_environ, run_app
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -124,3 +124,80 @@ def test_a_gzipped_scrape_unzips_to_the_plain_one() -> None:
         assert gzip.decompress(body).startswith(b"# HELP gateway_open_files_limit ")
 
     _on_port(check)
+
+
+ACCEPTS = (
+    "", "*/*", "text/plain", "text/plain; version=0.0.4", "text/plain;version=1.0.0",
+    "text/plain;version=1.0.0;escaping=allow-utf-8", "application/openmetrics-text",
+    "application/openmetrics-text; version=1.0.0", "application/openmetrics-text;version=0.0.1",
+    "application/openmetrics-text;version=0.0.1,text/plain;version=0.0.4;q=0.5",
+    "application/openmetrics-text;version=2.0.0", "application/openmetrics-text;escaping=dots;version=1.0.0",
+    "application/openmetrics-text;version=1.0.0;escaping=bogus", "application/openmetrics-text;version=1.0.0;escaping=",
+    "text/plain;version=0.0.4,application/openmetrics-text;version=1.0.0",
+    # Prometheus 2 and 3 (scrape_protocols by default)
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,"
+    "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+)
+
+
+def _library(environ: dict[str, str]) -> tuple[str, list[tuple[str, str]], bytes]:
+    from prometheus_client.exposition import make_wsgi_app
+
+    from gateway.metrics import REGISTRY
+
+    answer: dict[str, object] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+        answer["status"], answer["headers"] = status, headers
+
+    body = b"".join(make_wsgi_app(REGISTRY.made())(environ, start_response))
+    return str(answer["status"]), list(answer["headers"]), body  # type: ignore[call-overload]
+
+
+def _comparable(answer: tuple[str, list[tuple[str, str]], bytes]) -> tuple[str, list[tuple[str, str]], bytes]:
+    status, headers, body = answer
+    if ("Content-Encoding", "gzip") in headers:
+        body = gzip.decompress(body)  # the gzip header holds the time it was made
+    return status, headers, steady(body)
+
+
+def test_each_request_is_answered_as_the_librarys_own_app_answers_it() -> None:
+    observe_rpc("PortMatrix", "OK", 0.004)
+    requests = [("GET", "/metrics", "", accept, "") for accept in ACCEPTS]
+    requests += [("GET", "/metrics", query, accept, encoding) for query in ("name[]=gateway_rpc_duration_seconds", "name[]=")
+                 for accept in ("", ACCEPTS[-1]) for encoding in ("", "gzip", "br, GZIP;q=1")]
+    requests += [(method, path, "", "", "") for method in ("OPTIONS", "POST", "HEAD") for path in ("/metrics", "/favicon.ico")]
+    requests += [("GET", "/favicon.ico", "", "", ""), ("GET", "/anything", "", ACCEPTS[-1], "")]
+    for method, path, query, accept, encoding in requests:
+        environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query}
+        if accept:
+            environ["HTTP_ACCEPT"] = accept
+        if encoding:
+            environ["HTTP_ACCEPT_ENCODING"] = encoding
+        ours, theirs = _comparable(run_app(dict(environ))), _comparable(_library(dict(environ)))
+        assert ours == theirs, (method, path, query, accept, encoding)
+
+
+def test_an_accept_version_that_is_no_number_is_a_400() -> None:
+    status, _, body = run_app({"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "HTTP_ACCEPT": "application/openmetrics-text;version=1.x"})
+    assert status == "400 Bad Request" and b"not a version number" in body
+
+
+OPENMETRICS_ALONE = """
+import sys
+from gateway.metrics_port import run_app
+accept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5"
+status, headers, body = run_app({"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "HTTP_ACCEPT": accept, "HTTP_ACCEPT_ENCODING": "gzip"})
+assert status == "200 OK" and headers[0][1].startswith("application/openmetrics-text"), headers
+heavy = sorted({"prometheus_client.exposition", "http.server", "wsgiref", "urllib.request", "email"} & set(sys.modules))
+assert heavy == [], heavy  # Prometheus' scrape loads no more than the library's core
+run_app({"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics"})  # curl's: the text format, from the library's module
+assert "prometheus_client.exposition" in sys.modules
+"""
+
+
+def test_an_openmetrics_scrape_loads_only_the_librarys_core() -> None:
+    done = subprocess.run([sys.executable, "-c", OPENMETRICS_ALONE], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
