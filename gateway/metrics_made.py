@@ -4,8 +4,9 @@ Imported only then (it imports prometheus_client): see ``gateway.metrics``, "Mad
 Only the library's core is loaded here (its metrics, registry and samples), not its package
 ``__init__`` (``gateway.lean_import``), which imports ``prometheus_client.exposition`` and with it
 the library's HTTP servers, its push-gateway client and what they import from the standard library
-(http.server, wsgiref, urllib.request, email, gzip…: about 2 MiB a process). ``exposition`` is loaded at the first scrape
-(``gateway.metrics.exposition``, ``gateway.metrics_port``); docs/operations.md "Memory at rest".
+(http.server, wsgiref, urllib.request, email, gzip…: about 2 MiB a process). ``exposition`` is
+loaded at the first scrape that asks for the text format (``encoder_for``); docs/operations.md
+"Memory at rest".
 """
 
 from __future__ import annotations
