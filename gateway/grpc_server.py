@@ -29,7 +29,8 @@ from gateway.config_model import SOCKET_PATH_MAX, socket_fits
 from gateway.dependencies import DEPENDENCIES, DEPENDENCIES_SERVICE, REASON_METADATA
 from gateway.event_loop import running_loop_name
 from gateway.logs import flush_later
-from gateway.metrics import REGISTRY, serve_metrics
+from gateway.metrics import REGISTRY
+from gateway.metrics_port import open_metrics
 from gateway.ports import BindError, listen_problem
 from gateway.resources import NAMES, RESOURCES_SERVICE, SHORTAGES, open_files_limit
 from gateway import ready_pipe, reflection
@@ -178,9 +179,12 @@ async def serve(
     if socket_path is not None:
         with _private_files():
             _add_port(server, name, f"unix:{socket_path}")
-    metrics_address = serve_metrics(name, metrics)
-    if metrics is None:  # no port: nothing reads this process's metrics
+    metrics_port = open_metrics(name, metrics)
+    if metrics_port is None:  # no port: nothing reads this process's metrics
         REGISTRY.drop()
+    else:
+        REGISTRY.made()  # every scrape shows the same series, the first one too
+        await metrics_port.start()
     # Before the server starts: a SIGTERM that comes as soon as the health check says SERVING (a
     # launcher stopped right after ready) must take the graceful path, not the default action.
     stop = asyncio.Event()
@@ -191,7 +195,7 @@ async def serve(
     named = ["", *services] + ([instance_service(instance)] if instance else [])
     for service in named:
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    log.info("listening", address=address, socket=str(socket_path) if socket_path else None, services=services, loop=running_loop_name(), metrics=metrics_address,
+    log.info("listening", address=address, socket=str(socket_path) if socket_path else None, services=services, loop=running_loop_name(), metrics=metrics_port and metrics_port.address,
              open_files_limit=open_files_limit())
     ready_pipe.report()  # a child of gateway up: the launcher hears it serves
 
@@ -216,6 +220,8 @@ async def serve(
             await asyncio.wait_for(worker, STOP_GRACE_SECONDS)
         except (asyncio.TimeoutError, asyncio.CancelledError):
             log.warning("background_did_not_stop")
+    if metrics_port is not None:
+        await metrics_port.close()
     log.info("stopped")
     if failure is not None:
         raise SystemExit(1)

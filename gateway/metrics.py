@@ -3,7 +3,7 @@
 Each process has one registry of its own (``REGISTRY``), not prometheus_client's
 default one: every name it exposes starts with ``gateway_`` and nothing else
 (a test in-process can read exactly what a scrape would). A process serves it at
-``http://HOST:PORT/metrics`` on the port ``gateway.metrics`` gives it; the shim
+``http://HOST:PORT/metrics`` on the port ``gateway.metrics`` gives it (``gateway.metrics_port``); the shim
 also answers ``GET /metrics`` on its API port. Both choose the format as
 prometheus_client does, from the scraper's ``Accept`` header (``exposition``):
 OpenMetrics to a scraper that prefers it (Prometheus itself), else the plain
@@ -26,29 +26,25 @@ misses an observation made before it; applied one by one between the requests,
 they cost several times what they cost together (as for the per-request log
 lines).
 
-**Made when first needed.** prometheus_client (about 3 MiB a process) is not imported with this
-module: a metric is declared here (``Counter``, ``Histogram``, ``Gauge``: prometheus_client's
-arguments) and every declared metric, its preset children and the registered collectors are made
-(``gateway.metrics_made``) together, at the first observation, the first read, or when a metrics port
-opens. A process with metrics on makes them at its start, so every scrape shows the same series; a
+**Made when first needed.** prometheus_client is not imported with this module: a metric is
+declared here (``Counter``, ``Histogram``, ``Gauge``: prometheus_client's arguments) and every
+declared metric, its preset children and the registered collectors are made (``gateway.metrics_made``,
+which imports the library's core alone) together, at the first observation, the first read, or when
+a metrics port opens. A process with metrics on makes them at its start, so every scrape shows the same series; a
 service with metrics off makes them at its first observation, never at rest (docs/operations.md
 "Memory at rest").
 """
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gateway.ports import BindError, listen_problem
 from gateway.resources import NAMES, open_files, open_files_limit
 
 if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
-
-    from prometheus_client import CollectorRegistry
+    from prometheus_client.registry import CollectorRegistry
 
 MAX_PENDING = 256  # observations queued before they are applied in one go (a few hundred microseconds)
 
@@ -169,10 +165,9 @@ class Declared:
         registry.declare(self)
 
     def make(self, made: CollectorRegistry) -> None:
-        import prometheus_client
+        from gateway.metrics_made import kind
 
-        kind = getattr(prometheus_client, self.kind)
-        self._metric = kind(self.name, self.documentation, self.labelnames, registry=made, **self._options)
+        self._metric = kind(self.kind)(self.name, self.documentation, self.labelnames, registry=made, **self._options)
         for values in self._presets:
             self._children[values] = self._metric.labels(*values)
 
@@ -279,7 +274,7 @@ def observe_shortage(resource: str) -> None:
 def gauge_family(name: str, documentation: str, value: float | None = None, labels: Iterable[str] | None = None) -> Any:
     """prometheus_client's ``GaugeMetricFamily``, for a collector's ``collect`` and ``describe`` (which
     run once the registry is made, so the import costs nothing more)."""
-    from prometheus_client.core import GaugeMetricFamily
+    from gateway.metrics_made import GaugeMetricFamily
 
     return GaugeMetricFamily(name, documentation, value=value, labels=None if labels is None else list(labels))
 
@@ -316,43 +311,9 @@ def exposition(accept: str = "") -> tuple[bytes, str]:
     """What ``/metrics`` answers a scraper whose ``Accept`` header is ``accept``: the registry's
     exposition and its content type, chosen exactly as the metrics ports choose them (the plain
     text format unless ``accept`` asks for OpenMetrics)."""
-    from prometheus_client.exposition import choose_encoder
+    made = REGISTRY.made()  # first: it loads prometheus_client's core alone (gateway.metrics_made)
+    from gateway.metrics_made import encoder_for
 
-    encode, content_type = choose_encoder(accept)
-    return encode(REGISTRY.made()), content_type
+    encode, content_type = encoder_for(accept)
+    return encode(made), content_type
 
-
-def serve_metrics(process: str, address: tuple[str, int] | None) -> str | None:
-    """Serve ``REGISTRY`` on ``address`` in a daemon thread; ``host:port`` it listens on, or
-    None when ``address`` is None (metrics off). An operator who set a port expects it to
-    work, so a port that cannot be bound stops the process: raises BindError with one line."""
-    if address is None:
-        return None
-    host, port = address
-    problem = listen_problem(host, port)
-    if problem:
-        raise BindError(f"{process} metrics (gateway.metrics): {problem}")
-    try:
-        server = _metrics_server(host, port)
-    except OSError as exc:
-        raise BindError(f"{process} metrics (gateway.metrics): cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    # No poll interval: prometheus_client's own thread wakes twice a second to check for a shutdown
-    # nobody asks for (the thread ends with the process).
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": None}, name="metrics", daemon=True).start()
-    return f"{host}:{server.server_address[1]}"
-
-
-def _metrics_server(host: str, port: int) -> WSGIServer:
-    """A threading WSGI server of ``REGISTRY`` bound to ``host:port`` (IPv6 too), not yet serving."""
-    from wsgiref.simple_server import WSGIRequestHandler, make_server
-
-    from prometheus_client import make_wsgi_app
-    from prometheus_client.exposition import ThreadingWSGIServer
-
-    class Quiet(WSGIRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:
-            return None
-
-    family, *_, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    server_class = type("MetricsServer", (ThreadingWSGIServer,), {"address_family": family})
-    return make_server(str(sockaddr[0]), port, make_wsgi_app(REGISTRY.made()), server_class, handler_class=Quiet)

@@ -26,8 +26,9 @@ line is a match in the whole text that touches that line (the patterns' line-sta
 alternatives to a blank or a non-word character, which the newline before the line is), so no line
 that holds a finding is passed over.
 
-detect-secrets (and ``requests``, which it imports) is loaded at the first scan, never at a
-process's start (tests/unit/test_import_budget.py).
+detect-secrets is loaded at the first scan, never at a process's start
+(tests/unit/test_import_budget.py), and without ``requests``, which it imports for a verification the
+guard never runs (``gateway.secrets_loading``).
 """
 
 from __future__ import annotations
@@ -132,6 +133,9 @@ class _Scanner:
 
     def __init__(self) -> None:
         shown = warnings.showwarning
+        from gateway.secrets_loading import load
+
+        load()  # detect-secrets without ``requests``, which only its verification uses (gateway.secrets_loading)
         from detect_secrets.core.scan import scan_line
         from detect_secrets.plugins.keyword import KeywordDetector
         from detect_secrets.plugins.base import RegexBasedDetector

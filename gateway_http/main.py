@@ -13,7 +13,7 @@ from types import FrameType
 from typing import Any
 
 import structlog
-import uvicorn
+import uvicorn  # lean: gateway_http (the package) loaded it without its __init__
 
 from gateway import http_workers, ready_pipe
 from gateway.event_loop import loop_name
@@ -21,7 +21,8 @@ from gateway.files_limits import MAX_BODY_BYTES
 from gateway.live_config import LiveConfig
 from gateway.resources import open_files_limit
 from gateway.logs import flush_later, mark_stopping
-from gateway.metrics import serve_metrics
+from gateway.metrics import REGISTRY
+from gateway.metrics_port import open_metrics
 from gateway.ports import BindError, listen_problem
 from gateway_http.app import ShimApp
 from gateway_http.connections import protocol_class
@@ -146,11 +147,19 @@ def run(live: LiveConfig, load_mcp: LoadHost, instance: str | None = None, worke
     config = live.current
     process = http_workers.name(worker) if worker is not None else "http"
     sock = listen(config.api.host, config.api.port, shared=worker is not None)
-    metrics_address = serve_metrics(process, config.metrics.address(process))
+    metrics_port = open_metrics(process, config.metrics.address(process))
+    if metrics_port is not None:
+        REGISTRY.made()  # every scrape shows the same series, the first one too
     mcp = McpMount(live.snapshot, config.grpc.address("kb"), load=load_mcp, max_body_bytes=MAX_BODY_BYTES)
 
     async def background(stop: asyncio.Event) -> None:
-        await asyncio.gather(live.follow(stop), mcp.serve(stop))
+        if metrics_port is not None:
+            await metrics_port.start()
+        try:
+            await asyncio.gather(live.follow(stop), mcp.serve(stop))
+        finally:
+            if metrics_port is not None:
+                await metrics_port.close()
 
     app = ShimApp(
         {name: config.grpc.address(name) for name in BACKENDS},
@@ -172,7 +181,7 @@ def run(live: LiveConfig, load_mcp: LoadHost, instance: str | None = None, worke
             timeout_graceful_shutdown=5,
         )
     )
-    log.info("listening", address=f"{config.api.host}:{config.api.port}", loop=loop_name(), metrics=metrics_address,
+    log.info("listening", address=f"{config.api.host}:{config.api.port}", loop=loop_name(), metrics=metrics_port and metrics_port.address,
              open_files_limit=open_files_limit())
     server.run(sockets=[sock])
     log.info("stopped")

@@ -28,7 +28,7 @@ suite_up = bench("suite_up")
 GRPC_THREADS = ("event_engine", "grpc_global_tim", "lifeguard")
 WINDOW_S = 10.0
 SETTLE_DEADLINE_S = 20.0
-# Our threads (the event loop, the metrics thread, workers) at rest: today under 1 slice a second
+# Our threads (the event loop, which serves the metrics port too, and workers) at rest: today under 1 slice a second
 # in every process (the KB's 2 s source-watch tick is the most). One polling loop adds 10 (a 0.1 s
 # poll) to 200 (a 5 ms step) a second, so 2 a second is a bound with a margin of 2x over today and
 # 5x under the slowest poll this suite ever had.

@@ -37,7 +37,7 @@ BUDGETS = {
     "services.watcher.main": GRPC_STACK,
     "services.kb.main": GRPC_STACK | {"apsw"},  # the archives
     "services.dreaming.main": GRPC_STACK,
-    "gateway_http.main": GRPC_STACK | {"uvicorn", "httptools", "click"},  # click: uvicorn's own import
+    "gateway_http.main": GRPC_STACK | {"uvicorn", "httptools"},  # uvicorn without its __init__ (gateway_http): no click
 }
 SERVICES = {"services.file_api.main": "file_api", "services.watcher.main": "watcher", "services.kb.main": "kb",
             "services.dreaming.main": "dreaming", "gateway_http.main": "http"}

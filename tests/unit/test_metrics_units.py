@@ -18,7 +18,8 @@ from gateway.errors import ConfigError
 from gateway.ports import BindError
 from gateway.live_config import with_deployment
 from gateway import metrics
-from gateway.metrics import REGISTRY, exposition, observe_rpc, serve_metrics
+from gateway.metrics import REGISTRY, exposition, observe_rpc
+from gateway.metrics_port import open_metrics
 from gateway_http.app import ShimApp
 from services.dreaming.records.metrics import reason_code, run_outcome
 from services.dreaming.model.values import OpResult, Proposal, RunReport
@@ -64,17 +65,25 @@ def test_metrics_off_clash_with_nothing() -> None:
     assert build({"gateway": {"metrics": {"enabled": False, "kb": 50053}}}, Path("/h")).metrics.enabled is False
 
 
-def test_serve_metrics_answers_the_registry_and_refuses_a_busy_port_in_one_line() -> None:
-    assert serve_metrics("kb", None) is None
+def test_the_metrics_port_answers_the_registry_and_refuses_a_busy_port_in_one_line() -> None:
+    assert open_metrics("kb", None) is None
     observe_rpc("UnitProbe", "OK", 0.002)
-    address = serve_metrics("kb", ("127.0.0.1", 0))
-    assert address is not None
-    text = httpx.get(f"http://{address}/metrics", timeout=5).text
-    assert 'gateway_rpc_duration_seconds_count{code="OK",method="UnitProbe"}' in text
-    port = int(address.rsplit(":", 1)[1])
+    port = open_metrics("kb", ("127.0.0.1", 0))
+    assert port is not None
+    number = int(port.address.rsplit(":", 1)[1])
     with pytest.raises(BindError) as info:
-        serve_metrics("kb", ("127.0.0.1", port))
-    assert str(info.value).startswith(f"kb metrics (gateway.metrics): 127.0.0.1:{port} is already in use")
+        open_metrics("kb", ("127.0.0.1", number))
+    assert str(info.value).startswith(f"kb metrics (gateway.metrics): 127.0.0.1:{number} is already in use")
+
+    async def scrape() -> str:
+        await port.start()
+        try:
+            async with httpx.AsyncClient(timeout=5) as client:
+                return (await client.get(f"http://{port.address}/metrics")).text
+        finally:
+            await port.close()
+
+    assert 'gateway_rpc_duration_seconds_count{code="OK",method="UnitProbe"}' in asyncio.run(scrape())
 
 
 def count(name: str, **labels: str) -> float:
