@@ -375,6 +375,26 @@ class Tombstones:
             return gone[0]
         raise WriteConflict(f"{self._file} kept changing while a tombstone was lifted")
 
+    def mirrored(self) -> list[Tombstone]:
+        """The vault's shared tombstones as this host's KB last mirrored them (``VAULT_FILE``)."""
+        return read_file(self._vault_file)
+
+    def drop_shared(self, ids: Iterable[str]) -> int:
+        """Remove the shared tombstones ``ids`` (lifted in the vault, maybe by another host) from the home's
+        file; how many were removed."""
+        ids = set(ids)
+        for _ in range(_WRITE_TRIES):
+            before, rows = self._read()
+            gone = [t for t in rows if t.scope == SHARED_SCOPE and t.id in ids]
+            if not gone:
+                return 0
+            try:
+                self._write(before, [t for t in rows if t not in gone])
+            except WriteConflict:
+                continue
+            return len(gone)
+        raise WriteConflict(f"{self._file} kept changing while lifted shared tombstones were removed")
+
     def _snapshot(self, path: Path) -> _Snapshot:
         """The file as last read by this process, read again when its stat changed (module docstring)."""
         try:

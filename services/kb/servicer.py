@@ -33,6 +33,7 @@ from gateway.forget_guard import refuse_forgotten
 from gateway.forgetting import Target
 from gateway.rpc import authorize_call, caller_label, unary
 from gateway.secrets_guard import refuse_secrets
+from gateway.tombstone_proto import from_proto
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
 from services.kb.archive.archives import Archives
@@ -49,6 +50,7 @@ from services.kb.vault.gc import GcReport, note_ref
 from services.kb.vault.note_index import merge_hits
 from services.kb.vault.notes import NoteExists, NoteMissing
 from services.kb.vault.registry_base import SharedVaults
+from services.kb.vault.tombstone_mirror import Mirror, iso_now
 from services.kb.vault.unpromote import check_write
 from services.kb.vault_servicer import VaultReflection, VaultViews
 
@@ -126,11 +128,14 @@ class Knowledge(VaultViews, VaultReflection, kb_pb2_grpc.KnowledgeServicer):
     """gateway.v1.Knowledge; the vault's read views (ListSharedNotes, GetVaultGraph) are ``VaultViews``,
     its weekly reflection's five internal calls ``VaultReflection``."""
 
-    def __init__(self, archives: Archives, vaults: SharedVaults[Any], auth: Callable[[], Authenticator]) -> None:
-        """``auth`` gives the authenticator in force (it changes when config.json is reloaded)."""
+    def __init__(self, archives: Archives, vaults: SharedVaults[Any], auth: Callable[[], Authenticator],
+                 mirror: Mirror | None = None) -> None:
+        """``auth`` gives the authenticator in force (it changes when config.json is reloaded); ``mirror``
+        this host's mirror of the vault's tombstones (refreshed after a shared forget and a lift)."""
         self._archives = archives
         self._vaults = vaults
         self._auth = auth
+        self._mirror = mirror or Mirror(vaults)
 
     def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool = False) -> Caller:
         return authorize_call(self._auth(), context, agent_id, agent_exists=self._archives.agent(agent_id) is not None, write=write)
@@ -324,8 +329,12 @@ class Knowledge(VaultViews, VaultReflection, kb_pb2_grpc.KnowledgeServicer):
         target = Target.parse(request.text, request.pattern)
         tombstone_id = check_tombstone_id(request.tombstone_id) if request.apply else ""
         changed = changed_sources(request.changed_paths)
+        shared_stones = from_proto(request.tombstones) if request.shared and request.apply else []
         if request.shared:
             self._vaults.require(request.agent_id)  # refused before the archive's part runs
+        if shared_stones:  # in the vault before any note is scrubbed: every host refuses the text from now on
+            await self._vaults.share_tombstones(request.agent_id, shared_stones, "", "")
+            await self._mirror.refresh_quietly()
         stores = [await archive_forget.forget(self._archives, request.agent_id, target, tombstone_id, changed,
                                              request.apply)]
         if request.shared:
@@ -333,6 +342,17 @@ class Knowledge(VaultViews, VaultReflection, kb_pb2_grpc.KnowledgeServicer):
         shown_id = tombstone_id or (request.tombstone_id if TOMBSTONE_ID.fullmatch(request.tombstone_id) else "F-…")
         matched = sorted(set().union(*(s.matched for s in stores))) if request.apply else []  # a pattern's, to tombstone
         return pb.ForgetTextResponse(stores=[_forgotten(s, target, shown_id) for s in stores], matched=matched)
+
+    @unary
+    async def ShareTombstones(self, request: kb_pb2.ShareTombstonesRequest, context: grpc.aio.ServicerContext) -> kb_pb2.ShareTombstonesResponse:  # noqa: N802
+        caller = self._check(context, request.agent_id, write=True)
+        if caller.key is not None and caller.key.agents is not None:
+            raise PermissionDenied("the shared vault's tombstones need a key whose scope is \"*\"")
+        rows = from_proto(request.tombstones)
+        lift = check_tombstone_id(request.lift) if request.lift else ""
+        added, lifted = await self._vaults.share_tombstones(request.agent_id, rows, lift, iso_now())
+        held = await self._mirror.refresh()
+        return pb.ShareTombstonesResponse(added=added, lifted=lifted, held=max(held, 0))
 
     @unary
     async def CollectVault(self, request: kb_pb2.CollectVaultRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CollectVaultResponse:  # noqa: N802

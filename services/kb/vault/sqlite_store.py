@@ -317,8 +317,8 @@ class SqliteVaultStore:
     def lift_tombstone(self, tombstone_id: str, at: str) -> int:
         return sqlite_tombstones.lift(self.conn, tombstone_id, at)
 
-    def tombstones(self) -> list[Tombstone]:
-        return sqlite_tombstones.held(self.conn)
+    def tombstones(self, *, lifted: bool = False) -> list[Tombstone]:
+        return sqlite_tombstones.held(self.conn, lifted)
 
     def tombstones_mark(self) -> tuple[int, int]:
         return sqlite_tombstones.mark(self.conn)

@@ -49,10 +49,11 @@ def lift(conn: apsw.Connection, tombstone_id: str, at: str) -> int:
     return lifted
 
 
-def held(conn: apsw.Connection) -> list[Tombstone]:
+def held(conn: apsw.Connection, lifted: bool = False) -> list[Tombstone]:
+    """The tombstones held (with ``lifted``: the lifted ones), oldest first."""
     try:
         rows = conn.execute("SELECT id, digest, words, at, by, places, lead, salt FROM kb_tombstones "
-                            "WHERE lifted_at = '' ORDER BY at, id").fetchall()
+                            f"WHERE lifted_at {'<>' if lifted else '='} '' ORDER BY at, id").fetchall()
     except apsw.SQLError:  # no shared forget yet: the table is made by the first
         return []
     return [Tombstone(str(i), str(d), int(str(w)), SHARED_SCOPE, str(a), str(b), int(str(p)), str(ld), str(s))

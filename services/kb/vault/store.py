@@ -321,8 +321,8 @@ class VaultStore(Protocol):
         """Mark ``tombstone_id`` and its ``.N`` siblings lifted at ``at`` (ISO 8601); how many were held."""
         ...
 
-    def tombstones(self) -> list[Tombstone]:
-        """The tombstones held (not lifted), oldest first."""
+    def tombstones(self, *, lifted: bool = False) -> list[Tombstone]:
+        """The tombstones held (not lifted), oldest first; with ``lifted``, the lifted ones instead."""
         ...
 
     def tombstones_mark(self) -> tuple[int, int]:

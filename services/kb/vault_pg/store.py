@@ -478,9 +478,9 @@ class PostgresVaultStore:
         with self._tx() as conn:
             return pg_tombstones.lift(conn, self._project, tombstone_id, at)
 
-    def tombstones(self) -> list[Tombstone]:
+    def tombstones(self, *, lifted: bool = False) -> list[Tombstone]:
         with self._conn() as conn:
-            return pg_tombstones.held(conn, self._project)
+            return pg_tombstones.held(conn, self._project, lifted)
 
     def tombstones_mark(self) -> tuple[int, int]:
         with self._conn() as conn:

@@ -34,10 +34,11 @@ def lift(conn: Conn, project: str, tombstone_id: str, at: str) -> int:
     return cur.rowcount
 
 
-def held(conn: Conn, project: str) -> list[Tombstone]:
+def held(conn: Conn, project: str, lifted: bool = False) -> list[Tombstone]:
+    """The tombstones held (with ``lifted``: the lifted ones), oldest first."""
     rows = conn.execute(
         "SELECT id, digest, words, at, by, places, lead, salt FROM vault_tombstones "
-        "WHERE project = %s AND lifted_at = '' ORDER BY at, id", (project,)).fetchall()
+        f"WHERE project = %s AND lifted_at {'<>' if lifted else '='} '' ORDER BY at, id", (project,)).fetchall()
     return [Tombstone(str(i), str(d), int(w), SHARED_SCOPE, str(a), str(b), int(p), str(ld), str(s))
             for i, d, w, a, b, p, ld, s in rows]
 
