@@ -386,9 +386,10 @@ class KnowledgeServicer:
         in the agent's vault; then this host's mirror of them
         (forget/vault-tombstones.json) is written again. Dreaming calls it once a
         shared forget knows its places, and for a lift of a shared tombstone.
-        Needs write access and a key whose scope is "*". INVALID_ARGUMENT for a
-        malformed tombstone or id; FAILED_PRECONDITION when the agent's shared KB
-        is off. Internal: no REST route (dreaming's LiftTombstone has it).
+        Internal: only the suite's own services (the internal token) may call it,
+        and it has no REST route (dreaming's Forget and LiftTombstone do).
+        INVALID_ARGUMENT for a malformed tombstone or id; FAILED_PRECONDITION when
+        the agent's shared KB is off.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

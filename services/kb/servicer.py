@@ -345,9 +345,9 @@ class Knowledge(VaultViews, VaultReflection, kb_pb2_grpc.KnowledgeServicer):
 
     @unary
     async def ShareTombstones(self, request: kb_pb2.ShareTombstonesRequest, context: grpc.aio.ServicerContext) -> kb_pb2.ShareTombstonesResponse:  # noqa: N802
-        caller = self._check(context, request.agent_id, write=True)
-        if caller.key is not None and caller.key.agents is not None:
-            raise PermissionDenied("the shared vault's tombstones need a key whose scope is \"*\"")
+        if not self._check(context, request.agent_id, write=True).internal:
+            raise PermissionDenied("ShareTombstones is internal: only the suite's own services (the internal token) "
+                                   "may call it; use dreaming's Forget and LiftTombstone")
         rows = from_proto(request.tombstones)
         lift = check_tombstone_id(request.lift) if request.lift else ""
         added, lifted = await self._vaults.share_tombstones(request.agent_id, rows, lift, iso_now())
