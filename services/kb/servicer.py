@@ -31,7 +31,7 @@ from gateway import promotion_write
 from gateway.errors import InvalidArgument, PermissionDenied
 from gateway.forget_guard import refuse_forgotten
 from gateway.forgetting import Target
-from gateway.rpc import authorize_call, caller_label, unary
+from gateway.rpc import authorize_call, caller_label, caller_of, unary
 from gateway.secrets_guard import refuse_secrets
 from gateway.tombstone_proto import from_proto
 from gateway.v1 import kb_pb2, kb_pb2_grpc
@@ -345,9 +345,10 @@ class Knowledge(VaultViews, VaultReflection, kb_pb2_grpc.KnowledgeServicer):
 
     @unary
     async def ShareTombstones(self, request: kb_pb2.ShareTombstonesRequest, context: grpc.aio.ServicerContext) -> kb_pb2.ShareTombstonesResponse:  # noqa: N802
-        if not self._check(context, request.agent_id, write=True).internal:
+        if not caller_of(self._auth(), context).internal:  # before the agent: every API key is refused alike
             raise PermissionDenied("ShareTombstones is internal: only the suite's own services (the internal token) "
                                    "may call it; use dreaming's Forget and LiftTombstone")
+        self._check(context, request.agent_id, write=True)
         rows = from_proto(request.tombstones)
         lift = check_tombstone_id(request.lift) if request.lift else ""
         added, lifted = await self._vaults.share_tombstones(request.agent_id, rows, lift, iso_now())
