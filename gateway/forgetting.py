@@ -328,12 +328,14 @@ class Tombstones:
                 distinct.setdefault(" ".join(normalized), normalized)
         for _ in range(_WRITE_TRIES):  # compare-and-swap: a concurrent add or lift is re-read, never lost
             before, rows = self._read()
-            home_salt = self._salt(create=False) if own is not None else salt
+            # tombstoned already: a shared text under a salt of its own (one under the home's salt, written
+            # before shared tombstones had their own, is made again, so that it can go to the vault)
+            home_salt = None if own is not None else salt
             made = []
             for n, normalized in enumerate(distinct.values()):
                 if any(t.scope == scope and t.words == len(normalized) and (t.salt or home_salt) and t.digest == _digest(
                         bytes.fromhex(t.salt) if t.salt else home_salt or b"", normalized) for t in rows):
-                    continue  # tombstoned already (under the home's salt or one of its own)
+                    continue
                 made.append(Tombstone(tombstone_id if n == 0 else f"{tombstone_id}.{n + 1}", _digest(salt, normalized),
                                       len(normalized), scope, at, by, places, _lead(salt, normalized[0]),
                                       own.hex() if own is not None else ""))

@@ -192,3 +192,19 @@ def test_two_shared_forgets_get_two_salts_and_a_text_is_tombstoned_once(tmp_path
     assert stones.add("F-00c3", ["marguerite pellworth"], scope=SHARED_SCOPE, at="t", by="k", places=1) == []
     found = stones.matches("Marguerite Pellworth has hunter's lodge key 4471", "alfred")
     assert sorted(t.id for t in found) == ["F-00c1", "F-00c2"]
+
+
+def test_a_shared_tombstone_of_the_homes_salt_is_made_again_with_its_own(tmp_path: Path) -> None:
+    """A shared tombstone written before shared ones had a salt of their own still matches; the same forget
+    run again makes it anew with its own salt (what goes to the vault), not "known already"."""
+    stones = Tombstones(tmp_path)
+    stones.add("F-00f1", ["Marguerite Pellworth"], scope="alfred", at="t", by="k", places=1)  # the home's salt exists
+    path = tmp_path / "forget" / "tombstones.json"
+    rows = json.loads(path.read_text())
+    rows[0].update(id="F-00f0", scope=SHARED_SCOPE)
+    del rows[0]["salt"]  # as written before
+    path.write_text(json.dumps(rows))
+    assert [t.id for t in stones.matches("marguerite pellworth", "bob")] == ["F-00f0"]
+    (again,) = stones.add("F-00f2", ["Marguerite Pellworth"], scope=SHARED_SCOPE, at="t", by="k", places=1)
+    assert len(again.salt) == 64
+    assert stones.add("F-00f3", ["Marguerite Pellworth"], scope=SHARED_SCOPE, at="t", by="k", places=1) == []
