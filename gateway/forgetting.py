@@ -37,7 +37,8 @@ of its first word (16 bits: it tells a guess of that word from 1 in 65,536 other
 beside it and the full digest already allow for the whole text). ``matches`` hashes each distinct word
 of the text once and hashes a window only where a tombstone's lead matches its first word, so a check
 costs about one hash per distinct word whatever the number of agents' tombstones, plus one per distinct
-word per shared forget, whose salt is its own (docs/concepts/forget.md "Where tombstones are checked").
+word per shared forget, whose salt is its own; windows are hashed only at the starts of a word whose lead
+a tombstone has (docs/concepts/forget.md "Where tombstones are checked").
 A tombstone written without a lead is checked at every window.
 """
 
@@ -432,36 +433,52 @@ class Tombstones:
         found, each id once. Costs a ``stat`` of each file when no tombstone applies (module docstring
         "Checking is cheap")."""
         scopes = dict.fromkeys((scope, SHARED_SCOPE))
-        found: dict[str, Tombstone] = {}
+        hits: list[tuple[int, Tombstone]] = []
         normalized: list[str] | None = None
+        positions: dict[str, list[int]] = {}
         for salt, g in self._groups():
             led = [g.led[s] for s in scopes if s in g.led]
             unled = [g.unled[s] for s in scopes if s in g.unled]
             if led or unled:
-                normalized = words(text) if normalized is None else normalized
-                _match(salt, normalized, led, unled, found)
+                if normalized is None:
+                    normalized = words(text)
+                    for n, word in enumerate(normalized):
+                        positions.setdefault(word, []).append(n)
+                _match(salt, normalized, positions, led, unled, hits)
+        hits.sort(key=lambda hit: hit[0])  # stable: by where each was found first
+        found: dict[str, Tombstone] = {}
+        for _, t in hits:
+            found.setdefault(t.id, t)
         return list(found.values())
 
 
-def _match(salt: bytes, normalized: list[str], led: list[dict[str, dict[tuple[int, str], Tombstone]]],
-           unled: list[dict[int, dict[str, Tombstone]]], found: dict[str, Tombstone]) -> None:
-    """Add to ``found`` the tombstones of one salt whose words occur in ``normalized``."""
+def _match(salt: bytes, normalized: list[str], positions: dict[str, list[int]],
+           led: list[dict[str, dict[tuple[int, str], Tombstone]]], unled: list[dict[int, dict[str, Tombstone]]],
+           hits: list[tuple[int, Tombstone]]) -> None:
+    """Add to ``hits`` (where first found, the tombstone) the tombstones of one salt whose words occur in
+    ``normalized`` (``positions``: each distinct word's starts). Each distinct word's lead is hashed once;
+    windows are hashed only at the starts of a word whose lead a tombstone has."""
 
     def window(start: int, length: int) -> str | None:
         return _digest(salt, normalized[start : start + length]) if start + length <= len(normalized) else None
 
-    leads: dict[str, str] = {}
-    for start, word in enumerate(normalized):
-        if led:
-            lead = leads.get(word)
-            if lead is None:
-                lead = leads[word] = _lead(salt, word)
+    if led:
+        wanted = {lead for by_lead in led for lead in by_lead}
+        prefix = hashlib.sha256(salt + b"\x00")  # _lead's, hashed once per salt
+        for word, starts in positions.items():
+            h = prefix.copy()
+            h.update(word.encode())
+            lead = h.hexdigest()[:LEAD_HEX]
+            if lead not in wanted:
+                continue
             for by_lead in led:
                 for (length, digest), t in by_lead.get(lead, {}).items():
-                    if t.id not in found and window(start, length) == digest:
-                        found[t.id] = t
+                    first = next((n for n in starts if window(n, length) == digest), None)
+                    if first is not None:
+                        hits.append((first, t))
+    for start in range(len(normalized)) if unled else ():
         for by_length in unled:
             for length, digests in by_length.items():
                 hit = digests.get(window(start, length) or "")
                 if hit is not None:
-                    found.setdefault(hit.id, hit)
+                    hits.append((start, hit))
