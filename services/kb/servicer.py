@@ -6,6 +6,10 @@ docs/concepts/secrets.md), scanned off the event loop; so is one that brings bac
 the agent (or a shared one) took out (``gateway.forget_guard``: FAILED_PRECONDITION naming the
 forget's id, never the text; docs/concepts/forget.md "Where tombstones are checked").
 
+A shared forget's tombstones (``ForgetText.tombstones``, and the internal ``ShareTombstones``, which also
+lifts) are kept in the vault and mirrored into the home (``vault.tombstone_mirror``; docs/concepts/forget.md
+"Shared tombstones across hosts").
+
 A shared-note write that wrote nothing, and a name clash, are worded for the
 caller here (``rest_hints``: the REST route and the ``confirm`` field); the
 vault's own messages name no transport.
@@ -330,6 +334,10 @@ class Knowledge(VaultViews, VaultReflection, kb_pb2_grpc.KnowledgeServicer):
         tombstone_id = check_tombstone_id(request.tombstone_id) if request.apply else ""
         changed = changed_sources(request.changed_paths)
         shared_stones = from_proto(request.tombstones) if request.shared and request.apply else []
+        strays = [t.id for t in shared_stones if t.id.split(".", 1)[0] != tombstone_id]
+        if strays:
+            raise InvalidArgument(f"tombstones: {strays[0]} is not a tombstone of this forget ({tombstone_id} or "
+                                  f"{tombstone_id}.N)")
         if request.shared:
             self._vaults.require(request.agent_id)  # refused before the archive's part runs
         if shared_stones:  # in the vault before any note is scrubbed: every host refuses the text from now on

@@ -174,6 +174,9 @@ def test_a_shared_forgets_tombstones_go_to_the_sqlite_vault_and_its_mirror_and_a
     forget_id = "F-00000000aa01"
     [made] = Tombstones(fsuite.home / "elsewhere").add(forget_id, ["Wilhelmina Quarrington"], scope=SHARED_SCOPE,
                                                        at="2026-12-07T05:00:00Z", by="admin", places=0)
+    stray = pb.ForgetTextRequest(agent_id="alfred", text="Wilhelmina Quarrington", shared=True, apply=True,
+                                 tombstone_id="F-00000000aa02", tombstones=[to_proto(made)])
+    assert _code(lambda: kb.ForgetText(stray, metadata=ADMIN, timeout=60)) == grpc.StatusCode.INVALID_ARGUMENT
     kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", text="Wilhelmina Quarrington", shared=True, apply=True,
                                        tombstone_id=forget_id, tombstones=[to_proto(made)]), metadata=ADMIN, timeout=120)
     mirror = fsuite.home / "forget" / VAULT_FILE
