@@ -90,3 +90,28 @@ def test_a_shared_forget_on_a_is_refused_on_b_until_it_is_lifted_on_a(hosts: dic
         wait_until(lambda: mirrored(b) == [], 30, "the lift in B's mirror")
         again = b.create(http, "pellworth", NOTE)
         assert again.status_code == 200 and again.json()["created"] is True, again.text
+
+
+def test_a_lift_on_b_of_a_forget_made_on_a_reaches_a(hosts: dict[str, Host]) -> None:
+    """B never held the tombstone in its own file (only its mirror of the vault's): B's lift lifts it in the
+    vault, and A's KB takes it out of A's own file at its next check, after which A accepts the text."""
+    a, b = hosts["A"], hosts["B"]
+    text = "Bartholomew Quince keeps the spare key under the third stone"
+    with client() as http:
+        forgot = http.post(f"{a.suite.base_url}/api/v1/agents/{a.agent}/memory:forget",
+                           json={"text": text, "shared": True, "apply": True}, timeout=120)
+        assert forgot.status_code == 200, forgot.text
+        forget_id = forgot.json()["tombstoneId"]
+        own = a.suite.home / "forget" / "tombstones.json"
+        assert forget_id in own.read_text()
+        wait_until(lambda: forget_id in [t["id"] for t in mirrored(b)], 30, "B's mirror of the new tombstone")
+        b_own = b.suite.home / "forget" / "tombstones.json"
+        assert not b_own.exists() or forget_id not in b_own.read_text()  # B knows it from its mirror only
+
+        lifted = http.post(f"{b.suite.base_url}/api/v1/agents/{b.agent}/tombstones/{forget_id}:lift", json={})
+        assert lifted.status_code == 200, lifted.text
+        assert forget_id not in [t["id"] for t in mirrored(b)]
+        wait_until(lambda: forget_id not in own.read_text() and forget_id not in [t["id"] for t in mirrored(a)], 30,
+                   "the lift made on B in A's own tombstones")
+        created = a.create(http, "quince", f"# Quince\n\n- {text}\n")
+        assert created.status_code == 200 and created.json()["created"] is True, created.text
