@@ -319,6 +319,7 @@ def _vault_postgres(raw: Raw, home: Path) -> VaultPostgresSettings:
         max_size=raw["maxSize"],
         connect_timeout_s=float(raw["connectTimeoutS"]),
         statement_timeout_ms=raw["statementTimeoutMs"],
+        tombstones_every_s=float(raw["tombstonesEveryS"]),
     )
 
 

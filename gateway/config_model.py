@@ -193,6 +193,7 @@ class VaultPostgresSettings:
     max_size: int = 10
     connect_timeout_s: float = 5.0
     statement_timeout_ms: int = 15_000
+    tombstones_every_s: float = 60.0  # how often the KB checks the vault's tombstones (docs/concepts/forget.md)
 
 
 @dataclass(frozen=True)

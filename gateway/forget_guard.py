@@ -10,8 +10,10 @@ A forget's **marker** (``[forgotten F-…]``) is checked too, where dreaming add
 written before a forget and scrubbed by it holds the marker where the text was, and accepting it
 would write the marker into MEMORY.md (``new_markers``).
 
-The checks cost a ``stat`` of ``<home>/forget/tombstones.json`` when no forget applies, and about
-one hash per distinct word of the text when one does (``gateway.forgetting``).
+The checks read the home's tombstones and the vault's shared ones as this host's KB mirrored them
+(``<home>/forget/tombstones.json`` and ``vault-tombstones.json``; docs/concepts/forget.md "Shared
+tombstones across hosts"): a ``stat`` of each when no forget applies, and about one hash per distinct
+word of the text when one does (``gateway.forgetting``).
 """
 
 from __future__ import annotations

@@ -535,7 +535,7 @@ class GetResponse(_message.Message):
     def __init__(self, path: _Optional[str] = ..., text: _Optional[str] = ..., from_line: _Optional[int] = ..., to_line: _Optional[int] = ..., total_lines: _Optional[int] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
 class ForgetTextRequest(_message.Message):
-    __slots__ = ("agent_id", "text", "pattern", "shared", "apply", "tombstone_id", "changed_paths")
+    __slots__ = ("agent_id", "text", "pattern", "shared", "apply", "tombstone_id", "changed_paths", "tombstones")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     PATTERN_FIELD_NUMBER: _ClassVar[int]
@@ -543,6 +543,7 @@ class ForgetTextRequest(_message.Message):
     APPLY_FIELD_NUMBER: _ClassVar[int]
     TOMBSTONE_ID_FIELD_NUMBER: _ClassVar[int]
     CHANGED_PATHS_FIELD_NUMBER: _ClassVar[int]
+    TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     text: str
     pattern: str
@@ -550,7 +551,48 @@ class ForgetTextRequest(_message.Message):
     apply: bool
     tombstone_id: str
     changed_paths: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, agent_id: _Optional[str] = ..., text: _Optional[str] = ..., pattern: _Optional[str] = ..., shared: _Optional[bool] = ..., apply: _Optional[bool] = ..., tombstone_id: _Optional[str] = ..., changed_paths: _Optional[_Iterable[str]] = ...) -> None: ...
+    tombstones: _containers.RepeatedCompositeFieldContainer[VaultTombstone]
+    def __init__(self, agent_id: _Optional[str] = ..., text: _Optional[str] = ..., pattern: _Optional[str] = ..., shared: _Optional[bool] = ..., apply: _Optional[bool] = ..., tombstone_id: _Optional[str] = ..., changed_paths: _Optional[_Iterable[str]] = ..., tombstones: _Optional[_Iterable[_Union[VaultTombstone, _Mapping]]] = ...) -> None: ...
+
+class VaultTombstone(_message.Message):
+    __slots__ = ("tombstone_id", "digest", "salt", "lead", "words", "at", "by", "places")
+    TOMBSTONE_ID_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    LEAD_FIELD_NUMBER: _ClassVar[int]
+    WORDS_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    PLACES_FIELD_NUMBER: _ClassVar[int]
+    tombstone_id: str
+    digest: str
+    salt: str
+    lead: str
+    words: int
+    at: str
+    by: str
+    places: int
+    def __init__(self, tombstone_id: _Optional[str] = ..., digest: _Optional[str] = ..., salt: _Optional[str] = ..., lead: _Optional[str] = ..., words: _Optional[int] = ..., at: _Optional[str] = ..., by: _Optional[str] = ..., places: _Optional[int] = ...) -> None: ...
+
+class ShareTombstonesRequest(_message.Message):
+    __slots__ = ("agent_id", "tombstones", "lift")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
+    LIFT_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    tombstones: _containers.RepeatedCompositeFieldContainer[VaultTombstone]
+    lift: str
+    def __init__(self, agent_id: _Optional[str] = ..., tombstones: _Optional[_Iterable[_Union[VaultTombstone, _Mapping]]] = ..., lift: _Optional[str] = ...) -> None: ...
+
+class ShareTombstonesResponse(_message.Message):
+    __slots__ = ("added", "lifted", "held")
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    LIFTED_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    added: int
+    lifted: int
+    held: int
+    def __init__(self, added: _Optional[int] = ..., lifted: _Optional[int] = ..., held: _Optional[int] = ...) -> None: ...
 
 class ForgetPlace(_message.Message):
     __slots__ = ("place", "kind", "count", "lines")

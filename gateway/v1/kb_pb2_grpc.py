@@ -134,6 +134,11 @@ class KnowledgeStub:
                 request_serializer=gateway_dot_v1_dot_kb__pb2.ForgetTextRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_kb__pb2.ForgetTextResponse.FromString,
                 _registered_method=True)
+        self.ShareTombstones = channel.unary_unary(
+                '/gateway.v1.Knowledge/ShareTombstones',
+                request_serializer=gateway_dot_v1_dot_kb__pb2.ShareTombstonesRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_kb__pb2.ShareTombstonesResponse.FromString,
+                _registered_method=True)
         self.PlanVaultReflection = channel.unary_unary(
                 '/gateway.v1.Knowledge/PlanVaultReflection',
                 request_serializer=gateway_dot_v1_dot_kb__pb2.PlanVaultReflectionRequest.SerializeToString,
@@ -374,6 +379,22 @@ class KnowledgeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ShareTombstones(self, request, context):
+        """The vault's tombstones (docs/concepts/forget.md "Shared tombstones across
+        hosts"): keep the shared tombstones given (a new id is added, a known one
+        gets its places), and lift the one named by lift (with its .N siblings),
+        in the agent's vault; then this host's mirror of them
+        (forget/vault-tombstones.json) is written again. Dreaming calls it once a
+        shared forget knows its places, and for a lift of a shared tombstone.
+        Internal: only the suite's own services (the internal token) may call it,
+        and it has no REST route (dreaming's Forget and LiftTombstone do).
+        INVALID_ARGUMENT for a malformed tombstone or id; FAILED_PRECONDITION when
+        the agent's shared KB is off.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PlanVaultReflection(self, request, context):
         """--- the vault's weekly reflection (docs/concepts/vault.md "Weekly reflection") ---
         Dreaming owns the schedule and the reviewer; the KB owns the notes, so every
@@ -542,6 +563,11 @@ def add_KnowledgeServicer_to_server(servicer, server):
                     servicer.ForgetText,
                     request_deserializer=gateway_dot_v1_dot_kb__pb2.ForgetTextRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_kb__pb2.ForgetTextResponse.SerializeToString,
+            ),
+            'ShareTombstones': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShareTombstones,
+                    request_deserializer=gateway_dot_v1_dot_kb__pb2.ShareTombstonesRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_kb__pb2.ShareTombstonesResponse.SerializeToString,
             ),
             'PlanVaultReflection': grpc.unary_unary_rpc_method_handler(
                     servicer.PlanVaultReflection,
@@ -1109,6 +1135,33 @@ class Knowledge:
             '/gateway.v1.Knowledge/ForgetText',
             gateway_dot_v1_dot_kb__pb2.ForgetTextRequest.SerializeToString,
             gateway_dot_v1_dot_kb__pb2.ForgetTextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShareTombstones(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Knowledge/ShareTombstones',
+            gateway_dot_v1_dot_kb__pb2.ShareTombstonesRequest.SerializeToString,
+            gateway_dot_v1_dot_kb__pb2.ShareTombstonesResponse.FromString,
             options,
             channel_credentials,
             insecure,

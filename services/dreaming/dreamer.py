@@ -254,6 +254,18 @@ class Dreamer:
         finally:
             lock.release()
 
+    async def lift_in_vault(self, agent: AgentConfig, tombstone_id: str) -> None:
+        """Lift a shared tombstone in the agent's vault (``ShareTombstones``), before the home's copy: every
+        host's KB takes it out of its mirror at its next check. Unavailable when the KB cannot answer."""
+        forgetter = self._deps.forgetter
+        if forgetter is None:
+            raise Unavailable("this dreaming process has no KB to lift a shared tombstone in")
+        try:
+            await forgetter.share_tombstones(agent.id, [], tombstone_id)
+        except PeerUnavailable as exc:
+            raise Unavailable(f"the KB could not lift {tombstone_id} in the shared vault ({exc}); nothing was "
+                              "lifted: try again") from None
+
     async def explain(self, agent: AgentConfig, query: str, limit: int) -> list[explain.Explained]:
         """An entry's history (``explain.explain``): read-only, no lock. Raises Unavailable when the KB
         cannot answer."""

@@ -20,7 +20,8 @@ import grpc
 
 from gateway.auth import INTERNAL_TOKEN_HEADER
 from gateway.errors import Aborted, FailedPrecondition, GatewayError, InvalidArgument, NotFound, PermissionDenied
-from gateway.forgetting import Target
+from gateway.forgetting import Target, Tombstone
+from gateway.tombstone_proto import to_proto
 from gateway import promotion_write
 from gateway.promotion_write import PromotionWrite
 from gateway.channels import KB_FORGET_DEADLINE_S, aio_channel
@@ -180,13 +181,26 @@ class KbIndex:
             raise _unavailable("kb", err) from None
         return UndoReply(outcome=r.outcome, note=r.note, reason=r.reason, deleted=r.deleted)
 
+    async def share_tombstones(self, agent_id: str, tombstones: Sequence[Tombstone], lift: str = "") -> None:
+        """``ShareTombstones``: shared tombstones kept in the agent's vault, ``lift`` lifted there. A refusal
+        is raised as the GatewayError of its code; any other failure as PeerUnavailable."""
+        request = kb_pb2.ShareTombstonesRequest(agent_id=agent_id, tombstones=[to_proto(t) for t in tombstones],
+                                                lift=lift)
+        try:
+            await self._stub.ShareTombstones(request, timeout=KB_FORGET_DEADLINE_S, metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            refused = _REFUSALS.get(err.code())
+            if refused is not None:
+                raise refused(f"kb: {err.details() or err.code().name}") from None
+            raise _unavailable("kb", err) from None
+
     async def forget_text(self, agent_id: str, target: Target, *, shared: bool, apply: bool, tombstone_id: str,
-                          changed_paths: Sequence[str]) -> KbForget:
+                          changed_paths: Sequence[str], tombstones: Sequence[Tombstone] = ()) -> KbForget:
         """``ForgetText``: the KB's part of a forget (``forget.run``). A refusal of the request is raised
         as the GatewayError of its code; any other failure as PeerUnavailable."""
         request = kb_pb2.ForgetTextRequest(agent_id=agent_id, text=target.text or "", pattern=target.pattern or "",
                                            shared=shared, apply=apply, tombstone_id=tombstone_id,
-                                           changed_paths=list(changed_paths))
+                                           changed_paths=list(changed_paths), tombstones=[to_proto(t) for t in tombstones])
         try:
             r = await self._stub.ForgetText(request, timeout=KB_FORGET_DEADLINE_S, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -350,7 +351,10 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
         agent, caller = self._agent_and_caller(context, agent_id, write=write)
         star = _every_agent(caller)
         store = Tombstones(agent.home)
-        return agent, store, [t for t in store.all() if t.scope == agent.id or star and t.scope == SHARED_SCOPE], star
+        rows = store.all()
+        known = {t.id for t in rows}
+        rows += [t for t in store.mirrored() if t.id not in known]  # the vault's, from any host
+        return agent, store, [t for t in rows if t.scope == agent.id or star and t.scope == SHARED_SCOPE], star
 
     @unary
     async def ListTombstones(self, request: dreaming_pb2.ListTombstonesRequest, context: grpc.aio.ServicerContext) -> dreaming_pb2.TombstoneList:  # noqa: N802
@@ -370,5 +374,8 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
                 raise PermissionDenied(SHARED_NEEDS_STAR)
             raise NotFound(f"no tombstone {wanted!r} of agent {agent.id!r}")
         lifted = [t for t in rows if t.id == wanted or t.id.startswith(wanted + ".")]
-        store.lift(wanted)
+        if lifted[0].scope == SHARED_SCOPE and agent.knowledge.shared.enabled:
+            await self._dreamer.lift_in_vault(agent, wanted)  # first: a failure lifts nothing
+        with contextlib.suppress(NotFound):  # a shared tombstone made on another host is the vault's only
+            store.lift(wanted)
         return tombstones_pb(agent.id, lifted, lifted=True)

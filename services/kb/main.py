@@ -31,6 +31,7 @@ from services.kb.vault.names import NOTES_DIR
 from services.kb.vault.note_index import REPORTS_DIR
 from services.kb.vault.registry import Vaults
 from services.kb.vault.registry_base import SharedVaults
+from services.kb.vault.tombstone_mirror import Mirror
 from services.kb.vault.store import require_built_in
 
 log = structlog.get_logger()
@@ -63,6 +64,16 @@ def temp_folders(config: Config) -> list[Folder]:
     subs = (NOTES_DIR, REPORTS_DIR) if config.knowledge.shared.backend == "sqlite" else (REPORTS_DIR,)
     vaults = dict.fromkeys(a.knowledge.shared.vault_dir for a in config.agents if a.knowledge.shared.enabled)
     return [Folder(vault / sub) for vault in vaults for sub in subs]
+
+
+def mirror_every_s(config: Config) -> float | None:
+    """How often the KB checks the vault's tombstones: ``postgres.tombstonesEveryS`` on a PostgreSQL vault
+    that some agent shares (other hosts write it); never on SQLite (this host's alone: the forgets and lifts
+    through this KB refresh the mirror)."""
+    shared = config.knowledge.shared
+    if shared.backend != "postgres" or not any(a.knowledge.shared.enabled for a in config.agents):
+        return None
+    return shared.postgres.tombstones_every_s
 
 
 def open_vaults(config: Config, archives: Archives, handles: OpenHandles, environ: Mapping[str, str]) -> SharedVaults[Any]:
@@ -98,6 +109,7 @@ async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[st
     handles = OpenHandles(open_archives_cap(config))
     archives = Archives(config.agents, sync=watch.sync, handles=handles)
     vaults = open_vaults(config, archives, handles, environ or {})
+    mirror = Mirror(vaults)  # the vault's tombstones, mirrored into the home (docs/concepts/forget.md)
 
     def plan_roots() -> None:
         """The watch's roots from the agents served now (the watch re-plans when they change)."""
@@ -134,12 +146,13 @@ async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[st
     SHORTAGES.listeners.append(on_shortage)
 
     def register(server: grpc.aio.Server) -> list[str]:
-        kb_pb2_grpc.add_KnowledgeServicer_to_server(Knowledge(archives, vaults, lambda: live.auth), server)
+        kb_pb2_grpc.add_KnowledgeServicer_to_server(Knowledge(archives, vaults, lambda: live.auth, mirror), server)
         return [kb_pb2.DESCRIPTOR.services_by_name["Knowledge"].full_name]
 
     async def background(stop: asyncio.Event) -> None:
         try:
-            await asyncio.gather(watch.run(stop), live.follow(stop), handles.run(stop), keep_within(stop, handles.until_open))
+            await asyncio.gather(watch.run(stop), live.follow(stop), handles.run(stop), keep_within(stop, handles.until_open),
+                                 mirror.run(stop, mirror_every_s(config)))
         finally:
             await vaults.settle()
             vaults.close()

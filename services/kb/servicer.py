@@ -6,6 +6,10 @@ docs/concepts/secrets.md), scanned off the event loop; so is one that brings bac
 the agent (or a shared one) took out (``gateway.forget_guard``: FAILED_PRECONDITION naming the
 forget's id, never the text; docs/concepts/forget.md "Where tombstones are checked").
 
+A shared forget's tombstones (``ForgetText.tombstones``, and the internal ``ShareTombstones``, which also
+lifts) are kept in the vault and mirrored into the home (``vault.tombstone_mirror``; docs/concepts/forget.md
+"Shared tombstones across hosts").
+
 A shared-note write that wrote nothing, and a name clash, are worded for the
 caller here (``rest_hints``: the REST route and the ``confirm`` field); the
 vault's own messages name no transport.
@@ -31,8 +35,9 @@ from gateway import promotion_write
 from gateway.errors import InvalidArgument, PermissionDenied
 from gateway.forget_guard import refuse_forgotten
 from gateway.forgetting import Target
-from gateway.rpc import authorize_call, caller_label, unary
+from gateway.rpc import authorize_call, caller_label, caller_of, unary
 from gateway.secrets_guard import refuse_secrets
+from gateway.tombstone_proto import from_proto
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 from services.kb import rest_hints
 from services.kb.archive.archives import Archives
@@ -49,6 +54,7 @@ from services.kb.vault.gc import GcReport, note_ref
 from services.kb.vault.note_index import merge_hits
 from services.kb.vault.notes import NoteExists, NoteMissing
 from services.kb.vault.registry_base import SharedVaults
+from services.kb.vault.tombstone_mirror import Mirror, iso_now
 from services.kb.vault.unpromote import check_write
 from services.kb.vault_servicer import VaultReflection, VaultViews
 
@@ -126,11 +132,14 @@ class Knowledge(VaultViews, VaultReflection, kb_pb2_grpc.KnowledgeServicer):
     """gateway.v1.Knowledge; the vault's read views (ListSharedNotes, GetVaultGraph) are ``VaultViews``,
     its weekly reflection's five internal calls ``VaultReflection``."""
 
-    def __init__(self, archives: Archives, vaults: SharedVaults[Any], auth: Callable[[], Authenticator]) -> None:
-        """``auth`` gives the authenticator in force (it changes when config.json is reloaded)."""
+    def __init__(self, archives: Archives, vaults: SharedVaults[Any], auth: Callable[[], Authenticator],
+                 mirror: Mirror | None = None) -> None:
+        """``auth`` gives the authenticator in force (it changes when config.json is reloaded); ``mirror``
+        this host's mirror of the vault's tombstones (refreshed after a shared forget and a lift)."""
         self._archives = archives
         self._vaults = vaults
         self._auth = auth
+        self._mirror = mirror or Mirror(vaults)
 
     def _check(self, context: grpc.aio.ServicerContext, agent_id: str, *, write: bool = False) -> Caller:
         return authorize_call(self._auth(), context, agent_id, agent_exists=self._archives.agent(agent_id) is not None, write=write)
@@ -324,8 +333,16 @@ class Knowledge(VaultViews, VaultReflection, kb_pb2_grpc.KnowledgeServicer):
         target = Target.parse(request.text, request.pattern)
         tombstone_id = check_tombstone_id(request.tombstone_id) if request.apply else ""
         changed = changed_sources(request.changed_paths)
+        shared_stones = from_proto(request.tombstones) if request.shared and request.apply else []
+        strays = [t.id for t in shared_stones if t.id.split(".", 1)[0] != tombstone_id]
+        if strays:
+            raise InvalidArgument(f"tombstones: {strays[0]} is not a tombstone of this forget ({tombstone_id} or "
+                                  f"{tombstone_id}.N)")
         if request.shared:
             self._vaults.require(request.agent_id)  # refused before the archive's part runs
+        if shared_stones:  # in the vault before any note is scrubbed: every host refuses the text from now on
+            await self._vaults.share_tombstones(request.agent_id, shared_stones, "", "")
+            await self._mirror.refresh_quietly()
         stores = [await archive_forget.forget(self._archives, request.agent_id, target, tombstone_id, changed,
                                              request.apply)]
         if request.shared:
@@ -333,6 +350,18 @@ class Knowledge(VaultViews, VaultReflection, kb_pb2_grpc.KnowledgeServicer):
         shown_id = tombstone_id or (request.tombstone_id if TOMBSTONE_ID.fullmatch(request.tombstone_id) else "F-…")
         matched = sorted(set().union(*(s.matched for s in stores))) if request.apply else []  # a pattern's, to tombstone
         return pb.ForgetTextResponse(stores=[_forgotten(s, target, shown_id) for s in stores], matched=matched)
+
+    @unary
+    async def ShareTombstones(self, request: kb_pb2.ShareTombstonesRequest, context: grpc.aio.ServicerContext) -> kb_pb2.ShareTombstonesResponse:  # noqa: N802
+        if not caller_of(self._auth(), context).internal:  # before the agent: every API key is refused alike
+            raise PermissionDenied("ShareTombstones is internal: only the suite's own services (the internal token) "
+                                   "may call it; use dreaming's Forget and LiftTombstone")
+        self._check(context, request.agent_id, write=True)
+        rows = from_proto(request.tombstones)
+        lift = check_tombstone_id(request.lift) if request.lift else ""
+        added, lifted = await self._vaults.share_tombstones(request.agent_id, rows, lift, iso_now())
+        held = await self._mirror.refresh()
+        return pb.ShareTombstonesResponse(added=added, lifted=lifted, held=max(held, 0))
 
     @unary
     async def CollectVault(self, request: kb_pb2.CollectVaultRequest, context: grpc.aio.ServicerContext) -> kb_pb2.CollectVaultResponse:  # noqa: N802

@@ -69,6 +69,7 @@ ACCESS: dict[str, str] = {
     "gateway.v1.Knowledge.ListArchiveEntries": READ,
     "gateway.v1.Knowledge.UpdateEntryLifecycle": WRITE,
     "gateway.v1.Knowledge.ForgetText": WRITE,
+    "gateway.v1.Knowledge.ShareTombstones": WRITE,
     "gateway.v1.Knowledge.GetIndexStatus": READ,
     "gateway.v1.Knowledge.CreateSharedNote": WRITE,
     "gateway.v1.Knowledge.GetSharedNote": READ,
@@ -108,7 +109,7 @@ UNKNOWN_ANSWERED = frozenset({"gateway.v1.Dreaming.GetDreamSummaries"})
 INTERNAL_ONLY = frozenset({
     "gateway.v1.Knowledge.PlanVaultReflection", "gateway.v1.Knowledge.MergeVaultNotes",
     "gateway.v1.Knowledge.RecordVaultReflection", "gateway.v1.Knowledge.ListVaultReflections",
-    "gateway.v1.Knowledge.RevertVaultReflection",
+    "gateway.v1.Knowledge.RevertVaultReflection", "gateway.v1.Knowledge.ShareTombstones",
 })
 
 # RPCs about a whole vault (the weekly reflection's public calls, which name a project, not an agent):
@@ -256,6 +257,7 @@ REQUESTS: dict[str, Builder] = {
     "gateway.v1.Knowledge.ListArchiveEntries": lambda p, a, r: {},
     "gateway.v1.Knowledge.UpdateEntryLifecycle": lambda p, a, r: {},
     "gateway.v1.Knowledge.ForgetText": lambda p, a, r: {"text": "matrix forget words"},  # a dry run
+    "gateway.v1.Knowledge.ShareTombstones": lambda p, a, r: {},  # nothing to keep or lift
     "gateway.v1.Knowledge.GetIndexStatus": lambda p, a, r: {},
     "gateway.v1.Knowledge.CreateSharedNote": lambda p, a, r: {"name": p.unique("matrix-new"), "content": NOTE, "confirm": True},
     "gateway.v1.Knowledge.GetSharedNote": lambda p, a, r: {"name": _note_or_absent(p, a, r)},

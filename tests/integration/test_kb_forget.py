@@ -6,6 +6,7 @@ is ``*`` for the vault."""
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,10 @@ import pytest
 from forget_support import PLANTED, TOMBSTONE, residue, scrub_file
 from suite_support import ADMIN_KEY, BOB_WRITER_KEY, READER_KEY, Suite, make_home, wait_until
 
-from gateway.forgetting import Target
+from gateway.auth import INTERNAL_TOKEN_HEADER
+from gateway.forgetting import SHARED_SCOPE, VAULT_FILE, Target, Tombstones, read_file
+from gateway.home import read_internal_token
+from gateway.tombstone_proto import to_proto
 from gateway.v1 import kb_pb2, kb_pb2_grpc
 
 pytestmark = pytest.mark.integration
@@ -160,3 +164,35 @@ def test_a_pattern_applied_names_the_strings_it_matched_in_the_vault_for_the_tom
     text = kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", text="gate badge", shared=True, apply=True,
                                               tombstone_id=TOMBSTONE), metadata=ADMIN, timeout=120)
     assert list(text.matched) == []  # a text is its own tombstone
+
+
+def test_a_shared_forgets_tombstones_go_to_the_sqlite_vault_and_its_mirror_and_a_lift_takes_them_out(
+        fsuite: Suite, kb: kb_pb2_grpc.KnowledgeStub) -> None:
+    """The one mechanism on a SQLite vault too (docs/concepts/forget.md "Shared tombstones across hosts"):
+    ForgetText's tombstones kept in the vault and mirrored into forget/vault-tombstones.json, which every
+    check of the home reads; ShareTombstones (internal only) lifts them."""
+    forget_id = "F-00000000aa01"
+    [made] = Tombstones(fsuite.home / "elsewhere").add(forget_id, ["Wilhelmina Quarrington"], scope=SHARED_SCOPE,
+                                                       at="2026-12-07T05:00:00Z", by="admin", places=0)
+    stray = pb.ForgetTextRequest(agent_id="alfred", text="Wilhelmina Quarrington", shared=True, apply=True,
+                                 tombstone_id="F-00000000aa02", tombstones=[to_proto(made)])
+    assert _code(lambda: kb.ForgetText(stray, metadata=ADMIN, timeout=60)) == grpc.StatusCode.INVALID_ARGUMENT
+    kb.ForgetText(pb.ForgetTextRequest(agent_id="alfred", text="Wilhelmina Quarrington", shared=True, apply=True,
+                                       tombstone_id=forget_id, tombstones=[to_proto(made)]), metadata=ADMIN, timeout=120)
+    mirror = fsuite.home / "forget" / VAULT_FILE
+    assert read_file(mirror) == [made] and stat.S_IMODE(mirror.stat().st_mode) == 0o600
+    with pytest.raises(grpc.RpcError) as refused:
+        kb.CreateSharedNote(pb.CreateSharedNoteRequest(agent_id="bob", name="quarrington", confirm=True,
+                                                       content="# Q\n\n- wilhelmina QUARRINGTON called\n"),
+                            metadata=ADMIN, timeout=30)
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION and forget_id in (refused.value.details() or "")
+
+    lift = pb.ShareTombstonesRequest(agent_id="alfred", lift=forget_id)
+    assert _code(lambda: kb.ShareTombstones(lift, metadata=ADMIN, timeout=30)) == grpc.StatusCode.PERMISSION_DENIED
+    internal = ((INTERNAL_TOKEN_HEADER, read_internal_token(fsuite.home)),)  # dreaming's calls carry it
+    bad = pb.ShareTombstonesRequest(agent_id="alfred", tombstones=[pb.VaultTombstone(tombstone_id=forget_id, digest="x")])
+    assert _code(lambda: kb.ShareTombstones(bad, metadata=internal, timeout=30)) == grpc.StatusCode.INVALID_ARGUMENT
+    done = kb.ShareTombstones(lift, metadata=internal, timeout=30)
+    assert (done.added, done.lifted, done.held) == (0, 1, 0) and read_file(mirror) == []
+    kb.CreateSharedNote(pb.CreateSharedNoteRequest(agent_id="bob", name="quarrington", confirm=True,
+                                                   content="# Q\n\n- wilhelmina QUARRINGTON called\n"), metadata=ADMIN, timeout=30)

@@ -58,11 +58,11 @@ def test_the_migrations_are_numbered_from_one_without_a_gap() -> None:
 
 def test_all_migrations_at_once_then_nothing_more(conn: psycopg.Connection) -> None:
     assert schema.current_version(conn) == 0
-    assert schema.migrate(conn, applied_by="host-a") == [1, 2, 3, 4, 5, 6]
-    assert schema.current_version(conn) == 6
-    assert [v for v, _ in history(conn)] == [1, 2, 3, 4, 5, 6]
+    assert schema.migrate(conn, applied_by="host-a") == [1, 2, 3, 4, 5, 6, 7]
+    assert schema.current_version(conn) == 7
+    assert [v for v, _ in history(conn)] == [1, 2, 3, 4, 5, 6, 7]
     assert {"vaults", "notes", "retrieval_log", "note_lifecycle", "vault_gc", "promotions", "vault_reflection",
-            "reflection_audit", "reflection_merges"} <= tables(conn)
+            "reflection_audit", "reflection_merges", "vault_tombstones"} <= tables(conn)
     assert schema.migrate(conn) == []
     assert conn.execute(f"SELECT DISTINCT applied_by FROM {SCHEMA}.schema_version").fetchall() == [("host-a",)]
 
@@ -82,8 +82,8 @@ def test_version_one_then_the_rest(conn: psycopg.Connection) -> None:
     conn.execute(f"INSERT INTO {SCHEMA}.vaults (project) VALUES ('p')")
     conn.execute(f"INSERT INTO {SCHEMA}.notes (project, name, body) VALUES ('p', 'kept', 'written at version 1')")
     conn.execute(f"INSERT INTO {SCHEMA}.notes (project, name, body) VALUES ('p', '東京', '東京リージョン')")
-    assert schema.migrate(conn) == [2, 3, 4, 5, 6]
-    assert [v for v, _ in history(conn)] == [1, 2, 3, 4, 5, 6]
+    assert schema.migrate(conn) == [2, 3, 4, 5, 6, 7]
+    assert [v for v, _ in history(conn)] == [1, 2, 3, 4, 5, 6, 7]
     assert conn.execute(f"SELECT body FROM {SCHEMA}.notes WHERE name = 'kept'").fetchone() == ("written at version 1",)
     assert conn.execute(f"SELECT name, unsegmented FROM {SCHEMA}.notes ORDER BY name").fetchall() == [
         ("kept", False), ("東京", True)]
@@ -329,7 +329,7 @@ def test_a_least_privilege_role_that_owns_only_its_schema_can_migrate(postgres: 
     with psycopg.connect(postgres.dsn(dbname, user="gateway_vault"), autocommit=True) as role:
         assert role.execute("SELECT rolsuper, rolcreatedb FROM pg_roles WHERE rolname = current_user").fetchone() == (
             False, False)
-        assert schema.migrate(role) == [1, 2, 3, 4, 5, 6]
+        assert schema.migrate(role) == [1, 2, 3, 4, 5, 6, 7]
         role.execute(f"SET search_path TO {SCHEMA}, public")
         role.execute("INSERT INTO vaults (project) VALUES ('p')")
         role.execute("INSERT INTO notes (project, name, body) VALUES ('p', '東京', '東京リージョン')")

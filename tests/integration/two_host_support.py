@@ -38,10 +38,10 @@ OUTAGE_REFUSALS = 3  # per writer before the vault comes back: the pools have tr
 RACER = Path(__file__).with_name("vault_racer.py")
 
 
-def vault_settings(dsn: str) -> dict[str, Any]:
+def vault_settings(dsn: str, **postgres: Any) -> dict[str, Any]:
     """The ``knowledge`` block of a host on the PostgreSQL vault at ``dsn`` (a short connect timeout: a
-    server that is down answers 503 in about 2 s)."""
-    return {"shared": {"backend": "postgres", "postgres": {"dsn": dsn, "connectTimeoutS": 2}}}
+    server that is down answers 503 in about 2 s; ``postgres``: more keys of its ``postgres`` block)."""
+    return {"shared": {"backend": "postgres", "postgres": {"dsn": dsn, "connectTimeoutS": 2, **postgres}}}
 
 
 @dataclass
@@ -71,10 +71,10 @@ class Host:
 
 
 def start_host(tmp: Path, label: str, dsn: str, services: Sequence[str] = ("kb", "http"),
-               address: str = "127.0.0.1", wrap: tuple[str, ...] = ()) -> Host:
+               address: str = "127.0.0.1", wrap: tuple[str, ...] = (), postgres: dict[str, Any] | None = None) -> Host:
     """Host ``label`` ("A" or "B") with its agent and ``services`` started, listening on ``address``, its
-    processes run under ``wrap``; the caller stops it. Its agent dreams with ``tests/reviewers/reply.py``,
-    answering from ``<home>/replies/<agent>.json``."""
+    processes run under ``wrap`` (``postgres``: more keys of the vault's ``postgres`` block); the caller
+    stops it. Its agent dreams with ``tests/reviewers/reply.py``, answering from ``<home>/replies/<agent>.json``."""
     agent = AGENTS[label]
     agents = [{"id": agent, "dreaming": dreaming(reviewer("reply.py", tmp / "home" / "replies" / f"{agent}.json"))}]
 
@@ -82,7 +82,7 @@ def start_host(tmp: Path, label: str, dsn: str, services: Sequence[str] = ("kb",
         config["gateway"]["grpc"]["host"] = config["gateway"]["api"]["host"] = address
 
     suite = start_suite(tmp, agents, services=(), files={agent: {"MEMORY.md": "# Memory\n"}}, configure=listen,
-                        knowledge=vault_settings(dsn))
+                        knowledge=vault_settings(dsn, **(postgres or {})))
     suite.host, suite.wrap = address, wrap
     try:
         suite.start(*services)

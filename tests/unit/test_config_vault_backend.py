@@ -32,6 +32,20 @@ def test_the_backend_defaults_to_sqlite_with_a_documented_pool() -> None:
     pg = shared.postgres
     assert (pg.dsn, pg.dsn_file, pg.dsn_env) == (None, None, None)
     assert (pg.min_size, pg.max_size, pg.connect_timeout_s, pg.statement_timeout_ms) == (1, 10, 5.0, 15_000)
+    assert pg.tombstones_every_s == 60.0
+
+
+def test_the_kb_checks_the_vaults_tombstones_on_a_timer_only_on_postgres_with_a_vault_shared() -> None:
+    """docs/concepts/forget.md "Shared tombstones across hosts": other hosts write a PostgreSQL vault, so its
+    tombstones are checked every tombstonesEveryS; a SQLite vault is this host's alone (no timer at rest)."""
+    from services.kb.main import mirror_every_s
+
+    assert mirror_every_s(build(config(), Path("/h"))) is None
+    on_pg = {"backend": "postgres", "postgres": {"dsnEnv": "VAULT_DSN", "tombstonesEveryS": 5}}
+    assert mirror_every_s(build(config(on_pg), Path("/h"))) == 5.0
+    assert mirror_every_s(build(config(on_pg, {"knowledge": {"shared": {"enabled": False}}}), Path("/h"))) is None
+    assert any(p.startswith("gateway.knowledge.shared.postgres.tombstonesEveryS") for p in validate(
+        config({"backend": "postgres", "postgres": {"dsnEnv": "V", "tombstonesEveryS": 0}})))
 
 
 def test_postgres_takes_one_dsn_source_and_the_pool() -> None:

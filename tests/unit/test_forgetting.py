@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway import forgetting
 from gateway.errors import InvalidArgument, NotFound
 from gateway.forgetting import SHARED_SCOPE, Target, Tombstones, marker, words
 
@@ -110,13 +111,13 @@ def test_a_check_rereads_the_file_only_when_it_changed(tmp_path: Path, monkeypat
     stones = Tombstones(tmp_path)
     stones.add("F-0004", ["Alice's phone is 555-0142"], scope="alfred", at="t", by="k", places=1)
     reads: list[int] = []
-    real = Tombstones._read
+    real = forgetting.read_file
 
-    def counting(self: Tombstones) -> object:
+    def counting(path: Path) -> object:
         reads.append(1)
-        return real(self)
+        return real(path)
 
-    monkeypatch.setattr(Tombstones, "_read", counting)
+    monkeypatch.setattr(forgetting, "read_file", counting)
     for _ in range(3):
         assert [t.id for t in Tombstones(tmp_path).matches("alice's phone is 555-0142", "alfred")] == ["F-0004"]
     assert len(reads) == 1  # the first check read it; the others cost a stat
@@ -163,3 +164,47 @@ def test_a_pattern_that_takes_too_long_is_refused_not_left_running() -> None:
         target.finditer(slow)
     with pytest.raises(InvalidArgument, match="simplify it"):
         target.scrub(slow, "F-1")
+
+
+def test_a_shared_tombstone_carries_a_salt_of_its_own_and_another_home_checks_it(tmp_path: Path) -> None:
+    """Host A's shared tombstone, copied into host B's mirror of the vault's (``VAULT_FILE``), is found on B,
+    whose home salt is another: the record's own salt is all a check needs (docs/concepts/forget.md)."""
+    a, b = Tombstones(tmp_path / "a"), Tombstones(tmp_path / "b")
+    b.add("F-00b1", ["something else entirely"], scope="hermes", at="t", by="k", places=1)  # B's own salt exists
+    (mine,) = a.add("F-00a1", ["Marguerite Pellworth"], scope=SHARED_SCOPE, at="t", by="k", places=1)
+    (agents,) = a.add("F-00a2", ["Alice's phone is 555-0142"], scope="alfred", at="t", by="k", places=1)
+    assert len(mine.salt) == 64 and mine.salt != (tmp_path / "a" / "forget" / "salt").read_text().strip()
+    assert agents.salt == ""  # an agent's tombstone keeps the home's salt
+    assert b.matches("note: marguerite  PELLWORTH", "hermes") == []
+    forgetting.write_file(tmp_path / "b" / "forget" / forgetting.VAULT_FILE, [mine])
+    assert [t.id for t in b.matches("note: marguerite  PELLWORTH", "hermes")] == ["F-00a1"]
+    assert b.apply_to("anyone") and [t.id for t in b.all()] == ["F-00b1"]  # the mirror is not the home's
+    assert [t.id for t in b.matches("something else entirely", "hermes")] == ["F-00b1"]
+    forgetting.write_file(tmp_path / "b" / "forget" / forgetting.VAULT_FILE, [])
+    assert b.matches("note: marguerite  PELLWORTH", "hermes") == []
+
+
+def test_two_shared_forgets_get_two_salts_and_a_text_is_tombstoned_once(tmp_path: Path) -> None:
+    stones = Tombstones(tmp_path)
+    (one,) = stones.add("F-00c1", ["Marguerite Pellworth"], scope=SHARED_SCOPE, at="t", by="k", places=1)
+    (two,) = stones.add("F-00c2", ["Hunter's lodge key 4471"], scope=SHARED_SCOPE, at="t", by="k", places=1)
+    assert one.salt != two.salt and one.digest != two.digest
+    assert stones.add("F-00c3", ["marguerite pellworth"], scope=SHARED_SCOPE, at="t", by="k", places=1) == []
+    found = stones.matches("Marguerite Pellworth has hunter's lodge key 4471", "alfred")
+    assert sorted(t.id for t in found) == ["F-00c1", "F-00c2"]
+
+
+def test_a_shared_tombstone_of_the_homes_salt_is_made_again_with_its_own(tmp_path: Path) -> None:
+    """A shared tombstone written before shared ones had a salt of their own still matches; the same forget
+    run again makes it anew with its own salt (what goes to the vault), not "known already"."""
+    stones = Tombstones(tmp_path)
+    stones.add("F-00f1", ["Marguerite Pellworth"], scope="alfred", at="t", by="k", places=1)  # the home's salt exists
+    path = tmp_path / "forget" / "tombstones.json"
+    rows = json.loads(path.read_text())
+    rows[0].update(id="F-00f0", scope=SHARED_SCOPE)
+    del rows[0]["salt"]  # as written before
+    path.write_text(json.dumps(rows))
+    assert [t.id for t in stones.matches("marguerite pellworth", "bob")] == ["F-00f0"]
+    (again,) = stones.add("F-00f2", ["Marguerite Pellworth"], scope=SHARED_SCOPE, at="t", by="k", places=1)
+    assert len(again.salt) == 64
+    assert stones.add("F-00f3", ["Marguerite Pellworth"], scope=SHARED_SCOPE, at="t", by="k", places=1) == []

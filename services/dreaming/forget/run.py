@@ -15,7 +15,11 @@ Order, and why:
    scrubs the vault (``shared``) and purges the databases' bytes. It comes after the files: an index
    rebuilt from a file that still held the text would hold it again.
 5. The tombstones of the strings a pattern matched only in the shared vault's notes (the KB's answer
-   names them), and the count of places changed set on all of this forget's tombstones.
+   names them), and the count of places changed set on all of this forget's tombstones. A shared
+   forget's tombstones (each with its own salt) go to the vault with step 4 (``ForgetText.tombstones``),
+   and again here with their places and a pattern's later ones (``ShareTombstones``): every host's KB
+   mirrors the vault's, so every host refuses the text (docs/concepts/forget.md "Shared tombstones
+   across hosts").
 6. The forget's line in ``audit.jsonl``: its id, the key's name, the places per store.
 
 When the KB cannot answer (step 4), steps 5 and 6 still run for what was done, and ``KbUnavailable``
@@ -34,7 +38,7 @@ from typing import Final, Protocol
 
 from gateway.config import AgentConfig
 from gateway.errors import FailedPrecondition, GatewayError
-from gateway.forgetting import SHARED_SCOPE, Target, Tombstones
+from gateway.forgetting import SHARED_SCOPE, Target, Tombstone, Tombstones
 from services.dreaming.forget.places import Place
 from services.dreaming.forget.workspace import NAME_HOLDS_IT, apply_agent, matched_texts, record_forget, scan_agent
 
@@ -65,7 +69,11 @@ class KbForgetter(Protocol):
     """The KB's part of a forget (``peer_client.KbIndex.forget_text``). Raises PeerUnavailable."""
 
     async def forget_text(self, agent_id: str, target: Target, *, shared: bool, apply: bool, tombstone_id: str,
-                          changed_paths: Sequence[str]) -> KbForget: ...
+                          changed_paths: Sequence[str], tombstones: Sequence[Tombstone] = ()) -> KbForget: ...
+
+    async def share_tombstones(self, agent_id: str, tombstones: Sequence[Tombstone], lift: str = "") -> None:
+        """Keep shared ``tombstones`` in the agent's vault, and lift ``lift`` there (``ShareTombstones``)."""
+        ...
 
 
 class KbUnavailable(Exception):
@@ -132,7 +140,7 @@ async def forget(agent: AgentConfig, target: Target, kb: KbForgetter, tombstones
     kb_part = KbForget()
     try:
         kb_part = await kb.forget_text(agent.id, target, shared=shared, apply=True, tombstone_id=tombstone_id,
-                                       changed_paths=changed)
+                                       changed_paths=changed, tombstones=made if shared else ())
     except Exception as exc:  # noqa: BLE001 - what was done is recorded below, then this is raised again
         error = exc
     report = Forgotten(agent.id, True, shared, tombstone_id, places + kb_part.places, kb_part.purges)
@@ -142,6 +150,11 @@ async def forget(agent: AgentConfig, target: Target, kb: KbForgetter, tombstones
                                         places=0)
     if made:
         await asyncio.to_thread(tombstones.set_places, tombstone_id, report.changed)
+    if made and shared and error is None:  # the vault's copies: their places, and a pattern's later ones
+        try:
+            await kb.share_tombstones(agent.id, [replace(t, places=report.changed) for t in made])
+        except Exception as exc:  # noqa: BLE001 - recorded below, then raised again
+            error = exc
     report = replace(report, tombstones=len(made))
     stores: dict[str, int] = {}
     for p in report.places:

@@ -51,7 +51,7 @@ from services.kb.vault import listing, note_index, notes, sqlite_rows
 from services.kb.vault.registry_base import SharedVaults, utc_now
 from services.kb.vault.forget import forget_sqlite
 from services.kb.vault.sqlite_store import SqliteVaultStore
-from services.kb.vault.store import Authors
+from services.kb.vault.store import Authors, VaultStore
 
 log = structlog.get_logger()
 
@@ -176,6 +176,11 @@ class Vaults(SharedVaults[_Vault]):
                 self._index_soon(v)
         self._graph_soon(v)
         return result
+
+    async def _read_store(self, v: _Vault, op: Callable[[VaultStore], T]) -> T | None:
+        async with self._handles.use(v):
+            reader = v.open_reader()
+            return None if reader is None else op(SqliteVaultStore(v.directory, reader))
 
     # --- reads ---------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ PostgreSQL. A subclass says how a vault is named (``_key``), how a write decisio
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -18,7 +18,7 @@ import structlog
 
 from gateway.config import AgentConfig, SharedSettings, VaultGcSettings
 from gateway.errors import FailedPrecondition
-from gateway.forgetting import Target
+from gateway.forgetting import Target, Tombstone
 from gateway.promotion_write import PromotionWrite
 from services.kb.archive import retrieval_log
 from services.kb.graph.model import GraphReport
@@ -261,6 +261,44 @@ class SharedVaults(ABC, Generic[V]):
     async def forget(self, agent_id: str, target: Target, tombstone_id: str, apply: bool) -> StoreForget:
         """The vault's part of a forget (``vault.forget``): where ``target`` is, and on ``apply`` every
         note, record and index byte of it replaced by the marker of ``tombstone_id`` or purged."""
+
+    # --- the vault's tombstones (docs/concepts/forget.md "Shared tombstones across hosts") -----
+
+    @abstractmethod
+    async def _read_store(self, v: V, op: Callable[[VaultStore], T]) -> T | None:
+        """``op(store)`` as a read of vault ``v`` (None when the vault has no index yet)."""
+
+    def _enabled(self) -> dict[str, V]:
+        """The vaults some agent's shared KB is on with, by project."""
+        return {shared.project: self._vaults[self._key(shared)] for shared in self._settings.values() if shared.enabled}
+
+    def tombstone_homes(self) -> list[Path]:
+        """The homes of the agents whose shared KB is on (where the vault's tombstones are mirrored)."""
+        return sorted({self._homes[a] for a, shared in self._settings.items() if shared.enabled})
+
+    async def share_tombstones(self, agent_id: str, rows: Sequence[Tombstone], lift: str, at: str) -> tuple[int, int]:
+        """Keep ``rows`` in the agent's vault and lift tombstone ``lift`` ("" for none) at ``at``: one write
+        decision; how many were added and lifted."""
+        def run(store: VaultStore) -> tuple[int, int]:
+            return (store.share_tombstones(rows) if rows else 0, store.lift_tombstone(lift, at) if lift else 0)
+
+        return await self._write(self._vault(agent_id), run)
+
+    async def tombstones_mark(self) -> tuple[tuple[str, int, int], ...]:
+        """Each vault's ``tombstones_mark``, by project: what the mirror polls."""
+        marks = []
+        for project, v in sorted(self._enabled().items()):
+            found = await self._read_store(v, lambda store: store.tombstones_mark())
+            marks.append((project, *(found or (0, 0))))
+        return tuple(marks)
+
+    async def held_tombstones(self, *, lifted: bool = False) -> list[Tombstone]:
+        """The tombstones every vault holds (not lifted; with ``lifted``, the lifted ones), each id once."""
+        held: dict[str, Tombstone] = {}
+        for _, v in sorted(self._enabled().items()):
+            for t in await self._read_store(v, lambda store: store.tombstones(lifted=lifted)) or []:
+                held.setdefault(t.id, t)
+        return list(held.values())
 
     @abstractmethod
     def roots(self) -> dict[str, Path]:

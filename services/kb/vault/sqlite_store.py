@@ -26,9 +26,10 @@ import structlog
 from gateway.atomic import WriteConflict, folder_lock, write_atomic
 from gateway.config import ArchiveSettings
 from gateway.errors import FailedPrecondition
+from gateway.forgetting import Tombstone
 from services.kb.archive.retrieval_log import Retrieved
 from services.kb.index.search import SearchResult
-from services.kb.vault import note_index, sqlite_reflection, sqlite_rows
+from services.kb.vault import note_index, sqlite_reflection, sqlite_rows, sqlite_tombstones
 from services.kb.vault.names import NOTE_SUFFIX, NOTES_DIR, is_retired, live_name, name_from_path
 from services.kb.vault.store import (
     Ages, Authors, Claim, MergeJournal, NoteStat, NoteState, PromotionRecord, ReflectionAudit, ReflectionState, Writer)
@@ -308,3 +309,16 @@ class SqliteVaultStore:
 
     def merges(self, run_id: str) -> list[MergeJournal]:
         return sqlite_reflection.merges(self.conn, run_id)
+
+    # --- the vault's tombstones (``sqlite_tombstones``) ---------------------------------------
+    def share_tombstones(self, rows: Sequence[Tombstone]) -> int:
+        return sqlite_tombstones.share(self.conn, rows)
+
+    def lift_tombstone(self, tombstone_id: str, at: str) -> int:
+        return sqlite_tombstones.lift(self.conn, tombstone_id, at)
+
+    def tombstones(self, *, lifted: bool = False) -> list[Tombstone]:
+        return sqlite_tombstones.held(self.conn, lifted)
+
+    def tombstones_mark(self) -> tuple[int, int]:
+        return sqlite_tombstones.mark(self.conn)

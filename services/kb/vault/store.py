@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from gateway.errors import CommandError
+from gateway.forgetting import Tombstone
 
 from services.kb.archive.retrieval_log import Retrieved
 from services.kb.index.search import SearchResult
@@ -308,6 +309,25 @@ class VaultStore(Protocol):
 
     def merges(self, run_id: str) -> list[MergeJournal]:
         """The journal of ``run_id``, in the order the merges were applied."""
+        ...
+
+    # --- the vault's tombstones (docs/concepts/forget.md "Shared tombstones across hosts") ---------
+    def share_tombstones(self, rows: Sequence[Tombstone]) -> int:
+        """Keep the shared tombstones ``rows`` (each with its own salt): a new id is inserted, a known one
+        gets its ``places``; how many were new."""
+        ...
+
+    def lift_tombstone(self, tombstone_id: str, at: str) -> int:
+        """Mark ``tombstone_id`` and its ``.N`` siblings lifted at ``at`` (ISO 8601); how many were held."""
+        ...
+
+    def tombstones(self, *, lifted: bool = False) -> list[Tombstone]:
+        """The tombstones held (not lifted), oldest first; with ``lifted``, the lifted ones instead."""
+        ...
+
+    def tombstones_mark(self) -> tuple[int, int]:
+        """How many tombstones were ever kept and how many were lifted: changes with every add and lift,
+        one cheap query (what a host polls before reading them all)."""
         ...
 
 

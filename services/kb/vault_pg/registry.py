@@ -45,7 +45,7 @@ from services.kb.vault import listing, notes
 from services.kb.vault.names import live_name
 from services.kb.vault.note_index import REPORTS_DIR
 from services.kb.vault.registry_base import SharedVaults, utc_now
-from services.kb.vault.store import Authors
+from services.kb.vault.store import Authors, VaultStore
 from services.kb.vault_pg import pool
 from services.kb.vault_pg.forget import forget_postgres, vacuum
 from services.kb.vault_pg.store import PostgresVaultStore
@@ -157,6 +157,9 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
         if apply:
             result.purge = await self._run(store, vacuum, store)
         return result
+
+    async def _read_store(self, v: PostgresVaultStore, op: Callable[[VaultStore], T]) -> T | None:
+        return await self._read(v, op, v)
 
     # --- reads ---------------------------------------------------------------------
 

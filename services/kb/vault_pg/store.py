@@ -32,6 +32,7 @@ from psycopg_pool import ConnectionPool
 from gateway.atomic import WriteConflict
 from gateway.dependencies import Dependency
 from gateway.errors import InvalidArgument, Unavailable
+from gateway.forgetting import Tombstone
 from gateway.markdown import frontmatter_end
 from services.kb.archive.retrieval_log import FOLD_AT_ROWS, Retrieved
 from services.kb.index.entries import DEFAULT_IMPORTANCE, entry_hash, parse_frontmatter
@@ -45,6 +46,7 @@ from services.kb.vault.store import (
     Ages, Authors, Claim, MergeJournal, NoteStat, NoteState, PromotionRecord, ReflectionAudit, ReflectionState, Writer)
 from services.kb.vault_pg import fts
 from services.kb.vault_pg import reflection as pg_reflection
+from services.kb.vault_pg import tombstones as pg_tombstones
 from services.kb.vault_pg import rows as pg_rows
 from services.kb.vault_pg.pool import Conn, connection, reachable
 from services.kb.vault_pg.schema import lock_vault
@@ -466,3 +468,20 @@ class PostgresVaultStore:
     def merges(self, run_id: str) -> list[MergeJournal]:
         with self._conn() as conn:
             return pg_reflection.merges(conn, self._project, run_id)
+
+    # --- the vault's tombstones (``tombstones``) ---------------------------------------------
+    def share_tombstones(self, rows: Sequence[Tombstone]) -> int:
+        with self._tx() as conn:
+            return pg_tombstones.share(conn, self._project, rows)
+
+    def lift_tombstone(self, tombstone_id: str, at: str) -> int:
+        with self._tx() as conn:
+            return pg_tombstones.lift(conn, self._project, tombstone_id, at)
+
+    def tombstones(self, *, lifted: bool = False) -> list[Tombstone]:
+        with self._conn() as conn:
+            return pg_tombstones.held(conn, self._project, lifted)
+
+    def tombstones_mark(self) -> tuple[int, int]:
+        with self._conn() as conn:
+            return pg_tombstones.mark(conn, self._project)

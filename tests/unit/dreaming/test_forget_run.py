@@ -18,7 +18,7 @@ from forget_stage import BESIDE, FACT, TARGET, Planted, leftovers, plant, snapsh
 from gateway.config import build
 from gateway.config_migrations import CURRENT_VERSION
 from gateway.errors import FailedPrecondition, Unavailable
-from gateway.forgetting import SHARED_SCOPE, Target, Tombstones, marker
+from gateway.forgetting import SHARED_SCOPE, Target, Tombstone, Tombstones, marker
 from services.dreaming import nightly
 from services.dreaming.dreamer import Dreamer
 from services.dreaming.forget.places import TRANSCRIPTS
@@ -40,17 +40,23 @@ class FakeKb:
     calls: list[dict[str, object]] = field(default_factory=list)
     held: asyncio.Event | None = None  # set: the call waits for it (``entered`` says it is waiting)
     entered: asyncio.Event = field(default_factory=asyncio.Event)
+    shares: list[tuple[str, list[Tombstone], str]] = field(default_factory=list)  # ShareTombstones calls
+    sent: list[list[Tombstone]] = field(default_factory=list)  # each ForgetText call's tombstones
 
     async def forget_text(self, agent_id: str, target: Target, *, shared: bool, apply: bool, tombstone_id: str,
-                          changed_paths: Sequence[str]) -> KbForget:
+                          changed_paths: Sequence[str], tombstones: Sequence[Tombstone] = ()) -> KbForget:
         if self.held is not None:
             self.entered.set()
             await self.held.wait()
         self.calls.append({"agent": agent_id, "shared": shared, "apply": apply, "id": tombstone_id,
                            "changed": list(changed_paths), "memory": self.memory.read_text()})
+        self.sent.append(list(tombstones))
         if self.error is not None:
             raise self.error
         return self.answer
+
+    async def share_tombstones(self, agent_id: str, tombstones: Sequence[Tombstone], lift: str = "") -> None:
+        self.shares.append((agent_id, list(tombstones), lift))
 
 
 def forgetting(p: Planted, kb: FakeKb, *, shared: bool = False) -> Dreamer:
@@ -131,6 +137,27 @@ def test_a_shared_pattern_tombstones_what_it_matched_in_the_vault_too(tmp_path: 
     report = run(forgetting(p, kb, shared=True), p, Target.parse(None, r"code [0-9]{4}-[A-Z]"), shared=True)
     assert report.tombstones == 1 and Tombstones(tmp_path).matches("the code 5050-V", "bob")
     assert "5050" not in forget_text(report)
+    [(_, shared, lift)] = kb.shares  # the vault gets the one matched only there, after the KB's answer
+    assert shared == Tombstones(tmp_path).all() and lift == "" and kb.sent[-1] == []
+
+
+def test_a_shared_forget_sends_its_tombstones_to_the_vault_before_and_after_the_kb_part(tmp_path: Path) -> None:
+    """ForgetText carries the tombstones (kept in the vault before any note is scrubbed), then ShareTombstones
+    sends them again with their places (docs/concepts/forget.md "Shared tombstones across hosts")."""
+    p = plant(tmp_path)
+    kb = FakeKb(p.workspace / "MEMORY.md")
+    report = run(forgetting(p, kb, shared=True), p, shared=True)
+    [tomb] = Tombstones(tmp_path).all()
+    assert tomb.scope == SHARED_SCOPE and len(tomb.salt) == 64
+    assert [(t.id, t.digest, t.salt, t.places) for t in kb.sent[-1]] == [(tomb.id, tomb.digest, tomb.salt, 0)]
+    assert kb.shares == [("alfred", [tomb], "")] and tomb.places == report.changed > 0
+
+
+def test_an_agents_own_forget_sends_nothing_to_the_vault(tmp_path: Path) -> None:
+    p = plant(tmp_path)
+    kb = FakeKb(p.workspace / "MEMORY.md")
+    run(forgetting(p, kb, shared=True), p)
+    assert kb.sent[-1] == [] and kb.shares == [] and Tombstones(tmp_path).all()[0].salt == ""
 
 
 def test_a_kb_that_cannot_answer_leaves_the_files_scrubbed_the_tombstone_and_the_record(tmp_path: Path) -> None:
