@@ -1,6 +1,6 @@
 """Benchmark: the vault's weekly reflection on a 10,000-note vault with planted reworded duplicates.
 
-Run:  ``.venv/bin/python bench/vault_reflection.py [--notes 10000] [--caps 20,200] [--weeks 4] [--quick] [--keep-home]``
+Run:  ``.venv/bin/python bench/vault_reflection.py [--notes 10000] [--caps 20,800] [--weeks 4] [--quick] [--keep-home]``
 (``--quick`` = 1,000 notes; the full run takes several minutes on 2 cores.)
 
 Method
@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,7 @@ AGENT = "bench"
 SERVICES = ("file_api", "watcher", "kb", "dreaming")
 PORTS = {"file_api": "fileApi", "watcher": "watcher", "kb": "kb", "dreaming": "dreaming"}
 CLI_TIMEOUT_S = 3600.0
+DURING_PLAN_AFTER_S = 5.0  # a create and a search made this long after week 1's run began, while its plan runs
 LEFT_GOAL = 0.02
 
 
@@ -84,6 +86,7 @@ class Week:
     outcomes: dict[str, int]
     remaining: int
     refusals: dict[str, int]
+    during: dict[str, float] = field(default_factory=dict)  # "create", "search": seconds, made during the plan
 
 
 @dataclass
@@ -101,7 +104,7 @@ def write_home(home: Path, cap: int, reviewer_log: Path, merge: str) -> dict[str
     from datetime import UTC, datetime, timedelta
 
     slot = datetime.now(UTC) + timedelta(hours=12)
-    reviewer = [sys.executable, str(BENCH_DIR / "vault_reflection_reviewer.py"), str(reviewer_log)] + (["--pair"] if merge == "pair" else [])
+    reviewer = [sys.executable, "-S", str(BENCH_DIR / "vault_reflection_reviewer.py"), str(reviewer_log)] + (["--pair"] if merge == "pair" else [])
     shared = {"enabled": True, "project": PROJECT, "graph": False, "reflection": {"enabled": False, "maxClustersPerRun": cap}}
     dreaming = {"dreamHour": slot.hour, "dreamMinute": slot.minute, "staggerWindowMinutes": 0, "reviewerCommand": reviewer}
     return write_config(home, [agent_entry(AGENT)], keys=[api_key("*", write=True)],
@@ -139,11 +142,42 @@ def plant_vault(home: Path, args: Any) -> tuple[Path, PlantedVault]:
     return vault_dir / "notes", vault
 
 
+def during_plan(client: httpx.Client, out: dict[str, float]) -> None:
+    """A vault search and a shared-note create, side by side, made while the run's plan is (most likely)
+    running: the plan is one write decision of the vault, so the create waits for it; the search
+    (the vault walked already) does not."""
+    time.sleep(DURING_PLAN_AFTER_S)
+
+    def search() -> None:
+        t0 = time.perf_counter()
+        client.get(f"/api/v1/agents/{AGENT}/memory:search", params={"query": "kettle ferry", "corpus": "shared"}).raise_for_status()
+        out["search"] = time.perf_counter() - t0
+
+    def create() -> None:
+        t0 = time.perf_counter()
+        response = client.post(f"/api/v1/agents/{AGENT}/shared/notes", timeout=600, json={
+            "name": "made during the plan", "content": "# Made during the plan\n\nA zebra quilt.\n", "confirm": True})
+        out["create"] = time.perf_counter() - t0
+        out["create_status"] = response.status_code
+
+    both = [threading.Thread(target=f, daemon=True) for f in (search, create)]
+    for t in both:
+        t.start()
+    for t in both:
+        t.join()
+
+
 def week(home: Path, children: Children, client: httpx.Client, log: Path, n: int) -> Week:
     calls_before = count_lines(log)
+    during: dict[str, float] = {}
+    probe = threading.Thread(target=during_plan, args=(client, during), daemon=True) if n == 0 else None
     t0 = time.perf_counter()
+    if probe is not None:
+        probe.start()
     done = gateway(home, "reflect")
     wall = time.perf_counter() - t0
+    if probe is not None:
+        probe.join()
     if done.returncode != 0:
         raise RuntimeError(f"gateway vault reflect failed ({done.returncode}): {done.stdout}{done.stderr}")
     plan_s = rpc_seconds(children.logs["kb"], "PlanVaultReflection", n, 1)[0]
@@ -158,7 +192,7 @@ def week(home: Path, children: Children, client: httpx.Client, log: Path, n: int
     say(f"week {n + 1}: {run.get('status')} in {wall:.1f} s (plan {plan_s:.1f} s), {count_lines(log) - calls_before} "
         f"reviewer calls, {outcomes}, remaining {run.get('remaining', 0)}")  # fmt: skip
     return Week(wall, plan_s, count_lines(log) - calls_before, run.get("status", ""), outcomes, int(run.get("remaining", 0)),
-                refusals)  # fmt: skip
+                refusals, during)  # fmt: skip
 
 
 def revert_check(home: Path, notes_dir: Path, before: dict[str, bytes]) -> tuple[bool, str]:
@@ -187,6 +221,7 @@ def phase(args: Any, cap: int, revert: bool) -> tuple[Phase, PlantedVault, Basel
         result.start_s = time.perf_counter() - t0
         with httpx.Client(base_url=f"http://127.0.0.1:{ports['api']}", headers={"X-Api-Key": KEY}, timeout=120) as client:
             before: dict[str, bytes] = {}
+            client.get(f"/api/v1/agents/{AGENT}/memory:search", params={"query": "warm", "corpus": "shared"}).raise_for_status()
             for n in range(args.weeks):
                 if revert and n == args.weeks - 1:
                     before = read_notes(notes_dir)
@@ -216,6 +251,9 @@ def report(phases: list[Phase], vault: PlantedVault, base: Baseline, args: Any) 
                  + f" (waiting after week 1: {first.remaining:,})")
         figs.add(f"{tag}: wall time per run (CLI)", ", ".join(f"{w.wall_s:.1f} s" for w in ph.weeks))
         figs.add(f"{tag}: plan time per run (KB PlanVaultReflection)", ", ".join(f"{w.plan_s:.1f} s" for w in ph.weeks))
+        if first.during:
+            figs.add(f"{tag}: made {DURING_PLAN_AFTER_S:.0f} s into week 1's run: a vault search, a shared-note create",
+                     f"{first.during['search'] * 1000:.0f} ms, {first.during['create']:.1f} s (HTTP {first.during['create_status']:.0f})")
         figs.add(f"{tag}: reviewer calls per run", ", ".join(str(w.calls) for w in ph.weeks))
         merged = sum(w.outcomes.get("merged", 0) for w in ph.weeks)
         refused = sum(w.outcomes.get("refused", 0) + w.outcomes.get("changed", 0) for w in ph.weeks)
@@ -267,7 +305,7 @@ def parse_args(argv: list[str] | None) -> Any:
     p = page.parser(__doc__, quick="smoke run: 1,000 notes", keep_home="keep the temp homes (vaults, logs)")
     p.add_argument("--notes", type=int, default=10_000, help="notes planted before the copies (default 10000)")
     p.add_argument("--dup-share", type=float, default=0.05, help="share of the notes given reworded copies (default 0.05)")
-    p.add_argument("--caps", default="20,200", help="maxClustersPerRun values, one fresh home each (default 20,200)")
+    p.add_argument("--caps", default="20,800", help="maxClustersPerRun values, one fresh home each (default 20,800)")
     p.add_argument("--weeks", type=int, default=4, help="runs in a row (default 4)")
     p.add_argument("--probes", type=int, default=100, help="archive-only lines searched through REST (default 100)")
     p.add_argument("--merge", choices=("pair", "group"), default="pair",
