@@ -94,6 +94,7 @@ bench: install browser postgres
 	$(PY) bench/dream_migrate.py
 	$(PY) bench/dream_staleness.py
 	$(PY) bench/dream_promotion.py
+	$(PY) bench/vault_reflection.py
 	$(PY) bench/forget.py
 	$(PY) bench/mcp_ready.py
 	$(PY) bench/capacity.py --agents 100,1000

@@ -43,7 +43,11 @@ ACTIVITY_DEADLINE_S = 5.0
 ENTRIES_PAGE = 20_000  # entries per ListArchiveEntries page (whole sources; well under the message cap)
 UPDATE_BATCH = 5000
 COLLECT_DEADLINE_S = 120.0  # a vault GC: a fold, then up to maxRetirementsPerRun moves and reindexes
-REFLECT_DEADLINE_S = 120.0  # a plan builds the vault's clusters; a merge writes the pruned archive and probes recall
+REFLECT_DEADLINE_S = 120.0  # a merge writes the pruned archive and probes recall; a revert restores a run's notes
+# A plan recalls every note's seed over the vault's index: 50-120 s for 10,000 notes on two busy cores
+# (docs/benchmarks/vault_reflection.md "Figures"), linear in the notes beyond that. A plan cut short by its
+# deadline fails the run, and the KB, which finishes it, keeps the claim until it expires.
+PLAN_DEADLINE_S = 1200.0
 PROBE_BATCH = 1000  # probes per ProbeRecall call (entries are small; well under the 8 MiB message cap)
 
 
@@ -234,7 +238,7 @@ class KbIndex:
 
     async def plan_reflection(self, request: kb_pb2.PlanVaultReflectionRequest) -> kb_pb2.VaultReflectionPlan:
         """``PlanVaultReflection``: claim and plan a run of the vault's reflection."""
-        reply: kb_pb2.VaultReflectionPlan = await self._reflection_call("PlanVaultReflection", request, REFLECT_DEADLINE_S)
+        reply: kb_pb2.VaultReflectionPlan = await self._reflection_call("PlanVaultReflection", request, PLAN_DEADLINE_S)
         return reply
 
     async def merge_notes(self, request: kb_pb2.MergeVaultNotesRequest) -> kb_pb2.MergeVaultNotesResponse:
