@@ -17,6 +17,8 @@ merge's REFUSED outcome with the guard's message, never the text.
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Callable
 from typing import Any
 
@@ -173,8 +175,17 @@ class VaultReflection:
         most = _bounded(request.max_clusters, "max_clusters", MAX_CLUSTERS)
         size = _bounded(request.max_cluster_bytes, "max_cluster_bytes", MAX_CLUSTER_BYTES)
         claim = _bounded(request.claim_seconds, "claim_seconds", MAX_CLAIM_S)
-        p = await self._vaults.reflect(project, lambda store, now: planning.plan(
-            store, run_id, now.timestamp(), most, size, claim))
+        busy = await self._vaults.reflect(project, lambda store, now: planning.claim(store, run_id, now.timestamp(), claim))
+        if busy:
+            p = planning.Plan(project, busy_with=busy)
+        else:
+            try:  # the slow part reads with no write lock: creates and updates go on meanwhile
+                snap = await self._vaults.reflect_read(project, lambda store: planning.snapshot(store, size))
+                p = await self._vaults.reflect(project, lambda store, now: planning.commit(store, run_id, snap, most))
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await self._vaults.reflect(project, lambda store, now: planning.release(store, run_id, now.timestamp()))
+                raise
         log.info("kb_vault_reflection_planned", vault=project, run=run_id, busy_with=p.busy_with or None,
                  unchanged=p.unchanged, clusters=len(p.clusters), remaining=p.remaining, notes=p.notes)
         return pb.VaultReflectionPlan(project=p.project, revision=p.revision, watermark=p.watermark,

@@ -177,6 +177,21 @@ class Vaults(SharedVaults[_Vault]):
         self._graph_soon(v)
         return result
 
+    async def _long_read(self, v: _Vault, op: Callable[[VaultStore], T]) -> T | None:
+        def run() -> T | None:
+            try:
+                conn = schema.open_reader(v.directory / note_index.INDEX_FILE)
+            except NotFound:
+                return None
+            try:
+                tune_reader(conn)
+                return op(SqliteVaultStore(v.directory, conn))
+            finally:
+                conn.close()
+
+        async with self._handles.use(v):
+            return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+
     async def _read_store(self, v: _Vault, op: Callable[[VaultStore], T]) -> T | None:
         async with self._handles.use(v):
             reader = v.open_reader()

@@ -108,6 +108,19 @@ class SharedVaults(ABC, Generic[V]):
         now = self._clock()
         return await self._write(v, lambda store: op(store, now))
 
+    async def reflect_read(self, project: str, op: Callable[[VaultStore], T]) -> T:
+        """``op(store)`` as a long read of ``project``'s vault off the event loop, holding no write lock (the
+        reflection's snapshot); FailedPrecondition when there is no such vault, or it has no index yet."""
+        v = self._by_project(project)
+        result = await self._long_read(v, op)
+        if result is None:
+            raise FailedPrecondition(f"the shared vault of project {project!r} has no index yet")
+        return result
+
+    @abstractmethod
+    async def _long_read(self, v: V, op: Callable[[VaultStore], T]) -> T | None:
+        """``op(store)`` on a worker thread with a connection of its own (None when the vault has no index yet)."""
+
     def require(self, agent_id: str) -> None:
         """FailedPrecondition when ``agent_id``'s shared KB is off (before a call that does more first)."""
         self._vault(agent_id)

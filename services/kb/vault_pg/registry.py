@@ -158,6 +158,9 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
             result.purge = await self._run(store, vacuum, store)
         return result
 
+    async def _long_read(self, v: PostgresVaultStore, op: Callable[[VaultStore], T]) -> T | None:
+        return await self._read(v, op, v)
+
     async def _read_store(self, v: PostgresVaultStore, op: Callable[[VaultStore], T]) -> T | None:
         return await self._read(v, op, v)
 

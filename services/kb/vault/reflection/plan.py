@@ -1,7 +1,12 @@
 """The plan of a weekly reflection run: the claim, the revision against the watermark, and the clusters
 (docs/concepts/vault.md "Weekly reflection", Clusters and The watermark and the claim).
 
-Pure domain code over the vault's store (``store.VaultStore``), run as one write decision of the vault.
+Pure domain code over the vault's store (``store.VaultStore``). The KB runs it in three parts, so that the
+vault's creates and updates never wait for the slow middle (on 10,000 notes, a minute of reading and
+similarity search): the claim as one write decision (``claim``), steps 2 to 5 as a read with no lock
+(``snapshot``: a note changed under it is caught by the merge's compare-and-swap), and the plan kept as
+a second write decision (``commit``), only while the run still holds the claim. A plan that fails gives
+the claim up at once (``release``). ``plan`` runs the three on one store.
 
 1. **Claim** (``claim_reflection``): the run lock across hosts and processes. While another run's claim
    has not expired the answer is ``busy`` and nothing else happens.
@@ -268,26 +273,69 @@ def clusters(store: VaultStore, notes: dict[str, PlanNote], max_bytes: int) -> l
     return found
 
 
-def plan(store: VaultStore, run_id: str, now: float, max_clusters: int = 0, max_cluster_bytes: int = 0,
-         claim_seconds: int = 0) -> Plan:
-    """Claim the vault's reflection for ``run_id`` and plan it (module docstring). ``now``: epoch s."""
-    project = store.project
-    busy = store.claim_reflection(run_id, now, now + (claim_seconds or DEFAULT_CLAIM_S))
-    if busy:
-        return Plan(project, busy_with=busy)
+@dataclass(frozen=True)
+class Snapshot:
+    """What a plan reads, without the vault's write lock (``snapshot``): the revision, the reflection row's
+    watermark and reviewed signatures, the live notes counted, and every cluster (none when unchanged)."""
+
+    revision: str
+    watermark: str
+    notes: int
+    every: tuple[Cluster, ...]
+    reviewed: frozenset[str]
+
+    @property
+    def unchanged(self) -> bool:
+        return self.revision == self.watermark
+
+
+def claim(store: VaultStore, run_id: str, now: float, claim_seconds: int = 0) -> str:
+    """Step 1, a write: the run holding the claim, or "" when ``run_id`` holds it now."""
+    return store.claim_reflection(run_id, now, now + (claim_seconds or DEFAULT_CLAIM_S))
+
+
+def release(store: VaultStore, run_id: str, now: float) -> None:
+    """Give up ``run_id``'s claim at once (its plan failed): claimed again with an expiry of ``now``, so
+    the next run takes the vault over without waiting for the claim's hour. Nothing when another holds it."""
+    if store.reflection_state().claim_run == run_id:
+        store.claim_reflection(run_id, now, now)
+
+
+def snapshot(store: VaultStore, max_cluster_bytes: int = 0) -> Snapshot:
+    """Steps 2 to 5, a read: the slow part of a plan (every note read, the similarity search of each),
+    which needs no lock: what it reads may change under it, and each merge is compare-and-swap."""
     contents = {name: data for name in store.names(include_retired=True) if (data := store.read(name)) is not None}
     rev = revision(store, contents)
     state = store.reflection_state()
     notes = _notes(store, contents)
-    if rev == state.watermark:
+    every = () if rev == state.watermark else tuple(clusters(store, notes, max_cluster_bytes or DEFAULT_CLUSTER_BYTES))
+    return Snapshot(rev, state.watermark, len(notes), every, frozenset(state.reviewed))
+
+
+def commit(store: VaultStore, run_id: str, snap: Snapshot, max_clusters: int = 0) -> Plan:
+    """Step 6, a write: the first ``max_clusters`` not reviewed kept as ``run_id``'s plan; busy when its
+    claim was taken over while the snapshot was read (it expired)."""
+    project = store.project
+    holder = store.reflection_state().claim_run
+    if holder != run_id:
+        return Plan(project, busy_with=holder or "(the claim expired)")
+    if snap.unchanged:
         store.set_reflection_plan(run_id, {})
-        return Plan(project, rev, state.watermark, unchanged=True, notes=len(notes))
-    reviewed = set(state.reviewed)
-    every = clusters(store, notes, max_cluster_bytes or DEFAULT_CLUSTER_BYTES)
-    todo = [c for c in every if c.signature not in reviewed]
-    cap = max_clusters or DEFAULT_CLUSTERS
-    planned = todo[:cap]
+        return Plan(project, snap.revision, snap.watermark, unchanged=True, notes=snap.notes)
+    todo = [c for c in snap.every if c.signature not in snap.reviewed]
+    planned = todo[: max_clusters or DEFAULT_CLUSTERS]
     store.set_reflection_plan(run_id, {
         c.id: {"notes": [n.name for n in c.notes], "sig": c.signature} for c in planned})
-    return Plan(project, rev, state.watermark, clusters=tuple(planned), remaining=len(todo) - len(planned),
-                notes=len(notes), reviewed_skipped=len(every) - len(todo))
+    return Plan(project, snap.revision, snap.watermark, clusters=tuple(planned), remaining=len(todo) - len(planned),
+                notes=snap.notes, reviewed_skipped=len(snap.every) - len(todo))
+
+
+def plan(store: VaultStore, run_id: str, now: float, max_clusters: int = 0, max_cluster_bytes: int = 0,
+         claim_seconds: int = 0) -> Plan:
+    """Claim the vault's reflection for ``run_id`` and plan it (module docstring) in one go, on one store.
+    The KB's servicer runs the three steps apart (``claim``, ``snapshot`` off the write lock, ``commit``)
+    so that the vault's writes do not wait for the snapshot. ``now``: epoch s."""
+    busy = claim(store, run_id, now, claim_seconds)
+    if busy:
+        return Plan(store.project, busy_with=busy)
+    return commit(store, run_id, snapshot(store, max_cluster_bytes), max_clusters)

@@ -238,3 +238,44 @@ def test_a_statement_left_open_on_the_vault_writer_does_not_lock_every_later_wri
         executor.shutdown()
     assert writer is not stuck
     assert paths == ["notes/second.md"]
+
+
+def test_a_reflection_snapshot_holds_no_write_lock_and_a_failed_plan_gives_its_claim_up(tmp_path: Path) -> None:
+    """The weekly reflection's slow read (``reflect_read``: every note read, the similarity search) runs
+    with a connection of its own and no lock: a create made meanwhile is written at once, not after it.
+    A plan given up (``planning.release``) frees the vault for the next run at once."""
+    from services.kb.vault.reflection import plan as planning
+
+    entered, release = threading.Event(), threading.Event()
+    executor = ThreadPoolExecutor(max_workers=2)
+    vaults = make(tmp_path, executor)
+
+    def slow_snapshot(store: Any) -> planning.Snapshot:
+        entered.set()
+        assert release.wait(30)
+        return planning.snapshot(store)
+
+    async def scenario() -> tuple[bool, str, str, str]:
+        await vaults.create("alfred", "kiln", "# Kiln\n\n- The kiln fires at cone 10.\n", False)
+        now = lambda: datetime.now(UTC).timestamp()  # noqa: E731 - the reflection steps take epoch seconds
+        assert await vaults.reflect("global", lambda store, _: planning.claim(store, "R-1", now())) == ""
+        reading = asyncio.ensure_future(vaults.reflect_read("global", slow_snapshot))
+        await asyncio.to_thread(entered.wait, 30)
+        created = await vaults.create("bob", "glaze", "# Glaze\n\n- Celadon, cone 10.\n", False)
+        written_while_reading = created.created and not reading.done()
+        release.set()
+        snap = await reading
+        plan = await vaults.reflect("global", lambda store, _: planning.commit(store, "R-1", snap))
+        busy = await vaults.reflect("global", lambda store, _: planning.claim(store, "R-2", now()))
+        await vaults.reflect("global", lambda store, _: planning.release(store, "R-1", now()))
+        free = await vaults.reflect("global", lambda store, _: planning.claim(store, "R-2", now()))
+        return written_while_reading, plan.busy_with, busy, free
+
+    try:
+        written, plan_busy, busy, free = asyncio.run(scenario())
+    finally:
+        release.set()
+        vaults.close()
+        executor.shutdown(wait=True)
+    assert written, "the create waited for the reflection's snapshot"
+    assert plan_busy == "" and busy == "R-1" and free == ""
