@@ -146,7 +146,9 @@ async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[st
     SHORTAGES.listeners.append(on_shortage)
 
     def register(server: grpc.aio.Server) -> list[str]:
-        kb_pb2_grpc.add_KnowledgeServicer_to_server(Knowledge(archives, vaults, lambda: live.auth, mirror), server)
+        knowledge = Knowledge(archives, vaults, lambda: live.auth, mirror)
+        mirror.on_change = knowledge.rewrite_reflection_reports
+        kb_pb2_grpc.add_KnowledgeServicer_to_server(knowledge, server)
         return [kb_pb2.DESCRIPTOR.services_by_name["Knowledge"].full_name]
 
     async def background(stop: asyncio.Event) -> None:

@@ -17,6 +17,7 @@ merge's REFUSED outcome with the guard's message, never the text.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 from collections.abc import Callable
@@ -26,7 +27,7 @@ import grpc
 import structlog
 
 from gateway.auth import Authenticator
-from gateway.errors import FailedPrecondition, InvalidArgument, PermissionDenied
+from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument, PermissionDenied
 from gateway.forget_guard import refuse_forgotten
 from gateway.rpc import caller_of, unary
 from gateway.secrets_guard import refuse_secrets
@@ -36,6 +37,7 @@ from services.kb.vault.store import Authors, Writer
 from services.kb.vault.listing import NoteFacts
 from services.kb.vault.reflection import merge as merging
 from services.kb.vault.reflection import plan as planning
+from services.kb.vault.reflection import report as reflection_report
 from services.kb.vault.reflection import runs
 from services.kb.vault.registry_base import SharedVaults
 
@@ -168,6 +170,22 @@ class VaultReflection:
 
         return screen
 
+    async def rewrite_reflection_reports(self) -> None:
+        """Every vault's reflection report that exists on this host rewritten from its audit (the mirror of
+        the vault's tombstones changed: a forget scrubbed the audit, maybe on another host)."""
+        for project in sorted({s.project for s in self._vaults.enabled_settings()}):
+            if (self._vaults.reports_dir(project) / reflection_report.FILE).exists():
+                await self._reflection_report(project)
+
+    async def _reflection_report(self, project: str) -> None:
+        """``reports/reflection.md`` rewritten from the audit (``reflection.report``); a failure is logged, never
+        the call's: the run is recorded, and the next record writes the report again."""
+        try:
+            found = await self._vaults.reflect_read(project, lambda store: runs.runs(store, reflection_report.RUNS))
+            await asyncio.to_thread(reflection_report.write, self._vaults.reports_dir(project), project, found)
+        except (OSError, GatewayError) as exc:
+            log.warning("kb_vault_reflection_report_failed", vault=project, error=str(exc)[:300])
+
     @unary
     async def PlanVaultReflection(self, request: kb_pb2.PlanVaultReflectionRequest, context: grpc.aio.ServicerContext) -> kb_pb2.VaultReflectionPlan:  # noqa: N802
         self._internal(context)
@@ -218,6 +236,7 @@ class VaultReflection:
         kept = await self._vaults.reflect(project, lambda store, now: runs.record(store, run, now.timestamp()))
         log.info("kb_vault_reflection_recorded", vault=project, run=run_id, status=run.status, mode=run.mode,
                  clusters=len(run.clusters), remaining=run.remaining)
+        await self._reflection_report(project)
         return _run(kept)
 
     @unary
@@ -225,7 +244,7 @@ class VaultReflection:
         self._internal(context, write=False)
         project = _project(request.project)
         limit = _bounded(request.limit, "limit", runs.MAX_LIST)
-        found = await self._vaults.reflect(project, lambda store, now: runs.runs(store, limit))
+        found = await self._vaults.reflect_read(project, lambda store: runs.runs(store, limit))
         return pb.ListVaultReflectionsResponse(runs=[_run(r) for r in found])
 
     @unary
@@ -238,4 +257,5 @@ class VaultReflection:
         r = await self._vaults.reflect(project, lambda store, now: runs.revert(store, run_id, request.last,
                                                                                  now.timestamp()))
         log.info("kb_vault_reflection_reverted", vault=project, run=r.run_id, restored=len(r.restored), left=len(r.left))
+        await self._reflection_report(project)
         return pb.RevertVaultReflectionResponse(run_id=r.run_id, restored=list(r.restored), left=list(r.left))

@@ -217,6 +217,10 @@ def test_propose_records_the_merge_and_accept_makes_it(suite: Suite) -> None:
     assert proposal["state"] == "pending" and proposal["content"] == SAIL_MERGED
     listed = gateway(suite, "reflections", "--project", "p-propose")
     assert listed.returncode == 0 and f"accept --project p-propose {run['runId']} {proposal['clusterId']}" in listed.stdout
+    report = (note_file(suite, "propose", "x").parent.parent / "reports" / "reflection.md").read_text()
+    assert f"## {run['runId']}: ok (propose, manual)" in report  # the report for a person, as DREAMS.md is
+    assert f"gateway vault accept --project p-propose {run['runId']} {proposal['clusterId']}" in report
+    assert "- The main is on the boom." in report and "`` sail bags ``" not in report and "` sail bags `" in report
     done = gateway(suite, "accept", "--project", "p-propose", run["runId"], proposal["clusterId"])
     assert done.returncode == 0, done.stderr
     after = notes_on_disk(suite, "propose")

@@ -24,6 +24,7 @@ from services.kb.archive import retrieval_log
 from services.kb.graph.model import GraphReport
 from services.kb.index.purge import StoreForget
 from services.kb.index.search import SearchResult
+from services.kb.vault.note_index import REPORTS_DIR
 from services.kb.vault import gc, listing, notes, promotion, promotion_record, retirement, unpromote
 from services.kb.vault.store import Authors, VaultStore, Writer
 
@@ -107,6 +108,17 @@ class SharedVaults(ABC, Generic[V]):
         v = self._by_project(project)
         now = self._clock()
         return await self._write(v, lambda store: op(store, now))
+
+    def enabled_settings(self) -> list[SharedSettings]:
+        """The shared settings of every agent whose shared KB is on."""
+        return [s for s in self._settings.values() if s.enabled]
+
+    def reports_dir(self, project: str) -> Path:
+        """Where ``project``'s vault keeps its reports on this host (``<root>/<project>/reports``), on either
+        backend; FailedPrecondition when no agent has its shared KB on with that project."""
+        self._by_project(project)
+        shared = next(s for s in self._settings.values() if s.enabled and s.project == project)
+        return shared.vault_dir / REPORTS_DIR
 
     async def reflect_read(self, project: str, op: Callable[[VaultStore], T]) -> T:
         """``op(store)`` as a long read of ``project``'s vault off the event loop, holding no write lock (the

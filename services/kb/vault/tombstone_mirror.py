@@ -12,6 +12,10 @@ A shared forget made on this host also left its tombstones in the home's own fil
 dreaming's): a tombstone lifted in the vault, on whichever host, is taken out of it here too
 (``Tombstones.drop_shared``, compare-and-swap), so a lift made anywhere reaches every host.
 
+Each change of the mirror also calls ``on_change`` (the KB rewrites its reflection reports from the vault's
+audit, which the forget scrubbed: a report file of this host may still hold the text; docs/concepts/vault.md
+"Weekly reflection", The report).
+
 A vault that cannot be read leaves the mirror as it was: a tombstone is never dropped because the server
 is away, and a lift reaches this host at the first check after it comes back.
 """
@@ -19,6 +23,7 @@ is away, and a lift reaches this host at the first check after it comes back.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -42,6 +47,7 @@ class Mirror:
         self._vaults = vaults
         self._mark: tuple[tuple[str, int, int], ...] | None = None
         self._lock = asyncio.Lock()
+        self.on_change: Callable[[], Awaitable[None]] | None = None  # after a refresh that changed a mirror
 
     async def refresh(self, *, force: bool = True) -> int:
         """Write the vaults' tombstones into each home's mirror (unless ``force`` is off and the vaults'
@@ -52,11 +58,15 @@ class Mirror:
                 return -1
             rows = await self._vaults.held_tombstones()
             lifted = {t.id for t in await self._vaults.held_tombstones(lifted=True)}
-            await asyncio.to_thread(self._write, rows, lifted)
+            changed = await asyncio.to_thread(self._write, rows, lifted)
             self._mark = mark
-            return len(rows)
+        if changed and self.on_change is not None:
+            await self.on_change()
+        return len(rows)
 
-    def _write(self, rows: list[Tombstone], lifted: set[str]) -> None:
+    def _write(self, rows: list[Tombstone], lifted: set[str]) -> bool:
+        """Each home's mirror written where it differs; whether any was."""
+        changed = False
         for home in self._vaults.tombstone_homes():
             if lifted and (dropped := Tombstones(home).drop_shared(lifted)):
                 log.info("kb_vault_tombstones_lifted_here", home=str(home), dropped=dropped)
@@ -64,7 +74,9 @@ class Mirror:
             if path.exists() and read_file(path) == rows:
                 continue
             write_file(path, rows)
+            changed = True
             log.info("kb_vault_tombstones_mirrored", home=str(home), held=len(rows))
+        return changed
 
     async def refresh_quietly(self, *, force: bool = True) -> None:
         """``refresh``, its failure logged (the mirror left as it was)."""

@@ -47,6 +47,7 @@ from services.kb.vault.note_index import REPORTS_DIR
 from services.kb.vault.registry_base import SharedVaults, utc_now
 from services.kb.vault.store import Authors, VaultStore
 from services.kb.vault_pg import pool
+from services.kb.vault.forget import forget_reports
 from services.kb.vault_pg.forget import forget_postgres, vacuum
 from services.kb.vault_pg.store import PostgresVaultStore
 
@@ -154,6 +155,13 @@ class PostgresVaults(SharedVaults[PostgresVaultStore]):
         then (on ``apply``) ``VACUUM (FULL)`` of the tables that held them (``vault_pg.forget.vacuum``)."""
         store = self._vault(agent_id)
         result = await self._write(store, lambda s: forget_postgres(s, target, tombstone_id, apply))
+        # this host's reports (the graph's, the reflection's) are files: scrubbed as on SQLite; another host's
+        # are rewritten from the scrubbed vault at its next write, its reflection report when its mirror
+        # learns the tombstone (``tombstone_mirror``)
+        found, left = await asyncio.to_thread(forget_reports, self.reports_dir(store.project), target, tombstone_id,
+                                              apply=apply)
+        result.places += found
+        result.left += left
         if apply:
             result.purge = await self._run(store, vacuum, store)
         return result
