@@ -35,6 +35,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -83,6 +84,7 @@ class Variant:
     errors: dict[str, int] = field(default_factory=dict)
     calls: int = 0
     ms: list[float] = field(default_factory=list)
+    fixed: str = ""  # "files", "shared" or "all": no new note files, shared notes or either once the traffic starts
     started: float = 0.0  # monotonic, at the KB's spawn (its trace's clock starts about then)
     warm_at: float = 0.0  # the warm-up's end on the trace's clock, seconds
 
@@ -99,6 +101,17 @@ def parse_env(values: list[str]) -> dict[str, dict[str, str]]:
         if not sep or not key:
             raise SystemExit(f"--env {value!r}: expected LABEL:KEY=VALUE")
         out.setdefault(label, {})[key] = val
+    return out
+
+
+def parse_fixed(values: list[str]) -> dict[str, str]:
+    """``--fixed-data`` values: label -> "files", "shared" or "all"."""
+    out: dict[str, str] = {}
+    for value in values:
+        label, _, what = value.partition(":")
+        if what not in ("", "files", "shared"):
+            raise SystemExit(f"--fixed-data {value!r}: expected LABEL, LABEL:files or LABEL:shared")
+        out[label] = what or "all"
     return out
 
 
@@ -181,11 +194,11 @@ class Traffic:
             await self.rpc(v, "Search", pb.SearchRequest(agent_id=agent, query=self.query(v), corpus=corpus))
         elif action == "memory_get":
             await self.rpc(v, "Get", pb.GetRequest(agent_id=agent, path=f"memory/notes-{v.rng.randrange(2)}.md", lines=40))
-        elif action == "shared_create" or not v.shared:
+        elif (action == "shared_create" and v.fixed not in ("shared", "all")) or not v.shared:
             await self.create_shared(v, agent)
         elif action == "shared_get":
             await self.rpc(v, "GetSharedNote", pb.GetSharedNoteRequest(agent_id=agent, name=v.rng.choice(v.shared)))
-        elif action == "shared_update":
+        elif action in ("shared_update", "shared_create"):
             assert v.writer is not None
             name = v.rng.choice(v.shared)
             await self.rpc(v, "UpdateSharedNote", pb.UpdateSharedNoteRequest(
@@ -203,7 +216,7 @@ class Traffic:
     def write_note(self, v: Variant, n: int) -> None:
         assert v.writer is not None
         agent = v.rng.choice(v.agents)
-        rel = f"memory/churn-{n % 3000}.md"  # new files, then rewrites of them
+        rel = f"memory/notes-{n % 2}.md" if v.fixed in ("files", "all") else f"memory/churn-{n % 3000}.md"  # new, then rewrites
         body = v.writer.note(f"{agent} field note {n}", NOTE_CHARS, False, v.rng.random() < 0.3)
         (v.home / "agents" / agent / "workspace" / rel).write_text(f"{body}\n- reference churn{n}\n", encoding="utf-8")
 
@@ -280,6 +293,8 @@ def read_trace(path: Path, after_s: float) -> list[dict[str, Any]]:
 
 def figures(rows: list[dict[str, Any]]) -> dict[str, float]:
     out = {key: slope([(r["t"] / 60, float(r[key])) for r in rows if key in r]) for key, _ in FIGURES}
+    out["rest"] = slope([(r["t"] / 60, r["anonymous"] - r["heap_arena"] - r["heap_mapped"] - r.get("py_arenas", 0))
+                         for r in rows if "heap_arena" in r])
     out["py_blocks"] = slope([(r["t"] / 60, r["py_blocks"] / 1000) for r in rows])
     by_minute: dict[int, tuple[float, float]] = {}
     for r in rows:
@@ -298,7 +313,7 @@ def report(variants: list[Variant], warmup_s: float, minutes: float) -> str:
         fits[v.label] = figures(rows)
         firsts[v.label], lasts[v.label] = (rows[0], rows[-1]) if rows else ({}, {})
     lines = []
-    for key, name in (*FIGURES, ("py_blocks", "Python blocks (thousands)"), ("rss_tops", "RSS, top of each minute")):
+    for key, name in (*FIGURES, ("rest", "anonymous outside glibc's and Python's figures"), ("py_blocks", "Python blocks (thousands)"), ("rss_tops", "RSS, top of each minute")):
         lines.append([f"{name}, MB/min" if key != "py_blocks" else f"{name}/min"]
                      + [f"{fits[v.label][key]:+.2f}" for v in variants])
     for key, name in (("rss", "RSS after warm-up, MB"), ("sqlite", "SQLite after warm-up, MB")):
@@ -308,7 +323,8 @@ def report(variants: list[Variant], warmup_s: float, minutes: float) -> str:
     lines.append(["call p50 / p99, ms"] + [f"{percentile(v.ms, 50):.1f} / {percentile(v.ms, 99):.1f}" if v.ms else "-"
                                             for v in variants])
     body = [f"{minutes} min measured after a {warmup_s / 60:.1f} min warm-up; variants: "
-            + "; ".join(f"{v.label} = {v.tree}{' ' + str(v.env) if v.env else ''}" for v in variants), "",
+            + "; ".join(f"{v.label} = {v.tree}{' ' + str(v.env) if v.env else ''}{f' (fixed: {v.fixed})' if v.fixed else ''}"
+                        for v in variants), "",
             table(header, lines, "l" + "r" * len(variants))]
     for v in variants:
         if v.errors:
@@ -324,16 +340,21 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=49.0, help="KB requests a second (the soak's 75 x its KB share)")
     parser.add_argument("--tree", action="append", default=[], help="a checkout to run a KB from (repeatable)")
     parser.add_argument("--env", action="append", default=[], help="LABEL:KEY=VALUE for one variant (repeatable)")
+    parser.add_argument("--fixed-data", action="append", default=[], metavar="LABEL[:files|shared]",
+                        help="this variant makes no new note files (files), shared notes (shared) or either (no suffix) "
+                             "once the traffic starts: it rewrites and updates instead (repeatable)")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     bench_run = page.Run.begin("kb_churn", TITLE, METHOD)
     trees = [Path(t).resolve() for t in args.tree] or [REPO, REPO]
     envs = parse_env(args.env)
+    fixed = parse_fixed(args.fixed_data)
     import tempfile
 
     base = Path(tempfile.mkdtemp(prefix="kb-churn-"))
     variants = [Variant(chr(ord("a") + i), tree, envs.get(chr(ord("a") + i), {}), base / chr(ord("a") + i),
-                        rng=random.Random(args.seed)) for i, tree in enumerate(trees)]
+                        rng=random.Random(args.seed), fixed=fixed.get(chr(ord("a") + i), ""))
+                for i, tree in enumerate(trees)]
     try:
         for v in variants:
             start(v, args.agents, args.seed)
@@ -350,6 +371,8 @@ def main() -> int:
 
         asyncio.run(drive())
         body = report(variants, args.warmup * 60, args.minutes)
+        for v in variants:  # the raw traces, beside the results page
+            shutil.copyfile(v.trace, page.RESULTS_DIR / f"kb_churn-{v.label}.jsonl")
     finally:
         for v in variants:
             if v.proc is not None and v.proc.poll() is None:
@@ -361,8 +384,6 @@ def main() -> int:
         if args.keep_home:
             say(f"homes kept under {base}")
         else:
-            import shutil
-
             shutil.rmtree(base, ignore_errors=True)
     bench_run.finish(body, [], write_docs=args.write_docs)
     return 0
