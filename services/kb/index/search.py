@@ -174,6 +174,17 @@ def _memo(conn: apsw.Connection, generation: int) -> _Memo:
         return memo
 
 
+def forget_memos() -> int:
+    """Drop every connection's memo; how many there were. ``handles`` calls it at the minute's
+    release, with the page caches: a memo otherwise lives until its index changes, and the
+    chunks it holds follow what the searches of that whole time found, up to ``MEMO_CHUNKS``
+    per connection. The next search of a generation starts a new one."""
+    with _MEMOS_LOCK:
+        count = len(_MEMOS)
+        _MEMOS.clear()
+        return count
+
+
 _Cand = tuple[int, float, int, int]
 """A chunk as one table (or substring scan) found it: (id, its score ``x`` there, importance, source id)."""
 

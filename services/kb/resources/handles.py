@@ -30,9 +30,10 @@ Holders in steady use are never idle, and a search connection's page cache keeps
 searches have read until its database changes: over hours it fills toward the whole database (its
 bound, 32 MiB, is far above a typical archive), so the KB's memory would follow the size of every
 archive in use. Every ``RELEASE_S`` ``run`` hands back the page caches of every open holder not in
-use at that moment (``Holder.release_caches``) and then the freed memory: what stays cached is what
-the last minute's searches read. A search after that reads its pages again from the system's file
-cache (a ``pread`` of a few microseconds each), once a minute per archive.
+use at that moment (``Holder.release_caches``), drops the searches' memos (``search.forget_memos``)
+and then gives back the freed memory: what stays cached is what the last minute's searches read. A
+search after that reads its pages again from the system's file cache (a ``pread`` of a few
+microseconds each), once a minute per archive, and its chunks' entries again into a new memo.
 
 ``run`` wakes only when one of those is due (at least ``MIN_SWEEP_S`` apart), and not at all while
 nothing is open: a KB at rest with every archive closed sleeps until the next use opens one.
@@ -52,6 +53,7 @@ from typing import Final, Protocol
 import structlog
 
 from gateway.resources import open_files_limit
+from services.kb.index.search import forget_memos
 from services.kb.resources.heap import release_memory
 
 log = structlog.get_logger()
@@ -287,6 +289,7 @@ class OpenHandles:
             if self._clock() - self._released_at >= self._release_s:
                 self._released_at = self._clock()
                 freed += self.release_caches()
+                forget_memos()  # the searches' memos with the page caches: what the next minute finds
             if freed:
                 await asyncio.get_running_loop().run_in_executor(self._closer, release_memory)
 

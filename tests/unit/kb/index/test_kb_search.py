@@ -14,7 +14,7 @@ from services.kb.index.hits import make_snippet
 from services.kb.index.indexer import refresh
 from services.kb.index.query import MAX_QUERY_CHARS, build_plan, like_pattern
 from services.kb.index.schema import open_index, open_reader
-from services.kb.index.search import POOL, is_stale, search
+from services.kb.index.search import POOL, forget_memos, is_stale, search
 
 HOSTILE = [
     '"',
@@ -455,5 +455,20 @@ def test_a_changed_index_is_never_answered_from_the_memo(conn: apsw.Connection, 
     reader = open_reader(db_path)
     try:
         assert search(reader, workspace, "walrus", check_stale=False) == after
+    finally:
+        reader.close()
+
+
+def test_forgotten_memos_are_rebuilt_by_the_next_search(conn: apsw.Connection, workspace: Path, db_path: Path) -> None:
+    """The minute's release drops every connection's memo (handles.run): the same answers after it."""
+    write(workspace, "memory/m.md", "- walrus one\n- penguin two\n")
+    refresh(conn, workspace, settings())
+    reader = open_reader(db_path)
+    try:
+        first = search(conn, workspace, "walrus", check_stale=False), search(reader, workspace, "walrus", check_stale=False)
+        assert forget_memos() >= 2  # this connection's and the reader's (others of this process may have one too)
+        assert forget_memos() == 0
+        assert (search(conn, workspace, "walrus", check_stale=False), search(reader, workspace, "walrus", check_stale=False)) == first
+        assert forget_memos() >= 2
     finally:
         reader.close()

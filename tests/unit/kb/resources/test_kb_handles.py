@@ -169,11 +169,13 @@ def test_the_caches_of_holders_not_in_use_are_released_every_minute_and_never_of
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Archives in steady use are never idle: their page caches are handed back once a minute, and
-    the freed memory with them; one in use at that moment keeps its caches."""
+    the searches' memos and the freed memory with them; one in use at that moment keeps its caches."""
     now = [0.0]
     trims: list[float] = []
     timeouts = quick_waits(monkeypatch)
     monkeypatch.setattr(handles_module, "release_memory", lambda: trims.append(now[0]))
+    memos: list[float] = []
+    monkeypatch.setattr(handles_module, "forget_memos", lambda: memos.append(now[0]))
 
     async def scenario() -> tuple[int, int, int]:
         handles = OpenHandles(100, clock=lambda: now[0], idle_s=1e9, release_s=60.0)
@@ -197,6 +199,7 @@ def test_the_caches_of_holders_not_in_use_are_released_every_minute_and_never_of
     early, quiet_released, busy_released = run(scenario())
     assert (early, quiet_released, busy_released) == (0, 1, 0)
     assert trims == [61.0]
+    assert memos == [61.0]  # the searches' memos dropped with the page caches
     assert timeouts[0] == 30.0  # run began at 30 s: it first wakes when the release is due, at 60 s
 
 
