@@ -23,13 +23,14 @@ malformed request (InvalidArgument) before anything is read. ``merge`` then, in 
 8. **Journal** the merge first (every note's bytes before and after), so a merge cut short is still
    reverted exactly, with how far its writes move the vault's revision (``runs.REVISION_DELTA``: the
    digests of the notes it writes, the pruned archive's append included, less those of the bytes they
-   replace), by which the run's record tells its own writes from another writer's; then **archive** the dropped lines in the pruned archive (``names.PRUNED_ARCHIVE``)
-   and **probe** each with a vault search: one not found among the first hits undoes the archive and
-   the journal and refuses the merge. A line only untrusted notes held goes to the untrusted archive
-   (``names.PRUNED_UNTRUSTED``, whose frontmatter says ``provenance: untrusted``), so it keeps its
-   trust. Then the merged note is written (compare-and-swap) and every other replaced note is moved
-   to ``stale__<name>`` with a retirement marker (compare-and-swap against the planned bytes). A write
-   that finds a note changed undoes what landed: ``changed``.
+   replace), by which the run's record tells its own writes from another writer's; then **archive**
+   the dropped lines in the pruned archive (``names.PRUNED_ARCHIVE``) and **probe** each with a vault
+   search: one not found among the first hits undoes the archive and the journal and refuses the
+   merge. A line only untrusted notes held goes to the untrusted archive (``names.PRUNED_UNTRUSTED``,
+   whose frontmatter says ``provenance: untrusted``), so it keeps its trust. Then the merged note is
+   written (compare-and-swap) and every other replaced note is moved to ``stale__<name>`` with a
+   retirement marker (compare-and-swap against the planned bytes). A write that finds a note changed
+   undoes what landed: ``changed``.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
@@ -57,6 +58,7 @@ MAX_REVIEWED: Final = 5_000  # signatures of reviewed clusters kept (the newest)
 PLAN_BASE: Final = "revision"  # the plan's key of {"base": the revision it was planned at}; never a cluster id
 _RECALL_ROWS: Final = 200
 _MODULUS: Final = 1 << 256
+REVISION: Final = re.compile(r"[0-9a-f]{64}")  # a revision, and a merge's delta of one
 
 
 @dataclass(frozen=True)
@@ -118,8 +120,9 @@ def revision(store: VaultStore, contents: dict[str, bytes] | None = None) -> str
 def base_revision(plan: dict[str, dict[str, object]]) -> str:
     """The revision a run's kept plan was planned at ("" when it holds none: no plan, or one kept
     before the revision was)."""
-    base = plan.get(PLAN_BASE, {}).get("base")
-    return base if isinstance(base, str) else ""
+    kept = plan.get(PLAN_BASE)
+    base = kept.get("base") if isinstance(kept, dict) else None
+    return base if isinstance(base, str) and REVISION.fullmatch(base) else ""
 
 
 def cluster_id(names: Iterable[str]) -> str:

@@ -24,14 +24,13 @@ Pure domain code over the vault's store, each a write decision of the vault (the
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Final
 
 from gateway.atomic import WriteConflict
 from gateway.errors import GatewayError, InvalidArgument, NotFound
 from services.kb.vault.names import live_name, retired_name
-from services.kb.vault.reflection.plan import MAX_REVIEWED, base_revision, revision, shifted
+from services.kb.vault.reflection.plan import MAX_REVIEWED, REVISION, base_revision, revision, shifted
 from services.kb.vault.store import MergeJournal, ReflectionAudit, VaultStore
 
 MODES: Final = ("auto", "propose")
@@ -44,7 +43,6 @@ DEFAULT_LIST: Final = 20
 MAX_LIST: Final = 200
 AUDIT_SCAN: Final = 10_000
 REVISION_DELTA: Final = "revision_delta"  # a merge's journal entry: how far its writes moved the revision (hex)
-_HEX: Final = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -117,7 +115,7 @@ def only_own_writes(store: VaultStore, run_id: str, base: str, now_revision: str
     own = 0
     for merge in store.merges(run_id):
         delta = merge.entry.get(REVISION_DELTA)
-        if not isinstance(delta, str) or not _HEX.fullmatch(delta):
+        if not isinstance(delta, str) or not REVISION.fullmatch(delta):
             return False  # journaled before merges kept their delta: not known to be the run's alone
         own += int(delta, 16)
     return shifted(base, own) == now_revision

@@ -5,6 +5,7 @@ next run, not swallowed by the run's watermark. On every backend; times are give
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -12,7 +13,8 @@ import pytest
 from services.kb.vault.names import PRUNED_ARCHIVE
 from services.kb.vault.reflection import merge as merging
 from services.kb.vault.reflection import runs
-from services.kb.vault.reflection.plan import Plan, plan, revision
+from services.kb.vault.reflection.plan import PLAN_BASE, Plan, plan, revision
+from services.kb.vault.reflection.runs import REVISION_DELTA
 from services.kb.vault.store import VaultStore
 
 NOW = datetime(2026, 12, 7, 3, 0, tzinfo=UTC)
@@ -52,9 +54,9 @@ def names(p: Plan) -> list[list[str]]:
     return [sorted(n.name for n in c.notes) for c in p.clusters]
 
 
-def merge(store: VaultStore, p: Plan, name: str, content: str) -> merging.MergeResult:
+def merge(store: VaultStore, p: Plan, name: str, content: str, run_id: str = "R-1") -> merging.MergeResult:
     [cluster] = p.clusters
-    request = merging.check(merging.MergeRequest("R-1", cluster.id, name, content, ("staging backups", "nightly dumps"),
+    request = merging.check(merging.MergeRequest(run_id, cluster.id, name, content, ("staging backups", "nightly dumps"),
                                                  {n.name: n.sha256 for n in cluster.notes}))
     return merging.merge(store, request, NOW, lambda _content: "")
 
@@ -115,3 +117,18 @@ def test_a_note_of_a_planned_cluster_edited_during_the_run_is_planned_again(stor
     again = plan(store, "R-2", T + 10)
     assert not again.unchanged and names(again) == [PAIR]
     assert {n.name: n.content for n in again.clusters[0].notes}["nightly dumps"] == edited.decode()
+
+
+def test_a_plan_or_a_merge_kept_before_the_upgrade_keeps_the_watermark(store: VaultStore) -> None:
+    """A run in flight across the upgrade: its plan holds no revision, or its journal no delta."""
+    p, _ = backups(store)
+    state = store.reflection_state()
+    store.set_reflection_plan("R-1", {k: v for k, v in state.plan.items() if k != PLAN_BASE})
+    assert runs.record(store, runs.RunRecord("R-1", "auto", "schedule", "ok"), T + 5)["revision"] == ""
+    again = plan(store, "R-2", T + 10)
+    assert again.revision == p.revision and not again.unchanged and names(again) == [PAIR]
+    done = merge(store, again, "backups", BACKUP_A + BACKUP_B, "R-2")
+    [journaled] = store.merges("R-2")
+    store.journal_merge(replace(journaled, entry={k: v for k, v in journaled.entry.items() if k != REVISION_DELTA}))
+    assert record(store, again, "R-2", "merged", done.merge_id)["revision"] == ""
+    assert not plan(store, "R-3", T + 20).unchanged
