@@ -438,7 +438,10 @@ class KnowledgeServicer:
     def RecordVaultReflection(self, request, context):
         """End a claimed run: its record (counts, outcomes, proposals in propose
         mode) appended to the vault's audit, the watermark set to the vault's
-        revision now (the run's own writes included), and the claim released.
+        revision now (the run's own writes included) when the run's merges are the
+        only change since its plan (a note another writer created or edited
+        meanwhile keeps the watermark, so the next run plans it), and the claim
+        released.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

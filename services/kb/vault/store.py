@@ -108,9 +108,10 @@ class PromotionRecord:
 class ReflectionState:
     """The weekly reflection's row of the vault (docs/concepts/vault.md "Weekly reflection"): the run
     holding the claim ("" when none) and until when (epoch s), the clusters it planned (id → the
-    cluster's notes and its signature, ``{"notes": [...], "sig": "..."}``), the watermark (the
-    revision at the end of the last run that set it; "" before the first) and the signatures of the
-    clusters reviewed and left since (not planned again while their notes are unchanged)."""
+    cluster's notes and its signature, ``{"notes": [...], "sig": "..."}``; and under ``"revision"``
+    the vault's revision the plan was read at, ``{"base": "..."}``, ``reflection.plan.PLAN_BASE``),
+    the watermark (the revision at the end of the last run that set it; "" before the first) and the
+    signatures of the clusters reviewed and left since (not planned again while their notes are unchanged)."""
 
     claim_run: str = ""
     claim_expires: float = 0.0

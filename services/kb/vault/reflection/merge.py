@@ -21,13 +21,16 @@ malformed request (InvalidArgument) before anything is read. ``merge`` then, in 
    at most ``max_drop_share`` of them.
 7. ``dry_run`` stops here (``merged``: every guard passed, nothing written).
 8. **Journal** the merge first (every note's bytes before and after), so a merge cut short is still
-   reverted exactly; then **archive** the dropped lines in the pruned archive (``names.PRUNED_ARCHIVE``)
-   and **probe** each with a vault search: one not found among the first hits undoes the archive and
-   the journal and refuses the merge. A line only untrusted notes held goes to the untrusted archive
-   (``names.PRUNED_UNTRUSTED``, whose frontmatter says ``provenance: untrusted``), so it keeps its
-   trust. Then the merged note is written (compare-and-swap) and every other replaced note is moved
-   to ``stale__<name>`` with a retirement marker (compare-and-swap against the planned bytes). A write
-   that finds a note changed undoes what landed: ``changed``.
+   reverted exactly, with how far its writes move the vault's revision (``runs.REVISION_DELTA``: the
+   digests of the notes it writes, the pruned archive's append included, less those of the bytes they
+   replace), by which the run's record tells its own writes from another writer's; then **archive**
+   the dropped lines in the pruned archive (``names.PRUNED_ARCHIVE``) and **probe** each with a vault
+   search: one not found among the first hits undoes the archive and the journal and refuses the
+   merge. A line only untrusted notes held goes to the untrusted archive (``names.PRUNED_UNTRUSTED``,
+   whose frontmatter says ``provenance: untrusted``), so it keeps its trust. Then the merged note is
+   written (compare-and-swap) and every other replaced note is moved to ``stale__<name>`` with a
+   retirement marker (compare-and-swap against the planned bytes). A write that finds a note changed
+   undoes what landed: ``changed``.
 """
 
 from __future__ import annotations
@@ -49,8 +52,8 @@ from services.kb.vault.names import (
 from services.kb.vault.note_index import classify_note
 from services.kb.vault.notes import MAX_NOTE_BYTES
 from services.kb.vault.reflection.lines import dropped_lines, fact_lines
-from services.kb.vault.reflection.plan import sha256
-from services.kb.vault.reflection.runs import AUDIT_SCAN
+from services.kb.vault.reflection.plan import note_digest, sha256, shifted
+from services.kb.vault.reflection.runs import AUDIT_SCAN, REVISION_DELTA
 from services.kb.vault.retirement import add_marker, marker_line
 from services.kb.vault.store import MergeJournal, VaultStore, Writer
 
@@ -222,15 +225,13 @@ def _archive_block(r: MergeRequest, merge_id: str, lines: tuple[str, ...], now: 
     return head + "\n" + "\n".join(lines) + "\n"
 
 
-def _archive(store: VaultStore, archive: str, block: str) -> bytes | None:
-    """Append ``block`` to pruned archive ``archive`` (compare-and-swap; the untrusted one starts with
-    its frontmatter); its bytes before (None: created)."""
-    old = store.read(archive)
+def _appended(archive: str, old: bytes | None, block: str) -> bytes:
+    """Pruned archive ``archive`` of bytes ``old`` (None: not made yet) with ``block`` appended (the
+    untrusted one starts with its frontmatter)."""
     text = ("" if archive == PRUNED_ARCHIVE else UNTRUSTED_HEAD) if old is None else old.decode("utf-8", errors="replace")
     head = text.rstrip("\n")
     joined = head + ("\n" if head.endswith("---") else "\n\n") if head else ""
-    store.write(archive, (joined + block).encode("utf-8"), expected=old)
-    return old
+    return (joined + block).encode("utf-8")
 
 
 def _unarchive(store: VaultStore, archive: str, old: bytes | None) -> None:
@@ -305,15 +306,25 @@ def _apply(store: VaultStore, r: MergeRequest, before: dict[str, bytes], retire:
     for name in retire:
         notes[name] = {"before": before[name].decode("utf-8"), "after": None}
         notes[retired_name(name)] = {"before": None, "after": add_marker(before[name], marker).decode("utf-8")}
+    archives: dict[str, tuple[bytes | None, bytes]] = {}
+    for archive, lines in dropped.items():
+        old = store.read(archive)
+        archives[archive] = (old, _appended(archive, old, _archive_block(r, merge_id, lines, now)))
+    writes: list[tuple[str, bytes | None, bytes | None]] = [(r.name, prior, merged), *(
+        (a, old, new) for a, (old, new) in archives.items())]
+    for name in retire:
+        writes += [(name, before[name], None), (retired_name(name), None, add_marker(before[name], marker))]
     at = now.timestamp()
     entry: dict[str, object] = {"cluster_id": r.cluster_id, "name": r.name, "reason": r.reason[:500],
                                 "retired": retire, "notes": notes,
-                                "pruned": [line for lines in dropped.values() for line in lines]}
+                                "pruned": [line for lines in dropped.values() for line in lines],
+                                REVISION_DELTA: shifted("0", sum(note_digest(n, new) - note_digest(n, old)
+                                                                 for n, old, new in writes))}
     store.journal_merge(MergeJournal(merge_id, r.run_id, at, entry))
     undo: list[Callable[[], None]] = []
     try:
-        for archive, lines in dropped.items():
-            old = _archive(store, archive, _archive_block(r, merge_id, lines, now))
+        for archive, (old, appended) in archives.items():
+            store.write(archive, appended, expected=old)
             undo.append(_unarchiver(store, archive, old))
         missing = [line for archive, lines in dropped.items() for line in lines
                    if not found_by_search(store, line, archive)]

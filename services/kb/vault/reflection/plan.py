@@ -10,8 +10,12 @@ the claim up at once (``release``). ``plan`` runs the three on one store.
 
 1. **Claim** (``claim_reflection``): the run lock across hosts and processes. While another run's claim
    has not expired the answer is ``busy`` and nothing else happens.
-2. **Revision**: SHA-256 over every note kept (retired ones and the pruned archive included), name and
-   bytes, in name order. Equal to the watermark: ``unchanged``, no cluster is built.
+2. **Revision**: the sum, modulo 2^256, of the SHA-256 of each note kept (retired ones and the pruned
+   archive included), of its name, a NUL and its bytes (``note_digest``), as 64 hex digits: it does not
+   depend on the order the notes are read in, and a run's own writes move it by a delta it can add up
+   (``shifted``). Equal to the watermark: ``unchanged``, no cluster is built. The revision is kept
+   with the plan (``PLAN_BASE``), so that the run's record can tell its own writes from another
+   writer's (``runs.record``).
 3. **Notes**: the live notes whose name is a valid note name, that are UTF-8, and that the GC could move
    (``ages``: on SQLite a symbolic link is not one); never a retired note or the pruned archive.
 4. **Edges**: a ``[[wikilink]]`` between two such notes (``graph.parse.extract_links``; an exact name,
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
@@ -50,7 +55,10 @@ DEFAULT_CLUSTERS: Final = 20
 DEFAULT_CLUSTER_BYTES: Final = 60_000
 DEFAULT_CLAIM_S: Final = 3_600
 MAX_REVIEWED: Final = 5_000  # signatures of reviewed clusters kept (the newest)
+PLAN_BASE: Final = "revision"  # the plan's key of {"base": the revision it was planned at}; never a cluster id
 _RECALL_ROWS: Final = 200
+_MODULUS: Final = 1 << 256
+REVISION: Final = re.compile(r"[0-9a-f]{64}")  # a revision, and a merge's delta of one
 
 
 @dataclass(frozen=True)
@@ -89,16 +97,32 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def note_digest(name: str, data: bytes | None) -> int:
+    """Note ``name`` of ``data``'s term of the revision (0 when there is no such note)."""
+    if data is None:
+        return 0
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8") + b"\0" + data).digest(), "big")
+
+
+def shifted(base: str, delta: int) -> str:
+    """Revision ``base`` moved by ``delta`` (a sum of ``note_digest`` terms added and taken away)."""
+    return format((int(base, 16) + delta) % _MODULUS, "064x")
+
+
 def revision(store: VaultStore, contents: dict[str, bytes] | None = None) -> str:
-    """The vault's revision (step 2); ``contents``: the notes read already, by name."""
-    digest = hashlib.sha256()
-    for name in store.names(include_retired=True):
-        data = contents[name] if contents is not None and name in contents else store.read(name)
-        if data is None:
-            continue
-        encoded = name.encode("utf-8")
-        digest.update(len(encoded).to_bytes(4, "big") + encoded + len(data).to_bytes(8, "big") + data)
-    return digest.hexdigest()
+    """The vault's revision (step 2); of exactly ``contents`` (notes by name) when given, so that the
+    revision a plan keeps is that of the notes it clustered, not of a note created since it listed them."""
+    if contents is None:
+        contents = {name: data for name in store.names(include_retired=True) if (data := store.read(name)) is not None}
+    return shifted("0", sum(note_digest(name, data) for name, data in contents.items()))
+
+
+def base_revision(plan: dict[str, dict[str, object]]) -> str:
+    """The revision a run's kept plan was planned at ("" when it holds none: no plan, or one kept
+    before the revision was)."""
+    kept = plan.get(PLAN_BASE)
+    base = kept.get("base") if isinstance(kept, dict) else None
+    return base if isinstance(base, str) and REVISION.fullmatch(base) else ""
 
 
 def cluster_id(names: Iterable[str]) -> str:
@@ -319,13 +343,14 @@ def commit(store: VaultStore, run_id: str, snap: Snapshot, max_clusters: int = 0
     holder = store.reflection_state().claim_run
     if holder != run_id:
         return Plan(project, busy_with=holder or "(the claim expired)")
+    base: dict[str, dict[str, object]] = {PLAN_BASE: {"base": snap.revision}}
     if snap.unchanged:
-        store.set_reflection_plan(run_id, {})
+        store.set_reflection_plan(run_id, base)
         return Plan(project, snap.revision, snap.watermark, unchanged=True, notes=snap.notes)
     todo = [c for c in snap.every if c.signature not in snap.reviewed]
     planned = todo[: max_clusters or DEFAULT_CLUSTERS]
     store.set_reflection_plan(run_id, {
-        c.id: {"notes": [n.name for n in c.notes], "sig": c.signature} for c in planned})
+        **base, **{c.id: {"notes": [n.name for n in c.notes], "sig": c.signature} for c in planned}})
     return Plan(project, snap.revision, snap.watermark, clusters=tuple(planned), remaining=len(todo) - len(planned),
                 notes=snap.notes, reviewed_skipped=len(snap.every) - len(todo))
 

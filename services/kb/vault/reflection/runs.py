@@ -6,9 +6,14 @@ Pure domain code over the vault's store, each a write decision of the vault (the
 - ``record`` ends a run: its record (counts, outcomes, proposals) appended to the vault's reflection
   audit, the claim released, the signatures of the clusters it left, refused or proposed kept as
   reviewed (not planned again while their notes are unchanged), and the watermark set to the vault's
-  revision now, its own writes included. A run that failed, left clusters for the next run, or has a
-  cluster ``unreviewed`` (its reviewer failed) keeps the watermark as it was, so the next run is not a
-  no-op; an unreviewed cluster is not kept as reviewed either. Recording a run twice keeps the first record.
+  revision now, its own writes included, but only when they are the only change since its plan: the
+  revision now must be the plan's (kept with the claim, ``plan.base_revision``) moved by the revision
+  deltas its merges journaled (``REVISION_DELTA``, ``merge``). A note another writer created,
+  edited, retired or deleted while the run was under way (a note of a planned cluster too, which its
+  merge found ``changed``) keeps the watermark as it was, so the next run plans again and sees it. So
+  does a run that failed, left clusters for the next run, or has a cluster ``unreviewed`` (its reviewer
+  failed), or that no longer holds the claim; an unreviewed cluster is not kept as reviewed either.
+  Recording a run twice keeps the first record.
 - ``runs`` lists the recorded runs, newest first, each with when it was reverted (the last revert).
 - ``revert`` undoes every merge of a run, newest first, from the journal: each note that still holds
   what the merge wrote gets its bytes from before the merge back (a created note deleted, a retired note
@@ -25,7 +30,7 @@ from typing import Final
 from gateway.atomic import WriteConflict
 from gateway.errors import GatewayError, InvalidArgument, NotFound
 from services.kb.vault.names import live_name, retired_name
-from services.kb.vault.reflection.plan import MAX_REVIEWED, revision
+from services.kb.vault.reflection.plan import MAX_REVIEWED, REVISION, base_revision, revision, shifted
 from services.kb.vault.store import MergeJournal, ReflectionAudit, VaultStore
 
 MODES: Final = ("auto", "propose")
@@ -37,6 +42,7 @@ REVIEWED_OUTCOMES: Final = ("proposed", "left", "refused")
 DEFAULT_LIST: Final = 20
 MAX_LIST: Final = 200
 AUDIT_SCAN: Final = 10_000
+REVISION_DELTA: Final = "revision_delta"  # a merge's journal entry: how far its writes moved the revision (hex)
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,8 @@ def record(store: VaultStore, run: RunRecord, now: float) -> dict[str, object]:
             reviewed.append(sig)
     now_revision = revision(store)
     # a cluster the reviewer could not answer for is neither reviewed nor behind the watermark: the next run asks again
-    sets = run.status != "failed" and run.remaining == 0 and all(c.get("outcome") != "unreviewed" for c in run.clusters)
+    sets = (run.status != "failed" and run.remaining == 0 and all(c.get("outcome") != "unreviewed" for c in run.clusters)
+            and only_own_writes(store, run.run_id, base_revision(plan), now_revision))
     kept_record: dict[str, object] = {
         "project": store.project, "run_id": run.run_id, "mode": run.mode, "trigger": run.trigger,
         "status": run.status, "reason": run.reason, "started_at": run.started_at, "finished_at": now,
@@ -98,6 +105,20 @@ def record(store: VaultStore, run: RunRecord, now: float) -> dict[str, object]:
     store.finish_reflection(ReflectionAudit("run", run.run_id, now, kept_record), now_revision if sets else None,
                             reviewed[-MAX_REVIEWED:])
     return kept_record
+
+
+def only_own_writes(store: VaultStore, run_id: str, base: str, now_revision: str) -> bool:
+    """Whether the vault at ``now_revision`` is the vault run ``run_id`` planned at (revision ``base``)
+    with its journaled merges' writes and nothing else; False without a base (no plan of the run)."""
+    if not base:
+        return False
+    own = 0
+    for merge in store.merges(run_id):
+        delta = merge.entry.get(REVISION_DELTA)
+        if not isinstance(delta, str) or not REVISION.fullmatch(delta):
+            return False  # journaled before merges kept their delta: not known to be the run's alone
+        own += int(delta, 16)
+    return shifted(base, own) == now_revision
 
 
 def runs(store: VaultStore, limit: int = 0) -> list[dict[str, object]]:
