@@ -185,6 +185,9 @@ class Vaults(SharedVaults[_Vault]):
                 return None
             try:
                 tune_reader(conn)
+                # the file stays read-only (SQLITE_OPEN_READONLY); query_only off lets the plan's term counts
+                # make their fts5vocab table in the connection's own temp schema (``term_counts``)
+                conn.execute("PRAGMA query_only=OFF")
                 return op(SqliteVaultStore(v.directory, conn))
             finally:
                 conn.close()

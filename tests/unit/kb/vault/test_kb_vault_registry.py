@@ -269,6 +269,10 @@ def test_a_reflection_snapshot_holds_no_write_lock_and_a_failed_plan_gives_its_c
         busy = await vaults.reflect("global", lambda store, _: planning.claim(store, "R-2", now()))
         await vaults.reflect("global", lambda store, _: planning.release(store, "R-1", now()))
         free = await vaults.reflect("global", lambda store, _: planning.claim(store, "R-2", now()))
+        # the snapshot's connection weighs the seed words as the writer's does (its term counts work)
+        counts = await vaults.reflect_read("global", lambda store: store.term_counts(["kiln", "glaze"]))
+        assert counts == await vaults.reflect("global", lambda store, _: store.term_counts(["kiln", "glaze"])) == {
+            "kiln": 1, "glaze": 1}
         return written_while_reading, plan.busy_with, busy, free
 
     try:
