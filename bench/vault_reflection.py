@@ -29,9 +29,10 @@ Method
    the pruned archive; a line in neither is lost. ``--probes`` lines that only the archive holds are
    searched through REST (``memory:search``, corpus shared, first 16 words, 20 hits): found when a
    hit is the archive or the merged note.
-4. **Revert** (last cap only): the notes folder is read before the last week;
-   ``gateway vault revert --project P --last`` then undoes that week's run, and every note but the
-   pruned archive (whose blocks a revert leaves) must be back byte for byte, retired twins gone.
+4. **Revert** (last cap only): the notes folder is read before each week; ``gateway vault revert
+   --project P --last`` then undoes the last week's run that merged anything, and every note but the
+   pruned archive (whose blocks a revert leaves) must be back as it was before that week, byte for
+   byte, retired twins gone.
 5. **Baseline**: the same near-duplicate work bare, in-process: read every note, bucket the notes by
    their 4 rarest words, and compute the word-bigram containment of the pairs that share a bucket.
 
@@ -99,6 +100,7 @@ class Phase:
     probes: tuple[int, int, list[str]] = (0, 0, [])
     revert_ok: bool | None = None
     revert_detail: str = ""
+    reverted_week: int = 0  # the last week whose run merged (revert --last undoes it)
     start_s: float = 0.0
 
 
@@ -222,15 +224,16 @@ def phase(args: Any, cap: int, revert: bool) -> tuple[Phase, PlantedVault, Basel
         start_suite(children, home, ports)
         result.start_s = time.perf_counter() - t0
         with httpx.Client(base_url=f"http://127.0.0.1:{ports['api']}", headers={"X-Api-Key": KEY}, timeout=120) as client:
-            before: dict[str, bytes] = {}
+            before: dict[str, bytes] = {}  # the notes before the last week that merged: what revert --last undoes
             client.get(f"/api/v1/agents/{AGENT}/memory:search", params={"query": "warm", "corpus": "shared"}).raise_for_status()
             for n in range(args.weeks):
-                if revert and n == args.weeks - 1:
-                    before = read_notes(notes_dir)
+                candidate = read_notes(notes_dir) if revert else {}
                 result.weeks.append(week(home, children, client, log, n))
+                if revert and result.weeks[-1].outcomes.get("merged", 0):
+                    before, result.reverted_week = candidate, n + 1
             result.judged = judge(read_notes(notes_dir), vault)
             result.probes = probe_search(client, AGENT, result.judged, args.probes, args.seed)
-            if revert:
+            if revert and result.reverted_week:
                 result.revert_ok, result.revert_detail = revert_check(home, notes_dir, before)
     return result, vault, base
 
@@ -271,7 +274,8 @@ def report(phases: list[Phase], vault: PlantedVault, base: Baseline, args: Any) 
         figs.add(f"{tag}: reworded duplicates left after {len(ph.weeks)} weeks", f"{j.left} ({pct(j.left, notes)} of the notes)",
                  "< 2% of notes" if goal else "", j.left / notes < LEFT_GOAL if goal else None)  # fmt: skip
         if ph.revert_ok is not None:
-            figs.add(f"{tag}: revert --last of week {len(ph.weeks)}: notes back byte for byte", ph.revert_detail, "exact", ph.revert_ok)
+            figs.add(f"{tag}: revert --last (week {ph.reverted_week}, the last that merged): notes back byte for byte",
+                     ph.revert_detail, "exact", ph.revert_ok)
     figs.add("Baseline: read every note, bigram containment of bucketed pairs (in-process)",
              f"{base.seconds:.1f} s (read {base.read_seconds:.1f} s), {base.candidates:,} pairs compared, {base.pairs:,} "
              f"over the bar ({base.true_pairs:,} true), {base.copies_found:,} of {vault.copies:,} copies found")  # fmt: skip
