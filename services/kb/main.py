@@ -31,6 +31,7 @@ from services.kb.vault.names import NOTES_DIR
 from services.kb.vault.note_index import REPORTS_DIR
 from services.kb.vault.registry import Vaults
 from services.kb.vault.registry_base import SharedVaults
+from services.kb.index.search import forget_memos
 from services.kb.vault.tombstone_mirror import Mirror
 from services.kb.vault.store import require_built_in
 
@@ -106,7 +107,7 @@ async def run(live: LiveConfig, instance: str | None = None, environ: Mapping[st
     roots: dict[str, Root] = {}
     watch = SourceWatch(lambda: roots, config.home / SYNC_DIR)
     capped = [config.knowledge.max_open_archives]  # the configured cap in force (0: derived)
-    handles = OpenHandles(open_archives_cap(config))
+    handles = OpenHandles(open_archives_cap(config), on_release=forget_memos)  # the memos go with the page caches
     archives = Archives(config.agents, sync=watch.sync, handles=handles)
     vaults = open_vaults(config, archives, handles, environ or {})
     mirror = Mirror(vaults)  # the vault's tombstones, mirrored into the home (docs/concepts/forget.md)

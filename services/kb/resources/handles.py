@@ -30,7 +30,7 @@ Holders in steady use are never idle, and a search connection's page cache keeps
 searches have read until its database changes: over hours it fills toward the whole database (its
 bound, 32 MiB, is far above a typical archive), so the KB's memory would follow the size of every
 archive in use. Every ``RELEASE_S`` ``run`` hands back the page caches of every open holder not in
-use at that moment (``Holder.release_caches``), drops the searches' memos (``search.forget_memos``)
+use at that moment (``Holder.release_caches``), drops the searches' memos (``on_release``: the KB passes ``search.forget_memos``)
 and then gives back the freed memory: what stays cached is what the last minute's searches read. A
 search after that reads its pages again from the system's file cache (a ``pread`` of a few
 microseconds each), once a minute per archive, and its chunks' entries again into a new memo.
@@ -53,7 +53,6 @@ from typing import Final, Protocol
 import structlog
 
 from gateway.resources import open_files_limit
-from services.kb.index.search import forget_memos
 from services.kb.resources.heap import release_memory
 
 log = structlog.get_logger()
@@ -105,9 +104,10 @@ class OpenHandles:
 
     def __init__(
         self, cap: int, *, clock: Callable[[], float] = time.monotonic, idle_s: float = IDLE_CLOSE_S,
-        release_s: float = RELEASE_S,
+        release_s: float = RELEASE_S, on_release: Callable[[], object] | None = None,
     ) -> None:
         self._cap = max(1, cap)
+        self._on_release = on_release  # what else a release drops (the KB: the searches' memos, ``search.forget_memos``)
         self._clock = clock
         self._idle_s = idle_s
         self._release_s = release_s
@@ -289,7 +289,8 @@ class OpenHandles:
             if self._clock() - self._released_at >= self._release_s:
                 self._released_at = self._clock()
                 freed += self.release_caches()
-                forget_memos()  # the searches' memos with the page caches: what the next minute finds
+                if self._on_release is not None:
+                    self._on_release()  # the searches' memos with the page caches: what the next minute finds
             if freed:
                 await asyncio.get_running_loop().run_in_executor(self._closer, release_memory)
 

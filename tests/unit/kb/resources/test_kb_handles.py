@@ -175,10 +175,10 @@ def test_the_caches_of_holders_not_in_use_are_released_every_minute_and_never_of
     timeouts = quick_waits(monkeypatch)
     monkeypatch.setattr(handles_module, "release_memory", lambda: trims.append(now[0]))
     memos: list[float] = []
-    monkeypatch.setattr(handles_module, "forget_memos", lambda: memos.append(now[0]))
 
     async def scenario() -> tuple[int, int, int]:
-        handles = OpenHandles(100, clock=lambda: now[0], idle_s=1e9, release_s=60.0)
+        handles = OpenHandles(100, clock=lambda: now[0], idle_s=1e9, release_s=60.0,
+                              on_release=lambda: memos.append(now[0]))
         busy, quiet = Holder("busy"), Holder("quiet")
         async with handles.use(quiet):
             quiet.use()
