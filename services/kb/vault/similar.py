@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -118,16 +119,19 @@ def seed_terms(content: str, budget: int = SEED_TERM_BUDGET) -> list[str]:
     return list(seen)
 
 
-def choose_seed(store: VaultStore, content: str) -> list[str]:
-    """The rarest of the leading stems, in order of appearance (module docstring, step 1)."""
+def choose_seed(store: VaultStore, content: str,
+                counts: Callable[[list[str]], Mapping[str, int] | None] | None = None) -> list[str]:
+    """The rarest of the leading stems, in order of appearance (module docstring, step 1). ``counts``
+    gives the stems' counts in the vault (default: ``store.term_counts``; the reflection's plan passes
+    a memo of them); when it cannot, the first stems."""
     leading = seed_terms(content, LEADING_TERMS)
     if len(leading) <= SEED_TERM_BUDGET:
         return leading
-    counts = store.term_counts(leading)
-    if counts is None:
+    found = (counts or store.term_counts)(leading)
+    if found is None:
         return leading[:SEED_TERM_BUDGET]
     rank = {term: i for i, term in enumerate(leading)}
-    rarest = sorted(leading, key=lambda t: (counts[t], rank[t]))[:SEED_TERM_BUDGET]
+    rarest = sorted(leading, key=lambda t: (found[t], rank[t]))[:SEED_TERM_BUDGET]
     return sorted(rarest, key=rank.__getitem__)
 
 

@@ -48,7 +48,7 @@ from services.kb.graph.build import contradictions
 from services.kb.graph.parse import extract_links, parse_note
 from services.kb.vault.names import is_reserved, is_retired, validate_name
 from services.kb.vault.promotion import MERGE_CONTAINMENT, MERGE_MIN_TERMS, MERGE_WEIGHT, required_terms
-from services.kb.vault.similar import CANDIDATE_POOL, LEADING_TERMS, SEED_TERM_BUDGET, body_text, seed_terms, stems
+from services.kb.vault.similar import CANDIDATE_POOL, body_text, choose_seed, stems
 from services.kb.vault.store import VaultStore
 
 DEFAULT_CLUSTERS: Final = 20
@@ -178,14 +178,7 @@ class _Weights:
         return {t: self._counts.get(t, 0) for t in terms} if self._known else None
 
     def seed(self, content: str) -> list[str]:
-        leading = seed_terms(content, LEADING_TERMS)
-        if len(leading) <= SEED_TERM_BUDGET:
-            return leading
-        counts = self.counts(leading)
-        if counts is None:
-            return leading[:SEED_TERM_BUDGET]
-        rank = {term: i for i, term in enumerate(leading)}
-        return sorted(sorted(leading, key=lambda t: (counts[t], rank[t]))[:SEED_TERM_BUDGET], key=rank.__getitem__)
+        return choose_seed(self._store, content, self.counts)
 
     def weights(self, seed: list[str]) -> dict[str, float]:
         counts = self.counts(seed)
