@@ -244,7 +244,8 @@ class VaultReflection:
         self._internal(context, write=False)
         project = _project(request.project)
         limit = _bounded(request.limit, "limit", runs.MAX_LIST)
-        found = await self._vaults.reflect_read(project, lambda store: runs.runs(store, limit))
+        none: list[dict[str, object]] = []  # a vault nothing was ever written to has no run
+        found = await self._vaults.reflect_read(project, lambda store: runs.runs(store, limit), unbuilt=none)
         return pb.ListVaultReflectionsResponse(runs=[_run(r) for r in found])
 
     @unary

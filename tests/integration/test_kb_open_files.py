@@ -215,4 +215,6 @@ def test_a_changed_cap_applies_without_a_restart(tmp_path: Path) -> None:
             after = metric(suite, "gateway_knowledge_open_archives")
     finally:
         suite.stop_all()
-    assert before == len(ids) and after <= 5  # every archive open; then at most the cap
+    # every archive open (and the shared vault, which the KB reads at start for its tombstones: the metric
+    # counts archives and vaults); then at most the cap
+    assert len(ids) <= before <= len(ids) + 1 and after <= 5

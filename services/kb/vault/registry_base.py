@@ -120,12 +120,15 @@ class SharedVaults(ABC, Generic[V]):
         shared = next(s for s in self._settings.values() if s.enabled and s.project == project)
         return shared.vault_dir / REPORTS_DIR
 
-    async def reflect_read(self, project: str, op: Callable[[VaultStore], T]) -> T:
+    async def reflect_read(self, project: str, op: Callable[[VaultStore], T], *, unbuilt: T | None = None) -> T:
         """``op(store)`` as a long read of ``project``'s vault off the event loop, holding no write lock (the
-        reflection's snapshot); FailedPrecondition when there is no such vault, or it has no index yet."""
+        reflection's snapshot, its list of runs); FailedPrecondition when there is no such vault. A vault with
+        no index yet (nothing ever written to it) answers ``unbuilt`` when given, else FailedPrecondition."""
         v = self._by_project(project)
         result = await self._long_read(v, op)
         if result is None:
+            if unbuilt is not None:
+                return unbuilt
             raise FailedPrecondition(f"the shared vault of project {project!r} has no index yet")
         return result
 
