@@ -8,12 +8,14 @@ import traceback
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
+from gateway.atomic import WriteConflict
 from services.kb.vault.note_index import open_vault_index, search_vault
 from services.kb.vault.notes import create, get, update
 from services.kb.vault.sqlite_store import SqliteVaultStore
 
 WORKERS = 3
 NOTES_EACH = 25
+CAS_TRIES = 50
 
 
 def unique_word(worker: int, n: int) -> str:
@@ -32,8 +34,18 @@ def _writer(vault_dir: str, worker: int, count: int, barrier: Barrier, errors: m
                 )
                 result = create(SqliteVaultStore(Path(vault_dir), conn), f"w{worker}-note-{n}", content, confirm=True)
                 assert result.created
-                # Every worker also rewrites one shared note: last writer wins, nothing corrupts.
-                update(SqliteVaultStore(Path(vault_dir), conn), "shared-counter", f"last writer {worker} at {n}\n", confirm=True)
+                # Every worker also rewrites one shared note. An update is compare-and-swap against what it
+                # read: one that lost the race to another process is refused whole (WriteConflict, nothing
+                # written) and the worker reads and writes again, as a caller told to retry does.
+                for _ in range(CAS_TRIES):
+                    try:
+                        update(SqliteVaultStore(Path(vault_dir), conn), "shared-counter", f"last writer {worker} at {n}\n",
+                               confirm=True)
+                        break
+                    except WriteConflict:
+                        continue
+                else:
+                    raise AssertionError(f"shared-counter refused {CAS_TRIES} times in a row")
         finally:
             conn.close()
     except BaseException:
