@@ -84,3 +84,9 @@ class InvalidEdit(ConfigError):
 
 class CommandError(Exception):
     """A ``gateway`` command refused to act; ``str()`` is one line for the operator (exit 2)."""
+
+
+def shown(value: str) -> str:
+    """``value`` as an error message quotes it: its repr, cut at 40 characters (a bad id or mode is named,
+    never echoed whole)."""
+    return repr(value if len(value) <= 40 else value[:40] + "…")

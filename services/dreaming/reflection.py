@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from gateway.config import Config
-from gateway.errors import FailedPrecondition, InvalidArgument, Unavailable
+from gateway.errors import FailedPrecondition, InvalidArgument, Unavailable, shown
 from gateway.v1 import kb_pb2
 from services.dreaming.model.values import AUTO, MANUAL, PROPOSE, SCHEDULE, new_run_id
 from services.dreaming.peer_client import PeerUnavailable
@@ -24,21 +24,17 @@ MAX_IDS = 100
 MAX_RUNS = 200
 
 
-def _shown(value: str) -> str:
-    return repr(value if len(value) <= 40 else value[:40] + "…")
-
-
 def check_project(project: str) -> str:
     if not project:
         raise InvalidArgument("project is required: the vault's project (knowledge.shared.project)")
     if not is_project(project):
-        raise InvalidArgument(f"project: {_shown(project)} is not a project name (1-64 letters, digits, '.', '_' or '-')")
+        raise InvalidArgument(f"project: {shown(project)} is not a project name (1-64 letters, digits, '.', '_' or '-')")
     return project
 
 
 def check_mode(mode: str) -> str:
     if mode not in ("", AUTO, PROPOSE):
-        raise InvalidArgument(f"mode: {_shown(mode)} is not a mode; accepted: auto, propose (or empty for the configured mode)")
+        raise InvalidArgument(f"mode: {shown(mode)} is not a mode; accepted: auto, propose (or empty for the configured mode)")
     return mode
 
 
@@ -46,7 +42,7 @@ def check_run_id(run_id: str, field: str = "run_id") -> str:
     if not run_id:
         raise InvalidArgument(f"{field} is required: the reflection run (R-…, from gateway vault reflections)")
     if not RUN_ID.fullmatch(run_id):
-        raise InvalidArgument(f"{field}: {_shown(run_id)} is not a reflection run id (like R-20261206T040000Z-1a2b3c)")
+        raise InvalidArgument(f"{field}: {shown(run_id)} is not a reflection run id (like R-20261206T040000Z-1a2b3c)")
     return run_id
 
 
@@ -57,7 +53,7 @@ def check_clusters(accept: Sequence[str], reject: Sequence[str]) -> tuple[list[s
         raise InvalidArgument(f"accept and reject: {len(accept) + len(reject)} ids; at most {MAX_IDS} in one call")
     bad = [c for c in (*accept, *reject) if not CLUSTER_ID.fullmatch(c)]
     if bad:
-        raise InvalidArgument(f"{_shown(bad[0])} is not a cluster id (C- and 12 hex digits)")
+        raise InvalidArgument(f"{shown(bad[0])} is not a cluster id (C- and 12 hex digits)")
     both = sorted(set(accept) & set(reject))
     if both:
         raise InvalidArgument(f"cluster {both[0]} is both accepted and rejected")

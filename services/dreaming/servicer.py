@@ -11,7 +11,7 @@ import grpc
 
 from gateway.auth import Authenticator, Caller
 from gateway.config import AgentConfig, Config
-from gateway.errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
+from gateway.errors import InvalidArgument, NotFound, PermissionDenied, Unavailable, shown
 from gateway.forgetting import SHARED_SCOPE, Target, Tombstone, Tombstones
 from gateway.rpc import authorize_call, caller_label, caller_of, unary
 from gateway.v1 import dreaming_pb2, dreaming_pb2_grpc, kb_pb2
@@ -45,21 +45,17 @@ MAX_IDS = 100
 MAX_SUMMARY_IDS = 1000
 
 
-def _shown(value: str) -> str:
-    return repr(value if len(value) <= 40 else value[:40] + "…")
-
-
 def check_run(run_id: str, op_id: str) -> tuple[str, str | None]:
     """``(run id, op id or None)`` from a revert request. Raises InvalidArgument naming the field."""
     if not run_id:
         raise InvalidArgument("run_id (runId) is required: the run to revert, from DREAMS.md or the dream status")
     if not RUN_ID.fullmatch(run_id):
-        raise InvalidArgument(f"run_id: {_shown(run_id)} is not a run id (like 20261201T030000Z-1a2b3c)")
+        raise InvalidArgument(f"run_id: {shown(run_id)} is not a run id (like 20261201T030000Z-1a2b3c)")
     if not op_id:
         return run_id, None
     number = op_id[len(run_id) + 1 :] if op_id.startswith(run_id + "/") else op_id
     if not OP_NUMBER.fullmatch(number):
-        raise InvalidArgument(f"op_id: {_shown(op_id)} is not an op of run {run_id} (give its number, or {run_id}/N)")
+        raise InvalidArgument(f"op_id: {shown(op_id)} is not an op of run {run_id} (give its number, or {run_id}/N)")
     return run_id, f"{run_id}/{int(number)}"
 
 
@@ -71,7 +67,7 @@ def check_ids(ids: list[str], verb: str = "accept") -> list[str]:
         raise InvalidArgument(f"ids: {len(ids)} ids; at most {MAX_IDS} in one {verb}")
     bad = [i for i in ids if not PROPOSAL_ID.fullmatch(i)]
     if bad:
-        raise InvalidArgument(f"ids: {_shown(bad[0])} is not a proposal id (p- and 12 hex digits)")
+        raise InvalidArgument(f"ids: {shown(bad[0])} is not a proposal id (p- and 12 hex digits)")
     return ids
 
 
@@ -368,7 +364,7 @@ class Dreaming(dreaming_pb2_grpc.DreamingServicer):
         if not wanted:
             raise InvalidArgument("tombstone_id (tombstoneId) is required: the tombstone to lift (F-…)")
         if not TOMBSTONE_ID.fullmatch(wanted):
-            raise InvalidArgument(f"tombstone_id: {_shown(wanted)} is not a tombstone id (F- and 12 hex digits)")
+            raise InvalidArgument(f"tombstone_id: {shown(wanted)} is not a tombstone id (F- and 12 hex digits)")
         if not any(t.id == wanted for t in rows):
             if not star and any(t.id == wanted and t.scope == SHARED_SCOPE for t in store.all()):
                 raise PermissionDenied(SHARED_NEEDS_STAR)
