@@ -99,7 +99,7 @@ class ChildHost:
                 changed = asyncio.ensure_future(self._changed.wait())
                 await asyncio.wait((stopping, changed), timeout=wait, return_when=asyncio.FIRST_COMPLETED)
                 changed.cancel()
-                if not stop.is_set() and self._idle_for() is not None and self._idle_for() == 0.0:
+                if not stop.is_set() and self._idle_for() == 0.0:
                     await self._stop_child("idle")
         finally:
             stopping.cancel()

@@ -107,12 +107,7 @@ async def serve(args: argparse.Namespace) -> int:
     requests: set[asyncio.Task[None]] = set()
 
     async def one(meta: dict[str, Any], body: bytes) -> None:
-        answer = _Answer(int(meta["id"]), write)
-        scope = meta["scope"]
-        scope.update(raw_path=scope["raw_path"].encode("latin-1"), query_string=scope["query_string"].encode("latin-1"),
-                     headers=mcp_frames.headers_in(scope["headers"]),
-                     server=tuple(scope["server"]) if scope.get("server") else None,
-                     client=tuple(scope["client"]) if scope.get("client") else None)
+        answer = _Answer(int(meta.get("id", 0)), write)
         delivered = False
 
         async def receive() -> dict[str, Any]:
@@ -123,8 +118,14 @@ async def serve(args: argparse.Namespace) -> int:
             await answer.ended.wait()  # the client is the shim's: it stays until the answer ends
             return {"type": "http.disconnect"}
 
-        credentials = tuple((str(k), str(v)) for k, v in meta["credentials"])
         try:
+            scope = meta["scope"]
+            scope.update(raw_path=scope["raw_path"].encode("latin-1"),
+                         query_string=scope["query_string"].encode("latin-1"),
+                         headers=mcp_frames.headers_in(scope["headers"]),
+                         server=tuple(scope["server"]) if scope.get("server") else None,
+                         client=tuple(scope["client"]) if scope.get("client") else None)
+            credentials = tuple((str(k), str(v)) for k, v in meta["credentials"])
             served = await host.handle(meta["agent"], credentials, scope, receive, answer.send)
         except Exception as exc:  # noqa: BLE001 - a bug: the shim answers 503, the child goes on
             log.error("mcp_child_request_failed", error=type(exc).__name__)

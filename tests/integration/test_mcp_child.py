@@ -11,7 +11,8 @@ request can be kept in progress), driven by the SDK's streamable HTTP client and
 - requests in progress together are answered each on its own (one held by the KB does not hold
   the others);
 - with ``gateway.api.mcpIdleSeconds`` 2 the child exits once idle and is reaped, and the next
-  request starts a new one and is answered;
+  request starts a new one and is answered; a live edit of the idle time applies at the next idle
+  check, without a restart;
 - a child killed with SIGKILL while a request is in progress: that request is answered 503 (never
   a hang or a 500), the child is reaped, the next request starts a new one;
 - the shim's SIGTERM stops the child with it; a shim killed with SIGKILL leaves no child running.
@@ -265,3 +266,15 @@ def test_a_shim_killed_outright_leaves_no_child_running(shim: Suite) -> None:
     os.kill(shim_pid(shim), signal.SIGKILL)
     shim.procs.pop("http").wait(timeout=15)
     wait_until(lambda: exited(child), 15, "the MCP child to exit after its shim was killed")
+
+
+def test_a_live_edit_of_the_idle_time_applies_at_the_next_idle_check(shim: Suite) -> None:
+    assert tools_list(shim).status_code == 200  # the default idle time: 120 s
+    child = the_child(shim)
+    path = shim.home / "config.json"
+    config = json.loads(path.read_text())
+    config["gateway"]["api"]["mcpIdleSeconds"] = 1
+    path.write_text(json.dumps(config, indent=2))
+    # The next idle check is at most CHECK_CAP_S (10 s) after the request; it reads the new time.
+    wait_until(lambda: mcp_children(shim_pid(shim)) == [], 30, "the child to stop after the edit")
+    assert [(line["pid"], line["reason"]) for line in events(shim, "mcp_child_stopped")] == [(child, "idle")]
