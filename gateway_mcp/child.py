@@ -61,21 +61,29 @@ class _Answer:
         self.id = request_id
         self._write = write
         self.started = False
+        self._start = b""  # the start frame, until the body's first piece goes with it
         self.ended = asyncio.Event()
 
+    def pending(self) -> bytes:
+        """The start frame not sent yet (an answer with no body), and forget it."""
+        start, self._start = self._start, b""
+        return start
+
     async def send(self, message: dict[str, Any]) -> None:
-        from gateway.mcp_frames import BODY_CHUNK_BYTES, headers_out
+        from gateway.mcp_frames import BODY_CHUNK_BYTES, encode, headers_out
 
         if message["type"] == "http.response.start":
-            self.started = True
-            await self._write({"id": self.id, "t": "start", "status": message["status"],
-                               "headers": headers_out(list(message.get("headers", [])))})
+            self.started = True  # sent with the first piece of the body: one write for a whole answer
+            self._start = encode({"id": self.id, "t": "start", "status": message["status"],
+                                  "headers": headers_out(list(message.get("headers", [])))})
         elif message["type"] == "http.response.body":
             body = bytes(message.get("body", b""))
             more = bool(message.get("more_body", False))
             pieces = [body[at:at + BODY_CHUNK_BYTES] for at in range(0, len(body), BODY_CHUNK_BYTES)] or [b""]
             for n, piece in enumerate(pieces):
-                await self._write({"id": self.id, "t": "body", "more": more or n < len(pieces) - 1}, piece)
+                frame = encode({"id": self.id, "t": "body", "more": more or n < len(pieces) - 1}, piece)
+                await self._write(self._start + frame)
+                self._start = b""
             if not more:
                 self.ended.set()
 
@@ -91,11 +99,11 @@ async def serve(args: argparse.Namespace) -> int:
     reader, writer = await asyncio.open_unix_connection(sock=sock)
     lock = asyncio.Lock()
 
-    async def write(meta: dict[str, Any], body: bytes = b"") -> None:
+    async def write(frames: bytes) -> None:
         async with lock:
             if writer.is_closing():
                 return  # the shim is gone: nobody reads the answer
-            writer.write(mcp_frames.encode(meta, body))
+            writer.write(frames)
             try:
                 await writer.drain()
             except ConnectionError:
@@ -131,9 +139,9 @@ async def serve(args: argparse.Namespace) -> int:
             log.error("mcp_child_request_failed", error=type(exc).__name__)
             served = False
         if not served and not answer.started:
-            await write({"id": answer.id, "t": "unavailable"})
+            await write(mcp_frames.encode({"id": answer.id, "t": "unavailable"}))
         elif not answer.ended.is_set():  # an answer cut short: end it, as a server would close the connection
-            await write({"id": answer.id, "t": "body", "more": False, "cut": True})
+            await write(answer.pending() + mcp_frames.encode({"id": answer.id, "t": "body", "more": False, "cut": True}))
 
     try:
         while True:
