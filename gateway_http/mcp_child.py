@@ -104,7 +104,8 @@ class ChildHost:
         finally:
             stopping.cancel()
             self._stopping = True
-            await self._stop_child("shutdown")
+            async with self._starting:  # a child being started now is stopped too
+                await self._stop_child("shutdown")
 
     def _next_check(self) -> float | None:
         """Seconds until the next idle check; None (wait for a request) when no child runs."""
