@@ -29,13 +29,24 @@ from harness.stats import (
     zero_verdict,
 )
 from soak_traffic import Recorder, family, judged
-from suite_up import PROCESSES
+from suite_up import MCP_SUFFIX, PROCESSES
 
 Sample = dict[str, Any]
 
 
 def measured(samples: list[Sample]) -> list[Sample]:
     return [s for s in samples if s["phase"] == "measured"]
+
+
+def mcp_children(samples: list[Sample]) -> list[str]:
+    """The shims' MCP children seen in any sample (``http-mcp``…): each runs while agents use MCP and
+    stops after ``gateway.api.mcpIdleSeconds`` without a request, so it is reported, not judged."""
+    return sorted({name for s in samples for name in s["procs"] if name.endswith(MCP_SUFFIX)})
+
+
+def suite_rss(s: Sample) -> float:
+    """RSS MB of every process in the sample, the shims' MCP children included."""
+    return sum(float(fig["rss_mb"]) for fig in s["procs"].values() if fig is not None)
 
 
 def series(samples: list[Sample], proc: str, key: str) -> tuple[list[float], list[float]]:
@@ -109,13 +120,15 @@ def _proc_cells(s: Sample, key: str, fmt: str) -> list[str]:
 def sample_tables(samples: list[Sample]) -> list[str]:
     head = " | ".join(PROCESSES)
     md = ["#### Processes: RSS MB (KB anonymous MB), open files, threads", "",
-          f"| min | phase | RSS: {head} | KB anon | open files: {head} | threads: {head} | load |",
-          "|---:|---|" + "---:|" * (len(PROCESSES) * 3 + 2)]
+          f"| min | phase | RSS: {head} | MCP child RSS | all RSS | KB anon | open files: {head} | threads: {head} | load |",
+          "|---:|---|" + "---:|" * (len(PROCESSES) * 3 + 4)]
     for s in samples:
         if not s["procs"]:
             continue
         kb = s["procs"].get("kb")
+        children = [fig["rss_mb"] for name, fig in s["procs"].items() if name.endswith(MCP_SUFFIX) and fig is not None]
         md.append(f"| {s['t'] / 60:.1f} | {s['phase']} | " + " | ".join(_proc_cells(s, "rss_mb", ".1f")) + " | "
+                  + (f"{sum(children):.1f}" if children else "") + f" | {suite_rss(s):.1f} | "
                   + ("" if kb is None else f"{kb['anon_mb']:.1f}") + " | " + " | ".join(_proc_cells(s, "fds", "d"))
                   + " | " + " | ".join(_proc_cells(s, "threads", "d")) + f" | {s['load']:.2f} |")
     md += ["", "#### Disk and traffic", "",
@@ -139,7 +152,7 @@ def process_summary(samples: list[Sample]) -> list[str]:
     rest = [s for s in samples if s["phase"] == "rest"]
     md = ["| process | RSS first -> last MB | fitted growth MB | MB/h | open files first -> last (at rest) "
           "| threads first -> last (at rest) | CPU s over the run |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for proc in PROCESSES:
+    for proc in [*PROCESSES, *mcp_children(samples)]:
         ts, rss = series(after, proc, "rss_mb")
         if not rss:
             md.append(f"| {proc} | n/a | | | | | |")

@@ -29,6 +29,8 @@ from watcher_support import SOUL, memory_text
 
 KEY = "bench-fleet-key-0123456789"  # write access to every agent (stored as its SHA-256)
 PROCESSES = ("launcher", "file_api", "watcher", "kb", "dreaming", "http")  # the launcher, then gateway up's start order
+MCP_SUFFIX = "-mcp"  # a shim's MCP child is named after its shim: http-mcp (suite_up.mcp_children)
+MCP_CHILD_MODULE = b"gateway_mcp.child"
 NOTE_CHARS = 1200
 STOP_TIMEOUT_S = 40.0
 MIB = 1024 * 1024
@@ -194,7 +196,13 @@ class GatewayUp:
 
     def pids(self) -> dict[str, int]:
         """The launcher's pid and each child's (``file_api`` ... ``http``, and ``http-2``… when
-        ``gateway.api.workers`` runs several shims), found by parent pid and command line."""
+        ``gateway.api.workers`` runs several shims), found by parent pid and command line; and each
+        shim's MCP child while it runs (``http-mcp``, ``http-2-mcp``…: ``mcp_children``), which is
+        the shim's child, not the launcher's, and comes and goes with MCP use."""
+        suite = self._suite_pids()
+        return {**suite, **mcp_children(suite)}
+
+    def _suite_pids(self) -> dict[str, int]:
         from gateway import http_workers
 
         if self.proc is None:
@@ -238,6 +246,26 @@ class GatewayUp:
             while Path(f"/proc/{pid}").exists() and _state(pid) not in ("Z", "") and time.monotonic() < deadline:
                 time.sleep(0.05)
         return time.perf_counter() - start
+
+
+def mcp_children(pids: dict[str, int]) -> dict[str, int]:
+    """``NAME-mcp`` → pid of the MCP child (``python -m gateway_mcp.child``) each shim in ``pids``
+    (``http``, ``http-2``…) runs now: it starts at an MCP request and stops after
+    ``gateway.api.mcpIdleSeconds`` without one."""
+    shims = {pid: name for name, pid in pids.items() if name.startswith("http")}
+    found: dict[str, int] = {}
+    if not shims:
+        return found
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+            if ppid in shims and MCP_CHILD_MODULE in (entry / "cmdline").read_bytes():
+                found[f"{shims[ppid]}{MCP_SUFFIX}"] = int(entry.name)
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
 
 
 def _state(pid: int) -> str:

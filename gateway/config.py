@@ -375,6 +375,7 @@ def build(raw: Raw, home: Path) -> Config:
             keys=tuple(_key(i, k) for i, k in enumerate(gw["api"]["keys"])),
             limits=HttpLimits.from_api(gw["api"]),
             workers=http_workers.resolve(gw["api"]["workers"]),
+            mcp_idle_seconds=gw["api"]["mcpIdleSeconds"],
         ),
         memory=memory,
         dreaming=dreaming,

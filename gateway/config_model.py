@@ -98,6 +98,7 @@ class ApiSettings:
     keys: tuple[ApiKey, ...]
     limits: HttpLimits = HttpLimits()
     workers: int = 1  # REST shim processes gateway up runs ("auto" resolved on this host: gateway.http_workers)
+    mcp_idle_seconds: int = 120  # the shim's MCP child stops after this long without a request; 0: never
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gateway.lock_probe import Probe
     from gateway.logs import Console
-    from gateway_mcp.streamable_http import McpHost
+    from gateway.live_config import LiveConfig
+    from gateway_http.mcp_mount import LoadHost, McpHost
 
 SERVE_NAMES = ("file_api", "watcher", "kb", "dreaming", "http")
 WRITERS = frozenset({"file_api", "watcher", "kb", "dreaming"})  # the shim writes no file: it does not probe the locks
@@ -113,7 +114,7 @@ def serve(name: str, home: Path, port: int | None, instance: str | None = None, 
         if name == "http":
             from gateway_http.main import run as run_http
 
-            run_http(live, mcp_servers, instance, worker)
+            run_http(live, mcp_child(live, process, console), instance, worker)
         elif name == "file_api":
             from services.file_api.main import run as run_file_api
 
@@ -137,13 +138,31 @@ def serve(name: str, home: Path, port: int | None, instance: str | None = None, 
 
 
 def mcp_servers(kb_address: str, max_body_bytes: int) -> McpHost:
-    """The shim's MCP host, made in its worker thread: the import loads the MCP SDK (about 0.7 s
-    of CPU), which the shim's start does not wait for. The host serves every agent with one
-    server, whatever their number. Here because only the entry point may import both
-    ``gateway_http`` and ``gateway_mcp``."""
-    from gateway_mcp.streamable_http import McpHost
+    """The MCP host in this process, the one the shim's child runs (``gateway_mcp.child``); the unit
+    tests drive the mount with it. The import loads the MCP SDK (about 0.7 s of CPU). The host serves every
+    agent with one server, whatever their number. Here because only the entry point may import
+    both ``gateway_http`` and ``gateway_mcp``."""
+    from gateway_mcp.streamable_http import McpHost as InProcess
 
-    return McpHost(kb_address, max_body_bytes=max_body_bytes)
+    return InProcess(kb_address, max_body_bytes=max_body_bytes)
+
+
+def mcp_child(live: LiveConfig, service: str, console: Console | None) -> LoadHost:
+    """The shim's loader of its MCP host: ``gateway_http.mcp_child.ChildHost``, which serves MCP from a
+    child process (``python -m gateway_mcp.child``) and stops it after ``gateway.api.mcpIdleSeconds``
+    without a request (read at each idle check: a live edit applies there). The child logs as
+    ``service``, in the shim's format (``console``)."""
+    log_args = ["--service", service, "--log-format", "json" if console is None else "console"]
+    if console is not None:
+        log_args += [*(["--verbose"] if console.verbose else []), *(["--colors"] if console.colors else [])]
+
+    def load(kb_address: str, max_body_bytes: int) -> McpHost:
+        from gateway_http.mcp_child import ChildHost
+
+        return ChildHost(kb_address, max_body_bytes=max_body_bytes, child_args=log_args,
+                         idle_seconds=lambda: live.current.api.mcp_idle_seconds)
+
+    return load
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,16 +13,17 @@ Write access is not decided here: the request goes on with its checked key
 headers, each tool call presents them to the KB, and the KB refuses a read
 key's ``memory_shared_*`` write, which the tool returns as an error saying so.
 
-The MCP SDK takes about 0.7 s of CPU and some 30 MiB to import. ``serve`` imports it in a
-worker thread at the first MCP request, so a shim no agent reaches over MCP never holds it
-(docs/operations.md "Memory at rest") and /healthz and REST never wait for it; the first
-MCP request waits for the tools (up to ``START_WAIT_S``, else 503). The shim never imports
-``gateway_mcp`` itself: the entry point (``gateway_cli.serve``) hands the mount a
-``load`` function that imports them and makes their host (one server for every
-agent, built when the host starts), and this module knows it only by the
-``McpHost`` protocol below. The agent goes to the host with each request:
-nothing in the mount or the host is per agent, so a live config edit needs
-nothing here (the next request is checked against the config in force).
+The MCP SDK takes about 0.7 s of CPU and some 40 MiB to import, and the shim never imports it:
+the entry point (``gateway_cli.serve``) hands the mount a ``load`` function that makes the host,
+and this module knows it only by the ``McpHost`` protocol below. The shim's host
+(``gateway_http.mcp_child``) serves from a child process running the SDK, started at an MCP
+request and stopped when idle (docs/operations.md "Memory at rest"); the in-process host
+(``gateway_mcp.streamable_http``) has the same shape. ``serve`` makes the host in a worker thread
+at the first MCP request, so /healthz and REST never wait for it; the first MCP request waits
+for it (up to ``START_WAIT_S``, else 503). The agent goes to the host with each request: nothing
+in the mount or the host is per agent, so a live config edit needs nothing here (the next request
+is checked against the config in force). A host that cannot answer a request now raises
+``Unavailable``: 503.
 
 Refusals carry the status above and a JSON-RPC error body (``id`` null), the
 shape an MCP client reads and shows, rather than the REST routes'
@@ -66,7 +67,8 @@ Scope = dict[str, Any]
 
 
 class McpHost(Protocol):
-    """The MCP tools' host as the mount uses it (``gateway_mcp.streamable_http.McpHost``)."""
+    """The MCP tools' host as the mount uses it (``gateway_http.mcp_child.ChildHost``, or in one process
+    ``gateway_mcp.streamable_http.McpHost``)."""
 
     async def serve(self, stop: asyncio.Event) -> None: ...
 
@@ -75,7 +77,7 @@ class McpHost(Protocol):
     ) -> bool: ...
 
 
-# Makes the host for (kb_address, max_body_bytes). It runs in a worker thread, so it may import the SDK.
+# Makes the host for (kb_address, max_body_bytes). It runs in a worker thread (an in-process host imports the SDK).
 LoadHost = Callable[[str, int], McpHost]
 
 
@@ -87,12 +89,20 @@ class Refused(Exception):
         self.headers = headers or []
 
 
+class Unavailable(Exception):
+    """The host cannot answer this request now (its child process died or could not start): 503."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class McpMount:
     """ASGI app for paths under ``/mcp/``: authorize, then hand the request and its agent to the MCP host.
 
     ``serve(stop)`` runs from the shim's start-up to its shutdown (its background): at the first
-    MCP request it loads the SDK and makes the host (``load``, called in a worker thread), then
-    runs it: one MCP server for every agent.
+    MCP request it makes the host (``load``, called in a worker thread), then runs it: one MCP
+    server for every agent.
     """
 
     def __init__(self, snapshot: Snapshot, kb_address: str, *, load: LoadHost, max_body_bytes: int) -> None:
@@ -105,8 +115,8 @@ class McpMount:
         self._wanted = asyncio.Event()  # set by the first MCP request
 
     async def serve(self, stop: asyncio.Event) -> None:
-        """At the first MCP request, import the SDK in a worker thread, then run the MCP host until
-        ``stop`` is set; when ``stop`` comes first, return without importing it."""
+        """At the first MCP request, make the host in a worker thread, then run it until ``stop`` is
+        set; when ``stop`` comes first, return without making it."""
         wanted = asyncio.ensure_future(self._wanted.wait())
         stopping = asyncio.ensure_future(stop.wait())
         await asyncio.wait((wanted, stopping), return_when=asyncio.FIRST_COMPLETED)
@@ -140,6 +150,9 @@ class McpMount:
                               "or stopping); try again shortly", INTERNAL_ERROR)
         except Refused as exc:
             await _refuse(watched, exc.status, exc.message, INVALID_REQUEST, exc.headers)
+        except Unavailable as exc:
+            if not status:
+                await _refuse(watched, 503, exc.message, INTERNAL_ERROR)
         except Exception as exc:  # noqa: BLE001 - a bug: input is refused with a 4xx before this
             frames = [f"{f.filename}:{f.lineno} {f.name}" for f in traceback.extract_tb(exc.__traceback__)[-8:]]
             log.error("http_bug", method=scope["method"], route=ROUTE, error=type(exc).__name__, at=frames)

@@ -89,3 +89,15 @@ def test_dreaming_runs_its_loop_without_loading_uvloop() -> None:
     """)
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["asyncio", "False", "uvloop", "True"]
+
+
+def test_the_shims_mcp_host_keeps_the_sdk_out_of_the_shim() -> None:
+    """What the shim imports at its first MCP request (``gateway_cli.serve.mcp_child``'s loader: the
+    host that runs the SDK in a child process, ``gateway_http.mcp_child``) is within the shim's budget:
+    the MCP SDK, pydantic and the rest load in the child, never in the shim."""
+    code = PROBE.format(service="http", module="gateway_http.main, gateway_http.mcp_child")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    names = set(json.loads(out.stdout.splitlines()[-1]))
+    assert "gateway_mcp" not in names
+    extra = {n for n in names if n not in sys.stdlib_module_names and not n.startswith("_") and n != "cython_runtime"}
+    assert not extra - BUDGETS["gateway_http.main"], sorted(extra - BUDGETS["gateway_http.main"])
