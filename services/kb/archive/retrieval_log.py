@@ -62,7 +62,7 @@ import structlog
 
 from services.kb.index.index_files import close_quietly
 from services.kb.index.meta import get_meta, set_meta
-from services.kb.index.schema import STATEMENT_CACHE, lifecycle_key, path_id, tune_writer
+from services.kb.index.schema import STATEMENT_CACHE, lifecycle_key, path_id, stable_plans, tune_writer
 
 KINDS: Final = ("search", "get")
 RECORD_BUSY_TIMEOUT_MS: Final = 250
@@ -132,6 +132,7 @@ def _open_writer(db_path: Path, busy_timeout_ms: int) -> apsw.Connection:
         os.fspath(db_path), flags=apsw.SQLITE_OPEN_READWRITE, statementcachesize=STATEMENT_CACHE
     )
     conn.setbusytimeout(busy_timeout_ms)
+    stable_plans(conn)
     tune_writer(conn)  # as the index's own writer: no fsync per commit, a bounded WAL
     conn.execute("PRAGMA cache_size=-512")  # it appends a few rows: a small page cache is plenty
     return conn

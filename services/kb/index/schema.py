@@ -259,6 +259,21 @@ def create_fts(conn: apsw.Connection, tokenizer: str) -> None:
 def _configure(conn: apsw.Connection, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
     conn.setbusytimeout(busy_timeout_ms)
     conn.execute("PRAGMA foreign_keys=ON")
+    stable_plans(conn)
+
+
+def stable_plans(conn: apsw.Connection) -> None:
+    """Plans that never depend on a bound value (SQLite's query planner stability guarantee).
+
+    Without it, a statement whose plan SQLite may adjust to a bound value (a ``LIMIT ?``, a
+    ``LIKE ?``) expires whenever that parameter is bound again, and is prepared again at its next
+    step, cached or not: every FTS5 query did so, in the statements FTS5 runs inside itself,
+    about 70 allocations (10 KB) prepared anew per MATCH, a third of its time, and the new
+    statement kept in the cache among short-lived allocations (docs/capacity.md "Where the KB's
+    memory goes"). Our statements gain nothing from value-dependent plans: no LIKE of ours can
+    use an index and no table has STAT4 samples.
+    """
+    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_QPSG, 1)
 
 
 def open_index(
