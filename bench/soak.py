@@ -36,7 +36,8 @@ and its ``-wal`` under the home; the home's size (allocated blocks); the dreamin
 interval's judged requests (REST, session calls, MCP-over-HTTP tool calls: their count, p50,
 p99, errors, 5xx) and the generator's own CPU. Then the traffic stops, the requests in flight
 finish, every agent is checked (CLAUDE.md holds MEMORY.md's text; a search finds the token of
-each soak note on its disk), the suite idles ``--rest-seconds`` (60) and is sampled **at rest**,
+each soak note on its disk), the suite idles ``--rest-seconds`` (150: past the KB's idle close, 60 s,
+and the shim's MCP child's idle stop, ``gateway.api.mcpIdleSeconds`` 120) and is sampled **at rest**,
 then stopped with SIGTERM and the disk sampled once more **after the stop**.
 
 Goals, judged after the warm-up (bench/harness/stats.py says how): RSS growth <= 10 MB per
@@ -315,7 +316,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--stdio-every", type=float, default=90.0, help="seconds between stdio MCP processes (default 90)")
     p.add_argument("--runtimes", type=int, default=12, help="simulated runtimes with sessions (default 12)")
     p.add_argument("--sample-seconds", type=float, default=30.0, help="seconds between samples (default 30)")
-    p.add_argument("--rest-seconds", type=float, default=60.0, help="idle seconds before the at-rest sample (default 60)")
+    p.add_argument("--rest-seconds", type=float, default=150.0, help="idle seconds before the at-rest sample (default 150)")
     p.add_argument("--nofile", type=int, default=1024, help="soft open-files limit the suite starts with (default 1024; 0: inherit)")
     p.add_argument("--plot-name", default="soak.png", help="the plot's file name in --out (default soak.png)")
     p.add_argument("--from-run", type=Path, metavar="DIR",
