@@ -2,8 +2,8 @@
 
 The real KB and shim on a home with 1,000 configured agents (``a0000`` … ``a0999``):
 
-- the shim loads the SDK at the first MCP request, not before, and makes its one MCP server
-  then (one ``mcp_tools_ready`` line),
+- the SDK is loaded at the first MCP request, not before (in the shim's MCP child, started then:
+  ``gateway_http.mcp_child``), which makes its one MCP server then (one ``mcp_tools_ready`` line),
   and requests for hundreds of distinct agents build nothing more (no second line, no
   per-agent ``mcp_server_built`` line, no ``gateway_mcp_*`` metric counting servers);
 - through the SDK's own client, each agent's session acts for the agent in its URL: its
