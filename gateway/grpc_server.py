@@ -33,7 +33,7 @@ from gateway.metrics import REGISTRY
 from gateway.metrics_port import open_metrics
 from gateway.ports import BindError, listen_problem
 from gateway.resources import NAMES, RESOURCES_SERVICE, SHORTAGES, open_files_limit
-from gateway import ready_pipe, reflection
+from gateway import heap, ready_pipe, reflection
 
 STOP_GRACE_SECONDS = 5.0
 
@@ -198,6 +198,7 @@ async def serve(
     log.info("listening", address=address, socket=str(socket_path) if socket_path else None, services=services, loop=running_loop_name(), metrics=metrics_port and metrics_port.address,
              open_files_limit=open_files_limit())
     ready_pipe.report()  # a child of gateway up: the launcher hears it serves
+    heap.give_back()  # what start-up freed (gateway.heap)
 
     serving = asyncio.ensure_future(server.wait_for_termination())
     stopping = asyncio.ensure_future(stop.wait())

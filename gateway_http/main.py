@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 import uvicorn  # lean: gateway_http (the package) loaded it without its __init__
 
-from gateway import http_workers, ready_pipe
+from gateway import heap, http_workers, ready_pipe
 from gateway.event_loop import loop_name
 from gateway.files_limits import MAX_BODY_BYTES
 from gateway.live_config import LiveConfig
@@ -126,6 +126,7 @@ class _Server(uvicorn.Server):
         await super().startup(sockets)
         if self.started:  # listening, the app's start-up done: a child of gateway up says so on its pipe
             ready_pipe.report()
+            heap.give_back()  # what start-up freed (gateway.heap)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         flush_later()  # the lines of the requests answered so far come before the stop's

@@ -13,20 +13,12 @@ otherwise rises to the largest block ever freed. Elsewhere (another C library) b
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 from typing import Final
+
+from gateway.heap import c_library, give_back
 
 M_MMAP_THRESHOLD: Final = -3  # glibc's mallopt parameter
 PAGE_BUFFER_THRESHOLD: Final = 16 * 1024  # a 16 KiB page's buffer and above: a mapping each
-
-
-@functools.cache
-def c_library() -> ctypes.CDLL | None:
-    """The C library, loaded once (None where it cannot be found)."""
-    name = ctypes.util.find_library("c")
-    return ctypes.CDLL(name) if name else None
 
 
 def keep_pages_off_heap() -> bool:
@@ -38,8 +30,5 @@ def keep_pages_off_heap() -> bool:
 
 
 def release_memory() -> None:
-    """Return the C heap's free memory to the system (glibc's ``malloc_trim``; a no-op elsewhere)."""
-    libc = c_library()
-    trim = getattr(libc, "malloc_trim", None) if libc is not None else None
-    if trim is not None:
-        trim(0)
+    """Return the C heap's free memory to the system (``gateway.heap.give_back``)."""
+    give_back()
