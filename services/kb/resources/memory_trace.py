@@ -31,7 +31,7 @@ from pathlib import Path
 import apsw
 
 from gateway.atomic import write_atomic
-from services.kb.resources.heap import c_library
+from gateway.heap import c_library
 from services.kb.resources.page_caches import connections_bytes
 
 TOP_LINES = 25
