@@ -194,6 +194,17 @@ class VaultInfo:
     seconds: float
 
 
+def write_aged_note(notes_dir: Path, name: str, text: str, rng: random.Random, i: int) -> int:
+    """Write note ``name`` into ``notes_dir`` with a last-modified time some days before ``DATA_NOW``
+    (exponential, 150 days on average; ``i`` seconds apart so no two are alike); its bytes."""
+    data = text.encode("utf-8")
+    path = notes_dir / f"{name}.md"
+    path.write_bytes(data)
+    stamp = int((DATA_NOW - timedelta(days=rng.expovariate(1 / 150), seconds=i)).timestamp() * 1e9)
+    os.utime(path, ns=(stamp, stamp))
+    return len(data)
+
+
 def prefill(gen: VaultGen, notes_dir: Path, count: int) -> VaultInfo:
     """Write ``count`` notes straight into ``notes_dir`` (names decided first, so links can point forward)."""
     rng = gen.rng
@@ -214,12 +225,7 @@ def prefill(gen: VaultGen, notes_dir: Path, count: int) -> VaultInfo:
         has_fm = rng.random() < 0.4
         n_links = gen.link_count()
         text = gen.note(name, topic, frontmatter=has_fm, links=n_links, malformed=malformed)
-        data = text.encode("utf-8")
-        path = notes_dir / f"{name}.md"
-        path.write_bytes(data)
-        stamp = int((DATA_NOW - timedelta(days=rng.expovariate(1 / 150), seconds=i)).timestamp() * 1e9)
-        os.utime(path, ns=(stamp, stamp))
-        total += len(data)
+        total += write_aged_note(notes_dir, name, text, rng, i)
         fm += has_fm and not malformed
         bad += malformed
         links += n_links

@@ -16,13 +16,11 @@ other vault benches measure; what differs is the links and the planted copies:
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 
-from kb_shared_vault import DATA_NOW, VaultGen
+from kb_shared_vault import VaultGen, write_aged_note
 
 
 @dataclass
@@ -87,10 +85,5 @@ def plant(notes_dir: Path, *, count: int, seed: int, dup_share: float) -> Plante
             copies += 1
         groups.append(group)
     for i, (name, text) in enumerate(texts.items()):
-        data = text.encode("utf-8")
-        path = notes_dir / f"{name}.md"
-        path.write_bytes(data)
-        stamp = int((DATA_NOW - timedelta(days=rng.expovariate(1 / 150), seconds=i)).timestamp() * 1e9)
-        os.utime(path, ns=(stamp, stamp))
-        total += len(data)
+        total += write_aged_note(notes_dir, name, text, rng, i)
     return PlantedVault(list(texts), groups, total, time.perf_counter() - started, len(families), links, copies)

@@ -4,9 +4,7 @@ next run, not swallowed by the run's watermark. On every backend; times are give
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
 
 import pytest
 
@@ -16,28 +14,11 @@ from services.kb.vault.reflection import runs
 from services.kb.vault.reflection.plan import PLAN_BASE, Plan, plan, revision
 from services.kb.vault.reflection.runs import REVISION_DELTA
 from services.kb.vault.store import VaultStore
+from test_kb_vault_reflection import BACKUP_A, BACKUP_B, NOW, T, put, store  # noqa: F401 - store: the fixture
 
-NOW = datetime(2026, 12, 7, 3, 0, tzinfo=UTC)
-T = NOW.timestamp()
-BACKUP_A = ("# staging backups\n\nThe staging database backup runs nightly on hermes with pg_dump.\n"
-            "Backups are kept for fourteen days in the quillfeather bucket.\n")
-BACKUP_B = ("# nightly dumps\n\nNightly, hermes dumps the staging database with pg_dump as its backup.\n"
-            "Retention: backups kept fourteen days, quillfeather bucket.\n")
 KILN = "# kiln\n\nThe pottery kiln fires at 1200 degrees on Thursdays.\n"
 GLAZE = "Celadon glaze needs the [[kiln]] at cone 10.\n"
 PAIR = ["nightly dumps", "staging backups"]
-
-
-@pytest.fixture
-def store(open_store: Callable[..., VaultStore]) -> VaultStore:
-    return open_store()
-
-
-def put(store: VaultStore, name: str, text: str, age_days: float = 10.0) -> bytes:
-    data = text.encode()
-    store.write(name, data, expected=None)
-    store.keep_time(name, T - age_days * 86_400)
-    return data
 
 
 def backups(store: VaultStore) -> tuple[Plan, bytes]:
