@@ -72,11 +72,16 @@ DEFAULT_LIMIT: Final = 6
 MAX_LIMIT: Final = 20
 POOL: Final = 200
 COMMON_CHUNKS: Final = 2000  # a term in more chunks does not drive the OR fallback (see query)
-# A search connection's page cache, at most (SQLite fills it only with the pages searches read, so
-# an archive of a few hundred KB holds that much). No memory map: a mapped database keeps every page
-# a search has touched resident in the process for as long as the connection lives, and so the
-# KB's memory would grow with its databases (docs/capacity.md "Where the KB's memory goes").
-READER_CACHE_KIB: Final = 32 * 1024
+# An archive's search connection: a page cache of this many pages (16 KiB each) and no memory map
+# (docs/capacity.md "Where the KB's memory goes"). A search reads most pages once, each a ``pread``
+# from the system's file cache, and a few again and again (the FTS5 index's structure record, the
+# upper pages of its b-trees): 8 hold those, measured on archives of 1 to 54 MB (6 made a search on
+# the largest 2x slower). SQLite gives a cache its first pages as one block of up to 20, filled a
+# page at a time as reads need them, so a larger cache grew the KB's resident memory with the
+# archives; a mapped database kept every page a search had touched.
+READER_CACHE_PAGES: Final = 8
+# The vault's search connection (one per vault, over all its agents' notes): bounded in KiB.
+VAULT_READER_CACHE_KIB: Final = 32 * 1024
 
 log = structlog.get_logger()
 
@@ -96,16 +101,20 @@ def clamp_limit(limit: int | None) -> int:
     return min(limit, MAX_LIMIT)
 
 
-def tune_reader(conn: apsw.Connection) -> None:
+def tune_reader(conn: apsw.Connection, cache_size: int = READER_CACHE_PAGES) -> None:
     """Read-path settings for a long-lived search connection: reads through SQLite's page cache,
-    bounded by ``READER_CACHE_KIB``, and no memory map.
+    bounded by ``cache_size`` (as ``PRAGMA cache_size`` takes it: pages, or KiB when negative), and
+    no memory map.
 
     The pages a search reads come from the system's file cache (a ``pread`` each) into the page
     cache, which another connection's commit empties: what the connection holds is at most the
-    cache's bound, whatever the size of the database or how long the connection lives.
+    cache's bound, whatever the size of the database or how long the connection lives. The block
+    of pages SQLite made when the connection read its schema, sized for its default cache, is
+    handed back so that the next read makes one of the new size.
     """
     conn.execute("PRAGMA mmap_size=0").fetchall()
-    conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB}")
+    conn.execute(f"PRAGMA cache_size={cache_size}")
+    conn.execute("PRAGMA shrink_memory")
 
 
 def search(

@@ -40,7 +40,7 @@ from services.kb.file_watch import index_matches_file, plain_source
 from services.kb.index import schema
 from services.kb.index.index_files import close_connections, idle_or_closed, release_caches
 from services.kb.index.purge import Purge, StoreForget, purge_bytes
-from services.kb.index.search import SearchResult, tune_reader
+from services.kb.index.search import VAULT_READER_CACHE_KIB, SearchResult, tune_reader
 from services.kb.resources.handles import OpenHandles, default_cap
 from services.kb.resources.threads import until_done
 from services.kb.graph.build import build_reports, compile_graph
@@ -99,7 +99,7 @@ class _Vault:
                 self.reader = schema.open_reader(self.directory / note_index.INDEX_FILE)
             except NotFound:
                 return None
-            tune_reader(self.reader)
+            tune_reader(self.reader, -VAULT_READER_CACHE_KIB)
         return self.reader
 
 
@@ -184,7 +184,7 @@ class Vaults(SharedVaults[_Vault]):
             except NotFound:
                 return None
             try:
-                tune_reader(conn)
+                tune_reader(conn, -VAULT_READER_CACHE_KIB)
                 # the file stays read-only (SQLITE_OPEN_READONLY); query_only off lets the plan's term counts
                 # make their fts5vocab table in the connection's own temp schema (``term_counts``)
                 conn.execute("PRAGMA query_only=OFF")

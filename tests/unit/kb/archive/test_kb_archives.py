@@ -11,7 +11,7 @@ import pytest
 from gateway.config import build
 from gateway.errors import FailedPrecondition, InvalidArgument
 from services.kb.archive.archives import Archives
-from services.kb.index import indexer
+from services.kb.index import indexer, schema
 
 
 def make(tmp_path: Path, **archive: object) -> Archives:
@@ -254,12 +254,10 @@ def test_a_cancelled_fold_holds_the_writer_until_its_worker_is_done(tmp_path: Pa
     assert order == ["fold done", "refresh ran"]
 
 
-def test_a_search_connection_maps_no_file_and_caches_at_most_its_bound(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_search_connection_maps_no_file_and_caches_at_most_its_bound(tmp_path: Path) -> None:
     """What a search connection holds does not grow with its database: no memory map of the index
     (a mapped page a search touches stays resident while the connection lives) and a page cache
-    of at most ``READER_CACHE_KIB``, over an archive several times that size, between commits."""
+    of at most ``READER_CACHE_PAGES``, over an archive many times that size, between commits."""
     from services.kb.index import search as search_module
 
     archives = make(tmp_path)
@@ -281,16 +279,16 @@ def test_a_search_connection_maps_no_file_and_caches_at_most_its_bound(
         mapped = int(reader.execute("PRAGMA mmap_size").fetchall()[0][0])
         return found, used, mapped
 
-    monkeypatch.setattr(search_module, "READER_CACHE_KIB", 256)  # a bound the archive is far above
+    bound = search_module.READER_CACHE_PAGES * schema.PAGE_BYTES
     try:
         found, used, mapped = asyncio.run(scenario())
         maps = [line for line in Path("/proc/self/maps").read_text().splitlines() if line.endswith(str(kb))]
     finally:
         archives.close()
     assert found == len(range(0, 20_000, 97))
-    assert kb.stat().st_size > 4 * 256 * 1024  # the database is larger than the bound
+    assert kb.stat().st_size > 8 * bound  # the database is far larger than the bound
     assert mapped == 0 and maps == []
-    assert used <= 256 * 1024 * 1.1, used  # the bound, with SQLite's per-page headers
+    assert used <= bound * 1.1, used  # the bound, with SQLite's per-page headers
 
 
 
@@ -321,8 +319,10 @@ def test_an_archive_in_steady_use_hands_its_page_caches_back_when_released(tmp_p
         before, after, writer_after, found = asyncio.run(scenario())
     finally:
         archives.close()
-    assert before > 200 * 1024, before  # the pages of over a hundred searches
-    assert after < before // 10 and writer_after < 64 * 1024, (before, after, writer_after)
+    from services.kb.index.search import READER_CACHE_PAGES
+
+    assert before >= READER_CACHE_PAGES * schema.PAGE_BYTES, before  # over a hundred searches filled it
+    assert after < before // 4 and writer_after < 64 * 1024, (before, after, writer_after)
     assert found
 
 def test_searches_run_the_same_few_statements_whatever_their_input(
@@ -332,8 +332,6 @@ def test_searches_run_the_same_few_statements_whatever_their_input(
     search or a recall probe runs does not carry its input (how many hits, which sources, which
     lines), so once every kind of search has run no new statement appears. (SQL that spelled
     out a list's length or a line range filled every connection's cache with statements run once.)"""
-    from services.kb.index import schema
-
     seen: list[set[str]] = []
     opened = schema.open_reader
 
