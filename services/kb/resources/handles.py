@@ -26,10 +26,10 @@ and after closing some, ``run`` asks the C allocator to return freed memory to t
 (``heap.release_memory``, where the C library has it): SQLite's page caches are freed into the heap,
 which would otherwise keep them.
 
-Holders in steady use are never idle, and a search connection's page cache keeps every page its
-searches have read until its database changes: over hours it fills toward the whole database (its
-bound, 32 MiB, is far above a typical archive), so the KB's memory would follow the size of every
-archive in use. Every ``RELEASE_S`` ``run`` hands back the page caches of every open holder not in
+Holders in steady use are never idle, and a connection's page cache keeps every page read until
+its database changes: a writer's (bounded at 64 MiB, for a full index) and the vault's search
+connection's (32 MiB) fill over hours toward the whole database, so the KB's memory would follow
+the size of every database in use; an archive's search connection keeps 8 pages. Every ``RELEASE_S`` ``run`` hands back the page caches of every open holder not in
 use at that moment (``Holder.release_caches``), drops the searches' memos (``on_release``: the KB passes ``search.forget_memos``)
 and then gives back the freed memory: what stays cached is what the last minute's searches read. A
 search after that reads its pages again from the system's file cache (a ``pread`` of a few

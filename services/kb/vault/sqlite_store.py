@@ -48,14 +48,17 @@ def note_file(vault_dir: Path, name: str) -> Path:
     return vault_dir / NOTES_DIR / f"{name}{NOTE_SUFFIX}"
 
 
-def read_note(path: Path) -> bytes:
+def read_note(path: str | Path) -> bytes:
     """The bytes of the note file ``path``; FailedPrecondition for a link whose target leaves the
     vault (the index leaves it out too). FileNotFoundError when there is no such file."""
-    if path.is_symlink():
-        vault_real = os.path.realpath(path.parent.parent)
+    path = os.fspath(path)
+    if os.path.islink(path):
+        vault_real = os.path.realpath(os.path.dirname(os.path.dirname(path)))
         if os.path.commonpath([os.path.realpath(path), vault_real]) != vault_real:
-            raise FailedPrecondition(f"{NOTES_DIR}/{path.name} is a link to a file outside the vault; the vault does not follow it")
-    return path.read_bytes()
+            raise FailedPrecondition(f"{NOTES_DIR}/{os.path.basename(path)} is a link to a file outside the vault; "
+                                     "the vault does not follow it")
+    with open(path, "rb") as handle:
+        return handle.read()
 
 
 class SqliteVaultStore:
@@ -86,14 +89,21 @@ class SqliteVaultStore:
     def _file(self, name: str) -> Path:
         return note_file(self.directory, name)
 
+    def _file_name(self, name: str) -> str:
+        """``_file`` as a string, for the reads a search or a near-duplicate check makes of many notes:
+        a ``Path`` interns each part of itself, so every name read would pass through the
+        interpreter's table of interned strings, which grows by steps as new names go through it
+        (docs/capacity.md "Where the KB's memory goes")."""
+        return os.path.join(self.directory, NOTES_DIR, name + NOTE_SUFFIX)
+
     def read(self, name: str) -> bytes | None:
         try:
-            return read_note(self._file(name))
+            return read_note(self._file_name(name))
         except (FileNotFoundError, IsADirectoryError):
             return None
 
     def exists(self, name: str) -> bool:
-        return os.path.lexists(self._file(name))
+        return os.path.lexists(self._file_name(name))
 
     def _reindex(self, names: Iterable[str]) -> None:
         note_index.reindex_notes(self.conn, self.directory, names, settings=self._settings)
