@@ -23,13 +23,14 @@ again is simply opened again: the holder keeps everything else (generation, pend
 
 A holder unused for ``IDLE_CLOSE_S`` is closed by ``run`` (its memory and its WAL go back),
 and after closing some, ``run`` asks the C allocator to return freed memory to the system
-(``heap.release_memory``, where the C library has it): SQLite's page caches are freed into the heap,
+(``gateway.heap.give_back``, where the C library has it): SQLite's page caches are freed into the heap,
 which would otherwise keep them.
 
 Holders in steady use are never idle, and a connection's page cache keeps every page read until
 its database changes: a writer's (bounded at 64 MiB, for a full index) and the vault's search
 connection's (32 MiB) fill over hours toward the whole database, so the KB's memory would follow
-the size of every database in use; an archive's search connection keeps 8 pages. Every ``RELEASE_S`` ``run`` hands back the page caches of every open holder not in
+the size of every database in use; an archive's search connection keeps 8 pages. Every
+``RELEASE_S`` ``run`` hands back the page caches of every open holder not in
 use at that moment (``Holder.release_caches``), drops the searches' memos (``on_release``: the KB passes ``search.forget_memos``)
 and then gives back the freed memory: what stays cached is what the last minute's searches read. A
 search after that reads its pages again from the system's file cache (a ``pread`` of a few
@@ -52,8 +53,8 @@ from typing import Final, Protocol
 
 import structlog
 
+from gateway.heap import give_back
 from gateway.resources import open_files_limit
-from services.kb.resources.heap import release_memory
 
 log = structlog.get_logger()
 
@@ -292,7 +293,7 @@ class OpenHandles:
                 if self._on_release is not None:
                     self._on_release()  # the searches' memos with the page caches: what the next minute finds
             if freed:
-                await asyncio.get_running_loop().run_in_executor(self._closer, release_memory)
+                await asyncio.get_running_loop().run_in_executor(self._closer, give_back)
 
     def close_all(self) -> None:
         """At shutdown (nothing is in use any more): close every open holder here, synchronously."""

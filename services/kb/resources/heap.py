@@ -1,4 +1,4 @@
-"""The KB's C heap: where SQLite's page buffers live, and giving freed memory back.
+"""The KB's C heap: where SQLite's page buffers live (giving freed memory back is ``gateway.heap``).
 
 SQLite allocates each page of a page cache with ``malloc`` (16 KiB pages, so a little over 16 KiB
 each) and frees it when a cache is emptied: after every write (``PRAGMA shrink_memory``), at every
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from gateway.heap import c_library, give_back
+from gateway.heap import c_library
 
 M_MMAP_THRESHOLD: Final = -3  # glibc's mallopt parameter
 PAGE_BUFFER_THRESHOLD: Final = 16 * 1024  # a 16 KiB page's buffer and above: a mapping each
@@ -28,7 +28,3 @@ def keep_pages_off_heap() -> bool:
     mallopt = getattr(libc, "mallopt", None) if libc is not None else None
     return bool(mallopt is not None and mallopt(M_MMAP_THRESHOLD, PAGE_BUFFER_THRESHOLD) == 1)
 
-
-def release_memory() -> None:
-    """Return the C heap's free memory to the system (``gateway.heap.give_back``)."""
-    give_back()

@@ -2,8 +2,9 @@
 
 Each connection's page cache has a bound of its own (the vault's search connection's is 32 MiB,
 a writer's 64 MiB for a full index; an archive's search connection keeps only 8 pages), far above
-what one archive needs, and ``handles`` empties the idle ones once a minute. Between two releases the caches hold what a minute of searches read, which
-grows with the archives and the vault: under steady traffic the KB's memory followed the data.
+what one archive needs, and ``handles`` empties the idle ones once a minute. Between two releases
+the caches hold what a minute of searches read, which grows with the archives and the vault:
+under steady traffic the KB's memory followed the data.
 ``keep_within`` holds them to ``CACHE_BUDGET_BYTES`` in all: every ``EVERY_S`` it sets SQLite's
 soft heap limit to what SQLite holds besides the page caches, plus the budget. Past that limit a
 cache reuses its own least recently used pages instead of taking new memory (a read then comes

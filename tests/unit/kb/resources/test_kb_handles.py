@@ -173,7 +173,7 @@ def test_the_caches_of_holders_not_in_use_are_released_every_minute_and_never_of
     now = [0.0]
     trims: list[float] = []
     timeouts = quick_waits(monkeypatch)
-    monkeypatch.setattr(handles_module, "release_memory", lambda: trims.append(now[0]))
+    monkeypatch.setattr(handles_module, "give_back", lambda: trims.append(now[0]))
     memos: list[float] = []
 
     async def scenario() -> tuple[int, int, int]:
@@ -210,7 +210,7 @@ def test_the_sweep_sleeps_while_nothing_is_open_and_wakes_when_the_next_close_is
     timeout; once one is open it wakes when that one's idle close (or a release) is due."""
     now = [0.0]
     timeouts = quick_waits(monkeypatch)
-    monkeypatch.setattr(handles_module, "release_memory", lambda: None)
+    monkeypatch.setattr(handles_module, "give_back", lambda: None)
 
     async def scenario() -> tuple[list[float | None], list[float | None], int]:
         handles = OpenHandles(100, clock=lambda: now[0], idle_s=60.0, release_s=600.0)
